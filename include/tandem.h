@@ -1,0 +1,117 @@
+/* tandem.h — the C contract of the tandem runtime. Everything not declared here is private.
+ *
+ * A Program is an immutable, verified .tandem file: constants, the state specs with their initial
+ * values, and the methods. A Session is a Program plus one contiguous state region (persistent
+ * between calls) and one scratch arena (shared by the methods, which run one at a time). Methods
+ * read and write the state region in place; nothing is allocated while a method runs.
+ *
+ * Conventions: every function returns a tdm_status (TDM_OK = 0) or a plain value; a detail
+ * message for people is available from tdm_last_error() after any failure. A bad file or an
+ * out-of-memory condition never aborts. Handles are opaque; tdm_x_free(NULL) is a no-op.
+ */
+#ifndef TANDEM_H
+#define TANDEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TDM_FORMAT_VERSION 1u
+#define TDM_MAX_RANK 8
+
+/* Append-only: numbers are kept forever. */
+typedef enum tdm_status {
+  TDM_OK = 0,
+  TDM_ERR_INVALID_ARGUMENT = 1, /* a NULL handle, an index out of range, ... (caller error) */
+  TDM_ERR_OUT_OF_MEMORY = 2,
+  TDM_ERR_TRUNCATED = 3,        /* the file ends before a structure it declares */
+  TDM_ERR_BAD_MAGIC = 4,        /* not a .tandem file */
+  TDM_ERR_VERSION = 5,          /* a format version this runtime does not read */
+  TDM_ERR_MALFORMED = 6,        /* a count, offset, size, index or reference is invalid */
+  TDM_ERR_UNKNOWN_OP = 7,       /* an operator this runtime does not have */
+  TDM_ERR_OP_RULE = 8,          /* an op's operands break its dtype/shape/attribute rule */
+  TDM_ERR_NOT_FOUND = 9,        /* no method or state tensor of that name */
+  TDM_ERR_INDEX = 10,           /* a runtime index value is out of range (state untouched) */
+  TDM_ERR_LIMIT = 11,           /* a declared size is above the configured cap */
+  TDM_ERR_STATE_MISMATCH = 12   /* state bytes of the wrong size or program */
+} tdm_status;
+
+/* Append-only. Element sizes: F32 4, I64 8, BOOL 1 (0 or 1). */
+typedef enum tdm_dtype { TDM_F32 = 1, TDM_I64 = 2, TDM_BOOL = 3 } tdm_dtype;
+
+typedef struct tdm_program tdm_program;
+typedef struct tdm_session tdm_session;
+
+/* Human-readable name of a status ("TDM_ERR_MALFORMED"), never NULL. */
+const char *tdm_status_string(tdm_status s);
+/* Detail message of the last failure on this thread (borrowed, valid until the next call). */
+const char *tdm_last_error(void);
+/* Element size in bytes of a dtype, 0 for an unknown one. */
+size_t tdm_dtype_size(int dtype);
+/* Name of a dtype ("float32", "int64", "bool"), "?" for an unknown one. */
+const char *tdm_dtype_name(int dtype);
+
+/* Memory from the runtime's allocator (64-byte aligned). Used by hosts that hand file bytes over
+ * with tdm_program_load_owned. */
+void *tdm_malloc(size_t size);
+void tdm_free(void *p);
+
+/* Cap on the bytes a program may declare (constants + state + scratch); loading a file that
+ * declares more fails with TDM_ERR_LIMIT before anything is allocated. 0 restores the default
+ * (1 GiB). Process-wide. */
+void tdm_set_max_declared_bytes(uint64_t max_bytes);
+
+/* Load and fully verify a program. `data` is borrowed for the call only (copied). On success
+ * *out owns the program; free it with tdm_program_free once every session on it is freed. */
+tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out);
+/* As tdm_program_load, but takes ownership of `data`, which must come from tdm_malloc; it is
+ * freed on failure too. Avoids a second copy of the file. */
+tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out);
+void tdm_program_free(tdm_program *p);
+
+/* Introspection. Indices are 0-based; out-of-range indices return 0 / NULL / -1. Strings are
+ * borrowed from the program. `io` is 0 for inputs, 1 for outputs. */
+uint32_t tdm_program_method_count(const tdm_program *p);
+const char *tdm_program_method_name(const tdm_program *p, uint32_t method);
+int32_t tdm_program_find_method(const tdm_program *p, const char *name); /* -1 if absent */
+uint32_t tdm_method_io_count(const tdm_program *p, uint32_t method, int io);
+const char *tdm_method_io_name(const tdm_program *p, uint32_t method, int io, uint32_t i);
+int tdm_method_io_dtype(const tdm_program *p, uint32_t method, int io, uint32_t i);
+int tdm_method_io_rank(const tdm_program *p, uint32_t method, int io, uint32_t i);
+int64_t tdm_method_io_dim(const tdm_program *p, uint32_t method, int io, uint32_t i, int d);
+size_t tdm_method_io_nbytes(const tdm_program *p, uint32_t method, int io, uint32_t i);
+uint32_t tdm_program_state_count(const tdm_program *p);
+const char *tdm_state_name(const tdm_program *p, uint32_t i);
+int tdm_state_dtype(const tdm_program *p, uint32_t i);
+int tdm_state_rank(const tdm_program *p, uint32_t i);
+int64_t tdm_state_dim(const tdm_program *p, uint32_t i, int d);
+size_t tdm_state_offset(const tdm_program *p, uint32_t i); /* byte offset in the state region */
+size_t tdm_state_nbytes(const tdm_program *p, uint32_t i);
+size_t tdm_program_state_size(const tdm_program *p);   /* bytes of the state region */
+size_t tdm_program_scratch_size(const tdm_program *p); /* bytes of one session's scratch */
+uint64_t tdm_program_fingerprint(const tdm_program *p); /* hash of the state layout */
+
+/* A session on `p` (borrowed: p must outlive the session). Its state starts at the initial
+ * values. */
+tdm_status tdm_session_create(const tdm_program *p, tdm_session **out);
+void tdm_session_free(tdm_session *s);
+/* Copy the initial values back into the state region. */
+void tdm_session_reset_state(tdm_session *s);
+/* The state region: tdm_program_state_size(p) bytes, contiguous, owned by the session. */
+void *tdm_session_state(tdm_session *s);
+
+/* Calling a method: write each input's bytes (dtype and shape as declared, C order) at
+ * tdm_session_input(s, m, i), call tdm_session_run, then read each output at
+ * tdm_session_output(s, m, i). Pointers are valid until the next run or free on this session.
+ * A run either completes or fails before changing the state. */
+void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
+tdm_status tdm_session_run(tdm_session *s, uint32_t method);
+const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

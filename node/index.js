@@ -1,0 +1,36 @@
+// node/index.js — the package's Node entry: the web API plus file paths and file: URLs.
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { load as webLoad, Tensor, TandemError, Model } from '../web/tandem.js';
+
+export { Tensor, TandemError, Model };
+
+const WASM_PATH = fileURLToPath(new URL('../web/tandem.wasm', import.meta.url));
+
+function isLocal(source) {
+  if (source instanceof URL) return source.protocol === 'file:';
+  return typeof source === 'string' && (source.startsWith('file://') || !/^[a-z][a-z0-9+.-]*:\/\//i.test(source));
+}
+
+async function readLocal(source) {
+  if (!isLocal(source)) return source;
+  try {
+    return await readFile(typeof source === 'string' && source.startsWith('file://') ? new URL(source) : source);
+  } catch (e) {
+    throw new TandemError('TDM_ERR_NOT_FOUND', `cannot read ${source}: ${e.message}`);
+  }
+}
+
+// The same bytes object per wasm path, so the loader compiles each path once.
+const wasmCache = new Map();
+function wasmBytes(wasm) {
+  if (!isLocal(wasm)) return wasm;
+  const key = String(wasm);
+  if (!wasmCache.has(key)) wasmCache.set(key, readLocal(wasm));
+  return wasmCache.get(key);
+}
+
+/** load(source, options) as in the browser; `source` may also be a file path or file: URL. */
+export async function load(source, options = {}) {
+  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH) });
+}

@@ -1,0 +1,190 @@
+"""tandem.export: PyTorch module + methods -> one Program with a program-scoped state region.
+
+Each method is exported with torch.export and lowered to Core ATen. State is every buffer that any
+method mutates, identified by the tensor itself (its storage), so several methods of one module and
+several modules sharing a submodule bind to the same state slot.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Union
+
+import torch
+from torch import nn
+from torch.export.graph_signature import InputKind, OutputKind
+
+from .ir import DTYPE_CODE, ExportError, StateSpec
+from .lower import lower_method, source_line
+from .plan import plan_method
+from .program import Program
+
+
+@dataclass
+class Method:
+    """One entry point: `fn` is an nn.Module (its forward) or a bound method of one."""
+
+    fn: Union[nn.Module, Callable]
+    example_inputs: tuple = ()
+
+
+class _BoundMethod(nn.Module):
+    """Exports `owner.<name>(*args)` as a forward, with owner's tensors under 'owner.'."""
+
+    def __init__(self, owner: nn.Module, name: str):
+        super().__init__()
+        self.owner = owner
+        self._tandem_name = name
+
+    def forward(self, *args):
+        return getattr(self.owner, self._tandem_name)(*args)
+
+
+def _tensor_key(t: torch.Tensor) -> tuple:
+    """Identity of a module tensor: the bytes it views, not the Python object."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _root_of(name: str, fn) -> tuple[nn.Module, str]:
+    """(module to export, prefix to strip from its FQNs)."""
+    if isinstance(fn, nn.Module):
+        return fn, ""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, nn.Module):
+        if getattr(fn, "__name__", None) == "forward":
+            return owner, ""
+        return _BoundMethod(owner, fn.__name__), "owner."
+    raise ExportError(
+        f"method '{name}': {fn!r} is neither an nn.Module nor a bound method of one; "
+        "pass tandem.Method(module, inputs) or tandem.Method(module.some_method, inputs)"
+    )
+
+
+@contextlib.contextmanager
+def _parameters_as_buffers(root: nn.Module):
+    """Lets torch.export trace a mutation of a parameter, so we can name it in a clear error.
+
+    Yields the set of keys of the swapped parameters; restores them afterwards.
+    """
+    swapped = []
+    keys = set()
+    for mod in root.modules():
+        for pname, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            del mod._parameters[pname]
+            mod._buffers[pname] = p.detach()
+            swapped.append((mod, pname, p))
+            keys.add(_tensor_key(p))
+    try:
+        yield keys
+    finally:
+        for mod, pname, p in swapped:
+            del mod._buffers[pname]
+            mod._parameters[pname] = p
+
+
+def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
+    if not methods:
+        raise ExportError("no methods given: pass {'forward': (example_input, ...)} or {'name': tandem.Method(fn, inputs)}")
+    out = {}
+    for name, spec in methods.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ExportError(f"method name {name!r} must be a Python identifier")
+        if isinstance(spec, Method):
+            fn, inputs = spec.fn, spec.example_inputs
+        else:
+            if module is None:
+                raise ExportError(f"method '{name}': module is None, so give tandem.Method(fn, example_inputs)")
+            fn = module if name == "forward" else getattr(module, name, None)
+            if fn is None:
+                raise ExportError(f"method '{name}': {type(module).__name__} has no method '{name}'")
+            inputs = spec
+        if isinstance(inputs, torch.Tensor):
+            inputs = (inputs,)
+        inputs = tuple(inputs)
+        for i, x in enumerate(inputs):
+            if not isinstance(x, torch.Tensor):
+                raise ExportError(f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors")
+            if x.dtype not in DTYPE_CODE:
+                raise ExportError(
+                    f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports float32, int64 and bool "
+                    "(convert with .float() / .long())"
+                )
+        out[name] = (fn, inputs)
+    return out
+
+
+def _names_of(modules: list) -> dict:
+    """tensor key -> the first fully-qualified name it has under any of the modules."""
+    names = {}
+    for m in modules:
+        for n, t in list(m.named_buffers(remove_duplicate=False)) + list(m.named_parameters(remove_duplicate=False)):
+            names.setdefault(_tensor_key(t), n)
+    return names
+
+
+def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
+    """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program."""
+    specs = _normalize(module, methods)
+    roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
+    name_of = _names_of(([module] if module is not None else []) + [r for r, _ in roots.values()])
+
+    # Initial values: every buffer as it is before any tracing.
+    exported = {}
+    for name, (fn, inputs) in specs.items():
+        root, _ = roots[name]
+        with _parameters_as_buffers(root) as param_keys, torch.no_grad():
+            try:
+                ep = torch.export.export(root, inputs, strict=False)
+                ep = ep.run_decompositions()
+            except ExportError:
+                raise
+            except Exception as e:  # torch's messages are long; keep the first lines
+                first = "\n".join(str(e).strip().splitlines()[:6])
+                hint = ""
+                if "dynamic" in str(e).lower() or "data-dependent" in str(e).lower() or "guard" in str(e).lower():
+                    hint = (" This usually means the method's control flow or shapes depend on input values; tandem "
+                            "exports static shapes: make shapes fixed by the example inputs.")
+                raise ExportError(f"method '{name}': torch.export failed: {type(e).__name__}: {first}.{hint}") from e
+            tensors = {}
+            for spec in ep.graph_signature.input_specs:
+                if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+                    tensors[spec.arg.name] = root.get_buffer(spec.target)
+                elif spec.kind == InputKind.CONSTANT_TENSOR:
+                    tensors[spec.arg.name] = ep.constants[spec.target]
+            mutated = {}
+            for spec in ep.graph_signature.output_specs:
+                if spec.kind == OutputKind.BUFFER_MUTATION:
+                    t = root.get_buffer(spec.target)
+                    if _tensor_key(t) in param_keys:
+                        node = next(n for n in ep.graph.nodes if n.name == spec.arg.name)
+                        pname = spec.target.split(".")[-1]
+                        raise ExportError(
+                            f"method '{name}' mutates parameter '{name_of.get(_tensor_key(t), spec.target)}'"
+                            f"{source_line(node)}. Parameters are constants in tandem; register mutable state as "
+                            f"a buffer instead: self.register_buffer('{pname}', tensor)"
+                        )
+                    mutated[spec.arg.name] = t
+                elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+                    raise ExportError(f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
+                                      "Mutate a buffer or return the new value instead.")
+            exported[name] = (ep, tensors, mutated)
+
+    # State = every buffer any method mutates; one slot per tensor, shared by every method.
+    states: dict = {}
+    for name, (ep, tensors, mutated) in exported.items():
+        for t in mutated.values():
+            key = _tensor_key(t)
+            if key not in states:
+                if t.dtype not in DTYPE_CODE:
+                    raise ExportError(f"state '{name_of.get(key, '?')}' has dtype {t.dtype}; tandem supports float32, int64 and bool")
+                states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
+                                        init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
+
+    lowered = []
+    for name, (ep, tensors, mutated) in exported.items():
+        ir = lower_method(name, ep, tensors, states, _tensor_key)
+        plan_method(ir)
+        lowered.append(ir)
+    return Program(list(states.values()), lowered)

@@ -1,0 +1,148 @@
+"""The only writer of .tandem files. docs/format.md is the byte layout; src/format.c reads it."""
+from __future__ import annotations
+
+import hashlib
+import struct
+
+from .ir import CONST, DTYPE_CODE, SCRATCH, MethodIR, StateSpec
+
+MAGIC = b"TNDM"
+VERSION = 1
+HEADER_SIZE = 32
+SECTION_ENTRY = 24
+SEC_STRINGS, SEC_CONSTANTS, SEC_STATES, SEC_METHODS, SEC_DATA = 1, 2, 3, 4, 5
+ALIGN = 64
+
+
+def _pad(n: int, a: int = ALIGN) -> int:
+    return (n + a - 1) // a * a
+
+
+class _Strings:
+    def __init__(self):
+        self.index: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        if s not in self.index:
+            self.index[s] = len(self.index)
+        return self.index[s]
+
+    def section(self) -> bytes:
+        out = [struct.pack("<I", len(self.index))]
+        for s in self.index:
+            b = s.encode("utf-8")
+            out.append(struct.pack("<I", len(b)) + b + b"\0")
+        return b"".join(out)
+
+
+def _dims(shape) -> bytes:
+    return struct.pack(f"<{len(shape)}q", *shape)
+
+
+def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
+    strings = _Strings()
+    data = bytearray()
+
+    def put_data(b: bytes) -> int:
+        off = _pad(len(data))
+        data.extend(b"\0" * (off - len(data)))
+        data.extend(b)
+        return off
+
+    # Constants: one entry per distinct content, however many methods or values use it.
+    consts: list[tuple] = []  # (name, dtype, shape, offset, nbytes)
+    by_content: dict = {}
+    const_index: dict = {}  # Storage -> index
+
+    def const_of(storage) -> int:
+        if storage in const_index:
+            return const_index[storage]
+        t = storage.tensor
+        raw = t.numpy().tobytes()
+        key = (str(t.dtype), tuple(t.shape), hashlib.sha256(raw).digest())
+        if key not in by_content:
+            by_content[key] = len(consts)
+            consts.append((f"c{len(consts)}", t, put_data(raw), len(raw)))
+        const_index[storage] = by_content[key]
+        return const_index[storage]
+
+    # State region: each slot 64-byte aligned, in order.
+    state_size = 0
+    state_index = {}
+    for i, st in enumerate(states):
+        st.offset = _pad(state_size)
+        state_size = st.offset + st.nbytes
+        state_index[st] = i
+
+    meth = [struct.pack("<I", len(methods))]
+    for m in methods:
+        values: list = []
+        vindex: dict = {}
+
+        def val(v) -> int:
+            if id(v) not in vindex:
+                vindex[id(v)] = len(values)
+                values.append(v)
+            return vindex[id(v)]
+
+        for _, v in m.inputs:
+            val(v)
+        for op in m.ops:
+            for v in op.ins + op.outs:
+                val(v)
+        for _, v in m.outputs:
+            val(v)
+        body = []
+        for v in values:
+            s = v.storage
+            if s.kind == SCRATCH:
+                ref, off = 0, s.offset + v.offset
+            elif s.kind == CONST:
+                ref, off = const_of(s), v.offset
+            else:
+                ref, off = state_index[s.state], v.offset
+            body.append(struct.pack("<BBBBIQ", v.dtype, len(v.shape), s.kind, 0, ref, off) + _dims(v.shape))
+        io = b"".join(struct.pack("<II", vindex[id(v)], strings(n)) for n, v in m.inputs)
+        io += b"".join(struct.pack("<II", vindex[id(v)], strings(n)) for n, v in m.outputs)
+        ops = []
+        for op in m.ops:
+            ops.append(struct.pack("<IHHHH", strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
+                       + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
+                       + b"".join(struct.pack("<q", a) for a in op.iattr)
+                       + b"".join(struct.pack("<d", a) for a in op.fattr))
+        meth.append(struct.pack("<IIIIIIQ", strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), 0,
+                                m.scratch_size) + b"".join(body) + io + b"".join(ops))
+
+    state_sec = [struct.pack("<QI", state_size, len(states))]
+    for st in states:
+        init = st.init.contiguous().numpy().tobytes()
+        zero = not any(init)
+        init_off = 0 if zero else put_data(init)
+        state_sec.append(struct.pack("<IBBBBQQQ", strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
+                                     st.offset, st.nbytes, init_off) + _dims(st.shape))
+
+    const_sec = [struct.pack("<I", len(consts))]
+    for name, t, off, nbytes in consts:
+        const_sec.append(struct.pack("<IBBHQQ", strings(name), DTYPE_CODE[t.dtype], t.dim(), 0, off, nbytes) + _dims(t.shape))
+
+    sections = {
+        SEC_STRINGS: strings.section(),
+        SEC_CONSTANTS: b"".join(const_sec),
+        SEC_STATES: b"".join(state_sec),
+        SEC_METHODS: b"".join(meth),
+    }
+    out = bytearray(HEADER_SIZE + 5 * SECTION_ENTRY)
+    table = []
+    for sid in (SEC_STRINGS, SEC_CONSTANTS, SEC_STATES, SEC_METHODS):
+        off = _pad(len(out), 8)
+        out.extend(b"\0" * (off - len(out)))
+        out.extend(sections[sid])
+        table.append((sid, off, len(sections[sid])))
+    off = _pad(len(out))
+    out.extend(b"\0" * (off - len(out)))
+    out.extend(data)
+    table.append((SEC_DATA, off, len(data)))
+    struct.pack_into("<4sIQIIQ", out, 0, MAGIC, VERSION, len(out), 5, 0, 0)
+    for i, (sid, off, size) in enumerate(table):
+        struct.pack_into("<IIQQ", out, HEADER_SIZE + i * SECTION_ENTRY, sid, 0, off, size)
+    return bytes(out)

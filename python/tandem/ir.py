@@ -1,0 +1,93 @@
+"""The exporter's intermediate form: storages, values and ops of one method, before the file.
+
+A *storage* is a block of bytes in one region (scratch, a constant, or a state slot); a *value* is
+a dtype + shape at a byte offset inside a storage (views share their base's storage). Ops read and
+write values. The planner gives scratch storages their offsets; the writer serializes the rest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+# Append-only, shared with include/tandem.h (tdm_dtype).
+F32, I64, BOOL = 1, 2, 3
+DTYPE_CODE = {torch.float32: F32, torch.int64: I64, torch.bool: BOOL}
+TORCH_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
+DTYPE_SIZE = {F32: 4, I64: 8, BOOL: 1}
+DTYPE_NAME = {F32: "float32", I64: "int64", BOOL: "bool"}
+
+SCRATCH, CONST, STATE = 0, 1, 2  # tdm_region
+
+
+class ExportError(Exception):
+    """A model tandem cannot export, with what to change."""
+
+
+@dataclass(eq=False)
+class Storage:
+    kind: int  # SCRATCH, CONST or STATE
+    nbytes: int
+    tensor: Optional[torch.Tensor] = None  # CONST: the bytes to store
+    state: Optional["StateSpec"] = None  # STATE: which slot
+    offset: int = 0  # SCRATCH: planned byte offset in the arena
+    is_input: bool = False
+
+
+@dataclass(eq=False)
+class Value:
+    dtype: int
+    shape: tuple
+    storage: Storage
+    offset: int = 0  # bytes from the start of the storage
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_SIZE[self.dtype]
+
+    def view(self, shape, offset_bytes: int = 0, dtype: Optional[int] = None) -> "Value":
+        return Value(dtype or self.dtype, tuple(shape), self.storage, self.offset + offset_bytes)
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    ins: list
+    outs: list
+    iattr: list = field(default_factory=list)
+    fattr: list = field(default_factory=list)
+    where: str = ""  # the user's source line, for messages
+
+
+@dataclass(eq=False)
+class StateSpec:
+    name: str
+    tensor: torch.Tensor  # the module's buffer (identity)
+    init: torch.Tensor  # its value at export
+    dtype: int
+    shape: tuple
+    offset: int = 0  # in the state region, set by the writer
+
+    @property
+    def nbytes(self) -> int:
+        n = DTYPE_SIZE[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(eq=False)
+class MethodIR:
+    name: str
+    inputs: list  # [(name, Value)]
+    outputs: list  # [(name, Value)]
+    ops: list
+    scratch_size: int = 0

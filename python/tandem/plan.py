@@ -1,0 +1,78 @@
+"""Memory plan of one method: state written in place where possible, scratch offsets by lifetime.
+
+In place: a mutated buffer's new value is produced directly into its state slot when no later op
+(and no output) reads the slot's old value and no op that can fail on runtime values comes after
+the producer; otherwise it is copied in at the end (see lower._finish). Scratch: storages get
+offsets so that two storages alive at the same time never overlap (greedy, largest first).
+"""
+from __future__ import annotations
+
+from .ir import SCRATCH, STATE, MethodIR, Storage
+
+ALIGN = 64
+CAN_FAIL = {"index_select"}  # ops whose kernels may reject runtime values (src/ops.h can_fail)
+
+
+def _write_state_in_place(ir: MethodIR) -> None:
+    ops = ir.ops
+    producer = {}
+    for i, op in enumerate(ops):
+        for v in op.outs:
+            producer.setdefault(v.storage, i)
+    last_fallible = max((i for i, op in enumerate(ops) if op.name in CAN_FAIL), default=-1)
+
+    def reads_state(st, start):
+        for op in ops[start:]:
+            if any(v.storage.kind == STATE and v.storage.state is st for v in op.ins):
+                return True
+        return any(v.storage.kind == STATE and v.storage.state is st for _, v in ir.outputs)
+
+    for k, op in enumerate(list(ops)):
+        if op.name != "copy" or not op.outs[0].storage.kind == STATE:
+            continue
+        src, dst = op.ins[0], op.outs[0]
+        st = dst.storage.state
+        s = src.storage
+        i = producer.get(s)
+        if (s.kind != SCRATCH or s.is_input or i is None or src.offset != 0 or s.nbytes != st.nbytes
+                or i < last_fallible or reads_state(st, i)):
+            continue
+        s.kind, s.state = STATE, st
+        ops.remove(op)
+
+
+def _lifetimes(ir: MethodIR) -> dict:
+    life = {}
+    end = len(ir.ops)
+    for _, v in ir.inputs:
+        life[v.storage] = [-1, -1]
+    for i, op in enumerate(ir.ops):
+        for v in op.outs:
+            if v.storage.kind == SCRATCH:
+                life.setdefault(v.storage, [i, i])
+        for v in op.ins:
+            if v.storage.kind == SCRATCH:
+                life.setdefault(v.storage, [i, i])[1] = i
+    for _, v in ir.outputs:
+        if v.storage.kind == SCRATCH:
+            life.setdefault(v.storage, [end, end])[1] = end
+    return life
+
+
+def plan_method(ir: MethodIR) -> None:
+    _write_state_in_place(ir)
+    life = _lifetimes(ir)
+    placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
+    size = 0
+    for s in sorted(life, key=lambda s: -s.nbytes):
+        a, b = life[s]
+        need = (s.nbytes + ALIGN - 1) // ALIGN * ALIGN
+        off = 0
+        for (pa, pb, po, ps) in sorted((p for p in placed if not (p[1] < a or b < p[0])), key=lambda p: p[2]):
+            if off + need <= po:
+                break
+            off = max(off, po + ps)
+        s.offset = off
+        placed.append((a, b, off, need))
+        size = max(size, off + need)
+    ir.scratch_size = size

@@ -1,0 +1,166 @@
+"""tandem.load: run a .tandem program through the native C runtime (ctypes), to check an export
+from Python before shipping it. Tensors in, tensors out, state kept between calls."""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Union
+
+import torch
+
+from .ir import DTYPE_CODE, DTYPE_NAME, TORCH_DTYPE
+
+_REPO = Path(__file__).resolve().parents[2]
+_lib = None
+
+
+class TandemError(Exception):
+    """A failure reported by the runtime; `code` is the tdm_status name (e.g. 'TDM_ERR_TRUNCATED')."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def _library() -> ctypes.CDLL:
+    global _lib
+    if _lib is not None:
+        return _lib
+    candidates = [os.environ.get("TANDEM_LIB"), _REPO / "build" / "native" / "libtandem.so"]
+    for c in candidates:
+        if c and Path(c).exists():
+            lib = ctypes.CDLL(str(c))
+            break
+    else:
+        raise RuntimeError("the native tandem library was not found: build it with `npm run build` (or set TANDEM_LIB)")
+    P, S, U32, I32, I64, U64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p
+    sigs = {
+        "tdm_status_string": (C, [ctypes.c_int]), "tdm_last_error": (C, []),
+        "tdm_program_load": (ctypes.c_int, [P, S, ctypes.POINTER(P)]), "tdm_program_free": (None, [P]),
+        "tdm_program_method_count": (U32, [P]), "tdm_program_method_name": (C, [P, U32]),
+        "tdm_method_io_count": (U32, [P, U32, ctypes.c_int]), "tdm_method_io_name": (C, [P, U32, ctypes.c_int, U32]),
+        "tdm_method_io_dtype": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
+        "tdm_method_io_rank": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
+        "tdm_method_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
+        "tdm_method_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
+        "tdm_program_state_count": (U32, [P]), "tdm_state_name": (C, [P, U32]),
+        "tdm_state_dtype": (ctypes.c_int, [P, U32]), "tdm_state_rank": (ctypes.c_int, [P, U32]),
+        "tdm_state_dim": (I64, [P, U32, ctypes.c_int]), "tdm_state_offset": (S, [P, U32]),
+        "tdm_state_nbytes": (S, [P, U32]), "tdm_program_state_size": (S, [P]),
+        "tdm_session_create": (ctypes.c_int, [P, ctypes.POINTER(P)]), "tdm_session_free": (None, [P]),
+        "tdm_session_reset_state": (None, [P]), "tdm_session_state": (P, [P]),
+        "tdm_session_input": (P, [P, U32, U32]), "tdm_session_run": (ctypes.c_int, [P, U32]),
+        "tdm_session_output": (P, [P, U32, U32]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    del I32, U64
+    _lib = lib
+    return lib
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        lib = _library()
+        raise TandemError(lib.tdm_status_string(status).decode(), lib.tdm_last_error().decode())
+
+
+class _IO:
+    def __init__(self, lib, p, m, io, i):
+        self.name = lib.tdm_method_io_name(p, m, io, i).decode()
+        self.dtype = TORCH_DTYPE[lib.tdm_method_io_dtype(p, m, io, i)]
+        self.shape = tuple(lib.tdm_method_io_dim(p, m, io, i, d) for d in range(lib.tdm_method_io_rank(p, m, io, i)))
+        self.nbytes = lib.tdm_method_io_nbytes(p, m, io, i)
+
+
+class Model:
+    """A loaded program with one session: one Python method per program method."""
+
+    def __init__(self, data: bytes):
+        lib = self._lib = _library()
+        self._program = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        _check(lib.tdm_program_load(buf, len(data), ctypes.byref(self._program)))
+        self._session = ctypes.c_void_p()
+        try:
+            _check(lib.tdm_session_create(self._program, ctypes.byref(self._session)))
+        except TandemError:
+            lib.tdm_program_free(self._program)
+            raise
+        p = self._program
+        self.methods = {}
+        for m in range(lib.tdm_program_method_count(p)):
+            name = lib.tdm_program_method_name(p, m).decode()
+            ins = [_IO(lib, p, m, 0, i) for i in range(lib.tdm_method_io_count(p, m, 0))]
+            outs = [_IO(lib, p, m, 1, i) for i in range(lib.tdm_method_io_count(p, m, 1))]
+            self.methods[name] = (m, ins, outs)
+            if not hasattr(self, name):
+                setattr(self, name, self._bind(name))
+
+    def _bind(self, name):
+        def call(*inputs):
+            return self.run(name, *inputs)
+        call.__name__ = name
+        return call
+
+    def run(self, name: str, *inputs):
+        """Call method `name`; returns a tensor, a tuple of tensors, or None."""
+        if name not in self.methods:
+            raise TandemError("TDM_ERR_NOT_FOUND", f"no method '{name}'; the program has {sorted(self.methods)}")
+        m, ins, outs = self.methods[name]
+        if len(inputs) != len(ins):
+            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"{name}() takes {len(ins)} inputs, {len(inputs)} given")
+        staged = []
+        for spec, x in zip(ins, inputs):
+            if not isinstance(x, torch.Tensor):
+                x = torch.tensor(x, dtype=spec.dtype)
+            if x.dtype != spec.dtype or tuple(x.shape) != spec.shape:
+                raise TandemError("TDM_ERR_INVALID_ARGUMENT",
+                                  f"{name}() input '{spec.name}': expected {DTYPE_NAME[DTYPE_CODE[spec.dtype]]}{list(spec.shape)}, "
+                                  f"given {x.dtype}{list(x.shape)}")
+            staged.append(x.detach().contiguous().cpu())
+        lib = self._lib
+        for i, x in enumerate(staged):
+            if x.numel():
+                ctypes.memmove(lib.tdm_session_input(self._session, m, i), x.data_ptr(), x.numel() * x.element_size())
+        _check(lib.tdm_session_run(self._session, m))
+        results = []
+        for i, spec in enumerate(outs):
+            t = torch.empty(spec.shape, dtype=spec.dtype)
+            if spec.nbytes:
+                ctypes.memmove(t.data_ptr(), lib.tdm_session_output(self._session, m, i), spec.nbytes)
+            results.append(t)
+        if not results:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def reset_state(self) -> None:
+        """Put every state tensor back to its initial value."""
+        self._lib.tdm_session_reset_state(self._session)
+
+    def read_state(self, name: str) -> torch.Tensor:
+        lib, p = self._lib, self._program
+        for i in range(lib.tdm_program_state_count(p)):
+            if lib.tdm_state_name(p, i).decode() == name:
+                shape = tuple(lib.tdm_state_dim(p, i, d) for d in range(lib.tdm_state_rank(p, i)))
+                t = torch.empty(shape, dtype=TORCH_DTYPE[lib.tdm_state_dtype(p, i)])
+                ctypes.memmove(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
+                return t
+        raise TandemError("TDM_ERR_NOT_FOUND", f"no state tensor named '{name}'")
+
+    def __del__(self):
+        lib = getattr(self, "_lib", None)
+        if lib is not None:
+            lib.tdm_session_free(getattr(self, "_session", None))
+            lib.tdm_program_free(getattr(self, "_program", None))
+            self._lib = None
+
+
+def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
+    """Load a .tandem program (a path or the file's bytes) into the native runtime."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return Model(bytes(source))
+    with open(source, "rb") as f:
+        return Model(f.read())

@@ -1,0 +1,478 @@
+/* format.c — the only reader of .tandem files: parses and fully verifies a file into a
+ * tdm_program. docs/format.md is the byte layout and the list of invariants checked here. */
+#include "ops.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tandem reads little-endian files in place; a big-endian host needs byte swapping"
+#endif
+
+enum { SEC_STRINGS = 1, SEC_CONSTANTS = 2, SEC_STATES = 3, SEC_METHODS = 4, SEC_DATA = 5, SEC_COUNT = 5 };
+#define HEADER_SIZE 32
+#define SECTION_ENTRY 24
+#define MAX_METHODS 4096
+#define MAX_IO 1024
+
+static const char *const section_names[] = {"", "strings", "constants", "states", "methods", "data"};
+
+/* A bounded cursor over one section. Reads past the end set `bad` and return 0. */
+typedef struct rd {
+  const uint8_t *p;
+  size_t n, pos;
+  bool bad;
+  const char *what;
+} rd;
+
+static bool rd_take(rd *r, void *dst, size_t k) {
+  if (r->bad || k > r->n - r->pos) {
+    r->bad = true;
+    return false;
+  }
+  memcpy(dst, r->p + r->pos, k);
+  r->pos += k;
+  return true;
+}
+static uint8_t rd_u8(rd *r) { uint8_t v = 0; rd_take(r, &v, 1); return v; }
+static uint16_t rd_u16(rd *r) { uint16_t v = 0; rd_take(r, &v, 2); return v; }
+static uint32_t rd_u32(rd *r) { uint32_t v = 0; rd_take(r, &v, 4); return v; }
+static uint64_t rd_u64(rd *r) { uint64_t v = 0; rd_take(r, &v, 8); return v; }
+static size_t rd_left(const rd *r) { return r->n - r->pos; }
+
+static tdm_status truncated(const rd *r) {
+  return tdm__fail(TDM_ERR_TRUNCATED, "the %s section ends before the data it declares (at byte %zu of %zu): the file is truncated or corrupt",
+                   r->what, r->pos, r->n);
+}
+
+/* dtype, rank and dims; numel and nbytes computed with overflow checks. */
+static tdm_status read_shape(rd *r, int dtype, int rank, tdm_shape *s, int64_t *numel, size_t *nbytes, const char *ctx) {
+  if (tdm_dtype_size(dtype) == 0) return tdm__fail(TDM_ERR_MALFORMED, "%s: unknown dtype %d", ctx, dtype);
+  if (rank > TDM_MAX_RANK) return tdm__fail(TDM_ERR_MALFORMED, "%s: rank %d is above the maximum %d", ctx, rank, TDM_MAX_RANK);
+  s->rank = rank;
+  size_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    uint64_t d = rd_u64(r);
+    if (r->bad) return truncated(r);
+    if (d > (uint64_t)INT64_MAX) return tdm__fail(TDM_ERR_MALFORMED, "%s: dim %d is negative", ctx, i);
+    if (d > SIZE_MAX || !tdm__mul_size(n, (size_t)d, &n))
+      return tdm__fail(TDM_ERR_MALFORMED, "%s: the element count overflows", ctx);
+    s->dims[i] = (int64_t)d;
+  }
+  for (int i = rank; i < TDM_MAX_RANK; i++) s->dims[i] = 0;
+  if (n > (size_t)INT64_MAX || !tdm__mul_size(n, tdm_dtype_size(dtype), nbytes))
+    return tdm__fail(TDM_ERR_MALFORMED, "%s: the byte size overflows", ctx);
+  *numel = (int64_t)n;
+  return TDM_OK;
+}
+
+static bool range_inside(uint64_t off, uint64_t len, uint64_t total) { return off <= total && len <= total - off; }
+
+static bool ranges_overlap(size_t a, size_t an, size_t b, size_t bn) {
+  return an != 0 && bn != 0 && a < b + bn && b < a + an;
+}
+
+typedef struct counts {
+  size_t values, ios, ops, refs, iattrs, fattrs;
+} counts;
+
+/* Pass 1 over the methods section: bounds, counts, totals for the arena. Nothing is stored. */
+static tdm_status count_methods(rd r, uint32_t n_methods, counts *c) {
+  for (uint32_t mi = 0; mi < n_methods; mi++) {
+    uint32_t hdr[6];
+    for (int i = 0; i < 6; i++) hdr[i] = rd_u32(&r);
+    rd_u64(&r);
+    if (r.bad) return truncated(&r);
+    const uint32_t nv = hdr[1], ni = hdr[2], no = hdr[3], nops = hdr[4];
+    if (ni > MAX_IO || no > MAX_IO) return tdm__fail(TDM_ERR_LIMIT, "method %u declares more than %d inputs or outputs", mi, MAX_IO);
+    /* each value takes >= 16 bytes, each io 8, each op 12: counts are bounded by the section */
+    if (nv > rd_left(&r) / 16 || nops > rd_left(&r) / 12 || (size_t)ni + no > rd_left(&r) / 8) return truncated(&r);
+    for (uint32_t v = 0; v < nv; v++) {
+      rd_u8(&r);
+      const uint8_t rank = rd_u8(&r);
+      rd_u16(&r);
+      rd_u32(&r);
+      rd_u64(&r);
+      if (r.bad) return truncated(&r);
+      if (rank > TDM_MAX_RANK) return tdm__fail(TDM_ERR_MALFORMED, "method %u value %u: rank %u is above the maximum %d", mi, v, rank, TDM_MAX_RANK);
+      if ((size_t)rank * 8 > rd_left(&r)) return truncated(&r);
+      r.pos += (size_t)rank * 8;
+    }
+    if ((size_t)(ni + no) * 8 > rd_left(&r)) return truncated(&r);
+    r.pos += (size_t)(ni + no) * 8;
+    for (uint32_t k = 0; k < nops; k++) {
+      rd_u32(&r);
+      const uint16_t a = rd_u16(&r), b = rd_u16(&r), ia = rd_u16(&r), fa = rd_u16(&r);
+      if (r.bad) return truncated(&r);
+      const size_t body = (size_t)(a + b) * 4 + (size_t)(ia + fa) * 8;
+      if (body > rd_left(&r)) return truncated(&r);
+      r.pos += body;
+      c->refs += (size_t)a + b;
+      c->iattrs += ia;
+      c->fattrs += fa;
+    }
+    c->values += nv;
+    c->ios += (size_t)ni + no;
+    c->ops += nops;
+  }
+  if (rd_left(&r) != 0) return tdm__fail(TDM_ERR_MALFORMED, "the methods section has %zu bytes after its last method", rd_left(&r));
+  return TDM_OK;
+}
+
+static tdm_status string_ref(const tdm_program *p, uint32_t i, const char **out, const char *ctx) {
+  if (i >= p->n_strings) return tdm__fail(TDM_ERR_MALFORMED, "%s: string index %u is out of range (%u strings)", ctx, i, p->n_strings);
+  *out = p->strings[i];
+  return TDM_OK;
+}
+
+/* Carves arrays out of the one arena. */
+typedef struct carver {
+  uint8_t *next;
+} carver;
+static void *carve(carver *c, size_t bytes) {
+  void *p = c->next;
+  c->next += (bytes + 15) & ~(size_t)15;
+  return p;
+}
+
+static tdm_status verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_write) {
+  const tdm_op *op = &m->ops[k];
+  if (op->n_in > TDM_MAX_OPERANDS || op->n_out > TDM_MAX_OPERANDS)
+    return tdm__fail(TDM_ERR_LIMIT, "method '%s' op %u (%s) has more than %d inputs or outputs", m->name, k, op->def->name, TDM_MAX_OPERANDS);
+  for (uint32_t j = 0; j < op->n_in + op->n_out; j++) {
+    uint32_t v = j < op->n_in ? op->in[j] : op->out[j - op->n_in];
+    if (v >= m->n_values)
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): value index %u is out of range (%u values)", m->name, k, op->def->name, v, m->n_values);
+  }
+  for (uint32_t j = 0; j < op->n_out; j++) {
+    const tdm_value *y = &m->values[op->out[j]];
+    if (y->region == TDM_REGION_CONST)
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) writes a constant", m->name, k, op->def->name);
+    for (uint32_t i = 0; i < op->n_in + j; i++) {
+      const tdm_value *x = i < op->n_in ? &m->values[op->in[i]] : &m->values[op->out[i - op->n_in]];
+      if (x->region == y->region && ranges_overlap(x->offset, x->nbytes, y->offset, y->nbytes))
+        return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): output %u overlaps one of its operands", m->name, k, op->def->name, j);
+    }
+    if (y->region == TDM_REGION_STATE && *first_state_write < 0) *first_state_write = k;
+  }
+  /* An op that can reject runtime values may not run after an op that wrote the state (it may
+   * be that op itself: such kernels validate before writing). So a failed call never changes
+   * the state. */
+  if (op->def->can_fail && *first_state_write >= 0 && *first_state_write != (int64_t)k)
+    return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) can fail on runtime values after the state was written", m->name, k, op->def->name);
+  tdm_status s = op->def->check(m, op);
+  if (s) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tdm_last_error());
+    return tdm__fail(s, "method '%s' op %u: %s", m->name, k, msg);
+  }
+  return TDM_OK;
+}
+
+/* Pass 2: read and verify every method into the arena. */
+static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c) {
+  uint32_t *refs = carve(cv, c->refs * sizeof(uint32_t));
+  int64_t *iattrs = carve(cv, c->iattrs * sizeof(int64_t));
+  double *fattrs = carve(cv, c->fattrs * sizeof(double));
+  tdm_value *values = carve(cv, c->values * sizeof(tdm_value));
+  tdm_io *ios = carve(cv, c->ios * sizeof(tdm_io));
+  tdm_op *ops = carve(cv, c->ops * sizeof(tdm_op));
+  const uint64_t cap = tdm__max_declared_bytes();
+  char ctx[96];
+  tdm_status s;
+  for (uint32_t mi = 0; mi < p->n_methods; mi++) {
+    tdm_method *m = &p->methods[mi];
+    uint32_t name = rd_u32(&r);
+    m->n_values = rd_u32(&r);
+    m->n_inputs = rd_u32(&r);
+    m->n_outputs = rd_u32(&r);
+    m->n_ops = rd_u32(&r);
+    rd_u32(&r);
+    uint64_t scratch = rd_u64(&r);
+    snprintf(ctx, sizeof ctx, "method %u", mi);
+    if ((s = string_ref(p, name, &m->name, ctx))) return s;
+    for (uint32_t e = 0; e < mi; e++)
+      if (strcmp(p->methods[e].name, m->name) == 0) return tdm__fail(TDM_ERR_MALFORMED, "two methods are named '%s'", m->name);
+    if (scratch > cap || scratch > SIZE_MAX)
+      return tdm__fail(TDM_ERR_LIMIT, "method '%s' declares %llu bytes of scratch, above the cap of %llu", m->name, (unsigned long long)scratch, (unsigned long long)cap);
+    m->scratch_size = (size_t)scratch;
+    if (m->scratch_size > p->scratch_size) p->scratch_size = m->scratch_size;
+    m->values = values;
+    values += m->n_values;
+    for (uint32_t v = 0; v < m->n_values; v++) {
+      tdm_value *val = &m->values[v];
+      snprintf(ctx, sizeof ctx, "method '%s' value %u", m->name, v);
+      val->dtype = rd_u8(&r);
+      const int rank = rd_u8(&r);
+      const int region = rd_u8(&r);
+      const uint8_t reserved = rd_u8(&r);
+      const uint32_t ref = rd_u32(&r);
+      const uint64_t off = rd_u64(&r);
+      if ((s = read_shape(&r, val->dtype, rank, &val->shape, &val->numel, &val->nbytes, ctx))) return s;
+      if (reserved != 0) return tdm__fail(TDM_ERR_MALFORMED, "%s: reserved byte is not zero", ctx);
+      const size_t es = tdm_dtype_size(val->dtype);
+      if (off % es) return tdm__fail(TDM_ERR_MALFORMED, "%s: offset %llu is not aligned to its element size", ctx, (unsigned long long)off);
+      val->region = (tdm_region)region;
+      if (region == TDM_REGION_SCRATCH) {
+        if (ref != 0) return tdm__fail(TDM_ERR_MALFORMED, "%s: a scratch value has a reference", ctx);
+        if (!range_inside(off, val->nbytes, m->scratch_size))
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: bytes [%llu, +%zu) lie outside the method's scratch of %zu bytes", ctx, (unsigned long long)off, val->nbytes, m->scratch_size);
+        val->offset = (size_t)off;
+      } else if (region == TDM_REGION_CONST) {
+        if (ref >= p->n_consts) return tdm__fail(TDM_ERR_MALFORMED, "%s: constant %u does not exist (%u constants)", ctx, ref, p->n_consts);
+        const tdm_const *k = &p->consts[ref];
+        if (k->dtype != val->dtype || !range_inside(off, val->nbytes, k->nbytes))
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: does not fit inside constant '%s'", ctx, k->name);
+        val->offset = k->data_offset + (size_t)off;
+      } else if (region == TDM_REGION_STATE) {
+        if (ref >= p->n_states) return tdm__fail(TDM_ERR_MALFORMED, "%s: state %u does not exist (%u states)", ctx, ref, p->n_states);
+        const tdm_state *st = &p->states[ref];
+        if (st->dtype != val->dtype || !range_inside(off, val->nbytes, st->nbytes))
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: does not fit inside state '%s'", ctx, st->name);
+        val->offset = st->offset + (size_t)off;
+      } else {
+        return tdm__fail(TDM_ERR_MALFORMED, "%s: unknown region %d", ctx, region);
+      }
+    }
+    for (int io = 0; io < 2; io++) {
+      const uint32_t n = io ? m->n_outputs : m->n_inputs;
+      tdm_io *list = ios;
+      ios += n;
+      if (io) m->outputs = list;
+      else m->inputs = list;
+      for (uint32_t i = 0; i < n; i++) {
+        uint32_t v = rd_u32(&r), nm = rd_u32(&r);
+        snprintf(ctx, sizeof ctx, "method '%s' %s %u", m->name, io ? "output" : "input", i);
+        if (r.bad) return truncated(&r);
+        if ((s = string_ref(p, nm, &list[i].name, ctx))) return s;
+        if (v >= m->n_values) return tdm__fail(TDM_ERR_MALFORMED, "%s: value %u is out of range", ctx, v);
+        list[i].value = v;
+        const tdm_value *val = &m->values[v];
+        if (!io) {
+          if (val->region != TDM_REGION_SCRATCH) return tdm__fail(TDM_ERR_MALFORMED, "%s: inputs must live in scratch", ctx);
+          for (uint32_t e = 0; e < i; e++) {
+            const tdm_value *o = &m->values[list[e].value];
+            if (ranges_overlap(o->offset, o->nbytes, val->offset, val->nbytes))
+              return tdm__fail(TDM_ERR_MALFORMED, "%s overlaps input %u", ctx, e);
+          }
+        }
+      }
+    }
+    m->ops = ops;
+    ops += m->n_ops;
+    int64_t first_state_write = -1;
+    for (uint32_t k = 0; k < m->n_ops; k++) {
+      tdm_op *op = &m->ops[k];
+      const uint32_t nm = rd_u32(&r);
+      op->n_in = rd_u16(&r);
+      op->n_out = rd_u16(&r);
+      op->n_iattr = rd_u16(&r);
+      op->n_fattr = rd_u16(&r);
+      snprintf(ctx, sizeof ctx, "method '%s' op %u", m->name, k);
+      const char *opname = NULL;
+      if ((s = string_ref(p, nm, &opname, ctx))) return s;
+      op->def = tdm__find_op(opname);
+      if (!op->def)
+        return tdm__fail(TDM_ERR_UNKNOWN_OP, "method '%s' op %u: unknown operator '%s' (this runtime is older than the exporter, or the file is corrupt)", m->name, k, opname);
+      op->in = refs;
+      for (uint32_t j = 0; j < op->n_in; j++) *refs++ = rd_u32(&r);
+      op->out = refs;
+      for (uint32_t j = 0; j < op->n_out; j++) *refs++ = rd_u32(&r);
+      op->iattr = iattrs;
+      for (uint32_t j = 0; j < op->n_iattr; j++) *iattrs++ = (int64_t)rd_u64(&r);
+      op->fattr = fattrs;
+      for (uint32_t j = 0; j < op->n_fattr; j++) {
+        uint64_t bits = rd_u64(&r);
+        memcpy(fattrs++, &bits, 8);
+      }
+      if (r.bad) return truncated(&r);
+      if ((s = verify_op(m, k, &first_state_write))) return s;
+    }
+  }
+  return TDM_OK;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static tdm_status parse(tdm_program *p) {
+  const uint8_t *f = p->file;
+  const size_t size = p->file_size;
+  if (size < 4 || memcmp(f, "TNDM", 4) != 0)
+    return tdm__fail(TDM_ERR_BAD_MAGIC, "not a .tandem file: it does not start with the bytes 'TNDM'");
+  if (size < HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the file is %zu bytes, shorter than the %d-byte header: it is truncated", size, HEADER_SIZE);
+  rd h = {f, size, 4, false, "header"};
+  const uint32_t version = rd_u32(&h);
+  const uint64_t declared = rd_u64(&h);
+  const uint32_t n_sec = rd_u32(&h), flags = rd_u32(&h);
+  const uint64_t reserved = rd_u64(&h);
+  if (version != TDM_FORMAT_VERSION)
+    return tdm__fail(TDM_ERR_VERSION, "format version %u; this runtime reads version %u: re-export the model with a matching tandem", version, TDM_FORMAT_VERSION);
+  if (declared != size)
+    return tdm__fail(declared > size ? TDM_ERR_TRUNCATED : TDM_ERR_MALFORMED, "the header declares %llu bytes but %zu were given%s",
+                     (unsigned long long)declared, size, declared > size ? ": the file is truncated" : "");
+  if (n_sec != SEC_COUNT || flags != 0 || reserved != 0)
+    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, SEC_COUNT, flags, (unsigned long long)reserved);
+  rd sec[SEC_COUNT + 1];
+  memset(sec, 0, sizeof sec);
+  if ((size_t)SEC_COUNT * SECTION_ENTRY > size - HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
+  for (int i = 0; i < SEC_COUNT; i++) {
+    const uint32_t id = rd_u32(&h), res = rd_u32(&h);
+    const uint64_t off = rd_u64(&h), len = rd_u64(&h);
+    if (id < 1 || id > SEC_COUNT || sec[id].p || res != 0)
+      return tdm__fail(TDM_ERR_MALFORMED, "section table entry %d: id %u is unknown or repeated", i, id);
+    if (off < HEADER_SIZE + SEC_COUNT * SECTION_ENTRY || !range_inside(off, len, size))
+      return tdm__fail(TDM_ERR_MALFORMED, "the %s section [%llu, +%llu) lies outside the file (%zu bytes)", section_names[id], (unsigned long long)off, (unsigned long long)len, size);
+    sec[id] = (rd){f + off, (size_t)len, 0, false, section_names[id]};
+  }
+  for (int a = 1; a <= SEC_COUNT; a++)
+    for (int b = a + 1; b <= SEC_COUNT; b++)
+      if (ranges_overlap((size_t)(sec[a].p - f), sec[a].n, (size_t)(sec[b].p - f), sec[b].n))
+        return tdm__fail(TDM_ERR_MALFORMED, "the %s and %s sections overlap", section_names[a], section_names[b]);
+  if ((size_t)(sec[SEC_DATA].p - f) % 64) return tdm__fail(TDM_ERR_MALFORMED, "the data section is not 64-byte aligned");
+  p->data = sec[SEC_DATA].p;
+  p->data_size = sec[SEC_DATA].n;
+
+  /* Counts first, so one arena holds everything. */
+  rd rs = sec[SEC_STRINGS], rc = sec[SEC_CONSTANTS], rst = sec[SEC_STATES], rm = sec[SEC_METHODS];
+  p->n_strings = rd_u32(&rs);
+  p->n_consts = rd_u32(&rc);
+  const uint64_t state_size = rd_u64(&rst);
+  p->n_states = rd_u32(&rst);
+  p->n_methods = rd_u32(&rm);
+  if (rs.bad) return truncated(&rs);
+  if (rc.bad) return truncated(&rc);
+  if (rst.bad) return truncated(&rst);
+  if (rm.bad) return truncated(&rm);
+  if (p->n_strings > rd_left(&rs) / 5) return truncated(&rs);
+  if (p->n_consts > rd_left(&rc) / 24) return truncated(&rc);
+  if (p->n_states > rd_left(&rst) / 32) return truncated(&rst);
+  if (p->n_methods > rd_left(&rm) / 32) return truncated(&rm);
+  if (p->n_methods > MAX_METHODS) return tdm__fail(TDM_ERR_LIMIT, "%u methods, above the maximum %d", p->n_methods, MAX_METHODS);
+  const uint64_t cap = tdm__max_declared_bytes();
+  if (state_size > cap || state_size > SIZE_MAX)
+    return tdm__fail(TDM_ERR_LIMIT, "the state region declares %llu bytes, above the cap of %llu", (unsigned long long)state_size, (unsigned long long)cap);
+  p->state_size = (size_t)state_size;
+  counts c = {0};
+  tdm_status s = count_methods(rm, p->n_methods, &c);
+  if (s) return s;
+  size_t arena = 0, part;
+  const size_t parts[][2] = {{p->n_strings, sizeof(char *)}, {p->n_consts, sizeof(tdm_const)}, {p->n_states, sizeof(tdm_state)},
+                             {p->n_methods, sizeof(tdm_method)}, {c.refs, 4}, {c.iattrs, 8}, {c.fattrs, 8},
+                             {c.values, sizeof(tdm_value)}, {c.ios, sizeof(tdm_io)}, {c.ops, sizeof(tdm_op)}};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    if (!tdm__mul_size(parts[i][0], parts[i][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(arena, part, &arena))
+      return tdm__fail(TDM_ERR_LIMIT, "the file declares more structures than fit in memory");
+  p->arena = tdm__calloc(arena);
+  if (!p->arena) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating %zu bytes for the program's tables", arena);
+  carver cv = {p->arena};
+  p->strings = carve(&cv, p->n_strings * sizeof(char *));
+  p->consts = carve(&cv, p->n_consts * sizeof(tdm_const));
+  p->states = carve(&cv, p->n_states * sizeof(tdm_state));
+  p->methods = carve(&cv, p->n_methods * sizeof(tdm_method));
+
+  for (uint32_t i = 0; i < p->n_strings; i++) {
+    const uint32_t len = rd_u32(&rs);
+    if (rs.bad || len >= rd_left(&rs)) return truncated(&rs);
+    const char *str = (const char *)rs.p + rs.pos;
+    if (memchr(str, 0, len) || str[len] != 0)
+      return tdm__fail(TDM_ERR_MALFORMED, "string %u is not NUL-terminated at its declared length %u", i, len);
+    p->strings[i] = str;
+    rs.pos += (size_t)len + 1;
+  }
+  if (rd_left(&rs)) return tdm__fail(TDM_ERR_MALFORMED, "the strings section has %zu trailing bytes", rd_left(&rs));
+
+  char ctx[64];
+  for (uint32_t i = 0; i < p->n_consts; i++) {
+    tdm_const *k = &p->consts[i];
+    snprintf(ctx, sizeof ctx, "constant %u", i);
+    const uint32_t name = rd_u32(&rc);
+    k->dtype = rd_u8(&rc);
+    const int rank = rd_u8(&rc);
+    const uint16_t res = rd_u16(&rc);
+    const uint64_t off = rd_u64(&rc), nbytes = rd_u64(&rc);
+    int64_t numel;
+    if (rc.bad) return truncated(&rc);
+    if ((s = string_ref(p, name, &k->name, ctx)) || (s = read_shape(&rc, k->dtype, rank, &k->shape, &numel, &k->nbytes, ctx))) return s;
+    if (res != 0 || nbytes != k->nbytes) return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': declares %llu bytes, its shape needs %zu", k->name, (unsigned long long)nbytes, k->nbytes);
+    if (off % 64 || !range_inside(off, nbytes, p->data_size))
+      return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': bytes [%llu, +%llu) are unaligned or outside the data section", k->name, (unsigned long long)off, (unsigned long long)nbytes);
+    k->data_offset = (size_t)off;
+  }
+  if (rd_left(&rc)) return tdm__fail(TDM_ERR_MALFORMED, "the constants section has %zu trailing bytes", rd_left(&rc));
+
+  size_t state_end = 0;
+  uint64_t fp = fnv1a(rst.p, rst.n, 1469598103934665603ull);
+  for (uint32_t i = 0; i < p->n_states; i++) {
+    tdm_state *st = &p->states[i];
+    snprintf(ctx, sizeof ctx, "state %u", i);
+    const uint32_t name = rd_u32(&rst);
+    st->dtype = rd_u8(&rst);
+    const int rank = rd_u8(&rst), init = rd_u8(&rst), res = rd_u8(&rst);
+    const uint64_t off = rd_u64(&rst), nbytes = rd_u64(&rst), init_off = rd_u64(&rst);
+    int64_t numel;
+    if (rst.bad) return truncated(&rst);
+    if ((s = string_ref(p, name, &st->name, ctx)) || (s = read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx))) return s;
+    if (res != 0 || init > 1 || nbytes != st->nbytes)
+      return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bad size, init kind or reserved byte", st->name);
+    if (off % 64 || off < state_end || !range_inside(off, nbytes, p->state_size))
+      return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bytes [%llu, +%llu) are unaligned, out of order, overlapping or outside the state region (%zu bytes)",
+                       st->name, (unsigned long long)off, (unsigned long long)nbytes, p->state_size);
+    st->offset = (size_t)off;
+    state_end = st->offset + st->nbytes;
+    st->init_zero = init == 0;
+    if (!st->init_zero && (init_off % 64 || !range_inside(init_off, nbytes, p->data_size)))
+      return tdm__fail(TDM_ERR_MALFORMED, "state '%s': its initial value lies outside the data section", st->name);
+    if (st->init_zero && init_off != 0) return tdm__fail(TDM_ERR_MALFORMED, "state '%s': an all-zero state has a data offset", st->name);
+    st->init_offset = (size_t)init_off;
+  }
+  if (rd_left(&rst)) return tdm__fail(TDM_ERR_MALFORMED, "the states section has %zu trailing bytes", rd_left(&rst));
+  p->fingerprint = fp;
+
+  if ((s = read_methods(p, rm, &cv, &c))) return s;
+  size_t total;
+  if (!tdm__add_size(p->state_size, p->scratch_size, &total) || total > cap)
+    return tdm__fail(TDM_ERR_LIMIT, "state (%zu bytes) plus scratch (%zu bytes) is above the cap of %llu", p->state_size, p->scratch_size, (unsigned long long)cap);
+  return TDM_OK;
+}
+
+tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out) {
+  if (!out || (!data && size)) {
+    tdm__free(data);
+    return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_program_load: NULL argument");
+  }
+  *out = NULL;
+  tdm_program *p = tdm__calloc(sizeof *p);
+  if (!p) {
+    tdm__free(data);
+    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a program");
+  }
+  p->file = data;
+  p->file_size = size;
+  tdm_status s = parse(p);
+  if (s) {
+    tdm_program_free(p);
+    return s;
+  }
+  *out = p;
+  return TDM_OK;
+}
+
+tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out) {
+  if (!out || (!data && size)) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_program_load: NULL argument");
+  *out = NULL;
+  void *copy = tdm__alloc(size);
+  if (!copy) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory copying a %zu-byte file", size);
+  if (size) memcpy(copy, data, size);
+  return tdm_program_load_owned(copy, size, out);
+}
+
+void tdm_program_free(tdm_program *p) {
+  if (!p) return;
+  tdm__free(p->arena);
+  tdm__free(p->file);
+  tdm__free(p);
+}

@@ -1,0 +1,398 @@
+/* elementwise.c — binary ops with PyTorch broadcasting, unary ops, where, cast, fill, copy.
+ * Scalar reference kernels. */
+#include "../ops.h"
+#include "../util.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW, B_REM, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
+       B_AND, B_OR };
+enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU,
+       U_GELU, U_GELU_TANH, U_SILU, U_ERF, U_RECIP, U_FLOOR, U_CEIL, U_NOT };
+
+/* ---- broadcasting row iteration ------------------------------------------------------------ */
+
+/* Calls row(k, offsets..., n) for each run of the last dimension of `out`: for input j the row
+ * starts at element offs[j] and advances by inner[j] (0 or 1). */
+typedef struct bcast {
+  int rank;
+  int64_t dims[TDM_MAX_RANK];
+  int64_t strides[3][TDM_MAX_RANK];
+  int n_in;
+} bcast;
+
+static void bcast_init(bcast *b, const tdm_shape *out, const tdm_tensor *in, int n_in) {
+  b->rank = out->rank;
+  b->n_in = n_in;
+  for (int i = 0; i < out->rank; i++) b->dims[i] = out->dims[i];
+  for (int j = 0; j < n_in; j++) tdm__broadcast_strides(in[j].shape, out, b->strides[j]);
+}
+
+/* Iterates rows: sets offs[j] for each row; returns false when done. */
+typedef struct bcast_it {
+  int64_t idx[TDM_MAX_RANK];
+  int64_t offs[3];
+  int64_t row; /* index of the current row */
+  int64_t n_rows;
+} bcast_it;
+
+static int64_t bcast_rowlen(const bcast *b) { return b->rank ? b->dims[b->rank - 1] : 1; }
+static int64_t bcast_inner(const bcast *b, int j) { return b->rank ? b->strides[j][b->rank - 1] : 0; }
+
+static void bcast_begin(const bcast *b, bcast_it *it) {
+  memset(it, 0, sizeof *it);
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < b->rank; i++) rows *= b->dims[i];
+  it->n_rows = bcast_rowlen(b) == 0 ? 0 : rows;
+}
+
+static void bcast_next(const bcast *b, bcast_it *it) {
+  it->row++;
+  for (int i = b->rank - 2; i >= 0; i--) {
+    if (++it->idx[i] < b->dims[i]) {
+      for (int j = 0; j < b->n_in; j++) it->offs[j] += b->strides[j][i];
+      return;
+    }
+    for (int j = 0; j < b->n_in; j++) it->offs[j] -= b->strides[j][i] * (b->dims[i] - 1);
+    it->idx[i] = 0;
+  }
+}
+
+/* ---- binary ------------------------------------------------------------------------------- */
+
+static float f32_binary(int code, float a, float b) {
+  switch (code) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_MAX: return (a != a || b != b) ? NAN : (a > b ? a : b);
+    case B_MIN: return (a != a || b != b) ? NAN : (a < b ? a : b);
+    case B_POW: return powf(a, b);
+    case B_REM: {
+      float r = fmodf(a, b);
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+  }
+  return 0;
+}
+
+static int64_t i64_binary(int code, int64_t a, int64_t b) {
+  switch (code) {
+    case B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b); /* wraps like PyTorch */
+    case B_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+    case B_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case B_MAX: return a > b ? a : b;
+    case B_MIN: return a < b ? a : b;
+    case B_REM: {
+      if (b == 0 || (b == -1)) return 0; /* PyTorch raises for 0; defined here, never a trap */
+      int64_t r = a % b;
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    }
+  }
+  return 0;
+}
+
+static bool compare(int code, double a, double b) {
+  switch (code) {
+    case B_EQ: return a == b;
+    case B_NE: return a != b;
+    case B_LT: return a < b;
+    case B_LE: return a <= b;
+    case B_GT: return a > b;
+    case B_GE: return a >= b;
+    case B_AND: return a != 0 && b != 0;
+    case B_OR: return a != 0 || b != 0;
+  }
+  return false;
+}
+
+static double load_as_double(const tdm_tensor *t, int64_t i) {
+  switch (t->dtype) {
+    case TDM_F32: return ((const float *)t->data)[i];
+    case TDM_I64: return (double)((const int64_t *)t->data)[i];
+    default: return ((const uint8_t *)t->data)[i];
+  }
+}
+
+static bool i64_compare(int code, int64_t a, int64_t b) {
+  switch (code) {
+    case B_EQ: return a == b;
+    case B_NE: return a != b;
+    case B_LT: return a < b;
+    case B_LE: return a <= b;
+    case B_GT: return a > b;
+    case B_GE: return a >= b;
+    case B_AND: return a != 0 && b != 0;
+    case B_OR: return a != 0 || b != 0;
+  }
+  return false;
+}
+
+static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int code = op->def->code;
+  bcast b;
+  bcast_init(&b, out->shape, in, 2);
+  bcast_it it;
+  const int64_t n = bcast_rowlen(&b), sa = bcast_inner(&b, 0), sb = bcast_inner(&b, 1);
+  for (bcast_begin(&b, &it); it.row < it.n_rows; bcast_next(&b, &it)) {
+    const int64_t o = it.row * n, oa = it.offs[0], ob = it.offs[1];
+    if (code >= B_EQ) {
+      uint8_t *y = (uint8_t *)out->data + o;
+      if (in[0].dtype == TDM_I64) {
+        const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
+        for (int64_t i = 0; i < n; i++) y[i] = i64_compare(code, x0[i * sa], x1[i * sb]);
+      } else {
+        for (int64_t i = 0; i < n; i++)
+          y[i] = compare(code, load_as_double(&in[0], oa + i * sa), load_as_double(&in[1], ob + i * sb));
+      }
+    } else if (out->dtype == TDM_F32) {
+      const float *x0 = (const float *)in[0].data + oa, *x1 = (const float *)in[1].data + ob;
+      float *y = (float *)out->data + o;
+      if (code == B_ADD && sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < n; i++) y[i] = x0[i] + x1[i];
+      } else if (code == B_MUL && sa == 1 && sb == 1) {
+        for (int64_t i = 0; i < n; i++) y[i] = x0[i] * x1[i];
+      } else {
+        for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
+      }
+    } else {
+      const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
+      int64_t *y = (int64_t *)out->data + o;
+      for (int64_t i = 0; i < n; i++) y[i] = i64_binary(code, x0[i * sa], x1[i * sb]);
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status check_arity(const tdm_op *op, uint32_t n_in, uint32_t n_out) {
+  if (op->n_in != n_in || op->n_out != n_out)
+    return tdm__rule(op, "takes %u inputs and %u outputs, the file gives %u and %u", n_in, n_out,
+                     op->n_in, op->n_out);
+  return TDM_OK;
+}
+
+static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 2, 1);
+  if (s) return s;
+  const tdm_value *a = TDM_VAL(m, op, 0), *b = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
+  const int code = op->def->code;
+  if (a->dtype != b->dtype)
+    return tdm__rule(op, "inputs have dtypes %s and %s; they must match", tdm_dtype_name(a->dtype),
+                     tdm_dtype_name(b->dtype));
+  if (code >= B_EQ) {
+    if (y->dtype != TDM_BOOL) return tdm__rule(op, "output must be bool");
+  } else {
+    bool ok = y->dtype == a->dtype &&
+              (a->dtype == TDM_F32 ||
+               (a->dtype == TDM_I64 && code != B_DIV && code != B_POW));
+    if (!ok) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(a->dtype));
+  }
+  tdm_shape bs;
+  if (!tdm__broadcast(&a->shape, &b->shape, &bs)) return tdm__rule(op, "input shapes do not broadcast");
+  if (!tdm__shape_eq(&bs, &y->shape)) return tdm__rule(op, "output shape is not the broadcast shape");
+  return TDM_OK;
+}
+
+/* ---- unary -------------------------------------------------------------------------------- */
+
+static float f32_unary(int code, float x) {
+  switch (code) {
+    case U_NEG: return -x;
+    case U_ABS: return fabsf(x);
+    case U_EXP: return expf(x);
+    case U_LOG: return logf(x);
+    case U_SQRT: return sqrtf(x);
+    case U_RSQRT: return 1.0f / sqrtf(x);
+    case U_SIN: return sinf(x);
+    case U_COS: return cosf(x);
+    case U_TANH: return tanhf(x);
+    case U_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case U_RELU: return x > 0 ? x : (x != x ? x : 0.0f);
+    case U_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case U_GELU_TANH: {
+      float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + tanhf(u));
+    }
+    case U_SILU: return x / (1.0f + expf(-x));
+    case U_ERF: return erff(x);
+    case U_RECIP: return 1.0f / x;
+    case U_FLOOR: return floorf(x);
+    case U_CEIL: return ceilf(x);
+  }
+  return 0;
+}
+
+static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int code = op->def->code;
+  const int64_t n = out->numel;
+  if (code == U_NOT) {
+    uint8_t *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = load_as_double(&in[0], i) == 0;
+  } else if (out->dtype == TDM_F32) {
+    const float *x = in[0].data;
+    float *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
+  } else {
+    const int64_t *x = in[0].data;
+    int64_t *y = out->data;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = x[i];
+      y[i] = code == U_NEG ? (int64_t)(0 - (uint64_t)v)
+           : code == U_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
+           : code == U_RELU ? (v > 0 ? v : 0)
+           : v; /* floor, ceil of integers */
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status unary_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 1, 1);
+  if (s) return s;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  const int code = op->def->code;
+  if (!tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output shape differs from input shape");
+  if (code == U_NOT) return y->dtype == TDM_BOOL ? TDM_OK : tdm__rule(op, "output must be bool");
+  if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs from input dtype");
+  bool int_ok = code == U_NEG || code == U_ABS || code == U_RELU || code == U_FLOOR || code == U_CEIL;
+  if (x->dtype == TDM_F32 || (x->dtype == TDM_I64 && int_ok)) return TDM_OK;
+  return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
+}
+
+/* ---- where -------------------------------------------------------------------------------- */
+
+static tdm_status where_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)op;
+  bcast b;
+  bcast_init(&b, out->shape, in, 3);
+  bcast_it it;
+  const int64_t n = bcast_rowlen(&b), sc = bcast_inner(&b, 0), sa = bcast_inner(&b, 1),
+                sb = bcast_inner(&b, 2);
+  const size_t es = tdm_dtype_size(out->dtype);
+  for (bcast_begin(&b, &it); it.row < it.n_rows; bcast_next(&b, &it)) {
+    const uint8_t *c = (const uint8_t *)in[0].data + it.offs[0];
+    const uint8_t *x = (const uint8_t *)in[1].data + it.offs[1] * es;
+    const uint8_t *z = (const uint8_t *)in[2].data + it.offs[2] * es;
+    uint8_t *y = (uint8_t *)out->data + it.row * n * es;
+    for (int64_t i = 0; i < n; i++)
+      memcpy(y + i * es, c[i * sc] ? x + i * sa * es : z + i * sb * es, es);
+  }
+  return TDM_OK;
+}
+
+static tdm_status where_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 3, 1);
+  if (s) return s;
+  const tdm_value *c = TDM_VAL(m, op, 0), *a = TDM_VAL(m, op, 1), *b = TDM_VAL(m, op, 2),
+                  *y = TDM_OUTVAL(m, op, 0);
+  if (c->dtype != TDM_BOOL) return tdm__rule(op, "condition must be bool");
+  if (a->dtype != b->dtype || a->dtype != y->dtype) return tdm__rule(op, "value dtypes must match");
+  tdm_shape t, u;
+  if (!tdm__broadcast(&c->shape, &a->shape, &t) || !tdm__broadcast(&t, &b->shape, &u) ||
+      !tdm__shape_eq(&u, &y->shape))
+    return tdm__rule(op, "shapes do not broadcast to the output shape");
+  return TDM_OK;
+}
+
+/* ---- cast, fill, copy --------------------------------------------------------------------- */
+
+static int64_t f32_to_i64(float x) {
+  /* Truncates toward zero like PyTorch; NaN and out-of-range values give INT64_MIN (x86's
+   * answer) instead of undefined behaviour. */
+  if (!(x > -9.2233720368547758e18f && x < 9.2233720368547758e18f)) return INT64_MIN;
+  return (int64_t)x;
+}
+
+static tdm_status cast_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)op;
+  const int64_t n = out->numel;
+  for (int64_t i = 0; i < n; i++) {
+    switch (out->dtype) {
+      case TDM_F32:
+        ((float *)out->data)[i] = in[0].dtype == TDM_I64 ? (float)((const int64_t *)in[0].data)[i]
+                                                          : (float)load_as_double(&in[0], i);
+        break;
+      case TDM_I64:
+        ((int64_t *)out->data)[i] = in[0].dtype == TDM_F32 ? f32_to_i64(((const float *)in[0].data)[i])
+                                    : in[0].dtype == TDM_I64 ? ((const int64_t *)in[0].data)[i]
+                                                             : ((const uint8_t *)in[0].data)[i];
+        break;
+      default:
+        ((uint8_t *)out->data)[i] = in[0].dtype == TDM_I64 ? ((const int64_t *)in[0].data)[i] != 0
+                                                            : load_as_double(&in[0], i) != 0;
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status cast_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 1, 1);
+  if (s) return s;
+  if (!tdm__shape_eq(&TDM_VAL(m, op, 0)->shape, &TDM_OUTVAL(m, op, 0)->shape))
+    return tdm__rule(op, "output shape differs from input shape");
+  return TDM_OK;
+}
+
+/* fill: out[...] = fattr[0] (float32) or iattr[0] (int64, bool). */
+static tdm_status fill_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)in;
+  const int64_t n = out->numel;
+  if (out->dtype == TDM_F32) {
+    float v = (float)op->fattr[0], *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = v;
+  } else if (out->dtype == TDM_I64) {
+    int64_t v = op->iattr[0], *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = v;
+  } else {
+    memset(out->data, op->iattr[0] != 0, (size_t)n);
+  }
+  return TDM_OK;
+}
+
+static tdm_status fill_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 0, 1);
+  if (s) return s;
+  const bool f = TDM_OUTVAL(m, op, 0)->dtype == TDM_F32;
+  if (f ? op->n_fattr != 1 || op->n_iattr != 0 : op->n_iattr != 1 || op->n_fattr != 0)
+    return tdm__rule(op, "takes one value attribute of the output's dtype");
+  return TDM_OK;
+}
+
+/* copy: same dtype and element count; the shape may differ (a reshape). */
+static tdm_status copy_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)op;
+  memcpy(out->data, in[0].data, (size_t)out->numel * tdm_dtype_size(out->dtype));
+  return TDM_OK;
+}
+
+static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 1, 1);
+  if (s) return s;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if (x->dtype != y->dtype || x->numel != y->numel)
+    return tdm__rule(op, "input and output must have the same dtype and element count");
+  return TDM_OK;
+}
+
+#define BIN(name, code) {name, code, false, binary_check, binary_run}
+#define UN(name, code) {name, code, false, unary_check, unary_run}
+
+const tdm_opdef tdm__elementwise_ops[] = {
+    BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),
+    BIN("maximum", B_MAX), BIN("minimum", B_MIN), BIN("pow", B_POW), BIN("remainder", B_REM),
+    BIN("eq", B_EQ), BIN("ne", B_NE), BIN("lt", B_LT), BIN("le", B_LE), BIN("gt", B_GT),
+    BIN("ge", B_GE), BIN("logical_and", B_AND), BIN("logical_or", B_OR),
+    UN("neg", U_NEG), UN("abs", U_ABS), UN("exp", U_EXP), UN("log", U_LOG), UN("sqrt", U_SQRT),
+    UN("rsqrt", U_RSQRT), UN("sin", U_SIN), UN("cos", U_COS), UN("tanh", U_TANH),
+    UN("sigmoid", U_SIGMOID), UN("relu", U_RELU), UN("gelu", U_GELU),
+    UN("gelu_tanh", U_GELU_TANH), UN("silu", U_SILU), UN("erf", U_ERF),
+    UN("reciprocal", U_RECIP), UN("floor", U_FLOOR), UN("ceil", U_CEIL),
+    UN("logical_not", U_NOT),
+    {"where", 0, false, where_check, where_run},
+    {"cast", 0, false, cast_check, cast_run},
+    {"fill", 0, false, fill_check, fill_run},
+    {"copy", 0, false, copy_check, copy_run},
+    {NULL, 0, false, NULL, NULL},
+};

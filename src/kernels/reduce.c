@@ -1,0 +1,196 @@
+/* reduce.c — reductions over a set of dims, softmax, log_softmax, layer_norm. Scalar reference;
+ * float32 statistics accumulate in double. */
+#include "../ops.h"
+#include "../util.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { R_SUM, R_MEAN, R_AMAX, R_AMIN };
+
+/* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
+static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
+  bool red[TDM_MAX_RANK] = {false};
+  for (uint32_t i = 0; i < nd; i++) red[dims[i]] = true;
+  int64_t k = 1;
+  for (int i = xs->rank - 1; i >= 0; i--) {
+    st[i] = red[i] ? 0 : k;
+    if (!red[i]) k *= xs->dims[i];
+  }
+}
+
+static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int code = op->def->code;
+  const tdm_shape *xs = in[0].shape;
+  int64_t st[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0}, off = 0;
+  reduce_strides(xs, op->iattr, op->n_iattr, st);
+  const int64_t count = out->numel ? in[0].numel / out->numel : 0;
+  if (out->dtype == TDM_F32) {
+    float *y = out->data;
+    const float *x = in[0].data;
+    const float init = code == R_AMAX ? -INFINITY : code == R_AMIN ? INFINITY : 0.0f;
+    for (int64_t i = 0; i < out->numel; i++) y[i] = init;
+    for (int64_t t = 0; t < in[0].numel; t++) {
+      const float v = x[t];
+      float *a = &y[off];
+      if (code == R_AMAX) *a = (v > *a || v != v) ? v : *a;
+      else if (code == R_AMIN) *a = (v < *a || v != v) ? v : *a;
+      else *a += v;
+      for (int i = xs->rank - 1; i >= 0; i--) {
+        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        off -= st[i] * (xs->dims[i] - 1);
+        idx[i] = 0;
+      }
+    }
+    if (code == R_MEAN)
+      for (int64_t i = 0; i < out->numel; i++) y[i] = count ? y[i] / (float)count : NAN;
+  } else {
+    int64_t *y = out->data;
+    const int64_t *x = in[0].data;
+    const int64_t init = code == R_AMAX ? INT64_MIN : code == R_AMIN ? INT64_MAX : 0;
+    for (int64_t i = 0; i < out->numel; i++) y[i] = init;
+    for (int64_t t = 0; t < in[0].numel; t++) {
+      const int64_t v = x[t];
+      int64_t *a = &y[off];
+      if (code == R_AMAX) *a = v > *a ? v : *a;
+      else if (code == R_AMIN) *a = v < *a ? v : *a;
+      else *a = (int64_t)((uint64_t)*a + (uint64_t)v);
+      for (int i = xs->rank - 1; i >= 0; i--) {
+        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        off -= st[i] * (xs->dims[i] - 1);
+        idx[i] = 0;
+      }
+    }
+  }
+  return TDM_OK;
+}
+
+/* iattr = reduced dims (distinct, ascending); output shape is the input's with them set to 1
+ * (keepdim) or removed. */
+static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr < 1) return tdm__rule(op, "takes 1 input, 1 output, dims");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs");
+  if (x->dtype != TDM_F32 && !(x->dtype == TDM_I64 && op->def->code != R_MEAN))
+    return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
+  bool red[TDM_MAX_RANK] = {false};
+  for (uint32_t i = 0; i < op->n_iattr; i++) {
+    int64_t d = op->iattr[i];
+    if (d < 0 || d >= x->shape.rank || (i > 0 && d <= op->iattr[i - 1])) return tdm__rule(op, "dims must be ascending and in range");
+    red[d] = true;
+  }
+  if ((op->def->code == R_AMAX || op->def->code == R_AMIN) && x->numel == 0)
+    return tdm__rule(op, "cannot reduce an empty tensor");
+  tdm_shape keep = x->shape, drop = {0};
+  for (int i = 0; i < x->shape.rank; i++) {
+    if (red[i]) keep.dims[i] = 1;
+    else drop.dims[drop.rank++] = x->shape.dims[i];
+  }
+  if (!tdm__shape_eq(&keep, &y->shape) && !tdm__shape_eq(&drop, &y->shape))
+    return tdm__rule(op, "output shape is not the reduced shape");
+  return TDM_OK;
+}
+
+/* softmax / log_softmax: iattr = [dim]. */
+static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const tdm_shape *s = in[0].shape;
+  const int64_t d = op->iattr[0], n = s->dims[d];
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; i++) outer *= s->dims[i];
+  for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
+  const float *x = in[0].data;
+  float *y = out->data;
+  const bool logp = op->def->code == 1;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      const int64_t base = o * n * inner + j;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n; i++) {
+        float v = x[base + i * inner];
+        mx = (v > mx || v != v) ? v : mx;
+      }
+      if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s and PyTorch's NaN below */
+      double sum = 0;
+      for (int64_t i = 0; i < n; i++) {
+        float e = expf(x[base + i * inner] - mx);
+        if (!logp) y[base + i * inner] = e;
+        sum += e;
+      }
+      if (logp) {
+        const float ls = (float)log(sum);
+        for (int64_t i = 0; i < n; i++) y[base + i * inner] = x[base + i * inner] - mx - ls;
+      } else {
+        const float r = (float)(1.0 / sum);
+        for (int64_t i = 0; i < n; i++) y[base + i * inner] *= r;
+      }
+    }
+  return TDM_OK;
+}
+
+static tdm_status softmax_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes 1 input, 1 output, [dim]");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || !tdm__shape_eq(&x->shape, &y->shape))
+    return tdm__rule(op, "input and output must be float32 of one shape");
+  if (op->iattr[0] < 0 || op->iattr[0] >= x->shape.rank) return tdm__rule(op, "dim out of range");
+  return TDM_OK;
+}
+
+/* layer_norm: inputs x[, weight][, bias]; iattr = [normalized_ndim, has_weight, has_bias];
+ * fattr = [eps]. weight and bias have the normalized shape (x's last dims). */
+static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const tdm_shape *s = in[0].shape;
+  int64_t cols = 1;
+  for (int i = s->rank - (int)op->iattr[0]; i < s->rank; i++) cols *= s->dims[i];
+  const int64_t rows = cols ? in[0].numel / cols : 0;
+  const float *w = op->iattr[1] ? in[1].data : NULL;
+  const float *b = op->iattr[2] ? in[1 + (op->iattr[1] != 0)].data : NULL;
+  const float eps = (float)op->fattr[0];
+  for (int64_t r = 0; r < rows; r++) {
+    const float *x = (const float *)in[0].data + r * cols;
+    float *y = (float *)out->data + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < cols; i++) mean += x[i];
+    mean /= (double)cols;
+    for (int64_t i = 0; i < cols; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= (double)cols;
+    const float rstd = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
+    for (int64_t i = 0; i < cols; i++) {
+      float v = (x[i] - mu) * rstd;
+      if (w) v *= w[i];
+      if (b) v += b[i];
+      y[i] = v;
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status layer_norm_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 1 || op->n_iattr != 3 || op->n_fattr != 1 || op->n_in < 1)
+    return tdm__rule(op, "takes x[, weight][, bias], 1 output, [ndim, has_weight, has_bias], [eps]");
+  const int64_t nd = op->iattr[0], hw = op->iattr[1], hb = op->iattr[2];
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if ((hw != 0 && hw != 1) || (hb != 0 && hb != 1) || op->n_in != 1 + hw + hb)
+    return tdm__rule(op, "input count does not match has_weight/has_bias");
+  if (nd < 1 || nd > x->shape.rank) return tdm__rule(op, "normalized ndim out of range");
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || !tdm__shape_eq(&x->shape, &y->shape))
+    return tdm__rule(op, "x and output must be float32 of one shape");
+  for (uint32_t k = 1; k < op->n_in; k++) {
+    const tdm_value *p = TDM_VAL(m, op, k);
+    if (p->dtype != TDM_F32 || p->shape.rank != nd) return tdm__rule(op, "weight/bias must be float32 of the normalized shape");
+    for (int i = 0; i < nd; i++)
+      if (p->shape.dims[i] != x->shape.dims[x->shape.rank - nd + i]) return tdm__rule(op, "weight/bias shape differs");
+  }
+  return TDM_OK;
+}
+
+const tdm_opdef tdm__reduce_ops[] = {
+    {"sum", R_SUM, false, reduce_check, reduce_run},
+    {"mean", R_MEAN, false, reduce_check, reduce_run},
+    {"amax", R_AMAX, false, reduce_check, reduce_run},
+    {"amin", R_AMIN, false, reduce_check, reduce_run},
+    {"softmax", 0, false, softmax_check, softmax_run},
+    {"log_softmax", 1, false, softmax_check, softmax_run},
+    {"layer_norm", 0, false, layer_norm_check, layer_norm_run},
+    {NULL, 0, false, NULL, NULL},
+};

@@ -1,0 +1,50 @@
+/* ops.h — the runtime's operator table: every op has a rule (checked once, at load) and a kernel
+ * (run per call). Kernels never allocate; only ops marked `can_fail` may return an error, and they
+ * do so before writing anything (src/ only). */
+#ifndef TDM_OPS_H
+#define TDM_OPS_H
+
+#include "program.h"
+
+#define TDM_MAX_OPERANDS 64
+
+typedef tdm_status (*tdm_op_check_fn)(const tdm_method *m, const tdm_op *op);
+typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+
+typedef struct tdm_opdef {
+  const char *name;
+  int code;      /* sub-operation for families that share a kernel (binary, unary, reduce) */
+  bool can_fail; /* depends on runtime values (indices); validates before writing */
+  tdm_op_check_fn check;
+  tdm_op_run_fn run;
+} tdm_opdef;
+
+/* The op of that name, or NULL. */
+const tdm_opdef *tdm__find_op(const char *name);
+
+/* Shape helpers shared by rules and kernels. */
+bool tdm__shape_eq(const tdm_shape *a, const tdm_shape *b);
+/* out = broadcast(a, b) following PyTorch; false if they do not broadcast. */
+bool tdm__broadcast(const tdm_shape *a, const tdm_shape *b, tdm_shape *out);
+/* Strides (in elements) of `in` viewed in the index space of `out` (0 on broadcast dims), aligned
+ * to out's rank. Requires `in` to broadcast to `out`. */
+void tdm__broadcast_strides(const tdm_shape *in, const tdm_shape *out, int64_t *strides);
+int64_t tdm__numel(const tdm_shape *s);
+
+/* Rule failure with the op's name and position. */
+tdm_status tdm__rule(const tdm_op *op, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#define TDM_VAL(m, op, k) (&(m)->values[(op)->in[k]])
+#define TDM_OUTVAL(m, op, k) (&(m)->values[(op)->out[k]])
+
+/* Families, one file each in src/kernels/. */
+extern const tdm_opdef tdm__elementwise_ops[];
+extern const tdm_opdef tdm__linalg_ops[];
+extern const tdm_opdef tdm__shape_ops[];
+extern const tdm_opdef tdm__reduce_ops[];
+
+#endif

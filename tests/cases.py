@@ -1,0 +1,170 @@
+"""The foundation's stateful cases, shared by the Python tests (native runtime) and the fixture
+generator (wasm, from Node). Each case builds fresh modules and gives the export spec, the eager
+callables and a sequence of calls that crosses methods."""
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+import tandem
+
+
+class SharedModule(nn.Module):
+    def __init__(self, as_parameter: bool = False):
+        super().__init__()
+        if as_parameter:
+            self._v = nn.Parameter(torch.ones(1), requires_grad=False)
+        else:
+            self.register_buffer("_v", torch.ones(1))
+
+
+class Module1(nn.Module):
+    def __init__(self, shared_module):
+        super().__init__()
+        self.shared_module = shared_module
+
+    def forward(self, x):
+        self.shared_module._v[:] = self.shared_module._v + x
+        return self.shared_module._v
+
+
+class Module2(nn.Module):
+    def __init__(self, shared_module):
+        super().__init__()
+        self.shared_module = shared_module
+
+    def forward(self, x):
+        self.shared_module._v.fill_(0.0)
+        return x
+
+
+def original_report(as_parameter: bool = False):
+    shared = SharedModule(as_parameter)
+    m1, m2 = Module1(shared), Module2(shared)
+    ex = (torch.randn(1),)
+    spec = {"forward1": tandem.Method(m1, ex), "forward2": tandem.Method(m2, ex)}
+    e1, e2 = copy.deepcopy((m1, m2))
+    calls = [("forward1", (torch.tensor([1.0]),)), ("forward1", (torch.tensor([2.0]),)),
+             ("forward2", (torch.tensor([0.0]),)), ("forward1", (torch.tensor([5.0]),))]
+    return None, spec, {"forward1": e1, "forward2": e2}, calls
+
+
+class Accumulator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(3))
+
+    def forward(self, x):
+        self.state.add_(x)
+        return self.state * 2
+
+    def reset(self):
+        self.state.zero_()
+
+
+def accumulator():
+    m = Accumulator()
+    e = copy.deepcopy(m)
+    calls = [("forward", (torch.tensor([1.0, 2.0, 3.0]),)), ("forward", (torch.tensor([0.5, -1.0, 4.0]),)),
+             ("reset", ()), ("forward", (torch.tensor([7.0, 8.0, 9.0]),)), ("forward", (torch.tensor([1.0, 1.0, 1.0]),))]
+    return m, {"forward": (torch.randn(3),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
+class StateIO(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.zeros(2, 4))
+
+    def set_state(self, t):
+        self.h.copy_(t)
+
+    def get_state(self):
+        return self.h
+
+    def forward(self, x):
+        self.h.mul_(0.5).add_(x)
+        return self.h.sum(dim=1)
+
+
+def state_io():
+    m = StateIO()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(1)
+    t = torch.randn(2, 4, generator=g)
+    x = torch.randn(2, 4, generator=g)
+    calls = [("get_state", ()), ("set_state", (t,)), ("get_state", ()), ("forward", (x,)), ("get_state", ()),
+             ("forward", (x * 2,)), ("set_state", (torch.zeros(2, 4),)), ("get_state", ())]
+    spec = {"set_state": (torch.randn(2, 4),), "get_state": (), "forward": (torch.randn(2, 4),)}
+    return m, spec, {"set_state": e.set_state, "get_state": e.get_state, "forward": e.forward}, calls
+
+
+class StreamingGRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.cell = nn.GRUCell(16, 32)
+        self.register_buffer("h", torch.zeros(1, 32))
+
+    def forward(self, x):
+        h = self.cell(x, self.h)
+        self.h.copy_(h)
+        return h
+
+    def reset(self):
+        self.h.zero_()
+
+
+def gru():
+    m = StreamingGRU()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(2)
+    xs = [torch.randn(1, 16, generator=g) for _ in range(20)]
+    calls = [("forward", (x,)) for x in xs[:10]] + [("reset", ())] + [("forward", (x,)) for x in xs[10:]]
+    return m, {"forward": (torch.randn(1, 16),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
+class Initialized(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("v", torch.arange(4.0))
+        self.register_buffer("v0", torch.arange(4.0))  # never mutated: a constant
+
+    def forward(self, x):
+        self.v.mul_(x)
+        return self.v + 0
+
+    def reset(self):
+        self.v.copy_(self.v0)
+
+
+def initialized():
+    m = Initialized()
+    e = copy.deepcopy(m)
+    calls = [("forward", (torch.tensor([2.0, 2.0, 2.0, 2.0]),)), ("forward", (torch.tensor([1.0, -1.0, 0.5, 3.0]),)),
+             ("reset", ()), ("forward", (torch.tensor([1.0, 1.0, 1.0, 1.0]),))]
+    return m, {"forward": (torch.ones(4),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
+CASES = {
+    "original_report": original_report,
+    "accumulator": accumulator,
+    "state_io": state_io,
+    "gru": gru,
+    "initialized": initialized,
+}
+
+
+def as_tuple(out):
+    if out is None:
+        return ()
+    if isinstance(out, torch.Tensor):
+        return (out,)
+    return tuple(out)
+
+
+def run_eager(eager: dict, calls: list) -> list:
+    """Outputs of the eager sequence, each a tuple of tensors (cloned: state may change later)."""
+    with torch.no_grad():
+        return [tuple(t.detach().clone() for t in as_tuple(eager[name](*inputs))) for name, inputs in calls]

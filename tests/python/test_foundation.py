@@ -1,0 +1,106 @@
+"""The foundation's cases through the native runtime, against PyTorch eager over call sequences."""
+import pytest
+import torch
+
+import tandem
+from cases import CASES, as_tuple, original_report, run_eager
+
+
+def run_native(model, calls):
+    return [as_tuple(getattr(model, name)(*inputs)) for name, inputs in calls]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sequence_matches_eager(case):
+    module, spec, eager, calls = CASES[case]()
+    program = tandem.export(module, spec)
+    model = tandem.load(program.to_bytes())
+    got, want = run_native(model, calls), run_eager(eager, calls)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert len(g) == len(w), f"call {i} {calls[i][0]}: {len(g)} outputs, eager gives {len(w)}"
+        for a, b in zip(g, w):
+            torch.testing.assert_close(a, b, msg=lambda m: f"call {i} {calls[i][0]}: {m}")
+
+
+def test_state_is_shared_by_identity_across_modules():
+    _, spec, _, _ = original_report()
+    program = tandem.export(None, spec)
+    assert [s.name for s in program.states] == ["shared_module._v"]
+    model = tandem.load(program.to_bytes())
+    model.forward1(torch.tensor([3.0]))
+    torch.testing.assert_close(model.read_state("shared_module._v"), torch.tensor([4.0]))
+    model.forward2(torch.tensor([0.0]))
+    torch.testing.assert_close(model.read_state("shared_module._v"), torch.tensor([0.0]))
+
+
+def test_export_leaves_module_buffers_untouched():
+    module, spec, _, _ = CASES["initialized"]()
+    before = module.v.clone()
+    tandem.export(module, spec)
+    torch.testing.assert_close(module.v, before)
+
+
+def test_parameter_mutation_is_an_export_error_naming_it():
+    _, spec, _, _ = original_report(as_parameter=True)
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(None, spec)
+    msg = str(e.value)
+    assert "_v" in msg and "register_buffer" in msg and "forward1" in msg
+    assert "cases.py" in msg  # the user's source line
+
+
+def test_constants_are_stored_once_across_methods():
+    from torch import nn
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(64, 64)
+            self.register_buffer("s", torch.zeros(1, 64))
+
+        def forward(self, x):
+            self.s.copy_(self.lin(x))
+            return self.s + 0
+
+        def again(self, x):
+            return self.lin(x) + self.s
+
+    m = TwoHeads()
+    one = tandem.export(m, {"forward": (torch.randn(1, 64),)}).to_bytes()
+    two = tandem.export(m, {"forward": (torch.randn(1, 64),), "again": (torch.randn(1, 64),)}).to_bytes()
+    weight_bytes = 64 * 64 * 4
+    assert len(two) - len(one) < weight_bytes // 2, "the second method must not store the weights again"
+
+
+@pytest.mark.parametrize("cut", [0, 3, 31, 100, -1])
+def test_truncated_file_fails_cleanly(cut):
+    module, spec, _, _ = CASES["accumulator"]()
+    data = tandem.export(module, spec).to_bytes()
+    with pytest.raises(tandem.TandemError) as e:
+        tandem.load(data[:cut] if cut >= 0 else data[:-1])
+    assert e.value.code in ("TDM_ERR_TRUNCATED", "TDM_ERR_BAD_MAGIC")
+    assert "truncated" in str(e.value) or "TNDM" in str(e.value)
+
+
+def test_corrupted_header_fails_cleanly():
+    module, spec, _, _ = CASES["accumulator"]()
+    data = bytearray(tandem.export(module, spec).to_bytes())
+    bad_magic = bytes(b"XNDM" + data[4:])
+    with pytest.raises(tandem.TandemError) as e:
+        tandem.load(bad_magic)
+    assert e.value.code == "TDM_ERR_BAD_MAGIC"
+    data[4] = 99  # version
+    with pytest.raises(tandem.TandemError) as e:
+        tandem.load(bytes(data))
+    assert e.value.code == "TDM_ERR_VERSION" and "version 99" in str(e.value)
+
+
+def test_wrong_inputs_are_rejected_with_expected_and_given():
+    module, spec, _, _ = CASES["accumulator"]()
+    model = tandem.load(tandem.export(module, spec).to_bytes())
+    with pytest.raises(tandem.TandemError, match=r"expected float32\[3\], given torch.float32\[4\]"):
+        model.forward(torch.ones(4))
+    with pytest.raises(tandem.TandemError, match="takes 1 inputs, 0 given"):
+        model.forward()
+    torch.testing.assert_close(model.forward(torch.ones(3)), torch.full((3,), 2.0))
