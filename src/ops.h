@@ -15,6 +15,7 @@ typedef struct tdm_opdef {
   const char *name;
   int code;      /* sub-operation for families that share a kernel (binary, unary, reduce) */
   bool can_fail; /* depends on runtime values (indices); validates before writing */
+  bool inplace0; /* its output may be exactly its input 0 (an update in place, e.g. of state) */
   tdm_op_check_fn check;
   tdm_op_run_fn run;
 } tdm_opdef;
@@ -46,5 +47,8 @@ extern const tdm_opdef tdm__elementwise_ops[];
 extern const tdm_opdef tdm__linalg_ops[];
 extern const tdm_opdef tdm__shape_ops[];
 extern const tdm_opdef tdm__reduce_ops[];
+extern const tdm_opdef tdm__scatter_ops[];
+extern const tdm_opdef tdm__attention_ops[];
+extern const tdm_opdef tdm__conv_ops[];
 
 #endif

@@ -7,6 +7,7 @@ several modules sharing a submodule bind to the same state slot.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
 
@@ -38,6 +39,13 @@ class _BoundMethod(nn.Module):
 
     def forward(self, *args):
         return getattr(self.owner, self._tandem_name)(*args)
+
+
+def _decompositions():
+    """Core ATen, except scaled_dot_product_attention, which the runtime runs as one op."""
+    table = torch.export.default_decompositions()
+    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+    return table
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
@@ -130,14 +138,14 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
     roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
     name_of = _names_of(([module] if module is not None else []) + [r for r, _ in roots.values()])
 
-    # Initial values: every buffer as it is before any tracing.
     exported = {}
     for name, (fn, inputs) in specs.items():
         root, _ = roots[name]
-        with _parameters_as_buffers(root) as param_keys, torch.no_grad():
+        with _parameters_as_buffers(root) as param_keys, torch.no_grad(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*erase_node.*")
             try:
                 ep = torch.export.export(root, inputs, strict=False)
-                ep = ep.run_decompositions()
+                ep = ep.run_decompositions(_decompositions())
             except ExportError:
                 raise
             except Exception as e:  # torch's messages are long; keep the first lines

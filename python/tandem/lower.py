@@ -6,6 +6,7 @@ inputs are all constants are evaluated here, with torch, and stored as constants
 """
 from __future__ import annotations
 
+import math
 import operator
 from typing import Callable
 
@@ -17,7 +18,8 @@ from .ir import (BOOL, CONST, DTYPE_CODE, DTYPE_SIZE, F32, I64, SCRATCH, STATE, 
 
 aten = torch.ops.aten
 
-FOLD_MAX_NUMEL = 4096  # constant results larger than this are computed at run time (fill) instead
+FOLD_MAX_NUMEL = 4096  # constant results larger than this are computed at run time instead
+FILL_MAX_NUMEL = 64  # a full()/zeros() larger than this is a fill op, not stored bytes
 
 
 def source_line(node) -> str:
@@ -53,6 +55,7 @@ class Lowering:
         self.const_tensor: dict = {}  # Value -> torch.Tensor for constant values
         self.node = None
         self.unsupported: list[str] = []
+        self.checked: set = set()  # (storage, offset, shape, n) of indices already checked
 
     # ---- values ---------------------------------------------------------------------------
     def fail(self, msg: str):
@@ -130,6 +133,15 @@ def _shape_of(node) -> tuple:
     except (TypeError, ValueError):
         raise ExportError(f"value '{node.name}' has a dynamic shape {tuple(m.shape)}; tandem exports static shapes: "
                           f"give example inputs of the exact size{source_line(node)}") from None
+
+
+def _require_static(node) -> None:
+    vals = node.meta.get("val")
+    for v in vals if isinstance(vals, (list, tuple)) else [vals]:
+        if isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape):
+            raise ExportError(f"'{node.target}' gives a tensor of dynamic shape {tuple(v.shape)}: its size depends on "
+                              f"input values. tandem exports static shapes; compute a fixed-size result instead (e.g. "
+                              f"torch.where with a mask){source_line(node)}")
 
 
 def _dim(d: int, rank: int) -> int:
@@ -309,7 +321,7 @@ def _fill(L, value, dt, shape):
     n = 1
     for d in shape:
         n *= d
-    if n <= FOLD_MAX_NUMEL:
+    if n <= FILL_MAX_NUMEL:
         return L.const(torch.full(shape, value, dtype=TORCH_DTYPE[dt]))
     if dt == F32:
         return L.emit("fill", [], dt, shape, fattr=[float(value)])
@@ -471,26 +483,186 @@ def _layer_norm(L, node, args, kwargs):
     return [y, None, None]  # mean and rstd are not produced; using them fails in getitem
 
 
+def _checked_index(L, idx: Value, n: int) -> Value:
+    """idx as int64, after an op that fails the call if any index is outside [-n, n)."""
+    idx = L.cast(idx, I64)
+    if idx in L.const_tensor:
+        t = L.const_tensor[idx]
+        if t.numel() and (t.min() < -n or t.max() >= n):
+            L.fail(f"constant index {t.tolist()} is out of range for a dimension of size {n}")
+        return idx
+    key = (idx.storage, idx.offset, idx.shape, n)
+    if key not in L.checked:
+        L.checked.add(key)
+        L.ops.append(Op("check_index", [idx], [], [n], [], source_line(L.node)))
+    return idx
+
+
+def _index_select_value(L, x: Value, dim: int, idx: Value, out_shape) -> Value:
+    return L.emit("index_select", [x, _checked_index(L, idx, x.shape[dim])], x.dtype, out_shape, iattr=[dim])
+
+
 @handles(aten.embedding.default)
 def _embedding(L, node, args, kwargs):
-    w, idx = args[0], args[1]
-    return L.emit("index_select", [w, L.cast(idx, I64)], w.dtype, _shape_of(node), iattr=[0])
+    return _index_select_value(L, args[0], 0, args[1], _shape_of(node))
 
 
 @handles(aten.index_select.default)
 def _index_select(L, node, args, kwargs):
-    x, dim, idx = args[0], _dim(int(args[1]), len(args[0].shape)), args[2]
-    return L.emit("index_select", [x, L.cast(idx, I64)], x.dtype, _shape_of(node), iattr=[dim])
+    return _index_select_value(L, args[0], _dim(int(args[1]), len(args[0].shape)), args[2], _shape_of(node))
+
+
+def _single_index(L, indices):
+    used = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(used) != 1 or used[0][1].dtype not in (I64,):
+        L.fail("indexing with more than one index tensor, or with a boolean mask, is not supported yet; "
+               "index one dimension with an int64 tensor")
+    return used[0]
 
 
 @handles(aten.index.Tensor)
 def _index(L, node, args, kwargs):
-    x, indices = args[0], args[1]
-    used = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(used) != 1 or used[0][1].dtype != I64:
-        L.fail("indexing with more than one index tensor (or a boolean mask) is not supported yet")
-    d, idx = used[0]
-    return L.emit("index_select", [x, idx], x.dtype, _shape_of(node), iattr=[d])
+    d, idx = _single_index(L, args[1])
+    return _index_select_value(L, args[0], d, idx, _shape_of(node))
+
+
+@handles(aten.index_put.default)
+def _index_put(L, node, args, kwargs):
+    base, indices, values = args[0], args[1], args[2]
+    acc = bool(kwargs.get("accumulate", args[3] if len(args) > 3 else False))
+    d, idx = _single_index(L, indices)
+    idx = L.reshape(idx, (idx.numel,))
+    want = list(base.shape)
+    want[d] = idx.numel
+    values = L.expand(L.cast(values, base.dtype), tuple(want))
+    idx = _checked_index(L, idx, base.shape[d])
+    return L.emit("index_put", [base, idx, values], base.dtype, base.shape, iattr=[d, int(acc)])
+
+
+@handles(aten.slice_scatter.default)
+def _slice_scatter(L, node, args, kwargs):
+    base, src = args[0], args[1]
+    dim = _dim(int(args[2]) if len(args) > 2 else 0, len(base.shape))
+    size = base.shape[dim]
+    start = args[3] if len(args) > 3 and args[3] is not None else 0
+    start = max(0, min(size, start + size if start < 0 else start))
+    step = int(args[5]) if len(args) > 5 else 1
+    return _scatter(L, base, src, dim, start, step)
+
+
+@handles(aten.select_scatter.default)
+def _select_scatter(L, node, args, kwargs):
+    base, src, dim, i = args[0], args[1], _dim(int(args[2]), len(args[0].shape)), int(args[3])
+    shape = list(base.shape)
+    shape[dim] = 1
+    return _scatter(L, base, L.reshape(src, shape), dim, i + base.shape[dim] if i < 0 else i, 1)
+
+
+def _scatter(L, base: Value, src: Value, dim: int, start: int, step: int) -> Value:
+    if src.shape == base.shape and start == 0:
+        return L.cast(src, base.dtype)  # replaces everything: no need to read base
+    return L.emit("slice_scatter", [base, L.cast(src, base.dtype)], base.dtype, base.shape, iattr=[dim, start, step])
+
+
+@handles(aten.scaled_dot_product_attention.default)
+def _sdpa(L, node, args, kwargs):
+    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    q, k, v, mask = a["query"], a["key"], a["value"], a.get("attn_mask")
+    if a.get("dropout_p", 0.0) not in (0, 0.0):
+        L.fail("scaled_dot_product_attention with dropout is not supported (export in eval mode, dropout_p=0)")
+    if a.get("enable_gqa", False) or q.shape[:-2] != k.shape[:-2]:
+        L.fail("scaled_dot_product_attention needs q, k, v with equal batch and head dims (repeat k/v heads for GQA)")
+    scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+    ins = [q, k, v] + ([mask] if mask is not None else [])
+    out_shape = q.shape[:-1] + (v.shape[-1],)
+    y = L.new(F32, out_shape)
+    ws = L.new(F32, (k.shape[-2],))
+    L.ops.append(Op("attention", ins, [y, ws], [int(mask is not None), int(bool(a.get("is_causal", False)))], [scale],
+                    source_line(L.node)))
+    return y
+
+
+@handles(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)
+def _any_all(L, node, args, kwargs):
+    name = "any" if node.target in (aten.any.dim, aten.any.dims, aten.any.default) else "all"
+    x = L.cast(args[0], BOOL)
+    if node.target in (aten.any.default, aten.all.default) or (len(args) > 1 and args[1] is None):
+        dims = list(range(len(x.shape)))
+    else:
+        d = args[1]
+        dims = sorted({_dim(int(i), len(x.shape)) for i in (d if isinstance(d, (list, tuple)) else [d])})
+    if not x.shape or not dims:
+        return x
+    return L.emit(name, [x], BOOL, _shape_of(node), iattr=dims)
+
+
+@handles(aten.argmax.default, aten.argmin.default)
+def _argmax(L, node, args, kwargs):
+    x = args[0]
+    dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    if dim is None:
+        x = L.reshape(x, (x.numel,))
+        dim = 0
+    name = "argmax" if node.target == aten.argmax.default else "argmin"
+    return L.emit(name, [x], I64, _shape_of(node), iattr=[_dim(int(dim), len(x.shape))])
+
+
+@handles(aten.convolution.default)
+def _convolution(L, node, args, kwargs):
+    x, w, b, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+    if transposed:
+        L.fail("transposed convolution is not supported yet")
+    r = len(x.shape) - 2
+    if r not in (1, 2):
+        L.fail(f"{r}-d convolution is not supported (1-d and 2-d are)")
+    ins = [x, w] + ([b] if b is not None else [])
+    return L.emit("conv", ins, F32, _shape_of(node),
+                  iattr=[r, int(b is not None), int(groups)] + [int(s) for s in stride] + [int(p) for p in padding]
+                  + [int(d) for d in dilation])
+
+
+@handles(aten._native_batch_norm_legit_no_training.default)
+def _batch_norm_eval(L, node, args, kwargs):
+    x, w, b, mean, var, _momentum, eps = args[:7]
+    C = x.shape[1]
+    shape = (C,) + (1,) * (len(x.shape) - 2)
+    if all(t is None or t in L.const_tensor for t in (w, b, mean, var)):
+        inv = 1.0 / torch.sqrt(L.const_tensor[var] + eps)
+        scale = inv * (L.const_tensor[w] if w is not None else 1.0)
+        shift = -L.const_tensor[mean] * scale + (L.const_tensor[b] if b is not None else 0.0)
+        y = L.emit("mul", [x, L.const(scale.reshape(shape))], F32, x.shape)
+        y = L.emit("add", [y, L.const(shift.reshape(shape))], F32, x.shape)
+        return [y, None, None]
+    L.fail("batch norm with non-constant statistics is not supported (export in eval mode)")
+
+
+def _pool(L, out_shape, name, x, kernel, stride, padding, dilation, ceil_mode, include_pad):
+    r = len(x.shape) - 2
+    n = lambda v: [int(i) for i in v] * (r if len(v) == 1 else 1)  # noqa: E731
+    kernel = n(kernel)
+    stride = n(stride) if stride else kernel
+    if ceil_mode:
+        L.fail("pooling with ceil_mode=True is not supported yet")
+    return L.emit(name, [x], F32, out_shape, iattr=[r] + kernel + stride + n(padding) + n(dilation) + [int(include_pad)])
+
+
+@handles(aten.max_pool2d_with_indices.default)
+def _max_pool(L, node, args, kwargs):
+    a = list(args) + [None] * 6
+    out_shape = tuple(int(d) for d in node.meta["val"][0].shape)
+    y = _pool(L, out_shape, "max_pool", a[0], a[1], a[2], a[3] or [0], a[4] or [1], a[5] or False, 0)
+    return [y, None]  # the indices are not produced: using them fails in getitem
+
+
+@handles(aten.avg_pool2d.default, aten.avg_pool1d.default)
+def _avg_pool(L, node, args, kwargs):
+    a = list(args) + [None] * 7
+    if a[6] is not None:
+        L.fail("avg_pool with divisor_override is not supported")
+    return _pool(L, _shape_of(node), "avg_pool", a[0], a[1], a[2], a[3] or [0], [1], a[4] or False,
+                 True if a[5] is None else a[5])
 
 
 @handles(aten.scalar_tensor.default)
@@ -556,6 +728,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
                     L.fail("uses an auxiliary output (e.g. layer norm's mean/rstd) that tandem does not produce")
                 env[node] = r
                 continue
+            _require_static(node)
             all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
             handler = HANDLERS.get(node.target)
             if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None:
@@ -565,7 +738,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
                     continue
             if handler is None:
                 L.unsupported.append(f"  {node.target}{source_line(node)}")
-                env[node] = L.new(F32, ()) if _meta(node) is None else L.new(DTYPE_CODE.get(_meta(node).dtype, F32), _meta(node).shape)
+                env[node] = _stand_in(L, node.meta.get("val"))  # lets lowering go on to list every unsupported op
                 continue
             env[node] = handler(L, node, args, kwargs)
         elif node.op == "output":
@@ -591,6 +764,14 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
     _finish(L, user_outputs, mutations)
     outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)]
     return MethodIR(name, inputs, outputs, L.ops)
+
+
+def _stand_in(L, val):
+    if isinstance(val, (list, tuple)):
+        return [_stand_in(L, v) for v in val]
+    if isinstance(val, torch.Tensor):
+        return L.new(DTYPE_CODE.get(val.dtype, F32), tuple(int(d) for d in val.shape))
+    return L.new(F32, ())
 
 
 def _values_in(obj):

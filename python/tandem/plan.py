@@ -10,7 +10,21 @@ from __future__ import annotations
 from .ir import SCRATCH, STATE, MethodIR, Storage
 
 ALIGN = 64
-CAN_FAIL = {"index_select"}  # ops whose kernels may reject runtime values (src/ops.h can_fail)
+CAN_FAIL = {"check_index"}  # ops whose kernels may reject runtime values (src/ops.h can_fail)
+IN_PLACE = {"index_put", "slice_scatter"}  # ops whose output may be their input 0 (src/ops.h inplace0)
+
+
+def _hoist_checks(ir: MethodIR) -> None:
+    """Move each check op right after the op that produces its input, so that checks run before
+    state is written wherever the data flow allows."""
+    for op in [o for o in ir.ops if o.name in CAN_FAIL]:
+        ir.ops.remove(op)
+        storage = op.ins[0].storage
+        pos = 0
+        for i, other in enumerate(ir.ops):
+            if any(v.storage is storage for v in other.outs):
+                pos = i + 1
+        ir.ops.insert(pos, op)
 
 
 def _write_state_in_place(ir: MethodIR) -> None:
@@ -22,8 +36,11 @@ def _write_state_in_place(ir: MethodIR) -> None:
     last_fallible = max((i for i, op in enumerate(ops) if op.name in CAN_FAIL), default=-1)
 
     def reads_state(st, start):
-        for op in ops[start:]:
-            if any(v.storage.kind == STATE and v.storage.state is st for v in op.ins):
+        for k, op in enumerate(ops[start:]):
+            ins = op.ins
+            if k == 0 and op.name in IN_PLACE and _is_whole(ins[0], st):
+                ins = ins[1:]  # the producer updates the old value in place
+            if any(v.storage.kind == STATE and v.storage.state is st for v in ins):
                 return True
         return any(v.storage.kind == STATE and v.storage.state is st for _, v in ir.outputs)
 
@@ -39,6 +56,10 @@ def _write_state_in_place(ir: MethodIR) -> None:
             continue
         s.kind, s.state = STATE, st
         ops.remove(op)
+
+
+def _is_whole(v, st) -> bool:
+    return v.storage.kind == STATE and v.storage.state is st and v.offset == 0 and v.nbytes == st.nbytes
 
 
 def _lifetimes(ir: MethodIR) -> dict:
@@ -60,6 +81,7 @@ def _lifetimes(ir: MethodIR) -> dict:
 
 
 def plan_method(ir: MethodIR) -> None:
+    _hoist_checks(ir)
     _write_state_in_place(ir)
     life = _lifetimes(ir)
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)

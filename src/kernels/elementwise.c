@@ -376,8 +376,8 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-#define BIN(name, code) {name, code, false, binary_check, binary_run}
-#define UN(name, code) {name, code, false, unary_check, unary_run}
+#define BIN(name, code) {name, code, false, false, binary_check, binary_run}
+#define UN(name, code) {name, code, false, false, unary_check, unary_run}
 
 const tdm_opdef tdm__elementwise_ops[] = {
     BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),
@@ -390,9 +390,9 @@ const tdm_opdef tdm__elementwise_ops[] = {
     UN("gelu_tanh", U_GELU_TANH), UN("silu", U_SILU), UN("erf", U_ERF),
     UN("reciprocal", U_RECIP), UN("floor", U_FLOOR), UN("ceil", U_CEIL),
     UN("logical_not", U_NOT),
-    {"where", 0, false, where_check, where_run},
-    {"cast", 0, false, cast_check, cast_run},
-    {"fill", 0, false, fill_check, fill_run},
-    {"copy", 0, false, copy_check, copy_run},
-    {NULL, 0, false, NULL, NULL},
+    {"where", 0, false, false, where_check, where_run},
+    {"cast", 0, false, false, cast_check, cast_run},
+    {"fill", 0, false, false, fill_check, fill_run},
+    {"copy", 0, false, false, copy_check, copy_run},
+    {NULL, 0, false, false, NULL, NULL},
 };

@@ -73,6 +73,6 @@ static tdm_status matmul_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__linalg_ops[] = {
-    {"matmul", 0, false, matmul_check, matmul_run},
-    {NULL, 0, false, NULL, NULL},
+    {"matmul", 0, false, false, matmul_check, matmul_run},
+    {NULL, 0, false, false, NULL, NULL},
 };

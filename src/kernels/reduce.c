@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { R_SUM, R_MEAN, R_AMAX, R_AMIN };
+enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_ANY, R_ALL };
 
 /* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
 static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
@@ -25,7 +25,21 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   int64_t st[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0}, off = 0;
   reduce_strides(xs, op->iattr, op->n_iattr, st);
   const int64_t count = out->numel ? in[0].numel / out->numel : 0;
-  if (out->dtype == TDM_F32) {
+  if (out->dtype == TDM_BOOL) {
+    uint8_t *y = out->data;
+    const uint8_t *x = in[0].data;
+    const bool all = code == R_ALL;
+    memset(y, all, (size_t)out->numel);
+    for (int64_t t = 0; t < in[0].numel; t++) {
+      if (all) y[off] &= x[t] != 0;
+      else y[off] |= x[t] != 0;
+      for (int i = xs->rank - 1; i >= 0; i--) {
+        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        off -= st[i] * (xs->dims[i] - 1);
+        idx[i] = 0;
+      }
+    }
+  } else if (out->dtype == TDM_F32) {
     float *y = out->data;
     const float *x = in[0].data;
     const float init = code == R_AMAX ? -INFINITY : code == R_AMIN ? INFINITY : 0.0f;
@@ -71,7 +85,8 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 1 || op->n_iattr < 1) return tdm__rule(op, "takes 1 input, 1 output, dims");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs");
-  if (x->dtype != TDM_F32 && !(x->dtype == TDM_I64 && op->def->code != R_MEAN))
+  const bool logical = op->def->code == R_ANY || op->def->code == R_ALL;
+  if (logical ? x->dtype != TDM_BOOL : (x->dtype != TDM_F32 && !(x->dtype == TDM_I64 && op->def->code != R_MEAN)))
     return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
   bool red[TDM_MAX_RANK] = {false};
   for (uint32_t i = 0; i < op->n_iattr; i++) {
@@ -184,13 +199,65 @@ static tdm_status layer_norm_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* argmax / argmin: iattr = [dim]; output i64, keepdim or not. First index wins ties; NaN is the
+ * maximum (and minimum), like PyTorch. */
+static tdm_status arg_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const tdm_shape *s = in[0].shape;
+  const int64_t d = op->iattr[0], n = s->dims[d];
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < d; i++) outer *= s->dims[i];
+  for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
+  const bool mx = op->def->code == 0;
+  int64_t *y = out->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t j = 0; j < inner; j++) {
+      const int64_t base = o * n * inner + j;
+      int64_t best = 0;
+      if (in[0].dtype == TDM_F32) {
+        const float *x = in[0].data;
+        float bv = x[base];
+        for (int64_t i = 1; i < n && bv == bv; i++) {
+          const float v = x[base + i * inner];
+          if (v != v || (mx ? v > bv : v < bv)) { bv = v; best = i; }
+        }
+      } else {
+        const int64_t *x = in[0].data;
+        int64_t bv = x[base];
+        for (int64_t i = 1; i < n; i++) {
+          const int64_t v = x[base + i * inner];
+          if (mx ? v > bv : v < bv) { bv = v; best = i; }
+        }
+      }
+      y[o * inner + j] = best;
+    }
+  return TDM_OK;
+}
+
+static tdm_status arg_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes 1 input, 1 output, [dim]");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  const int64_t d = op->iattr[0];
+  if ((x->dtype != TDM_F32 && x->dtype != TDM_I64) || y->dtype != TDM_I64) return tdm__rule(op, "input float32 or int64, output int64");
+  if (d < 0 || d >= x->shape.rank || x->shape.dims[d] == 0) return tdm__rule(op, "dim out of range or empty");
+  tdm_shape keep = x->shape, drop = {0};
+  keep.dims[d] = 1;
+  for (int i = 0; i < x->shape.rank; i++)
+    if (i != d) drop.dims[drop.rank++] = x->shape.dims[i];
+  if (!tdm__shape_eq(&keep, &y->shape) && !tdm__shape_eq(&drop, &y->shape)) return tdm__rule(op, "output shape is not the reduced shape");
+  return TDM_OK;
+}
+
 const tdm_opdef tdm__reduce_ops[] = {
-    {"sum", R_SUM, false, reduce_check, reduce_run},
-    {"mean", R_MEAN, false, reduce_check, reduce_run},
-    {"amax", R_AMAX, false, reduce_check, reduce_run},
-    {"amin", R_AMIN, false, reduce_check, reduce_run},
-    {"softmax", 0, false, softmax_check, softmax_run},
-    {"log_softmax", 1, false, softmax_check, softmax_run},
-    {"layer_norm", 0, false, layer_norm_check, layer_norm_run},
-    {NULL, 0, false, NULL, NULL},
+    {"any", R_ANY, false, false, reduce_check, reduce_run},
+    {"all", R_ALL, false, false, reduce_check, reduce_run},
+    {"argmax", 0, false, false, arg_check, arg_run},
+    {"argmin", 1, false, false, arg_check, arg_run},
+    {"sum", R_SUM, false, false, reduce_check, reduce_run},
+    {"mean", R_MEAN, false, false, reduce_check, reduce_run},
+    {"amax", R_AMAX, false, false, reduce_check, reduce_run},
+    {"amin", R_AMIN, false, false, reduce_check, reduce_run},
+    {"softmax", 0, false, false, softmax_check, softmax_run},
+    {"log_softmax", 1, false, false, softmax_check, softmax_run},
+    {"layer_norm", 0, false, false, layer_norm_check, layer_norm_run},
+    {NULL, 0, false, false, NULL, NULL},
 };

@@ -140,16 +140,14 @@ static tdm_status expand_check(const tdm_method *m, const tdm_op *op) {
 }
 
 /* index_select: iattr = [dim]; out = x[..., idx, ...] with idx of any shape replacing dim.
- * Indices in [-n, n) (negative ones count from the end); others fail the call before any write. */
+ * Indices in [-n, n) count from the end when negative. The exporter validates indices with a
+ * check_index op before the state is written; should one still be out of range here, its rows are
+ * zeros (never a read outside x). */
 static tdm_status index_select_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t d = op->iattr[0];
   const tdm_shape *xs = in[0].shape;
   const int64_t n = xs->dims[d];
   const int64_t *idx = in[1].data;
-  for (int64_t i = 0; i < in[1].numel; i++)
-    if (idx[i] < -n || idx[i] >= n)
-      return tdm__fail(TDM_ERR_INDEX, "index_select: index %lld is out of range for a dimension of size %lld",
-                       (long long)idx[i], (long long)n);
   const size_t es = tdm_dtype_size(out->dtype);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; i++) outer *= xs->dims[i];
@@ -159,7 +157,8 @@ static tdm_status index_select_run(const tdm_op *op, const tdm_tensor *in, const
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < in[1].numel; i++) {
       const int64_t j = idx[i] < 0 ? idx[i] + n : idx[i];
-      memcpy(y, (const uint8_t *)in[0].data + ((o * n + j) * inner) * es, chunk);
+      if (j < 0 || j >= n) memset(y, 0, chunk);
+      else memcpy(y, (const uint8_t *)in[0].data + ((o * n + j) * inner) * es, chunk);
       y += chunk;
     }
   return TDM_OK;
@@ -182,10 +181,10 @@ static tdm_status index_select_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__shape_ops[] = {
-    {"permute", 0, false, permute_check, permute_run},
-    {"slice", 0, false, slice_check, slice_run},
-    {"cat", 0, false, cat_check, cat_run},
-    {"expand", 0, false, expand_check, expand_run},
-    {"index_select", 0, true, index_select_check, index_select_run},
-    {NULL, 0, false, NULL, NULL},
+    {"permute", 0, false, false, permute_check, permute_run},
+    {"slice", 0, false, false, slice_check, slice_run},
+    {"cat", 0, false, false, cat_check, cat_run},
+    {"expand", 0, false, false, expand_check, expand_run},
+    {"index_select", 0, false, false, index_select_check, index_select_run},
+    {NULL, 0, false, false, NULL, NULL},
 };

@@ -1,0 +1,108 @@
+/* attention.c — scaled dot-product attention as one op, so a decode step reads the KV cache in
+ * place and writes only [Tq, Dv] rows (no cache-sized temporaries). Scalar reference. */
+#include "../ops.h"
+#include "../util.h"
+
+#include <math.h>
+#include <string.h>
+
+/* q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv][, mask bool|f32 broadcastable to [..., Tq, Tk]]
+ * → y [..., Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal]; fattr = [scale].
+ * Rows whose every key is masked give zeros. */
+static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const tdm_shape *qs = in[0].shape;
+  const int r = qs->rank;
+  const int64_t Tq = qs->dims[r - 2], D = qs->dims[r - 1], Tk = in[1].shape->dims[r - 2], Dv = in[2].shape->dims[r - 1];
+  const bool has_mask = op->iattr[0] != 0, causal = op->iattr[1] != 0;
+  const float scale = (float)op->fattr[0];
+  float *ws = out[1].data;
+  int64_t mst[TDM_MAX_RANK] = {0};
+  tdm_shape full = *qs;
+  full.dims[r - 1] = Tk;
+  if (has_mask) tdm__broadcast_strides(in[3].shape, &full, mst);
+  const int64_t batches = Tq && D ? in[0].numel / (Tq * D) : 0;
+  int64_t bidx[TDM_MAX_RANK] = {0}, moff = 0;
+  for (int64_t b = 0; b < batches; b++) {
+    const float *q = (const float *)in[0].data + b * Tq * D;
+    const float *k = (const float *)in[1].data + b * Tk * D;
+    const float *v = (const float *)in[2].data + b * Tk * Dv;
+    float *y = (float *)out[0].data + b * Tq * Dv;
+    for (int64_t i = 0; i < Tq; i++) {
+      float mx = -INFINITY;
+      for (int64_t j = 0; j < Tk; j++) {
+        float s;
+        bool keep = !(causal && j > i);
+        if (keep && has_mask) {
+          const int64_t mo = moff + i * mst[r - 2] + j * mst[r - 1];
+          if (in[3].dtype == TDM_BOOL) keep = ((const uint8_t *)in[3].data)[mo] != 0;
+        }
+        if (keep) {
+          float dot = 0;
+          for (int64_t e = 0; e < D; e++) dot += q[i * D + e] * k[j * D + e];
+          s = dot * scale;
+          if (has_mask && in[3].dtype == TDM_F32) s += ((const float *)in[3].data)[moff + i * mst[r - 2] + j * mst[r - 1]];
+        } else {
+          s = -INFINITY;
+        }
+        ws[j] = s;
+        mx = (s > mx || s != s) ? s : mx;
+      }
+      float *yr = y + i * Dv;
+      memset(yr, 0, (size_t)Dv * sizeof(float));
+      if (mx == -INFINITY) continue;
+      double sum = 0;
+      for (int64_t j = 0; j < Tk; j++) sum += (ws[j] = expf(ws[j] - mx));
+      const float inv = (float)(1.0 / sum);
+      for (int64_t j = 0; j < Tk; j++) {
+        const float p = ws[j] * inv;
+        if (p == 0) continue;
+        const float *vr = v + j * Dv;
+        for (int64_t e = 0; e < Dv; e++) yr[e] += p * vr[e];
+      }
+    }
+    for (int d = r - 3; d >= 0; d--) {
+      if (++bidx[d] < qs->dims[d]) {
+        moff += mst[d];
+        break;
+      }
+      moff -= mst[d] * (qs->dims[d] - 1);
+      bidx[d] = 0;
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 2 || op->n_iattr != 2 || op->n_fattr != 1 || op->n_in < 3)
+    return tdm__rule(op, "takes q, k, v[, mask], outputs y and a workspace, [has_mask, is_causal], [scale]");
+  const bool has_mask = op->iattr[0] != 0;
+  if (op->n_in != 3u + has_mask) return tdm__rule(op, "input count does not match has_mask");
+  const tdm_value *q = TDM_VAL(m, op, 0), *k = TDM_VAL(m, op, 1), *v = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0),
+                  *ws = TDM_OUTVAL(m, op, 1);
+  const int r = q->shape.rank;
+  if (r < 2 || k->shape.rank != r || v->shape.rank != r) return tdm__rule(op, "q, k, v must have one rank >= 2");
+  if (q->dtype != TDM_F32 || k->dtype != TDM_F32 || v->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32)
+    return tdm__rule(op, "q, k, v, output and workspace must be float32");
+  for (int d = 0; d < r - 2; d++)
+    if (k->shape.dims[d] != q->shape.dims[d] || v->shape.dims[d] != q->shape.dims[d]) return tdm__rule(op, "batch dims of q, k, v differ");
+  const int64_t Tq = q->shape.dims[r - 2], D = q->shape.dims[r - 1], Tk = k->shape.dims[r - 2];
+  if (k->shape.dims[r - 1] != D || v->shape.dims[r - 2] != Tk) return tdm__rule(op, "k must be [..., Tk, D] and v [..., Tk, Dv]");
+  tdm_shape want = q->shape;
+  want.dims[r - 1] = v->shape.dims[r - 1];
+  if (!tdm__shape_eq(&want, &y->shape)) return tdm__rule(op, "output must be [..., Tq, Dv]");
+  if (ws->numel < Tk) return tdm__rule(op, "workspace must hold Tk floats");
+  if (has_mask) {
+    const tdm_value *mk = TDM_VAL(m, op, 3);
+    tdm_shape full = q->shape, b;
+    full.dims[r - 1] = Tk;
+    if ((mk->dtype != TDM_BOOL && mk->dtype != TDM_F32) || mk->shape.rank > r || !tdm__broadcast(&mk->shape, &full, &b) || !tdm__shape_eq(&b, &full))
+      return tdm__rule(op, "mask must be bool or float32 and broadcast to [..., Tq, Tk]");
+  }
+  (void)Tq;
+  return TDM_OK;
+}
+
+const tdm_opdef tdm__attention_ops[] = {
+    {"attention", 0, false, false, attention_check, attention_run},
+    {NULL, 0, false, false, NULL, NULL},
+};

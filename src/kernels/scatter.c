@@ -1,0 +1,120 @@
+/* scatter.c — updates of part of a tensor: index_put, slice_scatter, and check_index, the op
+ * that validates runtime indices before anything is written. index_put and slice_scatter may run
+ * in place (output = input 0), which is how a KV-cache update writes only its new rows. */
+#include "../ops.h"
+#include "../util.h"
+
+#include <string.h>
+
+static void copy_base(const tdm_tensor *base, const tdm_tensor *out) {
+  if (out->data != base->data) memcpy(out->data, base->data, (size_t)out->numel * tdm_dtype_size(out->dtype));
+}
+
+static void outer_inner(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *inner) {
+  *outer = 1;
+  *inner = 1;
+  for (int i = 0; i < d; i++) *outer *= s->dims[i];
+  for (int i = (int)d + 1; i < s->rank; i++) *inner *= s->dims[i];
+}
+
+/* check_index: index i64 (any shape); iattr = [n]. Fails the call unless every index is in
+ * [-n, n). No output. */
+static tdm_status check_index_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)out;
+  const int64_t n = op->iattr[0];
+  const int64_t *idx = in[0].data;
+  for (int64_t i = 0; i < in[0].numel; i++)
+    if (idx[i] < -n || idx[i] >= n)
+      return tdm__fail(TDM_ERR_INDEX, "index %lld is out of range for a dimension of size %lld", (long long)idx[i], (long long)n);
+  return TDM_OK;
+}
+
+static tdm_status check_index_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 1) return tdm__rule(op, "takes 1 input, no output, [n]");
+  if (TDM_VAL(m, op, 0)->dtype != TDM_I64) return tdm__rule(op, "index must be int64");
+  if (op->iattr[0] < 0) return tdm__rule(op, "n must be >= 0");
+  return TDM_OK;
+}
+
+/* index_put: base, index i64 [k], values → out (base's shape); iattr = [dim, accumulate].
+ * values has base's shape with dim of size k. out[..., index[i], ...] = values[..., i, ...]
+ * (+= when accumulating). Out-of-range indices (already rejected by check_index) are skipped. */
+static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  copy_base(&in[0], out);
+  const int64_t d = op->iattr[0], acc = op->iattr[1];
+  const tdm_shape *s = out->shape;
+  const int64_t n = s->dims[d], k = in[1].numel;
+  int64_t outer, inner;
+  outer_inner(s, d, &outer, &inner);
+  const size_t es = tdm_dtype_size(out->dtype), chunk = (size_t)inner * es;
+  const int64_t *idx = in[1].data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < k; i++) {
+      const int64_t j = idx[i] < 0 ? idx[i] + n : idx[i];
+      if (j < 0 || j >= n) continue;
+      uint8_t *dst = (uint8_t *)out->data + (size_t)(o * n + j) * chunk;
+      const uint8_t *src = (const uint8_t *)in[2].data + (size_t)(o * k + i) * chunk;
+      if (!acc) {
+        memcpy(dst, src, chunk);
+      } else if (out->dtype == TDM_F32) {
+        for (int64_t e = 0; e < inner; e++) ((float *)dst)[e] += ((const float *)src)[e];
+      } else if (out->dtype == TDM_I64) {
+        for (int64_t e = 0; e < inner; e++) ((int64_t *)dst)[e] = (int64_t)((uint64_t)((int64_t *)dst)[e] + (uint64_t)((const int64_t *)src)[e]);
+      } else {
+        for (int64_t e = 0; e < inner; e++) dst[e] |= src[e];
+      }
+    }
+  return TDM_OK;
+}
+
+static tdm_status index_put_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != 2) return tdm__rule(op, "takes base, index, values, 1 output, [dim, accumulate]");
+  const tdm_value *b = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *v = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
+  const int64_t d = op->iattr[0];
+  if (d < 0 || d >= b->shape.rank) return tdm__rule(op, "dim out of range");
+  if (op->iattr[1] != 0 && op->iattr[1] != 1) return tdm__rule(op, "accumulate must be 0 or 1");
+  if (ix->dtype != TDM_I64 || ix->shape.rank != 1) return tdm__rule(op, "index must be a 1-d int64 tensor");
+  if (b->dtype != v->dtype || b->dtype != y->dtype || !tdm__shape_eq(&b->shape, &y->shape)) return tdm__rule(op, "base, values and output must match");
+  tdm_shape want = b->shape;
+  want.dims[d] = ix->shape.dims[0];
+  if (!tdm__shape_eq(&want, &v->shape)) return tdm__rule(op, "values must have base's shape with dim of the index's length");
+  return TDM_OK;
+}
+
+/* slice_scatter: base, src → out; iattr = [dim, start, step]. out = base with
+ * out[..., start + i*step, ...] = src[..., i, ...]. */
+static tdm_status slice_scatter_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  copy_base(&in[0], out);
+  const int64_t d = op->iattr[0], start = op->iattr[1], step = op->iattr[2];
+  const tdm_shape *s = out->shape;
+  const int64_t n = s->dims[d], k = in[1].shape->dims[d];
+  int64_t outer, inner;
+  outer_inner(s, d, &outer, &inner);
+  const size_t chunk = (size_t)inner * tdm_dtype_size(out->dtype);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < k; i++)
+      memcpy((uint8_t *)out->data + (size_t)(o * n + start + i * step) * chunk, (const uint8_t *)in[1].data + (size_t)(o * k + i) * chunk, chunk);
+  return TDM_OK;
+}
+
+static tdm_status slice_scatter_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 2 || op->n_out != 1 || op->n_iattr != 3) return tdm__rule(op, "takes base, src, 1 output, [dim, start, step]");
+  const tdm_value *b = TDM_VAL(m, op, 0), *v = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
+  const int64_t d = op->iattr[0], start = op->iattr[1], step = op->iattr[2];
+  if (d < 0 || d >= b->shape.rank) return tdm__rule(op, "dim out of range");
+  if (b->dtype != v->dtype || b->dtype != y->dtype || !tdm__shape_eq(&b->shape, &y->shape) || v->shape.rank != b->shape.rank)
+    return tdm__rule(op, "base, src and output must match");
+  for (int i = 0; i < b->shape.rank; i++)
+    if (i != d && b->shape.dims[i] != v->shape.dims[i]) return tdm__rule(op, "src dims differ from base outside dim");
+  const int64_t k = v->shape.dims[d], size = b->shape.dims[d];
+  if (step < 1 || start < 0 || start > size) return tdm__rule(op, "start or step out of range");
+  if (k > 0 && (start >= size || k - 1 > (size - 1 - start) / step)) return tdm__rule(op, "the slice runs past the end of dim");
+  return TDM_OK;
+}
+
+const tdm_opdef tdm__scatter_ops[] = {
+    {"check_index", 0, true, false, check_index_check, check_index_run},
+    {"index_put", 0, false, true, index_put_check, index_put_run},
+    {"slice_scatter", 0, false, true, slice_scatter_check, slice_scatter_run},
+    {NULL, 0, false, false, NULL, NULL},
+};

@@ -1,0 +1,124 @@
+"""Model families through the native runtime against PyTorch eager over call sequences, and the
+properties of their exports: state updated in place, checks before state writes, clear errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tandem
+from cases import as_tuple, run_eager
+from models.families import MODELS, CausalConvBlock, make_transformer
+from tandem.ir import STATE
+
+
+@pytest.mark.parametrize("family", sorted(MODELS))
+def test_family_matches_eager(family):
+    module, spec, eager, calls = MODELS[family]()
+    model = tandem.load(tandem.export(module, spec).to_bytes())
+    want = run_eager(eager, calls)
+    for i, ((name, inputs), w) in enumerate(zip(calls, want)):
+        got = as_tuple(getattr(model, name)(*inputs))
+        assert len(got) == len(w)
+        for a, b in zip(got, w):
+            torch.testing.assert_close(a, b, msg=lambda m: f"call {i} {name}: {m}")
+
+
+def test_streaming_equals_whole_signal():
+    torch.manual_seed(0)
+    block = CausalConvBlock()
+    signal = torch.randn(1, 8, block.chunk * 5)
+    model = tandem.load(tandem.export(block, {"forward": (signal[:, :, :block.chunk],)}).to_bytes())
+    streamed = torch.cat([model.forward(signal[:, :, i:i + block.chunk]) for i in range(0, signal.shape[2], block.chunk)], dim=2)
+    with torch.no_grad():
+        whole = block.full(signal)
+    torch.testing.assert_close(streamed, whole)
+
+
+def _cache_numel(module):
+    return module.blocks[0].attn.k_cache.numel()
+
+
+def test_decode_writes_no_cache_sized_tensor():
+    module, spec, _, _ = make_transformer(capacity=256)
+    program = tandem.export(module, spec)
+    decode = program.method("decode")
+    cache = _cache_numel(module)
+    for op in decode.ops:
+        for v in op.outs:
+            if v.storage.kind == STATE and v.numel >= cache:
+                # only an in-place row update may target a cache slot
+                assert op.name == "index_put" and op.ins[0].storage.kind == STATE and op.ins[0].storage.state is v.storage.state
+                assert op.ins[2].numel * 256 == v.numel  # it writes one row of 256
+            else:
+                assert v.numel < cache, f"{op.name} writes {v.numel} elements"
+    names = [op.name for op in decode.ops]
+    assert "copy" not in [op.name for op in decode.ops if op.outs and op.outs[0].numel >= cache]
+    # checks on runtime indices come before the first state write
+    first_write = min(i for i, op in enumerate(decode.ops) if any(v.storage.kind == STATE for v in op.outs))
+    assert max(i for i, n in enumerate(names) if n == "check_index") < first_write
+
+
+class OldValueReadLater(nn.Module):
+    """The new state is computed first, but the old value is still read afterwards: the write must
+    be a copy at the end of the method."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("s", torch.arange(4.0))
+
+    def forward(self, x):
+        old = self.s.clone()
+        self.s.copy_(x * 2)
+        return old + self.s
+
+
+def test_copy_at_end_only_where_old_value_is_read_later():
+    m = OldValueReadLater()
+    program = tandem.export(m, {"forward": (torch.ones(4),)})
+    ops = program.method("forward").ops
+    assert ops[-1].name == "copy" and ops[-1].outs[0].storage.kind == STATE
+    model = tandem.load(program.to_bytes())
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    torch.testing.assert_close(model.forward(x), m.forward(x))
+    torch.testing.assert_close(model.forward(x), m.forward(x))
+    # and where no later op reads it, the producer writes the state slot directly
+    module, spec, _, _ = MODELS["lstm"]()
+    fwd = tandem.export(module, spec).method("forward")
+    assert not [op for op in fwd.ops if op.name == "copy"]
+
+
+def test_out_of_range_index_fails_the_call_and_leaves_state():
+    module, spec, _, _ = make_transformer(capacity=16)
+    model = tandem.load(tandem.export(module, spec).to_bytes())
+    model.prefill(torch.zeros(1, 8, dtype=torch.long))
+    before = model.read_state("blocks.0.attn.k_cache").clone()
+    with pytest.raises(tandem.TandemError) as e:
+        model.decode(torch.tensor([[1000]]))  # token id past the vocabulary
+    assert e.value.code == "TDM_ERR_INDEX" and "1000" in str(e.value)
+    torch.testing.assert_close(model.read_state("blocks.0.attn.k_cache"), before)
+    torch.testing.assert_close(model.read_state("pos"), torch.tensor(8))
+
+
+class Unsupported(nn.Module):
+    def forward(self, x):
+        a = torch.cumsum(x, 0)
+        b = torch.sort(x).values
+        return a + b
+
+
+def test_unsupported_ops_are_all_listed_with_source_lines():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(Unsupported(), {"forward": (torch.randn(5),)})
+    msg = str(e.value)
+    assert "cumsum" in msg and "sort" in msg and "test_models.py" in msg and "docs/ops.md" in msg
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        return x[x > 0]
+
+
+def test_dynamic_shapes_are_explained():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(DataDependent(), {"forward": (torch.randn(5),)})
+    assert "static shapes" in str(e.value) or "dynamic" in str(e.value)
