@@ -111,6 +111,12 @@ void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
 tdm_status tdm_session_run(tdm_session *s, uint32_t method);
 const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
 
+/* Profiling: the ops of a method (names borrowed from the program), and a run that records the
+ * milliseconds each op took into op_ms[tdm_method_op_count(p, method)] (borrowed for the call). */
+uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method);
+const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op);
+tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms);
+
 #ifdef __cplusplus
 }
 #endif

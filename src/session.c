@@ -70,7 +70,20 @@ static void view(tdm_session *s, const tdm_value *v, tdm_tensor *t) {
   t->numel = v->numel;
 }
 
-tdm_status tdm_session_run(tdm_session *s, uint32_t method) {
+#if defined(__EMSCRIPTEN__)
+/* The host's clock (performance.now() in JS), imported by the wasm module (src/wasm_imports.js). */
+extern double tdm_now_ms(void);
+static double now_ms(void) { return tdm_now_ms(); }
+#else
+#include <time.h>
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+#endif
+
+static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
   const tdm_method *m = s ? method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run: no method %u", method);
   tdm_tensor in[TDM_MAX_OPERANDS], out[TDM_MAX_OPERANDS];
@@ -78,7 +91,9 @@ tdm_status tdm_session_run(tdm_session *s, uint32_t method) {
     const tdm_op *op = &m->ops[k];
     for (uint32_t j = 0; j < op->n_in; j++) view(s, &m->values[op->in[j]], &in[j]);
     for (uint32_t j = 0; j < op->n_out; j++) view(s, &m->values[op->out[j]], &out[j]);
+    const double t0 = op_ms ? now_ms() : 0;
     tdm_status st = op->def->run(op, in, out);
+    if (op_ms) op_ms[k] = now_ms() - t0;
     if (st) {
       char msg[400];
       snprintf(msg, sizeof msg, "%s", tdm_last_error());
@@ -88,7 +103,24 @@ tdm_status tdm_session_run(tdm_session *s, uint32_t method) {
   return TDM_OK;
 }
 
+tdm_status tdm_session_run(tdm_session *s, uint32_t method) { return run(s, method, NULL); }
+
+tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms) {
+  if (!op_ms) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run_profiled: op_ms is NULL");
+  return run(s, method, op_ms);
+}
+
 /* ---- introspection ---------------------------------------------------------------------- */
+
+uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method) {
+  const tdm_method *m = method_of(p, method);
+  return m ? m->n_ops : 0;
+}
+
+const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op) {
+  const tdm_method *m = method_of(p, method);
+  return m && op < m->n_ops ? m->ops[op].def->name : NULL;
+}
 
 uint32_t tdm_program_method_count(const tdm_program *p) { return p ? p->n_methods : 0; }
 

@@ -122,13 +122,26 @@ export class Model {
 
   /** Call a method by name; the same as `model[name](...inputs)`. */
   call(name, ...inputs) {
-    const run = () => this.#run(name, inputs);
-    const result = this.#queue.then(run, run);
+    return this.#enqueue(() => this.#run(name, inputs, null));
+  }
+
+  /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
+   * totalMs }`, where `outputs` is what the call would resolve to. */
+  profile(name, ...inputs) {
+    return this.#enqueue(() => {
+      const ops = [];
+      const outputs = this.#run(name, inputs, ops);
+      return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
+    });
+  }
+
+  #enqueue(fn) {
+    const result = this.#queue.then(fn, fn);
     this.#queue = result.catch(() => {});
     return result;
   }
 
-  #run(name, inputs) {
+  #run(name, inputs, profile) {
     if (this.#disposed) throw new TandemError('TDM_ERR_DISPOSED', `${name}(): the model was disposed`);
     const m = this.#index.get(name);
     if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
@@ -151,7 +164,20 @@ export class Model {
       const src = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
       rt.bytes(x.tdm_session_input(this.#session, m, i), src.length).set(src);
     });
-    rt.check(x.tdm_session_run(this.#session, m));
+    if (profile) {
+      const n = x.tdm_method_op_count(this.#program, m);
+      const buf = x.tdm_malloc(8 * n + 8);
+      if (!buf) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', 'cannot allocate the profile buffer');
+      try {
+        rt.check(x.tdm_session_run_profiled(this.#session, m, buf));
+        const ms = new Float64Array(x.memory.buffer, buf, n);
+        for (let k = 0; k < n; k++) profile.push({ index: k, name: rt.str(x.tdm_method_op_name(this.#program, m, k)), ms: ms[k] });
+      } finally {
+        x.tdm_free(buf);
+      }
+    } else {
+      rt.check(x.tdm_session_run(this.#session, m));
+    }
     const outs = spec.outputs.map((s, i) => {
       const Arr = ARRAY_OF[s.dtype];
       const n = s.shape.reduce((a, b) => a * b, 1);

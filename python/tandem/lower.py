@@ -252,6 +252,19 @@ for _t in UNARY:
     HANDLERS[_t] = _unary
 
 
+@handles(aten.bitwise_and.Tensor, aten.bitwise_or.Tensor)
+def _bitwise_bool(L, node, args, kwargs):
+    if not all(isinstance(a, Value) and a.dtype == BOOL for a in args[:2]):
+        L.fail("bitwise and/or are supported on bool tensors only")
+    name = "logical_and" if node.target == aten.bitwise_and.Tensor else "logical_or"
+    return L.emit(name, [args[0], args[1]], BOOL, _shape_of(node))
+
+
+@handles(aten._assert_tensor_metadata.default, aten._assert_scalar.default)
+def _assertion(L, node, args, kwargs):
+    return None  # export-time shape/dtype assertions: the verifier checks these at load
+
+
 @handles(aten.bitwise_not.default)
 def _bitwise_not(L, node, args, kwargs):
     if args[0].dtype != BOOL:

@@ -52,6 +52,8 @@ def _library() -> ctypes.CDLL:
         "tdm_session_reset_state": (None, [P]), "tdm_session_state": (P, [P]),
         "tdm_session_input": (P, [P, U32, U32]), "tdm_session_run": (ctypes.c_int, [P, U32]),
         "tdm_session_output": (P, [P, U32, U32]),
+        "tdm_method_op_count": (U32, [P, U32]), "tdm_method_op_name": (C, [P, U32, U32]),
+        "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -107,6 +109,14 @@ class Model:
 
     def run(self, name: str, *inputs):
         """Call method `name`; returns a tensor, a tuple of tensors, or None."""
+        return self._call(name, inputs, None)
+
+    def profile(self, name: str, *inputs):
+        """Call method `name` timing each op: returns (outputs, [(op name, milliseconds), ...])."""
+        ops = []
+        return self._call(name, inputs, ops), ops
+
+    def _call(self, name: str, inputs: tuple, profile):
         if name not in self.methods:
             raise TandemError("TDM_ERR_NOT_FOUND", f"no method '{name}'; the program has {sorted(self.methods)}")
         m, ins, outs = self.methods[name]
@@ -125,7 +135,13 @@ class Model:
         for i, x in enumerate(staged):
             if x.numel():
                 ctypes.memmove(lib.tdm_session_input(self._session, m, i), x.data_ptr(), x.numel() * x.element_size())
-        _check(lib.tdm_session_run(self._session, m))
+        if profile is None:
+            _check(lib.tdm_session_run(self._session, m))
+        else:
+            n = lib.tdm_method_op_count(self._program, m)
+            ms = (ctypes.c_double * max(n, 1))()
+            _check(lib.tdm_session_run_profiled(self._session, m, ms))
+            profile.extend((lib.tdm_method_op_name(self._program, m, k).decode(), ms[k]) for k in range(n))
         results = []
         for i, spec in enumerate(outs):
             t = torch.empty(spec.shape, dtype=spec.dtype)

@@ -33,3 +33,15 @@ test('transformer: an out-of-range token fails the call and leaves the KV cache 
   assertClose(await model.decode(fromJson(first.inputs[0])), first.outputs[0], 'decode after a rejected call');
   model.dispose();
 });
+
+test('profile times each op of a call and resolves to its outputs too', async () => {
+  const { path, spec } = fixture('transformer');
+  const model = await load(path);
+  await model.prefill(fromJson(spec.calls[0].inputs[0]));
+  const first = spec.calls[1];
+  const { outputs, ops, totalMs } = await model.profile('decode', fromJson(first.inputs[0]));
+  assertClose(outputs, first.outputs[0], 'profiled decode');
+  assert.ok(ops.length > 10 && ops.some((o) => o.name === 'attention') && ops.some((o) => o.name === 'index_put'));
+  assert.ok(ops.every((o, i) => o.index === i && o.ms >= 0) && totalMs > 0);
+  model.dispose();
+});

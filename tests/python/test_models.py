@@ -122,3 +122,16 @@ def test_dynamic_shapes_are_explained():
     with pytest.raises(tandem.ExportError) as e:
         tandem.export(DataDependent(), {"forward": (torch.randn(5),)})
     assert "static shapes" in str(e.value) or "dynamic" in str(e.value)
+
+
+def test_profile_times_every_op_and_returns_the_same_outputs():
+    module, spec, eager, calls = make_transformer(capacity=16)
+    program = tandem.export(module, spec)
+    a, b = tandem.load(program.to_bytes()), tandem.load(program.to_bytes())
+    tokens = calls[0][1][0]
+    torch.testing.assert_close(a.prefill(tokens), b.prefill(tokens))
+    token = torch.tensor([[3]])
+    out, ops = b.profile("decode", token)
+    torch.testing.assert_close(out, a.decode(token))
+    assert [name for name, _ in ops] == [op.name for op in program.method("decode").ops]
+    assert all(ms >= 0 for _, ms in ops) and sum(ms for _, ms in ops) > 0

@@ -1,0 +1,174 @@
+"""Per-op parity with PyTorch eager through the native runtime: several shapes per op, with
+broadcasting and odd (tail) sizes. Each case is a one-line function exported as a method."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tandem
+
+g = torch.Generator().manual_seed(0)
+
+
+def r(*shape):
+    return torch.randn(shape, generator=g)
+
+
+def pos(*shape):
+    return torch.rand(shape, generator=g) + 0.1
+
+
+def ints(*shape, lo=-20, hi=20):
+    return torch.randint(lo, hi, shape, generator=g)
+
+
+SHAPES_2 = [((7,), (7,)), ((3, 5), (5,)), ((2, 1, 9), (4, 1)), ((1,), (3, 17)), ((), (6,))]
+
+CASES = []
+
+
+def case(name, fn, *inputs, rtol=None, atol=None):
+    CASES.append(pytest.param(fn, inputs, rtol, atol, id=f"{name}-{len(CASES)}"))
+
+
+for sa, sb in SHAPES_2:
+    case("add", lambda a, b: a + b, r(*sa), r(*sb))
+    case("sub_alpha", lambda a, b: torch.sub(a, b, alpha=2.5), r(*sa), r(*sb))
+    case("mul", lambda a, b: a * b, r(*sa), r(*sb))
+    case("div", lambda a, b: a / b, r(*sa), pos(*sb))
+    case("maximum", torch.maximum, r(*sa), r(*sb))
+    case("minimum", torch.minimum, r(*sa), r(*sb))
+    case("pow", torch.pow, pos(*sa), r(*sb))
+    case("remainder", torch.remainder, r(*sa) * 5, pos(*sb))
+    case("lt", lambda a, b: a < b, r(*sa), r(*sb))
+    case("ge", lambda a, b: a >= b, r(*sa), r(*sb))
+    case("eq_int", lambda a, b: a == b, ints(*sa, lo=0, hi=3), ints(*sb, lo=0, hi=3))
+    case("add_int", lambda a, b: a + b, ints(*sa), ints(*sb))
+    case("mul_int", lambda a, b: a * b, ints(*sa), ints(*sb))
+    case("where", lambda a, b: torch.where(a > 0, a, b), r(*sa), r(*sb))
+    case("logical_and", lambda a, b: (a > 0) & (b > 0), r(*sa), r(*sb))
+    case("logical_or", lambda a, b: (a > 0) | (b > 0), r(*sa), r(*sb))
+
+for shape in [(1,), (3, 17), (2, 3, 33)]:
+    for name, fn, mk in [("neg", torch.neg, r), ("abs", torch.abs, r), ("exp", torch.exp, r), ("log", torch.log, pos),
+                         ("sqrt", torch.sqrt, pos), ("rsqrt", torch.rsqrt, pos), ("sin", torch.sin, r),
+                         ("cos", torch.cos, r), ("tanh", torch.tanh, r), ("sigmoid", torch.sigmoid, r),
+                         ("relu", F.relu, r), ("gelu", F.gelu, r), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), r),
+                         ("silu", F.silu, r), ("erf", torch.erf, r), ("reciprocal", torch.reciprocal, pos),
+                         ("floor", torch.floor, r), ("ceil", torch.ceil, r), ("clamp", lambda x: x.clamp(-0.5, 0.7), r),
+                         ("scalar_ops", lambda x: (x * 3 + 1) / 2 - 0.5, r), ("rsub", lambda x: 1 - x, r),
+                         ("pow2", lambda x: x ** 2, r), ("not", lambda x: ~(x > 0), r), ("neg_int", lambda x: -x, ints),
+                         ("cast_f2i", lambda x: (x * 10).long(), r), ("cast_i2f", lambda x: x.float() / 3, ints),
+                         ("floordiv", lambda x: torch.div(x, 3, rounding_mode="floor"), ints),
+                         ("truncdiv", lambda x: torch.div(x, 3, rounding_mode="trunc"), ints)]:
+        case(name, fn, mk(*shape))
+
+for shape, dims in [((5,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 3, 5), (0, 2)), ((4, 1, 6), 1)]:
+    case("sum", lambda x, d=dims: x.sum(d), r(*shape))
+    case("sum_keep", lambda x, d=dims: x.sum(d, keepdim=True), r(*shape))
+    case("mean", lambda x, d=dims: x.mean(d), r(*shape))
+    case("amax", lambda x, d=dims: x.amax(d), r(*shape))
+    case("amin_keep", lambda x, d=dims: x.amin(d, keepdim=True), r(*shape))
+    case("sum_int", lambda x, d=dims: x.sum(d), ints(*shape))
+    case("any", lambda x, d=dims: (x > 1).any(d if isinstance(d, int) else d[0]), r(*shape))
+    case("all", lambda x, d=dims: (x > -1).all(d if isinstance(d, int) else d[0]), r(*shape))
+case("sum_all", lambda x: x.sum(), r(3, 5))
+
+for shape, dim in [((5,), 0), ((3, 17), -1), ((2, 7, 3), 1), ((2, 3, 4, 9), -1)]:
+    case("softmax", lambda x, d=dim: torch.softmax(x, d), r(*shape) * 3)
+    case("log_softmax", lambda x, d=dim: torch.log_softmax(x, d), r(*shape) * 3)
+    case("argmax", lambda x, d=dim: x.argmax(d), r(*shape))
+    case("argmin_keep", lambda x, d=dim: x.argmin(d, keepdim=True), r(*shape))
+case("argmax_flat", lambda x: x.argmax(), r(4, 5))
+
+for shape in [(5,), (3, 17), (2, 3, 33)]:
+    case("layer_norm", lambda x: F.layer_norm(x, x.shape[-1:], torch.linspace(0.5, 1.5, x.shape[-1]), torch.linspace(-1, 1, x.shape[-1])), r(*shape))
+    case("layer_norm_plain", lambda x: F.layer_norm(x, x.shape[-1:]), r(*shape))
+case("layer_norm_2d", lambda x: F.layer_norm(x, x.shape[-2:]), r(2, 3, 5))
+
+for m, k, n in [(1, 1, 1), (1, 17, 5), (3, 8, 33), (7, 16, 4), (1, 64, 64)]:
+    case("matmul", torch.matmul, r(m, k), r(k, n))
+    case("linear", lambda x, w, b: F.linear(x, w, b), r(m, k), r(n, k), r(n))
+    case("addmm", lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), r(m, n), r(m, k), r(k, n))
+case("bmm", torch.bmm, r(3, 4, 5), r(3, 5, 6))
+case("matmul_bcast", torch.matmul, r(2, 3, 4, 5), r(5, 7))
+case("matmul_bcast2", torch.matmul, r(1, 4, 5), r(3, 5, 2))
+
+case("permute", lambda x: x.permute(2, 0, 1) + 0, r(2, 3, 5))
+case("transpose", lambda x: x.t() + 0, r(3, 7))
+case("slice_step", lambda x: x[:, 1:7:2] + 0, r(3, 9))
+case("slice_inner", lambda x: x[..., 2:5] + 0, r(2, 3, 9))
+case("select", lambda x: x[:, 2] + 0, r(3, 5, 2))
+case("select_neg", lambda x: x[-1] + 0, r(4, 5))
+case("split", lambda x: torch.stack([c.sum() for c in x.split(3, dim=1)]), r(2, 8))
+case("chunk", lambda x: x.chunk(3, dim=-1)[1] * 2, r(2, 9))
+case("cat", lambda a, b: torch.cat([a, b * 2, a], dim=1), r(2, 3, 4), r(2, 1, 4))
+case("cat0", lambda a, b: torch.cat([a, b], 0), r(2, 3), r(5, 3))
+case("expand", lambda x: x.expand(4, 3, 5) + 0, r(3, 1))
+case("view", lambda x: x.view(5, 6).t().reshape(-1) * 1, r(2, 15))
+case("unsqueeze", lambda x: x.unsqueeze(1).unsqueeze(-1) * 2, r(4, 3))
+case("embedding", lambda i, w: F.embedding(i, w), ints(2, 5, lo=0, hi=10), r(10, 7))
+case("index_select", lambda x, i: x.index_select(1, i), r(3, 6, 2), torch.tensor([5, 0, 2, 2]))
+case("index_neg", lambda x, i: x[i], r(6, 4), torch.tensor([-1, 0, -6]))
+case("index_put", lambda x, i, v: x.index_put((i,), v), r(6, 4), torch.tensor([4, 1]), r(2, 4))
+case("index_put_acc", lambda x, i, v: x.index_put((i,), v, accumulate=True), r(6, 4), torch.tensor([4, 1, 4]), r(3, 4))
+case("index_copy", lambda x, i, v: x.index_copy(1, i, v), r(2, 6, 3), torch.tensor([5, 0]), r(2, 2, 3))
+case("slice_scatter", lambda x, v: torch.slice_scatter(x, v, dim=1, start=1, end=7, step=2), r(3, 8), r(3, 3))
+case("select_scatter", lambda x, v: torch.select_scatter(x, v, 0, 2), r(4, 5), r(5))
+case("full", lambda x: x + torch.full((3, 40), 2.5), r(3, 40))
+case("zeros_like", lambda x: torch.zeros_like(x) + x, r(10, 10))
+case("arange", lambda x: x * torch.arange(5), r(3, 5))
+
+for q, k in [((1, 4, 1, 8), (1, 4, 16, 8)), ((2, 3, 5, 7), (2, 3, 9, 7)), ((1, 2, 6, 4), (1, 2, 6, 4))]:
+    case("sdpa", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_), r(*q), r(*k), r(*k))
+    case("sdpa_mask", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m), r(*q), r(*k), r(*k),
+         torch.rand(q[-2], k[-2], generator=g) > 0.3)
+    case("sdpa_fmask", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m, scale=0.3), r(*q), r(*k), r(*k),
+         r(q[-2], k[-2]))
+case("sdpa_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, is_causal=True), r(1, 2, 6, 4), r(1, 2, 6, 4), r(1, 2, 6, 4))
+
+for cin, cout, k, stride, pad, dil, groups, length in [(3, 5, 3, 1, 0, 1, 1, 11), (4, 4, 5, 2, 2, 1, 4, 17), (2, 6, 3, 1, 2, 2, 2, 9)]:
+    case("conv1d", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv1d(x, w, b, s, p, d, gr),
+         r(2, cin, length), r(cout, cin // groups, k), r(cout))
+for cin, cout, k, stride, pad, groups, hw in [(1, 4, 3, 1, 1, 1, (8, 9)), (4, 8, 3, 2, 0, 2, (11, 7)), (3, 3, (2, 3), 1, (1, 0), 3, (6, 6))]:
+    case("conv2d", lambda x, w, b, s=stride, p=pad, gr=groups: F.conv2d(x, w, b, s, p, 1, gr),
+         r(1, cin, *hw), r(cout, cin // groups, *((k, k) if isinstance(k, int) else k)), r(cout))
+case("conv2d_nobias", lambda x, w: F.conv2d(x, w, padding=1, dilation=2), r(1, 2, 9, 9), r(3, 2, 3, 3))
+case("max_pool2d", lambda x: F.max_pool2d(x, 2), r(1, 3, 9, 8))
+case("max_pool2d_pad", lambda x: F.max_pool2d(x, 3, stride=2, padding=1), r(2, 2, 7, 10))
+case("max_pool1d", lambda x: F.max_pool1d(x, 3, stride=2), r(1, 4, 11))
+case("avg_pool2d", lambda x: F.avg_pool2d(x, 2), r(1, 3, 8, 9))
+case("avg_pool2d_pad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), r(1, 2, 7, 7))
+case("avg_pool2d_nopad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), r(1, 2, 7, 7))
+case("avg_pool1d", lambda x: F.avg_pool1d(x, 4), r(2, 3, 13))
+case("batch_norm", lambda x, m: m(x), r(2, 5, 4, 3), nn.BatchNorm2d(5).eval())
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, modules):
+        super().__init__()
+        self.fn = fn
+        self.mods = nn.ModuleList(modules)
+
+    def forward(self, *xs):
+        return self.fn(*xs, *self.mods)
+
+
+@pytest.mark.parametrize("fn,inputs,rtol,atol", CASES)
+def test_op_matches_eager(fn, inputs, rtol, atol):
+    tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
+    modules = [x for x in inputs if isinstance(x, nn.Module)]
+    for m in modules:
+        with torch.no_grad():
+            for b in m.buffers():
+                if b.dtype.is_floating_point:
+                    b.uniform_(0.5, 1.5)
+    module = Fn(fn, modules)
+    model = tandem.load(tandem.export(module, {"forward": tensors}).to_bytes())
+    got = model.forward(*tensors)
+    with torch.no_grad():
+        want = module(*tensors)
+    kw = {} if rtol is None else {"rtol": rtol, "atol": atol}
+    torch.testing.assert_close(got, want, **kw)
