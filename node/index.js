@@ -1,9 +1,11 @@
-// node/index.js — the package's Node entry: the web API plus file paths and file: URLs.
+// node/index.js — the package's Node entry: the web API plus file paths, file: URLs and
+// worker_threads for { worker: true }.
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { load as webLoad, Tensor, TandemError, Model } from '../web/tandem.js';
+import { Worker } from 'node:worker_threads';
+import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
 
-export { Tensor, TandemError, Model };
+export { Tensor, TandemError, Model, WorkerModel };
 
 const WASM_PATH = fileURLToPath(new URL('../web/tandem.wasm', import.meta.url));
 
@@ -30,7 +32,19 @@ function wasmBytes(wasm) {
   return wasmCache.get(key);
 }
 
+function nodeWorker() {
+  const w = new Worker(new URL('./worker.js', import.meta.url));
+  w.unref(); // an idle model does not keep the process alive; a pending call does (busy)
+  return {
+    post: (m, t) => w.postMessage(m, t),
+    onMessage: (f) => w.on('message', f),
+    onError: (f) => w.on('error', f),
+    busy: (b) => (b ? w.ref() : w.unref()),
+    terminate: () => w.terminate(),
+  };
+}
+
 /** load(source, options) as in the browser; `source` may also be a file path or file: URL. */
 export async function load(source, options = {}) {
-  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH) });
+  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH), _spawnWorker: nodeWorker });
 }

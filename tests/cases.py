@@ -147,12 +147,55 @@ def initialized():
     return m, {"forward": (torch.ones(4),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class BigWeights(nn.Module):
+    """Weights (4 MiB) much larger than the state (4 KiB): for sessions sharing one program."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.lin = nn.Linear(1024, 1024)
+        self.register_buffer("h", torch.zeros(1, 1024))
+
+    def forward(self, x):
+        self.h.copy_(torch.tanh(self.lin(x) + self.h))
+        return self.h
+
+
+def big_weights():
+    m = BigWeights()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(8)
+    calls = [("forward", (torch.randn(1, 1024, generator=g),)) for _ in range(3)]
+    return m, {"forward": (torch.randn(1, 1024),)}, {"forward": e.forward}, calls
+
+
+class HugeState(nn.Module):
+    """256 MiB of state whose head a method updates in place: for out-of-memory handling."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("big", torch.zeros(64 * 1024 * 1024))
+
+    def forward(self, x):
+        self.big[:4] += x
+        return self.big[:4] * 1
+
+
+def huge_state():
+    m = HugeState()
+    e = copy.deepcopy(m)
+    calls = [("forward", (torch.tensor([1.0, 2.0, 3.0, 4.0]),)), ("forward", (torch.tensor([1.0, 1.0, 1.0, 1.0]),))]
+    return m, {"forward": (torch.ones(4),)}, {"forward": e.forward}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
     "state_io": state_io,
     "gru": gru,
     "initialized": initialized,
+    "big_weights": big_weights,
+    "huge_state": huge_state,
 }
 
 

@@ -1,5 +1,6 @@
-// loader.js — instantiates the standalone tandem.wasm without generated glue, the same way in
-// browsers and in Node. Compiled modules are memoized per source so loading twice compiles once.
+// loader.js — compiles and instantiates the standalone tandem.wasm without generated glue, the
+// same way in browsers, in Node and inside workers. Compiled modules are memoized per source, so
+// loading the same wasm twice compiles it once (and a compiled module can be posted to a worker).
 
 const compiled = new Map(); // key -> Promise<WebAssembly.Module>
 
@@ -10,20 +11,24 @@ const HOST = {
   emscripten_notify_memory_growth: () => {},
 };
 
-/** Compile (once per key) and instantiate the runtime. `getBytes` is called only on a miss. */
-export async function instantiateRuntime(key, getBytes) {
+/** The compiled runtime for `key`; `getBytes` is called only on a miss. */
+export function compileRuntime(key, getBytes) {
   let mod = compiled.get(key);
   if (!mod) {
     mod = (async () => WebAssembly.compile(await getBytes()))();
     compiled.set(key, mod);
     mod.catch(() => compiled.delete(key));
   }
-  const module = await mod;
-  // The runtime does no I/O: any other import is a build mistake and throws if ever called.
+  return mod;
+}
+
+/** A fresh instance of a compiled runtime: its exports (functions and memory). */
+export async function instantiateRuntime(module) {
   const imports = {};
   for (const imp of WebAssembly.Module.imports(module)) {
     if (imp.kind !== 'function') continue;
     imports[imp.module] ??= {};
+    // The runtime does no I/O: any other import is a build mistake and throws if ever called.
     imports[imp.module][imp.name] = HOST[imp.name]
       ?? (() => { throw new Error(`tandem.wasm called the unexpected import ${imp.module}.${imp.name}`); });
   }

@@ -1,14 +1,16 @@
 // tandem.js — the JS API: `const model = await load(source)`, then `await model.<method>(...inputs)`.
-// One ESM code path for browsers and Node (node/index.js adds file paths). Every method call runs
-// in FIFO order on the model; inputs are written straight into their planned place in linear
-// memory; outputs are copied out (views into the heap would go stale when memory grows).
-import { instantiateRuntime } from './loader.js';
+// One ESM code path for browsers and Node (node/index.js adds file paths and worker_threads).
+// Calls on a model run in FIFO order; inputs are written straight into their planned place in
+// linear memory; outputs are copied out (views into the heap would go stale when memory grows).
+import { compileRuntime, instantiateRuntime } from './loader.js';
 
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
-
 const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array };
+const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
+const STATE_HEADER = 24; // magic u32, version u32, program fingerprint u64, byte count u64
 
-/** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED'). */
+/** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
+ * or a JS-side one: 'TDM_ERR_DISPOSED'). */
 export class TandemError extends Error {
   constructor(code, message) {
     super(`${code}: ${message}`);
@@ -36,17 +38,41 @@ export class Tensor {
   }
 }
 
-async function bytesOf(source) {
+const numelOf = (shape) => shape.reduce((a, b) => a * b, 1);
+
+/** Bytes of a source: bytes as they are, a Response or URL read (with progress when asked). */
+export async function bytesOf(source, onProgress) {
   if (source instanceof Uint8Array) return source;
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  if (typeof Response !== 'undefined' && source instanceof Response) return new Uint8Array(await source.arrayBuffer());
+  let res = source;
   if (typeof source === 'string' || source instanceof URL) {
-    const res = await fetch(source);
+    try {
+      res = await fetch(source);
+    } catch (e) {
+      throw new TandemError('TDM_ERR_NOT_FOUND', `fetching ${source} failed: ${e.message}`);
+    }
     if (!res.ok) throw new TandemError('TDM_ERR_NOT_FOUND', `fetching ${source} failed: HTTP ${res.status}`);
-    return new Uint8Array(await res.arrayBuffer());
   }
-  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'load(source): source must be a URL, a path (Node), bytes or a Response');
+  if (typeof Response === 'undefined' || !(res instanceof Response)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'load(source): source must be a URL, a path (Node), bytes or a Response');
+  }
+  const total = Number(res.headers.get('content-length')) || undefined;
+  if (!onProgress || !res.body) return new Uint8Array(await res.arrayBuffer());
+  const parts = [];
+  let loaded = 0;
+  onProgress({ loaded, total });
+  for (const reader = res.body.getReader(); ;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    loaded += value.length;
+    onProgress({ loaded, total });
+  }
+  const out = new Uint8Array(loaded);
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
 }
 
 /** The runtime's exports with helpers for strings and memory. */
@@ -64,31 +90,83 @@ class Runtime {
     while (mem[end] !== 0) end++;
     return new TextDecoder().decode(mem.subarray(ptr, end));
   }
-  error(status) {
-    return new TandemError(this.str(this.x.tdm_status_string(status)), this.str(this.x.tdm_last_error()));
-  }
+  error(status) { return new TandemError(this.str(this.x.tdm_status_string(status)), this.str(this.x.tdm_last_error())); }
   check(status) { if (status !== 0) throw this.error(status); }
+  malloc(n) {
+    const p = this.x.tdm_malloc(n);
+    if (!p) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', `out of memory allocating ${n} bytes in the wasm heap`);
+    return p;
+  }
+  /** Runs fn(ptr) with a temporary u32 out-parameter; returns [fn's result, the u32]. */
+  withOut(fn) {
+    const out = this.malloc(8);
+    try {
+      const r = fn(out);
+      return [r, new Uint32Array(this.x.memory.buffer, out, 1)[0]];
+    } finally {
+      this.x.tdm_free(out);
+    }
+  }
 }
 
-function ioSpecs(rt, program, m, io) {
-  const x = rt.x;
-  const specs = [];
-  for (let i = 0; i < x.tdm_method_io_count(program, m, io); i++) {
-    const shape = [];
-    for (let d = 0; d < x.tdm_method_io_rank(program, m, io, i); d++) shape.push(Number(x.tdm_method_io_dim(program, m, io, i, d)));
-    specs.push({ name: rt.str(x.tdm_method_io_name(program, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(program, m, io, i)], shape });
+/** A loaded program in one wasm instance, shared by the sessions (models) made from it. */
+class Program {
+  constructor(rt, handle) {
+    this.rt = rt;
+    this.handle = handle;
+    this.refs = 0;
+    const x = rt.x;
+    this.methods = [];
+    for (let m = 0; m < x.tdm_program_method_count(handle); m++) {
+      this.methods.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0), outputs: this.#io(m, 1) });
+    }
+    this.state = [];
+    this.stateLayout = [];
+    for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
+      const shape = [];
+      for (let d = 0; d < x.tdm_state_rank(handle, i); d++) shape.push(Number(x.tdm_state_dim(handle, i, d)));
+      const spec = { name: rt.str(x.tdm_state_name(handle, i)), dtype: rt.dtypeNames[x.tdm_state_dtype(handle, i)], shape };
+      this.state.push(spec);
+      this.stateLayout.push({ ...spec, offset: x.tdm_state_offset(handle, i), nbytes: x.tdm_state_nbytes(handle, i) });
+    }
+    this.stateBytes = x.tdm_program_state_size(handle);
+    this.scratchBytes = x.tdm_program_scratch_size(handle);
+    this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
   }
-  return specs;
+
+  #io(m, io) {
+    const { rt, handle } = this, x = rt.x;
+    const specs = [];
+    for (let i = 0; i < x.tdm_method_io_count(handle, m, io); i++) {
+      const shape = [];
+      for (let d = 0; d < x.tdm_method_io_rank(handle, m, io, i); d++) shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
+      specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape });
+    }
+    return specs;
+  }
+
+  newSession() {
+    const [st, session] = this.rt.withOut((out) => this.rt.x.tdm_session_create(this.handle, out));
+    this.rt.check(st);
+    this.refs++;
+    return session;
+  }
+
+  release() {
+    if (--this.refs === 0) this.rt.x.tdm_program_free(this.handle);
+  }
 }
 
 function toTensor(value, spec, where) {
-  const numel = spec.shape.reduce((a, b) => a * b, 1);
+  const numel = numelOf(spec.shape);
   if (value instanceof Tensor) return value;
+  if (value && typeof value === 'object' && 'dtype' in value && 'data' in value && 'shape' in value) {
+    return new Tensor(value.dtype, value.data, value.shape); // a Tensor that crossed a worker boundary
+  }
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') {
     if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: a single number was given, expected ${spec.dtype}[${spec.shape}]`);
-    const Arr = ARRAY_OF[spec.dtype];
     const v = spec.dtype === 'int64' ? BigInt(value) : Number(value);
-    return new Tensor(spec.dtype, Arr.of(v), spec.shape);
+    return new Tensor(spec.dtype, ARRAY_OF[spec.dtype].of(v), spec.shape);
   }
   for (const [dtype, Arr] of Object.entries(ARRAY_OF)) {
     if (value instanceof Arr) {
@@ -101,48 +179,166 @@ function toTensor(value, spec, where) {
   throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}`);
 }
 
-/** A loaded program with one session: each method is an async function on the model. */
-export class Model {
-  #rt; #program; #session; #queue = Promise.resolve(); #disposed = false; #index = new Map();
-
-  constructor(rt, program, session) {
-    this.#rt = rt;
-    this.#program = program;
-    this.#session = session;
-    const x = rt.x;
-    this.methods = [];
-    for (let m = 0; m < x.tdm_program_method_count(program); m++) {
-      const name = rt.str(x.tdm_program_method_name(program, m));
-      const spec = { name, inputs: ioSpecs(rt, program, m, 0), outputs: ioSpecs(rt, program, m, 1) };
-      this.methods.push(spec);
-      this.#index.set(name, m);
-      if (!(name in this)) Object.defineProperty(this, name, { value: (...inputs) => this.call(name, ...inputs), enumerable: true });
-    }
+function checkTensor(t, spec, where) {
+  if (t.dtype !== spec.dtype || t.shape.length !== spec.shape.length || t.shape.some((d, k) => d !== spec.shape[k])) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected ${spec.dtype}[${spec.shape}], given ${t.dtype}[${t.shape}]`);
   }
+  if (t.data.length !== numelOf(t.shape)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
+  }
+}
+
+function byteView(a) { return new Uint8Array(a.buffer, a.byteOffset, a.byteLength); }
+
+function defineMethods(model, methods) {
+  for (const { name } of methods) {
+    if (!(name in model)) Object.defineProperty(model, name, { value: (...inputs) => model.call(name, ...inputs), enumerable: true });
+  }
+}
+
+/** The operations both kinds of model share: a FIFO queue in which every call runs. */
+class Queued {
+  #queue = Promise.resolve();
+  enqueue(fn) {
+    const result = this.#queue.then(fn, fn);
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+}
+
+/** A session on a loaded program, run on this thread: each program method is an async function. */
+export class Model extends Queued {
+  #program; #session; #disposed = false; #index = new Map();
+
+  constructor(program) {
+    super();
+    this.#program = program;
+    this.#session = program.newSession();
+    /** [{ name, inputs: [{ name, dtype, shape }], outputs: [...] }] */
+    this.methods = program.methods;
+    /** [{ name, dtype, shape }], one per state tensor */
+    this.state = program.state;
+    program.methods.forEach((m, i) => this.#index.set(m.name, i));
+    defineMethods(this, this.methods);
+  }
+
+  /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
+  get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
+  /** Bytes of one session's state region and scratch arena. */
+  get stateBytes() { return this.#program.stateBytes; }
+  get scratchBytes() { return this.#program.scratchBytes; }
 
   /** Call a method by name; the same as `model[name](...inputs)`. */
-  call(name, ...inputs) {
-    return this.#enqueue(() => this.#run(name, inputs, null));
-  }
+  call(name, ...inputs) { return this.enqueue(() => this.#run(name, inputs, null)); }
 
   /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
    * totalMs }`, where `outputs` is what the call would resolve to. */
   profile(name, ...inputs) {
-    return this.#enqueue(() => {
+    return this.enqueue(() => {
       const ops = [];
       const outputs = this.#run(name, inputs, ops);
       return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
     });
   }
 
-  #enqueue(fn) {
-    const result = this.#queue.then(fn, fn);
-    this.#queue = result.catch(() => {});
-    return result;
+  /** A copy of one state tensor. */
+  readState(name) {
+    return this.enqueue(() => {
+      const s = this.#stateSpec(name);
+      const data = new ARRAY_OF[s.dtype](numelOf(s.shape));
+      byteView(data).set(this.#program.rt.bytes(this.#stateBase() + s.offset, s.nbytes));
+      return new Tensor(s.dtype, data, s.shape);
+    });
+  }
+
+  /** Overwrite one state tensor (dtype and shape as in `model.state`). */
+  writeState(name, value) {
+    return this.enqueue(() => {
+      const s = this.#stateSpec(name);
+      const t = toTensor(value, s, `writeState('${name}')`);
+      checkTensor(t, s, `writeState('${name}')`);
+      this.#program.rt.bytes(this.#stateBase() + s.offset, s.nbytes).set(byteView(t.data));
+    });
+  }
+
+  /** The whole state region as bytes, to restore later with loadState (on this program only). */
+  saveState() {
+    return this.enqueue(() => {
+      this.#alive('saveState');
+      const p = this.#program, n = p.stateBytes;
+      const out = new Uint8Array(STATE_HEADER + n);
+      const dv = new DataView(out.buffer);
+      dv.setUint32(0, STATE_MAGIC, true);
+      dv.setUint32(4, 1, true);
+      dv.setBigUint64(8, p.fingerprint, true);
+      dv.setBigUint64(16, BigInt(n), true);
+      out.set(p.rt.bytes(this.#stateBase(), n), STATE_HEADER);
+      return out;
+    });
+  }
+
+  /** Restore bytes from saveState. Bytes of another program, or of the wrong size, are rejected
+   * and the state is left as it was. */
+  loadState(bytes) {
+    return this.enqueue(() => {
+      this.#alive('loadState');
+      const p = this.#program;
+      const b = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : ArrayBuffer.isView(bytes) ? byteView(bytes) : null;
+      if (!b) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'loadState(bytes): give the Uint8Array that saveState returned');
+      const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+      if (b.length < STATE_HEADER || dv.getUint32(0, true) !== STATE_MAGIC || dv.getUint32(4, true) !== 1) {
+        throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: these bytes are not saved tandem state');
+      }
+      if (dv.getBigUint64(8, true) !== p.fingerprint) {
+        throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: the state was saved from a program with another state layout');
+      }
+      if (dv.getBigUint64(16, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
+        throw new TandemError('TDM_ERR_STATE_MISMATCH', `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
+      }
+      p.rt.bytes(this.#stateBase(), p.stateBytes).set(b.subarray(STATE_HEADER));
+    });
+  }
+
+  /** Put every state tensor back to its initial value. */
+  resetState() {
+    return this.enqueue(() => {
+      this.#alive('resetState');
+      this.#program.rt.x.tdm_session_reset_state(this.#session);
+    });
+  }
+
+  /** A new model on the same program: its own state (at the initial values), the same weights. */
+  async fork() {
+    this.#alive('fork');
+    return new Model(this.#program);
+  }
+
+  /** Free the session (and the program with its last session); later calls reject with
+   * TDM_ERR_DISPOSED. */
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#program.rt.x.tdm_session_free(this.#session);
+    this.#program.release();
+  }
+
+  [Symbol.dispose]() { this.dispose(); }
+
+  #alive(what) {
+    if (this.#disposed) throw new TandemError('TDM_ERR_DISPOSED', `${what}(): the model was disposed`);
+  }
+
+  #stateBase() { return this.#program.rt.x.tdm_session_state(this.#session); }
+
+  #stateSpec(name) {
+    this.#alive('state');
+    const s = this.#program.stateLayout.find((t) => t.name === name);
+    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND', `no state tensor '${name}'; the program has ${this.state.map((t) => t.name).join(', ') || 'none'}`);
+    return s;
   }
 
   #run(name, inputs, profile) {
-    if (this.#disposed) throw new TandemError('TDM_ERR_DISPOSED', `${name}(): the model was disposed`);
+    this.#alive(name);
     const m = this.#index.get(name);
     if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
     const spec = this.methods[m];
@@ -154,78 +350,247 @@ export class Model {
       const s = spec.inputs[i];
       const where = `${name}() input ${i} '${s.name}'`;
       const t = toTensor(v, s, where);
-      if (t.dtype !== s.dtype || t.shape.length !== s.shape.length || t.shape.some((d, k) => d !== s.shape[k])) {
-        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected ${s.dtype}[${s.shape}], given ${t.dtype}[${t.shape}]`);
-      }
+      checkTensor(t, s, where);
       return t;
     });
-    const rt = this.#rt, x = rt.x;
-    tensors.forEach((t, i) => {
-      const src = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-      rt.bytes(x.tdm_session_input(this.#session, m, i), src.length).set(src);
-    });
+    const rt = this.#program.rt, x = rt.x, program = this.#program.handle;
+    let buf = 0, n = 0;
     if (profile) {
-      const n = x.tdm_method_op_count(this.#program, m);
-      const buf = x.tdm_malloc(8 * n + 8);
-      if (!buf) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', 'cannot allocate the profile buffer');
-      try {
-        rt.check(x.tdm_session_run_profiled(this.#session, m, buf));
+      n = x.tdm_method_op_count(program, m);
+      buf = rt.malloc(8 * n + 8);
+    }
+    try {
+      tensors.forEach((t, i) => rt.bytes(x.tdm_session_input(this.#session, m, i), t.data.byteLength).set(byteView(t.data)));
+      rt.check(profile ? x.tdm_session_run_profiled(this.#session, m, buf) : x.tdm_session_run(this.#session, m));
+      if (profile) {
         const ms = new Float64Array(x.memory.buffer, buf, n);
-        for (let k = 0; k < n; k++) profile.push({ index: k, name: rt.str(x.tdm_method_op_name(this.#program, m, k)), ms: ms[k] });
-      } finally {
-        x.tdm_free(buf);
+        for (let k = 0; k < n; k++) profile.push({ index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k] });
       }
-    } else {
-      rt.check(x.tdm_session_run(this.#session, m));
+    } finally {
+      if (buf) x.tdm_free(buf);
     }
     const outs = spec.outputs.map((s, i) => {
-      const Arr = ARRAY_OF[s.dtype];
-      const n = s.shape.reduce((a, b) => a * b, 1);
-      const data = new Arr(n);
-      new Uint8Array(data.buffer).set(rt.bytes(x.tdm_session_output(this.#session, m, i), data.byteLength));
+      const data = new ARRAY_OF[s.dtype](numelOf(s.shape));
+      byteView(data).set(rt.bytes(x.tdm_session_output(this.#session, m, i), data.byteLength));
       return new Tensor(s.dtype, data, s.shape);
     });
     return outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
   }
+}
 
-  /** Free the model's wasm memory; pending and later calls reject with TDM_ERR_DISPOSED. */
+/** Instantiate the runtime from a compiled module and load program bytes into it. */
+export async function createModel(module, bytes) {
+  const rt = new Runtime(await instantiateRuntime(module));
+  const ptr = rt.malloc(bytes.length || 1);
+  rt.bytes(ptr, bytes.length).set(bytes);
+  const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, bytes.length, out)); // frees ptr on failure too
+  rt.check(st);
+  const program = new Program(rt, handle);
+  try {
+    return new Model(program);
+  } catch (e) {
+    if (program.refs === 0) rt.x.tdm_program_free(handle);
+    throw e;
+  }
+}
+
+// ---- worker mode ------------------------------------------------------------------------------
+
+const reviveError = (e) => new TandemError(e.code, e.message.replace(`${e.code}: `, ''));
+
+function tensorOut(t) {
+  return t instanceof Tensor ? { dtype: t.dtype, shape: t.shape, data: t.data } : t;
+}
+
+function transferables(value, list = []) {
+  if (value instanceof Tensor || (value && value.data && ArrayBuffer.isView(value.data))) list.push(value.data.buffer);
+  else if (Array.isArray(value)) value.forEach((v) => transferables(v, list));
+  else if (value instanceof Uint8Array) list.push(value.buffer);
+  else if (value && typeof value === 'object' && value.outputs !== undefined) transferables(value.outputs, list);
+  return list;
+}
+
+const revive = (v) => (Array.isArray(v) ? v.map(revive) : v && v.dtype && v.data ? new Tensor(v.dtype, v.data, v.shape) : v);
+
+/** The same API as Model, run by a worker (a Web Worker, or a worker_threads worker in Node).
+ * Inputs are cloned once into the worker; outputs are transferred back, not copied. */
+export class WorkerModel extends Queued {
+  #port; #id; #shared; #disposed = false;
+
+  constructor(port, id, info, shared) {
+    super();
+    this.#port = port;
+    this.#id = id;
+    this.#shared = shared;
+    shared.refs++;
+    this.methods = info.methods;
+    this.state = info.state;
+    this.stateBytes = info.stateBytes;
+    this.scratchBytes = info.scratchBytes;
+    defineMethods(this, this.methods);
+  }
+
+  #request(type, args = [], transfer = []) {
+    const what = type === 'call' || type === 'profile' ? args[0] : type;
+    if (this.#disposed) return Promise.reject(new TandemError('TDM_ERR_DISPOSED', `${what}(): the model was disposed`));
+    return this.#shared.request({ type, model: this.#id, args }, transfer);
+  }
+
+  call(name, ...inputs) { return this.#request('call', [name, ...inputs]).then(revive); }
+  async profile(name, ...inputs) {
+    const r = await this.#request('profile', [name, ...inputs]);
+    return { ...r, outputs: revive(r.outputs) };
+  }
+  readState(name) { return this.#request('readState', [name]).then(revive); }
+  writeState(name, value) { return this.#request('writeState', [name, tensorOut(value)]); }
+  saveState() { return this.#request('saveState'); }
+  loadState(bytes) { return this.#request('loadState', [bytes]); }
+  resetState() { return this.#request('resetState'); }
+  /** Bytes of the worker's wasm linear memory. */
+  memoryBytes() { return this.#request('memoryBytes'); }
+
+  async fork() {
+    const { id, info } = await this.#request('fork');
+    return new WorkerModel(this.#port, id, info, this.#shared);
+  }
+
+  /** Frees the model in the worker; pending calls reject with TDM_ERR_DISPOSED. The worker ends
+   * with its last model. */
   dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#rt.x.tdm_session_free(this.#session);
-    this.#rt.x.tdm_program_free(this.#program);
+    this.#shared.dispose(this.#id);
   }
 
   [Symbol.dispose]() { this.dispose(); }
 }
 
+/** Message plumbing for one worker: numbered requests, replies, termination. */
+class WorkerLink {
+  constructor(port) {
+    this.port = port;
+    this.next = 1;
+    this.pending = new Map();
+    this.refs = 0;
+    port.onMessage((msg) => {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      this.pending.delete(msg.id);
+      if (msg.error) p.reject(reviveError(msg.error));
+      else p.resolve(msg.result);
+    });
+    port.onError((err) => {
+      for (const p of this.pending.values()) p.reject(new TandemError('TDM_ERR_WORKER', `the worker failed: ${err?.message ?? err}`));
+      this.pending.clear();
+    });
+  }
+
+  request(msg, transfer = []) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, model: msg.model });
+      this.port.busy?.(true);
+      this.port.post({ ...msg, id }, transfer);
+    }).finally(() => { if (this.pending.size === 0) this.port.busy?.(false); });
+  }
+
+  dispose(model) {
+    // Calls of this model still queued in the worker reject there (it is disposed first).
+    this.port.post({ type: 'dispose', model, id: 0 });
+    for (const [id, p] of this.pending) {
+      if (p.model === model) {
+        this.pending.delete(id);
+        p.reject(new TandemError('TDM_ERR_DISPOSED', 'the model was disposed before this call ran'));
+      }
+    }
+    if (--this.refs === 0) this.port.terminate();
+  }
+}
+
+function browserWorker() {
+  const w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  return {
+    post: (m, t) => w.postMessage(m, t),
+    onMessage: (f) => w.addEventListener('message', (e) => f(e.data)),
+    onError: (f) => w.addEventListener('error', (e) => f(e)),
+    terminate: () => w.terminate(),
+  };
+}
+
+async function loadInWorker(module, bytes, spawn) {
+  const port = await spawn();
+  const link = new WorkerLink(port);
+  link.refs++; // held until the first model exists
+  try {
+    const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, [bytes.buffer]);
+    const model = new WorkerModel(port, id, info, link);
+    return model;
+  } catch (e) {
+    port.terminate();
+    throw e;
+  } finally {
+    link.refs--;
+  }
+}
+
 /**
  * Load a .tandem program. `source`: a URL, bytes (ArrayBuffer / typed array), or a Response (and a
- * file path in Node). `options.wasm`: where tandem.wasm is (URL or bytes); defaults to the file
- * beside this module.
+ * file path in Node). Options:
+ * - `wasm`: where tandem.wasm is (URL or bytes); defaults to the file beside this module;
+ * - `worker: true`: run the runtime in a worker, behind the same API;
+ * - `onProgress({ loaded, total })`: called while a URL source downloads.
  */
 export async function load(source, options = {}) {
   const wasm = options.wasm ?? DEFAULT_WASM;
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
-  const exports = await instantiateRuntime(key, async () => bytesOf(wasm));
-  const rt = new Runtime(exports);
-  const bytes = await bytesOf(source);
-  const x = rt.x;
-  const ptr = x.tdm_malloc(bytes.length);
-  if (!ptr && bytes.length) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', `cannot allocate ${bytes.length} bytes for the program`);
-  rt.bytes(ptr, bytes.length).set(bytes);
-  const out = x.tdm_malloc(8);
-  try {
-    rt.check(x.tdm_program_load_owned(ptr, bytes.length, out)); // frees ptr on failure too
-    const program = new Uint32Array(x.memory.buffer, out, 1)[0];
-    const st = x.tdm_session_create(program, out);
-    if (st !== 0) {
-      const err = rt.error(st);
-      x.tdm_program_free(program);
-      throw err;
-    }
-    return new Model(rt, program, new Uint32Array(x.memory.buffer, out, 1)[0]);
-  } finally {
-    x.tdm_free(out);
+  const module = await compileRuntime(key, () => bytesOf(wasm));
+  let bytes = await bytesOf(source, options.onProgress);
+  if (options.worker) {
+    // The caller keeps its bytes; a copy is transferred to the worker.
+    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker);
   }
+  return createModel(module, bytes);
 }
+
+/** The worker side: serves one port (see web/worker.js and node/worker.js). */
+export function serveWorker(port) {
+  const models = new Map();
+  let nextId = 1;
+  const infoOf = (m) => ({ methods: m.methods, state: m.state, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes });
+  const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
+  port.onMessage(async (msg) => {
+    if (msg.type === 'dispose') {
+      models.get(msg.model)?.dispose();
+      models.delete(msg.model);
+      return;
+    }
+    try {
+      let result;
+      if (msg.type === 'init') {
+        const [module, bytes] = msg.args;
+        result = add(await createModel(module, bytes));
+      } else {
+        const m = models.get(msg.model);
+        if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);
+        const a = msg.args;
+        switch (msg.type) {
+          case 'call': result = tensorOutAll(await m.call(...a)); break;
+          case 'profile': { const r = await m.profile(...a); result = { ...r, outputs: tensorOutAll(r.outputs) }; break; }
+          case 'readState': result = tensorOut(await m.readState(a[0])); break;
+          case 'writeState': result = await m.writeState(a[0], revive(a[1])); break;
+          case 'saveState': result = await m.saveState(); break;
+          case 'loadState': result = await m.loadState(a[0]); break;
+          case 'resetState': result = await m.resetState(); break;
+          case 'memoryBytes': result = m.memoryBytes; break;
+          case 'fork': result = add(await m.fork()); break;
+          default: throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `unknown request ${msg.type}`);
+        }
+      }
+      port.post({ id: msg.id, result }, transferables(result));
+    } catch (e) {
+      port.post({ id: msg.id, error: { code: e.code ?? 'TDM_ERR_WORKER', message: e.message } });
+    }
+  });
+}
+
+function tensorOutAll(v) { return Array.isArray(v) ? v.map(tensorOut) : tensorOut(v); }

@@ -115,9 +115,8 @@ def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
 
     state_sec = [struct.pack("<QI", state_size, len(states))]
     for st in states:
-        init = st.init.contiguous().numpy().tobytes()
-        zero = not any(init)
-        init_off = 0 if zero else put_data(init)
+        zero = not bool(st.init.any())
+        init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
         state_sec.append(struct.pack("<IBBBBQQQ", strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
                                      st.offset, st.nbytes, init_off) + _dims(st.shape))
 

@@ -380,6 +380,19 @@ def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> V
     return L.emit("slice", [x], x.dtype, shape, iattr=[dim, start, step])
 
 
+def _is_slice_of(base: Value, v: Value, dim: int, start: int, step: int) -> bool:
+    """Whether v is the view base[..., start::step (len v.shape[dim]), ...] of base's bytes."""
+    if v.storage is not base.storage or v.dtype != base.dtype or len(v.shape) != len(base.shape):
+        return False
+    length = v.shape[dim]
+    if any(a != b for i, (a, b) in enumerate(zip(v.shape, base.shape)) if i != dim):
+        return False
+    outer = math.prod(base.shape[:dim])
+    inner = DTYPE_SIZE[base.dtype] * math.prod(base.shape[dim + 1:])
+    contiguous = (step == 1 or length <= 1) and (outer == 1 or length == base.shape[dim])
+    return contiguous and v.offset == base.offset + start * inner
+
+
 @handles(aten.slice.Tensor)
 def _slice(L, node, args, kwargs):
     x = args[0]
@@ -574,6 +587,8 @@ def _select_scatter(L, node, args, kwargs):
 def _scatter(L, base: Value, src: Value, dim: int, start: int, step: int) -> Value:
     if src.shape == base.shape and start == 0:
         return L.cast(src, base.dtype)  # replaces everything: no need to read base
+    if _is_slice_of(base, src, dim, start, step):
+        return base  # writes back what is already there (functionalization's view replay)
     return L.emit("slice_scatter", [base, L.cast(src, base.dtype)], base.dtype, base.shape, iattr=[dim, start, step])
 
 
