@@ -1,0 +1,39 @@
+// A small static file server for the repository (the demo and the browser tests), on 127.0.0.1.
+// Usage: node scripts/serve.mjs [port]   — or import { serve } for tests.
+import { createServer } from 'node:http';
+import { readFile, stat } from 'node:fs/promises';
+import { extname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TYPES = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css',
+  '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png', '.tandem': 'application/octet-stream',
+  '.txt': 'text/plain; charset=utf-8',
+};
+
+/** Serves `root` on 127.0.0.1:`port` (0: any free port). Resolves to { url, close() }. */
+export async function serve({ root = ROOT, port = 0, index = '/demo/index.html' } = {}) {
+  const server = createServer(async (req, res) => {
+    try {
+      let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+      if (path === '/') path = index;
+      const file = normalize(join(root, path));
+      if (!file.startsWith(normalize(root))) throw new Error('outside the root');
+      if (!(await stat(file)).isFile()) throw new Error('not a file');
+      const body = await readFile(file);
+      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length, 'cache-control': 'no-store' });
+      res.end(body);
+    } catch {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end('not found');
+    }
+  });
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { url } = await serve({ port: Number(process.argv[2] ?? 8080) });
+  console.log(`tandem demo: ${url}/`);
+}

@@ -1,0 +1,62 @@
+// Headless Chromium (Debian's chromium, driven by playwright-core; no browser download) loads
+// models from a local static server, inline and in a Web Worker, and must give the same values
+// as Node (the same wasm: bit for bit) and PyTorch eager (within tolerance).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+import { load } from '../../node/index.js';
+import { fixture, fromJson, assertClose } from '../js/helpers.js';
+
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'];
+
+let server, browser, page;
+
+before(async () => {
+  server = await serve({ index: '/tests/browser/page.html' });
+  browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  await page.goto(`${server.url}/tests/browser/page.html`);
+  await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
+  assert.deepEqual(errors, []);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+async function nodeOutputs(name) {
+  const { path, spec } = fixture(name);
+  const m = await load(path);
+  const outs = [];
+  for (const call of spec.calls) {
+    const o = await m.call(call.method, ...call.inputs.map(fromJson));
+    outs.push(o === undefined ? [] : Array.isArray(o) ? o : [o]);
+  }
+  m.dispose();
+  return outs;
+}
+
+for (const name of ['original_report', 'gru', 'transformer']) {
+  for (const worker of [false, true]) {
+    test(`${name} in Chromium (${worker ? 'Web Worker' : 'inline'}) equals Node and eager`, async () => {
+      const got = await page.evaluate(([n, w]) => window.runCase(n, w), [name, worker]);
+      const want = await nodeOutputs(name);
+      const { spec } = fixture(name);
+      assert.equal(got.length, want.length);
+      got.forEach((outs, i) => {
+        assert.equal(outs.length, want[i].length);
+        outs.forEach((o, k) => {
+          const n = want[i][k];
+          assert.deepEqual(o.shape, n.shape);
+          assert.deepEqual(o.data, Array.from(n.data, (v) => (typeof v === 'bigint' ? String(v) : v)), `call ${i} output ${k}: browser vs Node`);
+          assertClose(n, spec.calls[i].outputs[k], `call ${i} output ${k}: vs eager`);
+        });
+      });
+    });
+  }
+}
