@@ -28,7 +28,7 @@ if ! "$VENV/bin/python" -c "import torch, numpy, pytest" >/dev/null 2>&1; then
   "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements.txt >&2
 fi
 
-if [ -f package-lock.json ] && ! [ -x node_modules/.bin/tsc ] || ! [ -d node_modules/playwright-core ]; then
+if [ ! -x node_modules/.bin/tsc ] || [ ! -d node_modules/playwright-core ]; then
   npm ci --no-audit --no-fund >&2
 fi
 echo "$VENV/bin/python"
