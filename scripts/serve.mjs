@@ -13,11 +13,16 @@ const TYPES = {
 };
 
 /** Serves `root` on 127.0.0.1:`port` (0: any free port). Resolves to { url, close() }. */
-export async function serve({ root = ROOT, port = 0, index = '/demo/index.html' } = {}) {
+export async function serve({ root = ROOT, port = 0, index = '/demo/' } = {}) {
   const server = createServer(async (req, res) => {
     try {
       let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
-      if (path === '/') path = index;
+      if (path === '/') {
+        res.writeHead(302, { location: index });
+        res.end();
+        return;
+      }
+      if (path.endsWith('/')) path += 'index.html';
       const file = normalize(join(root, path));
       if (!file.startsWith(normalize(root))) throw new Error('outside the root');
       if (!(await stat(file)).isFile()) throw new Error('not a file');

@@ -12,6 +12,6 @@ ctest --test-dir build/native --output-on-failure
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
 ctest --test-dir build/asan --output-on-failure
 echo "== Python tests"
-"$PY" -m pytest -q -p no:cacheprovider tests/python
+TANDEM_OPS_FIXTURES=build/fixtures/ops "$PY" -m pytest -q -p no:cacheprovider tests/python
 echo "== JS tests (Node, and headless Chromium)"
 node --test tests/js/ tests/browser/

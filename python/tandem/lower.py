@@ -440,7 +440,20 @@ def _cat(L, node, args, kwargs):
     return L.emit("cat", xs, dt, _shape_of(node), iattr=[dim])
 
 
+PANEL = 8  # columns per packed panel (src/kernels/gemm.h TDM_PANEL)
+
+
 def _matmul(L, a: Value, b: Value, out_shape) -> Value:
+    if b in L.const_tensor and (len(b.shape) == 2 or math.prod(b.shape[:-2]) == 1):
+        # Weights: packed at export into 8-column panels, so the kernel streams them in order.
+        w = L.const_tensor[b].reshape(b.shape[-2:])
+        K, N = w.shape
+        panels = (N + PANEL - 1) // PANEL
+        padded = torch.zeros(K, panels * PANEL)
+        padded[:, :N] = w
+        packed = padded.reshape(K, panels, PANEL).permute(1, 0, 2).contiguous()
+        a = L.reshape(a, out_shape[:-1] + (K,)) if len(a.shape) < len(out_shape) else a
+        return L.emit("matmul_packed", [a, L.const(packed)], F32, out_shape, iattr=[N])
     return L.emit("matmul", [a, b], F32, out_shape)
 
 

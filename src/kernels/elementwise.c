@@ -78,6 +78,42 @@ static float f32_binary(int code, float a, float b) {
   return 0;
 }
 
+/* y[i] = x0[i*sa] op x1[i*sb] for one row; sa, sb are 0 (broadcast) or 1. */
+static void f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
+}
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+
+static inline v128_t f32x4_binary(int code, v128_t a, v128_t b) {
+  switch (code) {
+    case B_ADD: return wasm_f32x4_add(a, b);
+    case B_SUB: return wasm_f32x4_sub(a, b);
+    case B_MUL: return wasm_f32x4_mul(a, b);
+    case B_DIV: return wasm_f32x4_div(a, b);
+    case B_MAX: return wasm_f32x4_max(a, b); /* NaN-propagating, like PyTorch */
+    default: return wasm_f32x4_min(a, b);
+  }
+}
+
+/* The arithmetic ops four lanes at a time; pow and remainder (and the tail) stay scalar. */
+static void f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
+  int64_t i = 0;
+  if (code <= B_MIN) {
+    const v128_t ba = wasm_f32x4_splat(x0[0]), bb = wasm_f32x4_splat(x1[0]);
+    for (; i + 4 <= n; i += 4) {
+      const v128_t a = sa ? wasm_v128_load(x0 + i) : ba, b = sb ? wasm_v128_load(x1 + i) : bb;
+      wasm_v128_store(y + i, f32x4_binary(code, a, b));
+    }
+  }
+  f32_binary_row__scalar(code, x0 + i * sa, sa, x1 + i * sb, sb, y + i, n - i);
+}
+#define f32_binary_row f32_binary_row__simd128
+#else
+#define f32_binary_row f32_binary_row__scalar
+#endif
+
 static int64_t i64_binary(int code, int64_t a, int64_t b) {
   switch (code) {
     case B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b); /* wraps like PyTorch */
@@ -150,13 +186,7 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
     } else if (out->dtype == TDM_F32) {
       const float *x0 = (const float *)in[0].data + oa, *x1 = (const float *)in[1].data + ob;
       float *y = (float *)out->data + o;
-      if (code == B_ADD && sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; i++) y[i] = x0[i] + x1[i];
-      } else if (code == B_MUL && sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; i++) y[i] = x0[i] * x1[i];
-      } else {
-        for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
-      }
+      f32_binary_row(code, x0, sa, x1, sb, y, n);
     } else {
       const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
       int64_t *y = (int64_t *)out->data + o;

@@ -1,21 +1,10 @@
-/* linalg.c — batched matrix multiply with broadcast batch dimensions. Scalar reference. */
+/* linalg.c — matrix multiply: batched with broadcast batch dims (matmul), and against weights
+ * packed at export time (matmul_packed). The kernels are in gemm.c. */
 #include "../ops.h"
 #include "../util.h"
+#include "gemm.h"
 
 #include <string.h>
-
-/* y[M,N] = a[M,K] @ b[K,N], all row-major and contiguous. */
-static void f32_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
-  for (int64_t i = 0; i < M; i++) {
-    float *yr = y + i * N;
-    memset(yr, 0, (size_t)N * sizeof(float));
-    for (int64_t k = 0; k < K; k++) {
-      const float av = a[i * K + k];
-      const float *br = b + k * N;
-      for (int64_t j = 0; j < N; j++) yr[j] += av * br[j];
-    }
-  }
-}
 
 static void batch_shape(const tdm_shape *s, tdm_shape *out) {
   out->rank = s->rank - 2;
@@ -36,8 +25,8 @@ static tdm_status matmul_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   const int64_t batches = tdm__numel(&yb);
   int64_t oa = 0, ob = 0;
   for (int64_t t = 0; t < batches; t++) {
-    f32_gemm__scalar(M, N, K, (const float *)in[0].data + oa * M * K, (const float *)in[1].data + ob * K * N,
-                     (float *)out->data + t * M * N);
+    tdm_f32_gemm_rows(M, N, K, (const float *)in[0].data + oa * M * K, (const float *)in[1].data + ob * K * N,
+                      (float *)out->data + t * M * N);
     for (int i = yb.rank - 1; i >= 0; i--) {
       if (++idx[i] < yb.dims[i]) {
         oa += sa[i];
@@ -72,7 +61,33 @@ static tdm_status matmul_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* matmul_packed: a [..., M, K], bp [ceil(N/8), K, 8] (B packed in 8-column panels, zero past N)
+ * → y [..., M, N]. iattr = [N]. All leading dims of a are rows. */
+static tdm_status matmul_packed_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
+  const int64_t M = K ? in[0].numel / K : 0;
+  tdm_f32_gemm_packed(M, N, K, in[0].data, in[1].data, out->data);
+  return TDM_OK;
+}
+
+static tdm_status matmul_packed_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 2 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes a, packed b, 1 output, [N]");
+  const tdm_value *a = TDM_VAL(m, op, 0), *b = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
+  if (a->dtype != TDM_F32 || b->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
+  const int64_t N = op->iattr[0];
+  if (a->shape.rank < 1 || b->shape.rank != 3 || b->shape.dims[2] != TDM_PANEL || N < 1 || N > INT64_MAX - TDM_PANEL ||
+      b->shape.dims[0] != (N + TDM_PANEL - 1) / TDM_PANEL)
+    return tdm__rule(op, "b must be packed as [ceil(N/8), K, 8]");
+  const int64_t K = b->shape.dims[1];
+  if (a->shape.dims[a->shape.rank - 1] != K) return tdm__rule(op, "inner dimensions differ");
+  tdm_shape want = a->shape;
+  want.dims[want.rank - 1] = N;
+  if (!tdm__shape_eq(&want, &y->shape)) return tdm__rule(op, "output must be a's shape with N columns");
+  return TDM_OK;
+}
+
 const tdm_opdef tdm__linalg_ops[] = {
     {"matmul", 0, false, false, matmul_check, matmul_run},
+    {"matmul_packed", 0, false, false, matmul_packed_check, matmul_packed_run},
     {NULL, 0, false, false, NULL, NULL},
 };

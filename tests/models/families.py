@@ -53,6 +53,13 @@ class Attention(nn.Module):
         self.k_cache.zero_()
         self.v_cache.zero_()
 
+    def forward_full(self, x, cos, sin):
+        """The same attention over a whole sequence at once (training), without the cache."""
+        B, T, D = x.shape
+        q, k, v = (t.view(B, T, self.heads, self.dh).transpose(1, 2) for t in self.qkv(x).split(D, dim=-1))
+        y = F.scaled_dot_product_attention(rotate(q, cos, sin), rotate(k, cos, sin), v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
 
 class Block(nn.Module):
     def __init__(self, d, heads, capacity, act):
@@ -66,6 +73,10 @@ class Block(nn.Module):
         x = x + self.attn(self.norm1(x), positions, cos, sin, mask)
         return x + self.down(self.act(self.up(self.norm2(x))))
 
+    def forward_full(self, x, cos, sin):
+        x = x + self.attn.forward_full(self.norm1(x), cos, sin)
+        return x + self.down(self.act(self.up(self.norm2(x))))
+
 
 class TinyLM(nn.Module):
     """Character LM: prefill(tokens [1, chunk]) and decode(token [1, 1]) return the last position's
@@ -75,6 +86,7 @@ class TinyLM(nn.Module):
         super().__init__()
         self.capacity, self.chunk = capacity, chunk
         self.emb = nn.Embedding(vocab, d)
+        nn.init.normal_(self.emb.weight, std=0.02)  # tied output head: keep initial logits small
         self.blocks = nn.ModuleList(Block(d, heads, capacity, act or nn.SiLU()) for _ in range(layers))
         self.norm = RMSNorm(d)
         dh = d // heads
@@ -95,6 +107,14 @@ class TinyLM(nn.Module):
         self.pos.add_(T)
         x = self.norm(x[:, -1])
         return x @ self.emb.weight.t()
+
+    def forward(self, tokens):
+        """Training path: logits [B, T, vocab] for every position, causal, no cache."""
+        T = tokens.shape[1]
+        x = self.emb(tokens)
+        for blk in self.blocks:
+            x = blk.forward_full(x, self.cos[:T], self.sin[:T])
+        return self.norm(x) @ self.emb.weight.t()
 
     def prefill(self, tokens):
         return self._step(tokens)

@@ -1,6 +1,9 @@
 """Per-op parity with PyTorch eager through the native runtime: several shapes per op, with
 broadcasting and odd (tail) sizes. Each case is a one-line function exported as a method."""
+import json
 import math
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -156,8 +159,21 @@ class Fn(nn.Module):
         return self.fn(*xs, *self.mods)
 
 
+def _record(request, program: bytes, inputs, want, rtol, atol):
+    """With TANDEM_OPS_FIXTURES set, keeps the case for the wasm run (tests/js/ops.test.js)."""
+    out = os.environ.get("TANDEM_OPS_FIXTURES")
+    if not out:
+        return
+    from fixtures.make import tensor_json
+    Path(out).mkdir(parents=True, exist_ok=True)
+    name = request.node.callspec.id
+    (Path(out) / f"{name}.tandem").write_bytes(program)
+    (Path(out) / f"{name}.json").write_text(json.dumps({"inputs": [tensor_json(x) for x in inputs], "output": tensor_json(want),
+                                                        "rtol": rtol, "atol": atol}))
+
+
 @pytest.mark.parametrize("fn,inputs,rtol,atol", CASES)
-def test_op_matches_eager(fn, inputs, rtol, atol):
+def test_op_matches_eager(request, fn, inputs, rtol, atol):
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     modules = [x for x in inputs if isinstance(x, nn.Module)]
     for m in modules:
@@ -166,9 +182,10 @@ def test_op_matches_eager(fn, inputs, rtol, atol):
                 if b.dtype.is_floating_point:
                     b.uniform_(0.5, 1.5)
     module = Fn(fn, modules)
-    model = tandem.load(tandem.export(module, {"forward": tensors}).to_bytes())
-    got = model.forward(*tensors)
+    program = tandem.export(module, {"forward": tensors}).to_bytes()
+    got = tandem.load(program).forward(*tensors)
     with torch.no_grad():
         want = module(*tensors)
     kw = {} if rtol is None else {"rtol": rtol, "atol": atol}
     torch.testing.assert_close(got, want, **kw)
+    _record(request, program, tensors, want, rtol, atol)

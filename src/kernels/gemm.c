@@ -1,0 +1,150 @@
+/* gemm.c — see gemm.h. The SIMD128 kernels compute 4 rows x 8 columns per step with 8 vector
+ * accumulators; their tails (rows % 4, columns % 8) run the same code on 1 row / masked columns,
+ * and tests/c/kernel_selftest.c checks them against the scalar reference on every tail size. */
+#include "gemm.h"
+
+#include <string.h>
+
+void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  for (int64_t i = 0; i < M; i++) {
+    float *yr = y + i * N;
+    memset(yr, 0, (size_t)N * sizeof(float));
+    for (int64_t k = 0; k < K; k++) {
+      const float av = a[i * K + k];
+      const float *br = b + k * N;
+      for (int64_t j = 0; j < N; j++) yr[j] += av * br[j];
+    }
+  }
+}
+
+void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const float *col = bp + (j / TDM_PANEL) * K * TDM_PANEL + j % TDM_PANEL;
+      float acc = 0;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * col[k * TDM_PANEL];
+      y[i * N + j] = acc;
+    }
+}
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+
+/* Stores the 8 columns of v0|v1 at y, or only the first n < 8 of them. */
+static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
+  if (n >= 8) {
+    wasm_v128_store(y, v0);
+    wasm_v128_store(y + 4, v1);
+    return;
+  }
+  float t[8];
+  wasm_v128_store(t, v0);
+  wasm_v128_store(t + 4, v1);
+  memcpy(y, t, (size_t)n * sizeof(float));
+}
+
+/* Loads 8 floats of a B row starting at column j, zeros past column N. */
+static inline void load8(const float *br, int64_t j, int64_t N, v128_t *v0, v128_t *v1) {
+  if (j + 8 <= N) {
+    *v0 = wasm_v128_load(br + j);
+    *v1 = wasm_v128_load(br + j + 4);
+    return;
+  }
+  float t[8] = {0};
+  memcpy(t, br + j, (size_t)(N - j) * sizeof(float));
+  *v0 = wasm_v128_load(t);
+  *v1 = wasm_v128_load(t + 4);
+}
+
+/* One to four rows of a (rows r0..r0+R-1) times 8 columns of B given by `next`. */
+#define GEMM_TILE(R, LOADB)                                                                    \
+  do {                                                                                         \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,   \
+           c30 = c00, c31 = c00;                                                               \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;                      \
+    for (int64_t k = 0; k < K; k++) {                                                          \
+      v128_t b0, b1;                                                                           \
+      LOADB;                                                                                   \
+      v128_t x = wasm_f32x4_splat(a0[k]);                                                      \
+      c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(x, b0));                                         \
+      c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(x, b1));                                         \
+      if (R > 1) {                                                                             \
+        x = wasm_f32x4_splat(a1[k]);                                                           \
+        c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(x, b0));                                       \
+        c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(x, b1));                                       \
+      }                                                                                        \
+      if (R > 2) {                                                                             \
+        x = wasm_f32x4_splat(a2[k]);                                                           \
+        c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(x, b0));                                       \
+        c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(x, b1));                                       \
+      }                                                                                        \
+      if (R > 3) {                                                                             \
+        x = wasm_f32x4_splat(a3[k]);                                                           \
+        c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(x, b0));                                       \
+        c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(x, b1));                                       \
+      }                                                                                        \
+    }                                                                                          \
+    const int64_t n = N - j;                                                                   \
+    store8(y + i * N + j, c00, c01, n);                                                        \
+    if (R > 1) store8(y + (i + 1) * N + j, c10, c11, n);                                       \
+    if (R > 2) store8(y + (i + 2) * N + j, c20, c21, n);                                       \
+    if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                       \
+  } while (0)
+
+void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  for (int64_t j = 0; j < N; j += 8) {
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, load8(b + k * N, j, N, &b0, &b1));
+    for (; i < M; i++) GEMM_TILE(1, load8(b + k * N, j, N, &b0, &b1));
+  }
+}
+
+/* M = 1 (a decode step's GEMV): unroll K by 4 with independent accumulators, since one row gives
+ * too little parallelism per panel otherwise. The packed panel streams through memory once. */
+static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  for (int64_t j = 0; j < N; j += 8) {
+    const float *p = bp + (j / 8) * K * 8;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, t0 = s0, t1 = s0, u0 = s0, u1 = s0, w0 = s0, w1 = s0;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4, p += 32) {
+      const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]), x2 = wasm_f32x4_splat(a[k + 2]),
+                   x3 = wasm_f32x4_splat(a[k + 3]);
+      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x0, wasm_v128_load(p)));
+      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x0, wasm_v128_load(p + 4)));
+      t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(x1, wasm_v128_load(p + 8)));
+      t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(x1, wasm_v128_load(p + 12)));
+      u0 = wasm_f32x4_add(u0, wasm_f32x4_mul(x2, wasm_v128_load(p + 16)));
+      u1 = wasm_f32x4_add(u1, wasm_f32x4_mul(x2, wasm_v128_load(p + 20)));
+      w0 = wasm_f32x4_add(w0, wasm_f32x4_mul(x3, wasm_v128_load(p + 24)));
+      w1 = wasm_f32x4_add(w1, wasm_f32x4_mul(x3, wasm_v128_load(p + 28)));
+    }
+    for (; k < K; k++, p += 8) {
+      const v128_t x = wasm_f32x4_splat(a[k]);
+      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x, wasm_v128_load(p)));
+      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x, wasm_v128_load(p + 4)));
+    }
+    s0 = wasm_f32x4_add(wasm_f32x4_add(s0, t0), wasm_f32x4_add(u0, w0));
+    s1 = wasm_f32x4_add(wasm_f32x4_add(s1, t1), wasm_f32x4_add(u1, w1));
+    store8(y + j, s0, s1, N - j);
+  }
+}
+
+void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  if (M == 1) {
+    gemv_packed__simd128(N, K, a, bp, y);
+    return;
+  }
+  for (int64_t j = 0; j < N; j += 8) {
+    const float *panel = bp + (j / 8) * K * 8;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, (b0 = wasm_v128_load(panel + k * 8), b1 = wasm_v128_load(panel + k * 8 + 4)));
+    for (; i < M; i++) GEMM_TILE(1, (b0 = wasm_v128_load(panel + k * 8), b1 = wasm_v128_load(panel + k * 8 + 4)));
+  }
+}
+
+const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
+const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
+#else
+const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
+const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
+#endif

@@ -1,0 +1,84 @@
+// The demo page in headless Chromium: generate greedily, reset and get the same text again, save
+// the state, reload the page, restore it and continue as if nothing happened. Saves a screenshot.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+import { ROOT } from '../js/helpers.js';
+import { CHROMIUM_ARGS } from './browser.test.js';
+
+let server, browser, page;
+const ARTIFACTS = `${ROOT}build/test-artifacts`;
+
+before(async () => {
+  server = await serve();
+  browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+async function open() {
+  await page.goto(`${server.url}/`);
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+}
+
+async function generate(chars) {
+  await page.fill('#max-chars', String(chars));
+  await page.check('#greedy');
+  const before = (await page.textContent('#output')).length;
+  await page.click('#generate');
+  await page.waitForSelector('body[data-busy="0"]', { timeout: 60000 });
+  const text = await page.textContent('#output');
+  return text.slice(before);
+}
+
+test('the demo generates, resets, saves, reloads and restores', async () => {
+  await open();
+  assert.match(await page.textContent('#capacity'), /^\d+$/);
+  assert.ok(Number((await page.textContent('#state-bytes')).replace(/,/g, '')) > 0);
+  assert.match(await page.textContent('#load-time'), /\d+ ms/);
+
+  const prompt = await page.inputValue('#prompt');
+  const first = await generate(50);
+  assert.ok(first.startsWith(prompt), 'the prompt is shown first');
+  const generated = first.slice(prompt.length);
+  assert.equal(generated.length, 50, 'fifty characters appear');
+  assert.ok(Number(await page.textContent('#tps')) > 0, 'tokens per second is positive');
+  const positions = Number(await page.textContent('#positions'));
+  assert.equal(positions, prompt.length + 50);
+
+  await page.click('#reset');
+  await page.waitForFunction(() => document.getElementById('positions').textContent === '0');
+  assert.equal(await page.textContent('#output'), '');
+  const again = await generate(50);
+  assert.equal(again, first, 'after reset(), the same prompt gives the same text');
+
+  await page.click('#save');
+  await page.waitForFunction(() => /Saved \d+ bytes/.test(document.getElementById('message').textContent));
+  const continued = await generate(20); // what continuing gives, without a reload
+
+  await page.reload();
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+  assert.equal(await page.textContent('#positions'), '0', 'a fresh page starts empty');
+  await page.click('#restore');
+  await page.waitForFunction(() => /Restored/.test(document.getElementById('message').textContent));
+  assert.equal(Number(await page.textContent('#positions')), positions);
+  assert.equal(await page.textContent('#output'), first);
+  const afterReload = await generate(20);
+  assert.equal(afterReload, continued, 'the restored conversation continues exactly as before');
+
+  // the shared-state panel: forward1 adds, forward2 clears
+  await page.fill('#shared-x', '2');
+  await page.click('#forward1');
+  await page.waitForFunction(() => document.getElementById('shared-v').textContent === '3');
+  await page.click('#forward2');
+  await page.waitForFunction(() => document.getElementById('shared-v').textContent === '0');
+
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: `${ARTIFACTS}/demo.png`, fullPage: true });
+});
