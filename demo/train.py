@@ -81,7 +81,7 @@ def main():
     program.save(out / "model.tandem")
     _, spec, _, _ = original_report()
     tandem.export(None, spec).save(out / "shared.tandem")
-    meta = {"vocab": VOCAB, **CONFIG, "parameters": params, "steps": args.steps, "batch": args.batch, "seq": args.seq,
+    meta = {**CONFIG, "vocab": VOCAB, "parameters": params, "steps": args.steps, "batch": args.batch, "seq": args.seq,
             "final_loss": round(loss_avg, 4), "train_minutes": round(minutes, 1), "corpus": "Debian fortunes",
             "corpus_characters": len(text)}
     (out / "model.json").write_text(json.dumps(meta, indent=1) + "\n")

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Every test: builds, exports the fixtures, then C (ctest, plain and ASan+UBSan), Python (pytest)
-# and JS (node --test, in Node and in headless Chromium). Stops at the first failing suite.
+# Every test: builds, exports the fixtures and the malformed-file corpus, then C (ctest, plain and
+# ASan+UBSan), a 60 s fuzzing run, Python (pytest) and JS (node --test, in Node and in headless Chromium). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=$(bash scripts/setup.sh chromium | tail -n 1)
+PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev | tail -n 1)
 bash scripts/build.sh
 echo "== fixtures"
 "$PY" -W ignore tests/fixtures/make.py build/fixtures
+rm -rf build/fixtures/malformed
+"$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem
 echo "== C tests (native)"
 ctest --test-dir build/native --output-on-failure
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
 ctest --test-dir build/asan --output-on-failure
+echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"
+bash scripts/fuzz.sh 60
 echo "== Python tests"
 TANDEM_OPS_FIXTURES=build/fixtures/ops "$PY" -m pytest -q -p no:cacheprovider tests/python
 echo "== JS tests (Node, and headless Chromium)"

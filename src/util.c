@@ -62,6 +62,12 @@ const char *tdm_dtype_name(int dtype) {
 }
 
 static uint64_t fail_countdown; /* 0: never fail */
+static uint64_t alloc_count, alloc_bytes;  /* cumulative, for the resource-bound tests */
+
+void tdm__alloc_stats(uint64_t *count, uint64_t *bytes) {
+  *count = alloc_count;
+  *bytes = alloc_bytes;
+}
 
 void tdm__fail_allocation(uint64_t n) { fail_countdown = n; }
 
@@ -69,6 +75,8 @@ void *tdm__alloc(size_t size) {
   if (fail_countdown && --fail_countdown == 0) return NULL;
   size_t rounded;
   if (!tdm__align_size(size ? size : 1, 64, &rounded)) return NULL;
+  alloc_count++;
+  alloc_bytes += rounded;
   return aligned_alloc(64, rounded);
 }
 

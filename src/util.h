@@ -33,8 +33,10 @@ void *tdm__alloc(size_t size);
 void *tdm__calloc(size_t size);
 void tdm__free(void *p);
 
-/* Testing hook: make the n-th allocation from now fail (1 = the next one); 0 disables. */
+/* Testing hooks: make the n-th allocation from now fail (1 = the next one; 0 disables), and the
+ * cumulative count and bytes of allocations so far. */
 void tdm__fail_allocation(uint64_t n);
+void tdm__alloc_stats(uint64_t *count, uint64_t *bytes);
 
 uint64_t tdm__max_declared_bytes(void);
 

@@ -488,9 +488,14 @@ class WorkerLink {
   request(msg, transfer = []) {
     const id = this.next++;
     return new Promise((resolve, reject) => {
+      try {
+        this.port.post({ ...msg, id }, transfer);
+      } catch (e) { // e.g. a detached buffer among the arguments
+        reject(new TandemError('TDM_ERR_INVALID_ARGUMENT', `cannot send this call's arguments to the worker: ${e.message}`));
+        return;
+      }
       this.pending.set(id, { resolve, reject, model: msg.model });
       this.port.busy?.(true);
-      this.port.post({ ...msg, id }, transfer);
     }).finally(() => { if (this.pending.size === 0) this.port.busy?.(false); });
   }
 

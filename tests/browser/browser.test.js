@@ -3,19 +3,16 @@
 // as Node (the same wasm: bit for bit) and PyTorch eager (within tolerance).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { chromium } from 'playwright-core';
+import { launch } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { load } from '../../node/index.js';
 import { fixture, fromJson, assertClose } from '../js/helpers.js';
-
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'];
 
 let server, browser, page;
 
 before(async () => {
   server = await serve({ index: '/tests/browser/page.html' });
-  browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launch();
   page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e));

@@ -3,17 +3,16 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { launch } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { ROOT } from '../js/helpers.js';
-import { CHROMIUM_ARGS } from './browser.test.js';
 
 let server, browser, page;
 const ARTIFACTS = `${ROOT}build/test-artifacts`;
 
 before(async () => {
   server = await serve();
-  browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+  browser = await launch();
   page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
 });
 

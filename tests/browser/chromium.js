@@ -1,0 +1,10 @@
+// Launching Debian's Chromium for the browser tests (playwright-core drives it; nothing is
+// downloaded). The flags keep it from reaching for the network this machine does not have.
+import { chromium } from 'playwright-core';
+
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'];
+
+export function launch() {
+  return chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+}
