@@ -1,0 +1,177 @@
+// npm run bench: tandem against onnxruntime-web and TF.js (wasm backend), in Node, single thread,
+// on the same work in the same run. Every time is the median of several rounds; ratios are what
+// to read (these machines are noisy). Prints a markdown table for docs/benchmarks.md.
+import { readFileSync, statSync } from 'node:fs';
+import { cpus } from 'node:os';
+import * as ort from 'onnxruntime-web';
+import * as tf from '@tensorflow/tfjs-core';
+import { setThreadsCount } from '@tensorflow/tfjs-backend-wasm';
+import { load, Tensor } from '../node/index.js';
+import { instantiateRuntime } from '../web/loader.js';
+
+const DIR = process.argv[2] ?? 'build/bench';
+ort.env.wasm.numThreads = 1;
+setThreadsCount(1);
+await tf.setBackend('wasm');
+await tf.ready();
+
+const rows = [];
+const row = (section, work, tandem, peer, ratio, target, met, note = '') => {
+  rows.push({ section, work, tandem, peer, ratio, target, met, note });
+  console.error(`${section} | ${work} | ${tandem} | ${peer} | ${ratio} | ${target} | ${met ? 'yes' : 'NO'} ${note}`);
+};
+
+/** Median milliseconds per call of async fn, over `rounds` rounds of enough calls for ~minMs. */
+async function time(fn, { rounds = 7, minMs = 150 } = {}) {
+  for (let i = 0; i < 3; i++) await fn();
+  let k = 1;
+  for (;;) {
+    const t0 = performance.now();
+    for (let i = 0; i < k; i++) await fn();
+    if (performance.now() - t0 >= minMs / 4 || k > 1 << 16) break;
+    k *= 2;
+  }
+  const per = [];
+  for (let r = 0; r < rounds; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < k; i++) await fn();
+    per.push((performance.now() - t0) / k);
+  }
+  per.sort((a, b) => a - b);
+  return per[per.length >> 1];
+}
+
+const f = (x, d = 2) => x.toFixed(d);
+const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
+const ortSession = (name) => ort.InferenceSession.create(`${DIR}/${name}.onnx`, { executionProviders: ['wasm'] });
+
+// ---- reference numbers: SIMD multiply-add peak, copy bandwidth -------------------------------
+const peakX = await instantiateRuntime(await WebAssembly.compile(readFileSync(`${DIR}/peak.wasm`)));
+const ITERS = 2_000_000;
+const peakMs = await time(async () => peakX.tdm_bench_peak(ITERS), { rounds: 5, minMs: 100 });
+const peakGflops = (ITERS * 64) / peakMs / 1e6;
+const COPY = 4 << 20;
+const src = peakX.tdm_bench_alloc(COPY), dst = peakX.tdm_bench_alloc(COPY);
+const copyMs = await time(async () => peakX.tdm_bench_copy(dst, src, COPY, 4), { rounds: 7, minMs: 100 });
+const copyGBs = (4 * COPY) / copyMs / 1e6;
+console.error(`peak ${f(peakGflops)} GFLOP/s, copy ${f(copyGBs)} GB/s`);
+
+// ---- GEMM and GEMV: y = A @ W, W a weight (constant) ---------------------------------------
+const gemm = {};
+for (const [m, n] of [[64, 64], [256, 256], [512, 512], [1024, 1024], [1, 512], [1, 2048]]) {
+  const name = `mm_${m}x${n}`;
+  const A = rand(m * n);
+  const tm = await load(`${DIR}/${name}.tandem`);
+  const tMs = await time(() => tm.forward(A));
+  const os = await ortSession(name);
+  const oMs = await time(() => os.run({ A: new ort.Tensor('float32', A, [m, n]) }));
+  const W = tf.randomNormal([n, n]);
+  const tfMs = await time(async () => {
+    const a = tf.tensor2d(A, [m, n]);
+    const y = tf.matMul(a, W);
+    y.dataSync();
+    a.dispose();
+    y.dispose();
+  });
+  W.dispose();
+  tm.dispose();
+  await os.release();
+  gemm[name] = { tMs, oMs, tfMs, flops: 2 * m * n * n };
+}
+for (const n of [64, 256, 512, 1024]) {
+  const g = gemm[`mm_${n}x${n}`];
+  const gf = (ms) => g.flops / ms / 1e6;
+  const best = Math.max(gf(g.oMs), gf(g.tfMs));
+  const ratio = gf(g.tMs) / best, ofPeak = gf(g.tMs) / peakGflops;
+  row('GEMM', `${n}³ GFLOP/s`, f(gf(g.tMs)), `ort ${f(gf(g.oMs))}, tfjs ${f(gf(g.tfMs))}`, `${f(ratio)}× best; ${f(100 * ofPeak, 0)}% of peak`,
+    n >= 256 ? '≥ 1.25× and ≥ 65%' : '—', n < 256 || (ratio >= 1.25 && ofPeak >= 0.65));
+}
+for (const n of [512, 2048]) {
+  const g = gemm[`mm_1x${n}`];
+  const gbs = (ms) => (4 * n * n) / ms / 1e6; // weight bytes streamed per call
+  const best = Math.max(gbs(g.oMs), gbs(g.tfMs));
+  const ratio = gbs(g.tMs) / best, ofCopy = gbs(g.tMs) / copyGBs;
+  row('GEMV', `1×${n}×${n} GB/s of weights`, f(gbs(g.tMs)), `ort ${f(gbs(g.oMs))}, tfjs ${f(gbs(g.tfMs))}`,
+    `${f(ratio)}× best; ${f(100 * ofCopy, 0)}% of copy`, '≥ 1.0× and ≥ 50%', ratio >= 1 && ofCopy >= 0.5);
+}
+
+// ---- state round trip: a step whose only work is state += x ----------------------------------
+for (const nbytes of [64, 512 * 1024, 4 * 1024 * 1024]) {
+  const n = nbytes / 4, x = rand(n);
+  const tm = await load(`${DIR}/state_${nbytes}.tandem`);
+  const tMs = await time(() => tm.forward(x));
+  const os = await ortSession(`state_${nbytes}`);
+  let state = new ort.Tensor('float32', new Float32Array(n), [n]);
+  const xt = new ort.Tensor('float32', x, [n]);
+  const oMs = await time(async () => { state = (await os.run({ state, x: xt })).state_out; });
+  const label = nbytes >= 1 << 20 ? `${nbytes >> 20} MiB` : nbytes >= 1024 ? `${nbytes >> 10} KiB` : `${nbytes} B`;
+  const target = nbytes >= 4 << 20 ? 20 : nbytes === 64 ? 10 : 0;
+  row('State round trip', `state += x, ${label} (ms)`, f(tMs, 4), `ort ${f(oMs, 4)}`, `${f(oMs / tMs, 1)}× faster`,
+    target ? `≥ ${target}×` : '—', !target || oMs / tMs >= target);
+  tm.dispose();
+  await os.release();
+}
+
+// ---- decode step of the transformer family (4 layers, width 256, 4 heads, context 512) -------
+const lm = await load(`${DIR}/lm.tandem`);
+const lmOrt = await ortSession('lm');
+const CACHE = [4, 1, 4, 512, 64];
+for (const fill of [32, 480]) {
+  await lm.resetState();
+  for (let p = 0; p < fill; p += 16) await lm.prefill(new BigInt64Array(16).fill(5n));
+  const posT = new Tensor('int64', new BigInt64Array([BigInt(fill)]), []);
+  const tok = new BigInt64Array([7n]);
+  const tMs = await time(async () => { await lm.writeState('pos', posT); await lm.decode(tok); });
+  let k = new ort.Tensor('float32', new Float32Array(CACHE.reduce((a, b) => a * b)), CACHE);
+  let v = new ort.Tensor('float32', new Float32Array(CACHE.reduce((a, b) => a * b)), CACHE);
+  const feeds = { token: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), pos: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1]) };
+  const oMs = await time(async () => { const r = await lmOrt.run({ ...feeds, k, v }); k = r.k_out; v = r.v_out; });
+  row('Decode step', `LM, cache fill ${fill} (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5);
+}
+await lmOrt.release();
+
+// ---- streaming chunk of the convolution family -----------------------------------------------
+const conv = await load(`${DIR}/conv.tandem`);
+const chunk = rand(128 * 64);
+const cMs = await time(() => conv.forward(chunk));
+const convOrt = await ortSession('conv');
+let context = new ort.Tensor('float32', new Float32Array(128 * 4), [1, 128, 4]);
+const chunkT = new ort.Tensor('float32', chunk, [1, 128, 64]);
+const coMs = await time(async () => { const r = await convOrt.run({ chunk: chunkT, context }); context = r.context_out; });
+row('Streaming chunk', 'conv block, 128 ch × 64 frames (ms)', f(cMs, 3), `ort ${f(coMs, 3)}`, `${f(cMs / coMs)}× ort's time`, '≤ 0.5×', cMs / coMs <= 0.5);
+await convOrt.release();
+
+// ---- memory: linear memory after loading, and after 100 calls --------------------------------
+for (const [name, call] of [['lm', (m) => m.decode(new BigInt64Array([3n]))], ['conv', (m) => m.forward(chunk)],
+  ['mm_1024x1024', (m) => m.forward(rand(1024 * 1024))]]) {
+  const bytes = statSync(`${DIR}/${name}.tandem`).size;
+  const m = await load(`${DIR}/${name}.tandem`);
+  const loaded = m.memoryBytes;
+  for (let i = 0; i < 100; i++) { if (name === 'lm' && i % 400 === 399) await m.resetState(); await call(m); }
+  const after = m.memoryBytes;
+  const budget = bytes + m.stateBytes + m.scratchBytes + (2 << 20);
+  row('Memory', `${name}: linear memory after load / after 100 calls (MiB)`, `${f(loaded / 2 ** 20)} / ${f(after / 2 ** 20)}`,
+    `file + state + scratch ${f((bytes + m.stateBytes + m.scratchBytes) / 2 ** 20)}`, `${f((loaded - bytes - m.stateBytes - m.scratchBytes) / 2 ** 20)} MiB over`,
+    '≤ +2 MiB, no growth', loaded <= budget && after === loaded);
+  m.dispose();
+}
+lm.dispose();
+conv.dispose();
+
+// ---- load: a ~50 MB program against copying the same bytes into linear memory ----------------
+const bigBytes = readFileSync(`${DIR}/big.tandem`);
+const loadMs = await time(async () => (await load(bigBytes)).dispose(), { rounds: 5, minMs: 50 });
+const wasmModule = await WebAssembly.compile(readFileSync(new URL('../web/tandem.wasm', import.meta.url)));
+const copyIn = await time(async () => {
+  const x = await instantiateRuntime(wasmModule);
+  const p = x.tdm_malloc(bigBytes.length);
+  new Uint8Array(x.memory.buffer, p, bigBytes.length).set(bigBytes);
+}, { rounds: 5, minMs: 50 });
+row('Load', `${f(bigBytes.length / 1e6, 1)} MB program (ms)`, f(loadMs, 1), `copy into a fresh instance ${f(copyIn, 1)}`,
+  `${f(loadMs / copyIn)}× the copy`, '≤ 3×', loadMs / copyIn <= 3);
+
+console.log(`Machine: ${cpus()[0].model}, ${cpus().length} cores; Node ${process.version}; single thread for every runtime.`);
+console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s; linear-memory copy ${f(copyGBs)} GB/s.\n`);
+console.log('| section | work | tandem | peers | ratio | target | met |');
+console.log('|---|---|---|---|---|---|---|');
+for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`);

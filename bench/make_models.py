@@ -1,0 +1,135 @@
+"""Exports every benchmark model twice: as a .tandem program and, for the peers, as ONNX (with
+state as inputs and outputs, since onnxruntime-web keeps none between calls).
+
+    python bench/make_models.py build/bench
+"""
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests")]
+warnings.filterwarnings("ignore")
+import tandem  # noqa: E402
+from models.families import CausalConvBlock, TinyLM, rotate  # noqa: E402
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
+OUT.mkdir(parents=True, exist_ok=True)
+torch.manual_seed(0)
+
+
+def save_onnx(name, nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(OUT / f"{name}.onnx"))
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+class MatMulW(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = nn.Parameter(w)
+
+    def forward(self, a):
+        return a @ self.w
+
+
+for m, n in [(64, 64), (256, 256), (512, 512), (1024, 1024), (1, 512), (1, 2048)]:
+    w = torch.randn(n, n)
+    name = f"mm_{m}x{n}"
+    tandem.export(MatMulW(w), {"forward": (torch.randn(m, n),)}).save(OUT / f"{name}.tandem")
+    save_onnx(name, [helper.make_node("MatMul", ["A", "W"], ["Y"])], [vi("A", [m, n])], [vi("Y", [m, n])],
+              [numpy_helper.from_array(w.numpy(), "W")])
+
+
+class StateAdd(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("state", torch.zeros(n))
+
+    def forward(self, x):
+        self.state.add_(x)
+
+
+for nbytes in [64, 512 * 1024, 4 * 1024 * 1024]:
+    n = nbytes // 4
+    tandem.export(StateAdd(n), {"forward": (torch.randn(n),)}).save(OUT / f"state_{nbytes}.tandem")
+    save_onnx(f"state_{nbytes}", [helper.make_node("Add", ["state", "x"], ["state_out"])],
+              [vi("state", [n]), vi("x", [n])], [vi("state_out", [n])], [])
+
+# ---- transformer decode step: 4 layers, width 256, 4 heads, context 512 ----------------------
+lm = TinyLM(vocab=96, d=256, heads=4, layers=4, capacity=512, chunk=16).eval()
+tandem.export(lm, {"prefill": (torch.zeros(1, 16, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),),
+                   "reset": ()}).save(OUT / "lm.tandem")
+
+
+class LMStepIO(nn.Module):
+    """The same decode step with the KV cache and position as inputs and outputs (for ONNX)."""
+
+    def __init__(self, tm):
+        super().__init__()
+        self.tm = tm
+
+    def forward(self, token, pos, kc, vc):
+        tm = self.tm
+        cos, sin = tm.cos[pos], tm.sin[pos]
+        mask = torch.arange(tm.capacity)[None, :] <= pos[:, None]
+        x = tm.emb(token)
+        ks, vs = [], []
+        for i, blk in enumerate(tm.blocks):
+            a = blk.attn
+            h = blk.norm1(x)
+            B, T, D = h.shape
+            q, k, v = (t.view(B, T, a.heads, a.dh).transpose(1, 2) for t in a.qkv(h).split(D, dim=-1))
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            kci, vci = kc[i].index_copy(2, pos, k), vc[i].index_copy(2, pos, v)
+            y = F.scaled_dot_product_attention(q, kci, vci, attn_mask=mask)
+            x = x + a.out(y.transpose(1, 2).reshape(B, T, D))
+            x = x + blk.down(blk.act(blk.up(blk.norm2(x))))
+            ks.append(kci)
+            vs.append(vci)
+        return tm.norm(x[:, -1]) @ tm.emb.weight.t(), torch.stack(ks), torch.stack(vs)
+
+
+cache = torch.zeros(4, 1, 4, 512, 64)
+step = LMStepIO(lm)
+args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), torch.randn(4, 1, 4, 512, 64), torch.randn(4, 1, 4, 512, 64))
+with torch.no_grad():
+    ref = step(*args)
+    torch.onnx.export(step, args, str(OUT / "lm.onnx"), dynamo=False, opset_version=17,
+                      input_names=["token", "pos", "k", "v"], output_names=["logits", "k_out", "v_out"])
+
+# ---- streaming convolution chunk -------------------------------------------------------------
+conv = CausalConvBlock(channels=128, out=128, k=5, chunk=64)
+tandem.export(conv, {"forward": (torch.randn(1, 128, 64),), "reset": ()}).save(OUT / "conv.tandem")
+
+
+class ConvIO(nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.b = block
+
+    def forward(self, chunk, context):
+        x = torch.cat([context, chunk], dim=2)
+        return self.b._block(x), x[:, :, -(self.b.k - 1):]
+
+
+with torch.no_grad():
+    torch.onnx.export(ConvIO(conv), (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)), str(OUT / "conv.onnx"), dynamo=False,
+                      opset_version=17, input_names=["chunk", "context"], output_names=["y", "context_out"])
+
+# ---- a ~50 MB program for the load benchmark ---------------------------------------------------
+big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
+tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
+print(f"benchmark models in {OUT}")

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# npm run bench: installs what the benchmarks need (npm peers, onnx/onnxscript), builds, exports
+# the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=$(bash scripts/setup.sh | tail -n 1)
+"$PY" -c "import onnx, onnxscript" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check -r bench/requirements.txt >&2
+[ -d node_modules/onnxruntime-web ] && [ -d node_modules/@tensorflow/tfjs-backend-wasm ] || npm ci --no-audit --no-fund >&2
+TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
+mkdir -p build/bench
+emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
+  -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy bench/peak.c -o build/bench/peak.wasm
+"$PY" -W ignore bench/make_models.py build/bench >&2
+node bench/bench.mjs build/bench
