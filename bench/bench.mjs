@@ -97,12 +97,12 @@ for (const n of [512, 2048]) {
 
 // ---- state round trip: a step whose only work is state += x ----------------------------------
 for (const nbytes of [64, 512 * 1024, 4 * 1024 * 1024]) {
-  const n = nbytes / 4, x = rand(n);
+  const n = nbytes / 4, x = rand(1); // x is one element, broadcast: the state is all that moves
   const tm = await load(`${DIR}/state_${nbytes}.tandem`);
   const tMs = await time(() => tm.forward(x));
   const os = await ortSession(`state_${nbytes}`);
   let state = new ort.Tensor('float32', new Float32Array(n), [n]);
-  const xt = new ort.Tensor('float32', x, [n]);
+  const xt = new ort.Tensor('float32', x, [1]);
   const oMs = await time(async () => { state = (await os.run({ state, x: xt })).state_out; });
   const label = nbytes >= 1 << 20 ? `${nbytes >> 20} MiB` : nbytes >= 1024 ? `${nbytes >> 10} KiB` : `${nbytes} B`;
   const target = nbytes >= 4 << 20 ? 20 : nbytes === 64 ? 10 : 0;

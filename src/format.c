@@ -151,7 +151,9 @@ static tdm_status verify_op(const tdm_method *m, uint32_t k, int64_t *first_stat
       return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) writes a constant", m->name, k, op->def->name);
     for (uint32_t i = 0; i < op->n_in + j; i++) {
       const tdm_value *x = i < op->n_in ? &m->values[op->in[i]] : &m->values[op->out[i - op->n_in]];
-      const bool in_place = i == 0 && j == 0 && op->def->inplace0 && x->region == y->region && x->offset == y->offset && x->nbytes == y->nbytes;
+      const bool in_place = j == 0 && i < op->n_in && x->region == y->region && x->offset == y->offset && x->nbytes == y->nbytes &&
+                            x->dtype == y->dtype &&
+                            (op->def->inplace == TDM_INPLACE_ANY || (op->def->inplace == TDM_INPLACE_FIRST && i == 0));
       if (x->region == y->region && !in_place && ranges_overlap(x->offset, x->nbytes, y->offset, y->nbytes))
         return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): output %u overlaps one of its operands", m->name, k, op->def->name, j);
     }

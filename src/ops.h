@@ -8,6 +8,13 @@
 
 #define TDM_MAX_OPERANDS 64
 
+/* In-place updates an op allows (the output is exactly an input: same region, offset, size). */
+enum {
+  TDM_INPLACE_NONE = 0,
+  TDM_INPLACE_FIRST = 1, /* input 0 (index_put, slice_scatter: only the updated rows are written) */
+  TDM_INPLACE_ANY = 2    /* any input of the output's dtype and size (elementwise: y[i] needs only x[i]) */
+};
+
 typedef tdm_status (*tdm_op_check_fn)(const tdm_method *m, const tdm_op *op);
 typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 
@@ -15,7 +22,7 @@ typedef struct tdm_opdef {
   const char *name;
   int code;      /* sub-operation for families that share a kernel (binary, unary, reduce) */
   bool can_fail; /* depends on runtime values (indices); validates before writing */
-  bool inplace0; /* its output may be exactly its input 0 (an update in place, e.g. of state) */
+  uint8_t inplace; /* TDM_INPLACE_*: which inputs its output may be exactly (an update in place) */
   tdm_op_check_fn check;
   tdm_op_run_fn run;
 } tdm_opdef;

@@ -11,7 +11,11 @@ from .ir import SCRATCH, STATE, MethodIR, Storage
 
 ALIGN = 64
 CAN_FAIL = {"check_index"}  # ops whose kernels may reject runtime values (src/ops.h can_fail)
-IN_PLACE = {"index_put", "slice_scatter"}  # ops whose output may be their input 0 (src/ops.h inplace0)
+IN_PLACE = {"index_put", "slice_scatter"}  # output may be input 0 (src/ops.h TDM_INPLACE_FIRST)
+# output may be any input of its dtype and size (src/ops.h TDM_INPLACE_ANY): elementwise ops
+IN_PLACE_ANY = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder", "neg", "abs", "exp", "log", "sqrt",
+                "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "floor",
+                "ceil"}
 
 
 def _hoist_checks(ir: MethodIR) -> None:
@@ -40,6 +44,9 @@ def _write_state_in_place(ir: MethodIR) -> None:
             ins = op.ins
             if k == 0 and op.name in IN_PLACE and _is_whole(ins[0], st):
                 ins = ins[1:]  # the producer updates the old value in place
+            elif k == 0 and op.name in IN_PLACE_ANY:
+                out = op.outs[0]
+                ins = [v for v in ins if not (_is_whole(v, st) and v.dtype == out.dtype and v.nbytes == out.nbytes)]
             if any(v.storage.kind == STATE and v.storage.state is st for v in ins):
                 return True
         return any(v.storage.kind == STATE and v.storage.state is st for _, v in ir.outputs)

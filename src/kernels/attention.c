@@ -2,37 +2,11 @@
  * place and writes only [Tq, Dv] rows (no cache-sized temporaries). Scalar reference. */
 #include "../ops.h"
 #include "../util.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-static float dot(const float *a, const float *b, int64_t n) {
-  v128_t s = wasm_f32x4_splat(0);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) s = wasm_f32x4_add(s, wasm_f32x4_mul(wasm_v128_load(a + i), wasm_v128_load(b + i)));
-  float r = wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1) + wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3);
-  for (; i < n; i++) r += a[i] * b[i];
-  return r;
-}
-/* y += p * x */
-static void axpy(float p, const float *x, float *y, int64_t n) {
-  const v128_t pv = wasm_f32x4_splat(p);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_add(wasm_v128_load(y + i), wasm_f32x4_mul(pv, wasm_v128_load(x + i))));
-  for (; i < n; i++) y[i] += p * x[i];
-}
-#else
-static float dot(const float *a, const float *b, int64_t n) {
-  float r = 0;
-  for (int64_t i = 0; i < n; i++) r += a[i] * b[i];
-  return r;
-}
-static void axpy(float p, const float *x, float *y, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] += p * x[i];
-}
-#endif
 
 /* q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv][, mask bool|f32 broadcastable to [..., Tq, Tk]]
  * → y [..., Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal]; fattr = [scale].
@@ -65,7 +39,7 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
           if (in[3].dtype == TDM_BOOL) keep = ((const uint8_t *)in[3].data)[mo] != 0;
         }
         if (keep) {
-          s = dot(q + i * D, k + j * D, D) * scale;
+          s = tdm_f32_dot(q + i * D, k + j * D, D) * scale;
           if (has_mask && in[3].dtype == TDM_F32) s += ((const float *)in[3].data)[moff + i * mst[r - 2] + j * mst[r - 1]];
         } else {
           s = -INFINITY;
@@ -81,7 +55,7 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
       const float inv = (float)(1.0 / sum);
       for (int64_t j = 0; j < Tk; j++) {
         const float p = ws[j] * inv;
-        if (p != 0) axpy(p, v + j * Dv, yr, Dv);
+        if (p != 0) tdm_f32_axpy(p, v + j * Dv, yr, Dv);
       }
     }
     for (int d = r - 3; d >= 0; d--) {

@@ -406,8 +406,8 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-#define BIN(name, code) {name, code, false, false, binary_check, binary_run}
-#define UN(name, code) {name, code, false, false, unary_check, unary_run}
+#define BIN(name, code) {name, code, false, TDM_INPLACE_ANY, binary_check, binary_run}
+#define UN(name, code) {name, code, false, TDM_INPLACE_ANY, unary_check, unary_run}
 
 const tdm_opdef tdm__elementwise_ops[] = {
     BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),

@@ -17,12 +17,24 @@ static void contiguous_strides(const tdm_shape *s, int64_t *st) {
 static void strided_gather(const tdm_tensor *out, const void *src, const int64_t *st, int64_t base) {
   const size_t es = tdm_dtype_size(out->dtype);
   const tdm_shape *s = out->shape;
+  if (out->numel == 0) return;
+  /* Rows of the last dimension at a time, with a typed inner loop per element size. */
+  const int r = s->rank;
+  const int64_t n = r ? s->dims[r - 1] : 1, inner = r ? st[r - 1] : 0;
   int64_t idx[TDM_MAX_RANK] = {0}, off = base;
-  uint8_t *y = out->data;
-  const uint8_t *x = src;
-  for (int64_t t = 0; t < out->numel; t++) {
-    memcpy(y + t * es, x + off * es, es);
-    for (int i = s->rank - 1; i >= 0; i--) {
+  for (int64_t row = 0; row < out->numel / n; row++) {
+    uint8_t *y = (uint8_t *)out->data + row * n * es;
+    if (es == 4) {
+      const uint32_t *x = (const uint32_t *)src + off;
+      for (int64_t j = 0; j < n; j++) ((uint32_t *)y)[j] = x[j * inner];
+    } else if (es == 8) {
+      const uint64_t *x = (const uint64_t *)src + off;
+      for (int64_t j = 0; j < n; j++) ((uint64_t *)y)[j] = x[j * inner];
+    } else {
+      const uint8_t *x = (const uint8_t *)src + off;
+      for (int64_t j = 0; j < n; j++) y[j] = x[j * inner];
+    }
+    for (int i = r - 2; i >= 0; i--) {
       if (++idx[i] < s->dims[i]) {
         off += st[i];
         break;
