@@ -51,7 +51,8 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
       memset(yr, 0, (size_t)Dv * sizeof(float));
       if (mx == -INFINITY) continue;
       double sum = 0;
-      for (int64_t j = 0; j < Tk; j++) sum += (ws[j] = expf(ws[j] - mx));
+      /* masked keys are exactly 0 (expf(-inf) would be, but takes its slow underflow path) */
+      for (int64_t j = 0; j < Tk; j++) sum += (ws[j] = ws[j] == -INFINITY ? 0.0f : expf(ws[j] - mx));
       const float inv = (float)(1.0 / sum);
       for (int64_t j = 0; j < Tk; j++) {
         const float p = ws[j] * inv;

@@ -127,7 +127,8 @@ static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_
       if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s and PyTorch's NaN below */
       double sum = 0;
       for (int64_t i = 0; i < n; i++) {
-        float e = expf(x[base + i * inner] - mx);
+        const float v = x[base + i * inner];
+        float e = v == -INFINITY ? 0.0f : expf(v - mx); /* masked scores: skip expf's slow underflow path */
         if (!logp) y[base + i * inner] = e;
         sum += e;
       }
