@@ -4,25 +4,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { load, TandemError } from '../../node/index.js';
-import { fixture, fromJson, assertClose } from './helpers.js';
+import { fixture, fromJson, assertClose, checkSequence } from './helpers.js';
 
 const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized'];
 
 for (const name of CASES) {
-  test(`${name}: call sequence matches PyTorch eager`, async () => {
-    const { path, spec } = fixture(name);
-    const model = await load(path);
-    try {
-      for (const [i, call] of spec.calls.entries()) {
-        const out = await model[call.method](...call.inputs.map(fromJson));
-        const outs = out === undefined ? [] : Array.isArray(out) ? out : [out];
-        assert.equal(outs.length, call.outputs.length, `call ${i} ${call.method}: output count`);
-        outs.forEach((o, k) => assertClose(o, call.outputs[k], `call ${i} ${call.method} output ${k}`));
-      }
-    } finally {
-      model.dispose();
-    }
-  });
+  test(`${name}: call sequence matches PyTorch eager`, () => checkSequence(name));
 }
 
 test('methods describe their inputs and outputs', async () => {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync, existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Tensor } from '../../node/index.js';
+import { Tensor, load } from '../../node/index.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const FIXTURES = process.env.TANDEM_FIXTURES ?? `${ROOT}build/fixtures`;
@@ -32,5 +32,21 @@ export function assertClose(got, want, where, { rtol = 1.3e-6, atol = 1e-5 } = {
     } else {
       assert.ok(Math.abs(a - b) <= atol + rtol * Math.abs(b), `${where}[${i}]: ${a}, expected ${b}`);
     }
+  }
+}
+
+/** Runs a fixture's whole call sequence and checks every output against eager's. */
+export async function checkSequence(name) {
+  const { path, spec } = fixture(name);
+  const model = await load(path);
+  try {
+    for (const [i, call] of spec.calls.entries()) {
+      const out = await model[call.method](...call.inputs.map(fromJson));
+      const outs = out === undefined ? [] : Array.isArray(out) ? out : [out];
+      assert.equal(outs.length, call.outputs.length, `call ${i} ${call.method}: output count`);
+      outs.forEach((o, k) => assertClose(o, call.outputs[k], `call ${i} ${call.method} output ${k}`));
+    }
+  } finally {
+    model.dispose();
   }
 }
