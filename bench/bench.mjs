@@ -50,11 +50,18 @@ const peakX = await instantiateRuntime(await WebAssembly.compile(readFileSync(`$
 const ITERS = 2_000_000;
 const peakMs = await time(async () => peakX.tdm_bench_peak(ITERS), { rounds: 5, minMs: 100 });
 const peakGflops = (ITERS * 64) / peakMs / 1e6;
-const COPY = 4 << 20;
-const src = peakX.tdm_bench_alloc(COPY), dst = peakX.tdm_bench_alloc(COPY);
-const copyMs = await time(async () => peakX.tdm_bench_copy(dst, src, COPY, 4), { rounds: 7, minMs: 100 });
-const copyGBs = (4 * COPY) / copyMs / 1e6;
-console.error(`peak ${f(peakGflops)} GFLOP/s, copy ${f(copyGBs)} GB/s`);
+/** GB/s of memcpy inside linear memory, for buffers of `bytes` (the cache level matters). */
+const copyAt = new Map();
+async function copyBandwidth(bytes) {
+  if (!copyAt.has(bytes)) {
+    const src = peakX.tdm_bench_alloc(bytes), dst = peakX.tdm_bench_alloc(bytes);
+    const ms = await time(async () => peakX.tdm_bench_copy(dst, src, bytes, 2), { rounds: 7, minMs: 100 });
+    copyAt.set(bytes, (2 * bytes) / ms / 1e6);
+  }
+  return copyAt.get(bytes);
+}
+const copyGBs = await copyBandwidth(4 << 20);
+console.error(`peak ${f(peakGflops)} GFLOP/s, copy ${f(copyGBs)} GB/s (4 MiB)`);
 
 // ---- GEMM and GEMV: y = A @ W, W a weight (constant) ---------------------------------------
 const gemm = {};
@@ -90,9 +97,10 @@ for (const n of [512, 2048]) {
   const g = gemm[`mm_1x${n}`];
   const gbs = (ms) => (4 * n * n) / ms / 1e6; // weight bytes streamed per call
   const best = Math.max(gbs(g.oMs), gbs(g.tfMs));
-  const ratio = gbs(g.tMs) / best, ofCopy = gbs(g.tMs) / copyGBs;
+  const copy = await copyBandwidth(4 * n * n); // a copy of as many bytes as the weights
+  const ratio = gbs(g.tMs) / best, ofCopy = gbs(g.tMs) / copy;
   row('GEMV', `1×${n}×${n} GB/s of weights`, f(gbs(g.tMs)), `ort ${f(gbs(g.oMs))}, tfjs ${f(gbs(g.tfMs))}`,
-    `${f(ratio)}× best; ${f(100 * ofCopy, 0)}% of copy`, '≥ 1.0× and ≥ 50%', ratio >= 1 && ofCopy >= 0.5);
+    `${f(ratio)}× best; ${f(100 * ofCopy, 0)}% of a ${f(copy, 1)} GB/s copy of ${(4 * n * n) >> 20 || '<1'} MiB`, '≥ 1.0× and ≥ 50%', ratio >= 1 && ofCopy >= 0.5);
 }
 
 // ---- state round trip: a step whose only work is state += x ----------------------------------
@@ -116,7 +124,8 @@ for (const nbytes of [64, 512 * 1024, 4 * 1024 * 1024]) {
 const lm = await load(`${DIR}/lm.tandem`);
 const lmOrt = await ortSession('lm');
 const CACHE = [4, 1, 4, 512, 64];
-for (const fill of [32, 480]) {
+const warmed = new Set();
+for (const fill of [32, 480, 32, 480]) { // each fill twice: the first pass warms both runtimes up
   await lm.resetState();
   for (let p = 0; p < fill; p += 16) await lm.prefill(new BigInt64Array(16).fill(5n));
   const posT = new Tensor('int64', new BigInt64Array([BigInt(fill)]), []);
@@ -126,7 +135,8 @@ for (const fill of [32, 480]) {
   let v = new ort.Tensor('float32', new Float32Array(CACHE.reduce((a, b) => a * b)), CACHE);
   const feeds = { token: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), pos: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1]) };
   const oMs = await time(async () => { const r = await lmOrt.run({ ...feeds, k, v }); k = r.k_out; v = r.v_out; });
-  row('Decode step', `LM, cache fill ${fill} (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5);
+  if (warmed.has(fill)) row('Decode step', `LM, cache fill ${fill} (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5);
+  warmed.add(fill);
 }
 await lmOrt.release();
 
@@ -171,7 +181,7 @@ row('Load', `${f(bigBytes.length / 1e6, 1)} MB program (ms)`, f(loadMs, 1), `cop
   `${f(loadMs / copyIn)}× the copy`, '≤ 3×', loadMs / copyIn <= 3);
 
 console.log(`Machine: ${cpus()[0].model}, ${cpus().length} cores; Node ${process.version}; single thread for every runtime.`);
-console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s; linear-memory copy ${f(copyGBs)} GB/s.\n`);
+console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s; linear-memory copy ${[...copyAt].map(([b, g]) => `${f(g, 1)} GB/s at ${b >> 20 || '<1'} MiB`).join(', ')}.\n`);
 console.log('| section | work | tandem | peers | ratio | target | met |');
 console.log('|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`);
