@@ -109,3 +109,13 @@ test('dispose() during a call rejects it cleanly, in a worker', async () => {
   await assert.rejects(inflight, (e) => e.code === 'TDM_ERR_DISPOSED');
   await assert.rejects(m.decode(1n), (e) => e.code === 'TDM_ERR_DISPOSED');
 });
+
+test('truncation at every byte offset of a small program fails cleanly (wasm)', async () => {
+  const bytes = readFileSync(fixture('accumulator').path);
+  const wasm = readFileSync(new URL('../../web/tandem.wasm', import.meta.url));
+  for (let cut = 0; cut < bytes.length; cut++) {
+    await assert.rejects(load(bytes.subarray(0, cut), { wasm }),
+      (e) => e instanceof TandemError && e.code === (cut < 4 ? 'TDM_ERR_BAD_MAGIC' : 'TDM_ERR_TRUNCATED'), `cut at ${cut}`);
+  }
+  (await load(bytes, { wasm })).dispose();
+});
