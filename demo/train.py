@@ -75,6 +75,7 @@ def main():
     minutes = (time.time() - start) / 60
     model.eval()
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     chunk = CONFIG["chunk"]
     program = tandem.export(model, {"prefill": (torch.zeros(1, chunk, dtype=torch.long),),
                                     "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()})
