@@ -47,50 +47,34 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   const int64_t O = ws->dims[0], Cg = ws->dims[1], Og = O / groups;
   const float *x = in[0].data, *w = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
   float *y = out->data;
-  if (g.sw == 1) {
-    /* Unit stride along the row: each (input channel, kernel tap) adds a shifted input row times
-     * one weight to the output row, an axpy over the columns where the tap lands inside x. */
-    for (int64_t n = 0; n < g.N; n++)
-      for (int64_t o = 0; o < O; o++) {
-        const int64_t c0 = (o / Og) * Cg;
-        for (int64_t oh = 0; oh < g.OH; oh++) {
-          float *yr = y + ((n * O + o) * g.OH + oh) * g.OW;
-          for (int64_t ow = 0; ow < g.OW; ow++) yr[ow] = bias ? bias[o] : 0.0f;
-          for (int64_t c = 0; c < Cg; c++)
-            for (int64_t kh = 0; kh < g.KH; kh++) {
-              const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-              if (ih < 0 || ih >= g.H) continue;
-              const float *xr = x + ((n * g.C + c0 + c) * g.H + ih) * g.W;
-              const float *wr = w + ((o * Cg + c) * g.KH + kh) * g.KW;
-              for (int64_t kw = 0; kw < g.KW; kw++) {
-                const int64_t shift = kw * g.dw - g.pw; /* iw = ow + shift */
-                const int64_t lo = shift < 0 ? -shift : 0, hi = g.W - shift < g.OW ? g.W - shift : g.OW;
-                if (lo < hi) tdm_f32_axpy(wr[kw], xr + lo + shift, yr + lo, hi - lo);
-              }
-            }
-        }
-      }
-    return TDM_OK;
-  }
+  /* Row by row: each (input channel, kernel tap) adds a shifted input row times one weight to the
+   * output row. With unit stride that is an axpy over the columns where the tap lands inside x. */
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t o = 0; o < O; o++) {
       const int64_t c0 = (o / Og) * Cg;
-      for (int64_t oh = 0; oh < g.OH; oh++)
-        for (int64_t ow = 0; ow < g.OW; ow++) {
-          float acc = bias ? bias[o] : 0.0f;
-          for (int64_t c = 0; c < Cg; c++)
-            for (int64_t kh = 0; kh < g.KH; kh++) {
-              const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-              if (ih < 0 || ih >= g.H) continue;
-              const float *xr = x + ((n * g.C + c0 + c) * g.H + ih) * g.W;
-              const float *wr = w + ((o * Cg + c) * g.KH + kh) * g.KW;
-              for (int64_t kw = 0; kw < g.KW; kw++) {
-                const int64_t iw = ow * g.sw - g.pw + kw * g.dw;
-                if (iw >= 0 && iw < g.W) acc += xr[iw] * wr[kw];
+      for (int64_t oh = 0; oh < g.OH; oh++) {
+        float *yr = y + ((n * O + o) * g.OH + oh) * g.OW;
+        for (int64_t ow = 0; ow < g.OW; ow++) yr[ow] = bias ? bias[o] : 0.0f;
+        for (int64_t c = 0; c < Cg; c++)
+          for (int64_t kh = 0; kh < g.KH; kh++) {
+            const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
+            if (ih < 0 || ih >= g.H) continue;
+            const float *xr = x + ((n * g.C + c0 + c) * g.H + ih) * g.W;
+            const float *wr = w + ((o * Cg + c) * g.KH + kh) * g.KW;
+            for (int64_t kw = 0; kw < g.KW; kw++) {
+              const int64_t shift = kw * g.dw - g.pw; /* iw = ow * sw + shift */
+              if (g.sw == 1) {
+                const int64_t lo = shift < 0 ? -shift : 0, hi = g.W - shift < g.OW ? g.W - shift : g.OW;
+                if (lo < hi) tdm_f32_axpy(wr[kw], xr + lo + shift, yr + lo, hi - lo);
+              } else {
+                for (int64_t ow = 0; ow < g.OW; ow++) {
+                  const int64_t iw = ow * g.sw + shift;
+                  if (iw >= 0 && iw < g.W) yr[ow] += wr[kw] * xr[iw];
+                }
               }
             }
-          y[((n * O + o) * g.OH + oh) * g.OW + ow] = acc;
-        }
+          }
+      }
     }
   return TDM_OK;
 }
