@@ -255,9 +255,10 @@ static float f32_unary(int code, float x) {
 }
 
 #if defined(__wasm_simd128__)
-/* The exp family four lanes at a time (tdm_f32x4_exp); other codes return false (scalar). */
+/* The exp family and erf four lanes at a time (tdm_f32x4_exp, tdm_f32x4_erf); other codes return
+ * false (scalar). */
 static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
-  if (code != U_EXP && code != U_SIGMOID && code != U_SILU && code != U_TANH) return false;
+  if (code != U_EXP && code != U_SIGMOID && code != U_SILU && code != U_TANH && code != U_GELU && code != U_ERF) return false;
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -265,6 +266,11 @@ static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
     v128_t r;
     if (code == U_EXP) {
       r = tdm_f32x4_exp(v);
+    } else if (code == U_ERF) {
+      r = tdm_f32x4_erf(v);
+    } else if (code == U_GELU) { /* 0.5 x (1 + erf(x / sqrt 2)) */
+      r = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
+                         wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f)))));
     } else if (code == U_TANH) { /* 1 - 2 / (e^2x + 1) */
       r = wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one)));
     } else {

@@ -60,6 +60,24 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
   const v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(ni, h), wasm_i32x4_splat(127)), 23);
   return wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
 }
+
+/* erf(x) for four lanes: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7 in exact arithmetic) with
+ * the SIMD exp and odd symmetry. In float32 the absolute error against erff is below 1e-6 over
+ * [-6, 6] (tests/c/kernel_selftest.c; it exceeds 5e-7 at a few points). NaN propagates. */
+static inline v128_t tdm_f32x4_erf(v128_t x) {
+  const v128_t ax = wasm_f32x4_abs(x);
+  const v128_t t = wasm_f32x4_div(wasm_f32x4_splat(1.0f), wasm_f32x4_add(wasm_f32x4_splat(1.0f), wasm_f32x4_mul(wasm_f32x4_splat(0.3275911f), ax)));
+  v128_t p = wasm_f32x4_splat(1.061405429f);
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(-1.453152027f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(1.421413741f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(-0.284496736f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(0.254829592f));
+  p = wasm_f32x4_mul(p, t);
+  const v128_t y = wasm_f32x4_sub(wasm_f32x4_splat(1.0f), wasm_f32x4_mul(p, tdm_f32x4_exp(wasm_f32x4_neg(wasm_f32x4_mul(ax, ax)))));
+  /* copy x's sign onto y (erf is odd); NaN: ax is NaN, so y is NaN */
+  const v128_t sign = wasm_v128_and(x, wasm_i32x4_splat((int32_t)0x80000000u));
+  return wasm_v128_or(y, sign);
+}
 #else
 #define tdm_f32_dot tdm_f32_dot__scalar
 #define tdm_f32_axpy tdm_f32_axpy__scalar
