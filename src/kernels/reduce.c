@@ -106,6 +106,58 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+#if defined(__wasm_simd128__)
+#include "vec.h"
+
+static inline float hmax(v128_t v) {
+  float m = wasm_f32x4_extract_lane(v, 0);
+  for (int i = 1; i < 4; i++) {
+    const float x = i == 1 ? wasm_f32x4_extract_lane(v, 1) : i == 2 ? wasm_f32x4_extract_lane(v, 2) : wasm_f32x4_extract_lane(v, 3);
+    m = (x > m || x != x) ? x : m;
+  }
+  return m;
+}
+
+static inline float hsum(v128_t v) {
+  return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) + wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+
+/* One contiguous row of softmax / log_softmax, four lanes at a time (sum in float lanes; masked
+ * -inf scores give exactly 0). */
+static void softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
+  v128_t m4 = wasm_f32x4_splat(-INFINITY);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) m4 = wasm_f32x4_max(m4, wasm_v128_load(x + i)); /* NaN propagates */
+  float mx = hmax(m4);
+  for (; i < n; i++) mx = (x[i] > mx || x[i] != x[i]) ? x[i] : mx;
+  if (mx == -INFINITY) mx = 0;
+  const v128_t mv = wasm_f32x4_splat(mx), ninf = wasm_f32x4_splat(-INFINITY), zero = wasm_f32x4_splat(0);
+  v128_t s4 = zero;
+  for (i = 0; i + 4 <= n; i += 4) {
+    const v128_t v = wasm_v128_load(x + i);
+    const v128_t e = wasm_v128_bitselect(zero, tdm_f32x4_exp(wasm_f32x4_sub(v, mv)), wasm_f32x4_eq(v, ninf));
+    if (!logp) wasm_v128_store(y + i, e);
+    s4 = wasm_f32x4_add(s4, e);
+  }
+  float sum = hsum(s4);
+  for (; i < n; i++) {
+    const float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+    if (!logp) y[i] = e;
+    sum += e;
+  }
+  if (logp) {
+    const v128_t c = wasm_f32x4_splat(mx + logf(sum));
+    for (i = 0; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_sub(wasm_v128_load(x + i), c));
+    for (; i < n; i++) y[i] = x[i] - (mx + logf(sum));
+  } else {
+    const float r = 1.0f / sum;
+    const v128_t rv = wasm_f32x4_splat(r);
+    for (i = 0; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_mul(wasm_v128_load(y + i), rv));
+    for (; i < n; i++) y[i] *= r;
+  }
+}
+#endif
+
 /* softmax / log_softmax: iattr = [dim]. */
 static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *s = in[0].shape;
@@ -116,6 +168,12 @@ static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   const float *x = in[0].data;
   float *y = out->data;
   const bool logp = op->def->code == 1;
+#if defined(__wasm_simd128__)
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; o++) softmax_row__simd128(x + o * n, y + o * n, n, logp);
+    return TDM_OK;
+  }
+#endif
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
       const int64_t base = o * n * inner + j;
@@ -152,6 +210,43 @@ static tdm_status softmax_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+#if defined(__wasm_simd128__)
+/* One row of layer norm, four lanes at a time, two passes (mean, then the squared deviations) in
+ * float lanes. Rows longer than 4096 keep the scalar path's double accumulation. */
+static bool layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
+  if (n > 4096) return false;
+  v128_t s4 = wasm_f32x4_splat(0);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
+  float sum = hsum(s4);
+  for (; i < n; i++) sum += x[i];
+  const float mu = sum / (float)n;
+  const v128_t muv = wasm_f32x4_splat(mu);
+  v128_t q4 = wasm_f32x4_splat(0);
+  for (i = 0; i + 4 <= n; i += 4) {
+    const v128_t d = wasm_f32x4_sub(wasm_v128_load(x + i), muv);
+    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(d, d));
+  }
+  float q = hsum(q4);
+  for (; i < n; i++) q += (x[i] - mu) * (x[i] - mu);
+  const float rstd = 1.0f / sqrtf(q / (float)n + eps);
+  const v128_t rv = wasm_f32x4_splat(rstd);
+  for (i = 0; i + 4 <= n; i += 4) {
+    v128_t v = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(x + i), muv), rv);
+    if (w) v = wasm_f32x4_mul(v, wasm_v128_load(w + i));
+    if (b) v = wasm_f32x4_add(v, wasm_v128_load(b + i));
+    wasm_v128_store(y + i, v);
+  }
+  for (; i < n; i++) {
+    float v = (x[i] - mu) * rstd;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i] = v;
+  }
+  return true;
+}
+#endif
+
 /* layer_norm: inputs x[, weight][, bias]; iattr = [normalized_ndim, has_weight, has_bias];
  * fattr = [eps]. weight and bias have the normalized shape (x's last dims). */
 static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -165,6 +260,9 @@ static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const t
   for (int64_t r = 0; r < rows; r++) {
     const float *x = (const float *)in[0].data + r * cols;
     float *y = (float *)out->data + r * cols;
+#if defined(__wasm_simd128__)
+    if (layer_norm_row__simd128(x, y, cols, w, b, eps)) continue;
+#endif
     double mean = 0, var = 0;
     for (int64_t i = 0; i < cols; i++) mean += x[i];
     mean /= (double)cols;
