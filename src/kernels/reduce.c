@@ -8,6 +8,24 @@
 
 enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_ANY, R_ALL };
 
+#if defined(__wasm_simd128__)
+#include "vec.h"
+
+static inline float hmax(v128_t v) {
+  float m = wasm_f32x4_extract_lane(v, 0);
+  for (int i = 1; i < 4; i++) {
+    const float x = i == 1 ? wasm_f32x4_extract_lane(v, 1) : i == 2 ? wasm_f32x4_extract_lane(v, 2) : wasm_f32x4_extract_lane(v, 3);
+    m = (x > m || x != x) ? x : m;
+  }
+  return m;
+}
+
+static inline float hsum(v128_t v) {
+  return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) + wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
+}
+#endif
+
+
 /* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
 static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
   bool red[TDM_MAX_RANK] = {false};
@@ -25,6 +43,23 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   int64_t st[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0}, off = 0;
   reduce_strides(xs, op->iattr, op->n_iattr, st);
   const int64_t count = out->numel ? in[0].numel / out->numel : 0;
+#if defined(__wasm_simd128__)
+  /* Sum or mean over the last, contiguous dim (e.g. RMS norm's mean of squares): rows at a time. */
+  if (out->dtype == TDM_F32 && (code == R_SUM || code == R_MEAN) && op->n_iattr == 1 && op->iattr[0] == xs->rank - 1 && count > 0) {
+    const float *x = in[0].data;
+    float *y = out->data;
+    for (int64_t r = 0; r < out->numel; r++) {
+      const float *row = x + r * count;
+      v128_t s4 = wasm_f32x4_splat(0);
+      int64_t i = 0;
+      for (; i + 4 <= count; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(row + i));
+      float sum = hsum(s4);
+      for (; i < count; i++) sum += row[i];
+      y[r] = code == R_MEAN ? sum / (float)count : sum;
+    }
+    return TDM_OK;
+  }
+#endif
   if (out->dtype == TDM_BOOL) {
     uint8_t *y = out->data;
     const uint8_t *x = in[0].data;
@@ -107,21 +142,6 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
 }
 
 #if defined(__wasm_simd128__)
-#include "vec.h"
-
-static inline float hmax(v128_t v) {
-  float m = wasm_f32x4_extract_lane(v, 0);
-  for (int i = 1; i < 4; i++) {
-    const float x = i == 1 ? wasm_f32x4_extract_lane(v, 1) : i == 2 ? wasm_f32x4_extract_lane(v, 2) : wasm_f32x4_extract_lane(v, 3);
-    m = (x > m || x != x) ? x : m;
-  }
-  return m;
-}
-
-static inline float hsum(v128_t v) {
-  return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) + wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
-
 /* One contiguous row of softmax / log_softmax, four lanes at a time (sum in float lanes; masked
  * -inf scores give exactly 0). */
 static void softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
