@@ -34,7 +34,7 @@ def _library() -> ctypes.CDLL:
             break
     else:
         raise RuntimeError("the native tandem library was not found: build it with `npm run build` (or set TANDEM_LIB)")
-    P, S, U32, I32, I64, U64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_char_p
+    P, S, U32, I64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int64, ctypes.c_char_p
     sigs = {
         "tdm_status_string": (C, [ctypes.c_int]), "tdm_last_error": (C, []),
         "tdm_program_load": (ctypes.c_int, [P, S, ctypes.POINTER(P)]), "tdm_program_free": (None, [P]),
@@ -58,7 +58,6 @@ def _library() -> ctypes.CDLL:
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
-    del I32, U64
     _lib = lib
     return lib
 

@@ -84,7 +84,7 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
     return tdm__rule(op, "q, k, v, output and workspace must be float32");
   for (int d = 0; d < r - 2; d++)
     if (k->shape.dims[d] != q->shape.dims[d] || v->shape.dims[d] != q->shape.dims[d]) return tdm__rule(op, "batch dims of q, k, v differ");
-  const int64_t Tq = q->shape.dims[r - 2], D = q->shape.dims[r - 1], Tk = k->shape.dims[r - 2];
+  const int64_t D = q->shape.dims[r - 1], Tk = k->shape.dims[r - 2];
   if (k->shape.dims[r - 1] != D || v->shape.dims[r - 2] != Tk) return tdm__rule(op, "k must be [..., Tk, D] and v [..., Tk, Dv]");
   tdm_shape want = q->shape;
   want.dims[r - 1] = v->shape.dims[r - 1];
@@ -97,7 +97,6 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
     if ((mk->dtype != TDM_BOOL && mk->dtype != TDM_F32) || mk->shape.rank > r || !tdm__broadcast(&mk->shape, &full, &b) || !tdm__shape_eq(&b, &full))
       return tdm__rule(op, "mask must be bool or float32 and broadcast to [..., Tq, Tk]");
   }
-  (void)Tq;
   return TDM_OK;
 }
 

@@ -84,21 +84,17 @@ test('NaN and Inf propagate like PyTorch', async () => {
   m.dispose();
 });
 
-test('results stay correct when linear memory grows between and around calls', async () => {
+test('results stay correct when linear memory grows between calls', async () => {
   const a = await load(fixture('big_weights').path);
   const x = new Float32Array(1024).fill(0.5);
   const first = await a.forward(x);
   await a.resetState();
-  const big = await load(fixture('huge_state').path); // another instance: unrelated growth
-  const forks = [await a.fork(), await a.fork()];
-  const grown = a.memoryBytes;
-  const hugeFork = await (await load(fixture('huge_state').path)).fork().catch(() => null);
-  const again = await a.forward(x);
-  assert.deepEqual([...again.data], [...first.data]);
-  assert.ok(a.memoryBytes >= grown);
+  const before = a.memoryBytes;
+  const forks = [];
+  while (a.memoryBytes === before) forks.push(await a.fork()); // sessions in the same instance
+  assert.ok(a.memoryBytes > before, 'linear memory grew');
+  assert.deepEqual([...(await a.forward(x)).data], [...first.data]);
   forks.forEach((f) => f.dispose());
-  hugeFork?.dispose();
-  big.dispose();
   a.dispose();
 });
 
