@@ -16,6 +16,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .ir import DTYPE_CODE, ExportError, StateSpec
+from .fuse import fuse_method
 from .lower import lower_method, source_line
 from .plan import plan_method
 from .program import Program
@@ -193,6 +194,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
     lowered = []
     for name, (ep, tensors, mutated) in exported.items():
         ir = lower_method(name, ep, tensors, states, _tensor_key)
+        fuse_method(ir)
         plan_method(ir)
         lowered.append(ir)
     return Program(list(states.values()), lowered)

@@ -1,11 +1,16 @@
 /* conv.c — convolution (1-d and 2-d, groups, stride, padding, dilation) and max/avg pooling.
- * Scalar reference kernels; 1-d runs as 2-d with a height of 1. */
+ * 1-d runs as 2-d with a height of 1. Convolution: 1×1 as the GEMM kernel, otherwise a scalar
+ * reference per output value with a SIMD128 path for unit-stride rows (see conv_run). Pooling is
+ * scalar. */
 #include "../ops.h"
 #include "../util.h"
-#include "vec.h"
+#include "gemm.h"
 
 #include <math.h>
 #include <string.h>
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
 
 typedef struct geom {
   int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
@@ -36,8 +41,65 @@ static bool out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
   return out == (in + 2 * p - span) / s + 1;
 }
 
+/* One output value of conv: sum over the group's channels and the taps that land inside x. The
+ * scalar reference, and the path for border columns and non-unit strides. */
+static float conv_point(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc) {
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t kh = 0; kh < g->KH; kh++) {
+      const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+      if (ih < 0 || ih >= g->H) continue;
+      const float *xr = xg + (c * g->H + ih) * g->W, *wr = wo + (c * g->KH + kh) * g->KW;
+      for (int64_t kw = 0; kw < g->KW; kw++) {
+        const int64_t iw = ow * g->sw - g->pw + kw * g->dw;
+        if (iw >= 0 && iw < g->W) acc += wr[kw] * xr[iw];
+      }
+    }
+  return acc;
+}
+
+#if defined(__wasm_simd128__)
+/* Output columns ow0 .. ow0 + 4V - 1 of one row (unit stride, every tap inside x), V vectors of
+ * accumulators in registers over all channels and taps. */
+#define CONV_BLOCK(V)                                                                              \
+  do {                                                                                             \
+    v128_t a0 = wasm_f32x4_splat(b), a1 = a0, a2 = a0, a3 = a0;                                    \
+    for (int64_t c = 0; c < Cg; c++)                                                               \
+      for (int64_t kh = 0; kh < g->KH; kh++) {                                                     \
+        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;                                        \
+        if (ih < 0 || ih >= g->H) continue;                                                        \
+        const float *xr = xg + (c * g->H + ih) * g->W + ow0 - g->pw, *wr = wo + (c * g->KH + kh) * g->KW; \
+        for (int64_t kw = 0; kw < g->KW; kw++) {                                                   \
+          const v128_t wv = wasm_f32x4_splat(wr[kw]);                                              \
+          const float *p = xr + kw * g->dw;                                                        \
+          a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(wv, wasm_v128_load(p)));                          \
+          if (V > 1) a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(wv, wasm_v128_load(p + 4)));           \
+          if (V > 2) a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(wv, wasm_v128_load(p + 8)));           \
+          if (V > 3) a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wv, wasm_v128_load(p + 12)));          \
+        }                                                                                          \
+      }                                                                                            \
+    wasm_v128_store(yr + ow0, a0);                                                                 \
+    if (V > 1) wasm_v128_store(yr + ow0 + 4, a1);                                                  \
+    if (V > 2) wasm_v128_store(yr + ow0 + 8, a2);                                                  \
+    if (V > 3) wasm_v128_store(yr + ow0 + 12, a3);                                                 \
+  } while (0)
+
+/* Columns [lo, hi) of one output row, where every tap lands inside x; returns the first column
+ * left for conv_point (hi minus fewer than 4). */
+static int64_t conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
+                                 float *yr, int64_t lo, int64_t hi) {
+  int64_t ow0 = lo;
+  for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4);
+  for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1);
+  return ow0;
+}
+#endif
+
 /* conv: x [N, C, (H,) W], w [O, C/groups, (KH,) KW][, bias [O]] → y [N, O, (OH,) OW].
- * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)]. */
+ * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)].
+ * A 1×1 convolution without groups, stride or padding is a matrix product per image,
+ * y[n] = w[O, C] @ x[n][C, H·W], and runs as the GEMM kernel plus the bias. Otherwise each output
+ * row is computed column by column; in the wasm build, with unit stride, the columns where every
+ * tap lands inside x are computed 16 (then 4) at a time with the accumulators in registers. */
 static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
   const int64_t groups = op->iattr[2];
@@ -47,33 +109,35 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   const int64_t O = ws->dims[0], Cg = ws->dims[1], Og = O / groups;
   const float *x = in[0].data, *w = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
   float *y = out->data;
-  /* Row by row: each (input channel, kernel tap) adds a shifted input row times one weight to the
-   * output row. With unit stride that is an axpy over the columns where the tap lands inside x. */
+  if (g.KH == 1 && g.KW == 1 && groups == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
+    const int64_t HW = g.H * g.W;
+    for (int64_t n = 0; n < g.N; n++) {
+      float *yn = y + n * O * HW;
+      tdm_f32_gemm_rows(O, HW, g.C, w, x + n * g.C * HW, yn);
+      if (bias)
+        for (int64_t o = 0; o < O; o++)
+          for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
+    }
+    return TDM_OK;
+  }
+  /* Columns where every tap lands inside x: lo = ceil(pw / sw), hi - 1 = floor((W - 1 - span + pw) / sw). */
+  const int64_t last = g.W - 1 - (g.KW - 1) * g.dw + g.pw;
+  const int64_t lo = (g.pw + g.sw - 1) / g.sw, hi = last < 0 ? 0 : (last / g.sw + 1 < g.OW ? last / g.sw + 1 : g.OW);
+  (void)lo, (void)hi; /* used by the SIMD128 path only */
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t o = 0; o < O; o++) {
-      const int64_t c0 = (o / Og) * Cg;
+      const float *xg = x + (n * g.C + (o / Og) * Cg) * g.H * g.W, *wo = w + o * Cg * g.KH * g.KW;
+      const float b = bias ? bias[o] : 0.0f;
       for (int64_t oh = 0; oh < g.OH; oh++) {
         float *yr = y + ((n * O + o) * g.OH + oh) * g.OW;
-        for (int64_t ow = 0; ow < g.OW; ow++) yr[ow] = bias ? bias[o] : 0.0f;
-        for (int64_t c = 0; c < Cg; c++)
-          for (int64_t kh = 0; kh < g.KH; kh++) {
-            const int64_t ih = oh * g.sh - g.ph + kh * g.dh;
-            if (ih < 0 || ih >= g.H) continue;
-            const float *xr = x + ((n * g.C + c0 + c) * g.H + ih) * g.W;
-            const float *wr = w + ((o * Cg + c) * g.KH + kh) * g.KW;
-            for (int64_t kw = 0; kw < g.KW; kw++) {
-              const int64_t shift = kw * g.dw - g.pw; /* iw = ow * sw + shift */
-              if (g.sw == 1) {
-                const int64_t lo = shift < 0 ? -shift : 0, hi = g.W - shift < g.OW ? g.W - shift : g.OW;
-                if (lo < hi) tdm_f32_axpy(wr[kw], xr + lo + shift, yr + lo, hi - lo);
-              } else {
-                for (int64_t ow = 0; ow < g.OW; ow++) {
-                  const int64_t iw = ow * g.sw + shift;
-                  if (iw >= 0 && iw < g.W) yr[ow] += wr[kw] * xr[iw];
-                }
-              }
-            }
-          }
+        int64_t ow = 0;
+#if defined(__wasm_simd128__)
+        if (g.sw == 1 && lo < hi) {
+          for (; ow < lo; ow++) yr[ow] = conv_point(&g, xg, wo, Cg, oh, ow, b);
+          ow = conv_row__simd128(&g, xg, wo, Cg, oh, b, yr, lo, hi);
+        }
+#endif
+        for (; ow < g.OW; ow++) yr[ow] = conv_point(&g, xg, wo, Cg, oh, ow, b);
       }
     }
   return TDM_OK;

@@ -255,30 +255,40 @@ static float f32_unary(int code, float x) {
 }
 
 #if defined(__wasm_simd128__)
-/* The exp family and erf four lanes at a time (tdm_f32x4_exp, tdm_f32x4_erf); other codes return
- * false (scalar). */
+/* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil give
+ * the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
+ * their documented error). Other codes return false (scalar: log, sin, cos). */
 static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
-  if (code != U_EXP && code != U_SIGMOID && code != U_SILU && code != U_TANH && code != U_GELU && code != U_ERF) return false;
-  const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f);
+  const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const v128_t v = wasm_v128_load(x + i);
-    v128_t r;
-    if (code == U_EXP) {
-      r = tdm_f32x4_exp(v);
-    } else if (code == U_ERF) {
-      r = tdm_f32x4_erf(v);
-    } else if (code == U_GELU) { /* 0.5 x (1 + erf(x / sqrt 2)) */
-      r = wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
-                         wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f)))));
-    } else if (code == U_TANH) { /* 1 - 2 / (e^2x + 1) */
-      r = wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one)));
-    } else {
-      r = wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v))));
-      if (code == U_SILU) r = wasm_f32x4_mul(v, r);
-    }
-    wasm_v128_store(y + i, r);
+#define UNARY_LOOP(EXPR)                                                            \
+  for (; i + 4 <= n; i += 4) {                                                      \
+    const v128_t v = wasm_v128_load(x + i);                                         \
+    wasm_v128_store(y + i, (EXPR));                                                 \
+  }                                                                                 \
+  break
+  switch (code) {
+    case U_NEG: UNARY_LOOP(wasm_f32x4_neg(v));
+    case U_ABS: UNARY_LOOP(wasm_f32x4_abs(v));
+    case U_RELU: /* x > 0 or NaN: x; else 0 */
+      UNARY_LOOP(wasm_v128_and(v, wasm_v128_or(wasm_f32x4_gt(v, zero), wasm_f32x4_ne(v, v))));
+    case U_SQRT: UNARY_LOOP(wasm_f32x4_sqrt(v));
+    case U_RSQRT: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_sqrt(v)));
+    case U_RECIP: UNARY_LOOP(wasm_f32x4_div(one, v));
+    case U_FLOOR: UNARY_LOOP(wasm_f32x4_floor(v));
+    case U_CEIL: UNARY_LOOP(wasm_f32x4_ceil(v));
+    case U_EXP: UNARY_LOOP(tdm_f32x4_exp(v));
+    case U_ERF: UNARY_LOOP(tdm_f32x4_erf(v));
+    case U_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
+      UNARY_LOOP(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
+                                wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f))))));
+    case U_TANH: /* 1 - 2 / (e^2x + 1) */
+      UNARY_LOOP(wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))));
+    case U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
+    case U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
+    default: return false;
   }
+#undef UNARY_LOOP
   for (; i < n; i++) y[i] = f32_unary(code, x[i]);
   return true;
 }

@@ -92,40 +92,61 @@ static inline void load8(const float *br, int64_t j, int64_t N, v128_t *v0, v128
   } while (0)
 
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
-  for (int64_t j = 0; j < N; j += 8) {
+  int64_t j = 0;
+  for (; j + 8 <= N; j += 8) { /* full panels: plain loads, no tail test in the k loop */
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, (b0 = wasm_v128_load(b + k * N + j), b1 = wasm_v128_load(b + k * N + j + 4)));
+    for (; i < M; i++) GEMM_TILE(1, (b0 = wasm_v128_load(b + k * N + j), b1 = wasm_v128_load(b + k * N + j + 4)));
+  }
+  if (j < N) {
     int64_t i = 0;
     for (; i + 4 <= M; i += 4) GEMM_TILE(4, load8(b + k * N, j, N, &b0, &b1));
     for (; i < M; i++) GEMM_TILE(1, load8(b + k * N, j, N, &b0, &b1));
   }
 }
 
-/* M = 1 (a decode step's GEMV): unroll K by 4 with independent accumulators, since one row gives
- * too little parallelism per panel otherwise. The packed panel streams through memory once. */
+/* M = 1 (a decode step's GEMV): four panels side by side, so each a[k] splat serves 32 columns
+ * and four weight streams are in flight at once (measured against one panel with K unrolled:
+ * 2x faster when the weights come from DRAM); the last panels walk one at a time with K unrolled
+ * by 2. Every panel streams through memory once. */
 static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const float *bp, float *y) {
-  for (int64_t j = 0; j < N; j += 8) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) { /* panels j/8 .. j/8 + 3 (the fourth may be partial) */
+    const float *p0 = bp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (int64_t k = 0; k < K; k++) {
+      const v128_t x = wasm_f32x4_splat(a[k]);
+      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x, wasm_v128_load(p0 + 8 * k)));
+      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x, wasm_v128_load(p0 + 8 * k + 4)));
+      s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(x, wasm_v128_load(p1 + 8 * k)));
+      s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(x, wasm_v128_load(p1 + 8 * k + 4)));
+      s4 = wasm_f32x4_add(s4, wasm_f32x4_mul(x, wasm_v128_load(p2 + 8 * k)));
+      s5 = wasm_f32x4_add(s5, wasm_f32x4_mul(x, wasm_v128_load(p2 + 8 * k + 4)));
+      s6 = wasm_f32x4_add(s6, wasm_f32x4_mul(x, wasm_v128_load(p3 + 8 * k)));
+      s7 = wasm_f32x4_add(s7, wasm_f32x4_mul(x, wasm_v128_load(p3 + 8 * k + 4)));
+    }
+    store8(y + j, s0, s1, 8);
+    store8(y + j + 8, s2, s3, 8);
+    store8(y + j + 16, s4, s5, 8);
+    store8(y + j + 24, s6, s7, N - j - 24);
+  }
+  for (; j < N; j += 8) {
     const float *p = bp + (j / 8) * K * 8;
-    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, t0 = s0, t1 = s0, u0 = s0, u1 = s0, w0 = s0, w1 = s0;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, t0 = s0, t1 = s0;
     int64_t k = 0;
-    for (; k + 4 <= K; k += 4, p += 32) {
-      const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]), x2 = wasm_f32x4_splat(a[k + 2]),
-                   x3 = wasm_f32x4_splat(a[k + 3]);
+    for (; k + 2 <= K; k += 2, p += 16) {
+      const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]);
       s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x0, wasm_v128_load(p)));
       s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x0, wasm_v128_load(p + 4)));
       t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(x1, wasm_v128_load(p + 8)));
       t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(x1, wasm_v128_load(p + 12)));
-      u0 = wasm_f32x4_add(u0, wasm_f32x4_mul(x2, wasm_v128_load(p + 16)));
-      u1 = wasm_f32x4_add(u1, wasm_f32x4_mul(x2, wasm_v128_load(p + 20)));
-      w0 = wasm_f32x4_add(w0, wasm_f32x4_mul(x3, wasm_v128_load(p + 24)));
-      w1 = wasm_f32x4_add(w1, wasm_f32x4_mul(x3, wasm_v128_load(p + 28)));
     }
-    for (; k < K; k++, p += 8) {
-      const v128_t x = wasm_f32x4_splat(a[k]);
-      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x, wasm_v128_load(p)));
-      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x, wasm_v128_load(p + 4)));
+    if (k < K) {
+      const v128_t x0 = wasm_f32x4_splat(a[k]);
+      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x0, wasm_v128_load(p)));
+      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x0, wasm_v128_load(p + 4)));
     }
-    s0 = wasm_f32x4_add(wasm_f32x4_add(s0, t0), wasm_f32x4_add(u0, w0));
-    s1 = wasm_f32x4_add(wasm_f32x4_add(s1, t1), wasm_f32x4_add(u1, w1));
-    store8(y + j, s0, s1, N - j);
+    store8(y + j, wasm_f32x4_add(s0, t0), wasm_f32x4_add(s1, t1), N - j);
   }
 }
 

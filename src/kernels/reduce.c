@@ -1,5 +1,5 @@
-/* reduce.c — reductions over a set of dims, softmax, log_softmax, layer_norm. Scalar reference;
- * float32 statistics accumulate in double. */
+/* reduce.c — reductions over a set of dims, softmax, log_softmax, layer_norm, rms_norm. Scalar
+ * reference; float32 statistics accumulate in double. */
 #include "../ops.h"
 #include "../util.h"
 
@@ -230,11 +230,42 @@ static tdm_status softmax_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* Layer norm and RMS norm over groups of n values `stride` apart: the scalar reference (statistics
+ * in double), and SIMD128 paths for contiguous rows (one group) and for four groups side by side
+ * (stride > 1: e.g. the channels of [N, C, T], where four consecutive t are four groups). The SIMD
+ * paths keep the statistics in float lanes, two passes, for n up to 4096; longer groups use the
+ * scalar path. */
+#define NORM_SIMD_MAX 4096
+
+static void layer_norm_group(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; i++) mean += x[i * stride];
+  mean /= (double)n;
+  for (int64_t i = 0; i < n; i++) var += (x[i * stride] - mean) * (x[i * stride] - mean);
+  var /= (double)n;
+  const float rstd = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
+  for (int64_t i = 0; i < n; i++) {
+    float v = (x[i * stride] - mu) * rstd;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    y[i * stride] = v;
+  }
+}
+
+/* y = x / sqrt(mean(x²) + eps) [* w], computed as (x * rstd) * w like x * rsqrt(...) * w. */
+static void rms_norm_group(const float *x, float *y, int64_t n, int64_t stride, const float *w, float eps) {
+  double q = 0;
+  for (int64_t i = 0; i < n; i++) q += (double)x[i * stride] * x[i * stride];
+  const float rstd = 1.0f / sqrtf((float)(q / (double)n) + eps);
+  for (int64_t i = 0; i < n; i++) {
+    float v = x[i * stride] * rstd;
+    if (w) v *= w[i];
+    y[i * stride] = v;
+  }
+}
+
 #if defined(__wasm_simd128__)
-/* One row of layer norm, four lanes at a time, two passes (mean, then the squared deviations) in
- * float lanes. Rows longer than 4096 keep the scalar path's double accumulation. */
-static bool layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
-  if (n > 4096) return false;
+static void layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
   v128_t s4 = wasm_f32x4_splat(0);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
@@ -263,59 +294,143 @@ static bool layer_norm_row__simd128(const float *x, float *y, int64_t n, const f
     if (b) v += b[i];
     y[i] = v;
   }
-  return true;
+}
+
+/* Four groups at x, x+1, x+2, x+3, each n values `stride` apart. */
+static void layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
+  v128_t s4 = wasm_f32x4_splat(0);
+  for (int64_t i = 0; i < n; i++) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i * stride));
+  const v128_t mu = wasm_f32x4_div(s4, wasm_f32x4_splat((float)n));
+  v128_t q4 = wasm_f32x4_splat(0);
+  for (int64_t i = 0; i < n; i++) {
+    const v128_t d = wasm_f32x4_sub(wasm_v128_load(x + i * stride), mu);
+    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(d, d));
+  }
+  const v128_t one = wasm_f32x4_splat(1.0f);
+  const v128_t rstd = wasm_f32x4_div(one, wasm_f32x4_sqrt(wasm_f32x4_add(wasm_f32x4_div(q4, wasm_f32x4_splat((float)n)), wasm_f32x4_splat(eps))));
+  for (int64_t i = 0; i < n; i++) {
+    v128_t v = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(x + i * stride), mu), rstd);
+    if (w) v = wasm_f32x4_mul(v, wasm_f32x4_splat(w[i]));
+    if (b) v = wasm_f32x4_add(v, wasm_f32x4_splat(b[i]));
+    wasm_v128_store(y + i * stride, v);
+  }
+}
+
+static void rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps) {
+  v128_t q4 = wasm_f32x4_splat(0);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v128_t v = wasm_v128_load(x + i);
+    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(v, v));
+  }
+  float q = hsum(q4);
+  for (; i < n; i++) q += x[i] * x[i];
+  const float rstd = 1.0f / sqrtf(q / (float)n + eps);
+  const v128_t rv = wasm_f32x4_splat(rstd);
+  for (i = 0; i + 4 <= n; i += 4) {
+    v128_t v = wasm_f32x4_mul(wasm_v128_load(x + i), rv);
+    if (w) v = wasm_f32x4_mul(v, wasm_v128_load(w + i));
+    wasm_v128_store(y + i, v);
+  }
+  for (; i < n; i++) y[i] = w ? x[i] * rstd * w[i] : x[i] * rstd;
 }
 #endif
 
-/* layer_norm: inputs x[, weight][, bias]; iattr = [normalized_ndim, has_weight, has_bias];
- * fattr = [eps]. weight and bias have the normalized shape (x's last dims). */
+/* x viewed as [outer, n, inner], normalized over n: the dims [axis, axis + ndim). */
+static void norm_layout(const tdm_shape *s, int64_t axis, int64_t ndim, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *n = *inner = 1;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t *p = i < axis ? outer : i < axis + ndim ? n : inner;
+    *p *= s->dims[i];
+  }
+}
+
+/* layer_norm: inputs x[, weight][, bias]; iattr = [ndim, has_weight, has_bias(, axis)];
+ * fattr = [eps]. The normalized dims are [axis, axis + ndim) of x, by default x's last ndim dims;
+ * weight and bias have their shape. */
 static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *s = in[0].shape;
-  int64_t cols = 1;
-  for (int i = s->rank - (int)op->iattr[0]; i < s->rank; i++) cols *= s->dims[i];
-  const int64_t rows = cols ? in[0].numel / cols : 0;
+  const int64_t ndim = op->iattr[0], axis = op->n_iattr > 3 ? op->iattr[3] : s->rank - ndim;
+  int64_t outer, n, inner;
+  norm_layout(s, axis, ndim, &outer, &n, &inner);
+  if (n == 0 || inner == 0) return TDM_OK;
   const float *w = op->iattr[1] ? in[1].data : NULL;
   const float *b = op->iattr[2] ? in[1 + (op->iattr[1] != 0)].data : NULL;
   const float eps = (float)op->fattr[0];
-  for (int64_t r = 0; r < rows; r++) {
-    const float *x = (const float *)in[0].data + r * cols;
-    float *y = (float *)out->data + r * cols;
+  for (int64_t o = 0; o < outer; o++) {
+    const float *x = (const float *)in[0].data + o * n * inner;
+    float *y = (float *)out->data + o * n * inner;
+    int64_t j = 0;
 #if defined(__wasm_simd128__)
-    if (layer_norm_row__simd128(x, y, cols, w, b, eps)) continue;
-#endif
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < cols; i++) mean += x[i];
-    mean /= (double)cols;
-    for (int64_t i = 0; i < cols; i++) var += (x[i] - mean) * (x[i] - mean);
-    var /= (double)cols;
-    const float rstd = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
-    for (int64_t i = 0; i < cols; i++) {
-      float v = (x[i] - mu) * rstd;
-      if (w) v *= w[i];
-      if (b) v += b[i];
-      y[i] = v;
+    if (n <= NORM_SIMD_MAX) {
+      if (inner == 1) {
+        layer_norm_row__simd128(x, y, n, w, b, eps);
+        continue;
+      }
+      for (; j + 4 <= inner; j += 4) layer_norm_4groups__simd128(x + j, y + j, n, inner, w, b, eps);
     }
+#endif
+    for (; j < inner; j++) layer_norm_group(x + j, y + j, n, inner, w, b, eps);
   }
   return TDM_OK;
 }
 
-static tdm_status layer_norm_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_out != 1 || op->n_iattr != 3 || op->n_fattr != 1 || op->n_in < 1)
-    return tdm__rule(op, "takes x[, weight][, bias], 1 output, [ndim, has_weight, has_bias], [eps]");
-  const int64_t nd = op->iattr[0], hw = op->iattr[1], hb = op->iattr[2];
+/* Checks x, output and the per-element parameters (inputs 1..) of a norm over [axis, axis + nd). */
+static tdm_status norm_check_shapes(const tdm_method *m, const tdm_op *op, int64_t axis, int64_t nd) {
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
-  if ((hw != 0 && hw != 1) || (hb != 0 && hb != 1) || op->n_in != 1 + hw + hb)
-    return tdm__rule(op, "input count does not match has_weight/has_bias");
-  if (nd < 1 || nd > x->shape.rank) return tdm__rule(op, "normalized ndim out of range");
+  if (nd < 1 || axis < 0 || axis > x->shape.rank - nd) return tdm__rule(op, "normalized dims out of range");
   if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || !tdm__shape_eq(&x->shape, &y->shape))
     return tdm__rule(op, "x and output must be float32 of one shape");
   for (uint32_t k = 1; k < op->n_in; k++) {
     const tdm_value *p = TDM_VAL(m, op, k);
     if (p->dtype != TDM_F32 || p->shape.rank != nd) return tdm__rule(op, "weight/bias must be float32 of the normalized shape");
     for (int i = 0; i < nd; i++)
-      if (p->shape.dims[i] != x->shape.dims[x->shape.rank - nd + i]) return tdm__rule(op, "weight/bias shape differs");
+      if (p->shape.dims[i] != x->shape.dims[axis + i]) return tdm__rule(op, "weight/bias shape differs from the normalized dims");
   }
   return TDM_OK;
+}
+
+static tdm_status layer_norm_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 1 || (op->n_iattr != 3 && op->n_iattr != 4) || op->n_fattr != 1 || op->n_in < 1)
+    return tdm__rule(op, "takes x[, weight][, bias], 1 output, [ndim, has_weight, has_bias(, axis)], [eps]");
+  const int64_t nd = op->iattr[0], hw = op->iattr[1], hb = op->iattr[2];
+  if ((hw != 0 && hw != 1) || (hb != 0 && hb != 1) || op->n_in != 1 + hw + hb)
+    return tdm__rule(op, "input count does not match has_weight/has_bias");
+  const int rank = TDM_VAL(m, op, 0)->shape.rank;
+  if (nd < 1 || nd > rank) return tdm__rule(op, "normalized ndim out of range");
+  return norm_check_shapes(m, op, op->n_iattr == 4 ? op->iattr[3] : rank - nd, nd);
+}
+
+/* rms_norm: inputs x[, weight]; iattr = [has_weight]; fattr = [eps]. Over x's last dim:
+ * y = x * (1 / sqrt(mean(x²) + eps)) [* weight], weight [D]. The exporter recognizes the pattern
+ * x * rsqrt(mean(x * x, -1, keepdim) + eps) [* weight] (how RMSNorm modules decompose). */
+static tdm_status rms_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const tdm_shape *s = in[0].shape;
+  const int64_t n = s->dims[s->rank - 1], rows = n ? in[0].numel / n : 0;
+  const float *w = op->iattr[0] ? in[1].data : NULL;
+  const float eps = (float)op->fattr[0];
+  for (int64_t r = 0; r < rows; r++) {
+    const float *x = (const float *)in[0].data + r * n;
+    float *y = (float *)out->data + r * n;
+#if defined(__wasm_simd128__)
+    if (n <= NORM_SIMD_MAX) {
+      rms_norm_row__simd128(x, y, n, w, eps);
+      continue;
+    }
+#endif
+    rms_norm_group(x, y, n, 1, w, eps);
+  }
+  return TDM_OK;
+}
+
+static tdm_status rms_norm_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 1 || op->n_iattr != 1 || op->n_fattr != 1 || op->n_in < 1)
+    return tdm__rule(op, "takes x[, weight], 1 output, [has_weight], [eps]");
+  const int64_t hw = op->iattr[0];
+  if ((hw != 0 && hw != 1) || op->n_in != 1 + hw) return tdm__rule(op, "input count does not match has_weight");
+  const int rank = TDM_VAL(m, op, 0)->shape.rank;
+  if (rank < 1) return tdm__rule(op, "x must have rank 1 or more");
+  return norm_check_shapes(m, op, rank - 1, 1);
 }
 
 /* argmax / argmin: iattr = [dim]; output i64, keepdim or not. First index wins ties; NaN is the
@@ -378,5 +493,6 @@ const tdm_opdef tdm__reduce_ops[] = {
     {"softmax", 0, false, false, softmax_check, softmax_run},
     {"log_softmax", 1, false, false, softmax_check, softmax_run},
     {"layer_norm", 0, false, false, layer_norm_check, layer_norm_run},
+    {"rms_norm", 0, false, false, rms_norm_check, rms_norm_run},
     {NULL, 0, false, false, NULL, NULL},
 };

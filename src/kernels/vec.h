@@ -40,10 +40,15 @@ static inline void tdm_f32_axpy__simd128(float p, const float *x, float *y, int6
 /* e^x for four lanes: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n by
  * building the exponent bits. Inputs are clamped to [-87.3, 88.7] (the float32 range; NaN stays
  * NaN). Measured maximum relative error against expf: 2.4e-7 (tests/c/kernel_selftest.c checks
- * < 5e-7 over [-87, 88]). */
+ * < 5e-7 over [-87, 88]). Written for how V8 lowers SIMD128 on x86: pmin/pmax are one instruction
+ * each (min/max with NaN semantics are several), and n is rounded by adding 1.5·2^23, which leaves
+ * n in the low mantissa bits (no float→int conversion, which is a long sequence there). */
 static inline v128_t tdm_f32x4_exp(v128_t x) {
-  x = wasm_f32x4_min(wasm_f32x4_max(x, wasm_f32x4_splat(-87.3f)), wasm_f32x4_splat(88.7f));
-  const v128_t n = wasm_f32x4_nearest(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)));
+  /* pmax(a, b) = a < b ? b : a and pmin(a, b) = b < a ? b : a keep a NaN in a */
+  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.3f)), wasm_f32x4_splat(88.7f));
+  const v128_t magic = wasm_f32x4_splat(12582912.0f); /* 1.5 * 2^23 */
+  const v128_t nm = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), magic);
+  const v128_t n = wasm_f32x4_sub(nm, magic); /* round-to-nearest of x / ln 2, as a float */
   v128_t r = wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693145752f)));
   r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(1.42860677e-6f)));
   v128_t p = wasm_f32x4_splat(1.0f / 720);
@@ -53,30 +58,36 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
-  /* 2^n in two halves so that n = 128 (from x near 88.7) stays representable */
-  const v128_t ni = wasm_i32x4_trunc_sat_f32x4(n);
+  /* the integer n is nm's bits minus magic's bits; 2^n in two halves so that n = 128 (from x near
+   * 88.7) stays representable */
+  const v128_t ni = wasm_i32x4_sub(nm, magic);
   const v128_t h = wasm_i32x4_shr(ni, 1);
   const v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(h, wasm_i32x4_splat(127)), 23);
   const v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(ni, h), wasm_i32x4_splat(127)), 23);
   return wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
 }
 
-/* erf(x) for four lanes: Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7 in exact arithmetic) with
- * the SIMD exp and odd symmetry. In float32 the absolute error against erff is below 1e-6 over
- * [-6, 6] (tests/c/kernel_selftest.c; it exceeds 5e-7 at a few points). NaN propagates. */
+/* erf(x) for four lanes as a rational function, x·P(x²)/Q(x²) with P of degree 6 and Q of degree
+ * 4 in x², on x clamped to [-4, 4] (erf(4) = 1 - 1.5e-8, so past that erf is ±1 in float32): one
+ * division and no exp. The coefficients are the minimax fit Eigen uses for float erf. Absolute
+ * error against erff below 5e-7 over [-6, 6] (tests/c/kernel_selftest.c). NaN propagates. */
 static inline v128_t tdm_f32x4_erf(v128_t x) {
-  const v128_t ax = wasm_f32x4_abs(x);
-  const v128_t t = wasm_f32x4_div(wasm_f32x4_splat(1.0f), wasm_f32x4_add(wasm_f32x4_splat(1.0f), wasm_f32x4_mul(wasm_f32x4_splat(0.3275911f), ax)));
-  v128_t p = wasm_f32x4_splat(1.061405429f);
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(-1.453152027f));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(1.421413741f));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(-0.284496736f));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, t), wasm_f32x4_splat(0.254829592f));
-  p = wasm_f32x4_mul(p, t);
-  const v128_t y = wasm_f32x4_sub(wasm_f32x4_splat(1.0f), wasm_f32x4_mul(p, tdm_f32x4_exp(wasm_f32x4_neg(wasm_f32x4_mul(ax, ax)))));
-  /* copy x's sign onto y (erf is odd); NaN: ax is NaN, so y is NaN */
-  const v128_t sign = wasm_v128_and(x, wasm_i32x4_splat((int32_t)0x80000000u));
-  return wasm_v128_or(y, sign);
+  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-4.0f)), wasm_f32x4_splat(4.0f));
+  const v128_t x2 = wasm_f32x4_mul(x, x);
+  v128_t p = wasm_f32x4_splat(-2.72614225801306e-10f);
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(2.77068142495902e-08f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(-2.10102402082508e-06f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(-5.69250639462346e-05f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(-7.34990630326855e-04f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(-2.95459980854025e-03f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, x2), wasm_f32x4_splat(-1.60960333262415e-02f));
+  p = wasm_f32x4_mul(p, x);
+  v128_t q = wasm_f32x4_splat(-1.45660718464996e-05f);
+  q = wasm_f32x4_add(wasm_f32x4_mul(q, x2), wasm_f32x4_splat(-2.13374055278905e-04f));
+  q = wasm_f32x4_add(wasm_f32x4_mul(q, x2), wasm_f32x4_splat(-1.68282697438203e-03f));
+  q = wasm_f32x4_add(wasm_f32x4_mul(q, x2), wasm_f32x4_splat(-7.37332916720468e-03f));
+  q = wasm_f32x4_add(wasm_f32x4_mul(q, x2), wasm_f32x4_splat(-1.42647390514189e-02f));
+  return wasm_f32x4_div(p, q);
 }
 #else
 #define tdm_f32_dot tdm_f32_dot__scalar

@@ -1,5 +1,5 @@
 /* kernel_selftest.c — every SIMD128 kernel against its scalar reference, on sizes that exercise
- * each tail (rows % 4, columns % 8, K % 4). Built into a test-only wasm module
+ * each tail (rows % 4, columns % 8 and, for one row, % 32, K % 4). Built into a test-only wasm module
  * (build/wasm/kernel_selftest.wasm) that tests/js/kernels.test.js runs; natively it checks the
  * scalar kernels against a naive triple loop. Returns the number of mismatches. */
 #include <math.h>
@@ -80,7 +80,7 @@ static int check_exp(void) {
   return bad;
 }
 
-/* The SIMD erf against erff: absolute error below 1e-6 over [-6, 6]. */
+/* The SIMD erf against erff: absolute error below 5e-7 over [-6, 6]. */
 static int check_erf(void) {
   int bad = 0;
 #if defined(__wasm_simd128__)
@@ -89,7 +89,7 @@ static int check_erf(void) {
     wasm_v128_store(y, tdm_f32x4_erf(wasm_f32x4_make(x, -x, x * 0.5f, x * 0.01f)));
     const float xs[4] = {x, -x, x * 0.5f, x * 0.01f};
     for (int i = 0; i < 4; i++)
-      if (!(fabsf(y[i] - erff(xs[i])) < 1e-6f)) bad++;
+      if (!(fabsf(y[i] - erff(xs[i])) < 5e-7f)) bad++;
   }
   float nan[4];
   wasm_v128_store(nan, tdm_f32x4_erf(wasm_f32x4_splat(NAN)));
@@ -100,7 +100,7 @@ static int check_erf(void) {
 
 int tdm_kernel_selftest(void) {
   int bad = check_exp() + check_erf();
-  const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 33}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
+  const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
       for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) bad += check(ms[i], ns[j], ks[k]);

@@ -57,6 +57,18 @@ def test_decode_writes_no_cache_sized_tensor():
     assert max(i for i, n in enumerate(names) if n == "check_index") < first_write
 
 
+def test_norms_run_as_fused_ops():
+    """RMSNorm decomposes into mul, mean, add, rsqrt, mul, mul; a channel LayerNorm into a permute
+    on each side: both export as one op (python/tandem/fuse.py)."""
+    module, spec, _, _ = make_transformer(capacity=32)
+    names = [op.name for op in tandem.export(module, spec).method("decode").ops]
+    assert "rsqrt" not in names and "mean" not in names
+    assert names.count("rms_norm") == 2 * len(module.blocks) + 1
+    conv = tandem.export(CausalConvBlock(), {"forward": (torch.randn(1, 8, 16),)}).method("forward")
+    assert "permute" not in [op.name for op in conv.ops]
+    assert [op.iattr for op in conv.ops if op.name == "layer_norm"] == [[1, 1, 1, 1]]  # axis 1: channels
+
+
 class OldValueReadLater(nn.Module):
     """The new state is computed first, but the old value is still read afterwards: the write must
     be a copy at the end of the method."""

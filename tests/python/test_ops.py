@@ -139,6 +139,13 @@ for cin, cout, k, stride, pad, groups, hw in [(1, 4, 3, 1, 1, 1, (8, 9)), (4, 8,
     case("conv2d", lambda x, w, b, s=stride, p=pad, gr=groups: F.conv2d(x, w, b, s, p, 1, gr),
          r(1, cin, *hw), r(cout, cin // groups, *((k, k) if isinstance(k, int) else k)), r(cout))
 case("conv2d_nobias", lambda x, w: F.conv2d(x, w, padding=1, dilation=2), r(1, 2, 9, 9), r(3, 2, 3, 3))
+# wide enough rows for the SIMD128 column blocks (16, then 4, then single columns, with borders),
+# and 1×1 convolutions (the GEMM path, with and without bias, with tail sizes)
+case("conv1d_pointwise", lambda x, w, b: F.conv1d(x, w, b), r(2, 13, 37), r(11, 13, 1), r(11))
+case("conv2d_pointwise", lambda x, w: F.conv2d(x, w), r(1, 6, 5, 7), r(9, 6, 1, 1))
+case("conv1d_depthwise_wide", lambda x, w, b: F.conv1d(x, w, b, padding=2, groups=8), r(1, 8, 70), r(8, 1, 5), r(8))
+case("conv1d_dilated_wide", lambda x, w, b: F.conv1d(x, w, b, padding=3, dilation=3), r(1, 3, 41), r(4, 3, 3), r(4))
+case("conv2d_wide", lambda x, w, b: F.conv2d(x, w, b, padding=1), r(1, 3, 6, 23), r(5, 3, 3, 3), r(5))
 case("max_pool2d", lambda x: F.max_pool2d(x, 2), r(1, 3, 9, 8))
 case("max_pool2d_pad", lambda x: F.max_pool2d(x, 3, stride=2, padding=1), r(2, 2, 7, 10))
 case("max_pool1d", lambda x: F.max_pool1d(x, 3, stride=2), r(1, 4, 11))
@@ -147,6 +154,31 @@ case("avg_pool2d_pad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), r(1, 2
 case("avg_pool2d_nopad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), r(1, 2, 7, 7))
 case("avg_pool1d", lambda x: F.avg_pool1d(x, 4), r(2, 3, 13))
 case("batch_norm", lambda x, m: m(x), r(2, 5, 4, 3), nn.BatchNorm2d(5).eval())
+
+
+def with_random_params(m):
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+    return m
+
+
+# RMS norm (fused into rms_norm at export, python/tandem/fuse.py): with a weight, without, with the
+# weight an input (fused without it), with the mean also read elsewhere (not fused), rows past the
+# SIMD path's 4096
+for shape in [(5,), (3, 17), (2, 3, 33)]:
+    case("rms_norm_module", lambda x, m: m(x), r(*shape), with_random_params(nn.RMSNorm(shape[-1], eps=1e-6)))
+case("rms_norm_plain", lambda x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5), r(4, 9))
+case("rms_norm_weight_input", lambda x, w: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w, r(4, 9), r(9))
+case("rms_norm_mean_reused", lambda x: x * torch.rsqrt((m := (x * x).mean(-1, keepdim=True)) + 1e-6) + m, r(3, 12))
+case("rms_norm_long", lambda x, m: m(x), r(2, 5000), with_random_params(nn.RMSNorm(5000)))
+# layer norm over a dim that is not last, written with permutes (fused into one layer_norm with an
+# axis): channels of [N, C, T] with T past a multiple of 4, rank 4, no affine; a permute back that
+# is not the inverse (not fused)
+case("channel_norm", lambda x, m: m(x.transpose(1, 2)).transpose(1, 2), r(2, 7, 33), with_random_params(nn.LayerNorm(7)))
+case("channel_norm_4d", lambda x, m: m(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2), r(2, 5, 3, 6), with_random_params(nn.LayerNorm(5)))
+case("channel_norm_plain", lambda x, m: m(x.transpose(1, 2)).transpose(1, 2), r(1, 6, 9), nn.LayerNorm(6, elementwise_affine=False))
+case("channel_norm_not_inverse", lambda x, m: m(x.transpose(1, 2)).transpose(0, 1), r(2, 7, 5), with_random_params(nn.LayerNorm(7)))
 
 
 class Fn(nn.Module):

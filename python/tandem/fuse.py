@@ -1,0 +1,155 @@
+"""Fusions on a lowered method, before planning: op sequences that decomposed modules leave behind,
+replaced by one op that has a kernel of its own (docs/ops.md).
+
+- RMS norm: mul(x, x) -> mean(last dim, keepdim) -> add(eps) -> rsqrt -> mul(x, .) [-> mul(., w)]
+  becomes rms_norm(x[, w]) (what nn.RMSNorm and hand-written RMSNorm modules decompose to).
+- Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
+  norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
+  becomes one layer_norm with its axis, and neither permute is materialized.
+
+A sequence is fused only when its intermediate values have no other reader (another op, a method
+output or a state write), so the fused op computes exactly what the sequence's result was.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .ir import CONST, F32, SCRATCH, MethodIR, Op, Value
+
+_OUTPUT = -1  # a reader that is a method output
+
+
+def fuse_method(ir: MethodIR) -> None:
+    while _fuse_one(ir):
+        pass
+
+
+def _fuse_one(ir: MethodIR) -> bool:
+    readers: dict = defaultdict(list)
+    producer: dict = {}
+    for i, op in enumerate(ir.ops):
+        for v in op.ins:
+            readers[v.storage].append(i)
+        for v in op.outs:
+            producer.setdefault(v.storage, i)
+    for _, v in ir.outputs:
+        readers[v.storage].append(_OUTPUT)
+    for i, op in enumerate(ir.ops):
+        for match in (_rms_norm, _layer_norm_axis):
+            found = match(ir.ops, i, readers, producer)
+            if found:
+                remove, new = found
+                last = max(remove)
+                ir.ops[last] = new
+                for k in sorted(remove, reverse=True):
+                    if k != last:
+                        del ir.ops[k]
+                return True
+    return False
+
+
+def _whole(v: Value) -> bool:
+    return v.offset == 0 and v.nbytes == v.storage.nbytes
+
+
+def _same(a: Value, b: Value) -> bool:
+    return a.storage is b.storage and a.offset == b.offset and a.shape == b.shape and a.dtype == b.dtype
+
+
+def _only_reader(v: Value, readers) -> int | None:
+    """The index of the single op that reads scratch value v (whole), or None."""
+    if v.storage.kind != SCRATCH or v.storage.is_input or not _whole(v):
+        return None
+    r = readers[v.storage]
+    return r[0] if len(r) == 1 and r[0] != _OUTPUT else None
+
+
+def _scalar_const(v: Value):
+    if v.storage.kind != CONST or v.numel != 1 or v.offset != 0 or v.storage.tensor.numel() != 1:
+        return None
+    return float(v.storage.tensor.reshape(-1)[0])
+
+
+def _other(op: Op, v: Value):
+    """op's operand that is not v (op has two inputs, one of them v), or None."""
+    if len(op.ins) != 2:
+        return None
+    a, b = op.ins
+    if _same(a, v):
+        return b
+    if _same(b, v):
+        return a
+    return None
+
+
+def _plain_binary(op: Op, name: str) -> bool:
+    return op.name == name and len(op.ins) == 2 and not op.iattr and not op.fattr
+
+
+def _rms_norm(ops, i, readers, producer):
+    mean = ops[i]
+    if mean.name != "mean" or len(mean.ins) != 1:
+        return None
+    sq = mean.ins[0]
+    rank = len(sq.shape)
+    if rank < 1 or mean.iattr != [rank - 1] or mean.outs[0].shape != sq.shape[:-1] + (1,) or sq.dtype != F32:
+        return None
+    p = producer.get(sq.storage)
+    if p is None or _only_reader(sq, readers) != i or not _plain_binary(ops[p], "mul"):
+        return None
+    x = ops[p].ins[0]
+    if not _same(x, ops[p].ins[1]) or x.shape != sq.shape:
+        return None
+    chain = [p, i]
+    v = mean.outs[0]
+    j = _only_reader(v, readers)  # add eps
+    if j is None or not _plain_binary(ops[j], "add"):
+        return None
+    eps = _scalar_const(_other(ops[j], v) or v)
+    if eps is None or ops[j].outs[0].shape != v.shape:
+        return None
+    chain.append(j)
+    v = ops[j].outs[0]
+    k = _only_reader(v, readers)  # rsqrt
+    if k is None or ops[k].name != "rsqrt":
+        return None
+    chain.append(k)
+    v = ops[k].outs[0]
+    m = _only_reader(v, readers)  # x * rsqrt(...)
+    if m is None or not _plain_binary(ops[m], "mul") or _other(ops[m], v) is None or not _same(_other(ops[m], v), x):
+        return None
+    if ops[m].outs[0].shape != x.shape:
+        return None
+    chain.append(m)
+    y = ops[m].outs[0]
+    ins = [x]
+    q = _only_reader(y, readers)  # optional: * weight
+    if q is not None and _plain_binary(ops[q], "mul"):
+        w = _other(ops[q], y)
+        if (w is not None and w.storage.kind == CONST and w.dtype == F32 and w.shape == x.shape[-1:]
+                and ops[q].outs[0].shape == x.shape):
+            ins.append(w)
+            chain.append(q)
+            y = ops[q].outs[0]
+    return chain, Op("rms_norm", ins, [y], [len(ins) - 1], [eps], mean.where)
+
+
+def _layer_norm_axis(ops, i, readers, producer):
+    ln = ops[i]
+    if ln.name != "layer_norm" or len(ln.iattr) != 3 or ln.iattr[0] != 1:
+        return None
+    a = ln.ins[0]
+    p = producer.get(a.storage)
+    if p is None or ops[p].name != "permute" or _only_reader(a, readers) != i:
+        return None
+    perm = ops[p].iattr
+    y = ln.outs[0]
+    q = _only_reader(y, readers)
+    if q is None or ops[q].name != "permute":
+        return None
+    back = ops[q].iattr
+    if len(back) != len(perm) or any(perm[back[t]] != t for t in range(len(perm))):
+        return None
+    x = ops[p].ins[0]
+    axis = perm[-1]
+    return [p, i, q], Op("layer_norm", [x] + ln.ins[1:], ops[q].outs, ln.iattr + [axis], ln.fattr, ln.where)
