@@ -83,6 +83,32 @@ class Runtime {
     for (let code = 1; exports.tdm_dtype_size(code) > 0; code++) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
   }
   bytes(ptr, n) { return new Uint8Array(this.x.memory.buffer, ptr, n); }
+  /** A view of all of linear memory as Arr (cached, renewed when memory grows): copies in and out
+   * of the heap then need no new view per call. */
+  heap(Arr) {
+    const buf = this.x.memory.buffer;
+    if (this.heapBuffer !== buf) {
+      this.heapBuffer = buf;
+      this.heaps = new Map();
+    }
+    let h = this.heaps.get(Arr);
+    if (!h) this.heaps.set(Arr, (h = new Arr(buf)));
+    return h;
+  }
+  /** Copies typed array `a` into linear memory at ptr. */
+  write(ptr, a) {
+    const size = a.BYTES_PER_ELEMENT;
+    if (ptr % size === 0) this.heap(a.constructor).set(a, ptr / size);
+    else this.bytes(ptr, a.byteLength).set(byteView(a));
+  }
+  /** A new Arr holding the n elements at ptr. */
+  read(ptr, Arr, n) {
+    const size = Arr.BYTES_PER_ELEMENT;
+    if (ptr % size === 0) return this.heap(Arr).slice(ptr / size, ptr / size + n);
+    const a = new Arr(n);
+    byteView(a).set(this.bytes(ptr, n * size));
+    return a;
+  }
   str(ptr) {
     if (!ptr) return '';
     const mem = new Uint8Array(this.x.memory.buffer);
@@ -157,6 +183,10 @@ class Program {
   }
 }
 
+const ARRAY_TYPES = Object.entries(ARRAY_OF);
+
+/** An input as { dtype, data, shape } (a Tensor, or a typed array / number taking spec's shape).
+ * `where()` names the input in messages; it is only called on errors (calls stay cheap). */
 function toTensor(value, spec, where) {
   const numel = numelOf(spec.shape);
   if (value instanceof Tensor) return value;
@@ -164,27 +194,27 @@ function toTensor(value, spec, where) {
     return new Tensor(value.dtype, value.data, value.shape); // a Tensor that crossed a worker boundary
   }
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') {
-    if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: a single number was given, expected ${spec.dtype}[${spec.shape}]`);
+    if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: a single number was given, expected ${spec.dtype}[${spec.shape}]`);
     const v = spec.dtype === 'int64' ? BigInt(value) : Number(value);
     return new Tensor(spec.dtype, ARRAY_OF[spec.dtype].of(v), spec.shape);
   }
-  for (const [dtype, Arr] of Object.entries(ARRAY_OF)) {
+  for (const [dtype, Arr] of ARRAY_TYPES) {
     if (value instanceof Arr) {
       if (value.length !== numel) {
-        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected ${spec.dtype}[${spec.shape}] (${numel} elements), given a ${Arr.name} of ${value.length}`);
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape}] (${numel} elements), given a ${Arr.name} of ${value.length}`);
       }
-      return new Tensor(dtype, value, spec.shape);
+      return { dtype, data: value, shape: spec.shape };
     }
   }
-  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}`);
+  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}`);
 }
 
 function checkTensor(t, spec, where) {
   if (t.dtype !== spec.dtype || t.shape.length !== spec.shape.length || t.shape.some((d, k) => d !== spec.shape[k])) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: expected ${spec.dtype}[${spec.shape}], given ${t.dtype}[${t.shape}]`);
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape}], given ${t.dtype}[${t.shape}]`);
   }
   if (t.data.length !== numelOf(t.shape)) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
   }
 }
 
@@ -255,8 +285,9 @@ export class Model extends Queued {
   writeState(name, value) {
     return this.enqueue(() => {
       const s = this.#stateSpec(name);
-      const t = toTensor(value, s, `writeState('${name}')`);
-      checkTensor(t, s, `writeState('${name}')`);
+      const where = () => `writeState('${name}')`;
+      const t = toTensor(value, s, where);
+      checkTensor(t, s, where);
       this.#program.rt.bytes(this.#stateBase() + s.offset, s.nbytes).set(byteView(t.data));
     });
   }
@@ -348,7 +379,7 @@ export class Model extends Queued {
     // Validate every input before writing any of them.
     const tensors = inputs.map((v, i) => {
       const s = spec.inputs[i];
-      const where = `${name}() input ${i} '${s.name}'`;
+      const where = () => `${name}() input ${i} '${s.name}'`;
       const t = toTensor(v, s, where);
       checkTensor(t, s, where);
       return t;
@@ -360,7 +391,7 @@ export class Model extends Queued {
       buf = rt.malloc(8 * n + 8);
     }
     try {
-      tensors.forEach((t, i) => rt.bytes(x.tdm_session_input(this.#session, m, i), t.data.byteLength).set(byteView(t.data)));
+      tensors.forEach((t, i) => rt.write(x.tdm_session_input(this.#session, m, i), t.data));
       rt.check(profile ? x.tdm_session_run_profiled(this.#session, m, buf) : x.tdm_session_run(this.#session, m));
       if (profile) {
         const ms = new Float64Array(x.memory.buffer, buf, n);
@@ -370,8 +401,7 @@ export class Model extends Queued {
       if (buf) x.tdm_free(buf);
     }
     const outs = spec.outputs.map((s, i) => {
-      const data = new ARRAY_OF[s.dtype](numelOf(s.shape));
-      byteView(data).set(rt.bytes(x.tdm_session_output(this.#session, m, i), data.byteLength));
+      const data = rt.read(x.tdm_session_output(this.#session, m, i), ARRAY_OF[s.dtype], numelOf(s.shape));
       return new Tensor(s.dtype, data, s.shape);
     });
     return outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
