@@ -31,30 +31,32 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
     float *y = (float *)out[0].data + b * Tq * Dv;
     for (int64_t i = 0; i < Tq; i++) {
       float mx = -INFINITY;
-      for (int64_t j = 0; j < Tk; j++) {
-        float s;
-        bool keep = !(causal && j > i);
-        if (keep && has_mask) {
-          const int64_t mo = moff + i * mst[r - 2] + j * mst[r - 1];
-          if (in[3].dtype == TDM_BOOL) keep = ((const uint8_t *)in[3].data)[mo] != 0;
+      /* The kept keys lie in [lo, hi); only those get exp and axpy (a decode step at a small fill
+       * keeps the first few keys of a large cache). Keys past i are masked when causal. */
+      int64_t lo = Tk, hi = 0;
+      const int64_t jend = causal && i + 1 < Tk ? i + 1 : Tk, mrow = moff + i * mst[r - 2], mstep = mst[r - 1];
+      const uint8_t *mb = has_mask && in[3].dtype == TDM_BOOL ? (const uint8_t *)in[3].data + mrow : NULL;
+      const float *mf = has_mask && in[3].dtype == TDM_F32 ? (const float *)in[3].data + mrow : NULL;
+      for (int64_t j = 0; j < jend; j++) {
+        if (mb && !mb[j * mstep]) {
+          ws[j] = -INFINITY;
+          continue;
         }
-        if (keep) {
-          s = tdm_f32_dot(q + i * D, k + j * D, D) * scale;
-          if (has_mask && in[3].dtype == TDM_F32) s += ((const float *)in[3].data)[moff + i * mst[r - 2] + j * mst[r - 1]];
-        } else {
-          s = -INFINITY;
-        }
+        float s = tdm_f32_dot(q + i * D, k + j * D, D) * scale;
+        if (mf) s += mf[j * mstep];
         ws[j] = s;
         mx = (s > mx || s != s) ? s : mx;
+        if (j < lo) lo = j;
+        hi = j + 1;
       }
       float *yr = y + i * Dv;
       memset(yr, 0, (size_t)Dv * sizeof(float));
       if (mx == -INFINITY) continue;
       double sum = 0;
       /* masked keys are exactly 0 (expf(-inf) would be, but takes its slow underflow path) */
-      for (int64_t j = 0; j < Tk; j++) sum += (ws[j] = ws[j] == -INFINITY ? 0.0f : expf(ws[j] - mx));
+      for (int64_t j = lo; j < hi; j++) sum += (ws[j] = ws[j] == -INFINITY ? 0.0f : expf(ws[j] - mx));
       const float inv = (float)(1.0 / sum);
-      for (int64_t j = 0; j < Tk; j++) {
+      for (int64_t j = lo; j < hi; j++) {
         const float p = ws[j] * inv;
         if (p != 0) tdm_f32_axpy(p, v + j * Dv, yr, Dv);
       }

@@ -131,6 +131,12 @@ for q, k in [((1, 4, 1, 8), (1, 4, 16, 8)), ((2, 3, 5, 7), (2, 3, 9, 7)), ((1, 2
     case("sdpa_fmask", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m, scale=0.3), r(*q), r(*k), r(*k),
          r(q[-2], k[-2]))
 case("sdpa_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, is_causal=True), r(1, 2, 6, 4), r(1, 2, 6, 4), r(1, 2, 6, 4))
+# masks broadcast along the keys (stride 0) and along the queries, and a decode-like step: one query
+# over a long cache of which only the first keys are kept (the kernel runs exp/axpy on those only)
+case("sdpa_fmask_bcast_keys", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
+     r(1, 2, 5, 4), r(1, 2, 7, 4), r(1, 2, 7, 4), r(5, 1))
+case("sdpa_decode_prefix", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
+     r(1, 4, 1, 8), r(1, 4, 300, 8), r(1, 4, 300, 8), torch.arange(300)[None, :] <= 12)
 
 for cin, cout, k, stride, pad, dil, groups, length in [(3, 5, 3, 1, 0, 1, 1, 11), (4, 4, 5, 2, 2, 1, 4, 17), (2, 6, 3, 1, 2, 2, 2, 9)]:
     case("conv1d", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv1d(x, w, b, s, p, d, gr),
