@@ -275,8 +275,7 @@ export class Model extends Queued {
   readState(name) {
     return this.enqueue(() => {
       const s = this.#stateSpec(name);
-      const data = new ARRAY_OF[s.dtype](numelOf(s.shape));
-      byteView(data).set(this.#program.rt.bytes(this.#stateBase() + s.offset, s.nbytes));
+      const data = this.#program.rt.read(this.#stateBase() + s.offset, ARRAY_OF[s.dtype], numelOf(s.shape));
       return new Tensor(s.dtype, data, s.shape);
     });
   }
@@ -288,7 +287,7 @@ export class Model extends Queued {
       const where = () => `writeState('${name}')`;
       const t = toTensor(value, s, where);
       checkTensor(t, s, where);
-      this.#program.rt.bytes(this.#stateBase() + s.offset, s.nbytes).set(byteView(t.data));
+      this.#program.rt.write(this.#stateBase() + s.offset, t.data);
     });
   }
 

@@ -34,7 +34,7 @@ def _fuse_one(ir: MethodIR) -> bool:
             producer.setdefault(v.storage, i)
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
-    for i, op in enumerate(ir.ops):
+    for i in range(len(ir.ops)):
         for match in (_rms_norm, _layer_norm_axis):
             found = match(ir.ops, i, readers, producer)
             if found:
@@ -105,7 +105,8 @@ def _rms_norm(ops, i, readers, producer):
     j = _only_reader(v, readers)  # add eps
     if j is None or not _plain_binary(ops[j], "add"):
         return None
-    eps = _scalar_const(_other(ops[j], v) or v)
+    c = _other(ops[j], v)
+    eps = None if c is None else _scalar_const(c)
     if eps is None or ops[j].outs[0].shape != v.shape:
         return None
     chain.append(j)

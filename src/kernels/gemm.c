@@ -54,7 +54,7 @@ static inline void load8_tail(const float *p, int64_t n, v128_t *v0, v128_t *v1)
 /* Rows i..i+R-1 (R = 1 to 4) of y, columns j..j+7: B's 8 columns at step k are loaded by LOADB
  * from pb, which starts at PB0 and moves PBSTEP floats per step. The loop bumps pointers with a
  * 32-bit counter (indexing with the 64-bit k costs about 6 more integer instructions per step
- * under V8, measured 6-10% slower). */
+ * under V8, measured 6-15% slower). */
 #define GEMM_TILE(R, PB0, PBSTEP, LOADB)                                                       \
   do {                                                                                         \
     v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,   \
