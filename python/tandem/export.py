@@ -16,7 +16,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .ir import DTYPE_CODE, ExportError, StateSpec
-from .fuse import fuse_method
+from .fuse import fuse_method, tie_embeddings
 from .lower import lower_method, source_line
 from .plan import plan_method
 from .program import Program
@@ -191,10 +191,9 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
-    lowered = []
-    for name, (ep, tensors, mutated) in exported.items():
-        ir = lower_method(name, ep, tensors, states, _tensor_key)
+    lowered = [lower_method(name, ep, tensors, states, _tensor_key) for name, (ep, tensors, mutated) in exported.items()]
+    tie_embeddings(lowered)
+    for ir in lowered:
         fuse_method(ir)
         plan_method(ir)
-        lowered.append(ir)
     return Program(list(states.values()), lowered)

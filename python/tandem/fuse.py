@@ -7,6 +7,9 @@ replaced by one op that has a kernel of its own (docs/ops.md).
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
 
+Across methods, `tie_embeddings` makes an embedding table that is also a linear layer's weight
+(tied input and output embeddings) read its rows from the packed weight, so it is stored once.
+
 A sequence is fused only when its intermediate values have no other reader (another op, a method
 output or a state write), so the fused op computes exactly what the sequence's result was.
 """
@@ -14,7 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .ir import CONST, F32, SCRATCH, MethodIR, Op, Value
+import torch
+
+from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Value
+from .lower import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
 
@@ -154,3 +160,28 @@ def _layer_norm_axis(ops, i, readers, producer):
     x = ops[p].ins[0]
     axis = perm[-1]
     return [p, i, q], Op("layer_norm", [x] + ln.ins[1:], ops[q].outs, ln.iattr + [axis], ln.fattr, ln.where)
+
+
+def tie_embeddings(methods: list) -> None:
+    """index_select of rows of a float32 table [N, K] that some matmul_packed also uses as its
+    weight (packed from table.T) becomes embedding_packed on that packed constant: the table is
+    then stored once, packed (the file dedupes identical constants across methods)."""
+    packed = [op.ins[1] for m in methods for op in m.ops if op.name == "matmul_packed" and op.ins[1].storage.kind == CONST]
+    if not packed:
+        return
+    for m in methods:
+        for i, op in enumerate(m.ops):
+            x = op.ins[0] if op.name == "index_select" else None
+            if (x is None or op.iattr != [0] or x.storage.kind != CONST or x.dtype != F32 or len(x.shape) != 2
+                    or not _whole(x) or op.ins[1].dtype != I64):
+                continue
+            N, K = x.shape
+            want = ((N + PANEL - 1) // PANEL, K, PANEL)
+            table = x.storage.tensor.reshape(N, K)
+            cands = [p for p in packed if p.shape == want and _whole(p)]
+            match = None
+            if cands:
+                mine = pack_panels(table.t())
+                match = next((p for p in cands if torch.equal(p.storage.tensor.reshape(want), mine)), None)
+            if match is not None:
+                m.ops[i] = Op("embedding_packed", [match, op.ins[1]], op.outs, [N], [], op.where)

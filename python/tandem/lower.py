@@ -443,17 +443,22 @@ def _cat(L, node, args, kwargs):
 PANEL = 8  # columns per packed panel (src/kernels/gemm.h TDM_PANEL)
 
 
+def pack_panels(w: torch.Tensor) -> torch.Tensor:
+    """Weights w [K, N] as [ceil(N/8), K, 8]: 8-column panels, zero past N (matmul_packed's b)."""
+    K, N = w.shape
+    panels = (N + PANEL - 1) // PANEL
+    padded = torch.zeros(K, panels * PANEL)
+    padded[:, :N] = w
+    return padded.reshape(K, panels, PANEL).permute(1, 0, 2).contiguous()
+
+
 def _matmul(L, a: Value, b: Value, out_shape) -> Value:
     if b in L.const_tensor and (len(b.shape) == 2 or math.prod(b.shape[:-2]) == 1):
         # Weights: packed at export into 8-column panels, so the kernel streams them in order.
         w = L.const_tensor[b].reshape(b.shape[-2:])
         K, N = w.shape
-        panels = (N + PANEL - 1) // PANEL
-        padded = torch.zeros(K, panels * PANEL)
-        padded[:, :N] = w
-        packed = padded.reshape(K, panels, PANEL).permute(1, 0, 2).contiguous()
         a = L.reshape(a, out_shape[:-1] + (K,)) if len(a.shape) < len(out_shape) else a
-        return L.emit("matmul_packed", [a, L.const(packed)], F32, out_shape, iattr=[N])
+        return L.emit("matmul_packed", [a, L.const(pack_panels(w))], F32, out_shape, iattr=[N])
     return L.emit("matmul", [a, b], F32, out_shape)
 
 
@@ -605,6 +610,25 @@ def _scatter(L, base: Value, src: Value, dim: int, start: int, step: int) -> Val
     return L.emit("slice_scatter", [base, L.cast(src, base.dtype)], base.dtype, base.shape, iattr=[dim, start, step])
 
 
+def _unrepeat_kv(L, x: Value) -> Value:
+    """x without its head repetition when x is `repeat_kv(kv, g)` (transformers' expand of
+    [B, Hkv, 1, T, D] to [B, Hkv, g, T, D], reshaped to [B, Hkv*g, T, D]); else x. The attention
+    kernel reads a grouped KV head for each query head, so the copy is never made (the expand is
+    then unread and dropped by the planner)."""
+    if len(x.shape) != 4 or x.offset != 0 or x.nbytes != x.storage.nbytes:
+        return x
+    op = next((o for o in reversed(L.ops) if any(v.storage is x.storage for v in o.outs)), None)
+    if op is None or op.name != "expand":
+        return x
+    src, out = op.ins[0], op.outs[0]
+    B, H, T, D = x.shape
+    if len(src.shape) != 5 or src.shape[2] != 1 or out.shape[:2] != src.shape[:2] or out.shape[3:] != (T, D):
+        return x
+    if out.shape[0] != B or out.shape[1] * out.shape[2] != H:
+        return x
+    return L.reshape(src, (B, src.shape[1], T, D))
+
+
 @handles(aten.scaled_dot_product_attention.default)
 def _sdpa(L, node, args, kwargs):
     names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
@@ -613,8 +637,13 @@ def _sdpa(L, node, args, kwargs):
     q, k, v, mask = a["query"], a["key"], a["value"], a.get("attn_mask")
     if a.get("dropout_p", 0.0) not in (0, 0.0):
         L.fail("scaled_dot_product_attention with dropout is not supported (export in eval mode, dropout_p=0)")
-    if a.get("enable_gqa", False) or q.shape[:-2] != k.shape[:-2]:
-        L.fail("scaled_dot_product_attention needs q, k, v with equal batch and head dims (repeat k/v heads for GQA)")
+    k, v = _unrepeat_kv(L, k), _unrepeat_kv(L, v)
+    if len(q.shape) < 3 or len(k.shape) != len(q.shape):
+        if q.shape[:-2] != k.shape[:-2]:
+            L.fail("scaled_dot_product_attention needs q, k, v of one rank with equal batch dims")
+    elif q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2] or (k.shape[-3] and q.shape[-3] % k.shape[-3]):
+        L.fail(f"scaled_dot_product_attention: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: k and v need "
+               "q's batch dims and a number of heads that divides q's (grouped-query attention)")
     scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
     ins = [q, k, v] + ([mask] if mask is not None else [])
     out_shape = q.shape[:-1] + (v.shape[-1],)

@@ -18,17 +18,38 @@ IN_PLACE_ANY = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remain
                 "ceil"}
 
 
-def _hoist_checks(ir: MethodIR) -> None:
-    """Move each check op right after the op that produces its input, so that checks run before
-    state is written wherever the data flow allows."""
-    for op in [o for o in ir.ops if o.name in CAN_FAIL]:
-        ir.ops.remove(op)
-        storage = op.ins[0].storage
-        pos = 0
-        for i, other in enumerate(ir.ops):
-            if any(v.storage is storage for v in other.outs):
-                pos = i + 1
-        ir.ops.insert(pos, op)
+def _drop_unread(ir: MethodIR) -> None:
+    """Remove ops whose results nothing reads (e.g. an expand that attention reads around)."""
+    live = {v.storage for _, v in ir.outputs}
+    keep = []
+    for op in reversed(ir.ops):
+        if op.name in CAN_FAIL or any(v.storage in live or v.storage.kind == STATE for v in op.outs):
+            keep.append(op)
+            live.update(v.storage for v in op.ins)
+    ir.ops = keep[::-1]
+
+
+def _checks_first(ir: MethodIR) -> None:
+    """Run every check op, and the ops its index depends on, before everything else.
+
+    Before planning, ops are pure dataflow (each writes a fresh storage; state is written only by
+    the copies at the end), so any order that keeps each op after its producers is valid. Moving the
+    checks' backward slices to the front means no check runs after a state write, whatever the
+    number of layers or the order torch.export emitted them in (e.g. one position counter per
+    layer), so every state update can be planned in place."""
+    producer = {}
+    for i, op in enumerate(ir.ops):
+        for v in op.outs:
+            producer.setdefault(v.storage, i)
+    early: set = set()
+    todo = [i for i, op in enumerate(ir.ops) if op.name in CAN_FAIL]
+    while todo:
+        i = todo.pop()
+        if i in early:
+            continue
+        early.add(i)
+        todo.extend(producer[v.storage] for v in ir.ops[i].ins if v.storage in producer and producer[v.storage] < i)
+    ir.ops = [op for i, op in enumerate(ir.ops) if i in early] + [op for i, op in enumerate(ir.ops) if i not in early]
 
 
 def _write_state_in_place(ir: MethodIR) -> None:
@@ -88,7 +109,8 @@ def _lifetimes(ir: MethodIR) -> dict:
 
 
 def plan_method(ir: MethodIR) -> None:
-    _hoist_checks(ir)
+    _drop_unread(ir)
+    _checks_first(ir)
     _write_state_in_place(ir)
     life = _lifetimes(ir)
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)

@@ -8,9 +8,10 @@
 #include <string.h>
 
 
-/* q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv][, mask bool|f32 broadcastable to [..., Tq, Tk]]
- * → y [..., Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal]; fattr = [scale].
- * Rows whose every key is masked give zeros. */
+/* q [..., H, Tq, D], k [..., Hkv, Tk, D], v [..., Hkv, Tk, Dv][, mask bool|f32 broadcastable to
+ * [..., H, Tq, Tk]] → y [..., H, Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal];
+ * fattr = [scale]. Grouped-query attention: H is a multiple of Hkv and query head h reads k/v head
+ * h / (H / Hkv), so shared KV heads are never copied. Rows whose every key is masked give zeros. */
 static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *qs = in[0].shape;
   const int r = qs->rank;
@@ -23,11 +24,13 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
   full.dims[r - 1] = Tk;
   if (has_mask) tdm__broadcast_strides(in[3].shape, &full, mst);
   const int64_t batches = Tq && D ? in[0].numel / (Tq * D) : 0;
+  const int64_t hkv = r >= 3 ? in[1].shape->dims[r - 3] : 1;
+  const int64_t group = r >= 3 && hkv > 0 ? qs->dims[r - 3] / hkv : 1; /* query heads per KV head */
   int64_t bidx[TDM_MAX_RANK] = {0}, moff = 0;
   for (int64_t b = 0; b < batches; b++) {
     const float *q = (const float *)in[0].data + b * Tq * D;
-    const float *k = (const float *)in[1].data + b * Tk * D;
-    const float *v = (const float *)in[2].data + b * Tk * Dv;
+    const float *k = (const float *)in[1].data + b / group * Tk * D;
+    const float *v = (const float *)in[2].data + b / group * Tk * Dv;
     float *y = (float *)out[0].data + b * Tq * Dv;
     for (int64_t i = 0; i < Tq; i++) {
       float mx = -INFINITY;
@@ -84,8 +87,14 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
   if (r < 2 || k->shape.rank != r || v->shape.rank != r) return tdm__rule(op, "q, k, v must have one rank >= 2");
   if (q->dtype != TDM_F32 || k->dtype != TDM_F32 || v->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32)
     return tdm__rule(op, "q, k, v, output and workspace must be float32");
-  for (int d = 0; d < r - 2; d++)
+  for (int d = 0; d < r - 3; d++)
     if (k->shape.dims[d] != q->shape.dims[d] || v->shape.dims[d] != q->shape.dims[d]) return tdm__rule(op, "batch dims of q, k, v differ");
+  if (r >= 3) {
+    const int64_t H = q->shape.dims[r - 3], Hkv = k->shape.dims[r - 3];
+    const bool grouped = Hkv == 0 ? H == 0 : H % Hkv == 0;
+    if (v->shape.dims[r - 3] != Hkv || !grouped)
+      return tdm__rule(op, "k and v must have the same heads, and q's heads must be a multiple of them (grouped-query attention)");
+  }
   const int64_t D = q->shape.dims[r - 1], Tk = k->shape.dims[r - 2];
   if (k->shape.dims[r - 1] != D || v->shape.dims[r - 2] != Tk) return tdm__rule(op, "k must be [..., Tk, D] and v [..., Tk, Dv]");
   tdm_shape want = q->shape;

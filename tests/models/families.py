@@ -29,13 +29,19 @@ def rotate(x, cos, sin):
 
 
 class Attention(nn.Module):
-    def __init__(self, d, heads, capacity):
+    """own_length: the layer keeps its own count of cached positions and writes at it (as
+    transformers' StaticLayer does with cumulative_length); otherwise it writes at `positions`."""
+
+    def __init__(self, d, heads, capacity, own_length=False):
         super().__init__()
         self.heads, self.dh = heads, d // heads
         self.qkv = nn.Linear(d, 3 * d, bias=False)
         self.out = nn.Linear(d, d, bias=False)
         self.register_buffer("k_cache", torch.zeros(1, heads, capacity, self.dh))
         self.register_buffer("v_cache", torch.zeros(1, heads, capacity, self.dh))
+        self.own_length = own_length
+        if own_length:
+            self.register_buffer("length", torch.zeros((), dtype=torch.long))
 
     def forward(self, x, positions, cos, sin, mask):
         B, T, D = x.shape
@@ -44,6 +50,9 @@ class Attention(nn.Module):
         k = k.view(B, T, self.heads, self.dh).transpose(1, 2)
         v = v.view(B, T, self.heads, self.dh).transpose(1, 2)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if self.own_length:
+            positions = self.length + torch.arange(T)
+            self.length.add_(T)
         self.k_cache.index_copy_(2, positions, k)
         self.v_cache.index_copy_(2, positions, v)
         y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask)
@@ -52,6 +61,8 @@ class Attention(nn.Module):
     def reset(self):
         self.k_cache.zero_()
         self.v_cache.zero_()
+        if self.own_length:
+            self.length.zero_()
 
     def forward_full(self, x, cos, sin):
         """The same attention over a whole sequence at once (training), without the cache."""
@@ -62,10 +73,10 @@ class Attention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, heads, capacity, act):
+    def __init__(self, d, heads, capacity, act, own_length=False):
         super().__init__()
         self.norm1, self.norm2 = RMSNorm(d), RMSNorm(d)
-        self.attn = Attention(d, heads, capacity)
+        self.attn = Attention(d, heads, capacity, own_length)
         self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
         self.act = act
 
@@ -82,12 +93,12 @@ class TinyLM(nn.Module):
     """Character LM: prefill(tokens [1, chunk]) and decode(token [1, 1]) return the last position's
     logits [1, vocab]; reset() clears the caches and the position."""
 
-    def __init__(self, vocab=48, d=64, heads=4, layers=2, capacity=64, chunk=8, act=None):
+    def __init__(self, vocab=48, d=64, heads=4, layers=2, capacity=64, chunk=8, act=None, own_length=False):
         super().__init__()
         self.capacity, self.chunk = capacity, chunk
         self.emb = nn.Embedding(vocab, d)
         nn.init.normal_(self.emb.weight, std=0.02)  # tied output head: keep initial logits small
-        self.blocks = nn.ModuleList(Block(d, heads, capacity, act or nn.SiLU()) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(d, heads, capacity, act or nn.SiLU(), own_length) for _ in range(layers))
         self.norm = RMSNorm(d)
         dh = d // heads
         inv = 1.0 / (10000 ** (torch.arange(0, dh, 2).float() / dh))

@@ -38,23 +38,35 @@ def _cache_numel(module):
     return module.blocks[0].attn.k_cache.numel()
 
 
-def test_decode_writes_no_cache_sized_tensor():
-    module, spec, _, _ = make_transformer(capacity=256)
+@pytest.mark.parametrize("layers,own_length", [(1, False), (2, False), (8, False), (1, True), (2, True), (8, True)])
+def test_decode_writes_no_cache_sized_tensor(layers, own_length):
+    """Every layer's KV cache is updated in place, whatever the number of layers, also when each
+    layer keeps its own position counter (state read and written in every layer, so its index
+    checks would otherwise run after the earlier layers' writes)."""
+    module, spec, eager, calls = make_transformer(capacity=256, layers=layers, own_length=own_length)
     program = tandem.export(module, spec)
     decode = program.method("decode")
     cache = _cache_numel(module)
+    updated = set()
     for op in decode.ops:
         for v in op.outs:
             if v.storage.kind == STATE and v.numel >= cache:
                 # only an in-place row update may target a cache slot
                 assert op.name == "index_put" and op.ins[0].storage.kind == STATE and op.ins[0].storage.state is v.storage.state
                 assert op.ins[2].numel * 256 == v.numel  # it writes one row of 256
+                updated.add(v.storage.state.name)
             else:
                 assert v.numel < cache, f"{op.name} writes {v.numel} elements"
+    assert len(updated) == 2 * layers  # every K and V cache, each by its row update
     names = [op.name for op in decode.ops]
     # checks on runtime indices come before the first state write
     first_write = min(i for i, op in enumerate(decode.ops) if any(v.storage.kind == STATE for v in op.outs))
     assert max(i for i, n in enumerate(names) if n == "check_index") < first_write
+    if layers == 2:  # and the program still computes what eager does
+        model, want = tandem.load(program.to_bytes()), run_eager(eager, calls)
+        for (name, inputs), w in zip(calls, want):
+            for a, b in zip(as_tuple(getattr(model, name)(*inputs)), w):
+                torch.testing.assert_close(a, b)
 
 
 def test_norms_run_as_fused_ops():
@@ -146,3 +158,21 @@ def test_profile_times_every_op_and_returns_the_same_outputs():
     torch.testing.assert_close(out, a.decode(token))
     assert [name for name, _ in ops] == [op.name for op in program.method("decode").ops]
     assert all(ms >= 0 for _, ms in ops) and sum(ms for _, ms in ops) > 0
+
+
+def test_tied_embedding_is_stored_once():
+    """The embedding table is also the output head's weight: the file stores it once (packed for
+    the head), the lookup reads rows from the packed panels, and outputs still match eager."""
+    module, spec, eager, calls = make_transformer(capacity=64)
+    program = tandem.export(module, spec)
+    table = module.emb.weight.detach()
+    consts = {id(v.storage): v.storage.tensor for m in program.methods for op in m.ops for v in op.ins
+              if v.storage.kind == 1}
+    same_size = [t for t in consts.values() if t.numel() == table.numel()]
+    assert not any(t.shape == table.shape and torch.equal(t, table) for t in same_size)
+    assert {tuple(t.shape) for t in same_size} == {(table.shape[0] // 8, table.shape[1], 8)}
+    assert "embedding_packed" in [op.name for op in program.method("decode").ops]
+    model, want = tandem.load(program.to_bytes()), run_eager(eager, calls)
+    for (name, inputs), w in zip(calls, want):
+        for a, b in zip(as_tuple(getattr(model, name)(*inputs)), w):
+            torch.testing.assert_close(a, b)

@@ -137,6 +137,21 @@ case("sdpa_fmask_bcast_keys", lambda q_, k_, v_, m: F.scaled_dot_product_attenti
      r(1, 2, 5, 4), r(1, 2, 7, 4), r(1, 2, 7, 4), r(5, 1))
 case("sdpa_decode_prefix", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
      r(1, 4, 1, 8), r(1, 4, 300, 8), r(1, 4, 300, 8), torch.arange(300)[None, :] <= 12)
+# grouped-query attention: 6 query heads over 2 KV heads, as SDPA's enable_gqa and as transformers'
+# repeat_kv (expand + reshape, which the exporter reads around instead of copying)
+
+
+def _repeat_kv(x, n):
+    b, h, t, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, n, t, d).reshape(b, h * n, t, d)
+
+
+case("sdpa_gqa", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, enable_gqa=True),
+     r(2, 6, 3, 8), r(2, 2, 5, 8), r(2, 2, 5, 8))
+case("sdpa_repeat_kv", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, _repeat_kv(k_, 3), _repeat_kv(v_, 3), attn_mask=m),
+     r(1, 6, 4, 8), r(1, 2, 9, 8), r(1, 2, 9, 8), torch.rand(4, 9, generator=g) > 0.3)
+case("sdpa_repeat_kv_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _repeat_kv(k_, 2), _repeat_kv(v_, 2), is_causal=True),
+     r(1, 4, 5, 4), r(1, 2, 5, 4), r(1, 2, 5, 4))
 
 for cin, cout, k, stride, pad, dil, groups, length in [(3, 5, 3, 1, 0, 1, 1, 11), (4, 4, 5, 2, 2, 1, 4, 17), (2, 6, 3, 1, 2, 2, 2, 9)]:
     case("conv1d", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv1d(x, w, b, s, p, d, gr),
@@ -227,3 +242,13 @@ def test_op_matches_eager(request, fn, inputs, rtol, atol):
     kw = {} if rtol is None else {"rtol": rtol, "atol": atol}
     torch.testing.assert_close(got, want, **kw)
     _record(request, program, tensors, want, rtol, atol)
+
+
+def test_repeat_kv_is_read_around_not_copied():
+    """Grouped-query attention written with repeat_kv exports as one attention op over the KV
+    heads: no expand materializes the repeated keys and values."""
+    q, k, v = r(1, 6, 1, 8), r(1, 2, 32, 8), r(1, 2, 32, 8)
+    module = Fn(lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _repeat_kv(k_, 3), _repeat_kv(v_, 3)), [])
+    program = tandem.export(module, {"forward": (q, k, v)})
+    assert [op.name for op in program.method("forward").ops] == ["attention"]
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(q, k, v), module(q, k, v))
