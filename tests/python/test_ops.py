@@ -68,6 +68,13 @@ for shape in [(1,), (3, 17), (2, 3, 33)]:
                          ("truncdiv", lambda x: torch.div(x, 3, rounding_mode="trunc"), ints)]:
         case(name, fn, mk(*shape))
 
+# exp over the float32 range: overflow to inf past 88.7228, exactly 0 past -103.97 (inf and NaN
+# themselves cannot go through the JSON fixtures of the wasm run, so the results are compared)
+EXP_EDGES = torch.tensor([89.0, 100.0, 88.73, -104.0, -120.0, -200.0, 0.5, 88.7, 88.72, -103.0, -90.0, 3.0])
+case("exp_overflows", lambda x: torch.exp(x) > 3.4e38, EXP_EDGES)
+case("exp_underflows", lambda x: torch.exp(x) == 0, EXP_EDGES)
+case("exp_denormal", lambda x: torch.exp(x) * 2.0**126, torch.tensor([-87.0, -87.5, -88.0, -89.0, -90.0, -92.0, -95.0, -97.0]))
+
 for shape, dims in [((5,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 3, 5), (0, 2)), ((4, 1, 6), 1)]:
     case("sum", lambda x, d=dims: x.sum(d), r(*shape))
     case("sum_keep", lambda x, d=dims: x.sum(d, keepdim=True), r(*shape))
