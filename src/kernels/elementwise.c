@@ -116,6 +116,39 @@ void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const fl
 #define f32_binary_row tdm_f32_binary_row__scalar
 #endif
 
+/* Integer division, exact over the whole int64 range. C's `/` and `%` are undefined (and trap in
+ * wasm) for a zero divisor and for INT64_MIN / -1, so both are defined here and never reach the
+ * hardware: x / 0 gives 0 (PyTorch raises ZeroDivisionError; NumPy also gives 0), x % 0 gives 0,
+ * INT64_MIN / -1 wraps to INT64_MIN (like every other int64 op) and INT64_MIN % -1 is 0. */
+static int64_t i64_trunc_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  return a / b;
+}
+static int64_t i64_floor_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+/* Remainder with the sign of the divisor (Python's and PyTorch's rule). */
+static int64_t i64_remainder(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+/* a ** b by squaring, wrapping like PyTorch's int64 pow. A negative exponent gives the integer
+ * part of 1 / a^|b| (PyTorch's CPU kernel): 1 for a = 1, ±1 for a = -1, else 0 (also for a = 0). */
+static int64_t i64_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (uint64_t e = (uint64_t)b; e; e >>= 1) {
+    if (e & 1) r *= x;
+    x *= x;
+  }
+  return (int64_t)r;
+}
+
 static int64_t i64_binary(int code, int64_t a, int64_t b) {
   switch (code) {
     case TDM_B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b); /* wraps like PyTorch */
@@ -123,11 +156,10 @@ static int64_t i64_binary(int code, int64_t a, int64_t b) {
     case TDM_B_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
     case TDM_B_MAX: return a > b ? a : b;
     case TDM_B_MIN: return a < b ? a : b;
-    case TDM_B_REM: {
-      if (b == 0 || (b == -1)) return 0; /* PyTorch raises for 0; defined here, never a trap */
-      int64_t r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-    }
+    case TDM_B_REM: return i64_remainder(a, b);
+    case TDM_B_POW: return i64_pow(a, b);
+    case TDM_B_FLOORDIV: return i64_floor_div(a, b);
+    case TDM_B_TRUNCDIV: return i64_trunc_div(a, b);
   }
   return 0;
 }
@@ -216,9 +248,10 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
   if (is_compare(code)) {
     if (y->dtype != TDM_BOOL) return tdm__rule(op, "output must be bool");
   } else {
+    /* true division is float32 only; floor and trunc division are int64 only */
+    const bool int_div = code == TDM_B_FLOORDIV || code == TDM_B_TRUNCDIV;
     bool ok = y->dtype == a->dtype &&
-              (a->dtype == TDM_F32 ||
-               (a->dtype == TDM_I64 && code != TDM_B_DIV && code != TDM_B_POW));
+              ((a->dtype == TDM_F32 && !int_div) || (a->dtype == TDM_I64 && code != TDM_B_DIV));
     if (!ok) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(a->dtype));
   }
   tdm_shape bs;
@@ -464,6 +497,7 @@ const tdm_opdef tdm__elementwise_ops[] = {
     BIN("maximum", TDM_B_MAX), BIN("minimum", TDM_B_MIN), BIN("pow", TDM_B_POW), BIN("remainder", TDM_B_REM),
     BIN("eq", TDM_B_EQ), BIN("ne", TDM_B_NE), BIN("lt", TDM_B_LT), BIN("le", TDM_B_LE), BIN("gt", TDM_B_GT),
     BIN("ge", TDM_B_GE), BIN("logical_and", TDM_B_AND), BIN("logical_or", TDM_B_OR),
+    BIN("floor_divide", TDM_B_FLOORDIV), BIN("trunc_divide", TDM_B_TRUNCDIV),
     UN("neg", TDM_U_NEG), UN("abs", TDM_U_ABS), UN("exp", TDM_U_EXP), UN("log", TDM_U_LOG), UN("sqrt", TDM_U_SQRT),
     UN("rsqrt", TDM_U_RSQRT), UN("sin", TDM_U_SIN), UN("cos", TDM_U_COS), UN("tanh", TDM_U_TANH),
     UN("sigmoid", TDM_U_SIGMOID), UN("relu", TDM_U_RELU), UN("gelu", TDM_U_GELU),
