@@ -156,6 +156,31 @@ static void scratch_starts_zeroed(void) {
   tdm_program_free(p);
 }
 
+/* Ops that can fail on runtime values (check_index) must come before any op that writes the
+ * state, so a failed call leaves the state as it was. */
+static void check_before_state_write(void) {
+  tb_program t = {0};
+  t.n_states = 1, t.states[0] = (tb_state){"counter", TDM_I64, 1, {4}};
+  t.n_methods = 1;
+  tb_method *m = &t.methods[0];
+  m->name = "forward";
+  m->scratch = 64;
+  m->n_values = 2;
+  m->values[0] = tb_scratch(TDM_I64, 0, 1, 2, 0);                /* index input */
+  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}};     /* the state */
+  m->n_inputs = 1, m->inputs[0] = 0;
+  m->n_ops = 2;
+  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}};  /* counter += counter, in place */
+  const tb_op check = {"check_index", 1, 0, 1, 0, {0}, {0}, {4}, {0}};
+  m->ops[0] = add, m->ops[1] = check;
+  tdm_program *p = NULL;
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED);
+  CHECK(strstr(tdm_last_error(), "after the state was written") != NULL);
+  m->ops[0] = check, m->ops[1] = add;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   const char *names[] = {"accumulator", "original_report", "state_io", "gru", "initialized"};
@@ -172,5 +197,6 @@ int main(int argc, char **argv) {
   }
   def_before_use();
   scratch_starts_zeroed();
+  check_before_state_write();
   return test_report("test_load");
 }
