@@ -105,8 +105,15 @@ void *tdm_session_state(tdm_session *s);
 
 /* Calling a method: write each input's bytes (dtype and shape as declared, C order) at
  * tdm_session_input(s, m, i), call tdm_session_run, then read each output at
- * tdm_session_output(s, m, i). Pointers are valid until the next run or free on this session.
- * A run either completes or fails before changing the state. */
+ * tdm_session_output(s, m, i). A run either completes or fails before changing the state.
+ *
+ * Lifetimes. The pointers themselves stay valid until tdm_session_free. The bytes they show do
+ * not: every method of a session shares one scratch arena, and outputs may also be views of the
+ * state region. An output's bytes are the method's result only until the next change to the
+ * session: writing any method's inputs (another method's input may occupy the same bytes), a run
+ * of any method, tdm_session_reset_state, a write through tdm_session_state, or free. So copy the
+ * outputs out right after the run, before writing the next call's inputs. Input bytes likewise
+ * hold what was written until the next run or input write of another method. */
 void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
 tdm_status tdm_session_run(tdm_session *s, uint32_t method);
 const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);

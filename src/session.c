@@ -12,7 +12,9 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
   if (!s) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session");
   s->program = p;
   s->state = tdm__alloc(p->state_size);
-  s->scratch = tdm__alloc(p->scratch_size);
+  /* Zeroed: no byte of an earlier allocation (another session's activations or KV cache) can
+   * reach an output, even from a value the verifier proved is written before it is read. */
+  s->scratch = tdm__calloc(p->scratch_size);
   if (!s->state || !s->scratch) {
     tdm_session_free(s);
     return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session (%zu bytes of state, %zu of scratch)", p->state_size, p->scratch_size);

@@ -205,10 +205,17 @@ for _t in BINARY:
     HANDLERS[_t] = _binary
 
 
-@handles(aten.div.Tensor_mode)
+@handles(aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default)
 def _div_mode(L, node, args, kwargs):
-    mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
+    if node.target == aten.floor_divide.default:
+        mode = "floor"
+    else:
+        mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
     out_dtype = _dtype_of(node)
+    if out_dtype == I64 and mode in ("floor", "trunc"):
+        # integer division is exact over the whole int64 range (never through float32)
+        name = "floor_divide" if mode == "floor" else "trunc_divide"
+        return L.emit(name, [L.operand(args[0], I64), L.operand(args[1], I64)], I64, _shape_of(node))
     cd = F32
     q = L.emit("div", [L.operand(args[0], cd), L.operand(args[1], cd)], cd, _shape_of(node))
     if mode == "floor":

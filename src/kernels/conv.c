@@ -5,6 +5,7 @@
 #include "../ops.h"
 #include "../util.h"
 #include "gemm.h"
+#include "variants.h"
 
 #include <math.h>
 #include <string.h>
@@ -12,9 +13,7 @@
 #include <wasm_simd128.h>
 #endif
 
-typedef struct geom {
-  int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
-} geom;
+typedef tdm_conv_geom geom;
 
 /* Reads [stride(r), padding(r), dilation(r)] from attr (r = 1 or 2) and shapes into g. */
 static void read_geom(int r, const int64_t *a, const tdm_shape *x, const tdm_shape *y, int64_t kh, int64_t kw, geom *g) {
@@ -43,7 +42,7 @@ static bool out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
 
 /* One output value of conv: sum over the group's channels and the taps that land inside x. The
  * scalar reference, and the path for border columns and non-unit strides. */
-static float conv_point(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc) {
+float tdm_f32_conv_point__scalar(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc) {
   for (int64_t c = 0; c < Cg; c++)
     for (int64_t kh = 0; kh < g->KH; kh++) {
       const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
@@ -85,7 +84,7 @@ static float conv_point(const geom *g, const float *xg, const float *wo, int64_t
 
 /* Columns [lo, hi) of one output row, where every tap lands inside x; returns the first column
  * left for conv_point (hi minus fewer than 4). */
-static int64_t conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
+int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
                                  float *yr, int64_t lo, int64_t hi) {
   int64_t ow0 = lo;
   for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4);
@@ -133,11 +132,11 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
         int64_t ow = 0;
 #if defined(__wasm_simd128__)
         if (g.sw == 1 && lo < hi) {
-          for (; ow < lo; ow++) yr[ow] = conv_point(&g, xg, wo, Cg, oh, ow, b);
-          ow = conv_row__simd128(&g, xg, wo, Cg, oh, b, yr, lo, hi);
+          for (; ow < lo; ow++) yr[ow] = tdm_f32_conv_point__scalar(&g, xg, wo, Cg, oh, ow, b);
+          ow = tdm_f32_conv_row__simd128(&g, xg, wo, Cg, oh, b, yr, lo, hi);
         }
 #endif
-        for (; ow < g.OW; ow++) yr[ow] = conv_point(&g, xg, wo, Cg, oh, ow, b);
+        for (; ow < g.OW; ow++) yr[ow] = tdm_f32_conv_point__scalar(&g, xg, wo, Cg, oh, ow, b);
       }
     }
   return TDM_OK;

@@ -2,14 +2,13 @@
  * Scalar reference kernels. */
 #include "../ops.h"
 #include "../util.h"
+#include "variants.h"
 
 #include <math.h>
 #include <string.h>
 
-enum { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW, B_REM, B_EQ, B_NE, B_LT, B_LE, B_GT, B_GE,
-       B_AND, B_OR };
-enum { U_NEG, U_ABS, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SIN, U_COS, U_TANH, U_SIGMOID, U_RELU,
-       U_GELU, U_GELU_TANH, U_SILU, U_ERF, U_RECIP, U_FLOOR, U_CEIL, U_NOT };
+/* Comparisons and logical ops give bool. */
+static bool is_compare(int code) { return code >= TDM_B_EQ && code <= TDM_B_OR; }
 
 /* ---- broadcasting row iteration ------------------------------------------------------------ */
 
@@ -63,14 +62,14 @@ static void bcast_next(const bcast *b, bcast_it *it) {
 
 static float f32_binary(int code, float a, float b) {
   switch (code) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
-    case B_DIV: return a / b;
-    case B_MAX: return (a != a || b != b) ? NAN : (a > b ? a : b);
-    case B_MIN: return (a != a || b != b) ? NAN : (a < b ? a : b);
-    case B_POW: return powf(a, b);
-    case B_REM: {
+    case TDM_B_ADD: return a + b;
+    case TDM_B_SUB: return a - b;
+    case TDM_B_MUL: return a * b;
+    case TDM_B_DIV: return a / b;
+    case TDM_B_MAX: return (a != a || b != b) ? NAN : (a > b ? a : b);
+    case TDM_B_MIN: return (a != a || b != b) ? NAN : (a < b ? a : b);
+    case TDM_B_POW: return powf(a, b);
+    case TDM_B_REM: {
       float r = fmodf(a, b);
       return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
     }
@@ -79,7 +78,7 @@ static float f32_binary(int code, float a, float b) {
 }
 
 /* y[i] = x0[i*sa] op x1[i*sb] for one row; sa, sb are 0 (broadcast) or 1. */
-static void f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
+void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
 }
 
@@ -88,58 +87,93 @@ static void f32_binary_row__scalar(int code, const float *x0, int64_t sa, const 
 
 static inline v128_t f32x4_binary(int code, v128_t a, v128_t b) {
   switch (code) {
-    case B_ADD: return wasm_f32x4_add(a, b);
-    case B_SUB: return wasm_f32x4_sub(a, b);
-    case B_MUL: return wasm_f32x4_mul(a, b);
-    case B_DIV: return wasm_f32x4_div(a, b);
-    case B_MAX: return wasm_f32x4_max(a, b); /* NaN-propagating, like PyTorch */
-    default: return wasm_f32x4_min(a, b);
+    case TDM_B_ADD: return wasm_f32x4_add(a, b);
+    case TDM_B_SUB: return wasm_f32x4_sub(a, b);
+    case TDM_B_MUL: return wasm_f32x4_mul(a, b);
+    case TDM_B_DIV: return wasm_f32x4_div(a, b);
+    /* a > b ? a : b (pmax(b, a)), and NaN where either is NaN: the scalar results bit for bit up
+     * to the NaN's payload, signed zeros included (f32x4.max would give +0 for max(+0, -0) and
+     * max(-0, +0); the scalar kernel and PyTorch give the second operand) */
+    case TDM_B_MAX: return wasm_v128_or(wasm_f32x4_pmax(b, a), wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)));
+    default: return wasm_v128_or(wasm_f32x4_pmin(b, a), wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)));
   }
 }
 
 /* The arithmetic ops four lanes at a time; pow and remainder (and the tail) stay scalar. */
-static void f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
+void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
   int64_t i = 0;
-  if (code <= B_MIN) {
+  if (code <= TDM_B_MIN) {
     const v128_t ba = wasm_f32x4_splat(x0[0]), bb = wasm_f32x4_splat(x1[0]);
     for (; i + 4 <= n; i += 4) {
       const v128_t a = sa ? wasm_v128_load(x0 + i) : ba, b = sb ? wasm_v128_load(x1 + i) : bb;
       wasm_v128_store(y + i, f32x4_binary(code, a, b));
     }
   }
-  f32_binary_row__scalar(code, x0 + i * sa, sa, x1 + i * sb, sb, y + i, n - i);
+  tdm_f32_binary_row__scalar(code, x0 + i * sa, sa, x1 + i * sb, sb, y + i, n - i);
 }
-#define f32_binary_row f32_binary_row__simd128
+#define f32_binary_row tdm_f32_binary_row__simd128
 #else
-#define f32_binary_row f32_binary_row__scalar
+#define f32_binary_row tdm_f32_binary_row__scalar
 #endif
+
+/* Integer division, exact over the whole int64 range. C's `/` and `%` are undefined (and trap in
+ * wasm) for a zero divisor and for INT64_MIN / -1, so both are defined here and never reach the
+ * hardware: x / 0 gives 0 (PyTorch raises ZeroDivisionError; NumPy also gives 0), x % 0 gives 0,
+ * INT64_MIN / -1 wraps to INT64_MIN (like every other int64 op) and INT64_MIN % -1 is 0. */
+static int64_t i64_trunc_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  return a / b;
+}
+static int64_t i64_floor_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+/* Remainder with the sign of the divisor (Python's and PyTorch's rule). */
+static int64_t i64_remainder(int64_t a, int64_t b) {
+  if (b == 0 || b == -1) return 0;
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+/* a ** b by squaring, wrapping like PyTorch's int64 pow. A negative exponent gives the integer
+ * part of 1 / a^|b| (PyTorch's CPU kernel): 1 for a = 1, ±1 for a = -1, else 0 (also for a = 0). */
+static int64_t i64_pow(int64_t a, int64_t b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  uint64_t r = 1, x = (uint64_t)a;
+  for (uint64_t e = (uint64_t)b; e; e >>= 1) {
+    if (e & 1) r *= x;
+    x *= x;
+  }
+  return (int64_t)r;
+}
 
 static int64_t i64_binary(int code, int64_t a, int64_t b) {
   switch (code) {
-    case B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b); /* wraps like PyTorch */
-    case B_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case B_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case B_MAX: return a > b ? a : b;
-    case B_MIN: return a < b ? a : b;
-    case B_REM: {
-      if (b == 0 || (b == -1)) return 0; /* PyTorch raises for 0; defined here, never a trap */
-      int64_t r = a % b;
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-    }
+    case TDM_B_ADD: return (int64_t)((uint64_t)a + (uint64_t)b); /* wraps like PyTorch */
+    case TDM_B_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+    case TDM_B_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case TDM_B_MAX: return a > b ? a : b;
+    case TDM_B_MIN: return a < b ? a : b;
+    case TDM_B_REM: return i64_remainder(a, b);
+    case TDM_B_POW: return i64_pow(a, b);
+    case TDM_B_FLOORDIV: return i64_floor_div(a, b);
+    case TDM_B_TRUNCDIV: return i64_trunc_div(a, b);
   }
   return 0;
 }
 
 static bool compare(int code, double a, double b) {
   switch (code) {
-    case B_EQ: return a == b;
-    case B_NE: return a != b;
-    case B_LT: return a < b;
-    case B_LE: return a <= b;
-    case B_GT: return a > b;
-    case B_GE: return a >= b;
-    case B_AND: return a != 0 && b != 0;
-    case B_OR: return a != 0 || b != 0;
+    case TDM_B_EQ: return a == b;
+    case TDM_B_NE: return a != b;
+    case TDM_B_LT: return a < b;
+    case TDM_B_LE: return a <= b;
+    case TDM_B_GT: return a > b;
+    case TDM_B_GE: return a >= b;
+    case TDM_B_AND: return a != 0 && b != 0;
+    case TDM_B_OR: return a != 0 || b != 0;
   }
   return false;
 }
@@ -154,14 +188,14 @@ static double load_as_double(const tdm_tensor *t, int64_t i) {
 
 static bool i64_compare(int code, int64_t a, int64_t b) {
   switch (code) {
-    case B_EQ: return a == b;
-    case B_NE: return a != b;
-    case B_LT: return a < b;
-    case B_LE: return a <= b;
-    case B_GT: return a > b;
-    case B_GE: return a >= b;
-    case B_AND: return a != 0 && b != 0;
-    case B_OR: return a != 0 || b != 0;
+    case TDM_B_EQ: return a == b;
+    case TDM_B_NE: return a != b;
+    case TDM_B_LT: return a < b;
+    case TDM_B_LE: return a <= b;
+    case TDM_B_GT: return a > b;
+    case TDM_B_GE: return a >= b;
+    case TDM_B_AND: return a != 0 && b != 0;
+    case TDM_B_OR: return a != 0 || b != 0;
   }
   return false;
 }
@@ -174,7 +208,7 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   const int64_t n = bcast_rowlen(&b), sa = bcast_inner(&b, 0), sb = bcast_inner(&b, 1);
   for (bcast_begin(&b, &it); it.row < it.n_rows; bcast_next(&b, &it)) {
     const int64_t o = it.row * n, oa = it.offs[0], ob = it.offs[1];
-    if (code >= B_EQ) {
+    if (is_compare(code)) {
       uint8_t *y = (uint8_t *)out->data + o;
       if (in[0].dtype == TDM_I64) {
         const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
@@ -211,12 +245,13 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
   if (a->dtype != b->dtype)
     return tdm__rule(op, "inputs have dtypes %s and %s; they must match", tdm_dtype_name(a->dtype),
                      tdm_dtype_name(b->dtype));
-  if (code >= B_EQ) {
+  if (is_compare(code)) {
     if (y->dtype != TDM_BOOL) return tdm__rule(op, "output must be bool");
   } else {
+    /* true division is float32 only; floor and trunc division are int64 only */
+    const bool int_div = code == TDM_B_FLOORDIV || code == TDM_B_TRUNCDIV;
     bool ok = y->dtype == a->dtype &&
-              (a->dtype == TDM_F32 ||
-               (a->dtype == TDM_I64 && code != B_DIV && code != B_POW));
+              ((a->dtype == TDM_F32 && !int_div) || (a->dtype == TDM_I64 && code != TDM_B_DIV));
     if (!ok) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(a->dtype));
   }
   tdm_shape bs;
@@ -229,36 +264,40 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
 
 static float f32_unary(int code, float x) {
   switch (code) {
-    case U_NEG: return -x;
-    case U_ABS: return fabsf(x);
-    case U_EXP: return expf(x);
-    case U_LOG: return logf(x);
-    case U_SQRT: return sqrtf(x);
-    case U_RSQRT: return 1.0f / sqrtf(x);
-    case U_SIN: return sinf(x);
-    case U_COS: return cosf(x);
-    case U_TANH: return tanhf(x);
-    case U_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case U_RELU: return x > 0 ? x : (x != x ? x : 0.0f);
-    case U_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case U_GELU_TANH: {
+    case TDM_U_NEG: return -x;
+    case TDM_U_ABS: return fabsf(x);
+    case TDM_U_EXP: return expf(x);
+    case TDM_U_LOG: return logf(x);
+    case TDM_U_SQRT: return sqrtf(x);
+    case TDM_U_RSQRT: return 1.0f / sqrtf(x);
+    case TDM_U_SIN: return sinf(x);
+    case TDM_U_COS: return cosf(x);
+    case TDM_U_TANH: return tanhf(x);
+    case TDM_U_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case TDM_U_RELU: return x > 0 ? x : (x != x ? x : 0.0f);
+    case TDM_U_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case TDM_U_GELU_TANH: {
       float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
       return 0.5f * x * (1.0f + tanhf(u));
     }
-    case U_SILU: return x / (1.0f + expf(-x));
-    case U_ERF: return erff(x);
-    case U_RECIP: return 1.0f / x;
-    case U_FLOOR: return floorf(x);
-    case U_CEIL: return ceilf(x);
+    case TDM_U_SILU: return x / (1.0f + expf(-x));
+    case TDM_U_ERF: return erff(x);
+    case TDM_U_RECIP: return 1.0f / x;
+    case TDM_U_FLOOR: return floorf(x);
+    case TDM_U_CEIL: return ceilf(x);
   }
   return 0;
+}
+
+void tdm_f32_unary__scalar(int code, const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
 }
 
 #if defined(__wasm_simd128__)
 /* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil give
  * the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
  * their documented error). Other codes return false (scalar: log, sin, cos). */
-static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
+bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
   int64_t i = 0;
 #define UNARY_LOOP(EXPR)                                                            \
@@ -268,24 +307,25 @@ static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   }                                                                                 \
   break
   switch (code) {
-    case U_NEG: UNARY_LOOP(wasm_f32x4_neg(v));
-    case U_ABS: UNARY_LOOP(wasm_f32x4_abs(v));
-    case U_RELU: /* x > 0 or NaN: x; else 0 */
+    case TDM_U_NEG: UNARY_LOOP(wasm_f32x4_neg(v));
+    case TDM_U_ABS: UNARY_LOOP(wasm_f32x4_abs(v));
+    case TDM_U_RELU: /* x > 0 or NaN: x; else 0 */
       UNARY_LOOP(wasm_v128_and(v, wasm_v128_or(wasm_f32x4_gt(v, zero), wasm_f32x4_ne(v, v))));
-    case U_SQRT: UNARY_LOOP(wasm_f32x4_sqrt(v));
-    case U_RSQRT: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_sqrt(v)));
-    case U_RECIP: UNARY_LOOP(wasm_f32x4_div(one, v));
-    case U_FLOOR: UNARY_LOOP(wasm_f32x4_floor(v));
-    case U_CEIL: UNARY_LOOP(wasm_f32x4_ceil(v));
-    case U_EXP: UNARY_LOOP(tdm_f32x4_exp(v));
-    case U_ERF: UNARY_LOOP(tdm_f32x4_erf(v));
-    case U_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
+    case TDM_U_SQRT: UNARY_LOOP(wasm_f32x4_sqrt(v));
+    case TDM_U_RSQRT: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_sqrt(v)));
+    case TDM_U_RECIP: UNARY_LOOP(wasm_f32x4_div(one, v));
+    case TDM_U_FLOOR: UNARY_LOOP(wasm_f32x4_floor(v));
+    case TDM_U_CEIL: UNARY_LOOP(wasm_f32x4_ceil(v));
+    case TDM_U_EXP: UNARY_LOOP(tdm_f32x4_exp(v));
+    case TDM_U_ERF: UNARY_LOOP(tdm_f32x4_erf(v));
+    case TDM_U_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
       UNARY_LOOP(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
                                 wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f))))));
-    case U_TANH: /* 1 - 2 / (e^2x + 1) */
-      UNARY_LOOP(wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))));
-    case U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
-    case U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
+    case TDM_U_TANH: /* 1 - 2 / (e^2x + 1); x itself where |x| < 4e-4 (tanh x = x (1 - x²/3 ...): keeps -0 and tiny x) */
+      UNARY_LOOP(wasm_v128_bitselect(v, wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))),
+                                     wasm_f32x4_lt(wasm_f32x4_abs(v), wasm_f32x4_splat(4e-4f))));
+    case TDM_U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
+    case TDM_U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     default: return false;
   }
 #undef UNARY_LOOP
@@ -297,24 +337,24 @@ static bool f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
 static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int code = op->def->code;
   const int64_t n = out->numel;
-  if (code == U_NOT) {
+  if (code == TDM_U_NOT) {
     uint8_t *y = out->data;
     for (int64_t i = 0; i < n; i++) y[i] = load_as_double(&in[0], i) == 0;
   } else if (out->dtype == TDM_F32) {
     const float *x = in[0].data;
     float *y = out->data;
 #if defined(__wasm_simd128__)
-    if (f32_unary__simd128(code, x, y, n)) return TDM_OK;
+    if (tdm_f32_unary__simd128(code, x, y, n)) return TDM_OK;
 #endif
-    for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
+    tdm_f32_unary__scalar(code, x, y, n);
   } else {
     const int64_t *x = in[0].data;
     int64_t *y = out->data;
     for (int64_t i = 0; i < n; i++) {
       int64_t v = x[i];
-      y[i] = code == U_NEG ? (int64_t)(0 - (uint64_t)v)
-           : code == U_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
-           : code == U_RELU ? (v > 0 ? v : 0)
+      y[i] = code == TDM_U_NEG ? (int64_t)(0 - (uint64_t)v)
+           : code == TDM_U_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
+           : code == TDM_U_RELU ? (v > 0 ? v : 0)
            : v; /* floor, ceil of integers */
     }
   }
@@ -327,9 +367,9 @@ static tdm_status unary_check(const tdm_method *m, const tdm_op *op) {
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
   const int code = op->def->code;
   if (!tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output shape differs from input shape");
-  if (code == U_NOT) return y->dtype == TDM_BOOL ? TDM_OK : tdm__rule(op, "output must be bool");
+  if (code == TDM_U_NOT) return y->dtype == TDM_BOOL ? TDM_OK : tdm__rule(op, "output must be bool");
   if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs from input dtype");
-  bool int_ok = code == U_NEG || code == U_ABS || code == U_RELU || code == U_FLOOR || code == U_CEIL;
+  bool int_ok = code == TDM_U_NEG || code == TDM_U_ABS || code == TDM_U_RELU || code == TDM_U_FLOOR || code == TDM_U_CEIL;
   if (x->dtype == TDM_F32 || (x->dtype == TDM_I64 && int_ok)) return TDM_OK;
   return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
 }
@@ -453,16 +493,17 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
 #define UN(name, code) {name, code, false, TDM_INPLACE_ANY, unary_check, unary_run}
 
 const tdm_opdef tdm__elementwise_ops[] = {
-    BIN("add", B_ADD), BIN("sub", B_SUB), BIN("mul", B_MUL), BIN("div", B_DIV),
-    BIN("maximum", B_MAX), BIN("minimum", B_MIN), BIN("pow", B_POW), BIN("remainder", B_REM),
-    BIN("eq", B_EQ), BIN("ne", B_NE), BIN("lt", B_LT), BIN("le", B_LE), BIN("gt", B_GT),
-    BIN("ge", B_GE), BIN("logical_and", B_AND), BIN("logical_or", B_OR),
-    UN("neg", U_NEG), UN("abs", U_ABS), UN("exp", U_EXP), UN("log", U_LOG), UN("sqrt", U_SQRT),
-    UN("rsqrt", U_RSQRT), UN("sin", U_SIN), UN("cos", U_COS), UN("tanh", U_TANH),
-    UN("sigmoid", U_SIGMOID), UN("relu", U_RELU), UN("gelu", U_GELU),
-    UN("gelu_tanh", U_GELU_TANH), UN("silu", U_SILU), UN("erf", U_ERF),
-    UN("reciprocal", U_RECIP), UN("floor", U_FLOOR), UN("ceil", U_CEIL),
-    UN("logical_not", U_NOT),
+    BIN("add", TDM_B_ADD), BIN("sub", TDM_B_SUB), BIN("mul", TDM_B_MUL), BIN("div", TDM_B_DIV),
+    BIN("maximum", TDM_B_MAX), BIN("minimum", TDM_B_MIN), BIN("pow", TDM_B_POW), BIN("remainder", TDM_B_REM),
+    BIN("eq", TDM_B_EQ), BIN("ne", TDM_B_NE), BIN("lt", TDM_B_LT), BIN("le", TDM_B_LE), BIN("gt", TDM_B_GT),
+    BIN("ge", TDM_B_GE), BIN("logical_and", TDM_B_AND), BIN("logical_or", TDM_B_OR),
+    BIN("floor_divide", TDM_B_FLOORDIV), BIN("trunc_divide", TDM_B_TRUNCDIV),
+    UN("neg", TDM_U_NEG), UN("abs", TDM_U_ABS), UN("exp", TDM_U_EXP), UN("log", TDM_U_LOG), UN("sqrt", TDM_U_SQRT),
+    UN("rsqrt", TDM_U_RSQRT), UN("sin", TDM_U_SIN), UN("cos", TDM_U_COS), UN("tanh", TDM_U_TANH),
+    UN("sigmoid", TDM_U_SIGMOID), UN("relu", TDM_U_RELU), UN("gelu", TDM_U_GELU),
+    UN("gelu_tanh", TDM_U_GELU_TANH), UN("silu", TDM_U_SILU), UN("erf", TDM_U_ERF),
+    UN("reciprocal", TDM_U_RECIP), UN("floor", TDM_U_FLOOR), UN("ceil", TDM_U_CEIL),
+    UN("logical_not", TDM_U_NOT),
     {"where", 0, false, false, where_check, where_run},
     {"cast", 0, false, false, cast_check, cast_run},
     {"fill", 0, false, false, fill_check, fill_run},

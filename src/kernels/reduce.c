@@ -2,6 +2,7 @@
  * reference; float32 statistics accumulate in double. */
 #include "../ops.h"
 #include "../util.h"
+#include "variants.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,6 +27,24 @@ static inline float hsum(v128_t v) {
 #endif
 
 
+float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; i++) sum += x[i];
+  return sum;
+}
+
+#if defined(__wasm_simd128__)
+/* Four partial sums, then the tail: the order differs from the scalar reference. */
+float tdm_f32_sum_row__simd128(const float *x, int64_t n) {
+  v128_t s4 = wasm_f32x4_splat(0);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
+  float sum = hsum(s4);
+  for (; i < n; i++) sum += x[i];
+  return sum;
+}
+#endif
+
 /* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
 static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
   bool red[TDM_MAX_RANK] = {false};
@@ -49,12 +68,7 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
     const float *x = in[0].data;
     float *y = out->data;
     for (int64_t r = 0; r < out->numel; r++) {
-      const float *row = x + r * count;
-      v128_t s4 = wasm_f32x4_splat(0);
-      int64_t i = 0;
-      for (; i + 4 <= count; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(row + i));
-      float sum = hsum(s4);
-      for (; i < count; i++) sum += row[i];
+      const float sum = tdm_f32_sum_row__simd128(x + r * count, count);
       y[r] = code == R_MEAN ? sum / (float)count : sum;
     }
     return TDM_OK;
@@ -144,7 +158,7 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
 #if defined(__wasm_simd128__)
 /* One contiguous row of softmax / log_softmax, four lanes at a time (sum in float lanes; masked
  * -inf scores give exactly 0). */
-static void softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
+void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
   v128_t m4 = wasm_f32x4_splat(-INFINITY);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) m4 = wasm_f32x4_max(m4, wasm_v128_load(x + i)); /* NaN propagates */
@@ -178,6 +192,29 @@ static void softmax_row__simd128(const float *x, float *y, int64_t n, bool logp)
 }
 #endif
 
+void tdm_f32_softmax_group__scalar(const float *x, float *y, int64_t n, int64_t stride, bool logp) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    const float v = x[i * stride];
+    mx = (v > mx || v != v) ? v : mx;
+  }
+  if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s and PyTorch's NaN below */
+  double sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const float v = x[i * stride];
+    const float e = v == -INFINITY ? 0.0f : expf(v - mx); /* masked scores: skip expf's slow underflow path */
+    if (!logp) y[i * stride] = e;
+    sum += e;
+  }
+  if (logp) {
+    const float ls = (float)log(sum);
+    for (int64_t i = 0; i < n; i++) y[i * stride] = x[i * stride] - mx - ls;
+  } else {
+    const float r = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i * stride] *= r;
+  }
+}
+
 /* softmax / log_softmax: iattr = [dim]. */
 static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *s = in[0].shape;
@@ -190,34 +227,12 @@ static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   const bool logp = op->def->code == 1;
 #if defined(__wasm_simd128__)
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; o++) softmax_row__simd128(x + o * n, y + o * n, n, logp);
+    for (int64_t o = 0; o < outer; o++) tdm_f32_softmax_row__simd128(x + o * n, y + o * n, n, logp);
     return TDM_OK;
   }
 #endif
   for (int64_t o = 0; o < outer; o++)
-    for (int64_t j = 0; j < inner; j++) {
-      const int64_t base = o * n * inner + j;
-      float mx = -INFINITY;
-      for (int64_t i = 0; i < n; i++) {
-        float v = x[base + i * inner];
-        mx = (v > mx || v != v) ? v : mx;
-      }
-      if (mx == -INFINITY) mx = 0; /* all -inf: exp gives 0s and PyTorch's NaN below */
-      double sum = 0;
-      for (int64_t i = 0; i < n; i++) {
-        const float v = x[base + i * inner];
-        float e = v == -INFINITY ? 0.0f : expf(v - mx); /* masked scores: skip expf's slow underflow path */
-        if (!logp) y[base + i * inner] = e;
-        sum += e;
-      }
-      if (logp) {
-        const float ls = (float)log(sum);
-        for (int64_t i = 0; i < n; i++) y[base + i * inner] = x[base + i * inner] - mx - ls;
-      } else {
-        const float r = (float)(1.0 / sum);
-        for (int64_t i = 0; i < n; i++) y[base + i * inner] *= r;
-      }
-    }
+    for (int64_t j = 0; j < inner; j++) tdm_f32_softmax_group__scalar(x + o * n * inner + j, y + o * n * inner + j, n, inner, logp);
   return TDM_OK;
 }
 
@@ -237,7 +252,7 @@ static tdm_status softmax_check(const tdm_method *m, const tdm_op *op) {
  * scalar path. */
 #define NORM_SIMD_MAX 4096
 
-static void layer_norm_group(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
+void tdm_f32_layer_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
   double mean = 0, var = 0;
   for (int64_t i = 0; i < n; i++) mean += x[i * stride];
   mean /= (double)n;
@@ -253,7 +268,7 @@ static void layer_norm_group(const float *x, float *y, int64_t n, int64_t stride
 }
 
 /* y = x / sqrt(mean(x²) + eps) [* w], computed as (x * rstd) * w like x * rsqrt(...) * w. */
-static void rms_norm_group(const float *x, float *y, int64_t n, int64_t stride, const float *w, float eps) {
+void tdm_f32_rms_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, float eps) {
   double q = 0;
   for (int64_t i = 0; i < n; i++) q += (double)x[i * stride] * x[i * stride];
   const float rstd = 1.0f / sqrtf((float)(q / (double)n) + eps);
@@ -265,7 +280,7 @@ static void rms_norm_group(const float *x, float *y, int64_t n, int64_t stride, 
 }
 
 #if defined(__wasm_simd128__)
-static void layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
+void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
   v128_t s4 = wasm_f32x4_splat(0);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
@@ -297,7 +312,7 @@ static void layer_norm_row__simd128(const float *x, float *y, int64_t n, const f
 }
 
 /* Four groups at x, x+1, x+2, x+3, each n values `stride` apart. */
-static void layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
+void tdm_f32_layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
   v128_t s4 = wasm_f32x4_splat(0);
   for (int64_t i = 0; i < n; i++) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i * stride));
   const v128_t mu = wasm_f32x4_div(s4, wasm_f32x4_splat((float)n));
@@ -316,7 +331,7 @@ static void layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int
   }
 }
 
-static void rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps) {
+void tdm_f32_rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps) {
   v128_t q4 = wasm_f32x4_splat(0);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -364,13 +379,13 @@ static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const t
 #if defined(__wasm_simd128__)
     if (n <= NORM_SIMD_MAX) {
       if (inner == 1) {
-        layer_norm_row__simd128(x, y, n, w, b, eps);
+        tdm_f32_layer_norm_row__simd128(x, y, n, w, b, eps);
         continue;
       }
-      for (; j + 4 <= inner; j += 4) layer_norm_4groups__simd128(x + j, y + j, n, inner, w, b, eps);
+      for (; j + 4 <= inner; j += 4) tdm_f32_layer_norm_4groups__simd128(x + j, y + j, n, inner, w, b, eps);
     }
 #endif
-    for (; j < inner; j++) layer_norm_group(x + j, y + j, n, inner, w, b, eps);
+    for (; j < inner; j++) tdm_f32_layer_norm_group__scalar(x + j, y + j, n, inner, w, b, eps);
   }
   return TDM_OK;
 }
@@ -414,11 +429,11 @@ static tdm_status rms_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm
     float *y = (float *)out->data + r * n;
 #if defined(__wasm_simd128__)
     if (n <= NORM_SIMD_MAX) {
-      rms_norm_row__simd128(x, y, n, w, eps);
+      tdm_f32_rms_norm_row__simd128(x, y, n, w, eps);
       continue;
     }
 #endif
-    rms_norm_group(x, y, n, 1, w, eps);
+    tdm_f32_rms_norm_group__scalar(x, y, n, 1, w, eps);
   }
   return TDM_OK;
 }

@@ -38,14 +38,19 @@ static inline void tdm_f32_axpy__simd128(float p, const float *x, float *y, int6
 #define tdm_f32_axpy tdm_f32_axpy__simd128
 
 /* e^x for four lanes: x = n ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n by
- * building the exponent bits. Inputs are clamped to [-87.3, 88.7] (the float32 range; NaN stays
- * NaN). Measured maximum relative error against expf: 2.4e-7 (tests/c/kernel_selftest.c checks
- * < 5e-7 over [-87, 88]). Written for how V8 lowers SIMD128 on x86: pmin/pmax are one instruction
- * each (min/max with NaN semantics are several), and n is rounded by adding 1.5·2^23, which leaves
- * n in the low mantissa bits (no float→int conversion, which is a long sequence there). */
+ * building the exponent bits. Matches expf over the whole float32 range: x is clamped to
+ * [-104, 89], where e^-104 rounds to 0 and e^89 overflows to inf, so ±inf, overflow (x above
+ * 88.7228) and full underflow come out of the same arithmetic; 2^n is applied in two halves, so
+ * n from -150 to 128 stays representable and the gradual-underflow (denormal) results round once,
+ * at the last multiply. NaN stays NaN. Measured maximum relative error against expf on normal
+ * results: 2.4e-7 (tests/c/kernel_selftest.c checks < 5e-7, denormal results within one unit of
+ * 2^-149, and ±inf, NaN, 0, the overflow threshold and every float in [-104, -80] and [80, 89]).
+ * Written for how V8 lowers SIMD128 on x86: pmin/pmax are one instruction each (min/max with NaN
+ * semantics are several), and n is rounded by adding 1.5·2^23, which leaves n in the low mantissa
+ * bits (no float→int conversion, which is a long sequence there). */
 static inline v128_t tdm_f32x4_exp(v128_t x) {
   /* pmax(a, b) = a < b ? b : a and pmin(a, b) = b < a ? b : a keep a NaN in a */
-  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.3f)), wasm_f32x4_splat(88.7f));
+  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-104.0f)), wasm_f32x4_splat(89.0f));
   const v128_t magic = wasm_f32x4_splat(12582912.0f); /* 1.5 * 2^23 */
   const v128_t nm = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), magic);
   const v128_t n = wasm_f32x4_sub(nm, magic); /* round-to-nearest of x / ln 2, as a float */
@@ -58,8 +63,8 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
-  /* the integer n is nm's bits minus magic's bits; 2^n in two halves so that n = 128 (from x near
-   * 88.7) stays representable */
+  /* the integer n (in [-150, 129]) is nm's bits minus magic's bits; 2^n = 2^h · 2^(n-h) with
+   * h = floor(n / 2): both halves are normal floats, so the product rounds only once */
   const v128_t ni = wasm_i32x4_sub(nm, magic);
   const v128_t h = wasm_i32x4_shr(ni, 1);
   const v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(h, wasm_i32x4_splat(127)), 23);

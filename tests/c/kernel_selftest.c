@@ -1,20 +1,83 @@
-/* kernel_selftest.c — every SIMD128 kernel against its scalar reference, on sizes that exercise
- * each tail (rows % 4, columns % 8 and, for one row, % 32, K % 4). Built into a test-only wasm module
- * (build/wasm/kernel_selftest.wasm) that tests/js/kernels.test.js runs; natively it checks the
- * scalar kernels against a naive triple loop. Returns the number of mismatches. */
+/* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h) against its
+ * scalar reference, both compiled into one test-only wasm module (build/wasm/kernel_selftest.wasm)
+ * that tests/js/kernels.test.js runs: on sizes that exercise each tail (n % 4, rows % 4, columns
+ * % 8 and, for one row, % 32, K % 4) and on special values (NaN, ±inf, ±0, denormals, the largest
+ * floats, exp's overflow and underflow thresholds). Exact kernels must match bit for bit (every
+ * NaN counts as equal); the others within the tolerance docs/ops.md states. Natively only the
+ * scalar GEMM is checked, against a naive triple loop. Returns the number of mismatches;
+ * tdm_kernel_selftest_family(k) gives them per family (the order of the F_ enum below) and
+ * tdm_kernel_selftest_first(k, field) the family's first mismatch. */
+#include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/kernels/gemm.h"
+#include "../../src/kernels/variants.h"
 #include "../../src/kernels/vec.h"
+
+#if !defined(__wasm__)
+#include <stdio.h>
+#define REPORT(...) fprintf(stderr, __VA_ARGS__)
+#else
+#define REPORT(...) ((void)0)
+#endif
 
 static uint32_t rng = 12345;
 static float frand(void) {
   rng = rng * 1664525u + 1013904223u;
   return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
+
+enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_COUNT };
+static int bad_by_family[F_COUNT];
+
+/* Special float32 values every elementwise check mixes into its inputs. */
+static const float SPECIAL[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f,
+                                1.0f, -1.0f, 0.5f, 1e-8f, -1e-8f, 88.72f, 88.73f, 89.0f, -87.5f, -103.9f, -104.5f, -110.0f, 20.0f,
+                                -20.0f, 7.9f, -9.5f, 4.0f};
+#define N_SPECIAL (int)(sizeof SPECIAL / sizeof SPECIAL[0])
+
+/* n values: random in [-scale, scale], and with `special` the special values at positions that
+ * move with n (so they land in the SIMD body and in the tail). */
+static void fill(float *x, int64_t n, float scale, bool special, int salt) {
+  for (int64_t i = 0; i < n; i++) x[i] = frand() * scale;
+  if (special)
+    for (int64_t i = 0; i < n; i++)
+      if ((i * 7 + salt + n) % 3 == 0) x[i] = SPECIAL[(i + salt + n) % N_SPECIAL];
+}
+
+/* Same value, the same sign of zero, or both NaN. */
+static bool same(float a, float b) {
+  if (a != a || b != b) return a != a && b != b;
+  return a == b && signbit(a) == signbit(b);
+}
+
+/* Within rtol·|ref| + atol; NaN, ±inf and exact zeros must match in kind. */
+static bool near(float y, float ref, float rtol, float atol) {
+  if (ref != ref || y != y) return ref != ref && y != y;
+  if (isinf(ref) || isinf(y)) return y == ref;
+  return fabsf(y - ref) <= rtol * fabsf(ref) + atol;
+}
+
+/* The first mismatch of each family: n, i, x, the kernel's value, the reference's. */
+static double first_bad[F_COUNT][5];
+
+static int mismatch(int family, const char *what, int64_t n, int64_t i, double x, float y, float ref) {
+  REPORT("%s n=%lld i=%lld x=%.9g: %.9g, reference %.9g\n", what, (long long)n, (long long)i, x, y, ref);
+  (void)what;
+  if (bad_by_family[family]++ == 0) {
+    const double v[5] = {(double)n, (double)i, x, y, ref};
+    memcpy(first_bad[family], v, sizeof v);
+  }
+  return 1;
+}
+
+static const int64_t SIZES[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 31, 32, 33, 37, 64, 100, 257};
+#define N_SIZES (int)(sizeof SIZES / sizeof SIZES[0])
+#define MAXN 257
 
 static void pack(int64_t N, int64_t K, const float *b, float *bp) {
   const int64_t panels = (N + TDM_PANEL - 1) / TDM_PANEL;
@@ -23,14 +86,14 @@ static void pack(int64_t N, int64_t K, const float *b, float *bp) {
     for (int64_t j = 0; j < N; j++) bp[((j / TDM_PANEL) * K + k) * TDM_PANEL + j % TDM_PANEL] = b[k * N + j];
 }
 
-static int compare(const float *x, const float *ref, int64_t n, int64_t K) {
+static int gemm_compare(const float *x, const float *ref, int64_t n, int64_t K) {
   int bad = 0;
   for (int64_t i = 0; i < n; i++)
     if (!(fabsf(x[i] - ref[i]) <= 1e-5f * (float)K + 1e-5f * fabsf(ref[i]))) bad++;
   return bad;
 }
 
-static int check(int64_t M, int64_t N, int64_t K) {
+static int check_gemm(int64_t M, int64_t N, int64_t K) {
   const int64_t panels = (N + TDM_PANEL - 1) / TDM_PANEL;
   float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *b = malloc(sizeof(float) * (size_t)(K * N + 1));
   float *bp = malloc(sizeof(float) * (size_t)(panels * K * TDM_PANEL + 1));
@@ -46,70 +109,303 @@ static int check(int64_t M, int64_t N, int64_t K) {
     }
   int bad = 0;
   tdm_f32_gemm_rows__scalar(M, N, K, a, b, y);
-  bad += compare(y, ref, M * N, K);
+  bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed__scalar(M, N, K, a, bp, y);
-  bad += compare(y, ref, M * N, K);
+  bad += gemm_compare(y, ref, M * N, K);
 #if defined(__wasm_simd128__)
   tdm_f32_gemm_rows_4x8__simd128(M, N, K, a, b, y);
-  bad += compare(y, ref, M * N, K);
+  bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
-  bad += compare(y, ref, M * N, K);
+  bad += gemm_compare(y, ref, M * N, K);
 #endif
   free(a), free(b), free(bp), free(ref), free(y);
+  bad_by_family[F_GEMM] += bad;
   return bad;
 }
 
-/* The SIMD exp against expf over the float32 range: relative error below 5e-7. */
-static int check_exp(void) {
-  int bad = 0;
+
 #if defined(__wasm_simd128__)
-  float worst = 0;
-  for (float x = -87.0f; x < 88.0f; x += 0.0173f) {
-    float y[4];
-    wasm_v128_store(y, tdm_f32x4_exp(wasm_f32x4_make(x, x + 0.004f, x + 0.008f, x + 0.012f)));
-    for (int i = 0; i < 4; i++) {
-      const float xi = x + 0.004f * (float)i, want = expf(xi), rel = fabsf(y[i] - want) / want;
-      if (rel > worst) worst = rel;
-      if (!(rel < 5e-7f)) bad++;
+/* ---- elementwise ----------------------------------------------------------------------------- */
+
+/* Binary float32 ops: exact, for contiguous and broadcast (stride 0) operands. */
+static int check_binary(void) {
+  static const int codes[] = {TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM};
+  static const char *names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"};
+  float a[MAXN], b[MAXN], y[MAXN], ref[MAXN];
+  int bad = 0;
+  for (int c = 0; c < 8; c++)
+    for (int s = 0; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(a, n + 1, 3, true, c), fill(b, n + 1, 3, true, c + 5);
+      for (int mode = 0; mode < 4; mode++) {
+        const int64_t sa = mode & 1 ? 0 : 1, sb = mode & 2 ? 0 : 1;
+        tdm_f32_binary_row__scalar(codes[c], a, sa, b, sb, ref, n);
+        tdm_f32_binary_row__simd128(codes[c], a, sa, b, sb, y, n);
+        for (int64_t i = 0; i < n; i++)
+          if (!same(y[i], ref[i])) bad += mismatch(F_BINARY, names[c], n, i, a[i * sa], y[i], ref[i]);
+      }
+    }
+  /* signed zeros and NaN in both orders, in the SIMD body */
+  const float za[8] = {0.0f, -0.0f, 0.0f, -0.0f, NAN, 1.0f, NAN, -INFINITY}, zb[8] = {-0.0f, 0.0f, 0.0f, -0.0f, 1.0f, NAN, NAN, INFINITY};
+  for (int c = 0; c < 8; c++) {
+    tdm_f32_binary_row__scalar(codes[c], za, 1, zb, 1, ref, 8);
+    tdm_f32_binary_row__simd128(codes[c], za, 1, zb, 1, y, 8);
+    for (int64_t i = 0; i < 8; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_BINARY, names[c], 8, i, za[i], y[i], ref[i]);
+  }
+  return bad;
+}
+
+/* The unary ops whose SIMD128 variant is the same IEEE operation: bit for bit. */
+static int check_unary_exact(void) {
+  static const int codes[] = {TDM_U_NEG, TDM_U_ABS, TDM_U_RELU, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_RECIP, TDM_U_FLOOR, TDM_U_CEIL};
+  static const char *names[] = {"neg", "abs", "relu", "sqrt", "rsqrt", "reciprocal", "floor", "ceil"};
+  float x[MAXN], y[MAXN], ref[MAXN];
+  int bad = 0;
+  for (int c = 0; c < 8; c++)
+    for (int s = 0; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n, 5, true, c);
+      tdm_f32_unary__scalar(codes[c], x, ref, n);
+      if (!tdm_f32_unary__simd128(codes[c], x, y, n)) {
+        bad += mismatch(F_UNARY_EXACT, names[c], n, -1, 0, 0, 0); /* documented as SIMD128 */
+        continue;
+      }
+      for (int64_t i = 0; i < n; i++)
+        if (!same(y[i], ref[i])) bad += mismatch(F_UNARY_EXACT, names[c], n, i, x[i], y[i], ref[i]);
+    }
+  return bad;
+}
+
+/* One unary op through its SIMD128 variant against the scalar reference, within
+ * rtol·|ref| + atol + xtol·|x|, on random values of each scale plus the special values. */
+static int check_unary_approx(int family, int code, const char *name, float rtol, float atol, float xtol) {
+  static const float scales[] = {0.01f, 1, 10, 120};
+  float x[MAXN], y[MAXN], ref[MAXN];
+  int bad = 0;
+  for (int k = 0; k < 4; k++)
+    for (int s = 0; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n, scales[k], k != 0, code + k);
+      tdm_f32_unary__scalar(code, x, ref, n);
+      if (!tdm_f32_unary__simd128(code, x, y, n)) return bad + mismatch(family, name, n, -1, 0, 0, 0);
+      for (int64_t i = 0; i < n; i++)
+        if (!near(y[i], ref[i], rtol, atol + (xtol != 0 ? xtol * fabsf(x[i]) : 0))) bad += mismatch(family, name, n, i, x[i], y[i], ref[i]);
+    }
+  return bad;
+}
+
+/* exp against expf: the special values, every float in [-104, -80] and [80, 89] (overflow, the
+ * denormal range and full underflow), and a sweep of the whole range. Relative error below 5e-7 on
+ * normal results, denormal results within one unit of 2^-149, exact ±inf, 0 and NaN. */
+static int check_exp(void) {
+  int bad = check_unary_approx(F_EXP, TDM_U_EXP, "exp", 5e-7f, 1.5e-45f, 0);
+  const float ends[2][2] = {{-104.0f, -80.0f}, {80.0f, 89.0f}};
+  for (int e = 0; e < 2; e++) {
+    float x = ends[e][0];
+    while (x < ends[e][1]) {
+      float xs[4], y[4];
+      for (int i = 0; i < 4; i++) xs[i] = x, x = nextafterf(x, INFINITY);
+      wasm_v128_store(y, tdm_f32x4_exp(wasm_v128_load(xs)));
+      for (int i = 0; i < 4; i++)
+        if (!near(y[i], expf(xs[i]), 5e-7f, 1.5e-45f)) bad += mismatch(F_EXP, "exp (range)", 4, i, xs[i], y[i], expf(xs[i]));
     }
   }
-  float nan[4];
-  wasm_v128_store(nan, tdm_f32x4_exp(wasm_f32x4_splat(NAN)));
-  if (nan[0] == nan[0]) bad++; /* NaN propagates */
-#endif
+  for (float x = -120.0f; x < 120.0f; x += 0.0173f) {
+    float y[4];
+    const float xs[4] = {x, x + 0.004f, x + 0.008f, x + 0.012f};
+    wasm_v128_store(y, tdm_f32x4_exp(wasm_v128_load(xs)));
+    for (int i = 0; i < 4; i++)
+      if (!near(y[i], expf(xs[i]), 5e-7f, 1.5e-45f)) bad += mismatch(F_EXP, "exp (sweep)", 4, i, xs[i], y[i], expf(xs[i]));
+  }
+  /* the named cases: e^89 and e^+inf overflow, e^-inf and e^-104 are 0, NaN stays NaN */
+  const float xs[8] = {89.0f, INFINITY, -INFINITY, -104.0f, NAN, 88.7228f, -87.5f, -0.0f};
+  float y[8];
+  wasm_v128_store(y, tdm_f32x4_exp(wasm_v128_load(xs)));
+  wasm_v128_store(y + 4, tdm_f32x4_exp(wasm_v128_load(xs + 4)));
+  if (!(y[0] == INFINITY && y[1] == INFINITY && y[2] == 0.0f && y[3] == 0.0f && y[4] != y[4] && y[5] < INFINITY && y[5] > 3.4e38f &&
+        y[6] > 0 && y[7] == 1.0f))
+    bad += mismatch(F_EXP, "exp (named cases)", 8, -1, 0, y[0], 0);
   return bad;
 }
 
-/* The SIMD erf against erff: absolute error below 5e-7 over [-6, 6]. */
+/* The ops built on exp and erf (docs/ops.md's tolerances). */
+static int check_exp_family(void) {
+  return check_unary_approx(F_EXP_FAMILY, TDM_U_SIGMOID, "sigmoid", 1e-6f, 1.5e-45f, 0) +
+         check_unary_approx(F_EXP_FAMILY, TDM_U_SILU, "silu", 1e-6f, 1.5e-45f, 0) +
+         check_unary_approx(F_EXP_FAMILY, TDM_U_TANH, "tanh", 1e-6f, 2e-7f, 0);
+}
+
 static int check_erf(void) {
-  int bad = 0;
-#if defined(__wasm_simd128__)
+  int bad = check_unary_approx(F_ERF, TDM_U_ERF, "erf", 0, 5e-7f, 0) +
+            check_unary_approx(F_ERF, TDM_U_GELU, "gelu", 1e-6f, 1e-30f, 2.5e-7f);
   for (float x = -6.0f; x < 6.0f; x += 0.0031f) {
     float y[4];
-    wasm_v128_store(y, tdm_f32x4_erf(wasm_f32x4_make(x, -x, x * 0.5f, x * 0.01f)));
     const float xs[4] = {x, -x, x * 0.5f, x * 0.01f};
+    wasm_v128_store(y, tdm_f32x4_erf(wasm_v128_load(xs)));
     for (int i = 0; i < 4; i++)
-      if (!(fabsf(y[i] - erff(xs[i])) < 5e-7f)) bad++;
+      if (!(fabsf(y[i] - erff(xs[i])) < 5e-7f)) bad += mismatch(F_ERF, "erf (sweep)", 4, i, xs[i], y[i], erff(xs[i]));
   }
-  float nan[4];
-  wasm_v128_store(nan, tdm_f32x4_erf(wasm_f32x4_splat(NAN)));
-  if (nan[0] == nan[0]) bad++;
-#endif
   return bad;
 }
 
+/* ---- rows: softmax, sums, norms ---------------------------------------------------------------- */
+
+/* Rows of scores: random, with masked (-inf) entries, all masked, a +inf, a NaN, huge values. */
+static void score_row(float *x, int64_t n, int kind) {
+  fill(x, n, 4, false, 0);
+  for (int64_t i = 0; i < n; i++) {
+    if (kind == 1 && i % 3 == 1) x[i] = -INFINITY;
+    if (kind == 2) x[i] = -INFINITY;
+    if (kind == 5) x[i] *= 1e30f;
+  }
+  if (n && kind == 3) x[n / 2] = INFINITY;
+  if (n && kind == 4) x[n - 1] = NAN;
+}
+
+static int check_softmax(void) {
+  float x[MAXN], y[MAXN], ref[MAXN];
+  int bad = 0;
+  for (int logp = 0; logp < 2; logp++)
+    for (int kind = 0; kind < 6; kind++)
+      for (int s = 1; s < N_SIZES; s++) {
+        const int64_t n = SIZES[s];
+        score_row(x, n, kind);
+        tdm_f32_softmax_group__scalar(x, ref, n, 1, logp);
+        tdm_f32_softmax_row__simd128(x, y, n, logp);
+        for (int64_t i = 0; i < n; i++)
+          if (!(logp ? near(y[i], ref[i], 1e-6f, 1e-5f) : near(y[i], ref[i], 1e-5f, 1e-7f)))
+            bad += mismatch(F_SOFTMAX, logp ? "log_softmax" : "softmax", n, i, x[i], y[i], ref[i]);
+      }
+  return bad;
+}
+
+static int check_sum(void) {
+  float x[MAXN];
+  int bad = 0;
+  for (int special = 0; special < 2; special++)
+    for (int s = 0; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n, 2, special && n % 2, (int)n);
+      float mag = 0;
+      for (int64_t i = 0; i < n; i++) mag += fabsf(x[i]);
+      const float ref = tdm_f32_sum_row__scalar(x, n), y = tdm_f32_sum_row__simd128(x, n);
+      if (!near(y, ref, 0, (float)n * 1.2e-7f * mag)) bad += mismatch(F_SUM, "sum row", n, -1, 0, y, ref);
+    }
+  return bad;
+}
+
+static int check_norms(void) {
+  enum { S = 7 }; /* groups side by side: x [n, S], groups at columns 0..3 */
+  static float x[MAXN * S], y[MAXN * S], ref[MAXN * S];
+  float w[MAXN], b[MAXN];
+  int bad = 0;
+  for (int kind = 0; kind < 4; kind++)
+    for (int s = 1; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n * S, 3, false, 0);
+      fill(w, n, 1.5f, false, 0), fill(b, n, 1, false, 0);
+      if (kind == 1) for (int64_t i = 0; i < n * S; i++) x[i] = 2.5f;   /* zero variance */
+      if (kind == 2) x[n / 2] = NAN, x[S * (n / 2) + 1] = NAN;          /* NaN: the row or group is NaN */
+      if (kind == 3) x[n - 1] = INFINITY, x[S * (n - 1) + 2] = -INFINITY;
+      const float *wv = kind % 2 ? NULL : w, *bv = kind == 2 ? NULL : b;
+      tdm_f32_layer_norm_group__scalar(x, ref, n, 1, wv, bv, 1e-5f);
+      tdm_f32_layer_norm_row__simd128(x, y, n, wv, bv, 1e-5f);
+      for (int64_t i = 0; i < n; i++)
+        if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_NORM, "layer_norm row", n, i, x[i], y[i], ref[i]);
+      tdm_f32_rms_norm_group__scalar(x, ref, n, 1, wv, 1e-6f);
+      tdm_f32_rms_norm_row__simd128(x, y, n, wv, 1e-6f);
+      for (int64_t i = 0; i < n; i++)
+        if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_NORM, "rms_norm row", n, i, x[i], y[i], ref[i]);
+      for (int j = 0; j < 4; j++) tdm_f32_layer_norm_group__scalar(x + j, ref + j, n, S, wv, bv, 1e-5f);
+      tdm_f32_layer_norm_4groups__simd128(x, y, n, S, wv, bv, 1e-5f);
+      for (int64_t i = 0; i < n; i++)
+        for (int j = 0; j < 4; j++)
+          if (!near(y[i * S + j], ref[i * S + j], 1e-5f, 1e-5f))
+            bad += mismatch(F_NORM, "layer_norm 4 groups", n, i * S + j, x[i * S + j], y[i * S + j], ref[i * S + j]);
+    }
+  return bad;
+}
+
+/* ---- attention and convolution ------------------------------------------------------------------ */
+
+static int check_attention(void) {
+  float a[MAXN], b[MAXN], y[MAXN], ref[MAXN];
+  int bad = 0;
+  for (int special = 0; special < 2; special++)
+    for (int s = 0; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(a, n, 2, special && n > 8, 1), fill(b, n, 2, false, 2);
+      float mag = 0;
+      for (int64_t i = 0; i < n; i++) mag += fabsf(a[i] * b[i]);
+      const float d = tdm_f32_dot__simd128(a, b, n), dref = tdm_f32_dot__scalar(a, b, n);
+      if (!near(d, dref, 0, (float)n * 1.2e-7f * mag)) bad += mismatch(F_ATTENTION, "dot", n, -1, 0, d, dref);
+      for (int k = 0; k < 3; k++) {
+        const float p = k == 0 ? 0.37f : k == 1 ? -0.0f : (special ? NAN : 1e-30f);
+        fill(y, n, 1, false, 3);
+        memcpy(ref, y, (size_t)n * sizeof(float));
+        tdm_f32_axpy__simd128(p, a, y, n);
+        tdm_f32_axpy__scalar(p, a, ref, n);
+        for (int64_t i = 0; i < n; i++)
+          if (!same(y[i], ref[i])) bad += mismatch(F_ATTENTION, "axpy", n, i, a[i], y[i], ref[i]);
+      }
+    }
+  return bad;
+}
+
+/* The SIMD128 columns of a unit-stride convolution row against the scalar reference per column. */
+static int check_conv(void) {
+  enum { C = 3, H = 4, MAXW = 80 };
+  static float x[C * H * MAXW], w[C * 3 * 5], yr[MAXW];
+  int bad = 0;
+  fill(w, C * 3 * 5, 1, false, 0);
+  for (int64_t W = 1; W <= MAXW; W += (W < 40 ? 1 : 13))
+    for (int KW = 1; KW <= 5; KW += 2)
+      for (int dw = 1; dw <= 2; dw++)
+        for (int pw = 0; pw <= 2; pw++) {
+          tdm_conv_geom g = {1, C, H, W, 0, 0, 2, KW, 1, 1, 1, pw, 1, dw};
+          const int64_t span = (int64_t)dw * (KW - 1) + 1;
+          if (W + 2 * pw < span) continue;
+          g.OH = H + 2 * g.ph - (g.dh * (g.KH - 1) + 1) + 1;
+          g.OW = W + 2 * pw - span + 1;
+          fill(x, C * H * W, 2, W % 5 == 0, (int)W);
+          const int64_t last = g.W - 1 - (g.KW - 1) * g.dw + g.pw;
+          const int64_t lo = g.pw, hi = last < 0 ? 0 : (last + 1 < g.OW ? last + 1 : g.OW);
+          if (lo >= hi) continue;
+          for (int64_t oh = 0; oh < g.OH; oh++) {
+            const int64_t end = tdm_f32_conv_row__simd128(&g, x, w, C, oh, 0.25f, yr, lo, hi);
+            if (end > hi || end < hi - 3 || end < lo) bad += mismatch(F_CONV, "conv row end", W, end, 0, 0, 0);
+            for (int64_t ow = lo; ow < end && ow <= hi; ow++) {
+              const float ref = tdm_f32_conv_point__scalar(&g, x, w, C, oh, ow, 0.25f);
+              if (!near(yr[ow], ref, 1e-5f, 1e-5f * C * 2 * KW)) bad += mismatch(F_CONV, "conv row", W, ow, 0, yr[ow], ref);
+            }
+          }
+        }
+  return bad;
+}
+#endif
+
+int tdm_kernel_selftest_family(int family) { return family >= 0 && family < F_COUNT ? bad_by_family[family] : -1; }
+/* Field k (0 n, 1 index, 2 input, 3 kernel's value, 4 reference) of the family's first mismatch. */
+double tdm_kernel_selftest_first(int family, int k) { return family >= 0 && family < F_COUNT && k >= 0 && k < 5 ? first_bad[family][k] : 0; }
+
 int tdm_kernel_selftest(void) {
-  int bad = check_exp() + check_erf();
+  memset(bad_by_family, 0, sizeof bad_by_family);
+  memset(first_bad, 0, sizeof first_bad);
+  int bad = 0;
+#if defined(__wasm_simd128__)
+  bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
+         check_norms() + check_attention() + check_conv();
+#endif
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
-      for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) bad += check(ms[i], ns[j], ks[k]);
-  bad += check(64, 256, 128);
+      for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) bad += check_gemm(ms[i], ns[j], ks[k]);
+  bad += check_gemm(64, 256, 128);
   return bad;
 }
 
 #if !defined(__wasm__)
-#include <stdio.h>
 int main(void) {
   int bad = tdm_kernel_selftest();
   printf("kernel_selftest: %d mismatches\n", bad);

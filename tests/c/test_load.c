@@ -1,5 +1,7 @@
-/* Loading hostile bytes: truncation at every offset, corrupted header fields, allocation failure.
- * Each case expects a specific status and no crash (run under ASan+UBSan too). */
+/* Loading hostile bytes: truncation at every offset, corrupted header fields, allocation failure,
+ * and hand-made programs that break one invariant of docs/format.md each. Each case expects a
+ * specific status and no crash (run under ASan+UBSan too). */
+#include "builder.h"
 #include "testing.h"
 #include "util.h"
 
@@ -65,6 +67,120 @@ static void allocation_failures(const unsigned char *bytes, size_t size) {
   tdm_program_free(p);
 }
 
+
+/* One method over f32 [4] values (16 bytes each): value v lives at scratch offset offs[v]. */
+static tb_program one_method(int n_values, const uint64_t *offs) {
+  tb_program p = {0};
+  p.n_methods = 1;
+  tb_method *m = &p.methods[0];
+  m->name = "forward";
+  m->scratch = 256;
+  m->n_values = n_values;
+  for (int v = 0; v < n_values; v++) m->values[v] = tb_scratch(TDM_F32, offs[v], 1, 4, 0);
+  return p;
+}
+
+static tb_op unop(const char *name, uint32_t x, uint32_t y) {
+  tb_op o = {name, 1, 1, 0, 0, {x}, {y}, {0}, {0}};
+  return o;
+}
+
+/* Def-before-use: a scratch byte read by an op or returned must have been written before. */
+static void def_before_use(void) {
+  tdm_program *p = NULL;
+  const uint64_t offs[] = {0, 16, 32, 64, 8};
+  /* an output no op writes (it would show whatever the arena held) */
+  tb_program t = one_method(2, offs);
+  t.methods[0].n_inputs = 1, t.methods[0].inputs[0] = 0;
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 1;
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED);
+  /* the same with an op writing it: loads */
+  t.methods[0].n_ops = 1, t.methods[0].ops[0] = unop("neg", 0, 1);
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+  /* an op that reads a value nothing wrote */
+  t = one_method(3, offs);
+  t.methods[0].n_inputs = 1, t.methods[0].inputs[0] = 0;
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 2;
+  t.methods[0].n_ops = 2, t.methods[0].ops[0] = unop("neg", 1, 2), t.methods[0].ops[1] = unop("neg", 0, 1);
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED); /* op 0 reads value 1, written only by op 1 */
+  t.methods[0].ops[0] = unop("neg", 0, 1), t.methods[0].ops[1] = unop("neg", 1, 2);
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+  /* partly written: value 4 = bytes [8, 24) straddles input [0, 16) and the unwritten [16, 24) */
+  t = one_method(5, offs);
+  t.methods[0].n_inputs = 1, t.methods[0].inputs[0] = 0;
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 2;
+  t.methods[0].n_ops = 1, t.methods[0].ops[0] = unop("neg", 4, 2);
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED);
+  /* ... and covered once [16, 32) is written first (views: bytes, not value identities) */
+  t.methods[0].n_ops = 2, t.methods[0].ops[0] = unop("neg", 0, 1), t.methods[0].ops[1] = unop("neg", 4, 2);
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+  /* an output that is (inside) an input needs no op */
+  t = one_method(1, offs);
+  t.methods[0].n_inputs = 1, t.methods[0].inputs[0] = 0;
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 0;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+  /* state is always defined: an output that is a state tensor, never written by the method */
+  t = one_method(0, offs);
+  t.n_states = 1, t.states[0] = (tb_state){"s", TDM_F32, 1, {4}};
+  t.methods[0].n_values = 1, t.methods[0].values[0] = (tb_value){TDM_F32, 1, TB_STATE, 0, 0, {4}};
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 0;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+}
+
+/* A fresh session's scratch is zero, whatever the allocator handed back (here, most likely the
+ * block of a session just freed, filled with 0xAB). */
+static void scratch_starts_zeroed(void) {
+  const uint64_t offs[] = {0, 16};
+  tb_program t = one_method(2, offs);
+  t.methods[0].scratch = 4096;
+  t.methods[0].n_inputs = 1, t.methods[0].inputs[0] = 0;
+  t.methods[0].n_outputs = 1, t.methods[0].outputs[0] = 1;
+  t.methods[0].n_ops = 1, t.methods[0].ops[0] = unop("neg", 0, 1);
+  tdm_program *p;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  for (int round = 0; round < 3; round++) {
+    tdm_session *s;
+    CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+    const unsigned char *in = tdm_session_input(s, 0, 0), *out = tdm_session_output(s, 0, 0);
+    int nonzero = 0;
+    for (int i = 0; i < 16; i++) nonzero += in[i] != 0 || out[i] != 0;
+    CHECK(nonzero == 0);
+    memset(tdm_session_input(s, 0, 0), 0xAB, 4096); /* the whole arena: input 0 is at offset 0 */
+    tdm_session_free(s);
+  }
+  tdm_program_free(p);
+}
+
+/* Ops that can fail on runtime values (check_index) must come before any op that writes the
+ * state, so a failed call leaves the state as it was. */
+static void check_before_state_write(void) {
+  tb_program t = {0};
+  t.n_states = 1, t.states[0] = (tb_state){"counter", TDM_I64, 1, {4}};
+  t.n_methods = 1;
+  tb_method *m = &t.methods[0];
+  m->name = "forward";
+  m->scratch = 64;
+  m->n_values = 2;
+  m->values[0] = tb_scratch(TDM_I64, 0, 1, 2, 0);                /* index input */
+  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}};     /* the state */
+  m->n_inputs = 1, m->inputs[0] = 0;
+  m->n_ops = 2;
+  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}};  /* counter += counter, in place */
+  const tb_op check = {"check_index", 1, 0, 1, 0, {0}, {0}, {4}, {0}};
+  m->ops[0] = add, m->ops[1] = check;
+  tdm_program *p = NULL;
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED);
+  CHECK(strstr(tdm_last_error(), "after the state was written") != NULL);
+  m->ops[0] = check, m->ops[1] = add;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_program_free(p);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   const char *names[] = {"accumulator", "original_report", "state_io", "gru", "initialized"};
@@ -79,5 +195,8 @@ int main(int argc, char **argv) {
     allocation_failures(bytes, size);
     free(bytes);
   }
+  def_before_use();
+  scratch_starts_zeroed();
+  check_before_state_write();
   return test_report("test_load");
 }

@@ -1,7 +1,9 @@
 /* The malformed-file corpus (tests/fixtures/malformed.py): every file must fail to load with one of
- * its expected statuses, without a crash (this test also runs under ASan+UBSan). Files that
- * load are run with zero inputs. Resource bounds: loading a file of at most 4 KiB allocates at
- * most a fixed multiple of its size, and a session at most its declared state + scratch. */
+ * its expected statuses, without a crash (this test also runs under ASan+UBSan). Only a mutation
+ * whose expected statuses include TDM_OK (one that can leave a valid program, e.g. a renamed
+ * state) may load; such files are run with zero inputs. Resource bounds: loading a file of at most
+ * 4 KiB allocates at most a fixed multiple of its size, and a session at most its declared state +
+ * scratch. */
 #include "testing.h"
 #include "util.h"
 
@@ -33,8 +35,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "%s: loading %zu bytes allocated %llu bytes\n", name, size, (unsigned long long)(b1 - b0));
       tdm_test_failures++;
     }
+    if (s == TDM_OK && !strstr(allowed, "TDM_OK")) {
+      fprintf(stderr, "%s: loaded, but this mutation must fail with one of %s; mutation: %s", name, allowed,
+              strchr(strchr(line, ' ') + 1, ' ') + 1);
+      tdm_test_failures++;
+    }
     if (s == TDM_OK) {
-      /* A mutation can leave a valid program (e.g. a changed constant value): it must run. */
+      /* A mutation that may leave a valid program: it must run. */
       loaded++;
       tdm_session *sess;
       tdm__alloc_stats(&c0, &b0);

@@ -1,6 +1,7 @@
 /* Runs the foundation's fixtures natively with hand-computed expectations. */
 #include <math.h>
 
+#include "builder.h"
 #include "testing.h"
 
 static void call_f32(tdm_session *s, int32_t m, const float *x, size_t n) {
@@ -76,10 +77,51 @@ static void initialized(const char *dir) {
   tdm_program_free(p);
 }
 
+
+/* The documented output lifetime (tandem.h): one scratch arena serves every method, so writing
+ * another method's inputs may overwrite an output that was not copied out yet. Method a: y = -x
+ * with y at bytes [16, 32); method b's input z lives at the same bytes. */
+static void output_lifetime(void) {
+  tb_program t = {0};
+  t.n_methods = 2;
+  for (int k = 0; k < 2; k++) {
+    tb_method *m = &t.methods[k];
+    m->name = k ? "b" : "a";
+    m->scratch = 64;
+    m->n_values = 2;
+    m->values[0] = tb_scratch(TDM_F32, k ? 16 : 0, 1, 4, 0);
+    m->values[1] = tb_scratch(TDM_F32, k ? 32 : 16, 1, 4, 0);
+    m->n_inputs = 1, m->inputs[0] = 0;
+    m->n_outputs = 1, m->outputs[0] = 1;
+    m->n_ops = 1, m->ops[0] = (tb_op){"neg", 1, 1, 0, 0, {0}, {1}, {0}, {0}};
+  }
+  tdm_program *p;
+  tdm_session *s;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  const float x[4] = {1, 2, 3, 4}, neg[4] = {-1, -2, -3, -4}, z[4] = {9, 9, 9, 9};
+  call_f32(s, 0, x, 4);
+  CHECK(out_eq(s, 0, neg, 4));
+  /* reading pointers and re-reading the output changes nothing */
+  (void)tdm_session_input(s, 1, 0);
+  (void)tdm_session_output(s, 1, 0);
+  CHECK(out_eq(s, 0, neg, 4));
+  /* writing method b's input overwrites a's output: a caller must have copied it out before */
+  CHECK(tdm_session_output(s, 0, 0) == tdm_session_input(s, 1, 0));
+  memcpy(tdm_session_input(s, 1, 0), z, sizeof z);
+  CHECK(out_eq(s, 0, z, 4) && !out_eq(s, 0, neg, 4));
+  CHECK_STATUS(tdm_session_run(s, 1), TDM_OK);
+  const float negz[4] = {-9, -9, -9, -9};
+  CHECK(out_eq(s, 1, negz, 4));
+  tdm_session_free(s);
+  tdm_program_free(p);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   original_report(dir);
   initialized(dir);
+  output_lifetime();
   CHECK(tdm_session_run(NULL, 0) == TDM_ERR_INVALID_ARGUMENT);
   tdm_session_free(NULL);
   tdm_program_free(NULL);

@@ -68,6 +68,27 @@ for shape in [(1,), (3, 17), (2, 3, 33)]:
                          ("truncdiv", lambda x: torch.div(x, 3, rounding_mode="trunc"), ints)]:
         case(name, fn, mk(*shape))
 
+# int64 division, remainder and pow are exact over the whole int64 range (not through float32, exact
+# only below 2^24): values near 2^40, 2^62 and the int64 extremes, negative operands, broadcasting
+BIG = torch.tensor([2**40 + 3, -(2**40) - 3, 2**62 + 12345, -(2**63) + 1, 2**63 - 1, -(2**63), 7, -7, 0, 123456789012345678])
+DIVISORS = torch.tensor([3, 7, -5, 2**31 + 11, -1, 2, 2**40, -(2**33), 9, -1000000007])
+for name, fn in [("floordiv_i64", lambda a, b: torch.div(a, b, rounding_mode="floor")),
+                 ("truncdiv_i64", lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+                 ("floor_divide_i64", torch.floor_divide), ("remainder_i64", torch.remainder)]:
+    case(name, fn, BIG, DIVISORS)
+    case(name + "_bcast", fn, torch.stack([BIG, -BIG.clamp(min=-(2**63) + 1)]), DIVISORS[:1].clone())
+case("floordiv_i64_scalar", lambda a: a // 1000003, BIG)
+case("truncdiv_i64_scalar", lambda a: torch.div(a, -(2**35), rounding_mode="trunc"), BIG)
+case("remainder_i64_scalar", lambda a: a % -(2**33 + 1), BIG)
+case("sample_counter", lambda n: (n * 48000 + 12345) // 480, torch.tensor([0, 1, 2**20, 2**30 + 7, 2**40 + 1]))
+case("pow_i64", torch.pow, torch.tensor([2, 3, -3, 7, -2, 10, 1, 0, 5]), torch.tensor([62, 39, 5, 20, 63, 18, 100, 0, 3]))
+# exp over the float32 range: overflow to inf past 88.7228, exactly 0 past -103.97 (inf and NaN
+# themselves cannot go through the JSON fixtures of the wasm run, so the results are compared)
+EXP_EDGES = torch.tensor([89.0, 100.0, 88.73, -104.0, -120.0, -200.0, 0.5, 88.7, 88.72, -103.0, -90.0, 3.0])
+case("exp_overflows", lambda x: torch.exp(x) > 3.4e38, EXP_EDGES)
+case("exp_underflows", lambda x: torch.exp(x) == 0, EXP_EDGES)
+case("exp_denormal", lambda x: torch.exp(x) * 2.0**126, torch.tensor([-87.0, -87.5, -88.0, -89.0, -90.0, -92.0, -95.0, -97.0]))
+
 for shape, dims in [((5,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 3, 5), (0, 2)), ((4, 1, 6), 1)]:
     case("sum", lambda x, d=dims: x.sum(d), r(*shape))
     case("sum_keep", lambda x, d=dims: x.sum(d, keepdim=True), r(*shape))

@@ -1,0 +1,56 @@
+/* variants.h — the kernels that have a SIMD128 variant, each beside its scalar reference (src/
+ * only). Both are non-static so that tests/c/kernel_selftest.c, built into a test-only wasm module,
+ * can run the two on the same inputs (tail sizes, NaN, ±inf, ±0) and compare. The runtime picks the
+ * variant at build time: the SIMD128 one in the wasm build, the scalar one natively. Shared small
+ * vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+#ifndef TDM_VARIANTS_H
+#define TDM_VARIANTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Sub-operation codes of the elementwise families (tdm_opdef.code). */
+enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM, TDM_B_EQ, TDM_B_NE,
+       TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
+enum { TDM_U_NEG, TDM_U_ABS, TDM_U_EXP, TDM_U_LOG, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_SIN, TDM_U_COS, TDM_U_TANH,
+       TDM_U_SIGMOID, TDM_U_RELU, TDM_U_GELU, TDM_U_GELU_TANH, TDM_U_SILU, TDM_U_ERF, TDM_U_RECIP, TDM_U_FLOOR,
+       TDM_U_CEIL, TDM_U_NOT };
+
+/* y[i] = x0[i*sa] op x1[i*sb] for one row of a float32 binary op; sa, sb are 0 (broadcast) or 1. */
+void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
+/* y[i] = op(x[i]) for a float32 unary op. */
+void tdm_f32_unary__scalar(int code, const float *x, float *y, int64_t n);
+
+/* Sum of a contiguous row in float32, left to right (the generic reduction's order). */
+float tdm_f32_sum_row__scalar(const float *x, int64_t n);
+/* softmax / log_softmax over n values `stride` apart (statistics in double). */
+void tdm_f32_softmax_group__scalar(const float *x, float *y, int64_t n, int64_t stride, bool logp);
+/* Layer norm and RMS norm over n values `stride` apart (statistics in double); w, b may be NULL. */
+void tdm_f32_layer_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps);
+void tdm_f32_rms_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, float eps);
+
+/* The geometry of a convolution: x [N, C, H, W], y [N, O, OH, OW], kernel KH × KW. */
+typedef struct tdm_conv_geom {
+  int64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw;
+} tdm_conv_geom;
+/* One output value: acc + the sum over the group's Cg channels (xg [Cg, H, W], wo [Cg, KH, KW])
+ * of the taps that land inside x. */
+float tdm_f32_conv_point__scalar(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc);
+
+#if defined(__wasm_simd128__)
+void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
+/* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
+bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);
+float tdm_f32_sum_row__simd128(const float *x, int64_t n);
+void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp);
+void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps);
+/* Four groups at x, x+1, x+2, x+3, each n values `stride` apart. */
+void tdm_f32_layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps);
+void tdm_f32_rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps);
+/* Output columns [lo, hi) of row oh (unit stride, every tap inside x), bias b; returns the first
+ * column not written (hi minus fewer than 4), left for tdm_f32_conv_point__scalar. */
+int64_t tdm_f32_conv_row__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
+                                  int64_t lo, int64_t hi);
+#endif
+
+#endif
