@@ -92,7 +92,12 @@ size_t tdm_state_offset(const tdm_program *p, uint32_t i); /* byte offset in the
 size_t tdm_state_nbytes(const tdm_program *p, uint32_t i);
 size_t tdm_program_state_size(const tdm_program *p);   /* bytes of the state region */
 size_t tdm_program_scratch_size(const tdm_program *p); /* bytes of one session's scratch */
-uint64_t tdm_program_fingerprint(const tdm_program *p); /* hash of the state layout */
+/* Hash of the state layout (each state tensor's name, dtype, shape, offset and size, and the
+ * region's size): programs with equal fingerprints read each other's saved state. */
+uint64_t tdm_program_fingerprint(const tdm_program *p);
+/* Hash of the program's structure (every section but the data, and the data's size): which
+ * program wrote a saved state. */
+uint64_t tdm_program_id(const tdm_program *p);
 
 /* A session on `p` (borrowed: p must outlive the session). Its state starts at the initial
  * values. */

@@ -529,7 +529,11 @@ static tdm_status parse(tdm_program *p) {
   if (rd_left(&rc)) return tdm__fail(TDM_ERR_MALFORMED, "the constants section has %zu trailing bytes", rd_left(&rc));
 
   size_t state_end = 0;
-  uint64_t fp = fnv1a(rst.p, rst.n, 1469598103934665603ull);
+  /* The fingerprint hashes the state layout only (names, dtypes, shapes, offsets, sizes), not
+   * where the file keeps them (string indices, initial-value offsets): a program re-exported with
+   * another method, other weights or other initial values reads the same saved state. */
+  uint64_t fp = fnv1a((const uint8_t *)&state_size, 8, 1469598103934665603ull);
+  fp = fnv1a((const uint8_t *)&p->n_states, 4, fp);
   for (uint32_t i = 0; i < p->n_states; i++) {
     tdm_state *st = &p->states[i];
     snprintf(ctx, sizeof ctx, "state %u", i);
@@ -552,9 +556,19 @@ static tdm_status parse(tdm_program *p) {
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': its initial value lies outside the data section", st->name);
     if (st->init_zero && init_off != 0) return tdm__fail(TDM_ERR_MALFORMED, "state '%s': an all-zero state has a data offset", st->name);
     st->init_offset = (size_t)init_off;
+    const uint64_t layout[3] = {(uint64_t)st->dtype | (uint64_t)rank << 8, st->offset, st->nbytes};
+    fp = fnv1a((const uint8_t *)st->name, strlen(st->name) + 1, fp);
+    fp = fnv1a((const uint8_t *)layout, sizeof layout, fp);
+    fp = fnv1a((const uint8_t *)st->shape.dims, (size_t)rank * 8, fp);
   }
   if (rd_left(&rst)) return tdm__fail(TDM_ERR_MALFORMED, "the states section has %zu trailing bytes", rd_left(&rst));
   p->fingerprint = fp;
+  /* The program's identity: every section but the data (weights are not hashed: too slow for
+   * large files), and the data's size. */
+  uint64_t id = 1469598103934665603ull;
+  for (int i = 1; i <= SEC_COUNT; i++)
+    if (i != SEC_DATA) id = fnv1a(sec[i].p, sec[i].n, id);
+  p->program_id = fnv1a((const uint8_t *)&p->data_size, sizeof p->data_size, id);
 
   if ((s = read_methods(p, rm, &cv, &c))) return s;
   size_t total;

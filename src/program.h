@@ -87,7 +87,8 @@ struct tdm_program {
   tdm_state *states;
   tdm_method *methods;
   size_t state_size, scratch_size;
-  uint64_t fingerprint;
+  uint64_t fingerprint; /* of the state layout */
+  uint64_t program_id;  /* of every section but the data */
   void *arena; /* one allocation holding every array above except file */
 };
 

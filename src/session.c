@@ -193,3 +193,4 @@ size_t tdm_state_nbytes(const tdm_program *p, uint32_t i) { const tdm_state *s =
 size_t tdm_program_state_size(const tdm_program *p) { return p ? p->state_size : 0; }
 size_t tdm_program_scratch_size(const tdm_program *p) { return p ? p->scratch_size : 0; }
 uint64_t tdm_program_fingerprint(const tdm_program *p) { return p ? p->fingerprint : 0; }
+uint64_t tdm_program_id(const tdm_program *p) { return p ? p->program_id : 0; }

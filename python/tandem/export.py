@@ -7,6 +7,7 @@ several modules sharing a submodule bind to the same state slot.
 from __future__ import annotations
 
 import contextlib
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Union
@@ -20,6 +21,7 @@ from .fuse import fuse_method, tie_embeddings
 from .lower import lower_method, source_line
 from .plan import plan_method
 from .program import Program
+from .runtime import TandemError, verify
 
 
 @dataclass
@@ -196,4 +198,23 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)
-    return Program(list(states.values()), lowered)
+    program = Program(list(states.values()), lowered)
+    _verify(program)
+    return program
+
+
+def _verify(program: Program) -> None:
+    """Run the runtime's verifier on the file, so an export never returns a program that the
+    runtime would reject; a rejection names the method, the op and the user's source line."""
+    try:
+        verify(program.to_bytes())
+    except TandemError as e:
+        where = ""
+        m = re.search(r"method '([^']+)' op (\d+)", str(e))
+        if m:
+            ops = program.method(m.group(1)).ops
+            k = int(m.group(2))
+            if k < len(ops):
+                where = f" (tandem op '{ops[k].name}'{ops[k].where})"
+        raise ExportError(f"the exported program does not pass the runtime's verifier{where}: {e}. This is a bug in "
+                          "tandem's exporter; please report it with the model") from e

@@ -442,6 +442,8 @@ def _cat(L, node, args, kwargs):
     dt = _dtype_of(node)
     xs = [L.cast(x, dt) for x in args[0] if x.numel > 0 or len(x.shape) > 1]
     dim = _dim(int(args[1]) if len(args) > 1 else 0, len(_shape_of(node)))
+    if not xs:  # every input is empty: so is the result
+        return _fill(L, 0, dt, _shape_of(node))
     if len(xs) == 1:
         return xs[0]
     return L.emit("cat", xs, dt, _shape_of(node), iattr=[dim])
@@ -683,6 +685,8 @@ def _argmax(L, node, args, kwargs):
         x = L.reshape(x, (x.numel,))
         dim = 0
     name = "argmax" if node.target == aten.argmax.default else "argmin"
+    if not x.shape:  # a 0-d tensor's only index
+        return _fill(L, 0, I64, _shape_of(node))
     return L.emit(name, [x], I64, _shape_of(node), iattr=[_dim(int(dim), len(x.shape))])
 
 

@@ -179,3 +179,12 @@ def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
         return Model(bytes(source))
     with open(source, "rb") as f:
         return Model(f.read())
+
+
+def verify(data: bytes) -> None:
+    """Load `data` with the runtime's own verifier and free it; raises TandemError if it fails."""
+    lib = _library()
+    prog = ctypes.c_void_p()
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    _check(lib.tdm_program_load(buf, len(data), ctypes.byref(prog)))
+    lib.tdm_program_free(prog)

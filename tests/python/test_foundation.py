@@ -1,6 +1,7 @@
 """The foundation's cases through the native runtime, against PyTorch eager over call sequences."""
 import pytest
 import torch
+from torch import nn
 
 import tandem
 from cases import CASES, as_tuple, original_report, run_eager
@@ -104,3 +105,25 @@ def test_wrong_inputs_are_rejected_with_expected_and_given():
     with pytest.raises(tandem.TandemError, match="takes 1 inputs, 0 given"):
         model.forward()
     torch.testing.assert_close(model.forward(torch.ones(3)), torch.full((3,), 2.0))
+
+
+class _ArgmaxOfScalar(nn.Module):
+    def forward(self, x):
+        return torch.argmax(x, dim=0, keepdim=True)
+
+
+def test_export_runs_the_runtime_verifier(monkeypatch):
+    """An export the runtime would reject fails at export, naming the op and the user's line.
+    (A 0-d argmax once exported as an argmax op the verifier rejects; the lowering is forced back
+    to that here.)"""
+    from tandem import lower
+    from tandem.ir import I64
+
+    def old_argmax(L, node, args, kwargs):
+        return L.emit("argmax", [args[0]], I64, (), iattr=[0])
+
+    monkeypatch.setitem(lower.HANDLERS, torch.ops.aten.argmax.default, old_argmax)
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(_ArgmaxOfScalar(), {"forward": (torch.tensor(2.0),)})
+    msg = str(e.value)
+    assert "verifier" in msg and "argmax" in msg and "test_foundation.py" in msg and "TDM_ERR_OP_RULE" in msg

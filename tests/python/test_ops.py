@@ -106,6 +106,9 @@ for shape, dim in [((5,), 0), ((3, 17), -1), ((2, 7, 3), 1), ((2, 3, 4, 9), -1)]
     case("argmax", lambda x, d=dim: x.argmax(d), r(*shape))
     case("argmin_keep", lambda x, d=dim: x.argmin(d, keepdim=True), r(*shape))
 case("argmax_flat", lambda x: x.argmax(), r(4, 5))
+# OpInfo samples that once exported into programs the runtime rejected
+case("argmax_0d", lambda x: x.argmax(0, keepdim=True) + x.argmin(-1), r())
+case("cat_all_empty", lambda a, b: torch.cat([a, b], 0) + 1, r(0), r(0))
 
 for shape in [(5,), (3, 17), (2, 3, 33)]:
     case("layer_norm", lambda x: F.layer_norm(x, x.shape[-1:], torch.linspace(0.5, 1.5, x.shape[-1]), torch.linspace(-1, 1, x.shape[-1])), r(*shape))
