@@ -32,19 +32,27 @@ function wasmBytes(wasm) {
   return wasmCache.get(key);
 }
 
-function nodeWorker() {
+function nodeWorker(onWorker) {
   const w = new Worker(new URL('./worker.js', import.meta.url));
   w.unref(); // an idle model does not keep the process alive; a pending call does (busy)
+  onWorker?.(w);
   return {
     post: (m, t) => w.postMessage(m, t),
     onMessage: (f) => w.on('message', f),
-    onError: (f) => w.on('error', f),
+    onError: (f) => {
+      w.on('error', (e) => f(`failed: ${e?.message ?? e}`));
+      w.on('messageerror', () => f('sent a message that could not be read'));
+      w.on('exit', (code) => f(`exited (code ${code})`));
+    },
     busy: (b) => (b ? w.ref() : w.unref()),
     terminate: () => w.terminate(),
   };
 }
 
-/** load(source, options) as in the browser; `source` may also be a file path or file: URL. */
+/** load(source, options) as in the browser; `source` may also be a file path or file: URL.
+ * Test-only, not public API: `_onWorker(worker)` receives the worker_threads Worker of
+ * { worker: true }, so tests can kill it (tests/js/package.test.js). */
 export async function load(source, options = {}) {
-  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH), _spawnWorker: nodeWorker });
+  const spawn = () => nodeWorker(options._onWorker);
+  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH), _spawnWorker: spawn });
 }

@@ -9,7 +9,8 @@ export type AnyTypedArray = Float32Array | BigInt64Array | Uint8Array;
 export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
-  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER';
+  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
+  | 'TDM_ERR_WORKER_DIED';
 
 export class TandemError extends Error {
   readonly name: 'TandemError';
@@ -24,9 +25,10 @@ export class Tensor<D extends DType = DType> {
   constructor(dtype: D, data: TypedArrayOf<D> | ArrayLike<number | bigint>, shape?: readonly number[]);
 }
 
-export interface TensorSpec { name: string; dtype: DType; shape: number[] }
-export interface MethodSpec { name: string; inputs: TensorSpec[]; outputs: TensorSpec[] }
-export interface StateSpec { name: string; dtype: DType; shape: number[] }
+/** Specs as model.methods and model.state give them: deep-frozen. */
+export interface TensorSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly number[] }
+export interface MethodSpec { readonly name: string; readonly inputs: readonly TensorSpec[]; readonly outputs: readonly TensorSpec[] }
+export interface StateSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly number[] }
 
 /** What a method call accepts: a Tensor, a typed array (the method's shape), or a number/bigint
  * for a one-element input. */
@@ -38,11 +40,13 @@ export interface OpTime { index: number; name: string; ms: number }
 export interface Profile { outputs: Output; ops: OpTime[]; totalMs: number }
 
 interface ModelApi {
-  readonly methods: MethodSpec[];
-  readonly state: StateSpec[];
+  /** Deep-frozen: calls are validated against the runtime's own copy. */
+  readonly methods: readonly MethodSpec[];
+  readonly state: readonly StateSpec[];
   readonly stateBytes: number;
   readonly scratchBytes: number;
-  /** Call a method by name (also available as model.<name>(...inputs)). */
+  /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
+   * also one named like the model's own API. */
   call(name: string, ...inputs: Input[]): Promise<Output>;
   profile(name: string, ...inputs: Input[]): Promise<Profile>;
   readState(name: string): Promise<Tensor>;
@@ -52,21 +56,24 @@ interface ModelApi {
   resetState(): Promise<void>;
   dispose(): void;
   [Symbol.dispose](): void;
-  /** Each program method, e.g. model.forward(x), model.reset(). */
-  [method: string]: unknown;
+}
+
+/** Each program method, e.g. model.forward(x), model.reset(): a property of that name. */
+interface Methods {
+  readonly [method: string]: (...inputs: Input[]) => Promise<Output>;
 }
 
 /** A model run on the calling thread. */
-export interface Model extends ModelApi {
+export type Model = ModelApi & Methods & {
   readonly memoryBytes: number;
   fork(): Promise<Model>;
-}
+};
 
 /** A model run in a worker (load(source, { worker: true })). */
-export interface WorkerModel extends ModelApi {
+export type WorkerModel = ModelApi & Methods & {
   memoryBytes(): Promise<number>;
   fork(): Promise<WorkerModel>;
-}
+};
 
 export interface LoadOptions {
   /** Where tandem.wasm is: a URL, a path (Node) or its bytes. Defaults to the file beside the package. */

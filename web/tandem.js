@@ -1,7 +1,9 @@
 // tandem.js — the JS API: `const model = await load(source)`, then `await model.<method>(...inputs)`.
 // One ESM code path for browsers and Node (node/index.js adds file paths and worker_threads).
-// Calls on a model run in FIFO order; inputs are written straight into their planned place in
-// linear memory; outputs are copied out (views into the heap would go stale when memory grows).
+// Calls on a model run in FIFO order; inputs are read when the call is made and written straight
+// into their planned place in linear memory; outputs are copied out (views into the heap would go
+// stale when memory grows). Every pointer and size from wasm is read as unsigned: linear memory
+// may grow to 4 GiB, and wasm returns i32.
 import { compileRuntime, instantiateRuntime } from './loader.js';
 
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
@@ -10,7 +12,7 @@ const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
 const STATE_HEADER = 24; // magic u32, version u32, program fingerprint u64, byte count u64
 
 /** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
- * or a JS-side one: 'TDM_ERR_DISPOSED'). */
+ * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED'). */
 export class TandemError extends Error {
   constructor(code, message) {
     super(`${code}: ${message}`);
@@ -75,10 +77,22 @@ export async function bytesOf(source, onProgress) {
   return out;
 }
 
+// Exports that return a pointer or a size_t: wasm gives them as i32, negative from 2 GiB up.
+const UNSIGNED_RESULTS = [
+  'tdm_status_string', 'tdm_last_error', 'tdm_dtype_size', 'tdm_dtype_name', 'tdm_malloc',
+  'tdm_program_method_name', 'tdm_method_io_name', 'tdm_method_io_nbytes', 'tdm_state_name',
+  'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
+  'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
+];
+
 /** The runtime's exports with helpers for strings and memory. */
 class Runtime {
   constructor(exports) {
-    this.x = exports;
+    this.x = { ...exports };
+    for (const name of UNSIGNED_RESULTS) {
+      const f = exports[name];
+      this.x[name] = (a, b, c, d) => f(a, b, c, d) >>> 0; // at most 4 parameters; extra ones are ignored
+    }
     this.dtypeNames = {};
     for (let code = 1; exports.tdm_dtype_size(code) > 0; code++) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
   }
@@ -135,6 +149,13 @@ class Runtime {
   }
 }
 
+/** A deep-frozen copy of plain data (specs handed to callers). */
+function frozenCopy(v) {
+  if (Array.isArray(v)) return Object.freeze(v.map(frozenCopy));
+  if (v && typeof v === 'object') return Object.freeze(Object.fromEntries(Object.entries(v).map(([k, e]) => [k, frozenCopy(e)])));
+  return v;
+}
+
 /** A loaded program in one wasm instance, shared by the sessions (models) made from it. */
 class Program {
   constructor(rt, handle) {
@@ -142,19 +163,22 @@ class Program {
     this.handle = handle;
     this.refs = 0;
     const x = rt.x;
-    this.methods = [];
+    // Private specs, which calls are validated against (with each input's and state tensor's byte
+    // size as the C side reports it); callers get frozen copies without the sizes.
+    this.methodSpecs = [];
     for (let m = 0; m < x.tdm_program_method_count(handle); m++) {
-      this.methods.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0), outputs: this.#io(m, 1) });
+      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0), outputs: this.#io(m, 1) });
     }
-    this.state = [];
     this.stateLayout = [];
     for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
       const shape = [];
       for (let d = 0; d < x.tdm_state_rank(handle, i); d++) shape.push(Number(x.tdm_state_dim(handle, i, d)));
       const spec = { name: rt.str(x.tdm_state_name(handle, i)), dtype: rt.dtypeNames[x.tdm_state_dtype(handle, i)], shape };
-      this.state.push(spec);
       this.stateLayout.push({ ...spec, offset: x.tdm_state_offset(handle, i), nbytes: x.tdm_state_nbytes(handle, i) });
     }
+    const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
+    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(strip), outputs: m.outputs.map(strip) })));
+    this.state = frozenCopy(this.stateLayout.map(strip));
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
     this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
@@ -166,7 +190,8 @@ class Program {
     for (let i = 0; i < x.tdm_method_io_count(handle, m, io); i++) {
       const shape = [];
       for (let d = 0; d < x.tdm_method_io_rank(handle, m, io, i); d++) shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
-      specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape });
+      specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape,
+        nbytes: x.tdm_method_io_nbytes(handle, m, io, i) });
     }
     return specs;
   }
@@ -218,39 +243,53 @@ function checkTensor(t, spec, where) {
   }
 }
 
+/** The byte length the C side reports for this input or state tensor (tdm_method_io_nbytes,
+ * tdm_state_nbytes): what is written into linear memory. */
+function checkBytes(t, nbytes, where) {
+  if (t.data.byteLength !== nbytes) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: data has ${t.data.byteLength} bytes, the runtime expects ${nbytes}`);
+  }
+}
+
 function byteView(a) { return new Uint8Array(a.buffer, a.byteOffset, a.byteLength); }
 
+/** model.<name> for each method, except names the model already has (its own API, which
+ * tandem.export rejects: python/tandem/names.py) and `then`, which would make the model a thenable
+ * that `await load()` never settles. Every method stays reachable as model.call(name, ...). */
 function defineMethods(model, methods) {
   for (const { name } of methods) {
-    if (!(name in model)) Object.defineProperty(model, name, { value: (...inputs) => model.call(name, ...inputs), enumerable: true });
+    if (!(name in model) && name !== 'then') {
+      Object.defineProperty(model, name, { value: (...inputs) => model.call(name, ...inputs), enumerable: true });
+    }
   }
 }
 
-/** The operations both kinds of model share: a FIFO queue in which every call runs. */
-class Queued {
-  #queue = Promise.resolve();
-  enqueue(fn) {
-    const result = this.#queue.then(fn, fn);
-    this.#queue = result.catch(() => {});
-    return result;
+/** fn() run now, as a settled promise: a throw becomes a rejection. */
+function settle(fn) {
+  try {
+    return Promise.resolve(fn());
+  } catch (e) {
+    return Promise.reject(e);
   }
 }
 
-/** A session on a loaded program, run on this thread: each program method is an async function. */
-export class Model extends Queued {
+/** A session on a loaded program, run on this thread: each program method is an async function.
+ * A call runs when it is made (so its inputs are read then, and calls run in the order made) and
+ * returns a settled promise. */
+export class Model {
   #program; #session; #disposed = false; #index = new Map();
 
   constructor(program) {
-    super();
     this.#program = program;
     this.#session = program.newSession();
-    /** [{ name, inputs: [{ name, dtype, shape }], outputs: [...] }] */
-    this.methods = program.methods;
-    /** [{ name, dtype, shape }], one per state tensor */
-    this.state = program.state;
-    program.methods.forEach((m, i) => this.#index.set(m.name, i));
-    defineMethods(this, this.methods);
+    program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
+    defineMethods(this, program.methods);
   }
+
+  /** [{ name, inputs: [{ name, dtype, shape }], outputs: [...] }], deep-frozen */
+  get methods() { return this.#program.methods; }
+  /** [{ name, dtype, shape }], one per state tensor, deep-frozen */
+  get state() { return this.#program.state; }
 
   /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
   get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
@@ -259,12 +298,12 @@ export class Model extends Queued {
   get scratchBytes() { return this.#program.scratchBytes; }
 
   /** Call a method by name; the same as `model[name](...inputs)`. */
-  call(name, ...inputs) { return this.enqueue(() => this.#run(name, inputs, null)); }
+  call(name, ...inputs) { return settle(() => this.#run(name, inputs, null)); }
 
   /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
    * totalMs }`, where `outputs` is what the call would resolve to. */
   profile(name, ...inputs) {
-    return this.enqueue(() => {
+    return settle(() => {
       const ops = [];
       const outputs = this.#run(name, inputs, ops);
       return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
@@ -273,7 +312,7 @@ export class Model extends Queued {
 
   /** A copy of one state tensor. */
   readState(name) {
-    return this.enqueue(() => {
+    return settle(() => {
       const s = this.#stateSpec(name);
       const data = this.#program.rt.read(this.#stateBase() + s.offset, ARRAY_OF[s.dtype], numelOf(s.shape));
       return new Tensor(s.dtype, data, s.shape);
@@ -282,18 +321,19 @@ export class Model extends Queued {
 
   /** Overwrite one state tensor (dtype and shape as in `model.state`). */
   writeState(name, value) {
-    return this.enqueue(() => {
+    return settle(() => {
       const s = this.#stateSpec(name);
       const where = () => `writeState('${name}')`;
       const t = toTensor(value, s, where);
       checkTensor(t, s, where);
+      checkBytes(t, s.nbytes, where);
       this.#program.rt.write(this.#stateBase() + s.offset, t.data);
     });
   }
 
   /** The whole state region as bytes, to restore later with loadState (on this program only). */
   saveState() {
-    return this.enqueue(() => {
+    return settle(() => {
       this.#alive('saveState');
       const p = this.#program, n = p.stateBytes;
       const out = new Uint8Array(STATE_HEADER + n);
@@ -310,7 +350,7 @@ export class Model extends Queued {
   /** Restore bytes from saveState. Bytes of another program, or of the wrong size, are rejected
    * and the state is left as it was. */
   loadState(bytes) {
-    return this.enqueue(() => {
+    return settle(() => {
       this.#alive('loadState');
       const p = this.#program;
       const b = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : ArrayBuffer.isView(bytes) ? byteView(bytes) : null;
@@ -331,7 +371,7 @@ export class Model extends Queued {
 
   /** Put every state tensor back to its initial value. */
   resetState() {
-    return this.enqueue(() => {
+    return settle(() => {
       this.#alive('resetState');
       this.#program.rt.x.tdm_session_reset_state(this.#session);
     });
@@ -363,7 +403,7 @@ export class Model extends Queued {
   #stateSpec(name) {
     this.#alive('state');
     const s = this.#program.stateLayout.find((t) => t.name === name);
-    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND', `no state tensor '${name}'; the program has ${this.state.map((t) => t.name).join(', ') || 'none'}`);
+    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND', `no state tensor '${name}'; the program has ${this.#program.stateLayout.map((t) => t.name).join(', ') || 'none'}`);
     return s;
   }
 
@@ -371,7 +411,7 @@ export class Model extends Queued {
     this.#alive(name);
     const m = this.#index.get(name);
     if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
-    const spec = this.methods[m];
+    const spec = this.#program.methodSpecs[m];
     if (inputs.length !== spec.inputs.length) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
     }
@@ -381,6 +421,7 @@ export class Model extends Queued {
       const where = () => `${name}() input ${i} '${s.name}'`;
       const t = toTensor(v, s, where);
       checkTensor(t, s, where);
+      checkBytes(t, s.nbytes, where);
       return t;
     });
     const rt = this.#program.rt, x = rt.x, program = this.#program.handle;
@@ -442,22 +483,26 @@ function transferables(value, list = []) {
 const revive = (v) => (Array.isArray(v) ? v.map(revive) : v && v.dtype && v.data ? new Tensor(v.dtype, v.data, v.shape) : v);
 
 /** The same API as Model, run by a worker (a Web Worker, or a worker_threads worker in Node).
- * Inputs are cloned once into the worker; outputs are transferred back, not copied. */
-export class WorkerModel extends Queued {
-  #port; #id; #shared; #disposed = false;
+ * Inputs are cloned into the worker when the call is made; outputs are transferred back, not
+ * copied. If the worker dies, pending and later calls reject with TDM_ERR_WORKER_DIED. */
+export class WorkerModel {
+  #port; #id; #shared; #info; #disposed = false;
 
   constructor(port, id, info, shared) {
-    super();
     this.#port = port;
     this.#id = id;
     this.#shared = shared;
+    this.#info = frozenCopy(info);
     shared.refs++;
-    this.methods = info.methods;
-    this.state = info.state;
-    this.stateBytes = info.stateBytes;
-    this.scratchBytes = info.scratchBytes;
-    defineMethods(this, this.methods);
+    defineMethods(this, this.#info.methods);
   }
+
+  /** [{ name, inputs: [{ name, dtype, shape }], outputs: [...] }], deep-frozen */
+  get methods() { return this.#info.methods; }
+  /** [{ name, dtype, shape }], one per state tensor, deep-frozen */
+  get state() { return this.#info.state; }
+  get stateBytes() { return this.#info.stateBytes; }
+  get scratchBytes() { return this.#info.scratchBytes; }
 
   #request(type, args = [], transfer = []) {
     const what = type === 'call' || type === 'profile' ? args[0] : type;
@@ -501,6 +546,7 @@ class WorkerLink {
     this.next = 1;
     this.pending = new Map();
     this.refs = 0;
+    this.died = null; // the TandemError every call gets once the worker is gone
     port.onMessage((msg) => {
       const p = this.pending.get(msg.id);
       if (!p) return;
@@ -508,13 +554,22 @@ class WorkerLink {
       if (msg.error) p.reject(reviveError(msg.error));
       else p.resolve(msg.result);
     });
-    port.onError((err) => {
-      for (const p of this.pending.values()) p.reject(new TandemError('TDM_ERR_WORKER', `the worker failed: ${err?.message ?? err}`));
-      this.pending.clear();
-    });
+    port.onError((what) => this.#die(what));
+  }
+
+  /** The worker failed (an uncaught error, a message that cannot be read, or it exited): it is
+   * ended, and every pending and later call rejects with TDM_ERR_WORKER_DIED. */
+  #die(what) {
+    if (this.died) return;
+    this.died = new TandemError('TDM_ERR_WORKER_DIED', `the model's worker ${what}; this model cannot be used any more, load it again`);
+    for (const p of this.pending.values()) p.reject(this.died);
+    this.pending.clear();
+    this.port.busy?.(false);
+    this.port.terminate();
   }
 
   request(msg, transfer = []) {
+    if (this.died) return Promise.reject(this.died);
     const id = this.next++;
     return new Promise((resolve, reject) => {
       try {
@@ -530,7 +585,7 @@ class WorkerLink {
 
   dispose(model) {
     // Calls of this model still queued in the worker reject there (it is disposed first).
-    this.port.post({ type: 'dispose', model, id: 0 });
+    if (!this.died) this.port.post({ type: 'dispose', model, id: 0 });
     for (const [id, p] of this.pending) {
       if (p.model === model) {
         this.pending.delete(id);
@@ -546,7 +601,10 @@ function browserWorker() {
   return {
     post: (m, t) => w.postMessage(m, t),
     onMessage: (f) => w.addEventListener('message', (e) => f(e.data)),
-    onError: (f) => w.addEventListener('error', (e) => f(e)),
+    onError: (f) => {
+      w.addEventListener('error', (e) => f(`failed: ${e.message ?? e}`));
+      w.addEventListener('messageerror', () => f('sent a message that could not be read'));
+    },
     terminate: () => w.terminate(),
   };
 }

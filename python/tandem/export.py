@@ -19,6 +19,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .ir import DTYPE_CODE, ExportError, StateSpec
 from .fuse import fuse_method, tie_embeddings
 from .lower import lower_method, source_line
+from .names import check_method_name
 from .plan import plan_method
 from .program import Program
 from .runtime import TandemError, verify
@@ -102,6 +103,7 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
     for name, spec in methods.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise ExportError(f"method name {name!r} must be a Python identifier")
+        check_method_name(name)
         if isinstance(spec, Method):
             fn, inputs = spec.fn, spec.example_inputs
         else:

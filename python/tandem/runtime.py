@@ -97,18 +97,21 @@ class Model:
             ins = [_IO(lib, p, m, 0, i) for i in range(lib.tdm_method_io_count(p, m, 0))]
             outs = [_IO(lib, p, m, 1, i) for i in range(lib.tdm_method_io_count(p, m, 1))]
             self.methods[name] = (m, ins, outs)
-            if not hasattr(self, name):
+            if not hasattr(self, name):  # a name the model has for itself stays reachable by call()
                 setattr(self, name, self._bind(name))
 
     def _bind(self, name):
         def call(*inputs):
-            return self.run(name, *inputs)
+            return self.call(name, *inputs)
         call.__name__ = name
         return call
 
-    def run(self, name: str, *inputs):
-        """Call method `name`; returns a tensor, a tuple of tensors, or None."""
+    def call(self, name: str, *inputs):
+        """Call method `name`; returns a tensor, a tuple of tensors, or None. Every method is reachable
+        this way, also one whose name the model uses for itself (a file not made by tandem.export)."""
         return self._call(name, inputs, None)
+
+    run = call  # the earlier name of call
 
     def profile(self, name: str, *inputs):
         """Call method `name` timing each op: returns (outputs, [(op name, milliseconds), ...])."""

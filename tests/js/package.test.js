@@ -9,6 +9,42 @@ import { fixture, fromJson, assertClose, ROOT } from './helpers.js';
 
 const MODES = [{ name: 'inline', opts: {} }, { name: 'worker', opts: { worker: true } }];
 const f32 = (...v) => new Float32Array(v);
+/** p, or a rejection naming `what` after ms milliseconds (a promise that never settles fails). */
+async function within(p, ms, what) {
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: did not settle within ${ms} ms`)), ms); });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The bytes of a .tandem file with the string `from` (e.g. a method name) renamed to the shorter
+ * or equal `to`: the strings section is rewritten in place and shrinks (a gap after it is allowed,
+ * docs/format.md). Makes files tandem.export refuses to write. */
+function renameString(bytes, from, to) {
+  const out = new Uint8Array(bytes);
+  const dv = new DataView(out.buffer);
+  let entry = 32;
+  while (dv.getUint32(entry, true) !== 1) entry += 24; // section id 1: strings
+  const off = Number(dv.getBigUint64(entry + 8, true)), size = Number(dv.getBigUint64(entry + 16, true));
+  const strings = [];
+  for (let at = off + 4, n = dv.getUint32(off, true); n > 0; n--) {
+    const len = dv.getUint32(at, true);
+    strings.push(new TextDecoder().decode(out.subarray(at + 4, at + 4 + len)));
+    at += 4 + len + 1;
+  }
+  assert.ok(strings.includes(from) && to.length <= from.length, `${from} -> ${to}`);
+  const enc = new TextEncoder();
+  const parts = strings.map((x) => enc.encode(x === from ? to : x));
+  out.fill(0, off, off + size);
+  dv.setUint32(off, parts.length, true);
+  let at = off + 4;
+  for (const p of parts) { dv.setUint32(at, p.length, true); out.set(p, at + 4); at += 4 + p.length + 1; }
+  dv.setBigUint64(entry + 16, BigInt(at - off), true);
+  return out;
+}
 
 for (const { name: mode, opts } of MODES) {
   test(`${mode}: 1000 overlapping calls mixing methods run in FIFO order`, async () => {
@@ -40,7 +76,9 @@ for (const { name: mode, opts } of MODES) {
     m.dispose();
     const settled = await Promise.allSettled(calls);
     const rejected = settled.filter((s) => s.status === 'rejected');
-    assert.ok(rejected.length > 0, 'some calls were still pending');
+    // inline, a call runs when it is made, so none is pending; in a worker, some still are
+    if (mode === 'inline') assert.equal(rejected.length, 0);
+    else assert.ok(rejected.length > 0, 'some calls were still pending');
     for (const r of rejected) assert.ok(r.reason.code === 'TDM_ERR_DISPOSED' && /disposed/.test(r.reason.message));
     await assert.rejects(m.forward(new Float32Array(16)), (e) => e.code === 'TDM_ERR_DISPOSED');
   });
@@ -79,6 +117,85 @@ for (const { name: mode, opts } of MODES) {
     m.dispose();
   });
 
+  test(`${mode}: inputs are read when the call is made: one array reused across overlapping calls`, async () => {
+    // The original report's forward1: v += x; return v (v starts at 1). Eager with x = 1, 2, 3, 4
+    // gives 2, 4, 7, 11; reading the array when the call runs instead gives 5, 9, 13, 17.
+    const m = await load(fixture('original_report').path, opts);
+    const a = new Float32Array(1);
+    const calls = [];
+    for (const v of [1, 2, 3, 4]) {
+      a[0] = v;
+      calls.push(m.forward1(a));
+    }
+    assert.deepEqual((await Promise.all(calls)).map((y) => y.data[0]), [2, 4, 7, 11]);
+    // a Tensor's data, by call(), and writeState the same way
+    const t = new Tensor('float32', new Float32Array(1), [1]);
+    calls.length = 0;
+    for (const v of [1, 2]) {
+      t.data[0] = v;
+      calls.push(m.call('forward1', t));
+    }
+    const b = new Float32Array([10]);
+    calls.push(m.writeState('shared_module._v', b));
+    b[0] = 99;
+    calls.push(m.forward1(0));
+    assert.deepEqual((await Promise.all(calls)).map((y) => y?.data[0]), [12, 14, undefined, 10]);
+    m.dispose();
+  });
+
+  test(`${mode}: model.methods and model.state are frozen copies; calls are validated against the runtime's own`, async () => {
+    const m = await load(fixture('accumulator').path, opts);
+    const fwd = m.methods.find((x) => x.name === 'forward');
+    const state = m.state[0];
+    Reflect.set(fwd.inputs[0].shape, 0, 4); // what a caller might do: it must not change validation
+    Reflect.set(fwd.inputs[0], 'dtype', 'int64');
+    Reflect.set(state.shape, 0, 4);
+    assert.deepEqual([...(await m.forward(f32(1, 2, 3))).data], [2, 4, 6]);
+    await assert.rejects(m.forward(new Float32Array(4)), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /expected float32\[3\]/.test(e.message));
+    await assert.rejects(m.forward(new Tensor('float32', new Float32Array(4), [4])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
+    await assert.rejects(m.forward(new Tensor('int64', new BigInt64Array(3), [3])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
+    await assert.rejects(m.writeState('state', new Float32Array(4)), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
+    await m.writeState('state', f32(1, 1, 1));
+    assert.deepEqual([...(await m.readState('state')).data], [1, 1, 1]);
+    // the specs read back unchanged, and are frozen all the way down
+    Reflect.set(m, 'methods', []);
+    Reflect.set(m, 'state', []);
+    assert.deepEqual(m.methods.find((x) => x.name === 'forward')?.inputs, [{ name: 'x', dtype: 'float32', shape: [3] }]);
+    assert.deepEqual(m.state, [{ name: 'state', dtype: 'float32', shape: [3] }]);
+    for (const o of [m.methods, fwd, fwd.inputs, fwd.inputs[0], fwd.inputs[0].shape, m.state, state, state.shape]) {
+      assert.ok(Object.isFrozen(o), `frozen: ${JSON.stringify(o)}`);
+    }
+    assert.throws(() => { fwd.inputs[0].shape[0] = 4; }, TypeError); // modules are strict: writes throw
+    m.dispose();
+  });
+
+  test(`${mode}: a method named 'then' does not make the model a thenable; call() reaches it`, async () => {
+    const bytes = renameString(readFileSync(fixture('accumulator').path), 'reset', 'then');
+    const m = await within(load(bytes, opts), 10000, 'await load()');
+    assert.equal(m.then, undefined);
+    assert.deepEqual(m.methods.map((x) => x.name).sort(), ['forward', 'then']);
+    assert.deepEqual([...(await m.forward(f32(1, 1, 1))).data], [2, 2, 2]);
+    assert.equal(await m.call('then'), undefined); // the renamed reset
+    assert.deepEqual([...(await m.call('forward', f32(1, 1, 1))).data], [2, 2, 2]);
+    const f = await within(m.fork(), 10000, 'await fork()');
+    assert.equal(await f.call('then'), undefined);
+    f.dispose();
+    m.dispose();
+  });
+
+  test(`${mode}: every name of the model object is reserved in python/tandem/names.py`, async () => {
+    const source = readFileSync(`${ROOT}python/tandem/names.py`, 'utf8');
+    const reserved = new Set(source.match(/RESERVED = frozenset\("""([^"]*)"""/)[1].split(/\s+/).filter(Boolean));
+    assert.ok(reserved.has('then') && reserved.has('call'));
+    const m = await load(fixture('accumulator').path, opts);
+    const names = new Set(Object.getOwnPropertyNames(m).filter((n) => !m.methods.some((x) => x.name === n)));
+    for (let o = Object.getPrototypeOf(m); o; o = Object.getPrototypeOf(o)) Object.getOwnPropertyNames(o).forEach((n) => names.add(n));
+    const missing = [...names].filter((n) => !n.startsWith('_') && !reserved.has(n));
+    assert.deepEqual(missing, [], 'names of the JS model that python/tandem/names.py does not reserve');
+    assert.ok(names.has('readState') && names.has('fork') && names.has('toString'));
+    m.dispose();
+  });
+
   test(`${mode}: forks have their own state and share the weights`, async () => {
     const { path } = fixture('accumulator');
     const a = await load(path, opts);
@@ -112,22 +229,73 @@ test('50 sessions grow memory by about 49 x (state + scratch), not 49 x weights'
   m.dispose();
 });
 
-test('out of memory is a typed error and earlier sessions keep working', async () => {
+test('sessions above 2 GiB of linear memory work; past 4 GiB, out of memory is a typed error', async () => {
   const m = await load(fixture('huge_state').path); // 256 MiB of state per session
-  const forks = [];
+  const sessions = [m];
   let error;
   for (let i = 0; i < 20 && !error; i++) {
     try {
-      forks.push(await m.fork());
+      sessions.push(await m.fork());
     } catch (e) {
       error = e;
     }
   }
   assert.ok(error instanceof TandemError && error.code === 'TDM_ERR_OUT_OF_MEMORY', `got ${error}`);
   assert.ok(/out of memory/.test(error.message));
-  assert.deepEqual([...(await m.forward(f32(1, 2, 3, 4))).data], [1, 2, 3, 4]);
-  assert.deepEqual([...(await forks[0].forward(f32(1, 1, 1, 1))).data], [1, 1, 1, 1]);
-  forks.forEach((f) => f.dispose());
+  // 15 sessions of 256 MiB fit in 4 GiB of linear memory: 7 of them lie above 2 GiB
+  assert.ok(sessions.length === 15 && m.memoryBytes > 3.5 * 2 ** 30, `${sessions.length} sessions in ${m.memoryBytes} bytes`);
+  // every session, above 2 GiB too: distinct values in, its own values back
+  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(i, i + 0.5, 100 - i, 1))).data], [i, i + 0.5, 100 - i, 1], `session ${i}`);
+  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(1, 1, 1, 1))).data], [i + 1, i + 1.5, 101 - i, 2], `session ${i}`);
+  const last = sessions.at(-1);
+  const big = new Float32Array(64 * 1024 * 1024);
+  big.set([7, 8, 9, 10]);
+  big[big.length - 1] = 11;
+  await last.writeState('big', big);
+  assert.deepEqual([...(await last.forward(f32(0, 0, 0, 0))).data], [7, 8, 9, 10]);
+  const back = (await last.readState('big')).data;
+  assert.deepEqual([back[0], back[3], back[4], back.at(-1)], [7, 10, 0, 11]);
+  await assert.rejects(m.fork(), (e) => e instanceof TandemError && e.code === 'TDM_ERR_OUT_OF_MEMORY');
+  sessions.forEach((s) => s.dispose());
+});
+
+test('worker: a worker that dies rejects pending and later calls with TDM_ERR_WORKER_DIED', async () => {
+  for (const kill of ['an uncaught error', 'terminate']) {
+    let worker;
+    const m = await load(fixture('accumulator').path, { worker: true, _onWorker: (w) => (worker = w) });
+    const f = await m.fork();
+    assert.deepEqual([...(await m.forward(f32(1, 1, 1))).data], [2, 2, 2]);
+    // null is no request the worker knows: its message handler throws outside any call
+    if (kill === 'terminate') worker.terminate();
+    else worker.postMessage(null);
+    const pending = [m.forward(f32(1, 1, 1)), m.reset(), f.forward(f32(1, 1, 1)), m.readState('state')];
+    const settled = await within(Promise.allSettled(pending), 10000, `calls pending when the worker died (${kill})`);
+    for (const s of settled) assert.ok(s.status === 'rejected' && s.reason instanceof TandemError && s.reason.code === 'TDM_ERR_WORKER_DIED', `${kill}: ${s.reason ?? s.status}`);
+    assert.ok(/worker/.test(settled[0].reason.message) && /load it again/.test(settled[0].reason.message));
+    // the model reports itself unusable: later calls reject at once, with the same code
+    for (const later of [() => m.forward(f32(1, 1, 1)), () => f.call('reset'), () => m.saveState(), () => m.fork()]) {
+      await within(assert.rejects(later(), (e) => e.code === 'TDM_ERR_WORKER_DIED'), 2000, `a later call (${kill})`);
+    }
+    m.dispose();
+    f.dispose();
+  }
+});
+
+test('README: the saved state of the demo model round-trips through the README\'s base64 helpers', async () => {
+  const readme = readFileSync(`${ROOT}README.md`, 'utf8');
+  const helpers = readme.split('\n').filter((l) => /^const (toBase64|fromBase64) = /.test(l));
+  assert.equal(helpers.length, 2, 'the README shows toBase64 and fromBase64');
+  const [toBase64, fromBase64] = new Function(`${helpers.join('\n')}; return [toBase64, fromBase64];`)();
+  const m = await load(`${ROOT}demo/model.tandem`);
+  await m.prefill(new BigInt64Array(m.methods.find((x) => x.name === 'prefill').inputs[0].shape.reduce((a, b) => a * b, 1)).fill(5n));
+  const saved = await m.saveState();
+  assert.ok(saved.length > 2 ** 20, `the demo's state is over 1 MiB (${saved.length} bytes)`);
+  assert.throws(() => btoa(String.fromCharCode(...saved)), RangeError); // what the README showed before
+  const storage = new Map([['chat', toBase64(saved)]]);
+  const f = await m.fork();
+  await f.loadState(fromBase64(storage.get('chat')));
+  assert.deepEqual(await f.saveState(), saved);
+  f.dispose();
   m.dispose();
 });
 

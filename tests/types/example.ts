@@ -5,12 +5,15 @@ import type { DType, ErrorCode, Input, LoadOptions, MethodSpec, Model, Output, P
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?') };
   const model: Model = await load(source, { ...options, worker: false });
-  const methods: MethodSpec[] = model.methods;
+  const methods: readonly MethodSpec[] = model.methods;
   const first: TensorSpec | undefined = methods[0]?.inputs[0];
   const dtype: DType | undefined = first?.dtype;
-  const state: StateSpec[] = model.state;
+  const state: readonly StateSpec[] = model.state;
   const x: Input = new Tensor('float32', new Float32Array(16), [1, 16]);
+  const direct: Output = await model.forward(x); // the README's first line
+  await model.reset();
   const y: Output = await model.call('forward', x, 1, 2n, new Float32Array(4));
+  if (direct instanceof Tensor && y instanceof Tensor) console.log(direct.shape[0] === y.shape[0]);
   if (y instanceof Tensor) console.log(y.dtype, y.shape, y.data);
   const p: Profile = await model.profile('forward', x);
   console.log(p.totalMs, p.ops.map((o) => `${o.index} ${o.name} ${o.ms}`), dtype, state.length, model.memoryBytes);
@@ -23,6 +26,8 @@ async function main(source: Source): Promise<void> {
   fork.dispose();
   const w: WorkerModel = await load(source, { worker: true, wasm: new URL('https://example.com/tandem.wasm') });
   console.log(await w.memoryBytes(), (await w.fork()).stateBytes, h.shape, model.scratchBytes);
+  const logits: Output = await w.decode(new BigInt64Array([42n]));
+  console.log(logits, await w.call('decode', 42n));
   w.dispose();
   model[Symbol.dispose]();
   try {
@@ -30,7 +35,7 @@ async function main(source: Source): Promise<void> {
   } catch (e) {
     if (e instanceof TandemError) {
       const code: ErrorCode = e.code;
-      console.log(code, e.message);
+      console.log(code === 'TDM_ERR_WORKER_DIED', code, e.message);
     }
   }
 }
