@@ -9,7 +9,8 @@ import { compileRuntime, instantiateRuntime } from './loader.js';
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
 const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array };
 const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
-const STATE_HEADER = 24; // magic u32, version u32, program fingerprint u64, byte count u64
+const STATE_VERSION = 2;
+const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writer's program id u64, byte count u64 (docs/format.md)
 
 /** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
  * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED'). */
@@ -182,6 +183,7 @@ class Program {
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
     this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
+    this.programId = BigInt.asUintN(64, BigInt(x.tdm_program_id(handle)));
   }
 
   #io(m, io) {
@@ -339,9 +341,10 @@ export class Model {
       const out = new Uint8Array(STATE_HEADER + n);
       const dv = new DataView(out.buffer);
       dv.setUint32(0, STATE_MAGIC, true);
-      dv.setUint32(4, 1, true);
+      dv.setUint32(4, STATE_VERSION, true);
       dv.setBigUint64(8, p.fingerprint, true);
-      dv.setBigUint64(16, BigInt(n), true);
+      dv.setBigUint64(16, p.programId, true);
+      dv.setBigUint64(24, BigInt(n), true);
       out.set(p.rt.bytes(this.#stateBase(), n), STATE_HEADER);
       return out;
     });
@@ -356,13 +359,16 @@ export class Model {
       const b = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : ArrayBuffer.isView(bytes) ? byteView(bytes) : null;
       if (!b) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'loadState(bytes): give the Uint8Array that saveState returned');
       const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-      if (b.length < STATE_HEADER || dv.getUint32(0, true) !== STATE_MAGIC || dv.getUint32(4, true) !== 1) {
+      if (b.length < 8 || dv.getUint32(0, true) !== STATE_MAGIC) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: these bytes are not saved tandem state');
+      }
+      if (dv.getUint32(4, true) !== STATE_VERSION || b.length < STATE_HEADER) {
+        throw new TandemError('TDM_ERR_STATE_MISMATCH', `loadState: saved-state format ${dv.getUint32(4, true)}; this tandem reads format ${STATE_VERSION}: save the state again with this version`);
       }
       if (dv.getBigUint64(8, true) !== p.fingerprint) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: the state was saved from a program with another state layout');
       }
-      if (dv.getBigUint64(16, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
+      if (dv.getBigUint64(24, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
       }
       p.rt.bytes(this.#stateBase(), p.stateBytes).set(b.subarray(STATE_HEADER));

@@ -105,7 +105,20 @@ for (const { name: mode, opts } of MODES) {
     await assert.rejects(m.loadState(await other.saveState()), (e) => e.code === 'TDM_ERR_STATE_MISMATCH');
     await assert.rejects(m.loadState(saved.subarray(0, saved.length - 4)), (e) => e.code === 'TDM_ERR_STATE_MISMATCH');
     await assert.rejects(m.loadState(new Uint8Array(10)), (e) => e.code === 'TDM_ERR_STATE_MISMATCH');
+    const v1 = saved.slice();
+    new DataView(v1.buffer).setUint32(4, 1, true); // an earlier saved-state format
+    await assert.rejects(m.loadState(v1), (e) => e.code === 'TDM_ERR_STATE_MISMATCH' && /format 1; this tandem reads format 2/.test(e.message));
     assert.equal((await m.readState('pos')).data[0], pos);
+    // another program over the same state layout (the model re-exported with one more method)
+    // reads the saved state, and goes on as the original would
+    const plus = await load(`${path.slice(0, -'.tandem'.length)}_plus.tandem`, opts);
+    await plus.loadState(saved);
+    for (let i = 6; i <= 10; i++) assertClose(await plus.decode(fromJson(calls[i].inputs[0])), calls[i].outputs[0], `decode ${i} in the other program`);
+    const header = new DataView(saved.buffer, saved.byteOffset);
+    const fromPlus = new DataView((await plus.saveState()).buffer);
+    assert.equal(fromPlus.getBigUint64(8, true), header.getBigUint64(8, true), 'same layout fingerprint');
+    assert.notEqual(fromPlus.getBigUint64(16, true), header.getBigUint64(16, true), 'each records the program that wrote it');
+    plus.dispose();
     // writeState checks dtype and shape, then writes
     await assert.rejects(m.writeState('pos', new Tensor('float32', f32(1), [])), (e) => /expected int64\[\], given float32\[\]/.test(e.message));
     await assert.rejects(m.writeState('nope', 1), (e) => e.code === 'TDM_ERR_NOT_FOUND');
