@@ -6,7 +6,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { instantiateRuntime } from '../../web/loader.js';
 import { ROOT } from './helpers.js';
 
-test('SIMD128 GEMM kernels match the scalar reference on every tail size', async () => {
+test('every SIMD128 kernel matches its scalar reference on tail sizes and special values', async () => {
   const path = `${ROOT}build/wasm/kernel_selftest.wasm`;
   assert.ok(existsSync(path), 'build/wasm/kernel_selftest.wasm is built by scripts/build.sh');
   const module = await WebAssembly.compile(readFileSync(path));
