@@ -117,8 +117,11 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
             inputs = (inputs,)
         inputs = tuple(inputs)
         for i, x in enumerate(inputs):
+            if x is None:
+                continue  # passed as None while tracing; not an input of the exported method
             if not isinstance(x, torch.Tensor):
-                raise ExportError(f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors")
+                raise ExportError(f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors "
+                                  "(or None for an optional argument the method does not take)")
             if x.dtype not in DTYPE_CODE:
                 raise ExportError(
                     f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports float32, int64 and bool "
@@ -128,12 +131,89 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
     return out
 
 
+_MODULE_INTERNALS = set(vars(nn.Module()))
+
+
+def _object_tensors(root: nn.Module) -> list:
+    """(holder, attribute, tensor, path) for every tensor reachable from root's modules through
+    plain Python objects (cache objects, dataclasses, and the lists, tuples and dicts holding them),
+    which torch.export would otherwise treat as constants. Only tensors held as an object's
+    attribute can be followed into a trace; tensors directly inside a list or dict are not."""
+    found, seen = [], set()
+
+    def walk(obj, path, depth):
+        if depth > 8 or id(obj) in seen or isinstance(obj, (nn.Module, torch.Tensor, str, bytes, int, float, bool, type)):
+            return
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple)):
+            for i, x in enumerate(obj):
+                walk(x, f"{path}.{i}", depth + 1)
+        elif isinstance(obj, dict):
+            for k, x in obj.items():
+                if isinstance(k, (str, int)):
+                    walk(x, f"{path}.{k}", depth + 1)
+        elif hasattr(obj, "__dict__") and not callable(obj) and type(obj).__module__ not in ("builtins", "torch"):
+            for k, x in list(vars(obj).items()):
+                if isinstance(x, torch.Tensor) and not isinstance(x, nn.Parameter):
+                    found.append((obj, k, x, f"{path}.{k}"))
+                else:
+                    walk(x, f"{path}.{k}", depth + 1)
+
+    for mname, mod in root.named_modules():
+        for k, x in vars(mod).items():
+            if k not in _MODULE_INTERNALS:
+                walk(x, f"{mname}.{k}" if mname else k, 0)
+    return found
+
+
+@contextlib.contextmanager
+def _object_state(root: nn.Module):
+    """Lets torch.export see tensors held by plain objects as buffers of root: each becomes a
+    buffer (unless it already is one, e.g. registered by a wrapper such as transformers'
+    TorchExportableModuleWithStaticCache), and its holder's attribute reads that buffer while
+    tracing, so a mutation through the object is a buffer mutation. Restored afterwards."""
+    buffers = {id(t): n for n, t in root.named_buffers(remove_duplicate=False)}
+    added, by_holder = [], {}
+    for i, (obj, attr, t, _) in enumerate(_object_tensors(root)):
+        name = buffers.get(id(t))
+        if name is None:
+            name = buffers[id(t)] = f"_tandem_object_state_{i}"
+            root.register_buffer(name, t, persistent=False)
+            added.append(name)
+        by_holder.setdefault(id(obj), (obj, {}))[1][attr] = name
+    swapped = []
+    for obj, attrs in by_holder.values():
+        cls = type(obj)
+        props = {a: property(lambda self, n=n: root.get_buffer(n), lambda self, v, n=n: _set_buffer(root, n, v))
+                 for a, n in attrs.items()}
+        try:
+            obj.__class__ = type(cls.__name__, (cls,), props)
+        except TypeError:  # a class whose instances cannot change class (slots, extension types)
+            continue
+        swapped.append((obj, cls))
+    try:
+        yield
+    finally:
+        for obj, cls in swapped:
+            obj.__class__ = cls
+        for name in added:
+            del root._buffers[name]
+
+
+def _set_buffer(root: nn.Module, name: str, value) -> None:
+    mod, _, leaf = name.rpartition(".")
+    setattr(root.get_submodule(mod) if mod else root, leaf, value)
+
+
 def _names_of(modules: list) -> dict:
     """tensor key -> the first fully-qualified name it has under any of the modules."""
     names = {}
     for m in modules:
         for n, t in list(m.named_buffers(remove_duplicate=False)) + list(m.named_parameters(remove_duplicate=False)):
-            names.setdefault(_tensor_key(t), n)
+            names.setdefault(_tensor_key(t), n.removeprefix("owner."))
+    for m in modules:
+        for _, _, t, path in _object_tensors(m):
+            names.setdefault(_tensor_key(t), path.removeprefix("owner."))
     return names
 
 
@@ -146,7 +226,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
     exported = {}
     for name, (fn, inputs) in specs.items():
         root, _ = roots[name]
-        with _parameters_as_buffers(root) as param_keys, torch.no_grad(), warnings.catch_warnings():
+        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*erase_node.*")
             try:
                 ep = torch.export.export(root, inputs, strict=False)

@@ -784,7 +784,9 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
         L.node = node
         if node.op == "placeholder":
             spec = kinds.get(node.name)
-            if spec is None or spec.kind == InputKind.USER_INPUT:
+            if (spec is None or spec.kind == InputKind.USER_INPUT) and node.meta.get("val") is None:
+                env[node] = None  # an example input given as None: not an input of the method
+            elif spec is None or spec.kind == InputKind.USER_INPUT:
                 v = L.new(_dtype_of(node), _shape_of(node))
                 v.storage.is_input = True
                 env[node] = v

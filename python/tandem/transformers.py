@@ -1,0 +1,107 @@
+"""Recipes for Hugging Face transformers models (imports transformers only when called).
+
+    program = tandem.transformers.export_causal_lm(model, max_cache_len=512, max_prompt_len=64)
+
+A decoder-only LM becomes one program whose state is its static KV cache (transformers'
+StaticCache, exported as it is: the cache object's tensors are state):
+- `prefill_<n>(tokens [1, n])` for n in the metadata's `prefill_chunks` (powers of two from 2 up to
+  max_prompt_len, and max_prompt_len itself): appends n tokens to the cache and returns the last
+  position's logits [1, vocab]. A prompt of any length 1..max_prompt_len is a few of these in a row,
+  largest first, then `decode` for a last single token (the cache makes chunked prefill exact):
+  `prefill(tokens)` in JS and Python does that for you;
+- `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
+- `reset()`: empties the cache.
+The position lives in state: callers never pass it. A call that would write past max_cache_len
+fails with TDM_ERR_INDEX and leaves the state unchanged.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .export import Method, export
+from .ir import ExportError
+from .program import Program
+
+
+def prefill_chunks(max_prompt_len: int) -> list[int]:
+    """The prefill lengths exported for max_prompt_len, largest first (1 is decode's)."""
+    sizes = {max_prompt_len} if max_prompt_len > 1 else set()
+    n = 2
+    while n < max_prompt_len:
+        sizes.add(n)
+        n *= 2
+    return sorted(sizes, reverse=True)
+
+
+def split_prompt(n: int, chunks: list[int]) -> list[int]:
+    """n as a sum of chunk lengths, largest first, ending with 1s (decode's)."""
+    out = []
+    for c in list(chunks) + [1]:
+        while n >= c:
+            out.append(c)
+            n -= c
+    return out
+
+
+class CausalLM(nn.Module):
+    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int):
+        super().__init__()
+        from transformers import StaticCache
+        from transformers.cache_utils import StaticLayer
+        from transformers.configuration_utils import get_head_shapes
+
+        self.model = model
+        config = model.config.get_text_config(decoder=True)
+        self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+        for i, layer in enumerate(self.cache.layers):
+            if type(layer) is not StaticLayer:  # sliding-window and shared-KV layers: a plain static layer
+                self.cache.layers[i] = StaticLayer(max_cache_len)
+        heads, head_dim = get_head_shapes(config)
+        self.cache.early_initialization(1, heads, head_dim, torch.float32, torch.device("cpu"))
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1]
+
+    def reset(self) -> None:
+        for layer in self.cache.layers:
+            layer.keys.zero_()
+            layer.values.zero_()
+            layer.cumulative_length.zero_()
+
+
+def export_causal_lm(model: nn.Module, max_cache_len: int, max_prompt_len: int, metadata: dict | None = None,
+                     **options) -> Program:
+    """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
+    prefill chunks, decode and reset over its static KV cache (see the module's docstring)."""
+    if not 1 <= max_prompt_len <= max_cache_len:
+        raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
+    model = model.eval().float()
+    config = model.config.get_text_config(decoder=True)
+    lm = CausalLM(model, max_cache_len)
+    chunks = prefill_chunks(max_prompt_len)
+    methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+    methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
+    methods["reset"] = Method(lm.reset, ())
+    program = export(None, methods, **options)
+    program.metadata = {
+        "model_type": getattr(config, "model_type", ""),
+        "vocab_size": int(config.vocab_size),
+        "num_layers": int(config.num_hidden_layers),
+        "max_cache_len": int(max_cache_len),
+        "max_prompt_len": int(max_prompt_len),
+        "prefill_chunks": chunks,
+        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+        **(metadata or {}),
+    }
+    return program
+
+
+def _token_id(v):
+    if isinstance(v, (list, tuple)):
+        return [int(x) for x in v]
+    return None if v is None else int(v)

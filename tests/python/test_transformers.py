@@ -1,0 +1,120 @@
+"""transformers models as they ship, through tandem.transformers.export_causal_lm and through
+tandem.export on transformers' own static-cache module: small seeded random-weight configs (no
+downloads), natively, against the same model run over the whole sequence in eager."""
+import pytest
+import torch
+
+import tandem
+import tandem.transformers as tt
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64)
+
+
+def _llama():
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, num_key_value_heads=2, tie_word_embeddings=True))
+
+
+def _qwen2():
+    return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SMALL, num_key_value_heads=2))
+
+
+def _gemma():
+    return transformers.GemmaForCausalLM(transformers.GemmaConfig(**SMALL, num_key_value_heads=1, head_dim=8))
+
+
+def _phi3():
+    return transformers.Phi3ForCausalLM(transformers.Phi3Config(**SMALL, num_key_value_heads=4, pad_token_id=0))
+
+
+def _gpt2():
+    return transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64))
+
+
+FAMILIES = {"llama_gqa": _llama, "qwen2": _qwen2, "gemma_mqa": _gemma, "phi3": _phi3, "gpt2": _gpt2}
+
+
+def _model(family):
+    torch.manual_seed(0)
+    return FAMILIES[family]().eval()
+
+
+def _full_logits(model, tokens):
+    with torch.no_grad():
+        return model(tokens).logits[0]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_causal_lm_recipe_matches_eager(family):
+    model = _model(family)
+    program = tt.export_causal_lm(model, max_cache_len=32, max_prompt_len=8)
+    m = tandem.load(program.to_bytes())
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randint(0, 64, (1, 20), generator=g), torch.randint(0, 64, (1, 12), generator=g)
+    want_a, want_b = _full_logits(model, a), _full_logits(model, b)
+    # a prompt of 7 tokens as prefill_4, prefill_2, decode; then decodes
+    pos = 0
+    for n in tt.split_prompt(7, program.metadata["prefill_chunks"]):
+        got = m.call("decode" if n == 1 else f"prefill_{n}", a[:, pos:pos + n])
+        pos += n
+    torch.testing.assert_close(got[0], want_a[6])
+    for i in range(7, 20):
+        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i])
+    m.reset()
+    torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
+    for i in range(8, 12):
+        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+
+
+def test_writing_past_the_cache_fails_with_the_state_unchanged():
+    model = _model("llama_gqa")
+    m = tandem.load(tt.export_causal_lm(model, max_cache_len=10, max_prompt_len=8).to_bytes())
+    tokens = torch.randint(0, 64, (1, 10))
+    m.prefill_8(tokens[:, :8])
+    m.prefill_2(tokens[:, 8:10])  # exactly full
+    before = [m.read_state(f"cache.layers.{i}.{k}").clone() for i in range(2) for k in ("keys", "values", "cumulative_length")]
+    with pytest.raises(tandem.TandemError) as e:
+        m.decode(tokens[:, :1])
+    assert e.value.code == "TDM_ERR_INDEX"
+    after = [m.read_state(f"cache.layers.{i}.{k}") for i in range(2) for k in ("keys", "values", "cumulative_length")]
+    for x, y in zip(before, after):
+        assert torch.equal(x, y)
+
+
+def test_decode_writes_only_new_rows_and_never_repeats_kv():
+    """Every layer's cache is updated in place (row writes), grouped KV heads are read, not copied."""
+    model = _model("llama_gqa")
+    program = tt.export_causal_lm(model, max_cache_len=256, max_prompt_len=4)
+    decode = program.method("decode")
+    names = [op.name for op in decode.ops]
+    assert "expand" not in names and names.count("attention") == 2
+    cache_numel = 2 * 256 * 8
+    row_updates = 0
+    for op in decode.ops:
+        for v in op.outs:
+            if v.numel >= cache_numel:
+                assert op.name == "index_put" and v.storage.kind == 2 and op.ins[0].storage.state is v.storage.state
+                row_updates += 1
+    assert row_updates == 4  # K and V of both layers
+
+
+def test_transformers_static_cache_module_exports_as_shipped():
+    """transformers' own TorchExportableModuleWithStaticCache: its cache tensors are held by the
+    StaticCache object (and registered as buffers): they become state, shared by the methods."""
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    model = _model("llama_gqa")
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
+                                               cache_config={"batch_size": 1, "max_cache_len": 32})
+    wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=32)
+    step = tandem.Method(wrapper, (torch.zeros(1, 1, dtype=torch.long), None, torch.zeros(1, dtype=torch.long)))
+    program = tandem.export(None, {"step": step})
+    assert {s.name for s in program.states} >= {"key_cache_0", "value_cache_1", "cumulative_length_0"}
+    m = tandem.load(program.to_bytes())
+    tokens = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(2))
+    want = _full_logits(model, tokens)
+    for i in range(6):
+        torch.testing.assert_close(m.step(tokens[:, i:i + 1], torch.tensor([i]))[0, -1], want[i])
