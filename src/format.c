@@ -11,13 +11,19 @@
 #error "tandem reads little-endian files in place; a big-endian host needs byte swapping"
 #endif
 
-enum { SEC_STRINGS = 1, SEC_CONSTANTS = 2, SEC_STATES = 3, SEC_METHODS = 4, SEC_DATA = 5, SEC_COUNT = 5 };
-#define HEADER_SIZE 32
-#define SECTION_ENTRY 24
+/* Section ids, record sizes and alignment come from python/tandem/schema.py (src/schema.h); the reads
+ * below take each record field by field, in the order these sums spell out. */
+_Static_assert(TDM_HEADER_SIZE == 4 + 4 + 8 + 4 + 4 + 8, "header layout");
+_Static_assert(TDM_SECTION_SIZE == 4 + 4 + 8 + 8, "section entry layout");
+_Static_assert(TDM_CONSTANT_SIZE == 4 + 1 + 1 + 2 + 8 + 8, "constant layout");
+_Static_assert(TDM_STATES_HEAD_SIZE == 8 + 4 && TDM_STATE_SIZE == 4 + 1 + 1 + 1 + 1 + 8 + 8 + 8, "state layout");
+_Static_assert(TDM_METHOD_SIZE == 6 * 4 + 8, "method layout");
+_Static_assert(TDM_VALUE_SIZE == 1 + 1 + 1 + 1 + 4 + 8 && TDM_IO_SIZE == 4 + 4, "value and io layout");
+_Static_assert(TDM_OP_HEADER_SIZE == 4 + 4 * 2, "op layout");
 #define MAX_METHODS 4096
 #define MAX_IO 1024
 
-static const char *const section_names[] = {"", "strings", "constants", "states", "methods", "data"};
+static const char *const section_names[] = TDM_SECTION_NAMES;
 
 /* A bounded cursor over one section. Reads past the end set `bad` and return 0. */
 typedef struct rd {
@@ -88,7 +94,8 @@ static tdm_status count_methods(rd r, uint32_t n_methods, counts *c) {
     const uint32_t nv = hdr[1], ni = hdr[2], no = hdr[3], nops = hdr[4];
     if (ni > MAX_IO || no > MAX_IO) return tdm__fail(TDM_ERR_LIMIT, "method %u declares more than %d inputs or outputs", mi, MAX_IO);
     /* each value takes >= 16 bytes, each io 8, each op 12: counts are bounded by the section */
-    if (nv > rd_left(&r) / 16 || nops > rd_left(&r) / 12 || (size_t)ni + no > rd_left(&r) / 8) return truncated(&r);
+    if (nv > rd_left(&r) / TDM_VALUE_SIZE || nops > rd_left(&r) / TDM_OP_HEADER_SIZE || (size_t)ni + no > rd_left(&r) / TDM_IO_SIZE)
+      return truncated(&r);
     for (uint32_t v = 0; v < nv; v++) {
       rd_u8(&r);
       const uint8_t rank = rd_u8(&r);
@@ -425,9 +432,9 @@ static uint64_t fnv1a(const uint8_t *p, size_t n, uint64_t h) {
 static tdm_status parse(tdm_program *p) {
   const uint8_t *f = p->file;
   const size_t size = p->file_size;
-  if (size < 4 || memcmp(f, "TNDM", 4) != 0)
-    return tdm__fail(TDM_ERR_BAD_MAGIC, "not a .tandem file: it does not start with the bytes 'TNDM'");
-  if (size < HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the file is %zu bytes, shorter than the %d-byte header: it is truncated", size, HEADER_SIZE);
+  if (size < 4 || memcmp(f, TDM_FILE_MAGIC, 4) != 0)
+    return tdm__fail(TDM_ERR_BAD_MAGIC, "not a .tandem file: it does not start with the bytes '" TDM_FILE_MAGIC "'");
+  if (size < TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the file is %zu bytes, shorter than the %d-byte header: it is truncated", size, TDM_HEADER_SIZE);
   rd h = {f, size, 4, false, "header"};
   const uint32_t version = rd_u32(&h);
   const uint64_t declared = rd_u64(&h);
@@ -438,30 +445,31 @@ static tdm_status parse(tdm_program *p) {
   if (declared != size)
     return tdm__fail(declared > size ? TDM_ERR_TRUNCATED : TDM_ERR_MALFORMED, "the header declares %llu bytes but %zu were given%s",
                      (unsigned long long)declared, size, declared > size ? ": the file is truncated" : "");
-  if (n_sec != SEC_COUNT || flags != 0 || reserved != 0)
-    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, SEC_COUNT, flags, (unsigned long long)reserved);
-  rd sec[SEC_COUNT + 1];
+  if (n_sec != TDM_SEC_COUNT || flags != 0 || reserved != 0)
+    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, TDM_SEC_COUNT, flags, (unsigned long long)reserved);
+  rd sec[TDM_SEC_COUNT + 1];
   memset(sec, 0, sizeof sec);
-  if ((size_t)SEC_COUNT * SECTION_ENTRY > size - HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
-  for (int i = 0; i < SEC_COUNT; i++) {
+  if ((size_t)TDM_SEC_COUNT * TDM_SECTION_SIZE > size - TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
+  for (int i = 0; i < TDM_SEC_COUNT; i++) {
     const uint32_t id = rd_u32(&h), res = rd_u32(&h);
     const uint64_t off = rd_u64(&h), len = rd_u64(&h);
-    if (id < 1 || id > SEC_COUNT || sec[id].p || res != 0)
+    if (id < 1 || id > TDM_SEC_COUNT || sec[id].p || res != 0)
       return tdm__fail(TDM_ERR_MALFORMED, "section table entry %d: id %u is unknown or repeated", i, id);
-    if (off < HEADER_SIZE + SEC_COUNT * SECTION_ENTRY || !range_inside(off, len, size))
+    if (off < TDM_HEADER_SIZE + TDM_SEC_COUNT * TDM_SECTION_SIZE || !range_inside(off, len, size))
       return tdm__fail(TDM_ERR_MALFORMED, "the %s section [%llu, +%llu) lies outside the file (%zu bytes)", section_names[id], (unsigned long long)off, (unsigned long long)len, size);
     sec[id] = (rd){f + off, (size_t)len, 0, false, section_names[id]};
   }
-  for (int a = 1; a <= SEC_COUNT; a++)
-    for (int b = a + 1; b <= SEC_COUNT; b++)
+  for (int a = 1; a <= TDM_SEC_COUNT; a++)
+    for (int b = a + 1; b <= TDM_SEC_COUNT; b++)
       if (ranges_overlap((size_t)(sec[a].p - f), sec[a].n, (size_t)(sec[b].p - f), sec[b].n))
         return tdm__fail(TDM_ERR_MALFORMED, "the %s and %s sections overlap", section_names[a], section_names[b]);
-  if ((size_t)(sec[SEC_DATA].p - f) % 64) return tdm__fail(TDM_ERR_MALFORMED, "the data section is not 64-byte aligned");
-  p->data = sec[SEC_DATA].p;
-  p->data_size = sec[SEC_DATA].n;
+  if ((size_t)(sec[TDM_SEC_DATA].p - f) % TDM_FILE_ALIGN)
+    return tdm__fail(TDM_ERR_MALFORMED, "the data section is not %d-byte aligned", TDM_FILE_ALIGN);
+  p->data = sec[TDM_SEC_DATA].p;
+  p->data_size = sec[TDM_SEC_DATA].n;
 
   /* Counts first, so one arena holds everything. */
-  rd rs = sec[SEC_STRINGS], rc = sec[SEC_CONSTANTS], rst = sec[SEC_STATES], rm = sec[SEC_METHODS];
+  rd rs = sec[TDM_SEC_STRINGS], rc = sec[TDM_SEC_CONSTANTS], rst = sec[TDM_SEC_STATES], rm = sec[TDM_SEC_METHODS];
   p->n_strings = rd_u32(&rs);
   p->n_consts = rd_u32(&rc);
   const uint64_t state_size = rd_u64(&rst);
@@ -471,10 +479,10 @@ static tdm_status parse(tdm_program *p) {
   if (rc.bad) return truncated(&rc);
   if (rst.bad) return truncated(&rst);
   if (rm.bad) return truncated(&rm);
-  if (p->n_strings > rd_left(&rs) / 5) return truncated(&rs);
-  if (p->n_consts > rd_left(&rc) / 24) return truncated(&rc);
-  if (p->n_states > rd_left(&rst) / 32) return truncated(&rst);
-  if (p->n_methods > rd_left(&rm) / 32) return truncated(&rm);
+  if (p->n_strings > rd_left(&rs) / (TDM_STRING_SIZE + 1)) return truncated(&rs); /* + its 0 byte */
+  if (p->n_consts > rd_left(&rc) / TDM_CONSTANT_SIZE) return truncated(&rc);
+  if (p->n_states > rd_left(&rst) / TDM_STATE_SIZE) return truncated(&rst);
+  if (p->n_methods > rd_left(&rm) / TDM_METHOD_SIZE) return truncated(&rm);
   if (p->n_methods > MAX_METHODS) return tdm__fail(TDM_ERR_LIMIT, "%u methods, above the maximum %d", p->n_methods, MAX_METHODS);
   const uint64_t cap = tdm__max_declared_bytes();
   if (state_size > cap || state_size > SIZE_MAX)
@@ -522,7 +530,7 @@ static tdm_status parse(tdm_program *p) {
     if (rc.bad) return truncated(&rc);
     if ((s = string_ref(p, name, &k->name, ctx)) || (s = read_shape(&rc, k->dtype, rank, &k->shape, &numel, &k->nbytes, ctx))) return s;
     if (res != 0 || nbytes != k->nbytes) return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': declares %llu bytes, its shape needs %zu", k->name, (unsigned long long)nbytes, k->nbytes);
-    if (off % 64 || !range_inside(off, nbytes, p->data_size))
+    if (off % TDM_FILE_ALIGN || !range_inside(off, nbytes, p->data_size))
       return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': bytes [%llu, +%llu) are unaligned or outside the data section", k->name, (unsigned long long)off, (unsigned long long)nbytes);
     k->data_offset = (size_t)off;
   }
@@ -546,13 +554,13 @@ static tdm_status parse(tdm_program *p) {
     if ((s = string_ref(p, name, &st->name, ctx)) || (s = read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx))) return s;
     if (res != 0 || init > 1 || nbytes != st->nbytes)
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bad size, init kind or reserved byte", st->name);
-    if (off % 64 || off < state_end || !range_inside(off, nbytes, p->state_size))
+    if (off % TDM_FILE_ALIGN || off < state_end || !range_inside(off, nbytes, p->state_size))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bytes [%llu, +%llu) are unaligned, out of order, overlapping or outside the state region (%zu bytes)",
                        st->name, (unsigned long long)off, (unsigned long long)nbytes, p->state_size);
     st->offset = (size_t)off;
     state_end = st->offset + st->nbytes;
     st->init_zero = init == 0;
-    if (!st->init_zero && (init_off % 64 || !range_inside(init_off, nbytes, p->data_size)))
+    if (!st->init_zero && (init_off % TDM_FILE_ALIGN || !range_inside(init_off, nbytes, p->data_size)))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': its initial value lies outside the data section", st->name);
     if (st->init_zero && init_off != 0) return tdm__fail(TDM_ERR_MALFORMED, "state '%s': an all-zero state has a data offset", st->name);
     st->init_offset = (size_t)init_off;

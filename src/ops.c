@@ -17,6 +17,13 @@ const tdm_opdef *tdm__find_op(const char *name) {
   return NULL;
 }
 
+size_t tdm__op_count(void) {
+  size_t n = 0;
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+    for (const tdm_opdef *d = families[f]; d->name; d++) n++;
+  return n;
+}
+
 bool tdm__shape_eq(const tdm_shape *a, const tdm_shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)

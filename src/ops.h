@@ -5,15 +5,14 @@
 #define TDM_OPS_H
 
 #include "program.h"
+#include "schema.h"
 
 #define TDM_MAX_OPERANDS 64
 
-/* In-place updates an op allows (the output is exactly an input: same region, offset, size). */
-enum {
-  TDM_INPLACE_NONE = 0,
-  TDM_INPLACE_FIRST = 1, /* input 0 (index_put, slice_scatter: only the updated rows are written) */
-  TDM_INPLACE_ANY = 2    /* any input of the output's dtype and size (elementwise: y[i] needs only x[i]) */
-};
+/* In-place updates an op allows (the output is exactly an input: same region, offset, size), from
+ * src/schema.h: TDM_INPLACE_NONE; TDM_INPLACE_FIRST, input 0 (index_put, slice_scatter: only the
+ * updated rows are written); TDM_INPLACE_ANY, any input of the output's dtype and size
+ * (elementwise: y[i] needs only x[i]). */
 
 typedef tdm_status (*tdm_op_check_fn)(const tdm_method *m, const tdm_op *op);
 typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
@@ -23,12 +22,20 @@ typedef struct tdm_opdef {
   int code;      /* sub-operation for families that share a kernel (binary, unary, reduce) */
   bool can_fail; /* depends on runtime values (indices); validates before writing */
   uint8_t inplace; /* TDM_INPLACE_*: which inputs its output may be exactly (an update in place) */
+  /* can_fail and inplace come from python/tandem/schema.py through src/schema.h: write table
+   * entries with TDM_OP, which fails to compile for an op the schema does not declare. */
   tdm_op_check_fn check;
   tdm_op_run_fn run;
 } tdm_opdef;
 
+/* A table entry: the op `name` (an identifier) with the flags src/schema.h declares for it. */
+#define TDM_OP(name, code, check, run) {#name, code, TDM__OPFLAGS_##name, check, run}
+#define TDM_OP_END {NULL, 0, false, TDM_INPLACE_NONE, NULL, NULL}
+
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
+/* How many ops the runtime has (every family's table). */
+size_t tdm__op_count(void);
 
 /* Shape helpers shared by rules and kernels. */
 bool tdm__shape_eq(const tdm_shape *a, const tdm_shape *b);

@@ -1,5 +1,6 @@
 /* util.c — status strings, the last-error message, the allocator. */
 #include "util.h"
+#include "schema.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,20 +44,26 @@ tdm_status tdm__fail(tdm_status s, const char *fmt, ...) {
   return s;
 }
 
+/* The public enum in include/tandem.h must give every dtype its schema code (src/schema.h). */
+#define X(code, id, name, size) _Static_assert(TDM_##id == code, "include/tandem.h: TDM_" #id " is not " #code " as python/tandem/schema.py declares");
+TDM_SCHEMA_DTYPES(X)
+#undef X
+_Static_assert(TDM_FORMAT_VERSION == TDM_FILE_VERSION, "include/tandem.h: TDM_FORMAT_VERSION differs from python/tandem/schema.py");
+
 size_t tdm_dtype_size(int dtype) {
   switch (dtype) {
-    case TDM_F32: return 4;
-    case TDM_I64: return 8;
-    case TDM_BOOL: return 1;
+#define X(code, id, name, size) case code: return size;
+    TDM_SCHEMA_DTYPES(X)
+#undef X
   }
   return 0;
 }
 
 const char *tdm_dtype_name(int dtype) {
   switch (dtype) {
-    case TDM_F32: return "float32";
-    case TDM_I64: return "int64";
-    case TDM_BOOL: return "bool";
+#define X(code, id, name, size) case code: return name;
+    TDM_SCHEMA_DTYPES(X)
+#undef X
   }
   return "?";
 }

@@ -1,17 +1,13 @@
-"""The only writer of .tandem files. docs/format.md is the byte layout; src/format.c reads it."""
+"""The only writer of .tandem files. docs/format.md is the byte layout; src/format.c reads it.
+Section ids, records and alignment are declared in schema.py, which both sides follow."""
 from __future__ import annotations
 
 import hashlib
 import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, MethodIR, StateSpec
-
-MAGIC = b"TNDM"
-VERSION = 1
-HEADER_SIZE = 32
-SECTION_ENTRY = 24
-SEC_STRINGS, SEC_CONSTANTS, SEC_STATES, SEC_METHODS, SEC_DATA = 1, 2, 3, 4, 5
-ALIGN = 64
+from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, HEADER, IO, MAGIC, METHOD, METHODS_HEAD, OP_HEADER, SECTION,
+                     SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD, STRING, STRINGS_HEAD, VALUE, VERSION)
 
 
 def _pad(n: int, a: int = ALIGN) -> int:
@@ -28,10 +24,10 @@ class _Strings:
         return self.index[s]
 
     def section(self) -> bytes:
-        out = [struct.pack("<I", len(self.index))]
+        out = [STRINGS_HEAD.pack(len(self.index))]
         for s in self.index:
             b = s.encode("utf-8")
-            out.append(struct.pack("<I", len(b)) + b + b"\0")
+            out.append(STRING.pack(len(b)) + b + b"\0")
         return b"".join(out)
 
 
@@ -74,7 +70,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
         state_size = st.offset + st.nbytes
         state_index[st] = i
 
-    meth = [struct.pack("<I", len(methods))]
+    meth = [METHODS_HEAD.pack(len(methods))]
     for m in methods:
         values: list = []
         vindex: dict = {}
@@ -101,47 +97,46 @@ def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
                 ref, off = const_of(s), v.offset
             else:
                 ref, off = state_index[s.state], v.offset
-            body.append(struct.pack("<BBBBIQ", v.dtype, len(v.shape), s.kind, 0, ref, off) + _dims(v.shape))
-        io = b"".join(struct.pack("<II", vindex[id(v)], strings(n)) for n, v in m.inputs)
-        io += b"".join(struct.pack("<II", vindex[id(v)], strings(n)) for n, v in m.outputs)
+            body.append(VALUE.pack(v.dtype, len(v.shape), s.kind, 0, ref, off) + _dims(v.shape))
+        io = b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.inputs)
+        io += b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.outputs)
         ops = []
         for op in m.ops:
-            ops.append(struct.pack("<IHHHH", strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
+            ops.append(OP_HEADER.pack(strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
                        + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
                        + b"".join(struct.pack("<q", a) for a in op.iattr)
                        + b"".join(struct.pack("<d", a) for a in op.fattr))
-        meth.append(struct.pack("<IIIIIIQ", strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), 0,
+        meth.append(METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), 0,
                                 m.scratch_size) + b"".join(body) + io + b"".join(ops))
 
-    state_sec = [struct.pack("<QI", state_size, len(states))]
+    state_sec = [STATES_HEAD.pack(state_size, len(states))]
     for st in states:
         zero = not bool(st.init.any())
         init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
-        state_sec.append(struct.pack("<IBBBBQQQ", strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
+        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
                                      st.offset, st.nbytes, init_off) + _dims(st.shape))
 
-    const_sec = [struct.pack("<I", len(consts))]
+    const_sec = [CONSTANTS_HEAD.pack(len(consts))]
     for name, t, off, nbytes in consts:
-        const_sec.append(struct.pack("<IBBHQQ", strings(name), DTYPE_CODE[t.dtype], t.dim(), 0, off, nbytes) + _dims(t.shape))
+        const_sec.append(CONSTANT.pack(strings(name), DTYPE_CODE[t.dtype], t.dim(), 0, off, nbytes) + _dims(t.shape))
 
     sections = {
-        SEC_STRINGS: strings.section(),
-        SEC_CONSTANTS: b"".join(const_sec),
-        SEC_STATES: b"".join(state_sec),
-        SEC_METHODS: b"".join(meth),
+        "strings": strings.section(),
+        "constants": b"".join(const_sec),
+        "states": b"".join(state_sec),
+        "methods": b"".join(meth),
+        "data": bytes(data),
     }
-    out = bytearray(HEADER_SIZE + 5 * SECTION_ENTRY)
+    assert set(sections) == set(SECTIONS.values())
+    out = bytearray(HEADER.size + len(SECTIONS) * SECTION.size)
     table = []
-    for sid in (SEC_STRINGS, SEC_CONSTANTS, SEC_STATES, SEC_METHODS):
-        off = _pad(len(out), 8)
+    for sid, name in SECTIONS.items():  # in id order; the data section 64-byte aligned
+        off = _pad(len(out), ALIGN if name == "data" else SECTION_ALIGN)
         out.extend(b"\0" * (off - len(out)))
-        out.extend(sections[sid])
-        table.append((sid, off, len(sections[sid])))
-    off = _pad(len(out))
-    out.extend(b"\0" * (off - len(out)))
-    out.extend(data)
-    table.append((SEC_DATA, off, len(data)))
-    struct.pack_into("<4sIQIIQ", out, 0, MAGIC, VERSION, len(out), 5, 0, 0)
+        out.extend(sections[name])
+        table.append((sid, off, len(sections[name])))
+    out[:HEADER.size] = HEADER.pack(MAGIC, VERSION, len(out), len(SECTIONS), 0, 0)
     for i, (sid, off, size) in enumerate(table):
-        struct.pack_into("<IIQQ", out, HEADER_SIZE + i * SECTION_ENTRY, sid, 0, off, size)
+        at = HEADER.size + i * SECTION.size
+        out[at:at + SECTION.size] = SECTION.pack(sid, 0, off, size)
     return bytes(out)

@@ -11,12 +11,14 @@ from typing import Optional
 
 import torch
 
-# Append-only, shared with include/tandem.h (tdm_dtype).
-F32, I64, BOOL = 1, 2, 3
-DTYPE_CODE = {torch.float32: F32, torch.int64: I64, torch.bool: BOOL}
+from . import schema
+
+# Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
+F32, I64, BOOL = (next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool"))
+DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES}
 TORCH_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
-DTYPE_SIZE = {F32: 4, I64: 8, BOOL: 1}
-DTYPE_NAME = {F32: "float32", I64: "int64", BOOL: "bool"}
+DTYPE_SIZE = {d.code: d.size for d in schema.DTYPES}
+DTYPE_NAME = {d.code: d.name for d in schema.DTYPES}
 
 SCRATCH, CONST, STATE = 0, 1, 2  # tdm_region
 

@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
+from . import schema
 from .ir import (BOOL, CONST, DTYPE_CODE, DTYPE_SIZE, F32, I64, SCRATCH, STATE, TORCH_DTYPE, ExportError, MethodIR, Op,
                  Storage, Value)
 
@@ -449,11 +450,11 @@ def _cat(L, node, args, kwargs):
     return L.emit("cat", xs, dt, _shape_of(node), iattr=[dim])
 
 
-PANEL = 8  # columns per packed panel (src/kernels/gemm.h TDM_PANEL)
+PANEL = schema.PANEL  # columns per packed panel (schema.py; TDM_PANEL in the runtime)
 
 
 def pack_panels(w: torch.Tensor) -> torch.Tensor:
-    """Weights w [K, N] as [ceil(N/8), K, 8]: 8-column panels, zero past N (matmul_packed's b)."""
+    """Weights w [K, N] as [ceil(N/PANEL), K, PANEL]: PANEL-column panels, zero past N (matmul_packed's b)."""
     K, N = w.shape
     panels = (N + PANEL - 1) // PANEL
     padded = torch.zeros(K, panels * PANEL)

@@ -8,14 +8,12 @@ offsets so that two storages alive at the same time never overlap (greedy, large
 from __future__ import annotations
 
 from .ir import SCRATCH, STATE, MethodIR, Storage
-
-ALIGN = 64
-CAN_FAIL = {"check_index"}  # ops whose kernels may reject runtime values (src/ops.h can_fail)
-IN_PLACE = {"index_put", "slice_scatter"}  # output may be input 0 (src/ops.h TDM_INPLACE_FIRST)
-# output may be any input of its dtype and size (src/ops.h TDM_INPLACE_ANY): elementwise ops
-IN_PLACE_ANY = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder", "neg", "abs", "exp", "log", "sqrt",
-                "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "floor",
-                "ceil"}
+from .schema import ALIGN
+# The op flags the verifier enforces (src/format.c), declared once in schema.py: ops whose kernels
+# may reject runtime values; ops whose output may be input 0; ops whose output may be any input of
+# its dtype and size (elementwise).
+from .schema import CAN_FAIL, IN_PLACE_ANY
+from .schema import IN_PLACE_FIRST as IN_PLACE
 
 
 def _drop_unread(ir: MethodIR) -> None:

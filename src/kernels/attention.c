@@ -112,6 +112,6 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__attention_ops[] = {
-    {"attention", 0, false, false, attention_check, attention_run},
-    {NULL, 0, false, false, NULL, NULL},
+    TDM_OP(attention, 0, attention_check, attention_run),
+    TDM_OP_END,
 };

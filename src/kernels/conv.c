@@ -219,8 +219,8 @@ static tdm_status pool_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__conv_ops[] = {
-    {"conv", 0, false, false, conv_check, conv_run},
-    {"max_pool", 0, false, false, pool_check, pool_run},
-    {"avg_pool", 1, false, false, pool_check, pool_run},
-    {NULL, 0, false, false, NULL, NULL},
+    TDM_OP(conv, 0, conv_check, conv_run),
+    TDM_OP(max_pool, 0, pool_check, pool_run),
+    TDM_OP(avg_pool, 1, pool_check, pool_run),
+    TDM_OP_END,
 };

@@ -489,24 +489,24 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-#define BIN(name, code) {name, code, false, TDM_INPLACE_ANY, binary_check, binary_run}
-#define UN(name, code) {name, code, false, TDM_INPLACE_ANY, unary_check, unary_run}
+#define BIN(name, code) TDM_OP(name, code, binary_check, binary_run)
+#define UN(name, code) TDM_OP(name, code, unary_check, unary_run)
 
 const tdm_opdef tdm__elementwise_ops[] = {
-    BIN("add", TDM_B_ADD), BIN("sub", TDM_B_SUB), BIN("mul", TDM_B_MUL), BIN("div", TDM_B_DIV),
-    BIN("maximum", TDM_B_MAX), BIN("minimum", TDM_B_MIN), BIN("pow", TDM_B_POW), BIN("remainder", TDM_B_REM),
-    BIN("eq", TDM_B_EQ), BIN("ne", TDM_B_NE), BIN("lt", TDM_B_LT), BIN("le", TDM_B_LE), BIN("gt", TDM_B_GT),
-    BIN("ge", TDM_B_GE), BIN("logical_and", TDM_B_AND), BIN("logical_or", TDM_B_OR),
-    BIN("floor_divide", TDM_B_FLOORDIV), BIN("trunc_divide", TDM_B_TRUNCDIV),
-    UN("neg", TDM_U_NEG), UN("abs", TDM_U_ABS), UN("exp", TDM_U_EXP), UN("log", TDM_U_LOG), UN("sqrt", TDM_U_SQRT),
-    UN("rsqrt", TDM_U_RSQRT), UN("sin", TDM_U_SIN), UN("cos", TDM_U_COS), UN("tanh", TDM_U_TANH),
-    UN("sigmoid", TDM_U_SIGMOID), UN("relu", TDM_U_RELU), UN("gelu", TDM_U_GELU),
-    UN("gelu_tanh", TDM_U_GELU_TANH), UN("silu", TDM_U_SILU), UN("erf", TDM_U_ERF),
-    UN("reciprocal", TDM_U_RECIP), UN("floor", TDM_U_FLOOR), UN("ceil", TDM_U_CEIL),
-    UN("logical_not", TDM_U_NOT),
-    {"where", 0, false, false, where_check, where_run},
-    {"cast", 0, false, false, cast_check, cast_run},
-    {"fill", 0, false, false, fill_check, fill_run},
-    {"copy", 0, false, false, copy_check, copy_run},
-    {NULL, 0, false, false, NULL, NULL},
+    BIN(add, TDM_B_ADD), BIN(sub, TDM_B_SUB), BIN(mul, TDM_B_MUL), BIN(div, TDM_B_DIV),
+    BIN(maximum, TDM_B_MAX), BIN(minimum, TDM_B_MIN), BIN(pow, TDM_B_POW), BIN(remainder, TDM_B_REM),
+    BIN(eq, TDM_B_EQ), BIN(ne, TDM_B_NE), BIN(lt, TDM_B_LT), BIN(le, TDM_B_LE), BIN(gt, TDM_B_GT),
+    BIN(ge, TDM_B_GE), BIN(logical_and, TDM_B_AND), BIN(logical_or, TDM_B_OR),
+    BIN(floor_divide, TDM_B_FLOORDIV), BIN(trunc_divide, TDM_B_TRUNCDIV),
+    UN(neg, TDM_U_NEG), UN(abs, TDM_U_ABS), UN(exp, TDM_U_EXP), UN(log, TDM_U_LOG), UN(sqrt, TDM_U_SQRT),
+    UN(rsqrt, TDM_U_RSQRT), UN(sin, TDM_U_SIN), UN(cos, TDM_U_COS), UN(tanh, TDM_U_TANH),
+    UN(sigmoid, TDM_U_SIGMOID), UN(relu, TDM_U_RELU), UN(gelu, TDM_U_GELU),
+    UN(gelu_tanh, TDM_U_GELU_TANH), UN(silu, TDM_U_SILU), UN(erf, TDM_U_ERF),
+    UN(reciprocal, TDM_U_RECIP), UN(floor, TDM_U_FLOOR), UN(ceil, TDM_U_CEIL),
+    UN(logical_not, TDM_U_NOT),
+    TDM_OP(where, 0, where_check, where_run),
+    TDM_OP(cast, 0, cast_check, cast_run),
+    TDM_OP(fill, 0, fill_check, fill_run),
+    TDM_OP(copy, 0, copy_check, copy_run),
+    TDM_OP_END,
 };

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#define TDM_PANEL 8
+#include "../schema.h" /* TDM_PANEL, from python/tandem/schema.py */
 
 void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);

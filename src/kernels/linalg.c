@@ -122,8 +122,8 @@ static tdm_status embedding_packed_check(const tdm_method *m, const tdm_op *op) 
 }
 
 const tdm_opdef tdm__linalg_ops[] = {
-    {"matmul", 0, false, false, matmul_check, matmul_run},
-    {"matmul_packed", 0, false, false, matmul_packed_check, matmul_packed_run},
-    {"embedding_packed", 0, false, false, embedding_packed_check, embedding_packed_run},
-    {NULL, 0, false, false, NULL, NULL},
+    TDM_OP(matmul, 0, matmul_check, matmul_run),
+    TDM_OP(matmul_packed, 0, matmul_packed_check, matmul_packed_run),
+    TDM_OP(embedding_packed, 0, embedding_packed_check, embedding_packed_run),
+    TDM_OP_END,
 };

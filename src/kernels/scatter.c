@@ -113,8 +113,8 @@ static tdm_status slice_scatter_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__scatter_ops[] = {
-    {"check_index", 0, true, false, check_index_check, check_index_run},
-    {"index_put", 0, false, TDM_INPLACE_FIRST, index_put_check, index_put_run},
-    {"slice_scatter", 0, false, TDM_INPLACE_FIRST, slice_scatter_check, slice_scatter_run},
-    {NULL, 0, false, false, NULL, NULL},
+    TDM_OP(check_index, 0, check_index_check, check_index_run),
+    TDM_OP(index_put, 0, index_put_check, index_put_run),
+    TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
+    TDM_OP_END,
 };

@@ -193,10 +193,10 @@ static tdm_status index_select_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__shape_ops[] = {
-    {"permute", 0, false, false, permute_check, permute_run},
-    {"slice", 0, false, false, slice_check, slice_run},
-    {"cat", 0, false, false, cat_check, cat_run},
-    {"expand", 0, false, false, expand_check, expand_run},
-    {"index_select", 0, false, false, index_select_check, index_select_run},
-    {NULL, 0, false, false, NULL, NULL},
+    TDM_OP(permute, 0, permute_check, permute_run),
+    TDM_OP(slice, 0, slice_check, slice_run),
+    TDM_OP(cat, 0, cat_check, cat_run),
+    TDM_OP(expand, 0, expand_check, expand_run),
+    TDM_OP(index_select, 0, index_select_check, index_select_run),
+    TDM_OP_END,
 };

@@ -110,6 +110,37 @@ def test_copy_at_end_only_where_old_value_is_read_later():
     assert not [op for op in fwd.ops if op.name == "copy"]
 
 
+class IntegerAndBoolStateInPlace(nn.Module):
+    """State updated by elementwise ops that plan.py once did not know could run in place
+    (floor_divide, logical_not, comparisons: schema.py declares every elementwise op in place)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.tensor([1000, -999, 7, 0]))
+        self.register_buffer("flag", torch.tensor([True, False, True, False]))
+        self.register_buffer("seen", torch.zeros(4, dtype=torch.bool))
+
+    def forward(self, x):
+        self.n.floor_divide_(x)
+        self.flag.logical_not_()
+        self.seen.copy_(self.seen.logical_or(self.flag))
+        return self.n + 0, self.flag.clone(), self.seen.clone()
+
+
+def test_elementwise_state_updates_run_in_place():
+    m = IntegerAndBoolStateInPlace()
+    x = torch.tensor([3, 2, -2, 5])
+    program = tandem.export(m, {"forward": (x,)})
+    ops = program.method("forward").ops
+    assert not [op for op in ops if op.name == "copy"], [op.name for op in ops]
+    writes = [op.name for op in ops if any(v.storage.kind == STATE for v in op.outs)]
+    assert sorted(writes) == ["floor_divide", "logical_not", "logical_or"]
+    model = tandem.load(program.to_bytes())
+    for _ in range(3):
+        for got, want in zip(model.forward(x), m.forward(x)):
+            assert torch.equal(got, want)
+
+
 def test_out_of_range_index_fails_the_call_and_leaves_state():
     module, spec, _, _ = make_transformer(capacity=16)
     model = tandem.load(tandem.export(module, spec).to_bytes())
