@@ -574,8 +574,8 @@ static tdm_status parse(tdm_program *p) {
   /* The program's identity: every section but the data (weights are not hashed: too slow for
    * large files), and the data's size. */
   uint64_t id = 1469598103934665603ull;
-  for (int i = 1; i <= SEC_COUNT; i++)
-    if (i != SEC_DATA) id = fnv1a(sec[i].p, sec[i].n, id);
+  for (int i = 1; i <= TDM_SEC_COUNT; i++)
+    if (i != TDM_SEC_DATA) id = fnv1a(sec[i].p, sec[i].n, id);
   p->program_id = fnv1a((const uint8_t *)&p->data_size, sizeof p->data_size, id);
 
   if ((s = read_methods(p, rm, &cv, &c))) return s;
