@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define TDM_FORMAT_VERSION 1u
+#define TDM_FORMAT_VERSION 2u
 #define TDM_MAX_RANK 8
 
 /* Append-only: numbers are kept forever. */
@@ -98,6 +98,12 @@ uint64_t tdm_program_fingerprint(const tdm_program *p);
 /* Hash of the program's structure (every section but the data, and the data's size): which
  * program wrote a saved state. */
 uint64_t tdm_program_id(const tdm_program *p);
+
+/* Metadata: named values stored beside the methods (e.g. "max_cache_len"), each as JSON text.
+ * Strings are borrowed from the program; out-of-range indices return NULL. */
+uint32_t tdm_program_metadata_count(const tdm_program *p);
+const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i);
+const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i);
 
 /* A session on `p` (borrowed: p must outlive the session). Its state starts at the initial
  * values. */

@@ -6,6 +6,7 @@ import { Worker } from 'node:worker_threads';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
 
 export { Tensor, TandemError, Model, WorkerModel };
+export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 
 const WASM_PATH = fileURLToPath(new URL('../web/tandem.wasm', import.meta.url));
 

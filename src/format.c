@@ -24,6 +24,7 @@ _Static_assert(TDM_OP_HEADER_SIZE == 4 + 4 * 2, "op layout");
 #define MAX_IO 1024
 
 static const char *const section_names[] = TDM_SECTION_NAMES;
+#define OLDEST_VERSION 1 /* version 1: no metadata section */
 
 /* A bounded cursor over one section. Reads past the end set `bad` and return 0. */
 typedef struct rd {
@@ -440,27 +441,29 @@ static tdm_status parse(tdm_program *p) {
   const uint64_t declared = rd_u64(&h);
   const uint32_t n_sec = rd_u32(&h), flags = rd_u32(&h);
   const uint64_t reserved = rd_u64(&h);
-  if (version != TDM_FORMAT_VERSION)
-    return tdm__fail(TDM_ERR_VERSION, "format version %u; this runtime reads version %u: re-export the model with a matching tandem", version, TDM_FORMAT_VERSION);
+  if (version < OLDEST_VERSION || version > TDM_FORMAT_VERSION)
+    return tdm__fail(TDM_ERR_VERSION, "format version %u; this runtime reads versions %d to %u: re-export the model with a matching tandem", version, OLDEST_VERSION, TDM_FORMAT_VERSION);
   if (declared != size)
     return tdm__fail(declared > size ? TDM_ERR_TRUNCATED : TDM_ERR_MALFORMED, "the header declares %llu bytes but %zu were given%s",
                      (unsigned long long)declared, size, declared > size ? ": the file is truncated" : "");
-  if (n_sec != TDM_SEC_COUNT || flags != 0 || reserved != 0)
-    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, TDM_SEC_COUNT, flags, (unsigned long long)reserved);
+  /* version 1 files have every section but the metadata (the last id) */
+  const int n_want = version == 1 ? TDM_SEC_COUNT - 1 : TDM_SEC_COUNT;
+  if (n_sec != (uint32_t)n_want || flags != 0 || reserved != 0)
+    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, n_want, flags, (unsigned long long)reserved);
   rd sec[TDM_SEC_COUNT + 1];
   memset(sec, 0, sizeof sec);
-  if ((size_t)TDM_SEC_COUNT * TDM_SECTION_SIZE > size - TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
-  for (int i = 0; i < TDM_SEC_COUNT; i++) {
+  if ((size_t)n_want * TDM_SECTION_SIZE > size - TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
+  for (int i = 0; i < n_want; i++) {
     const uint32_t id = rd_u32(&h), res = rd_u32(&h);
     const uint64_t off = rd_u64(&h), len = rd_u64(&h);
-    if (id < 1 || id > TDM_SEC_COUNT || sec[id].p || res != 0)
+    if (id < 1 || id > (uint32_t)n_want || sec[id].p || res != 0)
       return tdm__fail(TDM_ERR_MALFORMED, "section table entry %d: id %u is unknown or repeated", i, id);
-    if (off < TDM_HEADER_SIZE + TDM_SEC_COUNT * TDM_SECTION_SIZE || !range_inside(off, len, size))
+    if (off < TDM_HEADER_SIZE + (uint64_t)n_want * TDM_SECTION_SIZE || !range_inside(off, len, size))
       return tdm__fail(TDM_ERR_MALFORMED, "the %s section [%llu, +%llu) lies outside the file (%zu bytes)", section_names[id], (unsigned long long)off, (unsigned long long)len, size);
     sec[id] = (rd){f + off, (size_t)len, 0, false, section_names[id]};
   }
-  for (int a = 1; a <= TDM_SEC_COUNT; a++)
-    for (int b = a + 1; b <= TDM_SEC_COUNT; b++)
+  for (int a = 1; a <= n_want; a++)
+    for (int b = a + 1; b <= n_want; b++)
       if (ranges_overlap((size_t)(sec[a].p - f), sec[a].n, (size_t)(sec[b].p - f), sec[b].n))
         return tdm__fail(TDM_ERR_MALFORMED, "the %s and %s sections overlap", section_names[a], section_names[b]);
   if ((size_t)(sec[TDM_SEC_DATA].p - f) % TDM_FILE_ALIGN)
@@ -475,6 +478,10 @@ static tdm_status parse(tdm_program *p) {
   const uint64_t state_size = rd_u64(&rst);
   p->n_states = rd_u32(&rst);
   p->n_methods = rd_u32(&rm);
+  rd rmd = sec[TDM_SEC_METADATA];
+  p->n_metadata = version >= 2 ? rd_u32(&rmd) : 0;
+  if (rmd.bad) return truncated(&rmd);
+  if (p->n_metadata > rd_left(&rmd) / TDM_METADATA_ENTRY_SIZE) return truncated(&rmd);
   if (rs.bad) return truncated(&rs);
   if (rc.bad) return truncated(&rc);
   if (rst.bad) return truncated(&rst);
@@ -493,7 +500,7 @@ static tdm_status parse(tdm_program *p) {
   if (s) return s;
   size_t arena = 0, part;
   const size_t parts[][2] = {{p->n_strings, sizeof(char *)}, {p->n_consts, sizeof(tdm_const)}, {p->n_states, sizeof(tdm_state)},
-                             {p->n_methods, sizeof(tdm_method)}, {c.refs, 4}, {c.iattrs, 8}, {c.fattrs, 8},
+                             {p->n_methods, sizeof(tdm_method)}, {p->n_metadata, 2 * sizeof(char *)}, {c.refs, 4}, {c.iattrs, 8}, {c.fattrs, 8},
                              {c.values, sizeof(tdm_value)}, {c.ios, sizeof(tdm_io)}, {c.ops, sizeof(tdm_op)}};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     if (!tdm__mul_size(parts[i][0], parts[i][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(arena, part, &arena))
@@ -505,6 +512,7 @@ static tdm_status parse(tdm_program *p) {
   p->consts = carve(&cv, p->n_consts * sizeof(tdm_const));
   p->states = carve(&cv, p->n_states * sizeof(tdm_state));
   p->methods = carve(&cv, p->n_methods * sizeof(tdm_method));
+  p->metadata = carve(&cv, p->n_metadata * 2 * sizeof(char *));
 
   for (uint32_t i = 0; i < p->n_strings; i++) {
     const uint32_t len = rd_u32(&rs);
@@ -517,7 +525,19 @@ static tdm_status parse(tdm_program *p) {
   }
   if (rd_left(&rs)) return tdm__fail(TDM_ERR_MALFORMED, "the strings section has %zu trailing bytes", rd_left(&rs));
 
+  /* Metadata: unique non-empty names, each with its value as JSON text (parsed by the hosts). */
   char ctx[64];
+  for (uint32_t i = 0; i < p->n_metadata; i++) {
+    const uint32_t key = rd_u32(&rmd), value = rd_u32(&rmd);
+    if (rmd.bad) return truncated(&rmd);
+    snprintf(ctx, sizeof ctx, "metadata entry %u", i);
+    if ((s = string_ref(p, key, &p->metadata[2 * i], ctx)) || (s = string_ref(p, value, &p->metadata[2 * i + 1], ctx))) return s;
+    if (!p->metadata[2 * i][0]) return tdm__fail(TDM_ERR_MALFORMED, "%s has an empty name", ctx);
+    for (uint32_t e = 0; e < i; e++)
+      if (strcmp(p->metadata[2 * e], p->metadata[2 * i]) == 0) return tdm__fail(TDM_ERR_MALFORMED, "two metadata entries are named '%s'", p->metadata[2 * i]);
+  }
+  if (rd_left(&rmd)) return tdm__fail(TDM_ERR_MALFORMED, "the metadata section has %zu trailing bytes", rd_left(&rmd));
+
   for (uint32_t i = 0; i < p->n_consts; i++) {
     tdm_const *k = &p->consts[i];
     snprintf(ctx, sizeof ctx, "constant %u", i);

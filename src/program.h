@@ -86,6 +86,8 @@ struct tdm_program {
   tdm_const *consts;
   tdm_state *states;
   tdm_method *methods;
+  uint32_t n_metadata;
+  const char **metadata; /* [2 * n_metadata]: name, value as JSON text (inside file) */
   size_t state_size, scratch_size;
   uint64_t fingerprint; /* of the state layout */
   uint64_t program_id;  /* of every section but the data */

@@ -16,7 +16,7 @@
 
 /* The file (docs/format.md). */
 #define TDM_FILE_MAGIC "TNDM"
-#define TDM_FILE_VERSION 1u
+#define TDM_FILE_VERSION 2u
 #define TDM_FILE_ALIGN 64
 enum {
   TDM_SEC_STRINGS = 1,
@@ -24,9 +24,10 @@ enum {
   TDM_SEC_STATES = 3,
   TDM_SEC_METHODS = 4,
   TDM_SEC_DATA = 5,
-  TDM_SEC_COUNT = 5
+  TDM_SEC_METADATA = 6,
+  TDM_SEC_COUNT = 6
 };
-#define TDM_SECTION_NAMES {"", "strings", "constants", "states", "methods", "data"} /* by id */
+#define TDM_SECTION_NAMES {"", "strings", "constants", "states", "methods", "data", "metadata"} /* by id */
 /* Bytes of each fixed-size record (a tensor record is followed by rank x 8 bytes of dims). */
 #define TDM_HEADER_SIZE 32 /* magic version file_size section_count flags reserved */
 #define TDM_SECTION_SIZE 24 /* id reserved offset size */
@@ -41,6 +42,8 @@ enum {
 #define TDM_VALUE_SIZE 16 /* dtype rank region reserved ref offset */
 #define TDM_IO_SIZE 8 /* value name */
 #define TDM_OP_HEADER_SIZE 12 /* name n_in n_out n_iattr n_fattr */
+#define TDM_METADATA_HEAD_SIZE 4 /* count */
+#define TDM_METADATA_ENTRY_SIZE 8 /* key value */
 
 /* Which input an op's output may be exactly (an update in place). */
 enum {

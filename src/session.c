@@ -194,3 +194,7 @@ size_t tdm_program_state_size(const tdm_program *p) { return p ? p->state_size :
 size_t tdm_program_scratch_size(const tdm_program *p) { return p ? p->scratch_size : 0; }
 uint64_t tdm_program_fingerprint(const tdm_program *p) { return p ? p->fingerprint : 0; }
 uint64_t tdm_program_id(const tdm_program *p) { return p ? p->program_id : 0; }
+
+uint32_t tdm_program_metadata_count(const tdm_program *p) { return p ? p->n_metadata : 0; }
+const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i] : NULL; }
+const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i + 1] : NULL; }

@@ -35,6 +35,7 @@ export interface StateSpec { readonly name: string; readonly dtype: DType; reado
 export type Input = Tensor | AnyTypedArray | number | bigint | boolean;
 /** What a method call resolves to: one Tensor, several, or undefined for none. */
 export type Output = Tensor | Tensor[] | undefined;
+export type MetadataValue = null | boolean | number | string | readonly MetadataValue[] | { readonly [key: string]: MetadataValue };
 
 export interface OpTime { index: number; name: string; ms: number }
 export interface Profile { outputs: Output; ops: OpTime[]; totalMs: number }
@@ -43,6 +44,8 @@ interface ModelApi {
   /** Deep-frozen: calls are validated against the runtime's own copy. */
   readonly methods: readonly MethodSpec[];
   readonly state: readonly StateSpec[];
+  /** Named values stored with the program (e.g. { max_cache_len: 512 }), deep-frozen. */
+  readonly metadata: { readonly [name: string]: MetadataValue };
   readonly stateBytes: number;
   readonly scratchBytes: number;
   /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
@@ -89,3 +92,19 @@ export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView |
 export function load(source: Source, options?: LoadOptions & { worker?: false }): Promise<Model>;
 export function load(source: Source, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
 export function load(source: Source, options?: LoadOptions): Promise<Model | WorkerModel>;
+
+// Language models exported by tandem.transformers.export_causal_lm (web/lm.js).
+export type Tokens = Tensor<'int64'> | BigInt64Array | readonly (number | bigint)[];
+export interface SampleOptions { temperature?: number; topK?: number; topP?: number }
+export interface GenerateOptions extends SampleOptions {
+  maxTokens?: number; seed?: number; stop?: readonly number[]; signal?: AbortSignal; onToken?: (id: number) => void;
+}
+export interface Generation extends AsyncIterable<number> {
+  /** Why it ended, once it has: 'eos', 'length', 'capacity' or 'aborted'. */
+  readonly reason: 'eos' | 'length' | 'capacity' | 'aborted' | undefined;
+}
+export function prefill(model: Model | WorkerModel, tokens: Tokens): Promise<Tensor<'float32'>>;
+export function generate(model: Model | WorkerModel, prompt: Tokens, options?: GenerateOptions): Generation;
+export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
+export function splitPrompt(n: number, chunks: readonly number[]): number[];
+export function position(model: Model | WorkerModel): Promise<number>;

@@ -6,6 +6,8 @@
 // may grow to 4 GiB, and wasm returns i32.
 import { compileRuntime, instantiateRuntime } from './loader.js';
 
+export { prefill, generate, sample, splitPrompt, position } from './lm.js';
+
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
 const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array };
 const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
@@ -82,6 +84,7 @@ export async function bytesOf(source, onProgress) {
 const UNSIGNED_RESULTS = [
   'tdm_status_string', 'tdm_last_error', 'tdm_dtype_size', 'tdm_dtype_name', 'tdm_malloc',
   'tdm_program_method_name', 'tdm_method_io_name', 'tdm_method_io_nbytes', 'tdm_state_name',
+  'tdm_program_metadata_name', 'tdm_program_metadata_value',
   'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
   'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
 ];
@@ -184,6 +187,16 @@ class Program {
     this.scratchBytes = x.tdm_program_scratch_size(handle);
     this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
     this.programId = BigInt.asUintN(64, BigInt(x.tdm_program_id(handle)));
+    const metadata = {};
+    for (let i = 0; i < x.tdm_program_metadata_count(handle); i++) {
+      const name = rt.str(x.tdm_program_metadata_name(handle, i)), text = rt.str(x.tdm_program_metadata_value(handle, i));
+      try {
+        metadata[name] = JSON.parse(text);
+      } catch {
+        throw new TandemError('TDM_ERR_MALFORMED', `metadata '${name}' is not JSON: the file is corrupt`);
+      }
+    }
+    this.metadata = frozenCopy(metadata);
   }
 
   #io(m, io) {
@@ -292,6 +305,8 @@ export class Model {
   get methods() { return this.#program.methods; }
   /** [{ name, dtype, shape }], one per state tensor, deep-frozen */
   get state() { return this.#program.state; }
+  /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
+  get metadata() { return this.#program.metadata; }
 
   /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
   get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
@@ -461,11 +476,12 @@ export async function createModel(module, bytes) {
   rt.bytes(ptr, bytes.length).set(bytes);
   const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, bytes.length, out)); // frees ptr on failure too
   rt.check(st);
-  const program = new Program(rt, handle);
+  let program;
   try {
+    program = new Program(rt, handle);
     return new Model(program);
   } catch (e) {
-    if (program.refs === 0) rt.x.tdm_program_free(handle);
+    if (!program || program.refs === 0) rt.x.tdm_program_free(handle);
     throw e;
   }
 }
@@ -507,6 +523,8 @@ export class WorkerModel {
   get methods() { return this.#info.methods; }
   /** [{ name, dtype, shape }], one per state tensor, deep-frozen */
   get state() { return this.#info.state; }
+  /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
+  get metadata() { return this.#info.metadata; }
   get stateBytes() { return this.#info.stateBytes; }
   get scratchBytes() { return this.#info.scratchBytes; }
 
@@ -654,7 +672,7 @@ export async function load(source, options = {}) {
 export function serveWorker(port) {
   const models = new Map();
   let nextId = 1;
-  const infoOf = (m) => ({ methods: m.methods, state: m.state, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes });
+  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes });
   const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
   port.onMessage(async (msg) => {
     if (msg.type === 'dispose') {

@@ -217,8 +217,9 @@ def _names_of(modules: list) -> dict:
     return names
 
 
-def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
-    """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program."""
+def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None) -> Program:
+    """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
+    `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them."""
     specs = _normalize(module, methods)
     roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
     name_of = _names_of(([module] if module is not None else []) + [r for r, _ in roots.values()])
@@ -280,7 +281,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any]) -> Program:
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)
-    program = Program(list(states.values()), lowered)
+    program = Program(list(states.values()), lowered, metadata)
     _verify(program)
     return program
 

@@ -3,10 +3,12 @@ Section ids, records and alignment are declared in schema.py, which both sides f
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, MethodIR, StateSpec
-from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, HEADER, IO, MAGIC, METHOD, METHODS_HEAD, OP_HEADER, SECTION,
+from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, HEADER, IO, MAGIC, METADATA_ENTRY, METADATA_HEAD, METHOD,
+                     METHODS_HEAD, OP_HEADER, SECTION,
                      SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD, STRING, STRINGS_HEAD, VALUE, VERSION)
 
 
@@ -35,7 +37,7 @@ def _dims(shape) -> bytes:
     return struct.pack(f"<{len(shape)}q", *shape)
 
 
-def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
+def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None) -> bytes:
     strings = _Strings()
     data = bytearray()
 
@@ -120,7 +122,12 @@ def write_program(states: list[StateSpec], methods: list[MethodIR]) -> bytes:
     for name, t, off, nbytes in consts:
         const_sec.append(CONSTANT.pack(strings(name), DTYPE_CODE[t.dtype], t.dim(), 0, off, nbytes) + _dims(t.shape))
 
+    meta = [METADATA_HEAD.pack(len(metadata or {}))]
+    for key, value in (metadata or {}).items():
+        meta.append(METADATA_ENTRY.pack(strings(key), strings(json.dumps(value, separators=(",", ":"), allow_nan=False))))
+
     sections = {
+        "metadata": b"".join(meta),
         "strings": strings.section(),
         "constants": b"".join(const_sec),
         "states": b"".join(state_sec),

@@ -5,21 +5,56 @@ import os
 from typing import Union
 
 from .format import write_program
-from .ir import DTYPE_NAME, MethodIR, StateSpec
+from .ir import DTYPE_NAME, ExportError, MethodIR, StateSpec
+
+
+def check_metadata(metadata: dict) -> dict:
+    """metadata as stored: str keys; values None, bools, ints, floats, strings, and lists or dicts of
+    them (JSON); anything else is an ExportError naming the key."""
+    def ok(v):
+        if v is None or isinstance(v, (bool, int, str)):
+            return True
+        if isinstance(v, float):
+            return v == v and abs(v) != float("inf")
+        if isinstance(v, (list, tuple)):
+            return all(ok(x) for x in v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and ok(x) for k, x in v.items())
+        return False
+    if not isinstance(metadata, dict):
+        raise ExportError(f"metadata must be a dict of name -> value, not {type(metadata).__name__}")
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not k:
+            raise ExportError(f"metadata key {k!r} must be a non-empty string")
+        if not ok(v):
+            raise ExportError(f"metadata '{k}': {v!r} is not a bool, int, finite float, string, None, or a list or dict "
+                              "of them")
+    return dict(metadata)
 
 
 class Program:
     """Every method of a model and its shared state, as one .tandem file."""
 
-    def __init__(self, states: list[StateSpec], methods: list[MethodIR]):
+    def __init__(self, states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None):
         self.states = states
         self.methods = methods
+        self._metadata = check_metadata(metadata or {})
+        self._bytes = None
+
+    @property
+    def metadata(self) -> dict:
+        """Named values stored beside the methods (context length, vocabulary size, ...)."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: dict) -> None:
+        self._metadata = check_metadata(value)
         self._bytes = None
 
     def to_bytes(self) -> bytes:
         """The .tandem file's bytes."""
         if self._bytes is None:
-            self._bytes = write_program(self.states, self.methods)
+            self._bytes = write_program(self.states, self.methods, self._metadata)
         return self._bytes
 
     def save(self, path: Union[str, os.PathLike]) -> None:

@@ -3,6 +3,7 @@ from Python before shipping it. Tensors in, tensors out, state kept between call
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 from pathlib import Path
 from typing import Union
@@ -54,6 +55,8 @@ def _library() -> ctypes.CDLL:
         "tdm_session_output": (P, [P, U32, U32]),
         "tdm_method_op_count": (U32, [P, U32]), "tdm_method_op_name": (C, [P, U32, U32]),
         "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
+        "tdm_program_metadata_count": (U32, [P]), "tdm_program_metadata_name": (C, [P, U32]),
+        "tdm_program_metadata_value": (C, [P, U32]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -91,6 +94,13 @@ class Model:
             lib.tdm_program_free(self._program)
             raise
         p = self._program
+        self.metadata = {}
+        for i in range(lib.tdm_program_metadata_count(p)):
+            name = lib.tdm_program_metadata_name(p, i).decode()
+            try:
+                self.metadata[name] = json.loads(lib.tdm_program_metadata_value(p, i).decode())
+            except ValueError:  # __del__ frees the session and the program
+                raise TandemError("TDM_ERR_MALFORMED", f"metadata '{name}' is not JSON: the file is corrupt") from None
         self.methods = {}
         for m in range(lib.tdm_program_method_count(p)):
             name = lib.tdm_program_method_name(p, m).decode()

@@ -35,10 +35,10 @@ PANEL = 8  # columns per panel of a packed weight (matmul_packed, embedding_pack
 # ---- the file ------------------------------------------------------------------------------------
 
 MAGIC = b"TNDM"
-VERSION = 1
+VERSION = 2  # the reader also reads version 1: the same file without the metadata section
 ALIGN = 64  # the data section, each constant and state blob, each state slot
 SECTION_ALIGN = 8  # where the writer places the other sections
-SECTIONS = {1: "strings", 2: "constants", 3: "states", 4: "methods", 5: "data"}  # id -> name, in file order
+SECTIONS = {1: "strings", 2: "constants", 3: "states", 4: "methods", 5: "data", 6: "metadata"}  # id -> name, in file order
 
 
 class Record:
@@ -68,11 +68,14 @@ METHODS_HEAD = Record("count:I")
 METHOD = Record("name:I", "n_values:I", "n_inputs:I", "n_outputs:I", "n_ops:I", "reserved:I", "scratch_size:Q")
 VALUE = Record("dtype:B", "rank:B", "region:B", "reserved:B", "ref:I", "offset:Q")  # + dims
 IO = Record("value:I", "name:I")
+METADATA_HEAD = Record("count:I")
+METADATA_ENTRY = Record("key:I", "value:I")  # string indices: a name, and its value as JSON text
 OP_HEADER = Record("name:I", "n_in:H", "n_out:H", "n_iattr:H", "n_fattr:H")  # + u32 in, u32 out, i64 iattr, f64 fattr
 
 RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "string": STRING,
            "constants_head": CONSTANTS_HEAD, "constant": CONSTANT, "states_head": STATES_HEAD, "state": STATE,
-           "methods_head": METHODS_HEAD, "method": METHOD, "value": VALUE, "io": IO, "op_header": OP_HEADER}
+           "methods_head": METHODS_HEAD, "method": METHOD, "value": VALUE, "io": IO, "op_header": OP_HEADER,
+           "metadata_head": METADATA_HEAD, "metadata_entry": METADATA_ENTRY}
 
 
 # ---- runtime operators ---------------------------------------------------------------------------

@@ -86,22 +86,42 @@ def export_causal_lm(model: nn.Module, max_cache_len: int, max_prompt_len: int, 
     methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
     methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
     methods["reset"] = Method(lm.reset, ())
-    program = export(None, methods, **options)
-    program.metadata = {
+    return export(None, methods, metadata={
         "model_type": getattr(config, "model_type", ""),
         "vocab_size": int(config.vocab_size),
         "num_layers": int(config.num_hidden_layers),
         "max_cache_len": int(max_cache_len),
         "max_prompt_len": int(max_prompt_len),
         "prefill_chunks": chunks,
+        "position_state": "cache.layers.0.cumulative_length",
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
         **(metadata or {}),
-    }
-    return program
+    }, **options)
 
 
 def _token_id(v):
     if isinstance(v, (list, tuple)):
         return [int(x) for x in v]
     return None if v is None else int(v)
+
+
+def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) as its
+    prefill chunks, then decode for a last single token; returns the last position's logits. A
+    prompt that does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
+    from .runtime import TandemError
+
+    md = model.metadata
+    n = tokens.shape[-1]
+    if not 1 <= n <= md["max_prompt_len"]:
+        raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"prefill: {n} tokens; give 1 to {md['max_prompt_len']} (max_prompt_len)")
+    used = int(model.read_state(md["position_state"]))
+    if used + n > md["max_cache_len"]:
+        raise TandemError("TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions "
+                          "are in use (call reset())")
+    at, logits = 0, None
+    for c in split_prompt(n, md["prefill_chunks"]):
+        logits = model.call("decode" if c == 1 else f"prefill_{c}", tokens.reshape(1, -1)[:, at:at + c])
+        at += c
+    return logits

@@ -151,7 +151,7 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
   if (x->shape.rank != r + 2 || w->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x, w and y must have rank %d", (int)r + 2);
   const int64_t C = x->shape.dims[1], O = w->shape.dims[0], Cg = w->shape.dims[1];
-  if (groups < 1 || C % groups || O % groups || Cg * groups != C) return tdm__rule(op, "channels do not match groups");
+  if (groups < 1 || C % groups || O % groups || Cg != C / groups) return tdm__rule(op, "channels do not match groups");
   if (y->shape.dims[0] != x->shape.dims[0] || y->shape.dims[1] != O) return tdm__rule(op, "output must be [N, O, ...]");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, 2);

@@ -107,6 +107,7 @@ LAYOUT = [
     (("**Value**", "**Input / output**"), _rec(S.VALUE) + ["i64"], S.VALUE),
     (("**Input / output**", "**Op**"), _rec(S.IO), S.IO),
     (("**Op**", "Ops run in file order"), _rec(S.OP_HEADER) + ["u32", "u32", "i64", "f64"], None),
+    (("### 6 · metadata", "Named values"), _rec(S.METADATA_HEAD, S.METADATA_ENTRY), None),
 ]
 
 

@@ -118,3 +118,27 @@ def test_transformers_static_cache_module_exports_as_shipped():
     want = _full_logits(model, tokens)
     for i in range(6):
         torch.testing.assert_close(m.step(tokens[:, i:i + 1], torch.tensor([i]))[0, -1], want[i])
+
+
+def test_metadata_is_stored_and_prefill_runs_any_prompt_length():
+    model = _model("qwen2")
+    program = tt.export_causal_lm(model, max_cache_len=32, max_prompt_len=8, metadata={"chat_template": "<|{role}|>"})
+    m = tandem.load(program.to_bytes())
+    assert m.metadata == program.metadata
+    assert m.metadata["max_cache_len"] == 32 and m.metadata["prefill_chunks"] == [8, 4, 2]
+    assert m.metadata["model_type"] == "qwen2" and m.metadata["chat_template"] == "<|{role}|>"
+    tokens = torch.randint(0, 64, (1, 7), generator=torch.Generator().manual_seed(5))
+    want = _full_logits(model, tokens)
+    torch.testing.assert_close(tt.prefill(m, tokens)[0], want[6])  # as prefill_4, prefill_2, decode
+    assert int(m.read_state(m.metadata["position_state"])) == 7
+    with pytest.raises(tandem.TandemError) as e:
+        tt.prefill(m, torch.zeros(1, 30, dtype=torch.long))
+    assert e.value.code == "TDM_ERR_INVALID_ARGUMENT"
+
+
+def test_metadata_values_must_be_json_data():
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(tandem.ExportError, match="metadata 'bad'"):
+        tandem.export(module, {"forward": (torch.ones(2),)}, metadata={"bad": torch.ones(1)})
+    program = tandem.export(module, {"forward": (torch.ones(2),)}, metadata={"n": 3, "xs": [1.5, "a", None, True]})
+    assert tandem.load(program.to_bytes()).metadata == {"n": 3, "xs": [1.5, "a", None, True]}
