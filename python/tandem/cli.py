@@ -19,6 +19,12 @@ from .format import HEADER_SIZE, SEC_CONSTANTS, SECTION_ENTRY, VERSION
 from .runtime import TandemError, _check, _library
 
 
+COMMANDS = {
+    "inspect": "print methods, state, op counts and sizes",
+    "check": "verify the file and run every method once on zero inputs",
+}
+
+
 class CliError(Exception):
     """A failure reported as one line, without a traceback."""
 
@@ -155,11 +161,11 @@ def _print_inspect(path: str, info: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the native runtime.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("inspect", help="print methods, state, op counts and sizes")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="print the same as JSON")
-    p = sub.add_parser("check", help="verify the file and run every method once on zero inputs")
-    p.add_argument("file")
+    for name, help in COMMANDS.items():
+        p = sub.add_parser(name, help=help)
+        p.add_argument("file")
+        if name == "inspect":
+            p.add_argument("--json", action="store_true", help="print the same as JSON")
     args = parser.parse_args(argv)
     try:
         data = _read(args.file)

@@ -150,3 +150,24 @@ def test_bad_files_are_one_line_and_a_nonzero_exit(transformer, tmp_path, comman
         assert r.stdout == "", what
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("tandem: "), (what, r.stderr)
         assert re.search(message, r.stderr), (what, r.stderr)
+
+
+def test_docs_api_md_names_every_public_python_name_and_command():
+    """docs/api.md has an entry (a heading with an example) for each name in tandem.__all__, each
+    public attribute of tandem.Model and each command of `python -m tandem`."""
+    doc = (ROOT / "docs" / "api.md").read_text()
+    python = doc[doc.index("\n## Python"):]
+    sections = {}
+    for part in re.split(r"\n(?=#{2,4} )", python):
+        m = re.match(r"#{2,4} `([\w.]+(?: -m tandem \w+)?)", part)
+        if m:
+            sections[m.group(1)] = part
+    wanted = [f"tandem.{n}" for n in tandem.__all__]
+    wanted += [f"Model.{n}" for n in dir(tandem.Model) if not n.startswith("_")]
+    from tandem.cli import COMMANDS
+    wanted += [f"python -m tandem {c}" for c in COMMANDS]
+    assert {"tandem.export", "Model.read_state", "python -m tandem check"} <= set(wanted)
+    missing = [n for n in wanted if n not in sections]
+    assert missing == [], f"public Python names without an entry in docs/api.md: {missing}"
+    no_example = [n for n in wanted if "```" not in sections[n]]
+    assert no_example == [], f"entries without an example: {no_example}"
