@@ -10,10 +10,11 @@ export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
   | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
-  | 'TDM_ERR_WORKER_DIED';
+  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED';
 
 export class TandemError extends Error {
-  readonly name: 'TandemError';
+  /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
+  readonly name: 'TandemError' | 'AbortError';
   readonly code: ErrorCode;
   constructor(code: ErrorCode, message: string);
 }
@@ -37,6 +38,21 @@ export type Input = Tensor | AnyTypedArray | number | bigint | boolean;
 export type Output = Tensor | Tensor[] | undefined;
 export type MetadataValue = null | boolean | number | string | readonly MetadataValue[] | { readonly [key: string]: MetadataValue };
 
+/** Options of a method call, given as its last argument: a plain object whose keys are all option
+ * names (a Tensor-like { dtype, data, shape } is always an input). */
+export interface CallOptions {
+  /** Cancels the call: still queued, it is removed; already running, it finishes (its state change
+   * is kept) and its result is dropped. Either way it rejects with TandemError 'TDM_ERR_ABORTED'. */
+  signal?: AbortSignal;
+}
+/** A method call's arguments: its inputs, optionally followed by CallOptions. */
+export type CallArgs = Input[] | [...inputs: Input[], options: CallOptions];
+
+export interface ForkOptions {
+  /** 'initial' (default): the fork starts from the initial values; 'copy': from this model's state now. */
+  state?: 'initial' | 'copy';
+}
+
 export interface OpTime { index: number; name: string; ms: number }
 export interface Profile { outputs: Output; ops: OpTime[]; totalMs: number }
 
@@ -50,8 +66,8 @@ interface ModelApi {
   readonly scratchBytes: number;
   /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
    * also one named like the model's own API. */
-  call(name: string, ...inputs: Input[]): Promise<Output>;
-  profile(name: string, ...inputs: Input[]): Promise<Profile>;
+  call(name: string, ...args: CallArgs): Promise<Output>;
+  profile(name: string, ...args: CallArgs): Promise<Profile>;
   readState(name: string): Promise<Tensor>;
   writeState(name: string, value: Input): Promise<void>;
   saveState(): Promise<Uint8Array>;
@@ -63,19 +79,19 @@ interface ModelApi {
 
 /** Each program method, e.g. model.forward(x), model.reset(): a property of that name. */
 interface Methods {
-  readonly [method: string]: (...inputs: Input[]) => Promise<Output>;
+  readonly [method: string]: (...args: CallArgs) => Promise<Output>;
 }
 
 /** A model run on the calling thread. */
 export type Model = ModelApi & Methods & {
   readonly memoryBytes: number;
-  fork(): Promise<Model>;
+  fork(options?: ForkOptions): Promise<Model>;
 };
 
 /** A model run in a worker (load(source, { worker: true })). */
 export type WorkerModel = ModelApi & Methods & {
   memoryBytes(): Promise<number>;
-  fork(): Promise<WorkerModel>;
+  fork(options?: ForkOptions): Promise<WorkerModel>;
 };
 
 export interface LoadOptions {

@@ -15,13 +15,60 @@ const STATE_VERSION = 2;
 const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writer's program id u64, byte count u64 (docs/format.md)
 
 /** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
- * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED'). */
+ * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED', 'TDM_ERR_ABORTED'). A call cancelled
+ * by its AbortSignal rejects with one whose `name` is 'AbortError' (as fetch's does). */
 export class TandemError extends Error {
   constructor(code, message) {
     super(`${code}: ${message}`);
-    this.name = 'TandemError';
+    this.name = code === 'TDM_ERR_ABORTED' ? 'AbortError' : 'TandemError';
     this.code = code;
   }
+}
+
+/** The rejection of a call whose signal aborted; `ran` says whether the call had started (its
+ * state change, if any, is kept) or was removed before it ran. */
+function abortError(what, signal, ran) {
+  const e = new TandemError('TDM_ERR_ABORTED', ran
+    ? `${what}(): aborted while it ran; it finished, its state change is kept, its result was discarded`
+    : `${what}(): aborted before it ran; the state is as if it was never called`);
+  if (signal.reason !== undefined) e.cause = signal.reason;
+  return e;
+}
+
+// ---- call options ---------------------------------------------------------------------------------
+// A method call's last argument is its options when it is a plain object ({...}, not a Tensor or any
+// class instance) whose own keys are all option names; an input never is one (a Tensor-like plain
+// object has dtype, data and shape). So model.forward(x, { signal }) and model.call(name, x, { signal }).
+const CALL_OPTIONS = new Set(['signal']);
+
+function isPlainObject(v) {
+  if (v === null || typeof v !== 'object') return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** [inputs, options] of a call's arguments (see CALL_OPTIONS). */
+function splitOptions(what, args) {
+  const last = args[args.length - 1];
+  if (!isPlainObject(last) || !Object.keys(last).every((k) => CALL_OPTIONS.has(k))) return [args, {}];
+  const { signal } = last;
+  if (signal !== undefined && signal !== null && !(typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function')) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what}(): options.signal must be an AbortSignal`);
+  }
+  return [args.slice(0, -1), { signal: signal ?? undefined }];
+}
+
+const FORK_STATES = ['initial', 'copy'];
+
+/** fork(options)'s state: 'initial' (the default) or 'copy'. */
+function forkState(options) {
+  if (options === undefined) return 'initial';
+  if (!isPlainObject(options)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "fork(options): options must be an object such as { state: 'copy' }");
+  const unknown = Object.keys(options).filter((k) => k !== 'state');
+  if (unknown.length) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `fork(options): unknown option '${unknown[0]}'; the options are: state`);
+  const state = options.state ?? 'initial';
+  if (!FORK_STATES.includes(state)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `fork(options): state must be 'initial' or 'copy', given ${JSON.stringify(state) ?? String(state)}`);
+  return state;
 }
 
 /** A tensor: `dtype` ('float32' | 'int64' | 'bool'), `shape` (array of numbers), `data` (an owned
@@ -42,6 +89,8 @@ export class Tensor {
     this.shape = shape;
   }
 }
+
+const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no option parsing
 
 const numelOf = (shape) => shape.reduce((a, b) => a * b, 1);
 
@@ -246,7 +295,8 @@ function toTensor(value, spec, where) {
       return { dtype, data: value, shape: spec.shape };
     }
   }
-  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}`);
+  const hint = isPlainObject(value) ? ` with keys ${Object.keys(value).join(', ') || 'none'} (call options are the last argument and take only: ${[...CALL_OPTIONS].join(', ')})` : '';
+  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}${hint}`);
 }
 
 function checkTensor(t, spec, where) {
@@ -314,17 +364,36 @@ export class Model {
   get stateBytes() { return this.#program.stateBytes; }
   get scratchBytes() { return this.#program.scratchBytes; }
 
-  /** Call a method by name; the same as `model[name](...inputs)`. */
-  call(name, ...inputs) { return settle(() => this.#run(name, inputs, null)); }
+  /** Call a method by name; the same as `model[name](...inputs)`. The last argument may be call
+   * options, `{ signal }`: a call made with an already-aborted signal rejects with an AbortError
+   * without running (inline, a call runs when it is made, so a later abort cannot stop it). */
+  call(name, ...args) {
+    return settle(() => {
+      const [inputs, { signal }] = splitOptions(name, args);
+      this.#alive(name);
+      if (signal?.aborted) throw abortError(name, signal, false);
+      return this.#run(name, inputs, null);
+    });
+  }
 
   /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
-   * totalMs }`, where `outputs` is what the call would resolve to. */
-  profile(name, ...inputs) {
+   * totalMs }`, where `outputs` is what the call would resolve to. Takes call options as call() does. */
+  profile(name, ...args) {
     return settle(() => {
-      const ops = [];
-      const outputs = this.#run(name, inputs, ops);
-      return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
+      const [inputs, { signal }] = splitOptions(name, args);
+      this.#alive(name);
+      if (signal?.aborted) throw abortError(name, signal, false);
+      return this[RUN](name, inputs, true);
     });
+  }
+
+  /** For the worker side: a call whose arguments are all inputs (the caller's options were taken
+   * off before the call was posted), run now. */
+  [RUN](name, inputs, profile) {
+    if (!profile) return this.#run(name, inputs, null);
+    const ops = [];
+    const outputs = this.#run(name, inputs, ops);
+    return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
   }
 
   /** A copy of one state tensor. */
@@ -398,10 +467,17 @@ export class Model {
     });
   }
 
-  /** A new model on the same program: its own state (at the initial values), the same weights. */
-  async fork() {
+  /** A new model on the same program: its own state, the same weights. Its state starts at the
+   * initial values, or with `{ state: 'copy' }` as a copy of this model's current state. */
+  async fork(options) {
+    const state = forkState(options);
     this.#alive('fork');
-    return new Model(this.#program);
+    const f = new Model(this.#program);
+    if (state === 'copy') {
+      const rt = this.#program.rt, src = this.#stateBase();
+      rt.heap(Uint8Array).copyWithin(f.#stateBase(), src, src + this.#program.stateBytes);
+    }
+    return f;
   }
 
   /** Free the session (and the program with its last session); later calls reject with
@@ -504,9 +580,35 @@ function transferables(value, list = []) {
 
 const revive = (v) => (Array.isArray(v) ? v.map(revive) : v && v.dtype && v.data ? new Tensor(v.dtype, v.data, v.shape) : v);
 
+/** A copy of a request's arguments, made when the request is made (so the caller may refill its
+ * arrays at once), and the buffers the copy owns: they are transferred to the worker, not copied
+ * again. Typed arrays over a SharedArrayBuffer are copied too. Throws on what cannot be sent (a
+ * detached buffer, a function). */
+function snapshot(args) {
+  const transfer = [];
+  const copy = (v) => {
+    if (ArrayBuffer.isView(v)) {
+      const c = v instanceof DataView ? new Uint8Array(v.buffer, v.byteOffset, v.byteLength).slice() : v.slice();
+      transfer.push(c.buffer);
+      return c;
+    }
+    if (v instanceof ArrayBuffer) { const c = v.slice(0); transfer.push(c); return c; }
+    if (v instanceof Tensor || (v && typeof v === 'object' && 'dtype' in v && 'data' in v && 'shape' in v)) {
+      return { dtype: v.dtype, shape: structuredClone(v.shape), data: copy(v.data) };
+    }
+    return structuredClone(v);
+  };
+  return { args: args.map(copy), transfer };
+}
+
+const sendError = (e) => (e instanceof TandemError ? e
+  : new TandemError('TDM_ERR_INVALID_ARGUMENT', `cannot send this call's arguments to the worker: ${e.message}`));
+
 /** The same API as Model, run by a worker (a Web Worker, or a worker_threads worker in Node).
- * Inputs are cloned into the worker when the call is made; outputs are transferred back, not
- * copied. If the worker dies, pending and later calls reject with TDM_ERR_WORKER_DIED. */
+ * Inputs are copied when the call is made; outputs are transferred back, not copied. Calls wait in
+ * a FIFO queue on this side and go to the worker one at a time, so a call whose signal aborts while
+ * it waits is removed from the queue without running. If the worker dies, pending and later calls
+ * reject with TDM_ERR_WORKER_DIED. */
 export class WorkerModel {
   #port; #id; #shared; #info; #disposed = false;
 
@@ -528,15 +630,32 @@ export class WorkerModel {
   get stateBytes() { return this.#info.stateBytes; }
   get scratchBytes() { return this.#info.scratchBytes; }
 
-  #request(type, args = [], transfer = []) {
-    const what = type === 'call' || type === 'profile' ? args[0] : type;
+  /** A request to the worker; `args` are copied now. `what` names it in errors. */
+  #request(type, args = [], { signal, what = type } = {}) {
     if (this.#disposed) return Promise.reject(new TandemError('TDM_ERR_DISPOSED', `${what}(): the model was disposed`));
-    return this.#shared.request({ type, model: this.#id, args }, transfer);
+    let copy;
+    try {
+      copy = snapshot(args);
+    } catch (e) {
+      return Promise.reject(sendError(e));
+    }
+    return this.#shared.request({ type, model: this.#id, args: copy.args }, { transfer: copy.transfer, signal, what });
   }
 
-  call(name, ...inputs) { return this.#request('call', [name, ...inputs]).then(revive); }
-  async profile(name, ...inputs) {
-    const r = await this.#request('profile', [name, ...inputs]);
+  /** A method call: the last argument may be call options ({ signal }, see Model.call). */
+  #invoke(type, name, args) {
+    let inputs, options;
+    try {
+      [inputs, options] = splitOptions(name, args);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#request(type, [name, ...inputs], { signal: options.signal, what: name });
+  }
+
+  call(name, ...args) { return this.#invoke('call', name, args).then(revive); }
+  async profile(name, ...args) {
+    const r = await this.#invoke('profile', name, args);
     return { ...r, outputs: revive(r.outputs) };
   }
   readState(name) { return this.#request('readState', [name]).then(revive); }
@@ -547,8 +666,10 @@ export class WorkerModel {
   /** Bytes of the worker's wasm linear memory. */
   memoryBytes() { return this.#request('memoryBytes'); }
 
-  async fork() {
-    const { id, info } = await this.#request('fork');
+  /** A new model in the same worker, on the same program (see Model.fork). */
+  async fork(options) {
+    const state = forkState(options);
+    const { id, info } = await this.#request('fork', [{ state }]);
     return new WorkerModel(this.#port, id, info, this.#shared);
   }
 
@@ -563,20 +684,22 @@ export class WorkerModel {
   [Symbol.dispose]() { this.dispose(); }
 }
 
-/** Message plumbing for one worker: numbered requests, replies, termination. */
+/** Message plumbing for one worker: a FIFO queue of requests, of which one at a time is in the
+ * worker (so a waiting one can still be removed), replies, termination. */
 class WorkerLink {
   constructor(port) {
     this.port = port;
     this.next = 1;
-    this.pending = new Map();
+    this.queue = [];      // requests not yet posted, in call order
+    this.inflight = null; // the request the worker has, until its reply arrives
     this.refs = 0;
     this.died = null; // the TandemError every call gets once the worker is gone
     port.onMessage((msg) => {
-      const p = this.pending.get(msg.id);
-      if (!p) return;
-      this.pending.delete(msg.id);
-      if (msg.error) p.reject(reviveError(msg.error));
-      else p.resolve(msg.result);
+      const r = this.inflight;
+      if (!r || msg.id !== r.id) return;
+      this.inflight = null;
+      r.reply(msg); // dropped if the call was aborted or its model disposed meanwhile
+      this.#pump();
     });
     port.onError((what) => this.#die(what));
   }
@@ -586,36 +709,71 @@ class WorkerLink {
   #die(what) {
     if (this.died) return;
     this.died = new TandemError('TDM_ERR_WORKER_DIED', `the model's worker ${what}; this model cannot be used any more, load it again`);
-    for (const p of this.pending.values()) p.reject(this.died);
-    this.pending.clear();
+    const all = this.inflight ? [this.inflight, ...this.queue] : this.queue;
+    this.inflight = null;
+    this.queue = [];
+    for (const r of all) r.fail(this.died);
     this.port.busy?.(false);
     this.port.terminate();
   }
 
-  request(msg, transfer = []) {
+  /** Queue `msg`; resolves to the worker's result. `signal` aborts it: removed if still queued,
+   * otherwise (in the worker) it finishes and its result is dropped. */
+  request(msg, { transfer = [], signal, what = msg.type } = {}) {
     if (this.died) return Promise.reject(this.died);
-    const id = this.next++;
+    if (signal?.aborted) return Promise.reject(abortError(what, signal, false));
     return new Promise((resolve, reject) => {
-      try {
-        this.port.post({ ...msg, id }, transfer);
-      } catch (e) { // e.g. a detached buffer among the arguments
-        reject(new TandemError('TDM_ERR_INVALID_ARGUMENT', `cannot send this call's arguments to the worker: ${e.message}`));
-        return;
-      }
-      this.pending.set(id, { resolve, reject, model: msg.model });
+      const id = this.next++;
+      const r = { id, msg: { ...msg, id }, transfer, model: msg.model, done: false };
+      const onAbort = () => {
+        const i = this.queue.indexOf(r);
+        if (i >= 0) {
+          this.queue.splice(i, 1);
+          this.#idle();
+        }
+        r.fail(abortError(what, signal, i < 0));
+      };
+      const finish = () => {
+        r.done = true;
+        signal?.removeEventListener('abort', onAbort);
+      };
+      r.fail = (e) => { if (!r.done) { finish(); reject(e); } };
+      r.reply = (m) => {
+        if (r.done) return;
+        finish();
+        if (m.error) reject(reviveError(m.error));
+        else resolve(m.result);
+      };
+      signal?.addEventListener('abort', onAbort);
+      this.queue.push(r);
       this.port.busy?.(true);
-    }).finally(() => { if (this.pending.size === 0) this.port.busy?.(false); });
+      this.#pump();
+    });
   }
 
-  dispose(model) {
-    // Calls of this model still queued in the worker reject there (it is disposed first).
-    if (!this.died) this.port.post({ type: 'dispose', model, id: 0 });
-    for (const [id, p] of this.pending) {
-      if (p.model === model) {
-        this.pending.delete(id);
-        p.reject(new TandemError('TDM_ERR_DISPOSED', 'the model was disposed before this call ran'));
+  /** Post the next request when the worker has none. */
+  #pump() {
+    while (!this.inflight && this.queue.length && !this.died) {
+      const r = this.queue.shift();
+      try {
+        this.port.post(r.msg, r.transfer);
+        this.inflight = r;
+      } catch (e) {
+        r.fail(sendError(e));
       }
     }
+    this.#idle();
+  }
+
+  #idle() { if (!this.inflight && this.queue.length === 0) this.port.busy?.(false); }
+
+  dispose(model) {
+    // The worker frees the model when it reads this, after the request it has now.
+    if (!this.died) this.port.post({ type: 'dispose', model, id: 0 });
+    const err = () => new TandemError('TDM_ERR_DISPOSED', 'the model was disposed before this call ran');
+    if (this.inflight?.model === model) this.inflight.fail(err());
+    this.queue = this.queue.filter((r) => r.model !== model || (r.fail(err()), false));
+    this.#idle();
     if (--this.refs === 0) this.port.terminate();
   }
 }
@@ -638,7 +796,7 @@ async function loadInWorker(module, bytes, spawn) {
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
-    const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, [bytes.buffer]);
+    const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, { transfer: [bytes.buffer], what: 'load' });
     const model = new WorkerModel(port, id, info, link);
     return model;
   } catch (e) {
@@ -690,15 +848,15 @@ export function serveWorker(port) {
         if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);
         const a = msg.args;
         switch (msg.type) {
-          case 'call': result = tensorOutAll(await m.call(...a)); break;
-          case 'profile': { const r = await m.profile(...a); result = { ...r, outputs: tensorOutAll(r.outputs) }; break; }
+          case 'call': result = tensorOutAll(m[RUN](a[0], a.slice(1), false)); break;
+          case 'profile': { const r = m[RUN](a[0], a.slice(1), true); result = { ...r, outputs: tensorOutAll(r.outputs) }; break; }
           case 'readState': result = tensorOut(await m.readState(a[0])); break;
           case 'writeState': result = await m.writeState(a[0], revive(a[1])); break;
           case 'saveState': result = await m.saveState(); break;
           case 'loadState': result = await m.loadState(a[0]); break;
           case 'resetState': result = await m.resetState(); break;
           case 'memoryBytes': result = m.memoryBytes; break;
-          case 'fork': result = add(await m.fork()); break;
+          case 'fork': result = add(await m.fork(a[0])); break;
           default: throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `unknown request ${msg.type}`);
         }
       }

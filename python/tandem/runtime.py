@@ -57,6 +57,8 @@ def _library() -> ctypes.CDLL:
         "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
         "tdm_program_metadata_count": (U32, [P]), "tdm_program_metadata_name": (C, [P, U32]),
         "tdm_program_metadata_value": (C, [P, U32]),
+        "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
+        "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

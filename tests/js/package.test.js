@@ -220,6 +220,41 @@ for (const { name: mode, opts } of MODES) {
     assert.deepEqual([...(await b.forward(f32(1, 1, 1))).data], [4, 4, 4]);
     b.dispose();
   });
+  test(`${mode}: fork({ state: 'copy' }) continues from the current state; fork() starts from the initial values`, async () => {
+    const { path, spec } = fixture('transformer');
+    const m = await load(path, opts);
+    const run = async (model, call, where) => {
+      const out = await model[call.method](...call.inputs.map(fromJson));
+      const outs = out === undefined ? [] : Array.isArray(out) ? out : [out];
+      assert.equal(outs.length, call.outputs.length, `${where}: output count`);
+      outs.forEach((o, k) => assertClose(o, call.outputs[k], `${where} output ${k}`));
+    };
+    const k = 6; // prefill and 5 decode steps
+    for (const [i, call] of spec.calls.slice(0, k).entries()) await run(m, call, `call ${i}`);
+    const fresh = await load(path, opts);
+    const initial = await Promise.all(m.state.map((s) => fresh.readState(s.name)));
+    const copy = await m.fork({ state: 'copy' });
+    const plain = await m.fork();
+    const same = await m.fork({}); // no options: as fork()
+    assert.deepEqual(await copy.saveState(), await m.saveState());
+    assert.equal((await copy.readState('pos')).data[0], 8n + 5n);
+    for (const f of [plain, same]) {
+      for (const [i, s] of m.state.entries()) assert.deepEqual(await f.readState(s.name), initial[i], `${s.name} of a plain fork`);
+    }
+    // the same next calls on the original and on the copy both give eager's recorded outputs
+    for (const [i, call] of spec.calls.slice(k).entries()) {
+      await run(m, call, `original, call ${k + i}`);
+      await run(copy, call, `fork, call ${k + i}`);
+    }
+    // the copy is its own state, not a view of the original's
+    await m.resetState();
+    assert.equal((await m.readState('pos')).data[0], 0n);
+    assert.notEqual((await copy.readState('pos')).data[0], 0n);
+    await assert.rejects(m.fork({ state: 'share' }), (e) => e instanceof TandemError && e.code === 'TDM_ERR_INVALID_ARGUMENT' && /state must be 'initial' or 'copy'/.test(e.message));
+    await assert.rejects(m.fork({ copy: true }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /unknown option 'copy'/.test(e.message));
+    await assert.rejects(m.fork('copy'), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
+    for (const x of [m, fresh, copy, plain, same]) x.dispose();
+  });
 }
 
 test('50 sessions grow memory by about 49 x (state + scratch), not 49 x weights', async () => {

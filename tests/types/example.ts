@@ -1,6 +1,6 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
 import { load, Tensor, TandemError } from 'tandem-runtime';
-import type { DType, ErrorCode, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
+import type { CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?') };
@@ -24,8 +24,17 @@ async function main(source: Source): Promise<void> {
   await model.resetState();
   const fork: Model = await model.fork();
   fork.dispose();
+  const forkOptions: ForkOptions = { state: 'copy' };
+  const copy: Model = await model.fork(forkOptions);
+  const controller = new AbortController();
+  const callOptions: CallOptions = { signal: controller.signal };
+  const args: CallArgs = [x, callOptions];
+  const cancellable: Output = await copy.forward(x, callOptions);
+  console.log(cancellable, await copy.call('forward', ...args), await copy.profile('forward', x, { signal: controller.signal }));
+  controller.abort();
+  copy.dispose();
   const w: WorkerModel = await load(source, { worker: true, wasm: new URL('https://example.com/tandem.wasm') });
-  console.log(await w.memoryBytes(), (await w.fork()).stateBytes, h.shape, model.scratchBytes);
+  console.log(await w.memoryBytes(), (await w.fork()).stateBytes, (await w.fork({ state: 'copy' })).stateBytes, h.shape, model.scratchBytes);
   const logits: Output = await w.decode(new BigInt64Array([42n]));
   console.log(logits, await w.call('decode', 42n));
   w.dispose();
@@ -35,7 +44,7 @@ async function main(source: Source): Promise<void> {
   } catch (e) {
     if (e instanceof TandemError) {
       const code: ErrorCode = e.code;
-      console.log(code === 'TDM_ERR_WORKER_DIED', code, e.message);
+      console.log(code === 'TDM_ERR_WORKER_DIED', code === 'TDM_ERR_ABORTED' && e.name === 'AbortError', code, e.message);
     }
   }
 }

@@ -1,0 +1,6 @@
+"""python -m tandem inspect FILE | check FILE (see tandem/cli.py)."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

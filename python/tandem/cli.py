@@ -1,0 +1,205 @@
+"""The command line: `python -m tandem inspect FILE` and `python -m tandem check FILE`.
+
+Both load the file with the runtime's own verifier (the native library, through ctypes, as
+tandem.load does). `inspect` prints what the file holds; `check` also runs every method once on
+zero inputs. A file that cannot be read or does not verify is one line on stderr and exit status 1,
+never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import struct
+import sys
+import time
+from pathlib import Path
+
+from .schema import CONSTANT, CONSTANTS_HEAD, HEADER, SECTION, SECTIONS
+from .runtime import TandemError, _check, _library
+
+
+COMMANDS = {
+    "inspect": "print methods, state, op counts and sizes",
+    "check": "verify the file and run every method once on zero inputs",
+}
+
+
+class CliError(Exception):
+    """A failure reported as one line, without a traceback."""
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise CliError(f"cannot read '{path}': {e.strerror or e}") from None
+
+
+def _constants(data: bytes) -> tuple:
+    """(count, bytes) of the constants section, read from a file the runtime verified, with the
+    layout of docs/format.md (python/tandem/schema.py); versions 1 and 2 share it."""
+    constants_id = next(i for i, name in SECTIONS.items() if name == "constants")
+    for i in range(struct.unpack_from("<I", data, HEADER.offset["section_count"])[0]):
+        sid, _, off, _ = struct.unpack_from(SECTION.fmt, data, HEADER.size + i * SECTION.size)
+        if sid == constants_id:
+            break
+    else:
+        return None, None
+    count, at, total = struct.unpack_from(CONSTANTS_HEAD.fmt, data, off)[0], off + CONSTANTS_HEAD.size, 0
+    for _ in range(count):
+        fields = dict(zip(CONSTANT.names, struct.unpack_from(CONSTANT.fmt, data, at)))
+        total += fields["nbytes"]
+        at += CONSTANT.size + 8 * fields["rank"]
+    return count, total
+
+
+def describe(data: bytes) -> dict:
+    """What a .tandem file holds, as plain data (the `inspect --json` output). Raises TandemError
+    if the runtime's verifier rejects the file."""
+    lib = _library()
+    prog = ctypes.c_void_p()
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    _check(lib.tdm_program_load(buf, len(data), ctypes.byref(prog)))
+    try:
+        p = prog
+
+        def tensor(name, dtype, rank, dim, nbytes):
+            return {"name": name.decode(), "dtype": lib.tdm_dtype_name(dtype).decode(),
+                    "shape": [dim(d) for d in range(rank)], "bytes": nbytes}
+
+        def io(m, kind):
+            return [tensor(lib.tdm_method_io_name(p, m, kind, i), lib.tdm_method_io_dtype(p, m, kind, i),
+                           lib.tdm_method_io_rank(p, m, kind, i), lambda d: lib.tdm_method_io_dim(p, m, kind, i, d),
+                           lib.tdm_method_io_nbytes(p, m, kind, i))
+                    for i in range(lib.tdm_method_io_count(p, m, kind))]
+
+        methods = [{"name": lib.tdm_program_method_name(p, m).decode(), "ops": lib.tdm_method_op_count(p, m),
+                    "inputs": io(m, 0), "outputs": io(m, 1)}
+                   for m in range(lib.tdm_program_method_count(p))]
+        state = []
+        for i in range(lib.tdm_program_state_count(p)):
+            t = tensor(lib.tdm_state_name(p, i), lib.tdm_state_dtype(p, i), lib.tdm_state_rank(p, i),
+                       lambda d: lib.tdm_state_dim(p, i, d), lib.tdm_state_nbytes(p, i))
+            t["offset"] = lib.tdm_state_offset(p, i)
+            state.append(t)
+        count, const_bytes = _constants(data)
+        return {
+            "file_bytes": len(data),
+            "format_version": struct.unpack_from("<I", data, 4)[0],
+            "constant_count": count,
+            "constant_bytes": const_bytes,
+            "state_bytes": lib.tdm_program_state_size(p),
+            "scratch_bytes": lib.tdm_program_scratch_size(p),
+            "fingerprint": f"{lib.tdm_program_fingerprint(p):016x}",
+            "program_id": f"{lib.tdm_program_id(p):016x}",
+            "metadata": {lib.tdm_program_metadata_name(p, i).decode(): json.loads(lib.tdm_program_metadata_value(p, i).decode())
+                         for i in range(lib.tdm_program_metadata_count(p))},
+            "state": state,
+            "methods": methods,
+        }
+    finally:
+        lib.tdm_program_free(prog)
+
+
+def check(data: bytes) -> list:
+    """Run every method once on zero inputs, each from the initial state: [(method, error message
+    or None, milliseconds)]. Raises TandemError if the runtime's verifier rejects the file."""
+    import torch
+
+    from .runtime import Model
+
+    model = Model(data)
+    results = []
+    for name, (_, ins, _) in model.methods.items():
+        model.reset_state()
+        zeros = [torch.zeros(spec.shape, dtype=spec.dtype) for spec in ins]
+        t0 = time.perf_counter()
+        try:
+            model.call(name, *zeros)
+            results.append((name, None, (time.perf_counter() - t0) * 1e3))
+        except TandemError as e:
+            results.append((name, str(e), (time.perf_counter() - t0) * 1e3))
+    return results
+
+
+def _size(n) -> str:
+    if n is None:
+        return "unknown (a format this version of tandem does not write)"
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k:
+            return f"{n} bytes ({n / k:.1f} {unit})"
+    return f"{n} bytes"
+
+
+def _n(count, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _t(t: dict) -> str:
+    return f"{t['dtype']}[{','.join(str(d) for d in t['shape'])}]"
+
+
+def _print_inspect(path: str, info: dict) -> None:
+    print(f"{path}: tandem format version {info['format_version']}, {_size(info['file_bytes'])}")
+    if info["constant_count"] is None:
+        print(f"constants: {_size(None)}")
+    else:
+        print(f"constants: {_n(info['constant_count'], 'tensor')}, {_size(info['constant_bytes'])}")
+    print(f"state: {_n(len(info['state']), 'tensor')}, {_size(info['state_bytes'])} per session (layout fingerprint {info['fingerprint']})")
+    width = max([len(s["name"]) for s in info["state"]] + [4])
+    for s in info["state"]:
+        print(f"  {s['name']:<{width}}  {_t(s):<20} {s['bytes']} bytes")
+    print(f"scratch: {_size(info['scratch_bytes'])} per session")
+    if info["metadata"]:
+        print(f"metadata: {len(info['metadata'])} entries")
+        for k, v in info["metadata"].items():
+            print(f"  {k}: {json.dumps(v)}")
+    print(f"methods: {len(info['methods'])}")
+    for m in info["methods"]:
+        print(f"  {m['name']}: {_n(m['ops'], 'op')}, {_n(len(m['inputs']), 'input')}, {_n(len(m['outputs']), 'output')}")
+        for kind, ts in (("in ", m["inputs"]), ("out", m["outputs"])):
+            for t in ts:
+                print(f"    {kind} {t['name']}: {_t(t)}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the native runtime.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help in COMMANDS.items():
+        p = sub.add_parser(name, help=help)
+        p.add_argument("file")
+        if name == "inspect":
+            p.add_argument("--json", action="store_true", help="print the same as JSON")
+    args = parser.parse_args(argv)
+    try:
+        data = _read(args.file)
+        try:
+            if args.command == "inspect":
+                info = describe(data)
+                if args.json:
+                    print(json.dumps(info, indent=1))
+                else:
+                    _print_inspect(args.file, info)
+                return 0
+            results = check(data)
+        except TandemError as e:
+            raise CliError(f"'{args.file}' is not a valid tandem program: {e}") from None
+        print(f"{args.file}: verified; {_n(len(results), 'method')}, each run once on zero inputs from the initial state")
+        failed = 0
+        for name, error, ms in results:
+            print(f"  {name}: {'OK' if error is None else error} ({ms:.2f} ms)")
+            failed += error is not None
+        if failed:
+            print(f"tandem: {failed} of {_n(len(results), 'method')} failed", file=sys.stderr)
+            return 1
+        return 0
+    except CliError as e:
+        print(f"tandem: {e}", file=sys.stderr)
+        return 1
+    except RuntimeError as e:  # e.g. the native library is not built
+        print(f"tandem: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `... | head`
+        sys.stderr.close()
+        return 0

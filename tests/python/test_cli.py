@@ -1,0 +1,184 @@
+"""`python -m tandem inspect` and `check`, run as a user runs them (a subprocess), against what the
+exporter's Program and the runtime say about the same file; and on files that are not programs."""
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import tandem
+from conftest import ROOT
+from models.families import MODELS
+from tandem.format import VERSION
+from tandem.ir import CONST, DTYPE_NAME
+from tandem.runtime import _library
+
+
+def run(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
+    return subprocess.run([sys.executable, "-W", "ignore", "-m", "tandem", *map(str, args)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def transformer(tmp_path_factory):
+    module, spec, _, _ = MODELS["transformer"]()
+    program = tandem.export(module, spec)
+    path = tmp_path_factory.mktemp("cli") / "transformer.tandem"
+    program.save(path)
+    return path, program
+
+
+def constant_bytes(program):
+    """The constants the writer stores: each distinct content once (docs/format.md)."""
+    seen = {}
+    for m in program.methods:
+        for op in m.ops:
+            for v in op.ins + op.outs:
+                if v.storage.kind == CONST:
+                    t = v.storage.tensor
+                    seen[(str(t.dtype), tuple(t.shape), hashlib.sha256(t.numpy().tobytes()).digest())] = t.numel() * t.element_size()
+    return len(seen), sum(seen.values())
+
+
+def test_inspect_prints_what_the_program_holds(transformer):
+    path, program = transformer
+    model = tandem.load(path)
+    lib = _library()
+    state_bytes = lib.tdm_program_state_size(model._program)  # the runtime's own numbers
+    scratch_bytes = lib.tdm_program_scratch_size(model._program)
+    n_const, const_bytes = constant_bytes(program)
+    assert state_bytes == 64 + 4 * (4 * 64 * 16 * 4)  # pos (int64, its slot padded to 64 bytes), 4 float32 caches [1,4,64,16]
+
+    r = run("inspect", "--json", path)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["file_bytes"] == path.stat().st_size == len(program.to_bytes())
+    assert info["format_version"] == VERSION == 2
+    assert (info["constant_count"], info["constant_bytes"]) == (n_const, const_bytes)
+    assert const_bytes > 400_000  # the weights
+    assert (info["state_bytes"], info["scratch_bytes"]) == (state_bytes, scratch_bytes)
+    assert [m["name"] for m in info["methods"]] == [m.name for m in program.methods] == ["prefill", "decode", "reset"]
+    for got, m in zip(info["methods"], program.methods):
+        assert got["ops"] == len(m.ops), m.name
+        for kind, ios in (("inputs", m.inputs), ("outputs", m.outputs)):
+            assert [(t["name"], t["dtype"], t["shape"], t["bytes"]) for t in got[kind]] == \
+                   [(n, DTYPE_NAME[v.dtype], list(v.shape), v.nbytes) for n, v in ios], (m.name, kind)
+    assert [(s["name"], s["dtype"], s["shape"], s["bytes"], s["offset"]) for s in info["state"]] == \
+           [(s.name, DTYPE_NAME[s.dtype], list(s.shape), s.nbytes, s.offset) for s in program.states]
+
+    r = run("inspect", path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"{path}: tandem format version {VERSION}, {len(program.to_bytes())} bytes (")
+    assert f"constants: {n_const} tensors, {const_bytes} bytes (" in r.stdout
+    assert f"state: 5 tensors, {state_bytes} bytes (64.1 KiB) per session" in r.stdout
+    assert f"scratch: {scratch_bytes} bytes" in r.stdout
+    assert re.search(r"^  blocks\.1\.attn\.v_cache +float32\[1,4,64,16\] +16384 bytes$", r.stdout, re.M)
+    assert re.search(r"^  pos +int64\[\] +8 bytes$", r.stdout, re.M)
+    for m in program.methods:
+        assert f"  {m.name}: {len(m.ops)} ops, " in r.stdout
+    assert "    in  args_0: int64[1,8]" in r.stdout and "    out output: float32[1,48]" in r.stdout
+    assert "  reset: 5 ops, 0 inputs, 0 outputs" in r.stdout
+
+
+class Indexed(nn.Module):
+    """`write(i)` stores at i + 10 of a 4-element buffer: on a zero input, out of range."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(4))
+
+    def write(self, i):
+        self.cache[i + 10] = 1.0
+        return self.cache.sum().reshape(1)
+
+    def forward(self, x):
+        self.cache.add_(x)
+        return self.cache
+
+
+def test_check_runs_every_method_and_reports_each(transformer, tmp_path):
+    path, _ = transformer
+    r = run("check", path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"{path}: verified; 3 methods, each run once on zero inputs from the initial state"
+    for name in ("prefill", "decode", "reset"):
+        assert re.search(rf"^  {name}: OK \(\d+\.\d\d ms\)$", r.stdout, re.M), name
+
+    m = Indexed()
+    tandem.export(m, {"write": tandem.Method(m.write, (torch.tensor([0]),)), "forward": (torch.zeros(4),)}).save(tmp_path / "i.tandem")
+    r = run("check", tmp_path / "i.tandem")
+    assert r.returncode == 1
+    assert re.search(r"^  write: TDM_ERR_INDEX: .*index 10 is out of range", r.stdout, re.M)
+    assert re.search(r"^  forward: OK ", r.stdout, re.M)  # the other method still runs
+    assert r.stderr == "tandem: 1 of 2 methods failed\n"
+
+
+def bad_files(tmp_path, good):
+    data = good.read_bytes()
+    files = {
+        "missing": (tmp_path / "nope.tandem", "cannot read .*nope.tandem.*No such file"),
+        "truncated": (tmp_path / "truncated.tandem", "not a valid tandem program: TDM_ERR_TRUNCATED: .*truncated"),
+        "garbage": (tmp_path / "garbage.tandem", "not a valid tandem program: TDM_ERR_BAD_MAGIC"),
+        "empty": (tmp_path / "empty.tandem", "not a valid tandem program: TDM_ERR_(BAD_MAGIC|TRUNCATED)"),
+        "corrupt": (tmp_path / "corrupt.tandem", "not a valid tandem program: TDM_ERR_MALFORMED"),
+        "directory": (tmp_path, "cannot read .*Is a directory"),
+    }
+    files["truncated"][0].write_bytes(data[: len(data) // 2])
+    files["garbage"][0].write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    files["empty"][0].write_bytes(b"")
+    corrupt = bytearray(data)
+    corrupt[16] = 9  # the section count
+    files["corrupt"][0].write_bytes(bytes(corrupt))
+    return files
+
+
+@pytest.mark.parametrize("command", ["inspect", "check"])
+def test_bad_files_are_one_line_and_a_nonzero_exit(transformer, tmp_path, command):
+    for what, (path, message) in bad_files(tmp_path, transformer[0]).items():
+        if command == "check" and what in ("empty", "directory"):
+            continue  # read and verified as inspect does; each run starts torch, so fewer here
+        r = run(command, path)
+        assert r.returncode == 1, (what, r.stdout, r.stderr)
+        assert "Traceback" not in r.stdout + r.stderr, what
+        assert r.stdout == "", what
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("tandem: "), (what, r.stderr)
+        assert re.search(message, r.stderr), (what, r.stderr)
+
+
+def test_docs_api_md_names_every_public_python_name_and_command():
+    """docs/api.md has an entry (a heading with an example) for each name in tandem.__all__, each
+    public attribute of tandem.Model and each command of `python -m tandem`."""
+    doc = (ROOT / "docs" / "api.md").read_text()
+    python = doc[doc.index("\n## Python"):]
+    sections = {}
+    for part in re.split(r"\n(?=#{2,4} )", python):
+        m = re.match(r"#{2,4} `([\w.]+(?: -m tandem \w+)?)", part)
+        if m:
+            sections[m.group(1)] = part
+    wanted = [f"tandem.{n}" for n in tandem.__all__]
+    wanted += [f"Model.{n}" for n in dir(tandem.Model) if not n.startswith("_")]
+    from tandem.cli import COMMANDS
+    wanted += [f"python -m tandem {c}" for c in COMMANDS]
+    assert {"tandem.export", "Model.read_state", "python -m tandem check"} <= set(wanted)
+    missing = [n for n in wanted if n not in sections]
+    assert missing == [], f"public Python names without an entry in docs/api.md: {missing}"
+    no_example = [n for n in wanted if "```" not in sections[n]]
+    assert no_example == [], f"entries without an example: {no_example}"
+
+
+def test_inspect_prints_the_metadata(tmp_path):
+    program = tandem.export(torch.nn.Linear(2, 2), {"forward": (torch.ones(2),)},
+                            metadata={"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"})
+    path = tmp_path / "meta.tandem"
+    program.save(path)
+    info = json.loads(run("inspect", path, "--json").stdout)
+    assert info["metadata"] == {"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"}
+    text = run("inspect", path).stdout
+    assert "metadata: 3 entries" in text and '  eos_token_id: [1, 2]' in text and '  model_type: "tiny"' in text
