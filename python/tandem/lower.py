@@ -729,7 +729,8 @@ def _convolution(L, node, args, kwargs):
 
 def _conv_transpose(L, node, x, w, b, stride, padding, dilation, output_padding, groups):
     """conv_transpose with w [C, O/groups, *kernel] rearranged to [groups, O/groups·prod(kernel), C/groups]
-    (the GEMM's rows) and a workspace for the GEMM's result, O/groups·prod(kernel)·prod(x's spatial)."""
+    (the GEMM's rows) and a workspace for the GEMM's result, O/groups·prod(kernel)·H·W, and for x's
+    group packed in 8-column panels, C/groups·ceil8(H·W)."""
     C, Og = w.shape[0], w.shape[1]
     kernel = [int(k) for k in w.shape[2:]]
     rows = Og * math.prod(kernel)
@@ -738,7 +739,8 @@ def _conv_transpose(L, node, x, w, b, stride, padding, dilation, output_padding,
     else:
         wt = L.emit("permute", [L.reshape(w, (groups, C // groups, rows))], F32, (groups, rows, C // groups), iattr=[0, 2, 1])
     y = L.new(F32, _shape_of(node))
-    ws = L.new(F32, (rows * math.prod(x.shape[2:]),))
+    hw = math.prod(x.shape[2:])
+    ws = L.new(F32, (rows * hw + (C // groups) * ((hw + PANEL - 1) // PANEL * PANEL),))
     ins = [x, wt] + ([b] if b is not None else [])
     iattr = [len(kernel), int(b is not None), groups] + kernel + stride + padding + dilation + output_padding
     L.ops.append(Op("conv_transpose", ins, [y, ws], iattr, [], source_line(L.node)))
@@ -751,6 +753,14 @@ def _elu(L, node, args, kwargs):
     a = list(args) + [1.0, 1.0, 1.0]
     x, alpha, scale, input_scale = args[0], kwargs.get("alpha", a[1]), kwargs.get("scale", a[2]), kwargs.get("input_scale", a[3])
     xs = x if input_scale == 1 else L.emit("mul", [x, L.scalar(float(input_scale), F32)], F32, x.shape)
+    if 0 <= alpha <= 1 and input_scale == 1:
+        # alpha·(e^min(x, 0) - 1) is 0 for x > 0 and at least x for x <= 0 (e^x >= 1 + x): the
+        # maximum of the two is ELU, in four 4-lane ops (no compare, no select)
+        neg = L.emit("exp", [L.emit("minimum", [xs, L.scalar(0.0, F32)], F32, x.shape)], F32, x.shape)
+        neg = L.emit("sub", [neg, L.scalar(1.0, F32)], F32, x.shape)
+        if alpha != 1:
+            neg = L.emit("mul", [neg, L.scalar(float(alpha), F32)], F32, x.shape)
+        return L.emit("maximum", [x, neg], F32, x.shape)
     neg = L.emit("sub", [L.emit("exp", [xs], F32, x.shape), L.scalar(1.0, F32)], F32, x.shape)
     if alpha != 1:
         neg = L.emit("mul", [neg, L.scalar(float(alpha), F32)], F32, x.shape)
@@ -769,10 +779,29 @@ def _batch_norm_eval(L, node, args, kwargs):
         inv = 1.0 / torch.sqrt(L.const_tensor[var] + eps)
         scale = inv * (L.const_tensor[w] if w is not None else 1.0)
         shift = -L.const_tensor[mean] * scale + (L.const_tensor[b] if b is not None else 0.0)
+        if _fold_into_conv(L, node, x, scale, shift):
+            return [x, None, None]
         y = L.emit("mul", [x, L.const(scale.reshape(shape))], F32, x.shape)
         y = L.emit("add", [y, L.const(shift.reshape(shape))], F32, x.shape)
         return [y, None, None]
     L.fail("batch norm with non-constant statistics is not supported (export in eval mode)")
+
+
+def _fold_into_conv(L, node, x, scale, shift) -> bool:
+    """Batch norm right after a convolution with constant weights that nothing else reads: scale
+    the conv's weights and bias instead (conv·scale + shift), so the norm costs nothing at run time."""
+    op = L.ops[-1] if L.ops else None
+    if op is None or op.name != "conv" or op.outs[0] is not x or len(node.args[0].users) != 1:
+        return False
+    w, has_bias = op.ins[1], op.iattr[1] == 1
+    if w not in L.const_tensor or (has_bias and op.ins[2] not in L.const_tensor):
+        return False
+    wt = L.const_tensor[w]
+    op.ins[1] = L.const(wt * scale.reshape((-1,) + (1,) * (wt.dim() - 1)))
+    bias = shift + (L.const_tensor[op.ins[2]] * scale if has_bias else 0.0)
+    op.ins[2:3] = [L.const(bias.reshape(-1).float())]
+    op.iattr[1] = 1
+    return True
 
 
 def _pool(L, out_shape, name, x, kernel, stride, padding, dilation, ceil_mode, include_pad):

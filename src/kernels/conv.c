@@ -9,8 +9,8 @@
  *    the accumulators' start;
  *  - otherwise (depthwise, tiny kernels) directly: per output value (the scalar reference), and in
  *    the wasm build 16 (then 4) output columns at a time for strides 1 and 2.
- * Transposed convolution is a GEMM (w rearranged at export to [groups, Og·KH·KW, Cg]) into the
- * workspace, then col2im: each product added to the output position it lands on.
+ * Transposed convolution is a GEMM (w rearranged at export to [groups, Og·KH·KW, Cg]; x's group
+ * packed in 8-column panels in the workspace) into the workspace, then col2im: each product added to the output position it lands on.
  * Pooling: per output value, and in the wasm build 4 columns at a time where every tap of the row
  * lands inside x (strides 1 and 2). */
 #include "../ops.h"
@@ -156,7 +156,8 @@ void tdm_f32_im2col_packed(const geom *g, const float *xg, int64_t Cg, int64_t n
           const float *xr = xc + ih * g->W + iw0[0];
           for (int64_t kw = 0; kw < g->KW; kw++, dst += TDM_PANEL) {
             const float *s = xr + kw * g->dw;
-            if (g->sw == 1) memcpy(dst, s, sizeof(float) * TDM_PANEL);
+            if (g->sw == 1) /* a loop, not memcpy: the compiler makes it two vector moves */
+              for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = s[t];
             else
               for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = s[t * g->sw];
           }
@@ -263,6 +264,20 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 #define conv_gemm tdm_f32_conv_gemm__scalar
 #endif
 
+void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
+  for (int64_t j = 0; j < N; j += TDM_PANEL) {
+    const int64_t m = N - j < TDM_PANEL ? N - j : TDM_PANEL;
+    float *dst = bp + (j / TDM_PANEL) * K * TDM_PANEL;
+    for (int64_t k = 0; k < K; k++, dst += TDM_PANEL) {
+      const float *src = b + k * N + j;
+      if (m == TDM_PANEL)
+        for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = src[t];
+      else
+        for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = t < m ? src[t] : 0.0f;
+    }
+  }
+}
+
 /* ---- transposed convolution -------------------------------------------------------------------- */
 
 /* The geometry of a transposed convolution in g: x [N, C, H, W] is the input, y [N, O, OH, OW] the
@@ -317,8 +332,9 @@ void tdm_f32_col2im_add(const geom *g, int64_t Og, const float *z, float *yg) {
 }
 
 /* conv_transpose: x [N, C, (H,) W], wt [groups, Og·KH·KW, C/groups][, bias [O]] → y [N, O, (OH,) OW],
- * workspace [≥ Og·KH·KW·H·W]. iattr = [r, has_bias, groups, kernel(r), stride(r), padding(r),
- * dilation(r), output_padding(r)]. Per image and group: z = wt[g] @ x[n, g] (the GEMM kernel), then
+ * workspace [≥ Og·KH·KW·H·W + Cg·ceil8(H·W)]. iattr = [r, has_bias, groups, kernel(r), stride(r), padding(r),
+ * dilation(r), output_padding(r)]. Per image and group: z = wt[g] @ x[n, g] (the conv GEMM on x's
+ * group packed in panels), then
  * col2im adds each of z's rows onto y (which starts as the bias). */
 static void read_geom_t(int r, const int64_t *a, const tdm_shape *x, const tdm_shape *y, geom *g) {
   const int64_t *k = a, *st = a + r, *pd = a + 2 * r, *dl = a + 3 * r;
@@ -345,13 +361,14 @@ static tdm_status conv_transpose_run(const tdm_op *op, const tdm_tensor *in, con
   read_geom_t(r, op->iattr + 3, in[0].shape, out[0].shape, &g);
   const int64_t Cg = g.C / groups, M = Og * g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
   const float *x = in[0].data, *wt = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
-  float *y = out[0].data, *z = out[1].data;
+  float *y = out[0].data, *z = out[1].data, *xp = z + M * HW;
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t gi = 0; gi < groups; gi++) {
       float *yg = y + (n * O + gi * Og) * OHW;
       for (int64_t o = 0; o < Og; o++)
         for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;
-      tdm_f32_gemm_rows(M, HW, Cg, wt + gi * M * Cg, x + (n * g.C + gi * Cg) * HW, z);
+      tdm_f32_pack_panels(Cg, HW, x + (n * g.C + gi * Cg) * HW, xp);
+      conv_gemm(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
       tdm_f32_col2im_add(&g, Og, z, yg);
     }
   return TDM_OK;
@@ -390,8 +407,10 @@ static tdm_status conv_transpose_check(const tdm_method *m, const tdm_op *op) {
     const tdm_value *b = TDM_VAL(m, op, 2);
     if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != O) return tdm__rule(op, "bias must be float32 [O]");
   }
-  for (int i = 0; i < r; i++) need *= (size_t)x->shape.dims[2 + i]; /* at most x's numel */
-  if (!tdm__mul_size(need, rows, &need) || (size_t)ws->numel < need) return tdm__rule(op, "workspace must hold O/groups·kernel·H·W floats");
+  for (int i = 0; i < r; i++) need *= (size_t)x->shape.dims[2 + i]; /* H·W: at most x's numel */
+  const size_t panels = (need + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL * (size_t)Cg; /* x's group packed: at most 8 x's numel */
+  if (!tdm__mul_size(need, rows, &need) || !tdm__add_size(need, panels, &need) || (size_t)ws->numel < need)
+    return tdm__rule(op, "workspace must hold O/groups·kernel·H·W + C/groups·ceil8(H·W) floats");
   return TDM_OK;
 }
 

@@ -49,6 +49,8 @@ void tdm_f32_im2col_packed(const tdm_conv_geom *g, const float *xg, int64_t Cg, 
  * i < M, j < N. */
 void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
                                int64_t ldy);
+/* b [K, N] row-major as 8-column panels bp [ceil(N/8), K, 8], zero past N. */
+void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp);
 /* Transposed convolution, the reference: every input value times every tap added where it lands.
  * g: x [N, C, H, W] the input, [OH, OW] the output's size; wt [groups, Og·KH·KW, Cg] (torch's
  * [C, Og, KH, KW] weight rearranged at export), y [N, O, OH, OW]. */

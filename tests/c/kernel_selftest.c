@@ -502,11 +502,11 @@ static int check_conv_gemm(void) {
   return bad;
 }
 
-/* The runtime's transposed convolution (GEMM into z, then col2im) against the reference scatter:
+/* The runtime's transposed convolution (x packed, the conv GEMM into z, then col2im) against the reference scatter:
  * 1-d and 2-d, strides 1 to 3, padding, dilation, output padding, groups. */
 static int check_conv_transpose(void) {
   enum { MAXX = 4 * 5 * 9, MAXW = 4 * 6 * 9, MAXY = 6 * 20 * 40 };
-  static float x[MAXX], wt[MAXW], bias[6], y[MAXY], ref[MAXY], z[6 * 9 * 5 * 9];
+  static float x[MAXX], wt[MAXW], bias[6], y[MAXY], ref[MAXY], z[6 * 9 * 5 * 9], xp[2 * 48];
   int bad = 0;
   fill(bias, 6, 1, false, 2);
   for (int r = 1; r <= 2; r++)
@@ -535,9 +535,10 @@ static int check_conv_transpose(void) {
                     float *yg = y + gi * Og * OHW;
                     for (int64_t o = 0; o < Og; o++)
                       for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = b ? b[gi * Og + o] : 0.0f;
-                    if (variant == 0) tdm_f32_gemm_rows__scalar(M, HW, Cg, wt + gi * M * Cg, x + gi * Cg * HW, z);
+                    tdm_f32_pack_panels(Cg, HW, x + gi * Cg * HW, xp);
+                    if (variant == 0) tdm_f32_conv_gemm__scalar(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
 #if defined(__wasm_simd128__)
-                    else tdm_f32_gemm_rows_4x8__simd128(M, HW, Cg, wt + gi * M * Cg, x + gi * Cg * HW, z);
+                    else tdm_f32_conv_gemm_4x8__simd128(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
 #endif
                     tdm_f32_col2im_add(&g, Og, z, yg);
                   }
