@@ -173,6 +173,59 @@ const { cMs, coMs } = await compare({
 row('Streaming chunk', 'conv block, 128 ch × 64 frames (ms)', f(cMs, 3), `ort ${f(coMs, 3)}`, `${f(cMs / coMs)}× ort's time`, '≤ 0.5×', cMs / coMs <= 0.5);
 await convOrt.release();
 
+// ---- image classifiers: torchvision resnet18 and mobilenet_v3_small, 224x224 ------------------
+const image = rand(3 * 224 * 224);
+for (const name of ['resnet18', 'mobilenet_v3_small']) {
+  const tm = await load(`${DIR}/${name}.tandem`);
+  const os = await ortSession(name);
+  const xT = new ort.Tensor('float32', image, [1, 3, 224, 224]);
+  const a = (await tm.forward(image)).data, b = (await os.run({ x: xT })).y.data;
+  const diff = a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+  const { tMs, oMs } = await compare({ tMs: () => tm.forward(image), oMs: () => os.run({ x: xT }) }, { rounds: 7, minMs: 300 });
+  row('Image model', `${name}, 1×3×224×224 (ms)`, f(tMs, 1), `ort ${f(oMs, 1)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.8×', tMs / oMs <= 0.8,
+    `(outputs differ by ${diff.toExponential(1)})`);
+  tm.dispose();
+  await os.release();
+}
+
+// ---- streaming codec: encode and decode steps of one 80 ms chunk of 24 kHz audio -------------
+{
+  const codecState = JSON.parse(readFileSync(`${DIR}/codec_state.json`, 'utf8'));
+  const codecT = await load(`${DIR}/codec.tandem`);
+  const audio = rand(1920), latents = rand(128 * 4);
+  const steps = { encode_step: [audio, [1, 1, 1920]], decode_step: [latents, [1, 128, 4]] };
+  const times = {};
+  for (const [step, [x, shape]] of Object.entries(steps)) {
+    const os = await ortSession(`codec_${step}`);
+    const fresh = () => Object.fromEntries(codecState[step].map((s, i) => {
+      const n = s.shape.reduce((p, q) => p * q, 1);
+      const data = s.dtype === 'int64' ? new BigInt64Array(n).fill(BigInt(s.fill)) : new Float32Array(n).fill(s.fill);
+      return [`s${i}`, new ort.Tensor(s.dtype, data, s.shape)];
+    }));
+    let state = fresh();
+    const xT = new ort.Tensor('float32', x, shape);
+    const ortStep = async () => {
+      const r = await os.run({ x: xT, ...state });
+      state = Object.fromEntries(codecState[step].map((_, i) => [`s${i}`, r[`s${i}_out`]]));
+      return r.y.data;
+    };
+    await codecT.resetState();
+    let diff = 0;
+    for (let i = 0; i < 3; i++) { // the same three steps from a fresh state in both
+      const a = (await codecT[step](x)).data, b = await ortStep();
+      diff = Math.max(diff, a.reduce((m, v, j) => Math.max(m, Math.abs(v - b[j])), 0));
+    }
+    const { tMs, oMs } = await compare({ tMs: () => codecT[step](x), oMs: ortStep });
+    times[step] = tMs;
+    row('Codec step', `${step}, 1920 samples / 4 frames (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5,
+      `(first 3 steps' outputs differ by ${diff.toExponential(1)})`);
+    await os.release();
+  }
+  const both = times.encode_step + times.decode_step;
+  row('Codec step', 'encode + decode of one 80 ms chunk (ms)', f(both, 2), '—', `${f(both / 80 * 100, 1)}% of real time`, '< 20 ms', both < 20);
+  codecT.dispose();
+}
+
 // ---- memory: linear memory after loading, and after 100 calls --------------------------------
 for (const [name, call] of [['lm', (m) => m.decode(new BigInt64Array([3n]))], ['conv', (m) => m.forward(chunk)],
   ['mm_1024x1024', (m) => m.forward(rand(1024 * 1024))]]) {

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests")]
 warnings.filterwarnings("ignore")
 import tandem  # noqa: E402
-from models.families import CausalConvBlock, TinyLM, rotate  # noqa: E402
+from models.families import CausalConvBlock, StreamingCodec, TinyLM, rotate  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 OUT.mkdir(parents=True, exist_ok=True)
@@ -131,6 +131,69 @@ class ConvIO(nn.Module):
 with torch.no_grad():
     torch.onnx.export(ConvIO(conv), (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)), str(OUT / "conv.onnx"), dynamo=False,
                       opset_version=17, input_names=["chunk", "context"], output_names=["y", "context_out"])
+
+# ---- torchvision image classifiers, 224x224, eval, random weights -----------------------------
+import torchvision  # noqa: E402  (installed by bench/run.sh, --no-deps)
+
+for name in ["resnet18", "mobilenet_v3_small"]:
+    torch.manual_seed(0)
+    net = getattr(torchvision.models, name)(weights=None).eval()
+    with torch.no_grad():  # non-trivial batch norm statistics, as after training
+        for mod in net.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+    image = torch.randn(1, 3, 224, 224)
+    tandem.export(net, {"forward": (image,)}).save(OUT / f"{name}.tandem")
+    with torch.no_grad():
+        torch.onnx.export(net, (image,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17,
+                          input_names=["x"], output_names=["y"])
+
+# ---- streaming codec: encode and decode steps of one 80 ms chunk (1920 samples at 24 kHz) -------
+codec = StreamingCodec().eval()  # 16 base channels, ratios 4·5·6·4 (hop 480), latent 128, 2 layers
+FRAMES = codec.chunk // codec.hop
+tandem.export(codec, {"encode_step": (torch.randn(1, 1, codec.chunk),), "decode_step": (torch.randn(1, 128, FRAMES),),
+                      "reset": ()}).save(OUT / "codec.tandem")
+
+
+class CodecStepIO(nn.Module):
+    """One step of the codec with its state (the convs' contexts, the transposed convs' overlaps,
+    the ring buffers, their positions and the frame counter) as inputs and outputs, for ONNX."""
+
+    def __init__(self, codec, step, names):
+        super().__init__()
+        self.codec, self.step, self.names = codec, step, names
+
+    def forward(self, x, *state):
+        bufs = {n: t.clone() for n, t in zip(self.names, state)}  # the step updates these in place
+        saved = {}
+        for n, t in bufs.items():
+            owner, leaf = self.codec.get_submodule(n.rpartition(".")[0]), n.rpartition(".")[2]
+            saved[n] = owner._buffers[leaf]
+            owner._buffers[leaf] = t
+        try:
+            y = getattr(self.codec, self.step)(x)
+        finally:
+            for n, t in saved.items():
+                self.codec.get_submodule(n.rpartition(".")[0])._buffers[n.rpartition(".")[2]] = t
+        return (y,) + tuple(bufs[n] for n in self.names)
+
+
+STATE_KEYS = ("previous", "partial", "k_cache", "v_cache", "slot_pos", "offset")
+codec_state = {}
+for step, prefix, x in [("encode_step", ("encoder.", "encoder_transformer."), torch.randn(1, 1, codec.chunk)),
+                        ("decode_step", ("decoder.", "decoder_transformer."), torch.randn(1, 128, FRAMES))]:
+    names = [n for n, _ in codec.named_buffers() if n.startswith(prefix) and n.split(".")[-1] in STATE_KEYS]
+    state = [codec.get_buffer(n).clone() for n in names]
+    codec_state[step] = names
+    with torch.no_grad():
+        torch.onnx.export(CodecStepIO(codec, step, names), (x, *state), str(OUT / f"codec_{step}.onnx"), dynamo=False,
+                          opset_version=17, input_names=["x"] + [f"s{i}" for i in range(len(names))],
+                          output_names=["y"] + [f"s{i}_out" for i in range(len(names))])
+(OUT / "codec_state.json").write_text(__import__("json").dumps(
+    {step: [{"name": n, "shape": list(codec.get_buffer(n).shape), "dtype": str(codec.get_buffer(n).dtype).replace("torch.", ""),
+             "fill": codec.get_buffer(n).flatten()[0].item()} for n in names]
+     for step, names in codec_state.items()}))
 
 # ---- a ~50 MB program for the load benchmark ---------------------------------------------------
 big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))

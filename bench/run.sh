@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup.sh | tail -n 1)
 "$PY" -c "import onnx, onnxscript" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check -r bench/requirements.txt >&2
+# torchvision (resnet18, mobilenet_v3_small) beside the venv's torch: --no-deps, so pip never
+# changes the torch version (torchvision declares an older minimum); pillow is what it imports.
+"$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check --no-deps torchvision pillow >&2
 [ -d node_modules/onnxruntime-web ] && [ -d node_modules/@tensorflow/tfjs-backend-wasm ] || npm ci --no-audit --no-fund >&2
 TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
 mkdir -p build/bench

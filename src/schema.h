@@ -122,8 +122,9 @@ enum {
   X(conv, 0, TDM_INPLACE_NONE) \
   X(max_pool, 0, TDM_INPLACE_NONE) \
   X(avg_pool, 0, TDM_INPLACE_NONE) \
+  X(conv_transpose, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 68
+#define TDM_SCHEMA_OP_COUNT 69
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -194,5 +195,6 @@ enum {
 #define TDM__OPFLAGS_conv             false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_max_pool         false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_avg_pool         false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_transpose   false, TDM_INPLACE_NONE
 
 #endif

@@ -691,18 +691,84 @@ def _argmax(L, node, args, kwargs):
     return L.emit(name, [x], I64, _shape_of(node), iattr=[_dim(int(dim), len(x.shape))])
 
 
+CONV_CHUNK_FLOATS = 262144  # src/kernels/variants.h TDM_CONV_CHUNK_FLOATS
+
+
+def conv_gemm_chunk(K: int, N: int) -> int:
+    """Output positions per im2col chunk (src/kernels/conv.c tdm_conv_gemm_chunk): whole 8-column
+    panels, about CONV_CHUNK_FLOATS floats of patches, at least one panel, at most every position."""
+    per = max(PANEL, CONV_CHUNK_FLOATS // max(K, 1) // PANEL * PANEL)
+    return min(per, (N + PANEL - 1) // PANEL * PANEL)
+
+
 @handles(aten.convolution.default)
 def _convolution(L, node, args, kwargs):
     x, w, b, stride, padding, dilation, transposed, output_padding, groups = args[:9]
-    if transposed:
-        L.fail("transposed convolution is not supported yet")
     r = len(x.shape) - 2
     if r not in (1, 2):
         L.fail(f"{r}-d convolution is not supported (1-d and 2-d are)")
+    stride, padding, dilation = [int(s) for s in stride], [int(p) for p in padding], [int(d) for d in dilation]
+    groups = int(groups)
+    if transposed:
+        return _conv_transpose(L, node, x, w, b, stride, padding, dilation, [int(p) for p in output_padding], groups)
     ins = [x, w] + ([b] if b is not None else [])
-    return L.emit("conv", ins, F32, _shape_of(node),
-                  iattr=[r, int(b is not None), int(groups)] + [int(s) for s in stride] + [int(p) for p in padding]
-                  + [int(d) for d in dilation])
+    iattr = [r, int(b is not None), groups] + stride + padding + dilation
+    out_shape = _shape_of(node)
+    O, Cg = w.shape[0], w.shape[1]
+    K = Cg * math.prod(w.shape[2:])
+    plain_1x1 = K == Cg and groups == 1 and all(s == 1 for s in stride) and not any(padding)
+    # im2col + GEMM where each output sums enough products and the GEMM's rows (output channels of a
+    # group) fill its 4-row tiles, or where the stride leaves the direct kernel scalar; else direct
+    # (depthwise, tiny kernels).
+    if not plain_1x1 and K >= 16 and (O // groups >= 4 or stride[-1] > 2):
+        y = L.new(F32, out_shape)
+        ws = L.new(F32, (K * conv_gemm_chunk(K, math.prod(out_shape[2:])),))
+        L.ops.append(Op("conv", ins, [y, ws], iattr, [], source_line(L.node)))
+        return y
+    return L.emit("conv", ins, F32, out_shape, iattr=iattr)
+
+
+def _conv_transpose(L, node, x, w, b, stride, padding, dilation, output_padding, groups):
+    """conv_transpose with w [C, O/groups, *kernel] rearranged to [groups, O/groups·prod(kernel), C/groups]
+    (the GEMM's rows) and a workspace for the GEMM's result, O/groups·prod(kernel)·H·W, and for x's
+    group packed in 8-column panels, C/groups·ceil8(H·W)."""
+    C, Og = w.shape[0], w.shape[1]
+    kernel = [int(k) for k in w.shape[2:]]
+    rows = Og * math.prod(kernel)
+    if w in L.const_tensor:
+        wt = L.const(L.const_tensor[w].reshape(groups, C // groups, rows).permute(0, 2, 1).contiguous())
+    else:
+        wt = L.emit("permute", [L.reshape(w, (groups, C // groups, rows))], F32, (groups, rows, C // groups), iattr=[0, 2, 1])
+    y = L.new(F32, _shape_of(node))
+    hw = math.prod(x.shape[2:])
+    ws = L.new(F32, (rows * hw + (C // groups) * ((hw + PANEL - 1) // PANEL * PANEL),))
+    ins = [x, wt] + ([b] if b is not None else [])
+    iattr = [len(kernel), int(b is not None), groups] + kernel + stride + padding + dilation + output_padding
+    L.ops.append(Op("conv_transpose", ins, [y, ws], iattr, [], source_line(L.node)))
+    return y
+
+
+@handles(aten.elu.default)
+def _elu(L, node, args, kwargs):
+    """x > 0 ? scale·x : scale·alpha·(e^(input_scale·x) - 1), from existing ops."""
+    a = list(args) + [1.0, 1.0, 1.0]
+    x, alpha, scale, input_scale = args[0], kwargs.get("alpha", a[1]), kwargs.get("scale", a[2]), kwargs.get("input_scale", a[3])
+    xs = x if input_scale == 1 else L.emit("mul", [x, L.scalar(float(input_scale), F32)], F32, x.shape)
+    if 0 <= alpha <= 1 and input_scale == 1:
+        # alpha·(e^min(x, 0) - 1) is 0 for x > 0 and at least x for x <= 0 (e^x >= 1 + x): the
+        # maximum of the two is ELU, in four 4-lane ops (no compare, no select)
+        neg = L.emit("exp", [L.emit("minimum", [xs, L.scalar(0.0, F32)], F32, x.shape)], F32, x.shape)
+        neg = L.emit("sub", [neg, L.scalar(1.0, F32)], F32, x.shape)
+        if alpha != 1:
+            neg = L.emit("mul", [neg, L.scalar(float(alpha), F32)], F32, x.shape)
+        return L.emit("maximum", [x, neg], F32, x.shape)
+    neg = L.emit("sub", [L.emit("exp", [xs], F32, x.shape), L.scalar(1.0, F32)], F32, x.shape)
+    if alpha != 1:
+        neg = L.emit("mul", [neg, L.scalar(float(alpha), F32)], F32, x.shape)
+    y = L.emit("where", [L.emit("gt", [x, L.scalar(0.0, F32)], BOOL, x.shape), x, neg], F32, x.shape)
+    if scale != 1:
+        y = L.emit("mul", [y, L.scalar(float(scale), F32)], F32, x.shape)
+    return y
 
 
 @handles(aten._native_batch_norm_legit_no_training.default)
@@ -714,10 +780,29 @@ def _batch_norm_eval(L, node, args, kwargs):
         inv = 1.0 / torch.sqrt(L.const_tensor[var] + eps)
         scale = inv * (L.const_tensor[w] if w is not None else 1.0)
         shift = -L.const_tensor[mean] * scale + (L.const_tensor[b] if b is not None else 0.0)
+        if _fold_into_conv(L, node, x, scale, shift):
+            return [x, None, None]
         y = L.emit("mul", [x, L.const(scale.reshape(shape))], F32, x.shape)
         y = L.emit("add", [y, L.const(shift.reshape(shape))], F32, x.shape)
         return [y, None, None]
     L.fail("batch norm with non-constant statistics is not supported (export in eval mode)")
+
+
+def _fold_into_conv(L, node, x, scale, shift) -> bool:
+    """Batch norm right after a convolution with constant weights that nothing else reads: scale
+    the conv's weights and bias instead (conv·scale + shift), so the norm costs nothing at run time."""
+    op = L.ops[-1] if L.ops else None
+    if op is None or op.name != "conv" or op.outs[0] is not x or len(node.args[0].users) != 1:
+        return False
+    w, has_bias = op.ins[1], op.iattr[1] == 1
+    if w not in L.const_tensor or (has_bias and op.ins[2] not in L.const_tensor):
+        return False
+    wt = L.const_tensor[w]
+    op.ins[1] = L.const(wt * scale.reshape((-1,) + (1,) * (wt.dim() - 1)))
+    bias = shift + (L.const_tensor[op.ins[2]] * scale if has_bias else 0.0)
+    op.ins[2:3] = [L.const(bias.reshape(-1).float())]
+    op.iattr[1] = 1
+    return True
 
 
 def _pool(L, out_shape, name, x, kernel, stride, padding, dilation, ceil_mode, include_pad):

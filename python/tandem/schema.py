@@ -106,7 +106,7 @@ OPS = [
     OpDef("check_index", can_fail=True),
     OpDef("index_put", inplace="first"), OpDef("slice_scatter", inplace="first"),
     OpDef("attention"),
-    OpDef("conv"), OpDef("max_pool"), OpDef("avg_pool"),
+    OpDef("conv"), OpDef("max_pool"), OpDef("avg_pool"), OpDef("conv_transpose"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 

@@ -37,7 +37,38 @@ typedef struct tdm_conv_geom {
  * of the taps that land inside x. */
 float tdm_f32_conv_point__scalar(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc);
 
+/* Convolution as a GEMM: x's patches for output positions [n0, n0 + nc) of one group (xg [Cg, H, W])
+ * packed in 8-column panels, colp[p][k][t] = patch value k of position n0 + 8p + t, zero past nc
+ * (k = (c·KH + kh)·KW + kw; K = Cg·KH·KW). A convolution's workspace holds K × chunk floats,
+ * chunk = tdm_conv_gemm_chunk(K, OH·OW): whole panels, about TDM_CONV_CHUNK_FLOATS in all (at least
+ * one panel, at most every position). python/tandem/lower.py computes the same. */
+#define TDM_CONV_CHUNK_FLOATS 262144
+int64_t tdm_conv_gemm_chunk(int64_t K, int64_t N);
+void tdm_f32_im2col_packed(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
+/* y[i·ldy + j] = bias[i] (or 0) + a[i, :] · column j of the packed panels bp [ceil(N/8), K, 8], for
+ * i < M, j < N. */
+void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                               int64_t ldy);
+/* b [K, N] row-major as 8-column panels bp [ceil(N/8), K, 8], zero past N. */
+void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp);
+/* Transposed convolution, the reference: every input value times every tap added where it lands.
+ * g: x [N, C, H, W] the input, [OH, OW] the output's size; wt [groups, Og·KH·KW, Cg] (torch's
+ * [C, Og, KH, KW] weight rearranged at export), y [N, O, OH, OW]. */
+void tdm_f32_conv_transpose__scalar(const tdm_conv_geom *g, int64_t groups, int64_t O, const float *x, const float *wt,
+                                    const float *bias, float *y);
+/* One output value of max_pool / avg_pool over xc [H, W] (the reference). */
+float tdm_f32_pool_point__scalar(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, int64_t ow);
+/* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
+void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
+
 #if defined(__wasm_simd128__)
+void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
+                                    float *y, int64_t ldy);
+/* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
+ * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
+ * written. */
+int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh,
+                                  float *yr, int64_t lo, int64_t hi);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
 /* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);
@@ -47,8 +78,9 @@ void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const 
 /* Four groups at x, x+1, x+2, x+3, each n values `stride` apart. */
 void tdm_f32_layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps);
 void tdm_f32_rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps);
-/* Output columns [lo, hi) of row oh (unit stride, every tap inside x), bias b; returns the first
- * column not written (hi minus fewer than 4), left for tdm_f32_conv_point__scalar. */
+/* Output columns [lo, hi) of row oh (column stride 1 or 2, every tap inside x, and for stride 2
+ * the value after the last tap too), bias b; returns the first column not written (hi minus fewer
+ * than 4), left for tdm_f32_conv_point__scalar. */
 int64_t tdm_f32_conv_row__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
                                   int64_t lo, int64_t hi);
 #endif

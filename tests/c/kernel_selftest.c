@@ -31,7 +31,7 @@ static float frand(void) {
   return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_COUNT };
+enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_CONV_GEMM, F_CONV_TRANSPOSE, F_POOL, F_COUNT };
 static int bad_by_family[F_COUNT];
 
 /* Special float32 values every elementwise check mixes into its inputs. */
@@ -363,14 +363,16 @@ static int check_conv(void) {
     for (int KW = 1; KW <= 5; KW += 2)
       for (int dw = 1; dw <= 2; dw++)
         for (int pw = 0; pw <= 2; pw++) {
-          tdm_conv_geom g = {1, C, H, W, 0, 0, 2, KW, 1, 1, 1, pw, 1, dw};
+         for (int sw = 1; sw <= 2; sw++) {
+          tdm_conv_geom g = {1, C, H, W, 0, 0, 2, KW, 1, sw, 1, pw, 1, dw};
           const int64_t span = (int64_t)dw * (KW - 1) + 1;
           if (W + 2 * pw < span) continue;
           g.OH = H + 2 * g.ph - (g.dh * (g.KH - 1) + 1) + 1;
-          g.OW = W + 2 * pw - span + 1;
+          g.OW = (W + 2 * pw - span) / sw + 1;
           fill(x, C * H * W, 2, W % 5 == 0, (int)W);
-          const int64_t last = g.W - 1 - (g.KW - 1) * g.dw + g.pw;
-          const int64_t lo = g.pw, hi = last < 0 ? 0 : (last + 1 < g.OW ? last + 1 : g.OW);
+          /* every tap inside the row, and for stride 2 the value after the last one too */
+          const int64_t last = g.W - 1 - (g.KW - 1) * g.dw - (sw - 1) + g.pw;
+          const int64_t lo = (g.pw + sw - 1) / sw, hi = last < 0 ? 0 : (last / sw + 1 < g.OW ? last / sw + 1 : g.OW);
           if (lo >= hi) continue;
           for (int64_t oh = 0; oh < g.OH; oh++) {
             const int64_t end = tdm_f32_conv_row__simd128(&g, x, w, C, oh, 0.25f, yr, lo, hi);
@@ -380,10 +382,172 @@ static int check_conv(void) {
               if (!near(yr[ow], ref, 1e-5f, 1e-5f * C * 2 * KW)) bad += mismatch(F_CONV, "conv row", W, ow, 0, yr[ow], ref);
             }
           }
+         }
         }
   return bad;
 }
+
+/* Pooling rows, 4 columns at a time (strides 1 and 2), against the reference per value: exact,
+ * NaN and ±inf included, max and mean, with and without the padding counted. */
+static int check_pool(void) {
+  enum { H = 5, MAXW = 60 };
+  static float x[H * MAXW], yr[MAXW];
+  int bad = 0;
+  for (int64_t W = 1; W <= MAXW; W += (W < 30 ? 1 : 7))
+    for (int KW = 1; KW <= 4; KW++)
+      for (int sw = 1; sw <= 2; sw++)
+        for (int pw = 0; pw <= KW / 2; pw++)
+          for (int dw = 1; dw <= 2; dw++) {
+            tdm_conv_geom g = {1, 1, H, W, 0, 0, 3, KW, 2, sw, 1, pw, 1, dw};
+            const int64_t span = (int64_t)dw * (KW - 1) + 1;
+            if (W + 2 * pw < span) continue;
+            g.OH = (H + 2 - 3) / 2 + 1;
+            g.OW = (W + 2 * pw - span) / sw + 1;
+            fill(x, H * W, 3, W % 3 == 0, (int)W + KW);
+            const int64_t last = g.W - 1 - (g.KW - 1) * g.dw - (sw - 1) + g.pw;
+            const int64_t lo = (g.pw + sw - 1) / sw, hi = last < 0 ? 0 : (last / sw + 1 < g.OW ? last / sw + 1 : g.OW);
+            if (lo + 4 > hi) continue;
+            for (int kind = 0; kind < 3; kind++) {
+              const bool is_max = kind == 0, include_pad = kind == 1;
+              for (int64_t oh = 0; oh < g.OH; oh++) {
+                const int64_t end = tdm_f32_pool_row__simd128(&g, is_max, include_pad, x, oh, yr, lo, hi);
+                if (end > hi || end < hi - 3 || end < lo) bad += mismatch(F_POOL, "pool row end", W, end, 0, 0, 0);
+                for (int64_t ow = lo; ow < end && ow < hi; ow++) {
+                  const float ref = tdm_f32_pool_point__scalar(&g, is_max, include_pad, x, oh, ow);
+                  if (!same(yr[ow], ref)) bad += mismatch(F_POOL, is_max ? "max_pool row" : "avg_pool row", W, ow, 0, yr[ow], ref);
+                }
+              }
+            }
+          }
+  return bad;
+}
 #endif
+
+/* ---- convolution as a GEMM, transposed convolution (natively with the scalar GEMM too) -------- */
+
+/* im2col in chunks (one panel, an odd number of panels, all) then the conv GEMM, against the
+ * reference per output value: 1-d and 2-d, strides 1 to 3, dilation, padding, groups, and output
+ * channels and positions on every tail of the 4-row x 8-column tiles. */
+static int check_conv_gemm(void) {
+  enum { MAXX = 6 * 7 * 19, MAXW = 18 * 36, MAXY = 18 * 256 };
+  static float x[MAXX], w[MAXW], bias[18], y[MAXY], colp[3 * 4 * 8 * 200];
+  int bad = 0, cases = 0;
+  fill(bias, 18, 1, false, 1);
+  for (int r = 1; r <= 2; r++)
+    for (int Og = 1; Og <= 9; Og += (Og < 5 ? 1 : 4))
+      for (int Cg = 1; Cg <= 3; Cg += 2)
+        for (int groups = 1; groups <= 2; groups++)
+          for (int K = 1; K <= 4; K += 3)
+            for (int s = 1; s <= 3; s++)
+              for (int d = 1; d <= 2; d++)
+                for (int pad = 0; pad <= 2; pad++) {
+                  const int64_t H = r == 2 ? 7 : 1, W = 19 - s, KH = r == 2 ? K - (K > 1) : 1, C = Cg * groups, O = Og * groups;
+                  tdm_conv_geom g = {1, C, H, W, 0, 0, KH, K, r == 2 ? s : 1, s, r == 2 ? pad : 0, pad, r == 2 ? d : 1, d};
+                  const int64_t spanh = g.dh * (KH - 1) + 1, spanw = d * (K - 1) + 1;
+                  if (H + 2 * g.ph < spanh || W + 2 * pad < spanw) continue;
+                  g.OH = (H + 2 * g.ph - spanh) / g.sh + 1;
+                  g.OW = (W + 2 * pad - spanw) / s + 1;
+                  const int64_t Kk = Cg * KH * K, N = g.OH * g.OW;
+                  fill(x, C * H * W, 2, false, (int)(Og * 3 + Cg)); /* no specials: inf - inf depends on the order */
+                  fill(w, O * Kk, 1, false, Og);
+                  const int64_t chunks[3] = {8, 24, (N + 7) / 8 * 8};
+                  for (int ci = 0; ci < 3; ci++)
+                    for (int variant = 0; variant < 2; variant++) {
+#if !defined(__wasm_simd128__)
+                      if (variant == 1) continue;
+#endif
+                      for (int64_t gi = 0; gi < groups; gi++)
+                        for (int64_t n0 = 0; n0 < N; n0 += chunks[ci]) {
+                          const int64_t nc = N - n0 < chunks[ci] ? N - n0 : chunks[ci];
+                          tdm_f32_im2col_packed(&g, x + gi * Cg * H * W, Cg, n0, nc, colp);
+                          const float *b = (Og + s) % 2 ? bias + gi * Og : NULL;
+                          float *yg = y + gi * Og * N + n0;
+                          if (variant == 0) tdm_f32_conv_gemm__scalar(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+#if defined(__wasm_simd128__)
+                          else tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+#endif
+                        }
+                      cases++;
+                      for (int64_t o = 0; o < O; o++)
+                        for (int64_t oh = 0; oh < g.OH; oh++)
+                          for (int64_t ow = 0; ow < g.OW; ow++) {
+                            const int64_t gi = o / Og;
+                            const float b0 = (Og + s) % 2 ? bias[o] : 0.0f;
+                            const float ref = tdm_f32_conv_point__scalar(&g, x + gi * Cg * H * W, w + o * Kk, Cg, oh, ow, b0);
+                            const float got = y[o * N + oh * g.OW + ow];
+                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
+                          }
+                    }
+                }
+  /* a deep K (several blocks of the SIMD kernel's K loop) */
+  {
+    static float xd[40 * 30], wd[5 * 40 * 9], yd[5 * 30], cold[40 * 9 * 32];
+    tdm_conv_geom g = {1, 40, 1, 30, 1, 28, 1, 9, 1, 1, 0, 3, 1, 1};
+    g.OW = (30 + 6 - 9) / 1 + 1;
+    fill(xd, 40 * 30, 1, false, 3), fill(wd, 5 * 40 * 9, 1, false, 4);
+    const int64_t Kk = 40 * 9, N = g.OW;
+    tdm_f32_im2col_packed(&g, xd, 40, 0, N, cold);
+#if defined(__wasm_simd128__)
+    tdm_f32_conv_gemm_4x8__simd128(5, N, Kk, wd, cold, NULL, yd, N);
+#else
+    tdm_f32_conv_gemm__scalar(5, N, Kk, wd, cold, NULL, yd, N);
+#endif
+    for (int64_t o = 0; o < 5; o++)
+      for (int64_t ow = 0; ow < N; ow++) {
+        const float ref = tdm_f32_conv_point__scalar(&g, xd, wd + o * Kk, 40, 0, ow, 0.0f);
+        if (!near(yd[o * N + ow], ref, 1e-5f, 1e-5f * (float)Kk)) bad += mismatch(F_CONV_GEMM, "conv gemm deep K", N, o * N + ow, 0, yd[o * N + ow], ref);
+      }
+  }
+  if (cases == 0) bad += mismatch(F_CONV_GEMM, "no cases", 0, 0, 0, 0, 0);
+  return bad;
+}
+
+/* The runtime's transposed convolution (x packed, the conv GEMM into z, then col2im) against the reference scatter:
+ * 1-d and 2-d, strides 1 to 3, padding, dilation, output padding, groups. */
+static int check_conv_transpose(void) {
+  enum { MAXX = 4 * 5 * 9, MAXW = 4 * 6 * 9, MAXY = 6 * 20 * 40 };
+  static float x[MAXX], wt[MAXW], bias[6], y[MAXY], ref[MAXY], z[6 * 9 * 5 * 9], xp[2 * 48];
+  int bad = 0;
+  fill(bias, 6, 1, false, 2);
+  for (int r = 1; r <= 2; r++)
+    for (int groups = 1; groups <= 2; groups++)
+      for (int K = 1; K <= 4; K++)
+        for (int s = 1; s <= 3; s++)
+          for (int d = 1; d <= 2; d++)
+            for (int pad = 0; pad <= 1; pad++)
+              for (int opad = 0; opad < s || opad < d; opad++) {
+                const int64_t Cg = 2, Og = 3, C = Cg * groups, O = Og * groups, H = r == 2 ? 5 : 1, W = 9;
+                const int64_t KH = r == 2 ? (K + 1) / 2 + 1 : 1;
+                tdm_conv_geom g = {1, C, H, W, 0, 0, KH, K, r == 2 ? s : 1, s, r == 2 ? pad : 0, pad, r == 2 ? d : 1, d};
+                g.OH = (H - 1) * g.sh - 2 * g.ph + g.dh * (KH - 1) + (r == 2 ? opad : 0) + 1;
+                g.OW = (W - 1) * s - 2 * pad + d * (K - 1) + opad + 1;
+                if (g.OH < 1 || g.OW < 1) continue;
+                const int64_t M = Og * KH * K, HW = H * W, OHW = g.OH * g.OW;
+                fill(x, C * HW, 2, false, (int)(K + s));
+                fill(wt, groups * M * Cg, 1, false, (int)d);
+                const float *b = (K + pad) % 2 ? bias : NULL;
+                tdm_f32_conv_transpose__scalar(&g, groups, O, x, wt, b, ref);
+                for (int variant = 0; variant < 2; variant++) {
+#if !defined(__wasm_simd128__)
+                  if (variant == 1) continue;
+#endif
+                  for (int64_t gi = 0; gi < groups; gi++) {
+                    float *yg = y + gi * Og * OHW;
+                    for (int64_t o = 0; o < Og; o++)
+                      for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = b ? b[gi * Og + o] : 0.0f;
+                    tdm_f32_pack_panels(Cg, HW, x + gi * Cg * HW, xp);
+                    if (variant == 0) tdm_f32_conv_gemm__scalar(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+#if defined(__wasm_simd128__)
+                    else tdm_f32_conv_gemm_4x8__simd128(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+#endif
+                    tdm_f32_col2im_add(&g, Og, z, yg);
+                  }
+                  for (int64_t i = 0; i < O * OHW; i++)
+                    if (!near(y[i], ref[i], 1e-5f, 1e-5f * 16)) bad += mismatch(F_CONV_TRANSPOSE, "conv_transpose", OHW, i, 0, y[i], ref[i]);
+                }
+              }
+  return bad;
+}
 
 int tdm_kernel_selftest_family(int family) { return family >= 0 && family < F_COUNT ? bad_by_family[family] : -1; }
 /* Field k (0 n, 1 index, 2 input, 3 kernel's value, 4 reference) of the family's first mismatch. */
@@ -395,8 +559,9 @@ int tdm_kernel_selftest(void) {
   int bad = 0;
 #if defined(__wasm_simd128__)
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
-         check_norms() + check_attention() + check_conv();
+         check_norms() + check_attention() + check_conv() + check_pool();
 #endif
+  bad += check_conv_gemm() + check_conv_transpose();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

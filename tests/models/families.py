@@ -300,10 +300,253 @@ def make_cnn():
     return m, {"forward": (torch.randn(1, 1, 28, 28),)}, {"forward": e.forward}, calls
 
 
+# ---- streaming neural audio codec ------------------------------------------------------------
+
+class StreamingConv1d(nn.Module):
+    """Causal Conv1d for streaming (as Moshi/Mimi's): the last span - stride input frames of the
+    previous chunk are kept in a buffer and put in front of the next chunk, so chunk by chunk the
+    outputs equal those of the whole signal left-padded with span - stride zeros."""
+
+    def __init__(self, cin, cout, k, stride=1, dilation=1, groups=1):
+        super().__init__()
+        self.conv = nn.Conv1d(cin, cout, k, stride, dilation=dilation, groups=groups)
+        self.context = dilation * (k - 1) + 1 - stride
+        if self.context > 0:
+            self.register_buffer("previous", torch.zeros(1, cin, self.context))
+
+    def forward(self, x, full=False):
+        if self.context <= 0:
+            return self.conv(x)
+        if full:
+            return self.conv(F.pad(x, (self.context, 0)))
+        x = torch.cat([self.previous, x], dim=2)
+        self.previous.copy_(x[:, :, -self.context:])
+        return self.conv(x)
+
+    def reset(self):
+        if self.context > 0:
+            self.previous.zero_()
+
+
+class StreamingConvTranspose1d(nn.Module):
+    """Causal ConvTranspose1d for streaming: the last k - stride output frames overlap the next
+    chunk's first ones, so they are kept (without the bias) and added there; the whole signal's
+    equivalent trims them from the end."""
+
+    def __init__(self, cin, cout, k, stride):
+        super().__init__()
+        self.convtr = nn.ConvTranspose1d(cin, cout, k, stride)
+        self.trim = k - stride
+        self.register_buffer("partial", torch.zeros(1, cout, self.trim))
+
+    def forward(self, x, full=False):
+        y = self.convtr(x)
+        end = y.shape[2] - self.trim
+        if full:
+            return y[:, :, :end]
+        head = y[:, :, :self.trim] + self.partial
+        self.partial.copy_(y[:, :, end:] - self.convtr.bias[None, :, None])
+        return torch.cat([head, y[:, :, self.trim:end]], dim=2)
+
+    def reset(self):
+        self.partial.zero_()
+
+
+class SEAResidualUnit(nn.Module):
+    def __init__(self, dim, dilation):
+        super().__init__()
+        self.block1 = StreamingConv1d(dim, dim // 2, 3, dilation=dilation)
+        self.block2 = StreamingConv1d(dim // 2, dim, 1)
+
+    def forward(self, x, full=False):
+        return x + self.block2(F.elu(self.block1(F.elu(x), full)), full)
+
+
+class SEAEncoder(nn.Module):
+    """SEANet encoder: a k=7 conv, then per ratio residual units and a strided conv (k = 2·ratio)
+    doubling the channels, then ELU and a k=3 conv to the latent dim. All convs causal."""
+
+    def __init__(self, channels, ratios, dim, dilations):
+        super().__init__()
+        self.conv_in = StreamingConv1d(1, channels, 7)
+        self.stages = nn.ModuleList()
+        c = channels
+        for r in ratios:
+            units = nn.ModuleList(SEAResidualUnit(c, d) for d in dilations)
+            self.stages.append(nn.ModuleDict({"units": units, "down": StreamingConv1d(c, 2 * c, 2 * r, stride=r)}))
+            c *= 2
+        self.conv_out = StreamingConv1d(c, dim, 3)
+
+    def forward(self, x, full=False):
+        x = self.conv_in(x, full)
+        for st in self.stages:
+            for u in st["units"]:
+                x = u(x, full)
+            x = st["down"](F.elu(x), full)
+        return self.conv_out(F.elu(x), full)
+
+
+class SEADecoder(nn.Module):
+    """The mirror: a k=7 conv from the latent dim, then per ratio a causal ConvTranspose1d halving
+    the channels and residual units, then ELU and a k=7 conv to one audio channel."""
+
+    def __init__(self, channels, ratios, dim, dilations):
+        super().__init__()
+        c = channels * 2 ** len(ratios)
+        self.conv_in = StreamingConv1d(dim, c, 7)
+        self.stages = nn.ModuleList()
+        for r in reversed(ratios):
+            units = nn.ModuleList(SEAResidualUnit(c // 2, d) for d in dilations)
+            self.stages.append(nn.ModuleDict({"up": StreamingConvTranspose1d(c, c // 2, 2 * r, r), "units": units}))
+            c //= 2
+        self.conv_out = StreamingConv1d(c, 1, 7)
+
+    def forward(self, x, full=False):
+        x = self.conv_in(x, full)
+        for st in self.stages:
+            x = st["up"](F.elu(x), full)
+            for u in st["units"]:
+                x = u(x, full)
+        return self.conv_out(F.elu(x), full)
+
+
+class WindowedAttention(nn.Module):
+    """Self-attention over the last `window` frames with RoPE. Streaming, the keys and values live in
+    a ring buffer of window + chunk slots (slot = position % capacity), with the position each slot
+    holds, so a query sees exactly the keys of positions (t - window, t]."""
+
+    def __init__(self, d, heads, window, chunk):
+        super().__init__()
+        self.heads, self.dh, self.window = heads, d // heads, window
+        self.capacity = window + chunk
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh)))
+        self.register_buffer("k_cache", torch.zeros(1, heads, self.capacity, self.dh))
+        self.register_buffer("v_cache", torch.zeros(1, heads, self.capacity, self.dh))
+        self.register_buffer("slot_pos", torch.full((self.capacity,), -(10 ** 9), dtype=torch.long))
+
+    def forward(self, x, positions, full=False):
+        B, T, D = x.shape
+        q, k, v = (t.view(B, T, self.heads, self.dh).transpose(1, 2) for t in self.qkv(x).split(D, dim=-1))
+        angles = positions.float()[:, None] * self.inv_freq[None, :]
+        cos, sin = angles.cos(), angles.sin()
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if full:
+            keys = positions
+        else:
+            slots = positions % self.capacity
+            self.k_cache.index_copy_(2, slots, k)
+            self.v_cache.index_copy_(2, slots, v)
+            self.slot_pos.index_copy_(0, slots, positions)
+            k, v, keys = self.k_cache, self.v_cache, self.slot_pos
+        mask = (keys[None, :] <= positions[:, None]) & (keys[None, :] > positions[:, None] - self.window)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+    def reset(self):
+        self.k_cache.zero_()
+        self.v_cache.zero_()
+        self.slot_pos.fill_(-(10 ** 9))
+
+
+class CodecTransformerLayer(nn.Module):
+    def __init__(self, d, heads, window, chunk):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = WindowedAttention(d, heads, window, chunk)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x, positions, full=False):
+        x = x + self.attn(self.norm1(x), positions, full)
+        return x + self.down(F.gelu(self.up(self.norm2(x))))
+
+
+class StreamingTransformer(nn.Module):
+    """Layers over [1, C, T] frames (transposed to [1, T, C]); counts the frames it has seen."""
+
+    def __init__(self, d, heads, layers, window, chunk):
+        super().__init__()
+        self.layers = nn.ModuleList(CodecTransformerLayer(d, heads, window, chunk) for _ in range(layers))
+        self.register_buffer("offset", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x, full=False):
+        T = x.shape[2]
+        positions = torch.arange(T) if full else self.offset + torch.arange(T)
+        h = x.transpose(1, 2)
+        for layer in self.layers:
+            h = layer(h, positions, full)
+        if not full:
+            self.offset.add_(T)
+        return h.transpose(1, 2)
+
+    def reset(self):
+        self.offset.zero_()
+        for layer in self.layers:
+            layer.attn.reset()
+
+
+class StreamingCodec(nn.Module):
+    """A small Mimi-like neural audio codec: SEANet encoder -> windowed transformer -> latents
+    [1, dim, frames]; latents -> windowed transformer -> SEANet decoder -> audio. Every conv keeps
+    its own context, so `encode_step(chunk)` / `decode_step(latents)` run chunk by chunk, and
+    `encode(signal)` / `decode(latents)` are the same over the whole signal at once."""
+
+    def __init__(self, channels=16, ratios=(4, 5, 6, 4), dim=128, heads=4, layers=2, window=32, chunk_frames=4,
+                 dilations=(1,)):
+        super().__init__()
+        self.hop = math.prod(ratios)
+        self.chunk = self.hop * chunk_frames
+        self.encoder = SEAEncoder(channels, ratios, dim, dilations)
+        self.encoder_transformer = StreamingTransformer(dim, heads, layers, window, chunk_frames)
+        self.decoder_transformer = StreamingTransformer(dim, heads, layers, window, chunk_frames)
+        self.decoder = SEADecoder(channels, ratios, dim, dilations)
+
+    def encode_step(self, chunk):
+        return self.encoder_transformer(self.encoder(chunk))
+
+    def decode_step(self, latents):
+        return self.decoder(self.decoder_transformer(latents))
+
+    def reset(self):
+        for m in self.modules():
+            if m is not self and hasattr(m, "reset"):
+                m.reset()
+
+    def encode(self, signal):
+        return self.encoder_transformer(self.encoder(signal, full=True), full=True)
+
+    def decode(self, latents):
+        return self.decoder(self.decoder_transformer(latents, full=True), full=True)
+
+
+def small_codec():
+    """The test size: 2 frames of 40 samples per chunk, a window of 5 frames (the ring wraps within
+    a few calls), dilations 1 and 3."""
+    torch.manual_seed(5)
+    return StreamingCodec(channels=8, ratios=(2, 4, 5), dim=32, heads=2, layers=2, window=5, chunk_frames=2,
+                          dilations=(1, 3)).eval()
+
+
+def make_codec():
+    m = small_codec()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(8)
+    chunks = [torch.randn(1, 1, m.chunk, generator=g) for _ in range(7)]
+    lat = [torch.randn(1, 32, m.chunk // m.hop, generator=g) for _ in range(7)]
+    calls = []
+    for i in range(5):
+        calls += [("encode_step", (chunks[i],)), ("decode_step", (lat[i],))]
+    calls += [("reset", ()), ("encode_step", (chunks[5],)), ("decode_step", (lat[5],)), ("encode_step", (chunks[6],))]
+    spec = {"encode_step": (chunks[0],), "decode_step": (lat[0],), "reset": ()}
+    return m, spec, {k: getattr(e, k) for k in spec}, calls
+
+
 MODELS = {
     "transformer": make_transformer,
     "lstm": make_lstm,
     "gru_layer": make_gru,
     "streaming_conv": make_streaming_conv,
     "cnn": make_cnn,
+    "codec": make_codec,
 }

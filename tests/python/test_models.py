@@ -7,7 +7,7 @@ from torch import nn
 
 import tandem
 from cases import as_tuple, run_eager
-from models.families import MODELS, CausalConvBlock, make_transformer
+from models.families import MODELS, CausalConvBlock, make_transformer, small_codec
 from tandem.ir import STATE
 
 
@@ -33,6 +33,27 @@ def test_streaming_equals_whole_signal():
         whole = block.full(signal)
     torch.testing.assert_close(streamed, whole)
 
+
+def test_codec_streaming_equals_whole_signal():
+    """The codec exported with encode_step / decode_step / reset: chunk by chunk, through the
+    runtime, equals the eager model run over the whole signal at once (its convs' contexts, the
+    transposed convs' overlaps and the attention's ring buffer carried in state across calls, the
+    ring wrapping several times), and again after reset."""
+    codec = small_codec()
+    frames = codec.chunk // codec.hop
+    g = torch.Generator().manual_seed(11)
+    signal = torch.randn(1, 1, codec.chunk * 9, generator=g)
+    latents = torch.randn(1, 32, frames * 9, generator=g)
+    spec = {"encode_step": (signal[:, :, :codec.chunk],), "decode_step": (latents[:, :, :frames],), "reset": ()}
+    model = tandem.load(tandem.export(codec, spec).to_bytes())
+    with torch.no_grad():
+        whole_enc, whole_dec = codec.encode(signal), codec.decode(latents)
+    for _ in range(2):
+        enc = torch.cat([model.encode_step(signal[:, :, i:i + codec.chunk]) for i in range(0, signal.shape[2], codec.chunk)], dim=2)
+        dec = torch.cat([model.decode_step(latents[:, :, i:i + frames]) for i in range(0, latents.shape[2], frames)], dim=2)
+        torch.testing.assert_close(enc, whole_enc)
+        torch.testing.assert_close(dec, whole_dec)
+        model.reset()
 
 def _cache_numel(module):
     return module.blocks[0].attn.k_cache.numel()

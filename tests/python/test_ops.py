@@ -200,6 +200,46 @@ case("avg_pool2d_nopad", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count
 case("avg_pool1d", lambda x: F.avg_pool1d(x, 4), r(2, 3, 13))
 case("batch_norm", lambda x, m: m(x), r(2, 5, 4, 3), nn.BatchNorm2d(5).eval())
 
+# im2col + GEMM (Cg·KH·KW >= 16 and 4 or more output channels per group): strides 1 to 4, dilation,
+# padding, groups, output channels and positions on every tail of the 4 x 8 tiles, and positions
+# over several im2col chunks (K·chunk about 256 Ki floats)
+for cin, cout, k, stride, pad, dil, groups, length in [(4, 5, 5, 1, 2, 1, 1, 29), (8, 12, 8, 4, 0, 1, 1, 64), (6, 9, 3, 3, 1, 2, 3, 41),
+                                                       (16, 8, 3, 1, 1, 3, 2, 37), (2, 4, 10, 5, 0, 1, 1, 100), (32, 7, 7, 1, 3, 1, 1, 20)]:
+    case("conv1d_gemm", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv1d(x, w, b, s, p, d, gr),
+         r(2, cin, length), r(cout, cin // groups, k), r(cout))
+for cin, cout, k, stride, pad, dil, groups, hw in [(3, 8, 3, 2, 1, 1, 1, (13, 11)), (8, 6, 3, 1, 1, 1, 2, (7, 9)), (4, 13, (3, 5), (2, 3), (1, 2), (2, 1), 1, (12, 14)),
+                                                   (3, 4, 7, 2, 3, 1, 1, (20, 19))]:
+    case("conv2d_gemm", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv2d(x, w, b, s, p, d, gr),
+         r(1, cin, *hw), r(cout, cin // groups, *((k, k) if isinstance(k, int) else k)), r(cout))
+case("conv2d_gemm_chunks", lambda x, w: F.conv2d(x, w, padding=1), r(1, 32, 40, 30), r(8, 32, 3, 3) * 0.1)  # K 288: 3 chunks
+case("conv2d_gemm_module", lambda x, m: m(x), r(1, 16, 9, 10), nn.Conv2d(16, 12, 3, stride=2, padding=1).eval())
+# the direct kernel with stride 2 (depthwise, as MobileNet's), 16 then 4 columns then borders
+case("conv2d_depthwise_s2", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=6), r(1, 6, 21, 45), r(6, 1, 3, 3), r(6))
+case("conv2d_depthwise_5x5_s2", lambda x, w: F.conv2d(x, w, stride=2, padding=2, groups=4), r(1, 4, 17, 38), r(4, 1, 5, 5))
+case("conv1d_depthwise_s2_dil", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=5), r(1, 5, 77), r(5, 1, 3), r(5))
+case("conv1d_s3_direct", lambda x, w: F.conv1d(x, w, stride=3, padding=1), r(1, 2, 40), r(2, 2, 3))
+# transposed convolution: GEMM then col2im; stride, padding, output padding, dilation, groups
+for cin, cout, k, stride, pad, opad, dil, groups, length in [(4, 6, 3, 1, 0, 0, 1, 1, 9), (8, 4, 8, 4, 0, 0, 1, 1, 13), (6, 9, 5, 2, 2, 1, 1, 3, 11),
+                                                             (4, 4, 3, 3, 1, 2, 2, 2, 7), (3, 2, 4, 2, 1, 0, 3, 1, 6)]:
+    case("conv_transpose1d", lambda x, w, b, s=stride, p=pad, o=opad, d=dil, gr=groups: F.conv_transpose1d(x, w, b, s, p, o, gr, d),
+         r(2, cin, length), r(cin, cout // groups, k), r(cout))
+for cin, cout, k, stride, pad, opad, dil, groups, hw in [(4, 3, 3, 2, 1, 1, 1, 1, (5, 6)), (6, 4, (2, 4), (2, 3), (0, 1), (1, 0), 1, 2, (4, 7)),
+                                                         (2, 5, 3, 1, 1, 0, 2, 1, (6, 5))]:
+    case("conv_transpose2d", lambda x, w, b, s=stride, p=pad, o=opad, d=dil, gr=groups: F.conv_transpose2d(x, w, b, s, p, o, gr, d),
+         r(1, cin, *hw), r(cin, cout // groups, *((k, k) if isinstance(k, int) else k)), r(cout))
+case("conv_transpose1d_nobias", lambda x, w: F.conv_transpose1d(x, w, stride=5), r(1, 3, 8), r(3, 2, 10))
+case("conv_transpose1d_module", lambda x, m: m(x), r(1, 16, 12), nn.ConvTranspose1d(16, 8, 8, stride=4).eval())
+case("conv_transpose2d_module", lambda x, m: m(x), r(1, 8, 6, 5), nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1).eval())
+# pooling rows 4 columns at a time (strides 1 and 2), borders, NaN-free random data
+case("max_pool2d_s2_wide", lambda x: F.max_pool2d(x, 3, stride=2, padding=1), r(1, 3, 21, 45))
+case("max_pool2d_s1_wide", lambda x: F.max_pool2d(x, 3, stride=1, padding=1), r(1, 2, 9, 37))
+case("max_pool2d_dilated", lambda x: F.max_pool2d(x, 2, stride=1, dilation=2), r(1, 2, 9, 30))
+case("avg_pool2d_s2_wide", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), r(1, 3, 15, 41))
+case("avg_pool2d_s2_nopad_wide", lambda x: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), r(1, 3, 15, 41))
+case("avg_pool1d_s1_wide", lambda x: F.avg_pool1d(x, 3, stride=1, padding=1), r(2, 3, 33))
+case("elu", F.elu, r(3, 37) * 3)
+case("elu_alpha", lambda x: F.elu(x, alpha=0.5), r(2, 17) * 3)
+
 
 def with_random_params(m):
     with torch.no_grad():
