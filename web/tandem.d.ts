@@ -36,8 +36,22 @@ export type Input = Tensor | AnyTypedArray | number | bigint | boolean;
 /** What a method call resolves to: one Tensor, several, or undefined for none. */
 export type Output = Tensor | Tensor[] | undefined;
 
-export interface OpTime { index: number; name: string; ms: number }
-export interface Profile { outputs: Output; ops: OpTime[]; totalMs: number }
+/** One op of a profiled call: its time, and the bytes it writes (its outputs' bytes; an update
+ * in place, such as a KV-cache row write, counts only the rows it writes), of which
+ * stateBytesWritten land in the state region. */
+export interface OpTime { index: number; name: string; ms: number; bytesWritten: number; stateBytesWritten: number }
+export interface Profile {
+  outputs: Output;
+  ops: OpTime[];
+  totalMs: number;
+  /** Sums over the ops. */
+  bytesWritten: number;
+  stateBytesWritten: number;
+  /** Bytes of the model's state region. */
+  stateBytes: number;
+  /** The ops writing more than LoadOptions.profileFlagFraction of stateBytes. */
+  flagged: OpTime[];
+}
 
 interface ModelApi {
   /** Deep-frozen: calls are validated against the runtime's own copy. */
@@ -82,6 +96,8 @@ export interface LoadOptions {
   worker?: boolean;
   /** Download progress of a URL source. */
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
+  /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
+  profileFlagFraction?: number;
 }
 
 export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Response;

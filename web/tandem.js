@@ -84,6 +84,7 @@ const UNSIGNED_RESULTS = [
   'tdm_program_method_name', 'tdm_method_io_name', 'tdm_method_io_nbytes', 'tdm_state_name',
   'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
   'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
+  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written',
 ];
 
 /** The runtime's exports with helpers for strings and memory. */
@@ -279,10 +280,11 @@ function settle(fn) {
  * A call runs when it is made (so its inputs are read then, and calls run in the order made) and
  * returns a settled promise. */
 export class Model {
-  #program; #session; #disposed = false; #index = new Map();
+  #program; #session; #disposed = false; #index = new Map(); #flagFraction;
 
-  constructor(program) {
+  constructor(program, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#program = program;
+    this.#flagFraction = flagFraction;
     this.#session = program.newSession();
     program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
     defineMethods(this, program.methods);
@@ -302,13 +304,16 @@ export class Model {
   /** Call a method by name; the same as `model[name](...inputs)`. */
   call(name, ...inputs) { return settle(() => this.#run(name, inputs, null)); }
 
-  /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
-   * totalMs }`, where `outputs` is what the call would resolve to. */
+  /** Call a method and time each of its ops: resolves to `{ outputs, ops, totalMs, bytesWritten,
+   * stateBytesWritten, stateBytes, flagged }`, where `outputs` is what the call would resolve to,
+   * each op is `{ index, name, ms, bytesWritten, stateBytesWritten }` (bytes of its outputs; an
+   * update in place counts only the rows it writes), and `flagged` lists the ops that write more
+   * than `profileFlagFraction` (a load option, default 0.05) of the state's bytes. */
   profile(name, ...inputs) {
     return settle(() => {
       const ops = [];
       const outputs = this.#run(name, inputs, ops);
-      return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
+      return summarizeProfile(outputs, ops, this.#program.stateBytes, this.#flagFraction);
     });
   }
 
@@ -386,7 +391,7 @@ export class Model {
   /** A new model on the same program: its own state (at the initial values), the same weights. */
   async fork() {
     this.#alive('fork');
-    return new Model(this.#program);
+    return new Model(this.#program, this.#flagFraction);
   }
 
   /** Free the session (and the program with its last session); later calls reject with
@@ -441,7 +446,13 @@ export class Model {
       rt.check(profile ? x.tdm_session_run_profiled(this.#session, m, buf) : x.tdm_session_run(this.#session, m));
       if (profile) {
         const ms = new Float64Array(x.memory.buffer, buf, n);
-        for (let k = 0; k < n; k++) profile.push({ index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k] });
+        for (let k = 0; k < n; k++) {
+          profile.push({
+            index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k],
+            bytesWritten: x.tdm_method_op_bytes_written(program, m, k),
+            stateBytesWritten: x.tdm_method_op_state_bytes_written(program, m, k),
+          });
+        }
       }
     } finally {
       if (buf) x.tdm_free(buf);
@@ -454,8 +465,27 @@ export class Model {
   }
 }
 
+const DEFAULT_FLAG_FRACTION = 0.05;
+
+function checkFlagFraction(f) {
+  if (f === undefined) return DEFAULT_FLAG_FRACTION;
+  if (typeof f !== 'number' || !(f >= 0)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `profileFlagFraction must be a number >= 0, given ${f}`);
+  }
+  return f;
+}
+
+/** A profile's totals and the ops writing more than `fraction` of the state's bytes. */
+function summarizeProfile(outputs, ops, stateBytes, fraction) {
+  const sum = (key) => ops.reduce((a, o) => a + o[key], 0);
+  return {
+    outputs, ops, totalMs: sum('ms'), bytesWritten: sum('bytesWritten'), stateBytesWritten: sum('stateBytesWritten'),
+    stateBytes, flagged: ops.filter((o) => o.bytesWritten > fraction * stateBytes),
+  };
+}
+
 /** Instantiate the runtime from a compiled module and load program bytes into it. */
-export async function createModel(module, bytes) {
+export async function createModel(module, bytes, flagFraction) {
   const rt = new Runtime(await instantiateRuntime(module));
   const ptr = rt.malloc(bytes.length || 1);
   rt.bytes(ptr, bytes.length).set(bytes);
@@ -463,7 +493,7 @@ export async function createModel(module, bytes) {
   rt.check(st);
   const program = new Program(rt, handle);
   try {
-    return new Model(program);
+    return new Model(program, flagFraction);
   } catch (e) {
     if (program.refs === 0) rt.x.tdm_program_free(handle);
     throw e;
@@ -492,10 +522,11 @@ const revive = (v) => (Array.isArray(v) ? v.map(revive) : v && v.dtype && v.data
  * Inputs are cloned into the worker when the call is made; outputs are transferred back, not
  * copied. If the worker dies, pending and later calls reject with TDM_ERR_WORKER_DIED. */
 export class WorkerModel {
-  #port; #id; #shared; #info; #disposed = false;
+  #port; #id; #shared; #info; #disposed = false; #flagFraction;
 
-  constructor(port, id, info, shared) {
+  constructor(port, id, info, shared, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#port = port;
+    this.#flagFraction = flagFraction;
     this.#id = id;
     this.#shared = shared;
     this.#info = frozenCopy(info);
@@ -519,7 +550,7 @@ export class WorkerModel {
   call(name, ...inputs) { return this.#request('call', [name, ...inputs]).then(revive); }
   async profile(name, ...inputs) {
     const r = await this.#request('profile', [name, ...inputs]);
-    return { ...r, outputs: revive(r.outputs) };
+    return summarizeProfile(revive(r.outputs), r.ops, r.stateBytes, this.#flagFraction);
   }
   readState(name) { return this.#request('readState', [name]).then(revive); }
   writeState(name, value) { return this.#request('writeState', [name, tensorOut(value)]); }
@@ -531,7 +562,7 @@ export class WorkerModel {
 
   async fork() {
     const { id, info } = await this.#request('fork');
-    return new WorkerModel(this.#port, id, info, this.#shared);
+    return new WorkerModel(this.#port, id, info, this.#shared, this.#flagFraction);
   }
 
   /** Frees the model in the worker; pending calls reject with TDM_ERR_DISPOSED. The worker ends
@@ -615,13 +646,13 @@ function browserWorker() {
   };
 }
 
-async function loadInWorker(module, bytes, spawn) {
+async function loadInWorker(module, bytes, spawn, flagFraction) {
   const port = await spawn();
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
     const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, [bytes.buffer]);
-    const model = new WorkerModel(port, id, info, link);
+    const model = new WorkerModel(port, id, info, link, flagFraction);
     return model;
   } catch (e) {
     port.terminate();
@@ -636,18 +667,21 @@ async function loadInWorker(module, bytes, spawn) {
  * file path in Node). Options:
  * - `wasm`: where tandem.wasm is (URL or bytes); defaults to the file beside this module;
  * - `worker: true`: run the runtime in a worker, behind the same API;
- * - `onProgress({ loaded, total })`: called while a URL source downloads.
+ * - `onProgress({ loaded, total })`: called while a URL source downloads;
+ * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
+ *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
 export async function load(source, options = {}) {
   const wasm = options.wasm ?? DEFAULT_WASM;
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
+  const flagFraction = checkFlagFraction(options.profileFlagFraction);
   let bytes = await bytesOf(source, options.onProgress);
   if (options.worker) {
     // The caller keeps its bytes; a copy is transferred to the worker.
-    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker);
+    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker, flagFraction);
   }
-  return createModel(module, bytes);
+  return createModel(module, bytes, flagFraction);
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js). */
