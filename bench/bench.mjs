@@ -72,6 +72,18 @@ async function copyBandwidth(bytes) {
   return copyAt.get(bytes);
 }
 const copyGBs = await copyBandwidth(4 << 20);
+/** GB/s of SIMD128 loads streaming `bytes` of linear memory (past the caches, as a GEMV's
+ * weights): the best over reading it as 1, 2, 4, 8 or 16 streams side by side (bench/peak.c). */
+const readBy = {};
+async function readBandwidth(bytes) {
+  const src = peakX.tdm_bench_alloc(bytes);
+  new Uint8Array(peakX.memory.buffer, src >>> 0, bytes).fill(1); // touch every page first
+  const reads = Object.fromEntries([1, 2, 4, 8, 16].map((n) => [n, async () => peakX.tdm_bench_read(src, bytes, 1, n)]));
+  const ms = await compare(reads, { rounds: 7, minMs: 200 });
+  for (const n in ms) readBy[n] = bytes / ms[n] / 1e6;
+  const best = Object.keys(readBy).reduce((a, b) => (readBy[b] > readBy[a] ? b : a));
+  return { gbs: readBy[best], streams: Number(best), bytes, call: reads[best] };
+}
 console.error(`peak ${f(peakGflops)} GFLOP/s, copy ${f(copyGBs)} GB/s (4 MiB)`);
 
 // ---- GEMM and GEMV: y = A @ W, W a weight (constant) ---------------------------------------
@@ -159,6 +171,61 @@ for (const fill of [32, 480, 32, 480]) { // each fill twice: the first pass warm
   warmed.add(fill);
 }
 await lmOrt.release();
+
+// ---- decode step of a SmolLM-135M-shaped Llama (transformers, 30 layers, width 576, GQA 9/3) ----
+// tandem: export_causal_lm's decode over its static cache (512 positions), the fill set by writing
+// the cache's length (state) before each call; onnxruntime-web: the same weights as a step taking
+// and returning the KV cache (Optimum's past_key_values / present interface, P = fill). The bound
+// is the weight bytes a token reads at the SIMD128 read bandwidth of linear memory measured here.
+const smolInfo = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));
+const smolBytes = statSync(`${DIR}/smollm.tandem`).size;
+const read = await readBandwidth(256 << 20); // measured again inside each row's rounds, as the GEMM rows' peak
+const smol = await load(`${DIR}/smollm.tandem`);
+const smolOrt = await ortSession('smollm');
+const { num_hidden_layers: L, num_key_value_heads: HKV, hidden_size: HID, num_attention_heads: HEADS } = smolInfo.config;
+const chunks = smol.methods.map((m) => /^prefill_(\d+)$/.exec(m.name)).filter(Boolean).map((r) => Number(r[1])).sort((a, b) => b - a);
+async function smolFill(fill) { // the cache holds `fill` positions after this
+  await smol.resetState();
+  let left = fill;
+  for (const c of chunks) while (left >= c) { await smol.call(`prefill_${c}`, new BigInt64Array(c).fill(5n)); left -= c; }
+  while (left-- > 0) await smol.decode(new BigInt64Array([5n]));
+}
+const lengthStates = smol.state.filter((s) => smolInfo.positions.includes(s.name));
+const smolProfiles = {};
+for (const fill of [32, 480]) {
+  await smolFill(fill);
+  const lengths = lengthStates.map((s) => [s.name, new Tensor(s.dtype, new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)), s.shape)]);
+  const tok = new BigInt64Array([7n]);
+  const feeds = {
+    input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]),
+    position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]),
+  };
+  for (let i = 0; i < L; i++) {
+    for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);
+  }
+  const { tMs, oMs, rMs } = await compare({
+    tMs: async () => { for (const [name, t] of lengths) await smol.writeState(name, t); await smol.decode(tok); },
+    oMs: () => smolOrt.run(feeds),
+    rMs: read.call,
+  }, { rounds: 7, minMs: 200 });
+  const readGBs = read.bytes / rMs / 1e6, boundMs = smolInfo.weight_bytes_per_token / readGBs / 1e6;
+  for (const [name, t] of lengths) await smol.writeState(name, t);
+  smolProfiles[fill] = await smol.profile('decode', tok);
+  row('SmolLM-135M shape', `decode tokens/s, cache fill ${fill}`, f(1000 / tMs, 1), `ort ${f(1000 / oMs, 1)}`, `${f(oMs / tMs)}× ort`, '≥ 1.5×', oMs / tMs >= 1.5);
+  row('SmolLM-135M shape', `decode ms vs the bound, fill ${fill}`, f(tMs, 1), `bound ${f(boundMs, 1)}`,
+    `${f(100 * boundMs / tMs, 0)}% of the bound (${f(smolInfo.weight_bytes_per_token / 1e6, 0)} MB at ${f(readGBs, 1)} GB/s, ${read.streams} streams)`, '≥ 85%', boundMs / tMs >= 0.85);
+}
+{
+  const p = smolProfiles[32], rows = smolInfo.new_kv_bytes_per_token;
+  row('SmolLM-135M shape', 'bytes written per decode step (KB)', f(p.bytesWritten / 1024, 1),
+    `new K/V rows ${f(rows / 1024, 1)}, state ${f(p.stateBytes / 2 ** 20, 1)} MiB`,
+    `state ${f(p.stateBytesWritten / 1024, 1)} KB = ${f(p.stateBytesWritten / rows)}× the rows; activations ${f((p.bytesWritten - p.stateBytesWritten) / 1024, 1)} KB; ${p.flagged.length} ops over 5% of the state`,
+    'state ≤ 2× rows, none flagged', p.stateBytesWritten <= 2 * rows && p.flagged.length === 0);
+  row('SmolLM-135M shape', 'file size (MB)', f(smolBytes / 1e6, 1), `weights ${f(smolInfo.weight_bytes_per_token / 1e6, 1)} (untied ${f(smolInfo.untied_weight_bytes / 1e6, 1)})`,
+    `${f(smolBytes / smolInfo.weight_bytes_per_token, 3)}× the weights`, 'each weight once (≤ 1.02×)', smolBytes <= 1.02 * smolInfo.weight_bytes_per_token);
+}
+smol.dispose();
+await smolOrt.release();
 
 // ---- streaming chunk of the convolution family -----------------------------------------------
 const conv = await load(`${DIR}/conv.tandem`);
@@ -258,7 +325,22 @@ row('Load', `${f(bigBytes.length / 1e6, 1)} MB program (ms)`, f(loadMs, 1), `cop
   `${f(loadMs / copyIn)}× the copy`, '≤ 3×', loadMs / copyIn <= 3);
 
 console.log(`Machine: ${cpus()[0].model}, ${cpus().length} cores; Node ${process.version}; single thread for every runtime.`);
-console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s at the start (each GEMM row has its own, measured in its rounds); linear-memory copy ${[...copyAt].map(([b, g]) => `${f(g, 1)} GB/s at ${b >> 20 || '<1'} MiB`).join(', ')}.\n`);
+console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s at the start (each GEMM row has its own, measured in its rounds); linear-memory copy ${[...copyAt].map(([b, g]) => `${f(g, 1)} GB/s at ${b >> 20 || '<1'} MiB`).join(', ')}; SIMD128 read of 256 MiB ${Object.entries(readBy).map(([n, g]) => `${f(g, 1)}`).join(' / ')} GB/s as ${Object.keys(readBy).join(' / ')} streams (the bound uses the best).\n`);
 console.log('| section | work | tandem | peers | ratio | target | met |');
 console.log('|---|---|---|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`);
+
+// The SmolLM-shaped decode step, op by op (one profiled call at fill 32 and 480), summed per op kind.
+for (const fill of [32, 480]) {
+  const p = smolProfiles[fill], byName = new Map();
+  for (const o of p.ops) {
+    const e = byName.get(o.name) ?? { n: 0, ms: 0, bytes: 0, state: 0 };
+    byName.set(o.name, { n: e.n + 1, ms: e.ms + o.ms, bytes: e.bytes + o.bytesWritten, state: e.state + o.stateBytesWritten });
+  }
+  console.log(`\nSmolLM-135M-shaped decode step at cache fill ${fill}, one profiled call: ${f(p.totalMs, 1)} ms, ${p.ops.length} ops, ${f(p.bytesWritten / 1024, 1)} KB written (${f(p.stateBytesWritten / 1024, 1)} KB into the ${f(p.stateBytes / 2 ** 20, 1)} MiB state)\n`);
+  console.log('| op | count | ms | % of the step | KB written | of which state |');
+  console.log('|---|---|---|---|---|---|');
+  for (const [name, e] of [...byName].sort((a, b) => b[1].ms - a[1].ms)) {
+    console.log(`| ${name} | ${e.n} | ${f(e.ms, 3)} | ${f(100 * e.ms / p.totalMs, 1)} | ${f(e.bytes / 1024, 1)} | ${f(e.state / 1024, 1)} |`);
+  }
+}

@@ -198,4 +198,8 @@ for step, prefix, x in [("encode_step", ("encoder.", "encoder_transformer."), to
 # ---- a ~50 MB program for the load benchmark ---------------------------------------------------
 big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
 tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
+# ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
+import smollm  # noqa: E402
+
+smollm.main(OUT)
 print(f"benchmark models in {OUT}")

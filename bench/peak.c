@@ -1,5 +1,6 @@
 /* peak.c — the machine's reference numbers, measured by the same command as the benchmarks:
- * the rate of independent SIMD128 multiply-adds, and the copy bandwidth of linear memory. */
+ * the rate of independent SIMD128 multiply-adds, and the copy and read bandwidths of linear
+ * memory. */
 #include <stdlib.h>
 #include <string.h>
 #include <wasm_simd128.h>
@@ -28,4 +29,27 @@ void *tdm_bench_alloc(size_t n) { return malloc(n); }
 /* memcpy (memory.copy with bulk memory) of n bytes, reps times. */
 void tdm_bench_copy(void *dst, const void *src, size_t n, int reps) {
   for (int i = 0; i < reps; i++) memcpy(dst, src, n);
+}
+
+/* Reads n bytes at p with SIMD128 loads, reps times, as `streams` (1 to 16) parts side by side:
+ * the bandwidth a GEMV streaming its weights can reach. From DRAM, one stream is far from what
+ * the memory system gives (the hardware prefetchers track each stream; more in flight, more
+ * bandwidth), so the benchmark takes the best over 1 to 16 streams. Returns a sum so the loads are
+ * not optimized away. */
+float tdm_bench_read(const void *p, size_t n, int reps, int streams) {
+  enum { MAXS = 16 };
+  if (streams < 1) streams = 1;
+  if (streams > MAXS) streams = MAXS;
+  const size_t part = n / 4 / (size_t)streams / 8 * 8; /* floats per stream, whole pairs of vectors */
+  v128_t s[MAXS];
+  for (int i = 0; i < MAXS; i++) s[i] = wasm_f32x4_splat(0);
+  for (int r = 0; r < reps; r++) {
+    const float *f[MAXS];
+    for (int i = 0; i < streams; i++) f[i] = (const float *)p + (size_t)i * part;
+    for (size_t k = 0; k < part; k += 8)
+      for (int i = 0; i < streams; i++) s[i] = wasm_f32x4_add(s[i], wasm_f32x4_add(wasm_v128_load(f[i] + k), wasm_v128_load(f[i] + k + 4)));
+  }
+  v128_t t = s[0];
+  for (int i = 1; i < MAXS; i++) t = wasm_f32x4_add(t, s[i]);
+  return wasm_f32x4_extract_lane(t, 0);
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Decode-step profile of the transformer family at KV-cache capacity 256 and 2048, same fill.
+# npm run bench:profile [-- --flag-fraction=F]: decode steps op by op (bench/decode_profile.mjs):
+# the transformer family at KV-cache capacity 256 and 2048, and the SmolLM-135M-shaped Llama
+# (exported once into build/bench by bench/smollm.py, about 3 minutes; delete it to re-export).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup.sh | tail -n 1)
 TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
 "$PY" bench/export_lm.py build/bench 256 2048 >/dev/null
-node bench/decode_profile.mjs build/bench
+[ -f build/bench/smollm.tandem ] && [ -f build/bench/smollm.json ] || "$PY" -W ignore bench/smollm.py build/bench --tandem-only
+node bench/decode_profile.mjs build/bench "$@"

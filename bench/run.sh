@@ -12,6 +12,6 @@ PY=$(bash scripts/setup.sh | tail -n 1)
 TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
 mkdir -p build/bench
 emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
-  -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy bench/peak.c -o build/bench/peak.wasm
+  -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
 node --expose-gc bench/bench.mjs build/bench

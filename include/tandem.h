@@ -134,6 +134,12 @@ const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
 uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method);
 const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op);
 tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms);
+/* Bytes an op writes per run: the sum of its outputs' bytes, except that an update in place
+ * (index_put, slice_scatter whose output is its base) writes only its new rows, i.e. the bytes of
+ * its values input. Known at load (shapes are static); 0 for an index out of range. The second
+ * function counts only the bytes that land in the state region. */
+size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
+size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 
 #ifdef __cplusplus
 }

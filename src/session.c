@@ -124,6 +124,32 @@ const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t o
   return m && op < m->n_ops ? m->ops[op].def->name : NULL;
 }
 
+/* Bytes op `k` writes into values of `region` (-1: any region); see tandem.h. */
+static size_t op_bytes_written(const tdm_program *p, uint32_t method, uint32_t k, int region) {
+  const tdm_method *m = method_of(p, method);
+  if (!m || k >= m->n_ops) return 0;
+  const tdm_op *op = &m->ops[k];
+  size_t total = 0;
+  for (uint32_t j = 0; j < op->n_out; j++) {
+    const tdm_value *y = &m->values[op->out[j]];
+    if (region >= 0 && (int)y->region != region) continue;
+    size_t n = y->nbytes;
+    if (j == 0 && op->def->inplace == TDM_INPLACE_FIRST && op->n_in >= 2) {
+      const tdm_value *base = &m->values[op->in[0]];
+      /* the verifier allows an output to be its base only exactly (same place, size, dtype) */
+      if (base->region == y->region && base->offset == y->offset && base->nbytes == y->nbytes)
+        n = m->values[op->in[op->n_in - 1]].nbytes; /* the rows written: the values / src input */
+    }
+    total += n;
+  }
+  return total;
+}
+
+size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op) { return op_bytes_written(p, method, op, -1); }
+size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op) {
+  return op_bytes_written(p, method, op, TDM_REGION_STATE);
+}
+
 uint32_t tdm_program_method_count(const tdm_program *p) { return p ? p->n_methods : 0; }
 
 const char *tdm_program_method_name(const tdm_program *p, uint32_t method) {

@@ -53,8 +53,22 @@ export interface ForkOptions {
   state?: 'initial' | 'copy';
 }
 
-export interface OpTime { index: number; name: string; ms: number }
-export interface Profile { outputs: Output; ops: OpTime[]; totalMs: number }
+/** One op of a profiled call: its time, and the bytes it writes (its outputs' bytes; an update
+ * in place, such as a KV-cache row write, counts only the rows it writes), of which
+ * stateBytesWritten land in the state region. */
+export interface OpTime { index: number; name: string; ms: number; bytesWritten: number; stateBytesWritten: number }
+export interface Profile {
+  outputs: Output;
+  ops: OpTime[];
+  totalMs: number;
+  /** Sums over the ops. */
+  bytesWritten: number;
+  stateBytesWritten: number;
+  /** Bytes of the model's state region. */
+  stateBytes: number;
+  /** The ops writing more than LoadOptions.profileFlagFraction of stateBytes. */
+  flagged: OpTime[];
+}
 
 interface ModelApi {
   /** Deep-frozen: calls are validated against the runtime's own copy. */
@@ -101,6 +115,8 @@ export interface LoadOptions {
   worker?: boolean;
   /** Download progress of a URL source. */
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
+  /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
+  profileFlagFraction?: number;
 }
 
 export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Response;

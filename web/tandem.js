@@ -136,6 +136,7 @@ const UNSIGNED_RESULTS = [
   'tdm_program_metadata_name', 'tdm_program_metadata_value',
   'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
   'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
+  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written',
 ];
 
 /** The runtime's exports with helpers for strings and memory. */
@@ -342,10 +343,11 @@ function settle(fn) {
  * A call runs when it is made (so its inputs are read then, and calls run in the order made) and
  * returns a settled promise. */
 export class Model {
-  #program; #session; #disposed = false; #index = new Map();
+  #program; #session; #disposed = false; #index = new Map(); #flagFraction;
 
-  constructor(program) {
+  constructor(program, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#program = program;
+    this.#flagFraction = flagFraction;
     this.#session = program.newSession();
     program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
     defineMethods(this, program.methods);
@@ -376,8 +378,12 @@ export class Model {
     });
   }
 
-  /** Call a method and time each of its ops: resolves to `{ outputs, ops: [{ index, name, ms }],
-   * totalMs }`, where `outputs` is what the call would resolve to. Takes call options as call() does. */
+  /** Call a method and time each of its ops: resolves to `{ outputs, ops, totalMs, bytesWritten,
+   * stateBytesWritten, stateBytes, flagged }`, where `outputs` is what the call would resolve to,
+   * each op is `{ index, name, ms, bytesWritten, stateBytesWritten }` (bytes of its outputs; an
+   * update in place counts only the rows it writes), and `flagged` lists the ops that write more
+   * than `profileFlagFraction` (a load option, default 0.05) of the state's bytes. Takes call
+   * options as call() does. */
   profile(name, ...args) {
     return settle(() => {
       const [inputs, { signal }] = splitOptions(name, args);
@@ -393,7 +399,7 @@ export class Model {
     if (!profile) return this.#run(name, inputs, null);
     const ops = [];
     const outputs = this.#run(name, inputs, ops);
-    return { outputs, ops, totalMs: ops.reduce((a, o) => a + o.ms, 0) };
+    return summarizeProfile(outputs, ops, this.#program.stateBytes, this.#flagFraction);
   }
 
   /** A copy of one state tensor. */
@@ -472,7 +478,7 @@ export class Model {
   async fork(options) {
     const state = forkState(options);
     this.#alive('fork');
-    const f = new Model(this.#program);
+    const f = new Model(this.#program, this.#flagFraction);
     if (state === 'copy') {
       const rt = this.#program.rt, src = this.#stateBase();
       rt.heap(Uint8Array).copyWithin(f.#stateBase(), src, src + this.#program.stateBytes);
@@ -532,7 +538,13 @@ export class Model {
       rt.check(profile ? x.tdm_session_run_profiled(this.#session, m, buf) : x.tdm_session_run(this.#session, m));
       if (profile) {
         const ms = new Float64Array(x.memory.buffer, buf, n);
-        for (let k = 0; k < n; k++) profile.push({ index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k] });
+        for (let k = 0; k < n; k++) {
+          profile.push({
+            index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k],
+            bytesWritten: x.tdm_method_op_bytes_written(program, m, k),
+            stateBytesWritten: x.tdm_method_op_state_bytes_written(program, m, k),
+          });
+        }
       }
     } finally {
       if (buf) x.tdm_free(buf);
@@ -545,8 +557,27 @@ export class Model {
   }
 }
 
+const DEFAULT_FLAG_FRACTION = 0.05;
+
+function checkFlagFraction(f) {
+  if (f === undefined) return DEFAULT_FLAG_FRACTION;
+  if (typeof f !== 'number' || !(f >= 0)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `profileFlagFraction must be a number >= 0, given ${f}`);
+  }
+  return f;
+}
+
+/** A profile's totals and the ops writing more than `fraction` of the state's bytes. */
+function summarizeProfile(outputs, ops, stateBytes, fraction) {
+  const sum = (key) => ops.reduce((a, o) => a + o[key], 0);
+  return {
+    outputs, ops, totalMs: sum('ms'), bytesWritten: sum('bytesWritten'), stateBytesWritten: sum('stateBytesWritten'),
+    stateBytes, flagged: ops.filter((o) => o.bytesWritten > fraction * stateBytes),
+  };
+}
+
 /** Instantiate the runtime from a compiled module and load program bytes into it. */
-export async function createModel(module, bytes) {
+export async function createModel(module, bytes, flagFraction) {
   const rt = new Runtime(await instantiateRuntime(module));
   const ptr = rt.malloc(bytes.length || 1);
   rt.bytes(ptr, bytes.length).set(bytes);
@@ -555,7 +586,7 @@ export async function createModel(module, bytes) {
   let program;
   try {
     program = new Program(rt, handle);
-    return new Model(program);
+    return new Model(program, flagFraction);
   } catch (e) {
     if (!program || program.refs === 0) rt.x.tdm_program_free(handle);
     throw e;
@@ -610,10 +641,11 @@ const sendError = (e) => (e instanceof TandemError ? e
  * it waits is removed from the queue without running. If the worker dies, pending and later calls
  * reject with TDM_ERR_WORKER_DIED. */
 export class WorkerModel {
-  #port; #id; #shared; #info; #disposed = false;
+  #port; #id; #shared; #info; #disposed = false; #flagFraction;
 
-  constructor(port, id, info, shared) {
+  constructor(port, id, info, shared, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#port = port;
+    this.#flagFraction = flagFraction;
     this.#id = id;
     this.#shared = shared;
     this.#info = frozenCopy(info);
@@ -656,7 +688,7 @@ export class WorkerModel {
   call(name, ...args) { return this.#invoke('call', name, args).then(revive); }
   async profile(name, ...args) {
     const r = await this.#invoke('profile', name, args);
-    return { ...r, outputs: revive(r.outputs) };
+    return summarizeProfile(revive(r.outputs), r.ops, r.stateBytes, this.#flagFraction);
   }
   readState(name) { return this.#request('readState', [name]).then(revive); }
   writeState(name, value) { return this.#request('writeState', [name, tensorOut(value)]); }
@@ -670,7 +702,7 @@ export class WorkerModel {
   async fork(options) {
     const state = forkState(options);
     const { id, info } = await this.#request('fork', [{ state }]);
-    return new WorkerModel(this.#port, id, info, this.#shared);
+    return new WorkerModel(this.#port, id, info, this.#shared, this.#flagFraction);
   }
 
   /** Frees the model in the worker; pending calls reject with TDM_ERR_DISPOSED. The worker ends
@@ -791,13 +823,13 @@ function browserWorker() {
   };
 }
 
-async function loadInWorker(module, bytes, spawn) {
+async function loadInWorker(module, bytes, spawn, flagFraction) {
   const port = await spawn();
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
     const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, { transfer: [bytes.buffer], what: 'load' });
-    const model = new WorkerModel(port, id, info, link);
+    const model = new WorkerModel(port, id, info, link, flagFraction);
     return model;
   } catch (e) {
     port.terminate();
@@ -812,18 +844,21 @@ async function loadInWorker(module, bytes, spawn) {
  * file path in Node). Options:
  * - `wasm`: where tandem.wasm is (URL or bytes); defaults to the file beside this module;
  * - `worker: true`: run the runtime in a worker, behind the same API;
- * - `onProgress({ loaded, total })`: called while a URL source downloads.
+ * - `onProgress({ loaded, total })`: called while a URL source downloads;
+ * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
+ *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
 export async function load(source, options = {}) {
   const wasm = options.wasm ?? DEFAULT_WASM;
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
+  const flagFraction = checkFlagFraction(options.profileFlagFraction);
   let bytes = await bytesOf(source, options.onProgress);
   if (options.worker) {
     // The caller keeps its bytes; a copy is transferred to the worker.
-    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker);
+    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker, flagFraction);
   }
-  return createModel(module, bytes);
+  return createModel(module, bytes, flagFraction);
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js). */

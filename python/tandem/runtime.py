@@ -6,7 +6,7 @@ import ctypes
 import json
 import os
 from pathlib import Path
-from typing import Union
+from typing import NamedTuple, Union
 
 import torch
 
@@ -59,6 +59,7 @@ def _library() -> ctypes.CDLL:
         "tdm_program_metadata_value": (C, [P, U32]),
         "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
         "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
+        "tdm_method_op_bytes_written": (S, [P, U32, U32]), "tdm_method_op_state_bytes_written": (S, [P, U32, U32]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -79,6 +80,18 @@ class _IO:
         self.dtype = TORCH_DTYPE[lib.tdm_method_io_dtype(p, m, io, i)]
         self.shape = tuple(lib.tdm_method_io_dim(p, m, io, i, d) for d in range(lib.tdm_method_io_rank(p, m, io, i)))
         self.nbytes = lib.tdm_method_io_nbytes(p, m, io, i)
+
+
+class OpProfile(NamedTuple):
+    """One op of a profiled call: its time, the bytes it writes (its outputs' bytes; an update in
+    place such as a KV-cache row write counts only the rows it writes), the part of those that lands
+    in the state region, and whether it writes more than the profile's flag_fraction of the state."""
+    index: int
+    name: str
+    ms: float
+    bytes_written: int
+    state_bytes_written: int
+    flagged: bool
 
 
 class Model:
@@ -125,10 +138,18 @@ class Model:
 
     run = call  # the earlier name of call
 
-    def profile(self, name: str, *inputs):
-        """Call method `name` timing each op: returns (outputs, [(op name, milliseconds), ...])."""
+    def profile(self, name: str, *inputs, flag_fraction: float = 0.05):
+        """Call method `name` timing each op: returns (outputs, [OpProfile, ...]). An op is flagged
+        when it writes more than flag_fraction of the state's bytes (in a decode step, a KV-cache
+        update should write only its new rows)."""
+        if not flag_fraction >= 0:
+            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"flag_fraction must be >= 0, given {flag_fraction}")
         ops = []
-        return self._call(name, inputs, ops), ops
+        outputs = self._call(name, inputs, ops)
+        lib, p, m = self._lib, self._program, self.methods[name][0]
+        limit = flag_fraction * lib.tdm_program_state_size(p)
+        return outputs, [OpProfile(k, op, ms, written, lib.tdm_method_op_state_bytes_written(p, m, k), written > limit)
+                         for k, (op, ms) in enumerate(ops) for written in [lib.tdm_method_op_bytes_written(p, m, k)]]
 
     def _call(self, name: str, inputs: tuple, profile):
         if name not in self.methods:

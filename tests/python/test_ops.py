@@ -161,6 +161,11 @@ case("sdpa_fmask_bcast_keys", lambda q_, k_, v_, m: F.scaled_dot_product_attenti
      r(1, 2, 5, 4), r(1, 2, 7, 4), r(1, 2, 7, 4), r(5, 1))
 case("sdpa_decode_prefix", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
      r(1, 4, 1, 8), r(1, 4, 300, 8), r(1, 4, 300, 8), torch.arange(300)[None, :] <= 12)
+# an additive mask with -inf holes, D and Tk not multiples of 4 (the SIMD128 build takes keys four
+# at a time where four in a row are kept, and never adds 0 * v for a key whose weight is 0)
+case("sdpa_fmask_holes", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
+     r(1, 3, 2, 10), r(1, 3, 37, 10), r(1, 3, 37, 10),
+     torch.where(torch.rand(2, 37, generator=g) > 0.2, 0.0, float("-inf")))
 # grouped-query attention: 6 query heads over 2 KV heads, as SDPA's enable_gqa and as transformers'
 # repeat_kv (expand + reshape, which the exporter reads around instead of copying)
 

@@ -3,7 +3,7 @@ import { load, Tensor, TandemError } from 'tandem-runtime';
 import type { CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
-  const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?') };
+  const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
   const model: Model = await load(source, { ...options, worker: false });
   const methods: readonly MethodSpec[] = model.methods;
   const first: TensorSpec | undefined = methods[0]?.inputs[0];
@@ -16,7 +16,8 @@ async function main(source: Source): Promise<void> {
   if (direct instanceof Tensor && y instanceof Tensor) console.log(direct.shape[0] === y.shape[0]);
   if (y instanceof Tensor) console.log(y.dtype, y.shape, y.data);
   const p: Profile = await model.profile('forward', x);
-  console.log(p.totalMs, p.ops.map((o) => `${o.index} ${o.name} ${o.ms}`), dtype, state.length, model.memoryBytes);
+  console.log(p.totalMs, p.ops.map((o) => `${o.index} ${o.name} ${o.ms} ${o.bytesWritten} ${o.stateBytesWritten}`), dtype, state.length, model.memoryBytes);
+  console.log(p.bytesWritten, p.stateBytesWritten, p.stateBytes, p.flagged.map((o) => o.name));
   const saved: Uint8Array = await model.saveState();
   await model.loadState(saved);
   await model.writeState('h', new Tensor('int64', new BigInt64Array([1n]), []));
