@@ -596,7 +596,8 @@ static tdm_status parse(tdm_program *p) {
   uint64_t id = 1469598103934665603ull;
   for (int i = 1; i <= TDM_SEC_COUNT; i++)
     if (i != TDM_SEC_DATA) id = fnv1a(sec[i].p, sec[i].n, id);
-  p->program_id = fnv1a((const uint8_t *)&p->data_size, sizeof p->data_size, id);
+  const uint64_t data_size = p->data_size; /* 8 bytes on every host, so native and wasm ids agree */
+  p->program_id = fnv1a((const uint8_t *)&data_size, sizeof data_size, id);
 
   if ((s = read_methods(p, rm, &cv, &c))) return s;
   size_t total;
