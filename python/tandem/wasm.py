@@ -9,6 +9,7 @@ every copy: the memory may grow, and move, during any call).
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 from pathlib import Path
 
@@ -49,6 +50,7 @@ class WasmLibrary:
     def __init__(self, path: Path):
         engine = wasmtime.Engine()
         self._store = store = wasmtime.Store(engine)
+        self._lock = threading.Lock()
         module = wasmtime.Module.from_file(engine, str(path))
         host = _host_functions()
         imports = []
@@ -67,21 +69,27 @@ class WasmLibrary:
                 setattr(self, name, self._wrap(name, exports[name]))
 
     def _wrap(self, name: str, func: "wasmtime.Func"):
-        store, string_at = self._store, self._string
+        store, string_at, lock = self._store, self._string, self._lock
         func = _fast_caller(store, func) or func
+        # One thread at a time in the instance: a wasmtime Store is not thread-safe, and ctypes
+        # releases the GIL during the call.
 
         if name in _STRINGS:
             def call(*args):
-                return string_at(func(store, *args) & _MASK32)
+                with lock:
+                    return string_at(func(store, *args) & _MASK32)
         elif name in _UNSIGNED:
             def call(*args):
-                return func(store, *args) & _MASK32
+                with lock:
+                    return func(store, *args) & _MASK32
         elif name in _U64:
             def call(*args):
-                return func(store, *args) & _MASK64
+                with lock:
+                    return func(store, *args) & _MASK64
         else:
             def call(*args):
-                return func(store, *args)
+                with lock:
+                    return func(store, *args)
         call.__name__ = name
         return call
 
