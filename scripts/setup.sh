@@ -22,8 +22,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 VENV="${TANDEM_VENV:-$HOME/.cache/tandem-venv}"
-if ! "$VENV/bin/python" -c "import torch, numpy, pytest, transformers" >/dev/null 2>&1; then
-  echo "setup: creating $VENV with torch (a large download the first time)" >&2
+if ! "$VENV/bin/python" -c "import torch, numpy, pytest, transformers, wasmtime" >/dev/null 2>&1; then
+  echo "setup: installing python/requirements.txt into $VENV (torch is a large download the first time)" >&2
   python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements.txt >&2
 fi

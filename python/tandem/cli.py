@@ -1,14 +1,13 @@
 """The command line: `python -m tandem inspect FILE` and `python -m tandem check FILE`.
 
-Both load the file with the runtime's own verifier (the native library, through ctypes, as
-tandem.load does). `inspect` prints what the file holds; `check` also runs every method once on
+Both load the file with the runtime's own verifier, through the backend tandem.load uses
+(tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm). `inspect` prints what the file holds; `check` also runs every method once on
 zero inputs. A file that cannot be read or does not verify is one line on stderr and exit status 1,
 never a traceback.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import struct
 import sys
@@ -16,7 +15,7 @@ import time
 from pathlib import Path
 
 from .schema import CONSTANT, CONSTANTS_HEAD, HEADER, SECTION, SECTIONS
-from .runtime import TandemError, _check, _library
+from .runtime import TandemError, _library, _load_program
 
 
 COMMANDS = {
@@ -58,9 +57,7 @@ def describe(data: bytes) -> dict:
     """What a .tandem file holds, as plain data (the `inspect --json` output). Raises TandemError
     if the runtime's verifier rejects the file."""
     lib = _library()
-    prog = ctypes.c_void_p()
-    buf = ctypes.create_string_buffer(bytes(data), len(data))
-    _check(lib.tdm_program_load(buf, len(data), ctypes.byref(prog)))
+    prog = _load_program(lib, data)
     try:
         p = prog
 
@@ -164,7 +161,7 @@ def _print_inspect(path: str, info: dict) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the native runtime.")
+    parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the tandem runtime.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help in COMMANDS.items():
         p = sub.add_parser(name, help=help)

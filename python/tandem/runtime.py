@@ -1,5 +1,13 @@
-"""tandem.load: run a .tandem program through the native C runtime (ctypes), to check an export
-from Python before shipping it. Tensors in, tensors out, state kept between calls."""
+"""tandem.load: run a .tandem program from Python, to check an export before shipping it. Tensors
+in, tensors out, state kept between calls.
+
+Two backends with one interface (the tdm_* functions of include/tandem.h plus a few helpers):
+- "native": the C runtime built in the clone (build/native/libtandem.so, or the library named by
+  TANDEM_LIB), through ctypes. Used when it exists: the developer's setup.
+- "wasm": the same tandem.wasm the browser runs, shipped inside the installed package and run by
+  the `wasmtime` package (python/tandem/wasm.py). No C compiler or clone needed.
+`BACKEND` says which one this process uses; TANDEM_BACKEND=native|wasm chooses explicitly.
+"""
 from __future__ import annotations
 
 import ctypes
@@ -12,7 +20,8 @@ import torch
 
 from .ir import DTYPE_CODE, DTYPE_NAME, TORCH_DTYPE
 
-_REPO = Path(__file__).resolve().parents[2]
+_PACKAGE = Path(__file__).resolve().parent
+_REPO = _PACKAGE.parents[1]  # the clone, when the package is run from python/ in one
 _lib = None
 
 
@@ -24,48 +33,125 @@ class TandemError(Exception):
         self.code = code
 
 
-def _library() -> ctypes.CDLL:
+def _native_path():
+    """The native library to use, or None: TANDEM_LIB, else the clone's build next to the package."""
+    env = os.environ.get("TANDEM_LIB")
+    if env:
+        return Path(env)
+    built = _REPO / "build" / "native" / "libtandem.so"
+    return built if built.exists() else None
+
+
+def _wasm_path() -> Path:
+    """tandem.wasm shipped in the package (pip install), else the clone's web/tandem.wasm."""
+    for c in (_PACKAGE / "tandem.wasm", _REPO / "web" / "tandem.wasm"):
+        if c.exists():
+            return c
+    return _PACKAGE / "tandem.wasm"
+
+
+def _choose_backend() -> str:
+    forced = os.environ.get("TANDEM_BACKEND")
+    if forced:
+        if forced not in ("native", "wasm"):
+            raise ValueError(f"TANDEM_BACKEND must be 'native' or 'wasm', not '{forced}'")
+        return forced
+    return "native" if _native_path() is not None else "wasm"
+
+
+BACKEND: str = _choose_backend()
+
+
+class NativeLibrary:
+    """libtandem through ctypes: each tdm_* function with its C signature (pointers as ints,
+    strings as bytes), and the helpers the wasm backend has too."""
+
+    def __init__(self, path: Path):
+        lib = ctypes.CDLL(str(path))
+        P, S, U32, I64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int64, ctypes.c_char_p
+        sigs = {
+            "tdm_status_string": (C, [ctypes.c_int]), "tdm_last_error": (C, []),
+            "tdm_program_load": (ctypes.c_int, [P, S, ctypes.POINTER(P)]), "tdm_program_free": (None, [P]),
+            "tdm_program_method_count": (U32, [P]), "tdm_program_method_name": (C, [P, U32]),
+            "tdm_method_io_count": (U32, [P, U32, ctypes.c_int]), "tdm_method_io_name": (C, [P, U32, ctypes.c_int, U32]),
+            "tdm_method_io_dtype": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
+            "tdm_method_io_rank": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
+            "tdm_method_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
+            "tdm_method_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
+            "tdm_program_state_count": (U32, [P]), "tdm_state_name": (C, [P, U32]),
+            "tdm_state_dtype": (ctypes.c_int, [P, U32]), "tdm_state_rank": (ctypes.c_int, [P, U32]),
+            "tdm_state_dim": (I64, [P, U32, ctypes.c_int]), "tdm_state_offset": (S, [P, U32]),
+            "tdm_state_nbytes": (S, [P, U32]), "tdm_program_state_size": (S, [P]),
+            "tdm_session_create": (ctypes.c_int, [P, ctypes.POINTER(P)]), "tdm_session_free": (None, [P]),
+            "tdm_session_reset_state": (None, [P]), "tdm_session_state": (P, [P]),
+            "tdm_session_input": (P, [P, U32, U32]), "tdm_session_run": (ctypes.c_int, [P, U32]),
+            "tdm_session_output": (P, [P, U32, U32]),
+            "tdm_method_op_count": (U32, [P, U32]), "tdm_method_op_name": (C, [P, U32, U32]),
+            "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
+            "tdm_program_metadata_count": (U32, [P]), "tdm_program_metadata_name": (C, [P, U32]),
+            "tdm_program_metadata_value": (C, [P, U32]),
+            "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
+            "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
+            "tdm_method_op_bytes_written": (S, [P, U32, U32]), "tdm_method_op_state_bytes_written": (S, [P, U32, U32]),
+        }
+        for name, (res, args) in sigs.items():
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+            setattr(self, name, f)
+        self._cdll = lib
+
+    @staticmethod
+    def write(ptr: int, src_address: int, n: int) -> None:
+        ctypes.memmove(ptr, src_address, n)
+
+    @staticmethod
+    def read(dst_address: int, ptr: int, n: int) -> None:
+        ctypes.memmove(dst_address, ptr, n)
+
+    def load_program(self, data: bytes):
+        """(status, program): tdm_program_load on `data`."""
+        out = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        return self.tdm_program_load(buf, len(data), ctypes.byref(out)), out.value
+
+    def session_create(self, program: int):
+        out = ctypes.c_void_p()
+        return self.tdm_session_create(program, ctypes.byref(out)), out.value
+
+    def run_profiled(self, session: int, method: int, n: int):
+        """(status, [milliseconds of each of the method's n ops])."""
+        ms = (ctypes.c_double * max(n, 1))()
+        return self.tdm_session_run_profiled(session, method, ms), list(ms[:n])
+
+
+def _library():
+    """The runtime of this process's BACKEND (loaded once): NativeLibrary or wasm.WasmLibrary."""
     global _lib
     if _lib is not None:
         return _lib
-    candidates = [os.environ.get("TANDEM_LIB"), _REPO / "build" / "native" / "libtandem.so"]
-    for c in candidates:
-        if c and Path(c).exists():
-            lib = ctypes.CDLL(str(c))
-            break
+    if BACKEND == "native":
+        path = _native_path()
+        if path is None or not path.exists():
+            raise RuntimeError("the native tandem library was not found: build it with `npm run build` (or set TANDEM_LIB)")
+        _lib = NativeLibrary(path)
     else:
-        raise RuntimeError("the native tandem library was not found: build it with `npm run build` (or set TANDEM_LIB)")
-    P, S, U32, I64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int64, ctypes.c_char_p
-    sigs = {
-        "tdm_status_string": (C, [ctypes.c_int]), "tdm_last_error": (C, []),
-        "tdm_program_load": (ctypes.c_int, [P, S, ctypes.POINTER(P)]), "tdm_program_free": (None, [P]),
-        "tdm_program_method_count": (U32, [P]), "tdm_program_method_name": (C, [P, U32]),
-        "tdm_method_io_count": (U32, [P, U32, ctypes.c_int]), "tdm_method_io_name": (C, [P, U32, ctypes.c_int, U32]),
-        "tdm_method_io_dtype": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
-        "tdm_method_io_rank": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
-        "tdm_method_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
-        "tdm_method_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
-        "tdm_program_state_count": (U32, [P]), "tdm_state_name": (C, [P, U32]),
-        "tdm_state_dtype": (ctypes.c_int, [P, U32]), "tdm_state_rank": (ctypes.c_int, [P, U32]),
-        "tdm_state_dim": (I64, [P, U32, ctypes.c_int]), "tdm_state_offset": (S, [P, U32]),
-        "tdm_state_nbytes": (S, [P, U32]), "tdm_program_state_size": (S, [P]),
-        "tdm_session_create": (ctypes.c_int, [P, ctypes.POINTER(P)]), "tdm_session_free": (None, [P]),
-        "tdm_session_reset_state": (None, [P]), "tdm_session_state": (P, [P]),
-        "tdm_session_input": (P, [P, U32, U32]), "tdm_session_run": (ctypes.c_int, [P, U32]),
-        "tdm_session_output": (P, [P, U32, U32]),
-        "tdm_method_op_count": (U32, [P, U32]), "tdm_method_op_name": (C, [P, U32, U32]),
-        "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
-        "tdm_program_metadata_count": (U32, [P]), "tdm_program_metadata_name": (C, [P, U32]),
-        "tdm_program_metadata_value": (C, [P, U32]),
-        "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
-        "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
-        "tdm_method_op_bytes_written": (S, [P, U32, U32]), "tdm_method_op_state_bytes_written": (S, [P, U32, U32]),
-    }
-    for name, (res, args) in sigs.items():
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-    _lib = lib
-    return lib
+        path = _wasm_path()
+        if not path.exists():
+            raise RuntimeError(f"tandem.wasm is not in the package ({path}): install it with "
+                               "`bash scripts/build.sh && pip install ./python` from the clone")
+        try:
+            from .wasm import WasmLibrary
+        except ImportError as e:
+            raise RuntimeError(f"the wasm backend needs the `wasmtime` package ({e}): pip install wasmtime") from None
+        _lib = WasmLibrary(path)
+    return _lib
+
+
+def _load_program(lib, data: bytes) -> int:
+    """A verified program handle for `data`; raises TandemError if the verifier rejects it."""
+    status, program = lib.load_program(data)
+    _check(status)
+    return program
 
 
 def _check(status: int) -> None:
@@ -99,15 +185,10 @@ class Model:
 
     def __init__(self, data: bytes):
         lib = self._lib = _library()
-        self._program = ctypes.c_void_p()
-        buf = ctypes.create_string_buffer(bytes(data), len(data))
-        _check(lib.tdm_program_load(buf, len(data), ctypes.byref(self._program)))
-        self._session = ctypes.c_void_p()
-        try:
-            _check(lib.tdm_session_create(self._program, ctypes.byref(self._session)))
-        except TandemError:
-            lib.tdm_program_free(self._program)
-            raise
+        self._program = self._session = 0
+        self._program = _load_program(lib, data)
+        status, self._session = lib.session_create(self._program)
+        _check(status)  # on failure __del__ frees the program
         p = self._program
         self.metadata = {}
         for i in range(lib.tdm_program_metadata_count(p)):
@@ -169,19 +250,19 @@ class Model:
         lib = self._lib
         for i, x in enumerate(staged):
             if x.numel():
-                ctypes.memmove(lib.tdm_session_input(self._session, m, i), x.data_ptr(), x.numel() * x.element_size())
+                lib.write(lib.tdm_session_input(self._session, m, i), x.data_ptr(), x.numel() * x.element_size())
         if profile is None:
             _check(lib.tdm_session_run(self._session, m))
         else:
             n = lib.tdm_method_op_count(self._program, m)
-            ms = (ctypes.c_double * max(n, 1))()
-            _check(lib.tdm_session_run_profiled(self._session, m, ms))
+            status, ms = lib.run_profiled(self._session, m, n)
+            _check(status)
             profile.extend((lib.tdm_method_op_name(self._program, m, k).decode(), ms[k]) for k in range(n))
         results = []
         for i, spec in enumerate(outs):
             t = torch.empty(spec.shape, dtype=spec.dtype)
             if spec.nbytes:
-                ctypes.memmove(t.data_ptr(), lib.tdm_session_output(self._session, m, i), spec.nbytes)
+                lib.read(t.data_ptr(), lib.tdm_session_output(self._session, m, i), spec.nbytes)
             results.append(t)
         if not results:
             return None
@@ -197,20 +278,22 @@ class Model:
             if lib.tdm_state_name(p, i).decode() == name:
                 shape = tuple(lib.tdm_state_dim(p, i, d) for d in range(lib.tdm_state_rank(p, i)))
                 t = torch.empty(shape, dtype=TORCH_DTYPE[lib.tdm_state_dtype(p, i)])
-                ctypes.memmove(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
+                lib.read(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
                 return t
         raise TandemError("TDM_ERR_NOT_FOUND", f"no state tensor named '{name}'")
 
     def __del__(self):
         lib = getattr(self, "_lib", None)
         if lib is not None:
-            lib.tdm_session_free(getattr(self, "_session", None))
-            lib.tdm_program_free(getattr(self, "_program", None))
+            if getattr(self, "_session", 0):
+                lib.tdm_session_free(self._session)
+            if getattr(self, "_program", 0):
+                lib.tdm_program_free(self._program)
             self._lib = None
 
 
 def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
-    """Load a .tandem program (a path or the file's bytes) into the native runtime."""
+    """Load a .tandem program (a path or the file's bytes) into the runtime (see BACKEND)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return Model(bytes(source))
     with open(source, "rb") as f:
@@ -220,7 +303,4 @@ def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
 def verify(data: bytes) -> None:
     """Load `data` with the runtime's own verifier and free it; raises TandemError if it fails."""
     lib = _library()
-    prog = ctypes.c_void_p()
-    buf = ctypes.create_string_buffer(bytes(data), len(data))
-    _check(lib.tdm_program_load(buf, len(data), ctypes.byref(prog)))
-    lib.tdm_program_free(prog)
+    lib.tdm_program_free(_load_program(lib, bytes(data)))
