@@ -284,7 +284,7 @@ class Model:
 
     def __del__(self):
         lib = getattr(self, "_lib", None)
-        if lib is not None:
+        if lib is not None and not getattr(lib, "closed", False):
             if getattr(self, "_session", 0):
                 lib.tdm_session_free(self._session)
             if getattr(self, "_program", 0):

@@ -8,6 +8,7 @@ every copy: the memory may grow, and move, during any call).
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import threading
 import time
@@ -51,6 +52,10 @@ class WasmLibrary:
         engine = wasmtime.Engine()
         self._store = store = wasmtime.Store(engine)
         self._lock = threading.Lock()
+        # At exit the store may be torn down before the Models whose __del__ frees their session:
+        # from then on frees are skipped (the process is ending; calling in would crash wasmtime).
+        self.closed = False
+        atexit.register(setattr, self, "closed", True)
         module = wasmtime.Module.from_file(engine, str(path))
         host = _host_functions()
         imports = []
