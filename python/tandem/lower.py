@@ -509,23 +509,39 @@ def _matmul(L, a: Value, b: Value, out_shape) -> Value:
 
 @handles(aten.mm.default, aten.bmm.default)
 def _mm(L, node, args, kwargs):
-    if _dtype_of(node) != F32:
-        L.fail("matmul is supported for float32 only")
+    dt = _dtype_of(node)
+    if dt in (I64, I32):
+        return _int_matmul(L, args[0], args[1], _shape_of(node), dt)
+    if dt != F32:
+        L.fail("matmul is supported for float32, int64 and int32")
     return _matmul(L, args[0], args[1], _shape_of(node))
+
+
+def _int_matmul(L, a: Value, b: Value, out_shape, dt: int) -> Value:
+    """Integer a [..., M, K] @ b [..., K, N], exact and wrapping like PyTorch: the products
+    a[..., M, K, 1] * b[..., 1, K, N] summed over K (an [..., M, K, N] temporary: integer matmuls are
+    small index arithmetic, not weights)."""
+    a, b = L.cast(a, I64), L.cast(b, I64)
+    pa = L.reshape(a, a.shape + (1,))
+    pb = L.reshape(b, b.shape[:-2] + (1,) + b.shape[-2:])
+    prod = L.emit("mul", [pa, pb], I64, torch.broadcast_shapes(pa.shape, pb.shape))
+    y = L.emit("sum", [prod], I64, out_shape, iattr=[len(prod.shape) - 2])
+    return L.cast(y, dt)
 
 
 @handles(aten.addmm.default)
 def _addmm(L, node, args, kwargs):
     bias, a, b = args[0], args[1], args[2]
     beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
-    shape = _shape_of(node)
-    y = _matmul(L, a, b, shape)
+    shape, dt = _shape_of(node), _dtype_of(node)
+    y = _int_matmul(L, a, b, shape, dt) if dt in (I64, I32) else _matmul(L, a, b, shape)
     if alpha != 1:
-        y = L.emit("mul", [y, L.scalar(alpha, F32)], F32, shape)
+        y = L.emit("mul", [y, L.scalar(alpha, dt)], dt, shape)
     if beta != 0:
+        bias = L.cast(bias, dt)
         if beta != 1:
-            bias = L.emit("mul", [bias, L.scalar(beta, F32)], F32, bias.shape)
-        y = L.emit("add", [y, bias], F32, shape)
+            bias = L.emit("mul", [bias, L.scalar(beta, dt)], dt, bias.shape)
+        y = L.emit("add", [y, bias], dt, shape)
     return y
 
 
@@ -563,6 +579,8 @@ def _sum_all(L, node, args, kwargs):
 def _softmax(L, node, args, kwargs):
     x = args[0]
     name = "softmax" if node.target == aten._softmax.default else "log_softmax"
+    if not x.shape:  # a 0-d x: one element
+        return L.reshape(L.emit(name, [L.reshape(x, (1,))], F32, (1,), iattr=[0]), ())
     return L.emit(name, [x], F32, x.shape, iattr=[_dim(int(args[1]), len(x.shape))])
 
 
@@ -753,6 +771,8 @@ def _sdpa(L, node, args, kwargs):
     if a.get("dropout_p", 0.0) not in (0, 0.0):
         L.fail("scaled_dot_product_attention with dropout is not supported (export in eval mode, dropout_p=0)")
     k, v = _unrepeat_kv(L, k), _unrepeat_kv(L, v)
+    if len(q.shape) < len(k.shape) and len(k.shape) == len(v.shape):  # q's batch dims broadcast against k's
+        q = L.expand(q, tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + q.shape[-2:])
     if len(q.shape) < 3 or len(k.shape) != len(q.shape):
         if q.shape[:-2] != k.shape[:-2]:
             L.fail("scaled_dot_product_attention needs q, k, v of one rank with equal batch dims")

@@ -296,6 +296,19 @@ case("index_put2_apart_acc", lambda x, i, j, v: setitem(x, (i, slice(None), j), 
 case("index_put_mask", lambda x, m: torch.index_put(x, (m,), torch.tensor(2.5)), r(4, 5), torch.rand(4, 5, generator=g) > 0.5)
 case("index_put_mask_row_acc", lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True), r(4, 5), torch.tensor([True, False, True, True]), r(5))
 case("setitem2", lambda x, i, j: x.clone().index_put_((i, j), torch.tensor(-1.0)), r(3, 4), torch.tensor([0, 2]), torch.tensor([3, 1]))
+# OpInfo samples that failed before issue #12: integer matmuls (exact, wrapping), 0-d softmax and
+# index_select, mean and all over every dim, batch norm with statistics given at run time, a query
+# whose batch dims broadcast against the keys'
+case("mm_int", torch.mm, ints(3, 4), ints(4, 5))
+case("matmul_int_bcast", torch.matmul, ints(2, 3, 4), ints(4, 2))
+case("addmm_int", lambda c, a, b: torch.addmm(c, a, b, beta=2, alpha=3), ints(5), ints(3, 4), ints(4, 5))
+case("linear_i32", lambda x, w: F.linear(x, w), ints(3, 4).int(), ints(2, 4).int())
+case("softmax_0d", lambda x: torch.softmax(x, 0) + torch.log_softmax(x, -1), r())
+case("index_select_0d", lambda x, i: x.index_select(0, i) * 2, r(), torch.tensor([-1]))
+case("mean_all", lambda x: x.mean(), r(3, 5))
+case("all_dims", lambda x: torch.stack([(x > -2).all(), (x > 1).any()]), r(3, 5))
+case("batch_norm_stats_inputs", lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, eps=1e-3), r(2, 4, 5), r(4), pos(4), r(4), r(4))
+case("sdpa_q_bcast", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_), r(4, 3, 8), r(2, 4, 6, 8), r(2, 4, 6, 8))
 # float64 made inside a method is computed in float32; float64 constants are stored as float32
 case("full_float64", lambda x: (x + torch.full((3, 40), 0.25, dtype=torch.float64)).float(), r(3, 40))
 case("double_math", lambda x: (x.double() * 3 + 1).float(), r(4, 5))
