@@ -26,16 +26,14 @@ FILL_MAX_NUMEL = 64  # a full()/zeros() larger than this is a fill op, not store
 
 
 _TANDEM_DIR = str(Path(__file__).resolve().parent) + os.sep
+_STDLIB = os.path.dirname(os.__file__) + os.sep
 
 
 def is_user_file(path: str) -> bool:
     """Whether a traceback frame's file is the user's: not torch's, not tandem's own, not Python's."""
     path = str(path)
-    return ("/torch/" not in path and not path.startswith(_TANDEM_DIR) and not path.startswith(_STDLIB)
-            and "<frozen" not in path and "/site-packages/torch" not in path)
-
-
-_STDLIB = os.path.dirname(os.__file__) + os.sep
+    stdlib = path.startswith(_STDLIB) and "-packages/" not in path  # installed packages (transformers) are user code
+    return "/torch/" not in path and not path.startswith(_TANDEM_DIR) and not stdlib and "<frozen" not in path
 
 
 def source_line(node) -> str:
@@ -170,7 +168,7 @@ def _require_static(node) -> None:
             if node.target is aten.index.Tensor:
                 hint = ("x[mask] has a size that depends on values: use torch.where(mask, x, 0) (or x * mask) to keep "
                         "x's shape, or torch.topk / torch.sort for a fixed number of elements")
-            elif node.target in (aten.nonzero.default, aten.nonzero_static.default if hasattr(aten, "nonzero_static") else None):
+            elif node.target is aten.nonzero.default:
                 hint = ("nonzero() has a size that depends on values: use a mask with torch.where instead, or "
                         "torch.topk for a fixed number of indices")
             else:
