@@ -64,5 +64,11 @@ extern const tdm_opdef tdm__reduce_ops[];
 extern const tdm_opdef tdm__scatter_ops[];
 extern const tdm_opdef tdm__attention_ops[];
 extern const tdm_opdef tdm__conv_ops[];
+extern const tdm_opdef tdm__select_ops[];
+
+/* An index tensor's element i (int64 or int32; the rules admit only those). */
+static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {
+  return t->dtype == TDM_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
+}
 
 #endif

@@ -10,6 +10,7 @@
   X(1, F32, "float32", 4) \
   X(2, I64, "int64", 8) \
   X(3, BOOL, "bool", 1) \
+  X(6, I32, "int32", 4) \
 
 /* Columns per panel of a packed weight: b [K, N] is stored [ceil(N/TDM_PANEL), K, TDM_PANEL]. */
 #define TDM_PANEL 8
@@ -123,8 +124,13 @@ enum {
   X(max_pool, 0, TDM_INPLACE_NONE) \
   X(avg_pool, 0, TDM_INPLACE_NONE) \
   X(conv_transpose, 0, TDM_INPLACE_NONE) \
+  X(log1p, 0, TDM_INPLACE_ANY) \
+  X(cumsum, 0, TDM_INPLACE_NONE) \
+  X(gather, 0, TDM_INPLACE_NONE) \
+  X(sort, 0, TDM_INPLACE_NONE) \
+  X(topk, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 69
+#define TDM_SCHEMA_OP_COUNT 74
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -196,5 +202,10 @@ enum {
 #define TDM__OPFLAGS_max_pool         false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_avg_pool         false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_transpose   false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_log1p            false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_cumsum           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_gather           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_sort             false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_topk             false, TDM_INPLACE_NONE
 
 #endif

@@ -188,6 +188,38 @@ def huge_state():
     return m, {"forward": (torch.ones(4),)}, {"forward": e.forward}, calls
 
 
+class Int32Counter(nn.Module):
+    """int32 state: a step counter that wraps past 2^31 - 1 like PyTorch's, and a running total
+    with int32 arithmetic (floor division, remainder, comparisons, casts both ways)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.tensor([2**31 - 3, 5], dtype=torch.int32))
+        self.register_buffer("total", torch.zeros(3, dtype=torch.int32))
+
+    def forward(self, x):
+        self.count.add_(1)
+        self.total.add_(x * 3 - 1)
+        q = torch.div(self.total, 7, rounding_mode="floor")
+        r = torch.remainder(self.total, -5)
+        pos = torch.where(self.total > 0, self.total, -self.total)
+        return self.count + 0, q, r, pos, x.float() * 0.5, (self.total.float() / 4).int()
+
+    def reset(self):
+        self.count.zero_()
+        self.total.zero_()
+
+
+def int32_counter():
+    m = Int32Counter()
+    e = copy.deepcopy(m)
+    xs = [[1, -2, 3], [100000, -7, 0], [-(2**20), 5, 2**29], [2**29, 2**29, -(2**29)]]
+    calls = [("forward", (torch.tensor(x, dtype=torch.int32),)) for x in xs[:3]] + [("reset", ())]
+    calls += [("forward", (torch.tensor(x, dtype=torch.int32),)) for x in xs[1:]]
+    spec = {"forward": (torch.zeros(3, dtype=torch.int32),), "reset": ()}
+    return m, spec, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -196,6 +228,7 @@ CASES = {
     "initialized": initialized,
     "big_weights": big_weights,
     "huge_state": huge_state,
+    "int32_counter": int32_counter,
 }
 
 

@@ -1,9 +1,10 @@
 // Hand-written typings of the tandem JS API (web/tandem.js, node/index.js). Kept in sync by
 // tests/types/example.ts, which uses every public name under `tsc --noEmit --strict`.
 
-export type DType = 'float32' | 'int64' | 'bool';
-export type TypedArrayOf<D extends DType> = D extends 'float32' ? Float32Array : D extends 'int64' ? BigInt64Array : Uint8Array;
-export type AnyTypedArray = Float32Array | BigInt64Array | Uint8Array;
+export type DType = 'float32' | 'int64' | 'bool' | 'int32';
+export type TypedArrayOf<D extends DType> = D extends 'float32' ? Float32Array : D extends 'int64' ? BigInt64Array
+  : D extends 'int32' ? Int32Array : Uint8Array;
+export type AnyTypedArray = Float32Array | BigInt64Array | Uint8Array | Int32Array;
 
 /** Stable error codes: the runtime's statuses and the JS-side ones. */
 export type ErrorCode =

@@ -9,7 +9,7 @@ import { compileRuntime, instantiateRuntime } from './loader.js';
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
-const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array };
+const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array, int32: Int32Array };
 const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
 const STATE_VERSION = 2;
 const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writer's program id u64, byte count u64 (docs/format.md)
@@ -71,12 +71,12 @@ function forkState(options) {
   return state;
 }
 
-/** A tensor: `dtype` ('float32' | 'int64' | 'bool'), `shape` (array of numbers), `data` (an owned
- * typed array: Float32Array, BigInt64Array or Uint8Array). */
+/** A tensor: `dtype` ('float32' | 'int64' | 'bool' | 'int32'), `shape` (array of numbers), `data`
+ * (an owned typed array: Float32Array, BigInt64Array, Uint8Array or Int32Array). */
 export class Tensor {
   constructor(dtype, data, shape) {
     const Arr = ARRAY_OF[dtype];
-    if (!Arr) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `unknown dtype '${dtype}'; use float32, int64 or bool`);
+    if (!Arr) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `unknown dtype '${dtype}'; use float32, int64, bool or int32`);
     if (Array.isArray(data)) data = dtype === 'int64' ? Arr.from(data, BigInt) : Arr.from(data, (x) => Number(x));
     if (!(data instanceof Arr)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${dtype} data must be a ${Arr.name} or an array`);
     shape = shape === undefined ? [data.length] : Array.from(shape, Number);
@@ -148,7 +148,11 @@ class Runtime {
       this.x[name] = (a, b, c, d) => f(a, b, c, d) >>> 0; // at most 4 parameters; extra ones are ignored
     }
     this.dtypeNames = {};
-    for (let code = 1; exports.tdm_dtype_size(code) > 0; code++) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
+    // Dtype codes are append-only but not contiguous (4 and 5 are weight-only dtypes a build may
+    // lack): every code below 64 that the runtime knows.
+    for (let code = 1; code < 64; code++) {
+      if (exports.tdm_dtype_size(code) > 0) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
+    }
   }
   bytes(ptr, n) { return new Uint8Array(this.x.memory.buffer, ptr, n); }
   /** A view of all of linear memory as Arr (cached, renewed when memory grows): copies in and out

@@ -16,9 +16,9 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .ir import DTYPE_CODE, ExportError, StateSpec
+from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .fuse import fuse_method, tie_embeddings
-from .lower import lower_method, source_line
+from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
 from .program import Program
@@ -43,6 +43,25 @@ class _BoundMethod(nn.Module):
 
     def forward(self, *args):
         return getattr(self.owner, self._tandem_name)(*args)
+
+
+class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
+    """torch.narrow(x, dim, start, length) with a tensor start traces through .item(), which
+    torch.export cannot follow (the start's value becomes an unbacked symbol). While tracing, it is
+    written as the same gather with a start that stays a tensor: x.index_select(dim, s +
+    arange(length)), s = start (+ size when negative); a start out of range makes an index out of
+    range, so the call fails (TDM_ERR_INDEX) where eager raises."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and isinstance(args[2], torch.Tensor):
+            x, dim, start = args[0], int(args[1]), args[2]
+            length = int(args[3] if len(args) > 3 else kwargs["length"])
+            size = x.shape[dim]
+            s = torch.where(start < 0, start + size, start).reshape(())
+            s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
+            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
+        return func(*args, **kwargs)
 
 
 def _decompositions():
@@ -124,8 +143,8 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
                                   "(or None for an optional argument the method does not take)")
             if x.dtype not in DTYPE_CODE:
                 raise ExportError(
-                    f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports float32, int64 and bool "
-                    "(convert with .float() / .long())"
+                    f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports {SUPPORTED_DTYPES} "
+                    "(convert with .float(), .long() or .int())"
                 )
         out[name] = (fn, inputs)
     return out
@@ -222,12 +241,15 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them."""
     specs = _normalize(module, methods)
     roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
+    for fn, _ in specs.values():
+        _keep_source_lines(fn)
     name_of = _names_of(([module] if module is not None else []) + [r for r, _ in roots.values()])
 
     exported = {}
     for name, (fn, inputs) in specs.items():
         root, _ = roots[name]
-        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings():
+        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings(), \
+                _NarrowTensorStart():
             warnings.filterwarnings("ignore", message=".*erase_node.*")
             try:
                 ep = torch.export.export(root, inputs, strict=False)
@@ -237,10 +259,13 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
             except Exception as e:  # torch's messages are long; keep the first lines
                 first = "\n".join(str(e).strip().splitlines()[:6])
                 hint = ""
-                if "dynamic" in str(e).lower() or "data-dependent" in str(e).lower() or "guard" in str(e).lower():
-                    hint = (" This usually means the method's control flow or shapes depend on input values; tandem "
-                            "exports static shapes: make shapes fixed by the example inputs.")
-                raise ExportError(f"method '{name}': torch.export failed: {type(e).__name__}: {first}.{hint}") from e
+                low = str(e).lower()
+                if "dynamic" in low or "data-dependent" in low or "guard" in low or "unbacked" in low:
+                    hint = (" This usually means the method's control flow or shapes depend on input values (an "
+                            "`if` on a tensor, .item(), .tolist(), nonzero, x[mask]); tandem exports a fixed graph: "
+                            "use torch.where(cond, a, b) instead of `if`, and keep values as tensors.")
+                raise ExportError(f"method '{name}': torch.export failed{_user_frame(e)}: {type(e).__name__}: "
+                                  f"{first}.{hint}") from e
             tensors = {}
             for spec in ep.graph_signature.input_specs:
                 if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
@@ -272,7 +297,8 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
             key = _tensor_key(t)
             if key not in states:
                 if t.dtype not in DTYPE_CODE:
-                    raise ExportError(f"state '{name_of.get(key, '?')}' has dtype {t.dtype}; tandem supports float32, int64 and bool")
+                    raise ExportError(f"state '{name_of.get(key, '?')}' has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES}: "
+                                      "register it with one of those dtypes")
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
@@ -284,6 +310,32 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     program = Program(list(states.values()), lowered, metadata)
     _verify(program)
     return program
+
+
+def _keep_source_lines(fn) -> None:
+    """torch.export records, for each op, only the stack frames of functions named `forward`: also
+    keep those of an exported method with another name, so errors can name its lines."""
+    register = getattr(torch.fx.proxy, "_register_stack_trace_anchor", None)
+    func = getattr(fn, "__func__", None)
+    if register is not None and func is not None and func.__name__ != "forward":
+        register(func)
+
+
+def _user_frame(e: BaseException) -> str:
+    """' (at file.py:12: code)' for the innermost frame of the user's code in e's traceback (the
+    line whose tracing failed), or ''."""
+    import traceback
+    seen = set()
+    while e is not None and id(e) not in seen:  # torch may re-raise: look through the causes too
+        seen.add(id(e))
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if is_user_file(f.filename)]
+        if frames:
+            break
+        e = e.__cause__ or e.__context__
+    else:
+        return ""
+    f = frames[-1]
+    return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
 
 
 def _verify(program: Program) -> None:

@@ -14,11 +14,18 @@ import torch
 from . import schema
 
 # Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
-F32, I64, BOOL = (next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool"))
+F32, I64, BOOL, I32 = (next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int32"))
 DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES}
 TORCH_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
 DTYPE_SIZE = {d.code: d.size for d in schema.DTYPES}
 DTYPE_NAME = {d.code: d.name for d in schema.DTYPES}
+SUPPORTED_DTYPES = ", ".join(d.name for d in schema.DTYPES)  # for messages
+# Floating dtypes tandem stores as float32: constants (parameters, buffers never written, literals)
+# convert exactly (float16, bfloat16) or by rounding to nearest (float64); float64 values computed
+# inside a method (torch.full(..., dtype=torch.float64), x.double()) are computed in float32.
+# docs/ops.md ("Dtypes") states the rule.
+AS_FLOAT32 = (torch.float64, torch.float16, torch.bfloat16)
+AS_INT32 = (torch.uint8, torch.int8, torch.int16)  # integer constants stored as int32 (exact)
 
 SCRATCH, CONST, STATE = 0, 1, 2  # tdm_region
 

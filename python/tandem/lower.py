@@ -8,19 +8,32 @@ from __future__ import annotations
 
 import math
 import operator
+import os
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 from . import schema
-from .ir import (BOOL, CONST, DTYPE_CODE, DTYPE_SIZE, F32, I64, SCRATCH, STATE, TORCH_DTYPE, ExportError, MethodIR, Op,
-                 Storage, Value)
+from .ir import (AS_FLOAT32, AS_INT32, BOOL, CONST, DTYPE_CODE, DTYPE_SIZE, F32, I32, I64, SCRATCH, STATE, SUPPORTED_DTYPES,
+                 TORCH_DTYPE, ExportError, MethodIR, Op, Storage, Value)
 
 aten = torch.ops.aten
 
 FOLD_MAX_NUMEL = 4096  # constant results larger than this are computed at run time instead
 FILL_MAX_NUMEL = 64  # a full()/zeros() larger than this is a fill op, not stored bytes
+
+
+_TANDEM_DIR = str(Path(__file__).resolve().parent) + os.sep
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+def is_user_file(path: str) -> bool:
+    """Whether a traceback frame's file is the user's: not torch's, not tandem's own, not Python's."""
+    path = str(path)
+    stdlib = path.startswith(_STDLIB) and "-packages/" not in path  # installed packages (transformers) are user code
+    return "/torch/" not in path and not path.startswith(_TANDEM_DIR) and not stdlib and "<frozen" not in path
 
 
 def source_line(node) -> str:
@@ -31,7 +44,7 @@ def source_line(node) -> str:
     lines = trace.strip().splitlines()
     for i in range(len(lines) - 1, -1, -1):
         ln = lines[i].strip()
-        if ln.startswith("File ") and "/torch/" not in ln:
+        if ln.startswith("File ") and is_user_file(ln[len("File "):].split(",")[0].strip().strip('"')):
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
             parts = ln.split(",")
             file = parts[0][len("File "):].strip().strip('"').split("/")[-1]
@@ -68,13 +81,16 @@ class Lowering:
         v.storage.nbytes = v.nbytes
         return v
 
-    def const(self, t: torch.Tensor) -> Value:
+    def const(self, t: torch.Tensor, name: str = "a constant") -> Value:
         t = t.detach()
         if t.dtype not in DTYPE_CODE:
-            if t.is_floating_point():
+            if t.dtype in AS_FLOAT32:  # stored as float32 (ir.AS_FLOAT32; docs/ops.md, Dtypes)
                 t = t.float()
+            elif t.dtype in AS_INT32:
+                t = t.int()
             else:
-                self.fail(f"a constant has dtype {t.dtype}; tandem supports float32, int64 and bool")
+                self.fail(f"{name} has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES} (other float and integer "
+                          "constants are stored as float32 or int32): convert it, e.g. with .float() or .int()")
         t = t.contiguous()
         v = Value(DTYPE_CODE[t.dtype], tuple(t.shape), Storage(CONST, t.numel() * t.element_size(), tensor=t))
         self.const_tensor[v] = t
@@ -121,8 +137,12 @@ class Lowering:
 
 def _dtype_of(node) -> int:
     m = _meta(node)
+    if m is not None and m.dtype == torch.float64:
+        return F32  # float64 computed in a method is computed in float32 (ir.AS_FLOAT32)
     if m is None or m.dtype not in DTYPE_CODE:
-        raise ExportError(f"value '{node.name}' has dtype {getattr(m, 'dtype', None)}; tandem supports float32, int64 and bool"
+        what = f"'{node.target}'" if node.op == "call_function" else f"value '{node.name}'"
+        raise ExportError(f"{what} gives a tensor of dtype {getattr(m, 'dtype', None)}; tandem computes in "
+                          f"{SUPPORTED_DTYPES} (float64 as float32): convert with .float(), .long() or .int()"
                           f"{source_line(node)}")
     return DTYPE_CODE[m.dtype]
 
@@ -137,12 +157,24 @@ def _shape_of(node) -> tuple:
 
 
 def _require_static(node) -> None:
+    if node.target is aten._local_scalar_dense.default:
+        raise ExportError(f"'.item()' (or int()/float() of a tensor) reads a value into Python, so what follows depends "
+                          f"on input values; tandem exports a fixed graph: keep it a tensor (index with "
+                          f"torch.index_select / torch.gather, select with torch.where, slice a fixed length from a start tensor "
+                          f"with torch.narrow(x, dim, start, length)){source_line(node)}")
     vals = node.meta.get("val")
     for v in vals if isinstance(vals, (list, tuple)) else [vals]:
         if isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape):
-            raise ExportError(f"'{node.target}' gives a tensor of dynamic shape {tuple(v.shape)}: its size depends on "
-                              f"input values. tandem exports static shapes; compute a fixed-size result instead (e.g. "
-                              f"torch.where with a mask){source_line(node)}")
+            if node.target is aten.index.Tensor:
+                hint = ("x[mask] has a size that depends on values: use torch.where(mask, x, 0) (or x * mask) to keep "
+                        "x's shape, or torch.topk / torch.sort for a fixed number of elements")
+            elif node.target is aten.nonzero.default:
+                hint = ("nonzero() has a size that depends on values: use a mask with torch.where instead, or "
+                        "torch.topk for a fixed number of indices")
+            else:
+                hint = (f"'{node.target}' gives a tensor of shape {tuple(v.shape)}, whose size depends on input values; "
+                        f"tandem exports static shapes: compute a fixed-size result instead (e.g. torch.where with a mask)")
+            raise ExportError(hint + source_line(node))
 
 
 def _dim(d: int, rank: int) -> int:
@@ -213,10 +245,10 @@ def _div_mode(L, node, args, kwargs):
     else:
         mode = kwargs.get("rounding_mode", args[2] if len(args) > 2 else None)
     out_dtype = _dtype_of(node)
-    if out_dtype == I64 and mode in ("floor", "trunc"):
-        # integer division is exact over the whole int64 range (never through float32)
+    if out_dtype in (I64, I32) and mode in ("floor", "trunc"):
+        # integer division is exact over the whole int64 (int32) range (never through float32)
         name = "floor_divide" if mode == "floor" else "trunc_divide"
-        return L.emit(name, [L.operand(args[0], I64), L.operand(args[1], I64)], I64, _shape_of(node))
+        return L.emit(name, [L.operand(args[0], out_dtype), L.operand(args[1], out_dtype)], out_dtype, _shape_of(node))
     cd = F32
     q = L.emit("div", [L.operand(args[0], cd), L.operand(args[1], cd)], cd, _shape_of(node))
     if mode == "floor":
@@ -244,6 +276,7 @@ UNARY = {
     aten.tanh.default: "tanh", aten.sigmoid.default: "sigmoid", aten.relu.default: "relu",
     aten.silu.default: "silu", aten.erf.default: "erf", aten.reciprocal.default: "reciprocal",
     aten.floor.default: "floor", aten.ceil.default: "ceil", aten.logical_not.default: "logical_not",
+    aten.log1p.default: "log1p",
 }
 
 
@@ -474,23 +507,39 @@ def _matmul(L, a: Value, b: Value, out_shape) -> Value:
 
 @handles(aten.mm.default, aten.bmm.default)
 def _mm(L, node, args, kwargs):
-    if _dtype_of(node) != F32:
-        L.fail("matmul is supported for float32 only")
+    dt = _dtype_of(node)
+    if dt in (I64, I32):
+        return _int_matmul(L, args[0], args[1], _shape_of(node), dt)
+    if dt != F32:
+        L.fail("matmul is supported for float32, int64 and int32")
     return _matmul(L, args[0], args[1], _shape_of(node))
+
+
+def _int_matmul(L, a: Value, b: Value, out_shape, dt: int) -> Value:
+    """Integer a [..., M, K] @ b [..., K, N], exact and wrapping like PyTorch: the products
+    a[..., M, K, 1] * b[..., 1, K, N] summed over K (an [..., M, K, N] temporary: integer matmuls are
+    small index arithmetic, not weights)."""
+    a, b = L.cast(a, I64), L.cast(b, I64)
+    pa = L.reshape(a, a.shape + (1,))
+    pb = L.reshape(b, b.shape[:-2] + (1,) + b.shape[-2:])
+    prod = L.emit("mul", [pa, pb], I64, torch.broadcast_shapes(pa.shape, pb.shape))
+    y = L.emit("sum", [prod], I64, out_shape, iattr=[len(prod.shape) - 2])
+    return L.cast(y, dt)
 
 
 @handles(aten.addmm.default)
 def _addmm(L, node, args, kwargs):
     bias, a, b = args[0], args[1], args[2]
     beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
-    shape = _shape_of(node)
-    y = _matmul(L, a, b, shape)
+    shape, dt = _shape_of(node), _dtype_of(node)
+    y = _int_matmul(L, a, b, shape, dt) if dt in (I64, I32) else _matmul(L, a, b, shape)
     if alpha != 1:
-        y = L.emit("mul", [y, L.scalar(alpha, F32)], F32, shape)
+        y = L.emit("mul", [y, L.scalar(alpha, dt)], dt, shape)
     if beta != 0:
+        bias = L.cast(bias, dt)
         if beta != 1:
-            bias = L.emit("mul", [bias, L.scalar(beta, F32)], F32, bias.shape)
-        y = L.emit("add", [y, bias], F32, shape)
+            bias = L.emit("mul", [bias, L.scalar(beta, dt)], dt, bias.shape)
+        y = L.emit("add", [y, bias], dt, shape)
     return y
 
 
@@ -505,6 +554,8 @@ def _reduce(L, node, args, kwargs):
     dims = sorted({_dim(int(d), len(x.shape)) for d in dims}) or list(range(len(x.shape)))
     if not x.shape:
         return L.cast(x, dt)
+    if dt == I32:  # int32 extremes through int64 (exact)
+        return L.cast(L.emit(name, [L.cast(x, I64)], I64, _shape_of(node), iattr=dims), I32)
     return L.emit(name, [L.cast(x, dt)], dt, _shape_of(node), iattr=dims)
 
 
@@ -512,19 +563,22 @@ for _t in REDUCE:
     HANDLERS[_t] = _reduce
 
 
-@handles(aten.sum.default)
+@handles(aten.sum.default, aten.mean.default)
 def _sum_all(L, node, args, kwargs):
     x = args[0]
     dt = _dtype_of(node)
     if not x.shape:
         return L.cast(x, dt)
-    return L.emit("sum", [L.cast(x, dt)], dt, (), iattr=list(range(len(x.shape))))
+    name = "sum" if node.target == aten.sum.default else "mean"
+    return L.emit(name, [L.cast(x, dt)], dt, (), iattr=list(range(len(x.shape))))
 
 
 @handles(aten._softmax.default, aten._log_softmax.default)
 def _softmax(L, node, args, kwargs):
     x = args[0]
     name = "softmax" if node.target == aten._softmax.default else "log_softmax"
+    if not x.shape:  # a 0-d x: one element
+        return L.reshape(L.emit(name, [L.reshape(x, (1,))], F32, (1,), iattr=[0]), ())
     return L.emit(name, [x], F32, x.shape, iattr=[_dim(int(args[1]), len(x.shape))])
 
 
@@ -538,8 +592,9 @@ def _layer_norm(L, node, args, kwargs):
 
 
 def _checked_index(L, idx: Value, n: int) -> Value:
-    """idx as int64, after an op that fails the call if any index is outside [-n, n)."""
-    idx = L.cast(idx, I64)
+    """idx (int64 or int32), after an op that fails the call if any index is outside [-n, n)."""
+    if idx.dtype not in (I64, I32):
+        idx = L.cast(idx, I64)
     if idx in L.const_tensor:
         t = L.const_tensor[idx]
         if t.numel() and (t.min() < -n or t.max() >= n):
@@ -553,6 +608,9 @@ def _checked_index(L, idx: Value, n: int) -> Value:
 
 
 def _index_select_value(L, x: Value, dim: int, idx: Value, out_shape) -> Value:
+    if not x.shape:  # a 0-d x: its one element (index 0 or -1)
+        x, dim = L.reshape(x, (1,)), 0
+        return L.reshape(L.emit("index_select", [x, _checked_index(L, idx, 1)], x.dtype, idx.shape, iattr=[0]), out_shape)
     return L.emit("index_select", [x, _checked_index(L, idx, x.shape[dim])], x.dtype, out_shape, iattr=[dim])
 
 
@@ -566,31 +624,94 @@ def _index_select(L, node, args, kwargs):
     return _index_select_value(L, args[0], _dim(int(args[1]), len(args[0].shape)), args[2], _shape_of(node))
 
 
-def _single_index(L, indices):
+def _advanced_index(L, x: Value, indices):
+    """x[indices] as PyTorch's advanced indexing reads it, when every index is an integer tensor:
+    (x', d, flat, S): x' is a view of x with the indexed dims merged into dim d, flat (int64, shape
+    S = the indices' broadcast shape) indexes that merged dim (already validated by check_index,
+    negative entries normalized). Indexed dims that are not adjacent are first moved to the front
+    (a permute), as PyTorch then puts S first. One index: itself, unchanged."""
     used = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(used) != 1 or used[0][1].dtype not in (I64,):
-        L.fail("indexing with more than one index tensor, or with a boolean mask, is not supported yet; "
-               "index one dimension with an int64 tensor")
-    return used[0]
+    if not used:
+        L.fail("indexing without an index tensor")
+    for _, i in used:
+        if not isinstance(i, Value) or i.dtype not in (I64, I32):
+            L.fail("indexing with a boolean mask gives a size that depends on values: use torch.where(mask, x, 0) "
+                   "(or x * mask) to keep the shape; integer index tensors (int64 or int32) are supported")
+    dims = [d for d, _ in used]
+    if dims != list(range(dims[0], dims[0] + len(dims))):  # not adjacent: indexed dims first
+        perm = dims + [d for d in range(len(x.shape)) if d not in dims]
+        x = L.emit("permute", [x], x.dtype, [x.shape[p] for p in perm], iattr=perm)
+        dims = list(range(len(dims)))
+    d0 = dims[0]
+    if len(used) == 1:
+        return x, d0, _checked_index(L, used[0][1], x.shape[d0]), used[0][1].shape
+    S = torch.broadcast_shapes(*[i.shape for _, i in used])
+    flat, stride = None, 1
+    for d, (_, i) in reversed(list(zip(dims, used))):
+        n = x.shape[d]
+        i = L.cast(_checked_index(L, i, n), I64)
+        i = L.emit("remainder", [i, L.scalar(n, I64)], I64, i.shape) if n else i  # [-n, n) -> [0, n)
+        term = i if stride == 1 else L.emit("mul", [i, L.scalar(stride, I64)], I64, i.shape)
+        flat = term if flat is None else L.emit("add", [flat, term], I64, torch.broadcast_shapes(flat.shape, term.shape))
+        stride *= n
+    flat = L.expand(flat, S)
+    merged = x.shape[:d0] + (stride,) + x.shape[d0 + len(dims):]
+    return L.reshape(x, merged), d0, flat, tuple(S)
 
 
 @handles(aten.index.Tensor)
 def _index(L, node, args, kwargs):
-    d, idx = _single_index(L, args[1])
-    return _index_select_value(L, args[0], d, idx, _shape_of(node))
+    x, d, idx, _ = _advanced_index(L, args[0], args[1])
+    return _index_select_value(L, x, d, idx, _shape_of(node))
+
+
+def _mask_put(L, node, base: Value, indices, values: Value, acc: bool):
+    """base[mask] = values (or +=) for one boolean mask over consecutive dims, with values that
+    broadcast over the selected elements: where(mask, values, base), a fixed shape."""
+    lead = next(d for d, i in enumerate(indices) if i is not None)
+    mask = indices[lead]
+    rest = base.shape[lead + len(mask.shape):]
+    vshape = tuple(values.shape)
+    if len(vshape) > len(rest) + 1 or (len(vshape) == len(rest) + 1 and vshape[0] != 1):
+        L.fail("x[mask] = values needs values that broadcast over x[mask]'s elements (a number, or one row); "
+               "the number of selected elements depends on the mask's values")
+    values = L.reshape(values, vshape[1:] if len(vshape) == len(rest) + 1 else vshape)
+    m = L.reshape(mask, mask.shape + (1,) * len(rest))
+    dt = base.dtype
+    values = L.cast(values, dt)
+    if acc:
+        zero = L.scalar(0, dt)
+        add = L.emit("where", [m, values, zero], dt, torch.broadcast_shapes(m.shape, values.shape))
+        return L.emit("add", [base, add], dt, base.shape)
+    return L.emit("where", [m, values, base], dt, base.shape)
 
 
 @handles(aten.index_put.default)
 def _index_put(L, node, args, kwargs):
     base, indices, values = args[0], args[1], args[2]
     acc = bool(kwargs.get("accumulate", args[3] if len(args) > 3 else False))
-    d, idx = _single_index(L, indices)
-    idx = L.reshape(idx, (idx.numel,))
-    want = list(base.shape)
-    want[d] = idx.numel
-    values = L.expand(L.cast(values, base.dtype), tuple(want))
-    idx = _checked_index(L, idx, base.shape[d])
-    return L.emit("index_put", [base, idx, values], base.dtype, base.shape, iattr=[d, int(acc)])
+    used = [i for i in indices if i is not None]
+    if len(used) == 1 and isinstance(used[0], Value) and used[0].dtype == BOOL:
+        return _mask_put(L, node, base, list(indices), values, acc)
+    x, d, idx, S = _advanced_index(L, base, indices)
+    k = math.prod(S)
+    if x is not base and x.storage is not base.storage:  # permuted: put into the copy, permute back
+        perm = [i for i, v in enumerate(indices) if v is not None]
+        perm = perm + [i for i in range(len(base.shape)) if i not in perm]
+        inv = [perm.index(i) for i in range(len(perm))]
+        y = L.reshape(_put_rows(L, x, d, idx, S, k, values, acc), [base.shape[p] for p in perm])
+        return L.emit("permute", [y], y.dtype, base.shape, iattr=inv)
+    return L.reshape(_put_rows(L, x, d, idx, S, k, values, acc), base.shape)
+
+
+def _put_rows(L, x: Value, d: int, idx: Value, S, k: int, values: Value, acc: bool) -> Value:
+    """index_put on dim d of x with a flat index of shape S; values broadcast to x's shape with d
+    replaced by S."""
+    want = x.shape[:d] + tuple(S) + x.shape[d + 1:]
+    values = L.expand(L.cast(values, x.dtype), want)
+    values = L.reshape(values, x.shape[:d] + (k,) + x.shape[d + 1:])
+    idx = L.reshape(idx, (k,))
+    return L.emit("index_put", [x, idx, values], x.dtype, x.shape, iattr=[d, int(acc)])
 
 
 @handles(aten.slice_scatter.default)
@@ -648,6 +769,8 @@ def _sdpa(L, node, args, kwargs):
     if a.get("dropout_p", 0.0) not in (0, 0.0):
         L.fail("scaled_dot_product_attention with dropout is not supported (export in eval mode, dropout_p=0)")
     k, v = _unrepeat_kv(L, k), _unrepeat_kv(L, v)
+    if len(q.shape) < len(k.shape) and len(k.shape) == len(v.shape):  # q's batch dims broadcast against k's
+        q = L.expand(q, tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])) + q.shape[-2:])
     if len(q.shape) < 3 or len(k.shape) != len(q.shape):
         if q.shape[:-2] != k.shape[:-2]:
             L.fail("scaled_dot_product_attention needs q, k, v of one rank with equal batch dims")
@@ -668,10 +791,10 @@ def _sdpa(L, node, args, kwargs):
 def _any_all(L, node, args, kwargs):
     name = "any" if node.target in (aten.any.dim, aten.any.dims, aten.any.default) else "all"
     x = L.cast(args[0], BOOL)
-    if node.target in (aten.any.default, aten.all.default) or (len(args) > 1 and args[1] is None):
+    d = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    if node.target in (aten.any.default, aten.all.default) or d is None:  # any.dims without dims: all of them
         dims = list(range(len(x.shape)))
     else:
-        d = args[1]
         dims = sorted({_dim(int(i), len(x.shape)) for i in (d if isinstance(d, (list, tuple)) else [d])})
     if not x.shape or not dims:
         return x
@@ -686,6 +809,8 @@ def _argmax(L, node, args, kwargs):
         x = L.reshape(x, (x.numel,))
         dim = 0
     name = "argmax" if node.target == aten.argmax.default else "argmin"
+    if x.dtype not in (F32, I64):
+        x = L.cast(x, I64)  # int32, bool: exact
     if not x.shape:  # a 0-d tensor's only index
         return _fill(L, 0, I64, _shape_of(node))
     return L.emit(name, [x], I64, _shape_of(node), iattr=[_dim(int(dim), len(x.shape))])
@@ -785,7 +910,17 @@ def _batch_norm_eval(L, node, args, kwargs):
         y = L.emit("mul", [x, L.const(scale.reshape(shape))], F32, x.shape)
         y = L.emit("add", [y, L.const(shift.reshape(shape))], F32, x.shape)
         return [y, None, None]
-    L.fail("batch norm with non-constant statistics is not supported (export in eval mode)")
+    # statistics computed or given at run time: (x - mean) * rsqrt(var + eps) [* w] [+ b]
+    def per_channel(t):
+        return L.reshape(L.cast(t, F32), shape)
+    y = L.emit("sub", [x, per_channel(mean)], F32, x.shape)
+    inv = L.emit("rsqrt", [L.emit("add", [per_channel(var), L.scalar(eps, F32)], F32, shape)], F32, shape)
+    y = L.emit("mul", [y, inv], F32, x.shape)
+    if w is not None:
+        y = L.emit("mul", [y, per_channel(w)], F32, x.shape)
+    if b is not None:
+        y = L.emit("add", [y, per_channel(b)], F32, x.shape)
+    return [y, None, None]
 
 
 def _fold_into_conv(L, node, x, scale, shift) -> bool:
@@ -830,6 +965,165 @@ def _avg_pool(L, node, args, kwargs):
         L.fail("avg_pool with divisor_override is not supported")
     return _pool(L, _shape_of(node), "avg_pool", a[0], a[1], a[2], a[3] or [0], [1], a[4] or False,
                  True if a[5] is None else a[5])
+
+
+@handles(aten.cumsum.default)
+def _cumsum(L, node, args, kwargs):
+    dt = _dtype_of(node)
+    x = L.cast(args[0], dt)
+    if not x.shape:
+        return x
+    return L.emit("cumsum", [x], dt, x.shape, iattr=[_dim(int(args[1]), len(x.shape))])
+
+
+@handles(aten.gather.default)
+def _gather(L, node, args, kwargs):
+    x, idx = args[0], args[2]
+    out_shape = _shape_of(node)
+    if math.prod(out_shape) == 0:
+        return _fill(L, 0, x.dtype, out_shape)
+    dim = _dim(int(args[1]), max(len(x.shape), 1))
+    if not x.shape:  # a 0-d x: one element, index 0 (or -1)
+        x, idx = L.reshape(x, (1,)), L.reshape(idx, (1,) * max(len(idx.shape), 1))
+    idx = _checked_index(L, idx, x.shape[dim])
+    y = L.emit("gather", [x, idx], x.dtype, idx.shape, iattr=[dim])
+    return L.reshape(y, out_shape)
+
+
+def _select_op(L, node, x: Value, name: str, dim: int, iattr_rest: list):
+    """sort / topk: [values, indices] along dim (0-d x: itself and index 0)."""
+    shapes = [tuple(int(d) for d in v.shape) for v in node.meta["val"][:2]]
+    if not x.shape:
+        return [x, _fill(L, 0, I64, ())]
+    dim = _dim(dim, len(x.shape))
+    dt = x.dtype if x.dtype in (F32, I64, I32) else I32  # bool values are ordered as 0 and 1
+    vals = L.new(dt, shapes[0])
+    ids = L.new(I64, shapes[1])
+    L.ops.append(Op(name, [L.cast(x, dt)], [vals, ids], [dim] + iattr_rest, [], source_line(L.node)))
+    return [L.cast(vals, x.dtype), ids]
+
+
+@handles(aten.sort.default, aten.sort.stable)
+def _sort(L, node, args, kwargs):
+    if node.target == aten.sort.default:
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
+        desc = kwargs.get("descending", args[2] if len(args) > 2 else False)
+    else:  # sort.stable(x, *, stable, dim, descending): tandem's sort is always stable
+        dim, desc = kwargs.get("dim", -1), kwargs.get("descending", False)
+    return _select_op(L, node, args[0], "sort", int(dim), [int(bool(desc))])
+
+
+@handles(aten.topk.default)
+def _topk(L, node, args, kwargs):
+    a = list(args) + [None] * 5
+    k = int(a[1])
+    dim = kwargs.get("dim", a[2] if a[2] is not None else -1)
+    largest = kwargs.get("largest", a[3] if a[3] is not None else True)
+    # sorted=False leaves the order to the implementation: tandem's is sorted
+    return _select_op(L, node, args[0], "topk", int(dim), [k, int(bool(largest))])
+
+
+@handles(aten.repeat.default)
+def _repeat(L, node, args, kwargs):
+    """x.repeat(r0, r1, ...): x viewed with a size-1 dim before each repeated dim, expanded to r_i
+    there, and read as the merged dims (one expand copy)."""
+    x, reps = args[0], [int(r) for r in args[1]]
+    out_shape = _shape_of(node)
+    shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
+    if math.prod(out_shape) == 0:
+        return _fill(L, 0, x.dtype, out_shape)
+    src, big = [], []
+    for r, d in zip(reps, shape):
+        if r != 1 and d != 1:
+            src += [1, d]
+            big += [r, d]
+        else:
+            src.append(d)
+            big.append(r * d)
+    if len(big) > 8:
+        L.fail(f"repeat over {len(big)} dims after splitting is above tandem's maximum rank 8")
+    return L.reshape(L.expand(L.reshape(x, src), big), out_shape)
+
+
+def _var(L, x: Value, dims, correction, keepdim: bool):
+    """(var, mean with keepdim) over dims: the mean of squared deviations, divided by
+    max(0, N - correction) (PyTorch's rule: 0/0 gives NaN, s/0 inf)."""
+    if not x.shape:
+        x = L.reshape(x, (1,))
+    rank = len(x.shape)
+    dims = sorted({_dim(int(d), rank) for d in dims}) if dims else list(range(rank))
+    n = math.prod(x.shape[d] for d in dims)
+    keep = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
+    mean = L.emit("mean", [x], F32, keep, iattr=dims)
+    dev = L.emit("sub", [x, mean], F32, x.shape)
+    sq = L.emit("sum", [L.emit("mul", [dev, dev], F32, x.shape)], F32, keep, iattr=dims)
+    c = 1.0 if correction is None else float(correction)
+    var = L.emit("div", [sq, L.scalar(max(0.0, n - c), F32)], F32, keep)
+    return var, mean
+
+
+@handles(aten.var.correction, aten.var_mean.correction)
+def _var_handler(L, node, args, kwargs):
+    x = args[0]
+    if x.dtype != F32:
+        L.fail("var/std are supported on float32")
+    dims = kwargs.get("dim", args[1] if len(args) > 1 else None)
+    var, mean = _var(L, x, dims, kwargs.get("correction"), bool(kwargs.get("keepdim", False)))
+    if node.target == aten.var.correction:
+        return L.reshape(var, _shape_of(node))
+    shape = tuple(int(d) for d in node.meta["val"][0].shape)
+    return [L.reshape(var, shape), L.reshape(mean, shape)]
+
+
+@handles(aten.constant_pad_nd.default)
+def _constant_pad(L, node, args, kwargs):
+    """Padding pairs (before, after) from the last dim backward: a negative amount crops (a slice),
+    a positive one adds constant blocks around x (a cat); dims without padding cost nothing."""
+    x, pad = args[0], [int(p) for p in args[1]]
+    value = kwargs.get("value", args[2] if len(args) > 2 else 0)
+    out_shape, dt = _shape_of(node), x.dtype
+    if math.prod(out_shape) == 0 or math.prod(x.shape) == 0:
+        return _fill(L, value, dt, out_shape)
+    for k in range(len(pad) // 2):
+        d = len(x.shape) - 1 - k
+        before, after = pad[2 * k], pad[2 * k + 1]
+        if before < 0 or after < 0:
+            start, stop = max(0, -before), x.shape[d] - max(0, -after)
+            x = _slice_value(L, x, d, start, stop - start, 1)
+        parts = []
+        for amount in (before, after):
+            shape = list(x.shape)
+            shape[d] = amount
+            parts.append(_fill(L, value, dt, shape) if amount > 0 else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        if len(pieces) > 1:
+            shape = list(x.shape)
+            shape[d] = sum(p.shape[d] for p in pieces)
+            x = L.emit("cat", pieces, dt, shape, iattr=[d])
+    return x
+
+
+@handles(aten.native_group_norm.default)
+def _group_norm(L, node, args, kwargs):
+    """Group norm as a layer norm over each group's channels and positions, then the per-channel
+    weight and bias: x [N, C, *] -> [N, G, C/G * HW] -> layer_norm -> [N, C, HW] * w[C, 1] + b[C, 1]."""
+    x, w, b, N, C, HW, G, eps = args[:8]
+    N, C, HW, G = int(N), int(C), int(HW), int(G)
+    if x.dtype != F32:
+        L.fail("group norm is supported on float32")
+    if N * C * HW == 0:
+        return [_fill(L, 0, F32, x.shape), _fill(L, float("nan"), F32, (N, G)), _fill(L, float("nan"), F32, (N, G))]
+    xg = L.reshape(x, (N, G, (C // G) * HW))
+    y = L.emit("layer_norm", [xg], F32, xg.shape, iattr=[1, 0, 0], fattr=[eps])
+    # mean and rstd [N, G] (dropped by the planner unless read)
+    var, mean = _var(L, xg, [2], 0, True)
+    rstd = L.emit("rsqrt", [L.emit("add", [var, L.scalar(eps, F32)], F32, var.shape)], F32, var.shape)
+    y = L.reshape(y, (N, C, HW))
+    if w is not None:
+        y = L.emit("mul", [y, L.reshape(w, (C, 1))], F32, y.shape)
+    if b is not None:
+        y = L.emit("add", [y, L.reshape(b, (C, 1))], F32, y.shape)
+    return [L.reshape(y, x.shape), L.reshape(mean, (N, G)), L.reshape(rstd, (N, G))]
 
 
 @handles(aten.scalar_tensor.default)
@@ -884,8 +1178,11 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
                     v = Value(st.dtype, st.shape, Storage(STATE, st.nbytes, state=st))
                     state_values[st] = v
                     env[node] = v
+                elif not node.users:
+                    env[node] = None  # held by the module, not read by this method: not stored
                 else:
-                    env[node] = L.const(t)
+                    L.node = next(iter(node.users))  # an error names the first line that reads it
+                    env[node] = L.const(t, f"tensor '{spec.target}'")
             else:
                 L.fail(f"input kind {spec.kind.name} is not supported")
         elif node.op == "call_function":

@@ -27,7 +27,9 @@ class Dtype(NamedTuple):
     c: str  # the tdm_dtype enumerator in include/tandem.h is TDM_<c>
 
 
-DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "bool", 1, "BOOL")]
+DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "bool", 1, "BOOL"),
+          # codes 4 (int8) and 5 (packed int4) are taken by the quantized-weights work (branch quant17)
+          Dtype(6, "int32", 4, "I32")]
 
 PANEL = 8  # columns per panel of a packed weight (matmul_packed, embedding_packed): [ceil(N/8), K, 8]
 
@@ -107,6 +109,8 @@ OPS = [
     OpDef("index_put", inplace="first"), OpDef("slice_scatter", inplace="first"),
     OpDef("attention"),
     OpDef("conv"), OpDef("max_pool"), OpDef("avg_pool"), OpDef("conv_transpose"),
+    *_elementwise("log1p"),
+    OpDef("cumsum"), OpDef("gather"), OpDef("sort"), OpDef("topk"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 

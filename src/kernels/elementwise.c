@@ -182,6 +182,7 @@ static double load_as_double(const tdm_tensor *t, int64_t i) {
   switch (t->dtype) {
     case TDM_F32: return ((const float *)t->data)[i];
     case TDM_I64: return (double)((const int64_t *)t->data)[i];
+    case TDM_I32: return ((const int32_t *)t->data)[i];
     default: return ((const uint8_t *)t->data)[i];
   }
 }
@@ -213,6 +214,9 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       if (in[0].dtype == TDM_I64) {
         const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
         for (int64_t i = 0; i < n; i++) y[i] = i64_compare(code, x0[i * sa], x1[i * sb]);
+      } else if (in[0].dtype == TDM_I32) {
+        const int32_t *x0 = (const int32_t *)in[0].data + oa, *x1 = (const int32_t *)in[1].data + ob;
+        for (int64_t i = 0; i < n; i++) y[i] = i64_compare(code, x0[i * sa], x1[i * sb]);
       } else {
         for (int64_t i = 0; i < n; i++)
           y[i] = compare(code, load_as_double(&in[0], oa + i * sa), load_as_double(&in[1], ob + i * sb));
@@ -221,6 +225,12 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       const float *x0 = (const float *)in[0].data + oa, *x1 = (const float *)in[1].data + ob;
       float *y = (float *)out->data + o;
       f32_binary_row(code, x0, sa, x1, sb, y, n);
+    } else if (out->dtype == TDM_I32) {
+      /* int32 through the exact int64 arithmetic, wrapped back to 32 bits like PyTorch (the
+       * product of two int32 fits in int64; pow wraps mod 2^64, so mod 2^32 too) */
+      const int32_t *x0 = (const int32_t *)in[0].data + oa, *x1 = (const int32_t *)in[1].data + ob;
+      int32_t *y = (int32_t *)out->data + o;
+      for (int64_t i = 0; i < n; i++) y[i] = (int32_t)(uint32_t)(uint64_t)i64_binary(code, x0[i * sa], x1[i * sb]);
     } else {
       const int64_t *x0 = (const int64_t *)in[0].data + oa, *x1 = (const int64_t *)in[1].data + ob;
       int64_t *y = (int64_t *)out->data + o;
@@ -248,10 +258,10 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
   if (is_compare(code)) {
     if (y->dtype != TDM_BOOL) return tdm__rule(op, "output must be bool");
   } else {
-    /* true division is float32 only; floor and trunc division are int64 only */
+    /* true division is float32 only; floor and trunc division are integer only */
     const bool int_div = code == TDM_B_FLOORDIV || code == TDM_B_TRUNCDIV;
-    bool ok = y->dtype == a->dtype &&
-              ((a->dtype == TDM_F32 && !int_div) || (a->dtype == TDM_I64 && code != TDM_B_DIV));
+    const bool is_int = a->dtype == TDM_I64 || a->dtype == TDM_I32;
+    bool ok = y->dtype == a->dtype && ((a->dtype == TDM_F32 && !int_div) || (is_int && code != TDM_B_DIV));
     if (!ok) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(a->dtype));
   }
   tdm_shape bs;
@@ -285,6 +295,7 @@ static float f32_unary(int code, float x) {
     case TDM_U_RECIP: return 1.0f / x;
     case TDM_U_FLOOR: return floorf(x);
     case TDM_U_CEIL: return ceilf(x);
+    case TDM_U_LOG1P: return log1pf(x);
   }
   return 0;
 }
@@ -347,6 +358,16 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
     if (tdm_f32_unary__simd128(code, x, y, n)) return TDM_OK;
 #endif
     tdm_f32_unary__scalar(code, x, y, n);
+  } else if (out->dtype == TDM_I32) {
+    const int32_t *x = in[0].data;
+    int32_t *y = out->data;
+    for (int64_t i = 0; i < n; i++) {
+      const int32_t v = x[i];
+      y[i] = code == TDM_U_NEG ? (int32_t)(0 - (uint32_t)v)
+           : code == TDM_U_ABS ? (v < 0 ? (int32_t)(0 - (uint32_t)v) : v)
+           : code == TDM_U_RELU ? (v > 0 ? v : 0)
+           : v; /* floor, ceil of integers */
+    }
   } else {
     const int64_t *x = in[0].data;
     int64_t *y = out->data;
@@ -370,7 +391,7 @@ static tdm_status unary_check(const tdm_method *m, const tdm_op *op) {
   if (code == TDM_U_NOT) return y->dtype == TDM_BOOL ? TDM_OK : tdm__rule(op, "output must be bool");
   if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs from input dtype");
   bool int_ok = code == TDM_U_NEG || code == TDM_U_ABS || code == TDM_U_RELU || code == TDM_U_FLOOR || code == TDM_U_CEIL;
-  if (x->dtype == TDM_F32 || (x->dtype == TDM_I64 && int_ok)) return TDM_OK;
+  if (x->dtype == TDM_F32 || ((x->dtype == TDM_I64 || x->dtype == TDM_I32) && int_ok)) return TDM_OK;
   return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
 }
 
@@ -418,23 +439,40 @@ static int64_t f32_to_i64(float x) {
   return (int64_t)x;
 }
 
+static int32_t f32_to_i32(float x) {
+  /* The same rule for int32: NaN and values outside the int32 range give INT32_MIN. */
+  if (!(x > -2147483904.0f && x < 2147483648.0f)) return INT32_MIN;
+  return (int32_t)x;
+}
+
+/* Element i of an integer or bool tensor (float32: truncated as f32_to_i64). */
+static int64_t load_as_i64(const tdm_tensor *t, int64_t i) {
+  switch (t->dtype) {
+    case TDM_F32: return f32_to_i64(((const float *)t->data)[i]);
+    case TDM_I64: return ((const int64_t *)t->data)[i];
+    case TDM_I32: return ((const int32_t *)t->data)[i];
+    default: return ((const uint8_t *)t->data)[i];
+  }
+}
+
+/* Any dtype to any other: float32 → integers truncates (out of range and NaN: the type's minimum),
+ * int64 → int32 wraps (keeps the low 32 bits, like PyTorch), anything → bool is x != 0. */
 static tdm_status cast_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   const int64_t n = out->numel;
+  const bool from_float = in[0].dtype == TDM_F32;
   for (int64_t i = 0; i < n; i++) {
     switch (out->dtype) {
       case TDM_F32:
-        ((float *)out->data)[i] = in[0].dtype == TDM_I64 ? (float)((const int64_t *)in[0].data)[i]
-                                                          : (float)load_as_double(&in[0], i);
+        ((float *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] : (float)load_as_i64(&in[0], i);
         break;
-      case TDM_I64:
-        ((int64_t *)out->data)[i] = in[0].dtype == TDM_F32 ? f32_to_i64(((const float *)in[0].data)[i])
-                                    : in[0].dtype == TDM_I64 ? ((const int64_t *)in[0].data)[i]
-                                                             : ((const uint8_t *)in[0].data)[i];
+      case TDM_I64: ((int64_t *)out->data)[i] = load_as_i64(&in[0], i); break;
+      case TDM_I32:
+        ((int32_t *)out->data)[i] = from_float ? f32_to_i32(((const float *)in[0].data)[i])
+                                               : (int32_t)(uint32_t)(uint64_t)load_as_i64(&in[0], i);
         break;
       default:
-        ((uint8_t *)out->data)[i] = in[0].dtype == TDM_I64 ? ((const int64_t *)in[0].data)[i] != 0
-                                                            : load_as_double(&in[0], i) != 0;
+        ((uint8_t *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] != 0 : load_as_i64(&in[0], i) != 0;
     }
   }
   return TDM_OK;
@@ -448,7 +486,7 @@ static tdm_status cast_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-/* fill: out[...] = fattr[0] (float32) or iattr[0] (int64, bool). */
+/* fill: out[...] = fattr[0] (float32) or iattr[0] (int64, int32, bool). */
 static tdm_status fill_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)in;
   const int64_t n = out->numel;
@@ -457,6 +495,9 @@ static tdm_status fill_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     for (int64_t i = 0; i < n; i++) y[i] = v;
   } else if (out->dtype == TDM_I64) {
     int64_t v = op->iattr[0], *y = out->data;
+    for (int64_t i = 0; i < n; i++) y[i] = v;
+  } else if (out->dtype == TDM_I32) {
+    int32_t v = (int32_t)op->iattr[0], *y = out->data;
     for (int64_t i = 0; i < n; i++) y[i] = v;
   } else {
     memset(out->data, op->iattr[0] != 0, (size_t)n);
@@ -470,6 +511,8 @@ static tdm_status fill_check(const tdm_method *m, const tdm_op *op) {
   const bool f = TDM_OUTVAL(m, op, 0)->dtype == TDM_F32;
   if (f ? op->n_fattr != 1 || op->n_iattr != 0 : op->n_iattr != 1 || op->n_fattr != 0)
     return tdm__rule(op, "takes one value attribute of the output's dtype");
+  if (TDM_OUTVAL(m, op, 0)->dtype == TDM_I32 && (op->iattr[0] < INT32_MIN || op->iattr[0] > INT32_MAX))
+    return tdm__rule(op, "value out of the int32 range");
   return TDM_OK;
 }
 
@@ -503,7 +546,7 @@ const tdm_opdef tdm__elementwise_ops[] = {
     UN(sigmoid, TDM_U_SIGMOID), UN(relu, TDM_U_RELU), UN(gelu, TDM_U_GELU),
     UN(gelu_tanh, TDM_U_GELU_TANH), UN(silu, TDM_U_SILU), UN(erf, TDM_U_ERF),
     UN(reciprocal, TDM_U_RECIP), UN(floor, TDM_U_FLOOR), UN(ceil, TDM_U_CEIL),
-    UN(logical_not, TDM_U_NOT),
+    UN(logical_not, TDM_U_NOT), UN(log1p, TDM_U_LOG1P),
     TDM_OP(where, 0, where_check, where_run),
     TDM_OP(cast, 0, cast_check, cast_run),
     TDM_OP(fill, 0, fill_check, fill_run),

@@ -87,15 +87,14 @@ static tdm_status matmul_packed_check(const tdm_method *m, const tdm_op *op) {
 }
 
 /* embedding_packed: bp [ceil(N/8), K, 8] (a table [N, K] stored as the packed weight of a tied
- * output layer), idx i64 [...] → y [..., K] = rows idx of the table. iattr = [N]. Indices count
+ * output layer), idx int64 or int32 [...] → y [..., K] = rows idx of the table. iattr = [N]. Indices count
  * from the end when negative; out of range (never reached after check_index) gives zeros. */
 static tdm_status embedding_packed_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], K = in[0].shape->dims[1];
   const float *bp = in[0].data;
-  const int64_t *idx = in[1].data;
   float *y = out->data;
   for (int64_t t = 0; t < in[1].numel; t++, y += K) {
-    const int64_t v = idx[t] < 0 ? idx[t] + N : idx[t];
+    const int64_t it = tdm__index_at(&in[1], t), v = it < 0 ? it + N : it;
     if (v < 0 || v >= N) {
       memset(y, 0, (size_t)K * sizeof(float));
       continue;
@@ -110,7 +109,7 @@ static tdm_status embedding_packed_check(const tdm_method *m, const tdm_op *op) 
   if (op->n_in != 2 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes packed table, index, 1 output, [N]");
   const tdm_value *b = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   const int64_t N = op->iattr[0];
-  if (b->dtype != TDM_F32 || y->dtype != TDM_F32 || ix->dtype != TDM_I64) return tdm__rule(op, "table and output float32, index int64");
+  if (b->dtype != TDM_F32 || y->dtype != TDM_F32 || (ix->dtype != TDM_I64 && ix->dtype != TDM_I32)) return tdm__rule(op, "table and output float32, index int64 or int32");
   if (b->shape.rank != 3 || b->shape.dims[2] != TDM_PANEL || N < 0 || b->shape.dims[0] != N / TDM_PANEL + (N % TDM_PANEL != 0))
     return tdm__rule(op, "table must be [ceil(N/8), K, 8]");
   if (N == 0 && ix->numel > 0) return tdm__rule(op, "indexing an empty table");

@@ -17,21 +17,22 @@ static void outer_inner(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *
   for (int i = (int)d + 1; i < s->rank; i++) *inner *= s->dims[i];
 }
 
-/* check_index: index i64 (any shape); iattr = [n]. Fails the call unless every index is in
+/* check_index: index int64 or int32 (any shape); iattr = [n]. Fails the call unless every index is in
  * [-n, n). No output. */
 static tdm_status check_index_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)out;
   const int64_t n = op->iattr[0];
-  const int64_t *idx = in[0].data;
-  for (int64_t i = 0; i < in[0].numel; i++)
-    if (idx[i] < -n || idx[i] >= n)
-      return tdm__fail(TDM_ERR_INDEX, "index %lld is out of range for a dimension of size %lld", (long long)idx[i], (long long)n);
+  for (int64_t i = 0; i < in[0].numel; i++) {
+    const int64_t j = tdm__index_at(&in[0], i);
+    if (j < -n || j >= n)
+      return tdm__fail(TDM_ERR_INDEX, "index %lld is out of range for a dimension of size %lld", (long long)j, (long long)n);
+  }
   return TDM_OK;
 }
 
 static tdm_status check_index_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 1) return tdm__rule(op, "takes 1 input, no output, [n]");
-  if (TDM_VAL(m, op, 0)->dtype != TDM_I64) return tdm__rule(op, "index must be int64");
+  if (TDM_VAL(m, op, 0)->dtype != TDM_I64 && TDM_VAL(m, op, 0)->dtype != TDM_I32) return tdm__rule(op, "index must be int64 or int32");
   if (op->iattr[0] < 0) return tdm__rule(op, "n must be >= 0");
   return TDM_OK;
 }
@@ -47,10 +48,9 @@ static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const td
   int64_t outer, inner;
   outer_inner(s, d, &outer, &inner);
   const size_t es = tdm_dtype_size(out->dtype), chunk = (size_t)inner * es;
-  const int64_t *idx = in[1].data;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < k; i++) {
-      const int64_t j = idx[i] < 0 ? idx[i] + n : idx[i];
+      const int64_t ji = tdm__index_at(&in[1], i), j = ji < 0 ? ji + n : ji;
       if (j < 0 || j >= n) continue;
       uint8_t *dst = (uint8_t *)out->data + (size_t)(o * n + j) * chunk;
       const uint8_t *src = (const uint8_t *)in[2].data + (size_t)(o * k + i) * chunk;
@@ -60,6 +60,8 @@ static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const td
         for (int64_t e = 0; e < inner; e++) ((float *)dst)[e] += ((const float *)src)[e];
       } else if (out->dtype == TDM_I64) {
         for (int64_t e = 0; e < inner; e++) ((int64_t *)dst)[e] = (int64_t)((uint64_t)((int64_t *)dst)[e] + (uint64_t)((const int64_t *)src)[e]);
+      } else if (out->dtype == TDM_I32) {
+        for (int64_t e = 0; e < inner; e++) ((int32_t *)dst)[e] = (int32_t)((uint32_t)((int32_t *)dst)[e] + (uint32_t)((const int32_t *)src)[e]);
       } else {
         for (int64_t e = 0; e < inner; e++) dst[e] |= src[e];
       }
@@ -73,7 +75,7 @@ static tdm_status index_put_check(const tdm_method *m, const tdm_op *op) {
   const int64_t d = op->iattr[0];
   if (d < 0 || d >= b->shape.rank) return tdm__rule(op, "dim out of range");
   if (op->iattr[1] != 0 && op->iattr[1] != 1) return tdm__rule(op, "accumulate must be 0 or 1");
-  if (ix->dtype != TDM_I64 || ix->shape.rank != 1) return tdm__rule(op, "index must be a 1-d int64 tensor");
+  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || ix->shape.rank != 1) return tdm__rule(op, "index must be a 1-d int64 or int32 tensor");
   if (b->dtype != v->dtype || b->dtype != y->dtype || !tdm__shape_eq(&b->shape, &y->shape)) return tdm__rule(op, "base, values and output must match");
   tdm_shape want = b->shape;
   want.dims[d] = ix->shape.dims[0];

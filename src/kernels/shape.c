@@ -159,7 +159,6 @@ static tdm_status index_select_run(const tdm_op *op, const tdm_tensor *in, const
   const int64_t d = op->iattr[0];
   const tdm_shape *xs = in[0].shape;
   const int64_t n = xs->dims[d];
-  const int64_t *idx = in[1].data;
   const size_t es = tdm_dtype_size(out->dtype);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; i++) outer *= xs->dims[i];
@@ -168,7 +167,7 @@ static tdm_status index_select_run(const tdm_op *op, const tdm_tensor *in, const
   uint8_t *y = out->data;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < in[1].numel; i++) {
-      const int64_t j = idx[i] < 0 ? idx[i] + n : idx[i];
+      const int64_t ji = tdm__index_at(&in[1], i), j = ji < 0 ? ji + n : ji;
       if (j < 0 || j >= n) memset(y, 0, chunk);
       else memcpy(y, (const uint8_t *)in[0].data + ((o * n + j) * inner) * es, chunk);
       y += chunk;
@@ -181,7 +180,7 @@ static tdm_status index_select_check(const tdm_method *m, const tdm_op *op) {
   const tdm_value *x = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   const int64_t d = op->iattr[0];
   if (d < 0 || d >= x->shape.rank) return tdm__rule(op, "dim out of range");
-  if (ix->dtype != TDM_I64 || x->dtype != y->dtype) return tdm__rule(op, "index must be int64, dtypes must match");
+  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || x->dtype != y->dtype) return tdm__rule(op, "index must be int64 or int32, dtypes must match");
   if (x->shape.rank - 1 + ix->shape.rank > TDM_MAX_RANK) return tdm__rule(op, "result rank too large");
   tdm_shape want = {0};
   for (int i = 0; i < d; i++) want.dims[want.rank++] = x->shape.dims[i];

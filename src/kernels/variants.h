@@ -14,7 +14,7 @@ enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_P
        TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
 enum { TDM_U_NEG, TDM_U_ABS, TDM_U_EXP, TDM_U_LOG, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_SIN, TDM_U_COS, TDM_U_TANH,
        TDM_U_SIGMOID, TDM_U_RELU, TDM_U_GELU, TDM_U_GELU_TANH, TDM_U_SILU, TDM_U_ERF, TDM_U_RECIP, TDM_U_FLOOR,
-       TDM_U_CEIL, TDM_U_NOT };
+       TDM_U_CEIL, TDM_U_NOT, TDM_U_LOG1P };
 
 /* y[i] = x0[i*sa] op x1[i*sb] for one row of a float32 binary op; sa, sb are 0 (broadcast) or 1. */
 void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);

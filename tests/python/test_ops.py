@@ -271,6 +271,118 @@ case("channel_norm_plain", lambda x, m: m(x.transpose(1, 2)).transpose(1, 2), r(
 case("channel_norm_not_inverse", lambda x, m: m(x.transpose(1, 2)).transpose(0, 1), r(2, 7, 5), with_random_params(nn.LayerNorm(7)))
 
 
+# ---- issue #12: log1p, repeat, var/std, cumsum, gather, topk/sort, constant padding, group norm,
+# multi-index index_put, float64 fills, and int32 as a full dtype ----------------------------------
+for shape in [(1,), (3, 17), (2, 3, 33)]:
+    case("log1p", torch.log1p, pos(*shape) * 3 - 0.05)
+    case("log1p_tiny", lambda x: torch.log1p(x) * 1e6, r(*shape) * 1e-6)  # log(1 + x) would lose these
+case("log1p_edges", torch.log1p, torch.tensor([-0.9999999, -0.999999, 0.0, -0.0, 1e-30, 3e38, -1e-7]))
+for shape, reps in [((3,), (2,)), ((2, 3), (2, 1)), ((2, 3), (1, 3, 2)), ((), (4, 2)), ((2, 1, 5), (3, 2, 1)), ((3, 2), (0, 2))]:
+    case("repeat", lambda x, r_=reps: x.repeat(*r_) + 0, r(*shape))
+case("repeat_int", lambda x: x.repeat(2, 3), ints(2, 3))
+for shape, kw in [((5,), {}), ((3, 17), {"dim": 1}), ((3, 17), {"dim": 0, "correction": 0}), ((2, 3, 5), {"dim": (0, 2), "keepdim": True}),
+                  ((4, 9), {"dim": -1, "correction": 2.5}), ((2, 4), {"dim": 0}), ((2, 3, 5), {"correction": 0.5})]:
+    case("var", lambda x, k=kw: torch.var(x, **k), r(*shape) * 3 + 1)
+    case("std", lambda x, k=kw: torch.std(x, **k), r(*shape) * 3 + 1)
+case("var_mean", lambda x: torch.stack(torch.var_mean(x, 1, keepdim=True)), r(3, 7))
+case("std_unbiased", lambda x: x.std(0, unbiased=False), r(6, 3))
+for shape, dim in [((7,), 0), ((3, 17), 1), ((3, 17), 0), ((2, 3, 5), -2)]:
+    case("cumsum", lambda x, d=dim: torch.cumsum(x, d), r(*shape))
+    case("cumsum_int", lambda x, d=dim: torch.cumsum(x, d), ints(*shape))
+case("cumsum_bool", lambda x: torch.cumsum(x > 0, 1), r(3, 9))
+case("cumsum_long_rows", lambda x: torch.cumsum(x, -1), r(2, 5000))
+for shape, dim, ishape in [((10, 5), 0, (5, 5)), ((10, 5), 1, (10, 2)), ((3, 4, 5), 2, (3, 2, 7)), ((3, 4, 5), 1, (2, 9, 5)), ((6,), 0, (11,))]:
+    case("gather", lambda x, i, d=dim: torch.gather(x, d, i), r(*shape), ints(*ishape, lo=0, hi=shape[dim]))
+case("gather_dup", lambda x, i: x.gather(1, i), r(3, 6), torch.tensor([[5, 0], [5, 5], [2, 2]]))
+case("take_along_dim", lambda x: torch.take_along_dim(x, x.argsort(1, descending=True)[:, :3], 1), r(4, 9))
+for shape, dim, k in [((9,), 0, 3), ((3, 17), 1, 5), ((3, 17), 0, 1), ((2, 5, 3), 1, 5), ((1, 300), -1, 50)]:
+    case("topk", lambda x, d=dim, k_=k: torch.stack([v.float() for v in torch.topk(x, k_, d)]), r(*shape))
+    case("topk_smallest", lambda x, d=dim, k_=k: torch.topk(x, k_, d, largest=False)[1], r(*shape))
+    case("sort", lambda x, d=dim: torch.stack([v.float() for v in torch.sort(x, d)]), r(*shape))
+    case("sort_desc", lambda x, d=dim: torch.sort(x, d, descending=True)[1], r(*shape))
+# ties keep their order (stable), NaN sorts above every number, int64 and int32 values
+case("sort_ties", lambda x: torch.sort(x, dim=1, stable=True)[1] * 10 + torch.sort(x, dim=1, descending=True, stable=True)[1], ints(4, 13, lo=0, hi=3))
+case("topk_ties", lambda x: torch.topk(x, 4, 1)[0], ints(5, 11, lo=0, hi=3))  # which of equal values: unspecified
+case("sort_nan", lambda x: torch.sort(x, 0)[1] * 100 + torch.sort(x, 0, descending=True)[1], torch.tensor([1.0, float("nan"), -2.0, float("nan"), 0.0, -0.0]))
+case("sort_int64", lambda x: torch.sort(x, -1, descending=True)[0], ints(3, 8))
+case("sort_int32", lambda x: torch.sort(x, 0)[0] * 2, ints(7, 2).int())
+case("argsort", lambda x: torch.argsort(x, 1), r(3, 10))
+for shape, pad, value in [((3, 5), (1, 2), 0.0), ((2, 3, 4), (0, 1, 2, 0), 1.5), ((5, 3), (-1, -2, 1, 1), -2.0), ((1, 3, 4, 4), (-1, 1, -2, 1), 0.0),
+                          ((2, 3), (1, 1, 1, 1), 3.0), ((2, 2, 3), (1, 1, 0, 0, 2, 1), 3.0), ((2, 70), (5, 0), 0.0)]:
+    case("constant_pad", lambda x, p=pad, v=value: F.pad(x, p, value=v) * 1, r(*shape))
+case("constant_pad_int", lambda x: torch.constant_pad_nd(x, (2, 1, 0, 1), 7), ints(2, 3))
+for shape, groups, affine in [((2, 6), 3, True), ((2, 6, 5), 2, True), ((1, 4, 3, 3), 4, False), ((3, 6, 7), 1, True), ((2, 8, 2, 5), 2, True)]:
+    case("group_norm", lambda x, gr=groups, a=affine: F.group_norm(x, gr, torch.linspace(0.5, 1.5, x.shape[1]) if a else None,
+                                                                    torch.linspace(-1, 1, x.shape[1]) if a else None, 1e-5), r(*shape))
+case("group_norm_module", lambda x, m: m(x), r(2, 6, 9), with_random_params(nn.GroupNorm(3, 6)))
+# several index tensors, broadcast (x[i, j] = v as PyTorch writes it), negative indices,
+# accumulation with repeats, indexed dims after a slice (x[:, i, j]) and apart (x[i, :, j]; moved first)
+case("index2", lambda x, i, j: x[i, j], r(5, 6, 3), torch.tensor([0, 4, -1]), torch.tensor([5, -6, 2]))
+case("index2_bcast", lambda x, i, j: x[i, j], r(5, 6), torch.tensor([[0], [3]]), torch.tensor([1, 2, -1]))
+case("index2_inner", lambda x, i, j: x[:, i, j], r(2, 5, 6, 3), torch.tensor([1, 2]), torch.tensor([0, 5]))
+case("index2_apart", lambda x, i, j: x[i, :, j], r(4, 3, 5), torch.tensor([1, 3]), torch.tensor([0, -1]))
+case("index_put2", lambda x, i, j, v: torch.index_put(x, (i, j), v), r(5, 6, 3), torch.tensor([0, 4, -1]), torch.tensor([5, -6, 2]), r(3, 3))
+case("index_put2_bcast", lambda x, i, j, v: torch.index_put(x, (i, j), v), r(5, 6), torch.tensor([[0], [3]]), torch.tensor([1, 2, -1]), r(3))
+case("index_put2_acc", lambda x, i, j, v: torch.index_put(x, (i, j), v, accumulate=True), r(4, 5), torch.tensor([1, 1, 3, 1]), torch.tensor([2, 2, 0, 4]), r(4))
+
+
+def setitem(x, key, v, acc=False):
+    y = x.clone()
+    if acc:
+        y[key] += v
+    else:
+        y[key] = v
+    return y
+
+
+case("index_put2_inner", lambda x, i, j, v: setitem(x, (slice(None), i, j), v), r(2, 5, 6), torch.tensor([1, 2]), torch.tensor([0, 5]), r(2, 2))
+case("index_put2_apart", lambda x, i, j, v: setitem(x, (i, slice(None), j), v), r(4, 3, 5), torch.tensor([1, 3]), torch.tensor([0, -1]), r(2, 3))
+case("index_put2_apart_acc", lambda x, i, j, v: setitem(x, (i, slice(None), j), v, acc=True), r(4, 3, 5), torch.tensor([1, 3]), torch.tensor([0, -1]), r(3))
+case("index_put_mask", lambda x, m: torch.index_put(x, (m,), torch.tensor(2.5)), r(4, 5), torch.rand(4, 5, generator=g) > 0.5)
+case("index_put_mask_row_acc", lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True), r(4, 5), torch.tensor([True, False, True, True]), r(5))
+case("setitem2", lambda x, i, j: x.clone().index_put_((i, j), torch.tensor(-1.0)), r(3, 4), torch.tensor([0, 2]), torch.tensor([3, 1]))
+# OpInfo samples that failed before issue #12: integer matmuls (exact, wrapping), 0-d softmax and
+# index_select, mean and all over every dim, batch norm with statistics given at run time, a query
+# whose batch dims broadcast against the keys'
+case("mm_int", torch.mm, ints(3, 4), ints(4, 5))
+case("matmul_int_bcast", torch.matmul, ints(2, 3, 4), ints(4, 2))
+case("addmm_int", lambda c, a, b: torch.addmm(c, a, b, beta=2, alpha=3), ints(5), ints(3, 4), ints(4, 5))
+case("linear_i32", lambda x, w: F.linear(x, w), ints(3, 4).int(), ints(2, 4).int())
+case("softmax_0d", lambda x: torch.softmax(x, 0) + torch.log_softmax(x, -1), r())
+case("index_select_0d", lambda x, i: x.index_select(0, i) * 2, r(), torch.tensor([0]))
+case("mean_all", lambda x: x.mean(), r(3, 5))
+case("all_dims", lambda x: torch.stack([(x > -2).all(), (x > 1).any()]), r(3, 5))
+case("batch_norm_stats_inputs", lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, eps=1e-3), r(2, 4, 5), r(4), pos(4), r(4), r(4))
+case("sdpa_q_bcast", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_), r(4, 3, 8), r(2, 4, 6, 8), r(2, 4, 6, 8))
+# float64 made inside a method is computed in float32; float64 constants are stored as float32
+case("full_float64", lambda x: (x + torch.full((3, 40), 0.25, dtype=torch.float64)).float(), r(3, 40))
+case("double_math", lambda x: (x.double() * 3 + 1).float(), r(4, 5))
+
+# int32: arithmetic wraps like PyTorch's, division and remainder exact, index tensors may be int32
+I32 = torch.tensor([2**31 - 1, -(2**31), 7, -7, 0, 123456789, -1, 2**30 + 5], dtype=torch.int32)
+I32B = torch.tensor([2, 3, -5, 2**16 + 1, -1, 7, 2**31 - 1, -(2**31)], dtype=torch.int32)
+for name, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("maximum", torch.maximum), ("minimum", torch.minimum),
+                 ("floordiv", lambda a, b: torch.div(a, b, rounding_mode="floor")), ("truncdiv", lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+                 ("floor_divide", torch.floor_divide), ("remainder", torch.remainder), ("lt", torch.lt), ("eq", torch.eq), ("ge", torch.ge),
+                 ("where", lambda a, b: torch.where(a > b, a, b)), ("truediv", torch.div)]:
+    case(f"{name}_i32", fn, I32, I32B)
+    case(f"{name}_i32_bcast", fn, I32.reshape(2, 4), I32B[1:2].clone())
+case("pow_i32", torch.pow, torch.tensor([2, 3, -3, 7, 10], dtype=torch.int32), torch.tensor([31, 20, 5, 11, 9], dtype=torch.int32))
+case("unary_i32", lambda x: torch.stack([-x, x.abs(), torch.relu(x), x * 2 + 1, x // 3, x % 4]), I32)
+case("cast_i32", lambda x: torch.stack([x.float(), (x.float() * 0.7).int().float(), x.long().float()]), I32[2:].clone())
+case("cast_to_i32", lambda x, y: (x * 100).int() + y.int(), r(8), torch.tensor([2**40 + 5, -(2**33) - 1, 3, -3, 0, 1, 2, 2**31], dtype=torch.int64))
+case("sum_i32", lambda x: x.sum(0), ints(5, 3).int())
+case("amax_i32", lambda x: x.amax(1) - x.amin(1), ints(5, 3).int())
+case("argmax_i32", lambda x: x.argmax(1), ints(5, 7).int())
+case("cumsum_i32", lambda x: torch.cumsum(x, 0, dtype=torch.int32), I32)
+case("index_select_i32", lambda x, i: x.index_select(1, i), r(3, 6, 2), torch.tensor([5, 0, 4, 2], dtype=torch.int32))
+case("gather_i32", lambda x, i: x.gather(1, i), r(4, 6), ints(4, 3, lo=0, hi=6).int())
+case("embedding_i32", lambda i, w: F.embedding(i, w), ints(2, 5, lo=0, hi=10).int(), r(10, 7))
+case("index_put_i32", lambda x, i, v: x.index_put((i,), v, accumulate=True), ints(6, 2).int(), torch.tensor([4, 1, 4], dtype=torch.int32), ints(3, 2).int())
+case("full_i32", lambda x: x + torch.full((3, 70), 5, dtype=torch.int32), ints(3, 70).int())
+case("cat_i32", lambda a, b: torch.cat([a, b.permute(1, 0)], 0)[1::2], ints(3, 4).int(), ints(4, 5).int())
+
+
 class Fn(nn.Module):
     def __init__(self, fn, modules):
         super().__init__()
