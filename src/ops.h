@@ -34,6 +34,8 @@ typedef struct tdm_opdef {
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
+/* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */
+bool tdm__reads_const_only(const tdm_opdef *def);
 /* How many ops the runtime has (every family's table). */
 size_t tdm__op_count(void);
 
@@ -64,5 +66,6 @@ extern const tdm_opdef tdm__reduce_ops[];
 extern const tdm_opdef tdm__scatter_ops[];
 extern const tdm_opdef tdm__attention_ops[];
 extern const tdm_opdef tdm__conv_ops[];
+extern const tdm_opdef tdm__quant_ops[];
 
 #endif

@@ -10,6 +10,11 @@
   X(1, F32, "float32", 4) \
   X(2, I64, "int64", 8) \
   X(3, BOOL, "bool", 1) \
+  X(4, I8, "int8", 1) \
+  X(5, I4X2, "int4x2", 1) \
+
+/* Constant-only dtypes (quantized weights): only the quantized ops may read them. */
+#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5)
 
 /* Columns per panel of a packed weight: b [K, N] is stored [ceil(N/TDM_PANEL), K, TDM_PANEL]. */
 #define TDM_PANEL 8
@@ -119,8 +124,12 @@ enum {
   X(conv, 0, TDM_INPLACE_NONE) \
   X(max_pool, 0, TDM_INPLACE_NONE) \
   X(avg_pool, 0, TDM_INPLACE_NONE) \
+  X(matmul_q8, 0, TDM_INPLACE_NONE) \
+  X(matmul_q4, 0, TDM_INPLACE_NONE) \
+  X(embedding_q8, 0, TDM_INPLACE_NONE) \
+  X(embedding_q4, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 68
+#define TDM_SCHEMA_OP_COUNT 72
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -191,5 +200,9 @@ enum {
 #define TDM__OPFLAGS_conv             false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_max_pool         false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_avg_pool         false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q8        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q4        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q8     false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q4     false, TDM_INPLACE_NONE
 
 #endif

@@ -37,7 +37,20 @@ typedef struct tdm_conv_geom {
  * of the taps that land inside x. */
 float tdm_f32_conv_point__scalar(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float acc);
 
+/* Quantized weights (quant.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
+ * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), ceil(K/2), 8]
+ * bytes (two k per byte, even k in the low nibble), scale [ceil(N/8), ceil(K/G), 8], G even. */
+void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q4_gemm_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses, picked at build time */
+extern const tdm_q4_gemm_fn tdm_q4_gemm;
+
 #if defined(__wasm_simd128__)
+/* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
+void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
 /* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);
