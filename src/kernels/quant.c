@@ -59,8 +59,24 @@ static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
   memcpy(y, t, (size_t)n * sizeof(float));
 }
 
-#define F32X4_OF_I16_LO(w) wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(w))
-#define F32X4_OF_I16_HI(w) wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(w))
+/* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
+ * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
+ * (f32.convert_i32_s x 4; measured 5x slower than the float GEMV). Instead each i16 w, biased to
+ * u = w + 2^15 (flip the sign bit), becomes the low half of a float whose high half is 0x4B00:
+ * the float 2^23 + u; subtracting 2^23 + 2^15 leaves w (an interleave and a subtract per 4 lanes). */
+static inline v128_t f32x4_of_i16(v128_t w, int hi) {
+  const v128_t u = wasm_v128_xor(w, wasm_i16x8_splat((int16_t)0x8000)), e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8421376.0f)); /* 2^23 + 2^15 */
+}
+#define F32X4_OF_I16_LO(w) f32x4_of_i16((w), 0)
+#define F32X4_OF_I16_HI(w) f32x4_of_i16((w), 1)
+/* The same for u16 lanes holding q + 8 (int4 codes biased to [0, 15]): no bias flip needed. */
+static inline v128_t f32x4_of_q4(v128_t u, int hi) {
+  const v128_t e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8388616.0f)); /* 2^23 + 8 */
+}
 #define MULADD(s, x, w) ((s) = wasm_f32x4_add((s), wasm_f32x4_mul((x), (w))))
 
 /* ---- int8 -------------------------------------------------------------------------------------- */
@@ -157,23 +173,29 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 
 /* ---- int4 -------------------------------------------------------------------------------------- */
 
-/* Bytes b (two k of 8 columns each: b[0..7] = k, b[8..15] = k + 1) of 4-bit pairs -> the four k
- * (2 (k/2)...) as i16x8: w0 = the first row's low nibbles (k even), w1 its high nibbles, w2, w3 the
- * second row's. Sign extension by shifting the nibble to the top of the byte and back. */
+/* Two byte rows b (b[0..7]: k and k + 1 of 8 columns; b[8..15]: k + 2 and k + 3), k even
+ * -> four u16x8 of the codes biased to q + 8 in [0, 15]: w0 = the first row's low nibbles
+ * (k even), w1 its high nibbles, w2, w3 the second row's. Flipping bit 3 of each nibble (xor 0x88)
+ * turns two's complement q into q + 8, so masks and a 16-bit shift (x86 has no 8-bit one) suffice;
+ * f32x4_of_q4 then gives q. */
 static inline void q4_unpack16(v128_t b, v128_t *w0, v128_t *w1, v128_t *w2, v128_t *w3) {
-  const v128_t lo = wasm_i8x16_shr(wasm_i8x16_shl(b, 4), 4), hi = wasm_i8x16_shr(b, 4);
-  *w0 = wasm_i16x8_extend_low_i8x16(lo);
-  *w1 = wasm_i16x8_extend_low_i8x16(hi);
-  *w2 = wasm_i16x8_extend_high_i8x16(lo);
-  *w3 = wasm_i16x8_extend_high_i8x16(hi);
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(b, wasm_i8x16_splat((int8_t)0x88));
+  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
+  *w0 = wasm_u16x8_extend_low_u8x16(lo);
+  *w1 = wasm_u16x8_extend_low_u8x16(hi);
+  *w2 = wasm_u16x8_extend_high_u8x16(lo);
+  *w3 = wasm_u16x8_extend_high_u8x16(hi);
 }
 
-/* One byte row (8 columns, k even in the low nibbles, k + 1 in the high) -> two i16x8. */
+/* One byte row (8 columns, k even in the low nibbles, k + 1 in the high) -> two u16x8 of q + 8. */
 static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
-  const v128_t b = wasm_v128_load64_zero(p);
-  *w0 = wasm_i16x8_extend_low_i8x16(wasm_i8x16_shr(wasm_i8x16_shl(b, 4), 4));
-  *w1 = wasm_i16x8_extend_low_i8x16(wasm_i8x16_shr(b, 4));
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(wasm_v128_load64_zero(p), wasm_i8x16_splat((int8_t)0x88));
+  *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
+  *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
 }
+
+#define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
+#define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
 
 /* M = 1: two panels side by side; per group a partial sum per column (four k per step from one
  * 16-byte load per panel), scaled and added to the total at the group's end. */
@@ -193,37 +215,37 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
                      x3 = wasm_f32x4_splat(a[k + 3]);
         v128_t w0, w1, w2, w3;
         q4_unpack16(wasm_v128_load(pa + (k / 2) * 8), &w0, &w1, &w2, &w3);
-        MULADD(s0, x0, F32X4_OF_I16_LO(w0));
-        MULADD(s1, x0, F32X4_OF_I16_HI(w0));
-        MULADD(s0, x1, F32X4_OF_I16_LO(w1));
-        MULADD(s1, x1, F32X4_OF_I16_HI(w1));
-        MULADD(s0, x2, F32X4_OF_I16_LO(w2));
-        MULADD(s1, x2, F32X4_OF_I16_HI(w2));
-        MULADD(s0, x3, F32X4_OF_I16_LO(w3));
-        MULADD(s1, x3, F32X4_OF_I16_HI(w3));
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s0, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s1, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s0, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s1, x3, F32X4_OF_Q4_HI(w3));
         q4_unpack16(wasm_v128_load(pb + (k / 2) * 8), &w0, &w1, &w2, &w3);
-        MULADD(s2, x0, F32X4_OF_I16_LO(w0));
-        MULADD(s3, x0, F32X4_OF_I16_HI(w0));
-        MULADD(s2, x1, F32X4_OF_I16_LO(w1));
-        MULADD(s3, x1, F32X4_OF_I16_HI(w1));
-        MULADD(s2, x2, F32X4_OF_I16_LO(w2));
-        MULADD(s3, x2, F32X4_OF_I16_HI(w2));
-        MULADD(s2, x3, F32X4_OF_I16_LO(w3));
-        MULADD(s3, x3, F32X4_OF_I16_HI(w3));
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s2, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s3, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s2, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s3, x3, F32X4_OF_Q4_HI(w3));
       }
       for (; k < k1; k += 2) { /* 1 to 3 k left: byte rows, the last maybe with only its low nibble */
         const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
         v128_t w0, w1;
         q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
-        MULADD(s0, x0, F32X4_OF_I16_LO(w0));
-        MULADD(s1, x0, F32X4_OF_I16_HI(w0));
-        MULADD(s0, x1, F32X4_OF_I16_LO(w1));
-        MULADD(s1, x1, F32X4_OF_I16_HI(w1));
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
         q4_unpack8(pb + (k / 2) * 8, &w0, &w1);
-        MULADD(s2, x0, F32X4_OF_I16_LO(w0));
-        MULADD(s3, x0, F32X4_OF_I16_HI(w0));
-        MULADD(s2, x1, F32X4_OF_I16_LO(w1));
-        MULADD(s3, x1, F32X4_OF_I16_HI(w1));
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
       }
       MULADD(t0, s0, wasm_v128_load(sa + g * 8));
       MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
@@ -244,10 +266,10 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
         const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
         v128_t w0, w1;
         q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
-        MULADD(s0, x0, F32X4_OF_I16_LO(w0));
-        MULADD(s1, x0, F32X4_OF_I16_HI(w0));
-        MULADD(s0, x1, F32X4_OF_I16_LO(w1));
-        MULADD(s1, x1, F32X4_OF_I16_HI(w1));
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
       }
       MULADD(t0, s0, wasm_v128_load(sa + g * 8));
       MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
@@ -267,8 +289,8 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
       const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4);                           \
       v128_t w0, w1;                                                                               \
       q4_unpack8(panel + (k / 2) * 8, &w0, &w1);                                                   \
-      const v128_t b0 = wasm_f32x4_mul(F32X4_OF_I16_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_I16_HI(w0), g1); \
-      const v128_t d0 = wasm_f32x4_mul(F32X4_OF_I16_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_I16_HI(w1), g1); \
+      const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w0), g1); \
+      const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w1), g1); \
       const bool two = k + 1 < K;                                                                  \
       for (int r = 0; r < R; r++) {                                                                \
         const float *ar = a + (i + r) * K + k;                                                     \
