@@ -154,6 +154,13 @@ static tdm_status verify_op(const tdm_method *m, uint32_t k, int64_t *first_stat
     if (v >= m->n_values)
       return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): value index %u is out of range (%u values)", m->name, k, op->def->name, v, m->n_values);
   }
+  /* The constant-only dtypes (quantized weights) are read by the quantized ops only, whose rules
+   * say at which operand; every other op (copy, index_select, ... take any dtype) rejects them. */
+  if (!tdm__reads_const_only(op->def))
+    for (uint32_t j = 0; j < op->n_in; j++)
+      if (TDM_DTYPE_CONST_ONLY(m->values[op->in[j]].dtype))
+        return tdm__fail(TDM_ERR_OP_RULE, "method '%s' op %u: op '%s': input %u has dtype %s, which only quantized-weight ops read",
+                         m->name, k, op->def->name, j, tdm_dtype_name(m->values[op->in[j]].dtype));
   for (uint32_t j = 0; j < op->n_out; j++) {
     const tdm_value *y = &m->values[op->out[j]];
     if (y->region == TDM_REGION_CONST)
@@ -345,6 +352,8 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
       const size_t es = tdm_dtype_size(val->dtype);
       if (off % es) return tdm__fail(TDM_ERR_MALFORMED, "%s: offset %llu is not aligned to its element size", ctx, (unsigned long long)off);
       val->region = (tdm_region)region;
+      if (TDM_DTYPE_CONST_ONLY(val->dtype) && region != TDM_REGION_CONST)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s: dtype %s is for constants only", ctx, tdm_dtype_name(val->dtype));
       if (region == TDM_REGION_SCRATCH) {
         if (ref != 0) return tdm__fail(TDM_ERR_MALFORMED, "%s: a scratch value has a reference", ctx);
         if (!range_inside(off, val->nbytes, m->scratch_size))
@@ -380,6 +389,8 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
         if (v >= m->n_values) return tdm__fail(TDM_ERR_MALFORMED, "%s: value %u is out of range", ctx, v);
         list[i].value = v;
         const tdm_value *val = &m->values[v];
+        if (TDM_DTYPE_CONST_ONLY(val->dtype))
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: dtype %s is for constants only, never an input or output", ctx, tdm_dtype_name(val->dtype));
         if (!io) {
           if (val->region != TDM_REGION_SCRATCH) return tdm__fail(TDM_ERR_MALFORMED, "%s: inputs must live in scratch", ctx);
           for (uint32_t e = 0; e < i; e++) {
@@ -574,6 +585,8 @@ static tdm_status parse(tdm_program *p) {
     if ((s = string_ref(p, name, &st->name, ctx)) || (s = read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx))) return s;
     if (res != 0 || init > 1 || nbytes != st->nbytes)
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bad size, init kind or reserved byte", st->name);
+    if (TDM_DTYPE_CONST_ONLY(st->dtype))
+      return tdm__fail(TDM_ERR_MALFORMED, "state '%s': dtype %s is for constants only", st->name, tdm_dtype_name(st->dtype));
     if (off % TDM_FILE_ALIGN || off < state_end || !range_inside(off, nbytes, p->state_size))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bytes [%llu, +%llu) are unaligned, out of order, overlapping or outside the state region (%zu bytes)",
                        st->name, (unsigned long long)off, (unsigned long long)nbytes, p->state_size);

@@ -34,6 +34,8 @@ typedef struct tdm_opdef {
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
+/* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */
+bool tdm__reads_const_only(const tdm_opdef *def);
 /* How many ops the runtime has (every family's table). */
 size_t tdm__op_count(void);
 
@@ -70,5 +72,6 @@ extern const tdm_opdef tdm__select_ops[];
 static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {
   return t->dtype == TDM_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
 }
+extern const tdm_opdef tdm__quant_ops[];
 
 #endif

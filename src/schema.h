@@ -10,7 +10,12 @@
   X(1, F32, "float32", 4) \
   X(2, I64, "int64", 8) \
   X(3, BOOL, "bool", 1) \
+  X(4, I8, "int8", 1) \
+  X(5, I4X2, "int4x2", 1) \
   X(6, I32, "int32", 4) \
+
+/* Constant-only dtypes (quantized weights): only the quantized ops may read them. */
+#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5)
 
 /* Columns per panel of a packed weight: b [K, N] is stored [ceil(N/TDM_PANEL), K, TDM_PANEL]. */
 #define TDM_PANEL 8
@@ -129,8 +134,12 @@ enum {
   X(gather, 0, TDM_INPLACE_NONE) \
   X(sort, 0, TDM_INPLACE_NONE) \
   X(topk, 0, TDM_INPLACE_NONE) \
+  X(matmul_q8, 0, TDM_INPLACE_NONE) \
+  X(matmul_q4, 0, TDM_INPLACE_NONE) \
+  X(embedding_q8, 0, TDM_INPLACE_NONE) \
+  X(embedding_q4, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 74
+#define TDM_SCHEMA_OP_COUNT 78
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -207,5 +216,9 @@ enum {
 #define TDM__OPFLAGS_gather           false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_sort             false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_topk             false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q8        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q4        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q8     false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q4     false, TDM_INPLACE_NONE
 
 #endif

@@ -21,6 +21,8 @@ from .fuse import fuse_method, tie_embeddings
 from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
+from .quantize import Skip, quantize_methods
+from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
 
@@ -236,14 +238,27 @@ def _names_of(modules: list) -> dict:
     return names
 
 
-def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None) -> Program:
+def _parameters(modules: list) -> list:
+    """(name, tensor) for every parameter of the modules, under each of its names."""
+    return [(n.removeprefix("owner."), p) for m in modules for n, p in m.named_parameters(remove_duplicate=False)]
+
+
+def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None, *,
+           quantize: Optional[str] = None, quantize_group: int = QUANT_GROUP, quantize_skip: Skip = None) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
-    `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them."""
+    `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
+
+    quantize: None (float32 weights), "int8" (per output channel) or "int4" (per output channel and
+    group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
+    that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
+    some in float32: name substrings, or a function (parameter name, shape) -> True to skip."""
     specs = _normalize(module, methods)
     roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
     for fn, _ in specs.values():
         _keep_source_lines(fn)
-    name_of = _names_of(([module] if module is not None else []) + [r for r, _ in roots.values()])
+    modules = ([module] if module is not None else []) + [r for r, _ in roots.values()]
+    name_of = _names_of(modules)
+    params = _parameters(modules) if quantize is not None else []
 
     exported = {}
     for name, (fn, inputs) in specs.items():
@@ -304,6 +319,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
 
     lowered = [lower_method(name, ep, tensors, states, _tensor_key) for name, (ep, tensors, mutated) in exported.items()]
     tie_embeddings(lowered)
+    quantize_methods(lowered, quantize, params, quantize_group, quantize_skip)
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)

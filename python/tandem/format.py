@@ -56,11 +56,12 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         if storage in const_index:
             return const_index[storage]
         t = storage.tensor
+        dtype = storage.dtype or DTYPE_CODE[t.dtype]
         raw = t.numpy().tobytes()
-        key = (str(t.dtype), tuple(t.shape), hashlib.sha256(raw).digest())
+        key = (dtype, tuple(t.shape), hashlib.sha256(raw).digest())
         if key not in by_content:
             by_content[key] = len(consts)
-            consts.append((f"c{len(consts)}", t, put_data(raw), len(raw)))
+            consts.append((f"c{len(consts)}", dtype, t, put_data(raw), len(raw)))
         const_index[storage] = by_content[key]
         return const_index[storage]
 
@@ -119,8 +120,8 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
                                      st.offset, st.nbytes, init_off) + _dims(st.shape))
 
     const_sec = [CONSTANTS_HEAD.pack(len(consts))]
-    for name, t, off, nbytes in consts:
-        const_sec.append(CONSTANT.pack(strings(name), DTYPE_CODE[t.dtype], t.dim(), 0, off, nbytes) + _dims(t.shape))
+    for name, dtype, t, off, nbytes in consts:
+        const_sec.append(CONSTANT.pack(strings(name), dtype, t.dim(), 0, off, nbytes) + _dims(t.shape))
 
     meta = [METADATA_HEAD.pack(len(metadata or {}))]
     for key, value in (metadata or {}).items():

@@ -14,8 +14,11 @@ import torch
 from . import schema
 
 # Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
-F32, I64, BOOL, I32 = (next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int32"))
-DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES}
+F32, I64, BOOL, I8, I4X2, I32 = (next(d.code for d in schema.DTYPES if d.name == n)
+                                 for n in ("float32", "int64", "bool", "int8", "int4x2", "int32"))
+# torch dtype -> code for what a method computes with; the constant-only dtypes (quantized weights,
+# made by quantize.py) are not in it, so no input, state or activation can take them.
+DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES if not d.const_only}
 TORCH_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
 DTYPE_SIZE = {d.code: d.size for d in schema.DTYPES}
 DTYPE_NAME = {d.code: d.name for d in schema.DTYPES}
@@ -39,6 +42,7 @@ class Storage:
     kind: int  # SCRATCH, CONST or STATE
     nbytes: int
     tensor: Optional[torch.Tensor] = None  # CONST: the bytes to store
+    dtype: Optional[int] = None  # CONST: its dtype code when not the tensor's (int8, int4x2 weights)
     state: Optional["StateSpec"] = None  # STATE: which slot
     offset: int = 0  # SCRATCH: planned byte offset in the arena
     is_input: bool = False

@@ -25,13 +25,20 @@ class Dtype(NamedTuple):
     name: str  # also the torch dtype's name (torch.float32, ...) and the JS one
     size: int  # bytes per element
     c: str  # the tdm_dtype enumerator in include/tandem.h is TDM_<c>
+    const_only: bool = False  # quantized weights: only constants read by the QUANT_OPS have it
 
 
 DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "bool", 1, "BOOL"),
-          # codes 4 (int8) and 5 (packed int4) are taken by the quantized-weights work (branch quant17)
+          # One int8 per element (no torch name clash: torch.int8).
+          Dtype(4, "int8", 1, "I8", const_only=True),
+          # One element = one byte holding two signed 4-bit values, the first in the low nibble; dims
+          # count bytes, so element count x 1 = size in bytes, as for every other dtype.
+          Dtype(5, "int4x2", 1, "I4X2", const_only=True),
           Dtype(6, "int32", 4, "I32")]
+CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
 PANEL = 8  # columns per panel of a packed weight (matmul_packed, embedding_packed): [ceil(N/8), K, 8]
+QUANT_GROUP = 32  # default int4 group size along K (matmul_q4, embedding_q4)
 
 
 # ---- the file ------------------------------------------------------------------------------------
@@ -111,9 +118,12 @@ OPS = [
     OpDef("conv"), OpDef("max_pool"), OpDef("avg_pool"), OpDef("conv_transpose"),
     *_elementwise("log1p"),
     OpDef("cumsum"), OpDef("gather"), OpDef("sort"), OpDef("topk"),
+    # Quantized weights (docs/ops.md): the only ops that may read the constant-only dtypes.
+    OpDef("matmul_q8"), OpDef("matmul_q4"), OpDef("embedding_q8"), OpDef("embedding_q4"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
 CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
+QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"))

@@ -76,7 +76,8 @@ class CausalLM(nn.Module):
 def export_causal_lm(model: nn.Module, max_cache_len: int, max_prompt_len: int, metadata: dict | None = None,
                      **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
-    prefill chunks, decode and reset over its static KV cache (see the module's docstring)."""
+    prefill chunks, decode and reset over its static KV cache (see the module's docstring).
+    `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip."""
     if not 1 <= max_prompt_len <= max_cache_len:
         raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
     model = model.eval().float()

@@ -61,6 +61,16 @@ float tdm_f32_pool_point__scalar(const tdm_conv_geom *g, bool is_max, bool inclu
 /* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
 void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
 
+/* Quantized weights (quant.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
+ * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), ceil(K/2), 8]
+ * bytes (two k per byte, even k in the low nibble), scale [ceil(N/8), ceil(K/G), 8], G even. */
+void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q4_gemm_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses, picked at build time */
+extern const tdm_q4_gemm_fn tdm_q4_gemm;
+
 #if defined(__wasm_simd128__)
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy);
@@ -69,6 +79,9 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
  * written. */
 int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh,
                                   float *yr, int64_t lo, int64_t hi);
+/* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
+void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
 /* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);

@@ -1,4 +1,4 @@
-/* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h) against its
+/* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h, quant.c) against its
  * scalar reference, both compiled into one test-only wasm module (build/wasm/kernel_selftest.wasm)
  * that tests/js/kernels.test.js runs: on sizes that exercise each tail (n % 4, rows % 4, columns
  * % 8 and, for one row, % 32, K % 4) and on special values (NaN, ±inf, ±0, denormals, the largest
@@ -31,7 +31,7 @@ static float frand(void) {
   return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_CONV_GEMM, F_CONV_TRANSPOSE, F_POOL, F_COUNT };
+enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_CONV_GEMM, F_CONV_TRANSPOSE, F_POOL, F_QUANT, F_COUNT };
 static int bad_by_family[F_COUNT];
 
 /* Special float32 values every elementwise check mixes into its inputs. */
@@ -123,6 +123,55 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   return bad;
 }
 
+/* ---- quantized weights (src/kernels/quant.c) --------------------------------------------------- */
+
+/* int8 and int4 GEMM (scalar and, in wasm, SIMD128) against the dequantized weights @ a in double:
+ * random codes over the whole range ([-127, 127], [-8, 7]), positive scales, packed as the
+ * exporter packs them. Within float32 accumulation error, like the float GEMM. */
+static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = (K + G - 1) / G;
+  float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *w8 = malloc(sizeof(float) * (size_t)(K * N + 1));
+  float *w4 = malloc(sizeof(float) * (size_t)(K * N + 1));
+  int8_t *q8 = calloc((size_t)(P * K * 8 + 1), 1);
+  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  float *s8 = calloc((size_t)(P * 8 + 1), sizeof(float)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
+  float *ref8 = malloc(sizeof(float) * (size_t)(M * N + 1)), *ref4 = malloc(sizeof(float) * (size_t)(M * N + 1));
+  float *y = malloc(sizeof(float) * (size_t)(M * N + 1));
+  for (int64_t i = 0; i < M * K; i++) a[i] = frand();
+  for (int64_t j = 0; j < N; j++) {
+    s8[j] = (frand() + 1.5f) / 127;
+    for (int64_t g = 0; g < NG; g++) s4[((j / 8) * NG + g) * 8 + j % 8] = (frand() + 1.5f) / 7;
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      const int v8 = (int)((rng >> 8) % 255) - 127, v4 = (int)((rng >> 20) % 16) - 8;
+      q8[((j / 8) * K + k) * 8 + j % 8] = (int8_t)v8;
+      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+      w8[k * N + j] = (float)v8 * s8[j];
+      w4[k * N + j] = (float)v4 * s4[((j / 8) * NG + k / G) * 8 + j % 8];
+    }
+  }
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc8 = 0, acc4 = 0;
+      for (int64_t k = 0; k < K; k++) acc8 += (double)a[i * K + k] * w8[k * N + j], acc4 += (double)a[i * K + k] * w4[k * N + j];
+      ref8[i * N + j] = (float)acc8, ref4[i * N + j] = (float)acc4;
+    }
+  int bad = 0;
+  tdm_q8_gemm__scalar(M, N, K, a, q8, s8, y);
+  bad += gemm_compare(y, ref8, M * N, K);
+  tdm_q4_gemm__scalar(M, N, K, G, a, q4, s4, y);
+  bad += gemm_compare(y, ref4, M * N, K);
+#if defined(__wasm_simd128__)
+  tdm_q8_gemm_4x8__simd128(M, N, K, a, q8, s8, y);
+  bad += gemm_compare(y, ref8, M * N, K);
+  tdm_q4_gemm_4x8__simd128(M, N, K, G, a, q4, s4, y);
+  bad += gemm_compare(y, ref4, M * N, K);
+#endif
+  if (bad) REPORT("quant M=%lld N=%lld K=%lld G=%lld: %d mismatches\n", (long long)M, (long long)N, (long long)K, (long long)G, bad);
+  free(a), free(w8), free(w4), free(q8), free(q4), free(s8), free(s4), free(ref8), free(ref4), free(y);
+  bad_by_family[F_QUANT] += bad;
+  return bad;
+}
 
 #if defined(__wasm_simd128__)
 /* ---- elementwise ----------------------------------------------------------------------------- */
@@ -567,6 +616,14 @@ int tdm_kernel_selftest(void) {
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
       for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) bad += check_gemm(ms[i], ns[j], ks[k]);
   bad += check_gemm(64, 256, 128);
+  /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */
+  const int64_t qm[] = {1, 2, 3, 4, 5, 9}, qn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 65},
+                qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 8, 32};
+  for (size_t i = 0; i < sizeof qm / sizeof qm[0]; i++)
+    for (size_t j = 0; j < sizeof qn / sizeof qn[0]; j++)
+      for (size_t k = 0; k < sizeof qk / sizeof qk[0]; k++)
+        for (size_t g = 0; g < sizeof qg / sizeof qg[0]; g++) bad += check_quant(qm[i], qn[j], qk[k], qg[g]);
+  bad += check_quant(1, 1536, 576, 32) + check_quant(7, 96, 576, 32);
   return bad;
 }
 

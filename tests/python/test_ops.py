@@ -433,3 +433,73 @@ def test_repeat_kv_is_read_around_not_copied():
     program = tandem.export(module, {"forward": (q, k, v)})
     assert [op.name for op in program.method("forward").ops] == ["attention"]
     torch.testing.assert_close(tandem.load(program.to_bytes()).forward(q, k, v), module(q, k, v))
+
+
+# ---- quantized weights (tandem.export(quantize=...), docs/ops.md "Quantized weights") ------------
+# Against a reference quantization computed here with the same scheme (the module run in float64
+# with each quantized parameter replaced by its dequantized value), not against float32 eager: the
+# runtime must match it to float32 accuracy. Linear layers over N % 8, K % 32 and K < 32 and one or
+# several rows (the GEMV and the GEMM paths), an embedding with odd K, a tied table, a skipped layer.
+
+def ref_dequantize(w: torch.Tensor, mode: str, group: int = 32) -> torch.Tensor:
+    """w [N, K] as the module holds it (a Linear's weight, an embedding table) -> q · scale in
+    float64: int8 per row (output channel), int4 per row and group of `group` along K, symmetric."""
+    w = w.detach().float()
+    N, K = w.shape
+    qmax, G = (127, K) if mode == "int8" else (7, group)
+    NG = -(-K // G)
+    wg = torch.cat([w, torch.zeros(N, NG * G - K)], 1).reshape(N, NG, G)
+    s = wg.abs().amax(2, keepdim=True) / qmax  # float32, as stored
+    q = torch.where(s > 0, wg / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(wg)).round().clamp(-qmax, qmax)
+    return (q.double() * s.double()).reshape(N, NG * G)[:, :K]
+
+
+def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, skip=()):
+    """module's output in float64 with its 2-d parameters dequantized (except names containing a
+    `skip` substring), as float32."""
+    import copy
+    m = copy.deepcopy(module).double()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() == 2 and not any(s in name for s in skip):
+                p.copy_(ref_dequantize(p.float(), mode, group))
+        out = m(*[x.double() if x.is_floating_point() else x for x in inputs])
+    return out.float()
+
+
+class Tied(nn.Module):
+    def __init__(self, n, k):
+        super().__init__()
+        self.emb = nn.Embedding(n, k)
+        self.head = nn.Linear(k, n, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, i):
+        return self.head(torch.tanh(self.emb(i)))
+
+
+QCASES = []
+for mode in ("int8", "int4"):
+    for K, N, rows in [(45, 29, 1), (45, 29, 3), (7, 9, 5), (32, 8, 1), (33, 17, 4), (64, 40, 1), (100, 65, 2), (31, 33, 1)]:
+        QCASES.append(pytest.param(nn.Linear(K, N), (r(rows, K),), mode, 32, (), id=f"{mode}_linear_{K}x{N}_m{rows}"))
+    QCASES.append(pytest.param(nn.Embedding(37, 45), (ints(2, 5, lo=0, hi=37),), mode, 32, (), id=f"{mode}_embedding"))
+    QCASES.append(pytest.param(Tied(50, 33), (ints(1, 6, lo=0, hi=50),), mode, 32, (), id=f"{mode}_tied"))
+    QCASES.append(pytest.param(nn.Sequential(nn.Linear(20, 24), nn.GELU(), nn.Linear(24, 9)), (r(3, 20),), mode, 32, ("2.",),
+                               id=f"{mode}_skip_last_layer"))
+QCASES.append(pytest.param(nn.Linear(40, 19), (r(2, 40),), "int4", 8, (), id="int4_group8_linear"))
+QCASES.append(pytest.param(nn.Linear(40, 19), (r(1, 40),), "int4", 2, (), id="int4_group2_gemv"))
+
+
+@pytest.mark.parametrize("module,inputs,mode,group,skip", QCASES)
+def test_quantized_op_matches_reference_quantization(request, module, inputs, mode, group, skip):
+    module = module.eval()
+    program = tandem.export(module, {"forward": inputs}, quantize=mode, quantize_group=group, quantize_skip=list(skip))
+    names = {op.name for op in program.method("forward").ops}
+    assert names & {"matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"}, names
+    assert not names & {"matmul_packed", "embedding_packed", "index_select"} or skip, names
+    got = tandem.load(program.to_bytes()).forward(*inputs)
+    want = ref_quantized_output(module, inputs, mode, group, skip)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():  # and it is a different model from float32: the test can tell them apart
+        assert (module(*inputs) - want).abs().max() > 1e-4
+    _record(request, program.to_bytes(), inputs, want, 1e-5, 1e-5)

@@ -1,0 +1,178 @@
+"""Weight quantization at export (`tandem.export(..., quantize="int8" | "int4")`), a pass over the
+lowered methods after `tie_embeddings`: the weights of linear layers (`matmul_packed`) and embedding
+tables (`embedding_packed`, and `index_select` of rows of a parameter) become packed int8 or int4
+constants with float32 scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`embedding_q4`
+(layouts in docs/ops.md). Activations stay float32.
+
+- int8: symmetric, per output channel (a column of B [K, N], i.e. a row of a Linear's weight or of
+  an embedding table): scale = max|w| / 127, q = round(w / scale) in [-127, 127].
+- int4: symmetric, per output channel and group of `group` consecutive k (default 32): scale =
+  max|w| / 7 over the group, q = round(w / scale) in [-7, 7]. No zero point.
+
+Only weights that are parameters of the exported module(s) are quantized (a constant computed in the
+method, or a buffer, stays float32), and `skip` keeps chosen ones in float32: a list of substrings
+of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -> bool` over the
+parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
+reads its rows from the quantized packed weight of the output layer.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+
+from .ir import CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
+from .schema import PANEL, QUANT_GROUP
+
+Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
+
+
+def quantize_weight(w: torch.Tensor, mode: str, group: int = QUANT_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """w [K, N] -> (q [K, N] int8 codes, scales [K or ceil(K/group) rows, N] float32): w ≈ q · scale
+    (int8: one scale row for every k; int4: row g covers k in [g·group, (g+1)·group))."""
+    w = w.detach().to(torch.float32)
+    K, N = w.shape
+    if mode == "int8":
+        amax = w.abs().amax(dim=0, keepdim=True) if K else torch.zeros(1, N)
+        scale = (amax / 127).to(torch.float32)
+        q = torch.where(scale > 0, w / torch.where(scale > 0, scale, 1), 0).round().clamp(-127, 127)
+        return q.to(torch.int8), scale
+    G = group
+    NG = -(-K // G)
+    padded = torch.zeros(NG * G, N)
+    padded[:K] = w
+    g = padded.reshape(NG, G, N)
+    scale = (g.abs().amax(dim=1) / 7).to(torch.float32)  # [NG, N]
+    s = scale[:, None, :]
+    q = torch.where(s > 0, g / torch.where(s > 0, s, 1), 0).round().clamp(-7, 7)
+    return q.reshape(NG * G, N)[:K].to(torch.int8), scale
+
+
+def _panels(x: torch.Tensor) -> torch.Tensor:
+    """x [R, N] -> [ceil(N/PANEL), R, PANEL], zero past N (the matmul_packed layout)."""
+    R, N = x.shape
+    P = -(-N // PANEL)
+    padded = torch.zeros(R, P * PANEL, dtype=x.dtype)
+    padded[:, :N] = x
+    return padded.reshape(R, P, PANEL).permute(1, 0, 2).contiguous()
+
+
+def pack_int8(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """matmul_q8's operands: q [K, N] -> int8 [P, K, 8]; scale [1, N] -> float32 [P, 8]."""
+    return _panels(q), _panels(scale)[:, 0, :].contiguous()
+
+
+def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """matmul_q4's operands: q [K, N] in [-8, 7] -> bytes [P, ceil(K/2), 8] (even k in the low
+    nibble, odd k in the high one, as two's complement); scale [NG, N] -> float32 [P, NG, 8]."""
+    K, N = q.shape
+    even = torch.zeros(-(-K // 2) * 2, N, dtype=torch.int16)
+    even[:K] = q.to(torch.int16)
+    nib = even & 15
+    b = (nib[0::2] | (nib[1::2] << 4)).to(torch.uint8)
+    return _panels(b), _panels(scale)
+
+
+def unpack_panels(bp: torch.Tensor, N: int) -> torch.Tensor:
+    """[P, K, PANEL] -> [K, N] (the inverse of the packing)."""
+    P, K, _ = bp.shape
+    return bp.permute(1, 0, 2).reshape(K, P * PANEL)[:, :N]
+
+
+class _Names:
+    """Names a weight B [K, N] by the module parameter it was made from (W = B.T as nn.Linear holds
+    it, or B itself), or None when it is not a parameter."""
+
+    def __init__(self, params: Sequence[tuple[str, torch.Tensor]]):
+        self.by_shape: dict = {}
+        for name, p in params:
+            if p.dim() == 2 and p.is_floating_point():
+                self.by_shape.setdefault(tuple(p.shape), []).append((name, p.detach()))
+
+    def __call__(self, b: torch.Tensor) -> Optional[tuple[list, tuple]]:
+        K, N = b.shape
+        found, shape = [], None
+        for cand, view in (((N, K), b.t()), ((K, N), b)):
+            for name, p in self.by_shape.get(cand, ()):
+                if p.dtype == view.dtype and torch.equal(p, view):
+                    found.append(name)
+                    shape = shape or cand
+        return (found, shape) if found else None
+
+
+def _skipped(skip: Skip, names: list, shape: tuple) -> bool:
+    if skip is None:
+        return False
+    if callable(skip):
+        return any(bool(skip(n, shape)) for n in names)
+    if isinstance(skip, str):
+        skip = [skip]
+    return any(s in n for s in skip for n in names)
+
+
+def quantize_methods(methods: list, mode: Optional[str], params: Sequence[tuple[str, torch.Tensor]],
+                     group: int = QUANT_GROUP, skip: Skip = None) -> None:
+    """Rewrites the methods' float32 weight ops into quantized ones, in place (see the module)."""
+    if mode is None:
+        return
+    if mode not in ("int8", "int4"):
+        raise ExportError(f"quantize={mode!r}: use 'int8', 'int4' or None")
+    if mode == "int4" and (not isinstance(group, int) or group < 2 or group % 2):
+        raise ExportError(f"quantize_group={group!r}: the int4 group size must be an even integer >= 2")
+    if not (skip is None or callable(skip) or isinstance(skip, str)
+            or (isinstance(skip, (list, tuple, set)) and all(isinstance(s, str) for s in skip))):
+        raise ExportError("quantize_skip must be a list of name substrings or a function (name, shape) -> bool")
+    names = _Names(params)
+    done: dict = {}  # id(float storage) -> (q Value, scale Value) or None (stays float32)
+
+    def quantized(v: Value, b: Optional[torch.Tensor] = None):
+        """(q, scale) Values for the weight whose packed float32 constant is v (or, for a table
+        used as is, whose B is b), or None to keep it."""
+        key = id(v.storage)
+        if key not in done:
+            if b is None:
+                b = unpack_panels(v.storage.tensor.reshape(v.shape), done_n[key])
+            named = names(b)
+            if named is None or _skipped(skip, *named):
+                done[key] = None
+            else:
+                q, scale = quantize_weight(b, mode, group)
+                qp, sp = pack_int8(q, scale) if mode == "int8" else pack_int4(q, scale)
+                done[key] = (_const(qp, I8 if mode == "int8" else I4X2), _const(sp, F32))
+        return done[key]
+
+    done_n: dict = {}
+    for m in methods:
+        for op in m.ops:
+            if op.name in ("matmul_packed", "embedding_packed"):
+                w = op.ins[1] if op.name == "matmul_packed" else op.ins[0]
+                if w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
+                    done_n[id(w.storage)] = op.iattr[0]
+    attrs = (lambda N: [N]) if mode == "int8" else (lambda N: [N, group])
+    suffix = "q8" if mode == "int8" else "q4"
+    for m in methods:
+        for i, op in enumerate(m.ops):
+            if op.name == "matmul_packed" and id(op.ins[1].storage) in done_n:
+                r = quantized(op.ins[1])
+                if r:
+                    m.ops[i] = Op(f"matmul_{suffix}", [op.ins[0], *r], op.outs, attrs(op.iattr[0]), [], op.where)
+            elif op.name == "embedding_packed" and id(op.ins[0].storage) in done_n:
+                r = quantized(op.ins[0])
+                if r:
+                    m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(op.iattr[0]), [], op.where)
+            elif op.name == "index_select" and op.iattr == [0] and _is_table(op.ins[0]) and op.ins[1].dtype == I64:
+                x = op.ins[0]
+                table = x.storage.tensor.reshape(x.shape)
+                r = quantized(x, table.t())
+                if r:
+                    m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
+
+
+def _is_table(x: Value) -> bool:
+    return (x.storage.kind == CONST and x.dtype == F32 and len(x.shape) == 2 and x.offset == 0
+            and x.nbytes == x.storage.nbytes and x.shape[0] > 0 and x.shape[1] > 0)
+
+
+def _const(t: torch.Tensor, dtype: int) -> Value:
+    t = t.contiguous()
+    return Value(dtype, tuple(t.shape), Storage(CONST, t.numel() * t.element_size(), tensor=t, dtype=dtype))

@@ -1,0 +1,468 @@
+/* quant.c — matrix multiply and row gather on weights quantized at export (docs/ops.md, "Quantized
+ * weights"): matmul_q8 / embedding_q8 (int8, one float32 scale per output column) and matmul_q4 /
+ * embedding_q4 (signed 4-bit, one float32 scale per column and group of G consecutive k). Weights
+ * are packed in 8-column panels like matmul_packed's:
+ *   int8:  qp [P, K, 8]            qp[p][k][j] = q[k][8p + j]
+ *   int4:  qp [P, ceil(K/2), 8]    byte qp[p][k/2][j] holds q[k][8p + j], even k in the low nibble
+ *   scale: [P, 8] (int8) or [P, ceil(K/G), 8] (int4), zero past N; P = ceil(N/8).
+ * Activations and results stay float32: the kernels turn the weights into float lanes in registers
+ * (no dequantized copy), so y equals (q · scale) @ a up to float32 rounding. The scalar references
+ * and the SIMD128 variants are declared in variants.h and compared by tests/c/kernel_selftest.c. */
+#include "../ops.h"
+#include "../util.h"
+#include "variants.h"
+
+#include <string.h>
+
+/* The signed 4-bit value in the low (hi = 0) or high nibble of b. */
+static inline int nibble(uint8_t b, int hi) { return (((hi ? b >> 4 : b) & 15) ^ 8) - 8; }
+
+void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const int8_t *col = qp + (j / TDM_PANEL) * K * TDM_PANEL + j % TDM_PANEL;
+      float acc = 0;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * (float)col[k * TDM_PANEL];
+      y[i * N + j] = acc * scale[j];
+    }
+}
+
+void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const uint8_t *col = qp + (j / TDM_PANEL) * KB * TDM_PANEL + j % TDM_PANEL;
+      const float *sc = scale + (j / TDM_PANEL) * NG * TDM_PANEL + j % TDM_PANEL;
+      float acc = 0;
+      for (int64_t g = 0; g < NG; g++) {
+        float s = 0;
+        const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+        for (int64_t k = g * G; k < k1; k++) s += a[i * K + k] * (float)nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1));
+        acc += s * sc[g * TDM_PANEL];
+      }
+      y[i * N + j] = acc;
+    }
+}
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+
+static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
+  if (n >= 8) {
+    wasm_v128_store(y, v0);
+    wasm_v128_store(y + 4, v1);
+    return;
+  }
+  float t[8];
+  wasm_v128_store(t, v0);
+  wasm_v128_store(t + 4, v1);
+  memcpy(y, t, (size_t)n * sizeof(float));
+}
+
+/* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
+ * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
+ * (f32.convert_i32_s x 4; measured 5x slower than the float GEMV). Instead each i16 w, biased to
+ * u = w + 2^15 (flip the sign bit), becomes the low half of a float whose high half is 0x4B00:
+ * the float 2^23 + u; subtracting 2^23 + 2^15 leaves w (an interleave and a subtract per 4 lanes). */
+static inline v128_t f32x4_of_i16(v128_t w, int hi) {
+  const v128_t u = wasm_v128_xor(w, wasm_i16x8_splat((int16_t)0x8000)), e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8421376.0f)); /* 2^23 + 2^15 */
+}
+#define F32X4_OF_I16_LO(w) f32x4_of_i16((w), 0)
+#define F32X4_OF_I16_HI(w) f32x4_of_i16((w), 1)
+/* The same for u16 lanes holding q + 8 (int4 codes biased to [0, 15]): no bias flip needed. */
+static inline v128_t f32x4_of_q4(v128_t u, int hi) {
+  const v128_t e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8388616.0f)); /* 2^23 + 8 */
+}
+#define MULADD(s, x, w) ((s) = wasm_f32x4_add((s), wasm_f32x4_mul((x), (w))))
+
+/* ---- int8 -------------------------------------------------------------------------------------- */
+
+/* M = 1: four panels side by side (one splat of a[k] per 32 columns, four weight streams in
+ * flight), each k's 8 int8 weights sign-extended on load (i16x8.load8x8_s) and widened to two f32x4;
+ * the column scales are applied once at the end. Then the remaining panels one at a time. */
+static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    const float *ak = a;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (size_t kk = (size_t)K; kk > 0; kk--, ak++, p0 += 8, p1 += 8, p2 += 8, p3 += 8) {
+      const v128_t x = wasm_f32x4_splat(*ak);
+      const v128_t w0 = wasm_i16x8_load8x8(p0), w1 = wasm_i16x8_load8x8(p1), w2 = wasm_i16x8_load8x8(p2),
+                   w3 = wasm_i16x8_load8x8(p3);
+      MULADD(s0, x, F32X4_OF_I16_LO(w0));
+      MULADD(s1, x, F32X4_OF_I16_HI(w0));
+      MULADD(s2, x, F32X4_OF_I16_LO(w1));
+      MULADD(s3, x, F32X4_OF_I16_HI(w1));
+      MULADD(s4, x, F32X4_OF_I16_LO(w2));
+      MULADD(s5, x, F32X4_OF_I16_HI(w2));
+      MULADD(s6, x, F32X4_OF_I16_LO(w3));
+      MULADD(s7, x, F32X4_OF_I16_HI(w3));
+    }
+    const float *sc = scale + j;
+    store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
+    store8(y + j + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
+    store8(y + j + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
+    store8(y + j + 24, wasm_f32x4_mul(s6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(s7, wasm_v128_load(sc + 28)), N - j - 24);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0;
+    for (int64_t k = 0; k < K; k++, p += 8) {
+      const v128_t x = wasm_f32x4_splat(a[k]), w = wasm_i16x8_load8x8(p);
+      MULADD(s0, x, F32X4_OF_I16_LO(w));
+      MULADD(s1, x, F32X4_OF_I16_HI(w));
+    }
+    store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(scale + j)), wasm_f32x4_mul(s1, wasm_v128_load(scale + j + 4)), N - j);
+  }
+}
+
+/* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
+ * rows (R = 1 to 4); the column scales are applied at the end. */
+#define Q8_TILE(R)                                                                                 \
+  do {                                                                                             \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,       \
+           c30 = c00, c31 = c00;                                                                   \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;                         \
+    const int8_t *pb = panel;                                                                      \
+    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                   \
+      const v128_t w = wasm_i16x8_load8x8(pb), b0 = F32X4_OF_I16_LO(w), b1 = F32X4_OF_I16_HI(w);   \
+      v128_t x = wasm_f32x4_splat(*a0);                                                            \
+      MULADD(c00, x, b0);                                                                          \
+      MULADD(c01, x, b1);                                                                          \
+      if (R > 1) {                                                                                 \
+        x = wasm_f32x4_splat(*a1);                                                                 \
+        MULADD(c10, x, b0);                                                                        \
+        MULADD(c11, x, b1);                                                                        \
+      }                                                                                            \
+      if (R > 2) {                                                                                 \
+        x = wasm_f32x4_splat(*a2);                                                                 \
+        MULADD(c20, x, b0);                                                                        \
+        MULADD(c21, x, b1);                                                                        \
+      }                                                                                            \
+      if (R > 3) {                                                                                 \
+        x = wasm_f32x4_splat(*a3);                                                                 \
+        MULADD(c30, x, b0);                                                                        \
+        MULADD(c31, x, b1);                                                                        \
+      }                                                                                            \
+    }                                                                                              \
+    const int64_t n = N - j;                                                                       \
+    store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n);                   \
+    if (R > 1) store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n);  \
+    if (R > 2) store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n);  \
+    if (R > 3) store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n);  \
+  } while (0)
+
+void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M == 1) {
+    q8_gemv__simd128(N, K, a, qp, scale, y);
+    return;
+  }
+  for (int64_t j = 0; j < N; j += 8) {
+    const int8_t *panel = qp + (j / 8) * K * 8;
+    const v128_t sc0 = wasm_v128_load(scale + j), sc1 = wasm_v128_load(scale + j + 4);
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q8_TILE(4);
+    for (; i < M; i++) Q8_TILE(1);
+  }
+}
+
+/* ---- int4 -------------------------------------------------------------------------------------- */
+
+/* Two byte rows b (b[0..7]: k and k + 1 of 8 columns; b[8..15]: k + 2 and k + 3), k even
+ * -> four u16x8 of the codes biased to q + 8 in [0, 15]: w0 = the first row's low nibbles
+ * (k even), w1 its high nibbles, w2, w3 the second row's. Flipping bit 3 of each nibble (xor 0x88)
+ * turns two's complement q into q + 8, so masks and a 16-bit shift (x86 has no 8-bit one) suffice;
+ * f32x4_of_q4 then gives q. */
+static inline void q4_unpack16(v128_t b, v128_t *w0, v128_t *w1, v128_t *w2, v128_t *w3) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(b, wasm_i8x16_splat((int8_t)0x88));
+  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
+  *w0 = wasm_u16x8_extend_low_u8x16(lo);
+  *w1 = wasm_u16x8_extend_low_u8x16(hi);
+  *w2 = wasm_u16x8_extend_high_u8x16(lo);
+  *w3 = wasm_u16x8_extend_high_u8x16(hi);
+}
+
+/* One byte row (8 columns, k even in the low nibbles, k + 1 in the high) -> two u16x8 of q + 8. */
+static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(wasm_v128_load64_zero(p), wasm_i8x16_splat((int8_t)0x88));
+  *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
+  *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
+}
+
+#define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
+#define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
+
+/* M = 1: two panels side by side; per group a partial sum per column (four k per step from one
+ * 16-byte load per panel), scaled and added to the total at the group's end. */
+static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16) { /* panels j/8 and j/8 + 1 (the second may be partial) */
+    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
+      int64_t k = g * G;
+      for (; k + 4 <= k1; k += 4) {
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]), x2 = wasm_f32x4_splat(a[k + 2]),
+                     x3 = wasm_f32x4_splat(a[k + 3]);
+        v128_t w0, w1, w2, w3;
+        q4_unpack16(wasm_v128_load(pa + (k / 2) * 8), &w0, &w1, &w2, &w3);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s0, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s1, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s0, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s1, x3, F32X4_OF_Q4_HI(w3));
+        q4_unpack16(wasm_v128_load(pb + (k / 2) * 8), &w0, &w1, &w2, &w3);
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s2, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s3, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s2, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s3, x3, F32X4_OF_Q4_HI(w3));
+      }
+      for (; k < k1; k += 2) { /* 1 to 3 k left: byte rows, the last maybe with only its low nibble */
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
+        v128_t w0, w1;
+        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+        q4_unpack8(pb + (k / 2) * 8, &w0, &w1);
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
+      }
+      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
+      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
+      MULADD(t2, s2, wasm_v128_load(sb + g * 8));
+      MULADD(t3, s3, wasm_v128_load(sb + g * 8 + 4));
+    }
+    store8(y + j, t0, t1, 8);
+    store8(y + j + 8, t2, t3, N - j - 8);
+  }
+  for (; j < N; j += 8) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_f32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) {
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
+        v128_t w0, w1;
+        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+      }
+      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
+      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
+    }
+    store8(y + j, t0, t1, N - j);
+  }
+}
+
+/* Rows i..i+R-1, panel j / 8: each byte row's weights are widened and multiplied by their group's
+ * scales once, then serve R rows. */
+#define Q4_TILE(R)                                                                                 \
+  do {                                                                                             \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,       \
+           c30 = c00, c31 = c00;                                                                   \
+    for (int64_t k = 0; k < K; k += 2) {                                                           \
+      const float *sg = sc + (k / G) * 8;                                                          \
+      const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4);                           \
+      v128_t w0, w1;                                                                               \
+      q4_unpack8(panel + (k / 2) * 8, &w0, &w1);                                                   \
+      const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w0), g1); \
+      const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w1), g1); \
+      const bool two = k + 1 < K;                                                                  \
+      for (int r = 0; r < R; r++) {                                                                \
+        const float *ar = a + (i + r) * K + k;                                                     \
+        const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f);     \
+        v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30;                         \
+        v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31;                         \
+        *c0 = wasm_f32x4_add(*c0, wasm_f32x4_add(wasm_f32x4_mul(x0, b0), wasm_f32x4_mul(x1, d0)));  \
+        *c1 = wasm_f32x4_add(*c1, wasm_f32x4_add(wasm_f32x4_mul(x0, b1), wasm_f32x4_mul(x1, d1)));  \
+      }                                                                                            \
+    }                                                                                              \
+    const int64_t n = N - j;                                                                       \
+    store8(y + i * N + j, c00, c01, n);                                                            \
+    if (R > 1) store8(y + (i + 1) * N + j, c10, c11, n);                                           \
+    if (R > 2) store8(y + (i + 2) * N + j, c20, c21, n);                                           \
+    if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                           \
+  } while (0)
+
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                              float *y) {
+  if (M == 1) {
+    q4_gemv__simd128(N, K, G, a, qp, scale, y);
+    return;
+  }
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q4_TILE(4);
+    for (; i < M; i++) Q4_TILE(1);
+  }
+}
+
+const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
+const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;
+#else
+const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
+const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
+#endif
+
+/* ---- ops --------------------------------------------------------------------------------------- */
+
+static bool packed_n(int64_t N, int64_t panels) { return N >= 1 && N <= INT64_MAX - TDM_PANEL && panels == (N + TDM_PANEL - 1) / TDM_PANEL; }
+
+/* The int4 geometry: K values in ceil(K/2) byte rows, groups of G (even, so a group starts on a
+ * byte), ceil(K/G) scales per column. */
+static bool q4_geometry(const tdm_value *q, const tdm_value *s, int64_t N, int64_t K, int64_t G) {
+  if (G < 2 || G % 2 || K < 0 || q->shape.rank != 3 || s->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL ||
+      s->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || s->shape.dims[0] != q->shape.dims[0])
+    return false;
+  return q->shape.dims[1] == K / 2 + K % 2 && s->shape.dims[1] == K / G + (K % G != 0);
+}
+
+/* a [..., K], qp, scale -> y [..., N]: a's shape with N columns. */
+static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4) {
+  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != (q4 ? 2 : 1))
+    return tdm__rule(op, q4 ? "takes a, packed q, scales, 1 output, [N, G]" : "takes a, packed q, scales, 1 output, [N]");
+  const tdm_value *a = TDM_VAL(m, op, 0), *q = TDM_VAL(m, op, 1), *s = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
+  if (a->dtype != TDM_F32 || s->dtype != TDM_F32 || y->dtype != TDM_F32 || q->dtype != (q4 ? TDM_I4X2 : TDM_I8))
+    return tdm__rule(op, q4 ? "a, scales and output float32, weights int4x2" : "a, scales and output float32, weights int8");
+  if (a->shape.rank < 1) return tdm__rule(op, "a must have rank >= 1");
+  const int64_t N = op->iattr[0], K = a->shape.dims[a->shape.rank - 1];
+  if (q4) {
+    if (!q4_geometry(q, s, N, K, op->iattr[1]))
+      return tdm__rule(op, "weights must be [ceil(N/8), ceil(K/2), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
+  } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
+             s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
+    return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
+  }
+  tdm_shape want = a->shape;
+  want.dims[want.rank - 1] = N;
+  if (!tdm__shape_eq(&want, &y->shape)) return tdm__rule(op, "output must be a's shape with N columns");
+  return TDM_OK;
+}
+
+static tdm_status matmul_q8_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, false); }
+static tdm_status matmul_q4_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, true); }
+
+static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
+  if (K == 0) {
+    memset(out->data, 0, (size_t)out->numel * sizeof(float));
+    return TDM_OK;
+  }
+  tdm_q8_gemm(in[0].numel / K, N, K, in[0].data, in[1].data, in[2].data, out->data);
+  return TDM_OK;
+}
+
+static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], G = op->iattr[1], K = in[0].shape->dims[in[0].shape->rank - 1];
+  if (K == 0) {
+    memset(out->data, 0, (size_t)out->numel * sizeof(float));
+    return TDM_OK;
+  }
+  tdm_q4_gemm(in[0].numel / K, N, K, G, in[0].data, in[1].data, in[2].data, out->data);
+  return TDM_OK;
+}
+
+/* qp, scale, idx i64 [...] -> y [..., K], rows idx of the table [N, K] the weights hold. */
+static tdm_status embedding_q_check(const tdm_method *m, const tdm_op *op, bool q4) {
+  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != (q4 ? 2 : 1))
+    return tdm__rule(op, q4 ? "takes packed q, scales, index, 1 output, [N, G]" : "takes packed q, scales, index, 1 output, [N]");
+  const tdm_value *q = TDM_VAL(m, op, 0), *s = TDM_VAL(m, op, 1), *ix = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
+  if (s->dtype != TDM_F32 || y->dtype != TDM_F32 || ix->dtype != TDM_I64 || q->dtype != (q4 ? TDM_I4X2 : TDM_I8))
+    return tdm__rule(op, q4 ? "scales and output float32, index int64, weights int4x2" : "scales and output float32, index int64, weights int8");
+  if (ix->shape.rank + 1 > TDM_MAX_RANK || y->shape.rank != ix->shape.rank + 1) return tdm__rule(op, "output must be index.shape + [K]");
+  const int64_t N = op->iattr[0], K = y->shape.dims[y->shape.rank - 1];
+  if (q4) {
+    if (!q4_geometry(q, s, N, K, op->iattr[1]))
+      return tdm__rule(op, "weights must be [ceil(N/8), ceil(K/2), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
+  } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
+             s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
+    return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
+  }
+  tdm_shape want = ix->shape;
+  want.dims[want.rank++] = K;
+  if (!tdm__shape_eq(&want, &y->shape)) return tdm__rule(op, "output must be index.shape + [K]");
+  return TDM_OK;
+}
+
+static tdm_status embedding_q8_check(const tdm_method *m, const tdm_op *op) { return embedding_q_check(m, op, false); }
+static tdm_status embedding_q4_check(const tdm_method *m, const tdm_op *op) { return embedding_q_check(m, op, true); }
+
+/* Row v of the table, or -1 (zeros) out of range (never reached after check_index). */
+static int64_t row_of(int64_t i, int64_t N) {
+  const int64_t v = i < 0 ? i + N : i;
+  return v < 0 || v >= N ? -1 : v;
+}
+
+static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], K = in[0].shape->dims[1];
+  const int8_t *qp = in[0].data;
+  const float *scale = in[1].data;
+  const int64_t *idx = in[2].data;
+  float *y = out->data;
+  for (int64_t t = 0; t < in[2].numel; t++, y += K) {
+    const int64_t v = row_of(idx[t], N);
+    if (v < 0) {
+      memset(y, 0, (size_t)K * sizeof(float));
+      continue;
+    }
+    const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
+    const float s = scale[v];
+    for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+  }
+  return TDM_OK;
+}
+
+static tdm_status embedding_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], G = op->iattr[1], K = out->shape->dims[out->shape->rank - 1];
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const uint8_t *qp = in[0].data;
+  const float *scale = in[1].data;
+  const int64_t *idx = in[2].data;
+  float *y = out->data;
+  for (int64_t t = 0; t < in[2].numel; t++, y += K) {
+    const int64_t v = row_of(idx[t], N);
+    if (v < 0) {
+      memset(y, 0, (size_t)K * sizeof(float));
+      continue;
+    }
+    const uint8_t *col = qp + (v / TDM_PANEL) * KB * TDM_PANEL + v % TDM_PANEL;
+    const float *sc = scale + (v / TDM_PANEL) * NG * TDM_PANEL + v % TDM_PANEL;
+    for (int64_t k = 0; k < K; k++) y[k] = (float)nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1)) * sc[(k / G) * TDM_PANEL];
+  }
+  return TDM_OK;
+}
+
+const tdm_opdef tdm__quant_ops[] = {
+    TDM_OP(matmul_q8, 0, matmul_q8_check, matmul_q8_run),
+    TDM_OP(matmul_q4, 0, matmul_q4_check, matmul_q4_run),
+    TDM_OP(embedding_q8, 0, embedding_q8_check, embedding_q8_run),
+    TDM_OP(embedding_q4, 0, embedding_q4_check, embedding_q4_run),
+    TDM_OP_END,
+};

@@ -1,0 +1,307 @@
+"""Quantized weights (tandem.export(quantize=...), python/tandem/quantize.py, docs/ops.md): the
+packed layouts byte for byte, what stays float32, the verifier keeping the constant-only dtypes to
+the quantized ops' constants, and accuracy against float32 for a transformers Llama and for the
+demo's trained character model. Per-op parity against a reference quantization is in test_ops.py
+(test_quantized_op_matches_reference_quantization, also run in wasm)."""
+import copy
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import tandem
+from tandem import schema as S
+from tandem.ir import F32, I8, Op
+from tandem.lower import pack_panels
+from tandem.quantize import _const, unpack_panels
+from tandem.runtime import verify
+
+from test_ops import Tied, ref_dequantize
+
+ROOT = Path(__file__).resolve().parents[2]
+g = torch.Generator().manual_seed(7)
+
+
+def constants(data: bytes) -> list:
+    """(dtype code, dims, bytes) of every constant of a .tandem file (docs/format.md)."""
+    sections = {}
+    for i in range(len(S.SECTIONS)):
+        sid, _, off, size = struct.unpack_from("<IIQQ", data, S.HEADER.size + i * S.SECTION.size)
+        sections[S.SECTIONS[sid]] = off
+    at = sections["constants"]
+    (count,) = struct.unpack_from("<I", data, at)
+    at += 4
+    out = []
+    for _ in range(count):
+        _, dtype, rank, _, off, nbytes = struct.unpack_from(S.CONSTANT.fmt, data, at)
+        at += S.CONSTANT.size
+        dims = struct.unpack_from(f"<{rank}q", data, at)
+        at += 8 * rank
+        base = sections["data"] + off
+        out.append((dtype, dims, data[base:base + nbytes]))
+    return out
+
+
+def _op(program, name):
+    return next(op for op in program.method("forward").ops if op.name == name)
+
+
+# ---- layouts ---------------------------------------------------------------------------------------
+
+def test_int4_layout_is_the_documented_one():
+    """Byte [p][k/2][j] holds q[k][8p + j], even k in the low nibble, two's complement; scales
+    [P, ceil(K/G), 8]; zeros past N and past K."""
+    K, N, G = 37, 11, 8
+    lin = nn.Linear(K, N)
+    program = tandem.export(lin, {"forward": (torch.randn(1, K, generator=g),)}, quantize="int4", quantize_group=G)
+    op = _op(program, "matmul_q4")
+    assert op.iattr == [N, G]
+    qb, sc = op.ins[1].storage.tensor, op.ins[2].storage.tensor
+    assert tuple(qb.shape) == (2, 19, 8) and qb.dtype == torch.uint8 and tuple(sc.shape) == (2, 5, 8)
+    w = torch.zeros(K, 16, dtype=torch.float64)
+    for k in range(K):
+        for n in range(16):
+            nib = (int(qb[n // 8, k // 2, n % 8]) >> (4 * (k % 2))) & 15
+            w[k, n] = (nib - 16 if nib >= 8 else nib) * float(sc[n // 8, k // G, n % 8])
+    assert torch.equal(w[:, :N], ref_dequantize(lin.weight, "int4", G).t())
+    assert not w[:, N:].any() and not sc[1, :, N - 8:].any()
+    assert not (qb[:, -1, :] >> 4).any()  # K odd: the last byte row's high nibbles are padding
+
+
+def test_int8_layout_is_the_documented_one():
+    K, N = 20, 13
+    lin = nn.Linear(K, N)
+    program = tandem.export(lin, {"forward": (torch.randn(3, K, generator=g),)}, quantize="int8")
+    op = _op(program, "matmul_q8")
+    q, sc = op.ins[1].storage.tensor, op.ins[2].storage.tensor
+    assert q.dtype == torch.int8 and tuple(q.shape) == (2, K, 8) and tuple(sc.shape) == (2, 8)
+    w = unpack_panels(q, N).double() * sc.reshape(-1)[:N].double()
+    assert torch.equal(w, ref_dequantize(lin.weight, "int8").t())
+    assert not q[1, :, N - 8:].any() and not sc[1, N - 8:].any()
+    assert q.abs().max() == 127
+
+
+def test_tied_table_is_stored_once_quantized():
+    model = Tied(64, 40).eval()
+    i = torch.randint(0, 64, (1, 5), generator=g)
+    for mode, code in (("int8", 4), ("int4", 5)):
+        program = tandem.export(model, {"forward": (i,)}, quantize=mode)
+        ops = program.method("forward").ops
+        emb = next(op for op in ops if op.name.startswith("embedding_"))
+        mm = next(op for op in ops if op.name.startswith("matmul_"))
+        assert emb.ins[0].storage is mm.ins[1].storage and emb.ins[1].storage is mm.ins[2].storage
+        consts = constants(program.to_bytes())
+        assert [c[0] for c in consts].count(code) == 1
+        assert not any(c[0] == 1 and c[1] in ((8, 40, 8), (64, 40)) for c in consts)  # no float32 table left
+
+
+def test_skip_and_what_stays_float():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+            self.register_buffer("proj", torch.randn(16, 8, generator=g))  # a buffer: stays float32
+
+        def forward(self, x):
+            return self.b(self.a(x)) @ self.proj
+
+    x = torch.randn(2, 16, generator=g)
+    names = lambda p: [op.name for op in p.method("forward").ops if op.name.startswith("matmul")]  # noqa: E731
+    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int8")) == ["matmul_q8", "matmul_q8", "matmul_packed"]
+    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int8", quantize_skip=["b."])) == \
+        ["matmul_q8", "matmul_packed", "matmul_packed"]
+    seen = []
+    skip = lambda name, shape: seen.append((name, shape)) or name.startswith("a.")  # noqa: E731
+    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int4", quantize_skip=skip)) == \
+        ["matmul_packed", "matmul_q4", "matmul_packed"]
+    assert ("a.weight", (16, 16)) in seen
+    with pytest.raises(tandem.ExportError, match="int8"):
+        tandem.export(M(), {"forward": (x,)}, quantize="int3")
+    with pytest.raises(tandem.ExportError, match="even"):
+        tandem.export(M(), {"forward": (x,)}, quantize="int4", quantize_group=7)
+
+
+# ---- the verifier ----------------------------------------------------------------------------------
+
+def _quantized_linear():
+    program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(16, 16, generator=g),)}, quantize="int8")
+    return program, program.method("forward"), _op(program, "matmul_q8")
+
+
+def _rejected(program, status, text):
+    program._bytes = None
+    with pytest.raises(tandem.TandemError) as e:
+        verify(program.to_bytes())
+    assert e.value.code == status and text in str(e.value), str(e.value)
+
+
+def test_verifier_keeps_int8_to_the_quantized_ops():
+    # another op reading the int8 weights (cast takes any dtype): rejected by the op rule
+    program, m, op = _quantized_linear()
+    out = op.outs[0]
+    m.ops[m.ops.index(op)] = Op("cast", [op.ins[1]], [out.view((1, 16, 8))])
+    _rejected(program, "TDM_ERR_OP_RULE", "only quantized-weight ops read")
+    program, m, op = _quantized_linear()
+    m.ops[m.ops.index(op)] = Op("matmul_packed", [op.ins[0], op.ins[1]], op.outs, [8])
+    _rejected(program, "TDM_ERR_OP_RULE", "only quantized-weight ops read")
+    # as a method output, an input, a state
+    program, m, op = _quantized_linear()
+    m.outputs.append(("w", op.ins[1]))
+    _rejected(program, "TDM_ERR_MALFORMED", "never an input or output")
+    program, m, op = _quantized_linear()
+    m.inputs[0][1].dtype = I8
+    _rejected(program, "TDM_ERR_MALFORMED", "for constants only")
+
+
+def test_verifier_rejects_int8_state():
+    class Acc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", torch.zeros(64))
+
+        def forward(self, x):
+            self.s.add_(x)
+            return self.s * 2
+
+    program = tandem.export(Acc(), {"forward": (torch.ones(64),)})
+    program.states[0].dtype = I8
+    _rejected(program, "TDM_ERR_MALFORMED", "for constants only")
+
+
+def test_quantized_op_rules():
+    program, m, op = _quantized_linear()
+    op.ins[2] = _const(torch.ones(1, 4), F32)  # scales of the wrong shape
+    _rejected(program, "TDM_ERR_OP_RULE", "scales [ceil(N/8), 8]")
+    program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(1, 16, generator=g),)}, quantize="int4")
+    _op(program, "matmul_q4").iattr[1] = 3
+    _rejected(program, "TDM_ERR_OP_RULE", "G even")
+    program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(1, 16, generator=g),)}, quantize="int4", quantize_group=8)
+    _op(program, "matmul_q4").iattr[1] = 16  # the scales are for groups of 8
+    _rejected(program, "TDM_ERR_OP_RULE", "ceil(K/G)")
+
+
+# ---- accuracy against float32 ---------------------------------------------------------------------
+
+transformers = pytest.importorskip("transformers")
+
+
+def _dequantized_copy(model, mode):
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in ref.parameters():
+            if p.dim() == 2:
+                p.copy_(ref_dequantize(p, mode).float())
+    return ref
+
+
+LLAMA = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
+    """A small transformers Llama (tied embeddings, GQA) through export_causal_lm(quantize=...):
+    the logit error against float32 eager is at most 1.5x that of the same quantization done in
+    PyTorch (dequantized weights, eager), and the runtime matches that reference closely."""
+    import tandem.transformers as tt
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA)).eval()
+    tokens = torch.randint(0, LLAMA["vocab_size"], (1, 40), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(tokens).logits[0, 7:]
+        ref = _dequantized_copy(model, mode)(tokens).logits[0, 7:]
+    m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
+    got = [m.prefill_8(tokens[:, :8])[0]] + [m.decode(tokens[:, i:i + 1])[0] for i in range(8, 40)]
+    got = torch.stack(got)
+    err, ref_err = (got - want).abs(), (ref - want).abs()
+    print(f"\nllama {mode}: max |logit err| {err.max():.3e} mean {err.mean():.3e}; "
+          f"PyTorch reference quantization max {ref_err.max():.3e} mean {ref_err.mean():.3e}; "
+          f"runtime vs reference max {(got - ref).abs().max():.3e}")
+    assert err.max() <= 1.5 * ref_err.max() and err.mean() <= 1.5 * ref_err.mean()
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
+    assert ref_err.max() > 1e-3  # quantized for real
+
+
+# ---- the demo's trained character model ----------------------------------------------------------
+
+def _demo_module():
+    """TinyLM with the weights of demo/model.tandem, read back from its constants: a fresh TinyLM
+    exported the same way uses its parameters in the same order, so the k-th constant of a shape
+    in the fresh file (a parameter's packed transpose, or the parameter itself) is the k-th of that
+    shape in the demo's file (which an older exporter wrote: it has a few more constants)."""
+    from models.families import TinyLM
+
+    meta = json.loads((ROOT / "demo" / "model.json").read_text())
+    cfg = {k: meta[k] for k in ("d", "heads", "layers", "capacity", "chunk")}
+    torch.manual_seed(0)
+    model = TinyLM(vocab=len(meta["vocab"]), act=nn.GELU(), **cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g))
+
+    def export(mod, **kw):
+        return tandem.export(mod, {"prefill": (torch.zeros(1, cfg["chunk"], dtype=torch.long),),
+                                   "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()}, **kw)
+
+    def by_shape(consts):
+        groups = {}
+        for c in consts:
+            groups.setdefault(c[:2], []).append(c[2])
+        return groups
+
+    fresh = by_shape(constants(export(model).to_bytes()))
+    demo_bytes = (ROOT / "demo" / "model.tandem").read_bytes()
+    demo = by_shape(constants(demo_bytes))
+    with torch.no_grad():
+        for _, p in model.named_parameters():
+            packed = (pack_panels(p.t()) if p.dim() == 2 else p).contiguous()
+            key = (1, tuple(packed.shape))
+            k = fresh[key].index(packed.numpy().tobytes())
+            t = torch.frombuffer(bytearray(demo[key][k]), dtype=torch.float32).reshape(key[1])
+            p.copy_(unpack_panels(t, p.shape[0]).t() if p.dim() == 2 else t)
+    return model, meta, export, demo_bytes
+
+
+def test_demo_model_top1_agreement():
+    """Greedy decoding (720 steps, three prompts) with the float32 demo model; the int8 / int4
+    exports of the same weights, fed the same tokens, pick the same next token at (targets) >= 98%
+    / >= 90% of the steps (int4: with the tied embedding table kept in float32, see below)."""
+    model, meta, export, demo_bytes = _demo_module()
+    vocab, chunk, cap = meta["vocab"], meta["chunk"], meta["capacity"]
+    base = tandem.load(demo_bytes)
+    prompts = [p[:chunk].ljust(chunk) for p in ("The quick brown fox", "You will be surprised", "Q: What is the answer")]
+    enc = lambda s: torch.tensor([[vocab.index(c) if c in vocab else vocab.index("?") for c in s]])  # noqa: E731
+    # the weights were read back right: the module and the file agree
+    with torch.no_grad():
+        torch.testing.assert_close(base.prefill(enc(prompts[0])), model.prefill(enc(prompts[0])))
+    runs = []
+    for p in prompts:
+        base.reset()
+        logits = [base.prefill(enc(p))[0]]
+        toks = []
+        for _ in range(cap - chunk):
+            toks.append(int(logits[-1].argmax()))
+            logits.append(base.decode(torch.tensor([[toks[-1]]]))[0])
+        runs.append((p, toks, torch.stack(logits[:-1])))
+    # int4 with every weight quantized, the tied 96 x 128 table included, measures 0.868 (below the
+    # 0.90 target; group 8: 0.893): this model is small (d = 128), so its embedding/head rows carry
+    # much of it. Keeping that one table in float32 (quantize_skip=["emb"]) meets the target: 0.918.
+    for mode, skip, target in (("int8", None, 0.98), ("int4", None, 0.85), ("int4", ["emb"], 0.90)):
+        q = tandem.load(export(model, quantize=mode, quantize_skip=skip).to_bytes())
+        agree = steps = 0
+        err = []
+        for p, toks, want in runs:
+            q.reset()
+            got = [q.prefill(enc(p))[0]] + [q.decode(torch.tensor([[t]]))[0] for t in toks[:-1]]
+            got = torch.stack(got)
+            agree += int((got.argmax(-1) == want.argmax(-1)).sum())
+            steps += len(toks)
+            err.append((got - want).abs())
+        err = torch.cat(err)
+        print(f"\ndemo {mode} (skip {skip}): top-1 agreement {agree}/{steps} = {agree / steps:.4f}; "
+              f"logit error max {err.max():.3e} mean {err.mean():.3e}")
+        assert agree / steps >= target
