@@ -143,6 +143,25 @@ tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_
 size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 
+/* Threads. A method's parallel parts (GEMM and GEMV by output panels or rows, attention by heads
+ * and query rows, convolutions by output channels) run on n threads over this runtime's memory;
+ * results are bit-identical for every n (each part's split is fixed by its size and n alone).
+ * The threaded wasm build (web/tandem-mt.wasm, shared memory) runs them on real threads: the host
+ * starts n - 1 workers, each an instance of the same module over the same memory that calls
+ * tdm_thread_worker(i, ws) for i = 1 .. n-1 (ws: TDM_THREAD_WS_BYTES of memory of its own, 64-byte
+ * aligned), then calls tdm_threads_start(n, can_block) (can_block = 0 where the caller may not
+ * wait, such as a browser's main thread: it then spins until the workers finish, which they do
+ * within the part). tdm_thread_worker returns after tdm_threads_stop, which is final in that
+ * build. Every other build (native, tandem.wasm) has no workers: tdm_threads_start(n, .) makes the
+ * caller run all n parts in turn, so a test can check a split without threads, and
+ * tdm_thread_worker returns at once. One method runs at a time per runtime instance; parts never
+ * fail and never allocate. */
+#define TDM_THREAD_WS_BYTES (256 * 1024)
+tdm_status tdm_threads_start(int32_t n, int32_t can_block);
+void tdm_thread_worker(int32_t index, void *ws);
+void tdm_threads_stop(void);
+int32_t tdm_threads_count(void); /* 1 until tdm_threads_start, and after tdm_threads_stop */
+
 #ifdef __cplusplus
 }
 #endif

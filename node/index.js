@@ -1,14 +1,16 @@
 // node/index.js — the package's Node entry: the web API plus file paths, file: URLs and
-// worker_threads for { worker: true }.
+// worker_threads for { worker: true } and for thread pools.
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { nodePort, nodeThread } from './spawn.js';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
 
 export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 
 const WASM_PATH = fileURLToPath(new URL('../web/tandem.wasm', import.meta.url));
+const WASM_THREADS_PATH = fileURLToPath(new URL('../web/tandem-mt.wasm', import.meta.url));
 
 function isLocal(source) {
   if (source instanceof URL) return source.protocol === 'file:';
@@ -33,27 +35,17 @@ function wasmBytes(wasm) {
   return wasmCache.get(key);
 }
 
-function nodeWorker(onWorker) {
-  const w = new Worker(new URL('./worker.js', import.meta.url));
-  w.unref(); // an idle model does not keep the process alive; a pending call does (busy)
-  onWorker?.(w);
-  return {
-    post: (m, t) => w.postMessage(m, t),
-    onMessage: (f) => w.on('message', f),
-    onError: (f) => {
-      w.on('error', (e) => f(`failed: ${e?.message ?? e}`));
-      w.on('messageerror', () => f('sent a message that could not be read'));
-      w.on('exit', (code) => f(`exited (code ${code})`));
-    },
-    busy: (b) => (b ? w.ref() : w.unref()),
-    terminate: () => w.terminate(),
-  };
-}
-
 /** load(source, options) as in the browser; `source` may also be a file path or file: URL.
  * Test-only, not public API: `_onWorker(worker)` receives the worker_threads Worker of
  * { worker: true }, so tests can kill it (tests/js/package.test.js). */
 export async function load(source, options = {}) {
-  const spawn = () => nodeWorker(options._onWorker);
-  return webLoad(await readLocal(source), { ...options, wasm: await wasmBytes(options.wasm ?? WASM_PATH), _spawnWorker: spawn });
+  const spawn = () => nodePort(new URL('./worker.js', import.meta.url), options._onWorker);
+  return webLoad(await readLocal(source), {
+    ...options,
+    wasm: await wasmBytes(options.wasm ?? WASM_PATH),
+    wasmThreads: await wasmBytes(options.wasmThreads ?? WASM_THREADS_PATH),
+    _spawnWorker: spawn,
+    _spawnThread: nodeThread,
+    _cores: availableParallelism(),
+  });
 }

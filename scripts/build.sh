@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the native runtime (build/native: library + C tests), the sanitizer build (build/asan)
-# and the wasm runtime (build/wasm -> web/tandem.wasm). Incremental.
+# and the wasm runtimes (build/wasm -> web/tandem.wasm, and web/tandem-mt.wasm with threads). Incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -10,5 +10,6 @@ if [ "${TANDEM_NO_ASAN:-}" != 1 ]; then
   ninja -C build/asan
 fi
 [ -f build/wasm/build.ninja ] || emcmake cmake -S . -B build/wasm -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-ninja -C build/wasm
+NODE_PATH=/usr/share/nodejs ninja -C build/wasm # the threaded build's link runs Emscripten's acorn tools
 cp build/wasm/tandem.wasm web/tandem.wasm
+cp build/wasm/tandem-mt.wasm web/tandem-mt.wasm

@@ -22,17 +22,64 @@ export function compileRuntime(key, getBytes) {
   return mod;
 }
 
-/** A fresh instance of a compiled runtime: its exports (functions and memory). */
-export async function instantiateRuntime(module) {
+const PAGE = 65536;
+const MAX_PAGES = 65536; // 4 GiB, the most wasm32 addresses (and -sMAXIMUM_MEMORY in CMakeLists.txt)
+
+/** Whether a compiled runtime is the threaded build: it imports its memory (a shared one). */
+export function importsMemory(module) {
+  return WebAssembly.Module.imports(module).some((i) => i.kind === 'memory');
+}
+
+/** A memory for the threaded build: shared, 1 MiB at first (its -sINITIAL_MEMORY), up to 4 GiB. */
+export function sharedMemory() {
+  return new WebAssembly.Memory({ initial: 16, maximum: MAX_PAGES, shared: true });
+}
+
+/**
+ * A fresh instance of a compiled runtime: its exports (functions, and `memory`).
+ * The standalone build (tandem.wasm) exports its memory. The threaded build (tandem-mt.wasm)
+ * imports `memory` (a sharedMemory()), and is instantiated once as the main thread (`thread`
+ * false: its constructors run) and once per pool worker over the same memory (`thread` true:
+ * web/threads.js then gives it its own stack). `canBlock`: whether this thread may wait
+ * (Atomics.wait; not on a browser page's main thread).
+ */
+export async function instantiateRuntime(module, { memory, thread = false, canBlock = true } = {}) {
+  let x; // the exports, for the imports called back during construction
+  const host = {
+    ...HOST,
+    // The threaded build is not standalone: libc asks the host for these.
+    emscripten_get_now: () => performance.now(),
+    emscripten_memcpy_big: (dest, src, n) => { new Uint8Array(memory.buffer).copyWithin(dest >>> 0, src >>> 0, (src >>> 0) + (n >>> 0)); },
+    emscripten_resize_heap: (requested) => {
+      // Geometric growth (at most 96 MiB at a time), like Emscripten's own; 0 tells malloc it failed.
+      const have = memory.buffer.byteLength, need = requested >>> 0;
+      const want = Math.min(MAX_PAGES * PAGE, Math.max(need, have + Math.min(have, 96 * 1024 * 1024)));
+      for (const bytes of [want, need]) {
+        try {
+          memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE));
+          return 1;
+        } catch { /* try the exact size, then fail */ }
+      }
+      return 0;
+    },
+    __emscripten_init_main_thread_js: (tb) => x._emscripten_thread_init(tb, canBlock ? 0 : 1, 1, canBlock ? 1 : 0, 0),
+    _emscripten_notify_thread_queue: () => {},
+  };
   const imports = {};
   for (const imp of WebAssembly.Module.imports(module)) {
-    if (imp.kind !== 'function') continue;
     imports[imp.module] ??= {};
+    if (imp.kind === 'memory') {
+      imports[imp.module][imp.name] = memory;
+      continue;
+    }
+    if (imp.kind !== 'function') continue;
     // The runtime does no I/O: any other import is a build mistake and throws if ever called.
-    imports[imp.module][imp.name] = HOST[imp.name]
+    imports[imp.module][imp.name] = host[imp.name]
       ?? (() => { throw new Error(`tandem.wasm called the unexpected import ${imp.module}.${imp.name}`); });
   }
   const instance = await WebAssembly.instantiate(module, imports);
-  if (instance.exports._initialize) instance.exports._initialize();
-  return instance.exports;
+  x = instance.exports;
+  if (x._initialize) x._initialize();
+  else if (x.__wasm_call_ctors && !thread) x.__wasm_call_ctors();
+  return memory ? { ...x, memory } : x;
 }

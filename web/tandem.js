@@ -4,11 +4,13 @@
 // into their planned place in linear memory; outputs are copied out (views into the heap would go
 // stale when memory grows). Every pointer and size from wasm is read as unsigned: linear memory
 // may grow to 4 GiB, and wasm returns i32.
-import { compileRuntime, instantiateRuntime } from './loader.js';
+import { compileRuntime, instantiateRuntime, importsMemory, sharedMemory } from './loader.js';
+import { startPool, threadsAvailable, defaultThreads, canBlock, MAX_THREADS } from './threads.js';
 
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 
 const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
+const DEFAULT_WASM_THREADS = new URL('./tandem-mt.wasm', import.meta.url);
 const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array, int32: Int32Array };
 const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
 const STATE_VERSION = 2;
@@ -154,6 +156,8 @@ class Runtime {
       if (exports.tdm_dtype_size(code) > 0) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
     }
   }
+  /** Threads the runtime's methods run on (the pool, web/threads.js, when more than one). */
+  get threads() { return this.pool?.threads ?? 1; }
   bytes(ptr, n) { return new Uint8Array(this.x.memory.buffer, ptr, n); }
   /** A view of all of linear memory as Arr (cached, renewed when memory grows): copies in and out
    * of the heap then need no new view per call. */
@@ -186,7 +190,7 @@ class Runtime {
     const mem = new Uint8Array(this.x.memory.buffer);
     let end = ptr;
     while (mem[end] !== 0) end++;
-    return new TextDecoder().decode(mem.subarray(ptr, end));
+    return new TextDecoder().decode(mem.slice(ptr, end)); // a copy: TextDecoder refuses shared memory
   }
   error(status) { return new TandemError(this.str(this.x.tdm_status_string(status)), this.str(this.x.tdm_last_error())); }
   check(status) { if (status !== 0) throw this.error(status); }
@@ -273,7 +277,9 @@ class Program {
   }
 
   release() {
-    if (--this.refs === 0) this.rt.x.tdm_program_free(this.handle);
+    if (--this.refs > 0) return;
+    this.rt.x.tdm_program_free(this.handle);
+    this.rt.pool?.stop(); // the last model of this runtime: end its thread workers
   }
 }
 
@@ -364,6 +370,8 @@ export class Model {
   /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
   get metadata() { return this.#program.metadata; }
 
+  /** Threads this model's methods run on (1 where shared memory is unavailable). */
+  get threads() { return this.#program.rt.threads; }
   /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
   get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
   /** Bytes of one session's state region and scratch arena. */
@@ -580,19 +588,30 @@ function summarizeProfile(outputs, ops, stateBytes, fraction) {
   };
 }
 
-/** Instantiate the runtime from a compiled module and load program bytes into it. */
-export async function createModel(module, bytes, flagFraction) {
-  const rt = new Runtime(await instantiateRuntime(module));
+/** Instantiate the runtime from a compiled module and load program bytes into it. `threads` > 1
+ * needs the threaded build (tandem-mt.wasm) and `spawnThread()`, a port to a new pool worker; when
+ * `strict` is false, a pool that cannot start leaves the model on one thread. */
+export async function createModel(module, bytes, flagFraction, { threads = 1, spawnThread, strict = true } = {}) {
+  const threaded = importsMemory(module);
+  const rt = new Runtime(await instantiateRuntime(module, threaded ? { memory: sharedMemory(), canBlock: canBlock() } : {}));
+  if (threaded && threads > 1) {
+    try {
+      rt.pool = await startPool(rt.x, module, threads, spawnThread, (st) => rt.check(st));
+    } catch (e) {
+      if (strict) throw e instanceof TandemError ? e : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
+    }
+  }
   const ptr = rt.malloc(bytes.length || 1);
   rt.bytes(ptr, bytes.length).set(bytes);
   const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, bytes.length, out)); // frees ptr on failure too
-  rt.check(st);
   let program;
   try {
+    rt.check(st);
     program = new Program(rt, handle);
     return new Model(program, flagFraction);
   } catch (e) {
-    if (!program || program.refs === 0) rt.x.tdm_program_free(handle);
+    if (st === 0 && (!program || program.refs === 0)) rt.x.tdm_program_free(handle);
+    rt.pool?.stop();
     throw e;
   }
 }
@@ -665,6 +684,8 @@ export class WorkerModel {
   get metadata() { return this.#info.metadata; }
   get stateBytes() { return this.#info.stateBytes; }
   get scratchBytes() { return this.#info.scratchBytes; }
+  /** Threads the worker's runtime runs methods on. */
+  get threads() { return this.#info.threads; }
 
   /** A request to the worker; `args` are copied now. `what` names it in errors. */
   #request(type, args = [], { signal, what = type } = {}) {
@@ -827,12 +848,12 @@ function browserWorker() {
   };
 }
 
-async function loadInWorker(module, bytes, spawn, flagFraction) {
+async function loadInWorker(module, bytes, spawn, flagFraction, pool) {
   const port = await spawn();
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
-    const { id, info } = await link.request({ type: 'init', args: [module, bytes] }, { transfer: [bytes.buffer], what: 'load' });
+    const { id, info } = await link.request({ type: 'init', args: [module, bytes, pool] }, { transfer: [bytes.buffer], what: 'load' });
     const model = new WorkerModel(port, id, info, link, flagFraction);
     return model;
   } catch (e) {
@@ -843,33 +864,62 @@ async function loadInWorker(module, bytes, spawn, flagFraction) {
   }
 }
 
+/** options.threads: undefined (the default, defaultThreads()) or an integer 1 to MAX_THREADS. */
+function checkThreads(n) {
+  if (n === undefined) return undefined;
+  if (!Number.isInteger(n) || n < 1 || n > MAX_THREADS) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `threads must be an integer from 1 to ${MAX_THREADS}, given ${String(n)}`);
+  }
+  return n;
+}
+
+function browserThread() {
+  const w = new Worker(new URL('./thread.js', import.meta.url), { type: 'module' });
+  return {
+    post: (m, t) => w.postMessage(m, t),
+    onMessage: (f) => w.addEventListener('message', (e) => f(e.data)),
+    onError: (f) => w.addEventListener('error', (e) => f(`failed: ${e.message ?? e}`)),
+    terminate: () => w.terminate(),
+  };
+}
+
 /**
  * Load a .tandem program. `source`: a URL, bytes (ArrayBuffer / typed array), or a Response (and a
  * file path in Node). Options:
+ * - `threads`: how many threads a method's parallel parts run on (GEMM/GEMV panels, attention
+ *   rows, convolution channels); outputs are bit-identical for every count. Default: the cores
+ *   up to 4 (navigator.hardwareConcurrency). Needs shared memory: in a page that is not
+ *   cross-origin isolated (COOP/COEP headers) the model runs on one thread, and `model.threads`
+ *   says so. An explicit count whose workers cannot start rejects the load;
  * - `wasm`: where tandem.wasm is (URL or bytes); defaults to the file beside this module;
- * - `worker: true`: run the runtime in a worker, behind the same API;
+ * - `wasmThreads`: the same for tandem-mt.wasm, the threaded build used when threads > 1;
+ * - `worker: true`: run the runtime in a worker, behind the same API (its thread pool, if any, is
+ *   started by that worker);
  * - `onProgress({ loaded, total })`: called while a URL source downloads;
  * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
  *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
 export async function load(source, options = {}) {
-  const wasm = options.wasm ?? DEFAULT_WASM;
+  const asked = checkThreads(options.threads);
+  const threads = threadsAvailable() ? asked ?? defaultThreads(options._cores) : 1;
+  const wasm = threads > 1 ? options.wasmThreads ?? DEFAULT_WASM_THREADS : options.wasm ?? DEFAULT_WASM;
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
   const flagFraction = checkFlagFraction(options.profileFlagFraction);
   let bytes = await bytesOf(source, options.onProgress);
+  const pool = { threads, strict: asked !== undefined };
   if (options.worker) {
     // The caller keeps its bytes; a copy is transferred to the worker.
-    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker, flagFraction);
+    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker, flagFraction, pool);
   }
-  return createModel(module, bytes, flagFraction);
+  return createModel(module, bytes, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread });
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js). */
-export function serveWorker(port) {
+export function serveWorker(port, { spawnThread = browserThread } = {}) {
   const models = new Map();
   let nextId = 1;
-  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes });
+  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes, threads: m.threads });
   const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
   port.onMessage(async (msg) => {
     if (msg.type === 'dispose') {
@@ -880,8 +930,8 @@ export function serveWorker(port) {
     try {
       let result;
       if (msg.type === 'init') {
-        const [module, bytes] = msg.args;
-        result = add(await createModel(module, bytes));
+        const [module, bytes, pool] = msg.args;
+        result = add(await createModel(module, bytes, undefined, { ...pool, spawnThread }));
       } else {
         const m = models.get(msg.model);
         if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);

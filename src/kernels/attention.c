@@ -2,6 +2,7 @@
  * place and writes only [Tq, Dv] rows (no cache-sized temporaries). The scalar code is the
  * reference; the SIMD128 build runs four keys per step where four in a row are kept. */
 #include "../ops.h"
+#include "../threads.h"
 #include "../util.h"
 #include "vec.h"
 
@@ -145,42 +146,62 @@ static void attention_row(const float *qi, const float *k, const float *v, float
  * [..., H, Tq, Tk]] → y [..., H, Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal];
  * fattr = [scale]. Grouped-query attention: H is a multiple of Hkv and query head h reads k/v head
  * h / (H / Hkv), so shared KV heads are never copied. Rows whose every key is masked give zeros. */
+typedef struct {
+  const tdm_tensor *in;
+  float *y, *ws; /* ws: the planned workspace [Tk], thread 0's */
+  int r;
+  int64_t Tq, D, Tk, Dv, group;
+  bool has_mask, causal;
+  float scale;
+  int64_t mst[TDM_MAX_RANK];
+} attn_job;
+
+/* Rows [lo, hi) of the (batch, query row) pairs: each row on its own, so any split gives the same
+ * values. */
+static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
+  const attn_job *j = c;
+  const tdm_tensor *in = j->in;
+  const tdm_shape *qs = in[0].shape;
+  const int r = j->r;
+  float *ws = t == 0 ? j->ws : tws;
+  for (int64_t u = lo; u < hi; u++) {
+    const int64_t b = u / j->Tq, i = u % j->Tq;
+    int64_t moff = 0, rest = b; /* the mask's offset for batch b: b unravelled over q's batch dims */
+    for (int d = r - 3; d >= 0; d--) {
+      moff += rest % qs->dims[d] * j->mst[d];
+      rest /= qs->dims[d];
+    }
+    const float *q = (const float *)in[0].data + b * j->Tq * j->D;
+    const float *k = (const float *)in[1].data + b / j->group * j->Tk * j->D;
+    const float *v = (const float *)in[2].data + b / j->group * j->Tk * j->Dv;
+    /* keys past i are masked when causal */
+    const int64_t jend = j->causal && i + 1 < j->Tk ? i + 1 : j->Tk, mrow = moff + i * j->mst[r - 2];
+    const uint8_t *mb = j->has_mask && in[3].dtype == TDM_BOOL ? (const uint8_t *)in[3].data + mrow : NULL;
+    const float *mf = j->has_mask && in[3].dtype == TDM_F32 ? (const float *)in[3].data + mrow : NULL;
+    attention_row(q + i * j->D, k, v, j->y + (b * j->Tq + i) * j->Dv, ws, jend, j->D, j->Dv, j->scale, mb, mf, j->mst[r - 1]);
+  }
+}
+
+/* q [..., H, Tq, D], k [..., Hkv, Tk, D], v [..., Hkv, Tk, Dv][, mask bool|f32 broadcastable to
+ * [..., H, Tq, Tk]] → y [..., H, Tq, Dv], workspace f32 [Tk]. iattr = [has_mask, is_causal];
+ * fattr = [scale]. Grouped-query attention: H is a multiple of Hkv and query head h reads k/v head
+ * h / (H / Hkv), so shared KV heads are never copied. Rows whose every key is masked give zeros.
+ * Rows run in parallel (src/threads.h) when each thread's workspace holds Tk scores. */
 static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *qs = in[0].shape;
   const int r = qs->rank;
-  const int64_t Tq = qs->dims[r - 2], D = qs->dims[r - 1], Tk = in[1].shape->dims[r - 2], Dv = in[2].shape->dims[r - 1];
-  const bool has_mask = op->iattr[0] != 0, causal = op->iattr[1] != 0;
-  const float scale = (float)op->fattr[0];
-  float *ws = out[1].data;
-  int64_t mst[TDM_MAX_RANK] = {0};
+  attn_job j = {.in = in, .y = out[0].data, .ws = out[1].data, .r = r, .Tq = qs->dims[r - 2], .D = qs->dims[r - 1],
+                .Tk = in[1].shape->dims[r - 2], .Dv = in[2].shape->dims[r - 1], .has_mask = op->iattr[0] != 0,
+                .causal = op->iattr[1] != 0, .scale = (float)op->fattr[0]};
   tdm_shape full = *qs;
-  full.dims[r - 1] = Tk;
-  if (has_mask) tdm__broadcast_strides(in[3].shape, &full, mst);
-  const int64_t batches = Tq && D ? in[0].numel / (Tq * D) : 0;
+  full.dims[r - 1] = j.Tk;
+  if (j.has_mask) tdm__broadcast_strides(in[3].shape, &full, j.mst);
+  const int64_t batches = j.Tq && j.D ? in[0].numel / (j.Tq * j.D) : 0;
   const int64_t hkv = r >= 3 ? in[1].shape->dims[r - 3] : 1;
-  const int64_t group = r >= 3 && hkv > 0 ? qs->dims[r - 3] / hkv : 1; /* query heads per KV head */
-  int64_t bidx[TDM_MAX_RANK] = {0}, moff = 0;
-  for (int64_t b = 0; b < batches; b++) {
-    const float *q = (const float *)in[0].data + b * Tq * D;
-    const float *k = (const float *)in[1].data + b / group * Tk * D;
-    const float *v = (const float *)in[2].data + b / group * Tk * Dv;
-    float *y = (float *)out[0].data + b * Tq * Dv;
-    for (int64_t i = 0; i < Tq; i++) {
-      /* keys past i are masked when causal */
-      const int64_t jend = causal && i + 1 < Tk ? i + 1 : Tk, mrow = moff + i * mst[r - 2];
-      const uint8_t *mb = has_mask && in[3].dtype == TDM_BOOL ? (const uint8_t *)in[3].data + mrow : NULL;
-      const float *mf = has_mask && in[3].dtype == TDM_F32 ? (const float *)in[3].data + mrow : NULL;
-      attention_row(q + i * D, k, v, y + i * Dv, ws, jend, D, Dv, scale, mb, mf, mst[r - 1]);
-    }
-    for (int d = r - 3; d >= 0; d--) {
-      if (++bidx[d] < qs->dims[d]) {
-        moff += mst[d];
-        break;
-      }
-      moff -= mst[d] * (qs->dims[d] - 1);
-      bidx[d] = 0;
-    }
-  }
+  j.group = r >= 3 && hkv > 0 ? qs->dims[r - 3] / hkv : 1; /* query heads per KV head */
+  const int64_t rows = batches * j.Tq;
+  if (j.Tk <= TDM_THREAD_WS_BYTES / (int64_t)sizeof(float)) tdm__parallel(rows, 1, attention_part, &j);
+  else attention_part(&j, 0, rows, 0, NULL);
   return TDM_OK;
 }
 

@@ -14,6 +14,7 @@
  * Pooling: per output value, and in the wasm build 4 columns at a time where every tap of the row
  * lands inside x (strides 1 and 2). */
 #include "../ops.h"
+#include "../threads.h"
 #include "../util.h"
 #include "gemm.h"
 #include "variants.h"
@@ -354,6 +355,26 @@ static void read_geom_t(int r, const int64_t *a, const tdm_shape *x, const tdm_s
   g->dw = dl[r - 1];
 }
 
+/* conv_gemm over threads (src/threads.h): output channels (rows) in blocks of 4, the register
+ * tile's height, so any split gives the same values. */
+typedef struct {
+  int64_t N, K, ldy;
+  const float *a, *bp, *bias;
+  float *y;
+} conv_gemm_job;
+
+static void conv_gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const conv_gemm_job *j = c;
+  (void)t, (void)ws;
+  conv_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, j->bp, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+}
+
+static void conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                               int64_t ldy) {
+  conv_gemm_job j = {N, K, ldy, a, bp, bias, y};
+  tdm__parallel(M, 4, conv_gemm_part, &j);
+}
+
 static tdm_status conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
   const int64_t groups = op->iattr[2], O = out[0].shape->dims[1], Og = O / groups;
@@ -368,7 +389,7 @@ static tdm_status conv_transpose_run(const tdm_op *op, const tdm_tensor *in, con
       for (int64_t o = 0; o < Og; o++)
         for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;
       tdm_f32_pack_panels(Cg, HW, x + (n * g.C + gi * Cg) * HW, xp);
-      conv_gemm(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+      conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
       tdm_f32_col2im_add(&g, Og, z, yg);
     }
   return TDM_OK;
@@ -436,7 +457,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     const int64_t HW = g.H * g.W;
     for (int64_t n = 0; n < g.N; n++) {
       float *yn = y + n * O * HW;
-      tdm_f32_gemm_rows(O, HW, g.C, w, x + n * g.C * HW, yn);
+      tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
       if (bias)
         for (int64_t o = 0; o < O; o++)
           for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
@@ -453,7 +474,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
           tdm_f32_im2col_packed(&g, xg, Cg, n0, nc, colp);
-          conv_gemm(Og, nc, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg + n0, N);
+          conv_gemm_parallel(Og, nc, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg + n0, N);
         }
       }
     return TDM_OK;

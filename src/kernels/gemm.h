@@ -20,4 +20,9 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed;
 
+/* The same over the runtime's threads (src/threads.h; linalg.c): results identical to the kernels
+ * above for any thread count. */
+void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
+void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+
 #endif

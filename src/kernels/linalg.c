@@ -2,42 +2,93 @@
  * packed at export time (matmul_packed). The kernels are in gemm.c. */
 #include "../ops.h"
 #include "../util.h"
+#include "../threads.h"
 #include "gemm.h"
 
 #include <string.h>
+
+/* ---- the GEMM kernels over threads (src/threads.h): rows in blocks of 4 (the register tile's
+ * height), or for a GEMV (M = 1, a decode step) output columns in blocks of 32 (the GEMV's four
+ * panels), so every output value is computed by the same instructions for any thread count. */
+
+typedef struct {
+  int64_t N, K;
+  const float *a, *b;
+  float *y;
+} gemm_job;
+
+static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const gemm_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_gemm_rows(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->y + lo * j->N);
+}
+
+static void packed_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const gemm_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_gemm_packed(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->y + lo * j->N);
+}
+
+static void packed_cols_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const gemm_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_gemm_packed(1, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo);
+}
+
+void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  gemm_job j = {N, K, a, b, y};
+  tdm__parallel(M, 4, rows_part, &j);
+}
+
+void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  gemm_job j = {N, K, a, bp, y};
+  if (M == 1) tdm__parallel(N, 4 * TDM_PANEL, packed_cols_part, &j);
+  else tdm__parallel(M, 4, packed_rows_part, &j);
+}
 
 static void batch_shape(const tdm_shape *s, tdm_shape *out) {
   out->rank = s->rank - 2;
   for (int i = 0; i < out->rank; i++) out->dims[i] = s->dims[i];
 }
 
+/* One matmul's batches: batch t of y reads a and b at their broadcast offsets. */
+typedef struct {
+  int64_t M, N, K;
+  tdm_shape yb;
+  int64_t sa[TDM_MAX_RANK], sb[TDM_MAX_RANK];
+  const float *a, *b;
+  float *y;
+} batch_job;
+
+static void batches_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const batch_job *j = c;
+  (void)t, (void)ws;
+  for (int64_t bt = lo; bt < hi; bt++) {
+    int64_t oa = 0, ob = 0, rest = bt;
+    for (int i = j->yb.rank - 1; i >= 0; i--) {
+      const int64_t d = rest % j->yb.dims[i];
+      rest /= j->yb.dims[i];
+      oa += d * j->sa[i];
+      ob += d * j->sb[i];
+    }
+    tdm_f32_gemm_rows(j->M, j->N, j->K, j->a + oa * j->M * j->K, j->b + ob * j->K * j->N, j->y + bt * j->M * j->N);
+  }
+}
+
 static tdm_status matmul_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   const tdm_shape *as = in[0].shape, *bs = in[1].shape, *ys = out->shape;
-  const int64_t M = as->dims[as->rank - 2], K = as->dims[as->rank - 1], N = bs->dims[bs->rank - 1];
-  tdm_shape ab, bb, yb;
+  batch_job j = {.M = as->dims[as->rank - 2], .K = as->dims[as->rank - 1], .N = bs->dims[bs->rank - 1],
+                 .a = in[0].data, .b = in[1].data, .y = out->data};
+  tdm_shape ab, bb;
   batch_shape(as, &ab);
   batch_shape(bs, &bb);
-  batch_shape(ys, &yb);
-  int64_t sa[TDM_MAX_RANK], sb[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0};
-  tdm__broadcast_strides(&ab, &yb, sa);
-  tdm__broadcast_strides(&bb, &yb, sb);
-  const int64_t batches = tdm__numel(&yb);
-  int64_t oa = 0, ob = 0;
-  for (int64_t t = 0; t < batches; t++) {
-    tdm_f32_gemm_rows(M, N, K, (const float *)in[0].data + oa * M * K, (const float *)in[1].data + ob * K * N,
-                      (float *)out->data + t * M * N);
-    for (int i = yb.rank - 1; i >= 0; i--) {
-      if (++idx[i] < yb.dims[i]) {
-        oa += sa[i];
-        ob += sb[i];
-        break;
-      }
-      oa -= sa[i] * (yb.dims[i] - 1);
-      ob -= sb[i] * (yb.dims[i] - 1);
-      idx[i] = 0;
-    }
-  }
+  batch_shape(ys, &j.yb);
+  tdm__broadcast_strides(&ab, &j.yb, j.sa);
+  tdm__broadcast_strides(&bb, &j.yb, j.sb);
+  const int64_t batches = tdm__numel(&j.yb);
+  if (batches == 1) tdm_f32_gemm_rows_parallel(j.M, j.N, j.K, j.a, j.b, j.y);
+  else if (batches > 1) tdm__parallel(batches, 1, batches_part, &j);
   return TDM_OK;
 }
 
@@ -66,7 +117,7 @@ static tdm_status matmul_check(const tdm_method *m, const tdm_op *op) {
 static tdm_status matmul_packed_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
   const int64_t M = K ? in[0].numel / K : 0;
-  tdm_f32_gemm_packed(M, N, K, in[0].data, in[1].data, out->data);
+  tdm_f32_gemm_packed_parallel(M, N, K, in[0].data, in[1].data, out->data);
   return TDM_OK;
 }
 

@@ -9,6 +9,7 @@
  * (no dequantized copy), so y equals (q · scale) @ a up to float32 rounding. The scalar references
  * and the SIMD128 variants are declared in variants.h and compared by tests/c/kernel_selftest.c. */
 #include "../ops.h"
+#include "../threads.h"
 #include "../util.h"
 #include "variants.h"
 
@@ -369,13 +370,54 @@ static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4)
 static tdm_status matmul_q8_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, false); }
 static tdm_status matmul_q4_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, true); }
 
+/* The quantized GEMMs over threads (src/threads.h): rows in blocks of 4, or for a GEMV output
+ * columns in blocks of 32 (four int8 / two int4 panels), as tdm_f32_gemm_packed_parallel. */
+typedef struct {
+  int64_t N, K, G;
+  const float *a, *scale;
+  const void *qp;
+  float *y;
+} q_job;
+
+static void q8_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const q_job *j = c;
+  (void)t, (void)ws;
+  const int8_t *qp = j->qp;
+  if (j->G < 0) /* columns of a GEMV */
+    tdm_q8_gemm(1, hi - lo, j->K, j->a, qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
+  else
+    tdm_q8_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+}
+
+static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const q_job *j = c;
+  (void)t, (void)ws;
+  const uint8_t *qp = j->qp;
+  const int64_t G = j->G < 0 ? -j->G : j->G, KB = (j->K + 1) / 2, NG = j->K / G + (j->K % G != 0);
+  if (j->G < 0)
+    tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  else
+    tdm_q4_gemm(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+}
+
+/* G < 0 in the job marks a GEMV split by columns (and carries -G for int4). */
+static void q_parallel(int64_t M, q_job *j, tdm_part_fn part) {
+  if (M == 1) {
+    j->G = -j->G;
+    tdm__parallel(j->N, 32, part, j);
+  } else {
+    tdm__parallel(M, 4, part, j);
+  }
+}
+
 static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
   if (K == 0) {
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
-  tdm_q8_gemm(in[0].numel / K, N, K, in[0].data, in[1].data, in[2].data, out->data);
+  q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data};
+  q_parallel(in[0].numel / K, &j, q8_part);
   return TDM_OK;
 }
 
@@ -385,7 +427,8 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
-  tdm_q4_gemm(in[0].numel / K, N, K, G, in[0].data, in[1].data, in[2].data, out->data);
+  q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data};
+  q_parallel(in[0].numel / K, &j, q4_part);
   return TDM_OK;
 }
 

@@ -1,0 +1,25 @@
+// spawn.js — worker_threads workers behind the ports web/tandem.js talks to (a model's worker for
+// { worker: true }, and its thread pool's workers).
+import { Worker } from 'node:worker_threads';
+
+/** A port ({ post, onMessage, onError, busy, terminate }) to a new worker running `url`. The
+ * worker does not keep the process alive while idle (a pending call does: busy(true)). */
+export function nodePort(url, onWorker) {
+  const w = new Worker(url);
+  w.unref();
+  onWorker?.(w);
+  return {
+    post: (m, t) => w.postMessage(m, t),
+    onMessage: (f) => w.on('message', f),
+    onError: (f) => {
+      w.on('error', (e) => f(`failed: ${e?.message ?? e}`));
+      w.on('messageerror', () => f('sent a message that could not be read'));
+      w.on('exit', (code) => f(`exited (code ${code})`));
+    },
+    busy: (b) => (b ? w.ref() : w.unref()),
+    terminate: () => w.terminate(),
+  };
+}
+
+/** A port to a new thread-pool worker. */
+export const nodeThread = () => nodePort(new URL('./thread.js', import.meta.url));

@@ -1,0 +1,129 @@
+/* threads.c — the thread pool behind tdm__parallel (see threads.h and tandem.h's Threads).
+ *
+ * In the threaded wasm build (TDM_THREADS, tandem-mt.wasm over a shared memory) the workers are
+ * other instances of the same module, each blocked in tdm_thread_worker on memory.atomic.wait32
+ * until the caller bumps `gen`; each runs its range, and the last to finish wakes the caller. An
+ * idle pool waits in the engine, never spinning. Every other build runs the same ranges one after
+ * another on the caller (tdm_threads_start then only chooses the split), which lets native tests
+ * check that a split never changes a result. */
+#include "threads.h"
+
+#include "util.h"
+
+#if defined(TDM_THREADS)
+extern double tdm_now_ms(void); /* the host's clock (web/loader.js) */
+#endif
+
+#define MAX_THREADS 64
+
+static struct {
+  int32_t gen;     /* bumped for each job and for stop (atomic; workers wait on it) */
+  int32_t pending; /* workers still in the current job (atomic; the caller waits on it) */
+  int32_t ready;   /* workers inside tdm_thread_worker (atomic) */
+  int32_t quit;    /* set by tdm_threads_stop (atomic) */
+  int32_t n;       /* threads the loops use, 1 to MAX_THREADS */
+  int32_t can_block;
+  tdm_part_fn fn; /* the current job */
+  void *ctx;
+  int64_t count, align;
+  uint8_t *sim_ws; /* builds without workers: threads 1..n-1's workspaces [n - 1][TDM_THREAD_WS_BYTES] */
+} pool = {.n = 1};
+
+/* Thread t's items of [0, n): units of `align` items dealt out in contiguous runs, the first
+ * (units % threads) threads one unit more. */
+static void range_of(int64_t n, int64_t align, int threads, int t, int64_t *lo, int64_t *hi) {
+  const int64_t units = n / align + (n % align != 0), base = units / threads, extra = units % threads;
+  const int64_t u0 = t * base + (t < extra ? t : extra), u1 = u0 + base + (t < extra);
+  *lo = u0 * align < n ? u0 * align : n;
+  *hi = u1 * align < n ? u1 * align : n;
+}
+
+int tdm__threads(void) { return pool.n; }
+int32_t tdm_threads_count(void) { return pool.n; }
+
+void tdm__parallel(int64_t n, int64_t align, tdm_part_fn fn, void *ctx) {
+  if (align < 1) align = 1;
+  const int threads = pool.n;
+  if (threads <= 1 || n <= align) {
+    fn(ctx, 0, n, 0, NULL);
+    return;
+  }
+  int64_t lo, hi;
+#if defined(TDM_THREADS)
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.count = n;
+  pool.align = align;
+  __atomic_store_n(&pool.pending, threads - 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&pool.gen, 1, __ATOMIC_SEQ_CST);
+  __builtin_wasm_memory_atomic_notify(&pool.gen, (uint32_t)(threads - 1));
+  range_of(n, align, threads, 0, &lo, &hi);
+  if (lo < hi) fn(ctx, lo, hi, 0, NULL);
+  int32_t p;
+  while ((p = __atomic_load_n(&pool.pending, __ATOMIC_SEQ_CST)) != 0)
+    if (pool.can_block) __builtin_wasm_memory_atomic_wait32(&pool.pending, p, -1);
+#else
+  for (int t = 0; t < threads; t++) {
+    range_of(n, align, threads, t, &lo, &hi);
+    if (lo < hi) fn(ctx, lo, hi, t, t ? pool.sim_ws + (size_t)(t - 1) * TDM_THREAD_WS_BYTES : NULL);
+  }
+#endif
+}
+
+tdm_status tdm_threads_start(int32_t n, int32_t can_block) {
+  if (n < 1 || n > MAX_THREADS) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "threads: %d is not between 1 and %d", (int)n, MAX_THREADS);
+  if (pool.n != 1) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "threads: already started (%d); stop first", (int)pool.n);
+#if defined(TDM_THREADS)
+  /* The host starts the workers before this call; each counts itself in on entry (the host saw
+   * each about to enter, so this waits microseconds; 10 s means a worker is missing). */
+  if (__atomic_load_n(&pool.quit, __ATOMIC_SEQ_CST)) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "threads: stopped for good");
+  const double t0 = tdm_now_ms();
+  while (__atomic_load_n(&pool.ready, __ATOMIC_SEQ_CST) < n - 1)
+    if (tdm_now_ms() - t0 > 10000)
+      return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "threads: %d of %d workers entered tdm_thread_worker", (int)pool.ready, (int)n - 1);
+#else
+  if (n > 1) {
+    uint8_t *ws = tdm__alloc((size_t)(n - 1) * TDM_THREAD_WS_BYTES);
+    if (!ws) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "threads: no memory for %d workspaces", (int)n - 1);
+    pool.sim_ws = ws;
+  }
+#endif
+  pool.can_block = can_block != 0;
+  __atomic_store_n(&pool.n, n, __ATOMIC_SEQ_CST);
+  return TDM_OK;
+}
+
+void tdm_thread_worker(int32_t index, void *ws) {
+#if defined(TDM_THREADS)
+  int32_t seen = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&pool.ready, 1, __ATOMIC_SEQ_CST);
+  for (;;) {
+    int32_t g;
+    while ((g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST)) == seen) __builtin_wasm_memory_atomic_wait32(&pool.gen, seen, -1);
+    seen = g;
+    if (__atomic_load_n(&pool.quit, __ATOMIC_SEQ_CST)) break;
+    const int threads = __atomic_load_n(&pool.n, __ATOMIC_SEQ_CST);
+    if (index < 1 || index >= threads) continue;
+    int64_t lo, hi;
+    range_of(pool.count, pool.align, threads, index, &lo, &hi);
+    if (lo < hi) pool.fn(pool.ctx, lo, hi, index, ws);
+    if (__atomic_sub_fetch(&pool.pending, 1, __ATOMIC_SEQ_CST) == 0) __builtin_wasm_memory_atomic_notify(&pool.pending, 1);
+  }
+  __atomic_sub_fetch(&pool.ready, 1, __ATOMIC_SEQ_CST);
+#else
+  (void)index;
+  (void)ws;
+#endif
+}
+
+void tdm_threads_stop(void) {
+  __atomic_store_n(&pool.n, 1, __ATOMIC_SEQ_CST);
+#if defined(TDM_THREADS)
+  __atomic_store_n(&pool.quit, 1, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&pool.gen, 1, __ATOMIC_SEQ_CST);
+  __builtin_wasm_memory_atomic_notify(&pool.gen, UINT32_MAX);
+#else
+  tdm__free(pool.sim_ws);
+  pool.sim_ws = NULL;
+#endif
+}

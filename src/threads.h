@@ -1,0 +1,27 @@
+/* threads.h — the one parallel loop the ops use (src/ only; the host's side is in tandem.h).
+ *
+ * tdm__parallel(n, align, fn, ctx) splits items [0, n) into one contiguous range per thread; every
+ * range but the last holds a multiple of `align` items, and the split depends only on (n, align,
+ * the thread count). An op passes an `align` at which its kernel computes each item by the same
+ * instructions whatever range it is in (GEMM: 4 rows; GEMV: 32 columns), so results are
+ * bit-identical for every thread count, never dependent on timing. Thread 0 is the caller. */
+#ifndef TDM_THREADS_H
+#define TDM_THREADS_H
+
+#include <stdint.h>
+
+#include "tandem.h" /* TDM_THREAD_WS_BYTES: each worker's own workspace; thread 0 (the caller)
+                       * uses the op's planned workspace instead */
+
+/* Items [lo, hi) of a parallel loop, run on thread t with its workspace ws [TDM_THREAD_WS_BYTES]
+ * (NULL for t = 0). Never fails, never allocates. */
+typedef void (*tdm_part_fn)(void *ctx, int64_t lo, int64_t hi, int t, void *ws);
+
+/* Runs fn over [0, n) as above and returns when every part is done. One thread (or n <= align):
+ * fn(ctx, 0, n, 0, NULL). */
+void tdm__parallel(int64_t n, int64_t align, tdm_part_fn fn, void *ctx);
+
+/* The thread count parallel loops use now (1 until tdm_threads_start). */
+int tdm__threads(void);
+
+#endif
