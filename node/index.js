@@ -45,7 +45,7 @@ export async function load(source, options = {}) {
     wasm: await wasmBytes(options.wasm ?? WASM_PATH),
     wasmThreads: await wasmBytes(options.wasmThreads ?? WASM_THREADS_PATH),
     _spawnWorker: spawn,
-    _spawnThread: nodeThread,
+    _spawnThread: options._spawnThread ?? nodeThread,
     _cores: availableParallelism(),
   });
 }

@@ -6,17 +6,26 @@ import { Worker } from 'node:worker_threads';
  * worker does not keep the process alive while idle (a pending call does: busy(true)). */
 export function nodePort(url, onWorker) {
   const w = new Worker(url);
-  w.unref();
+  let busy = false;
+  const idle = () => busy || w.unref(); // a new 'message' listener refs the worker again
+  idle();
   onWorker?.(w);
   return {
     post: (m, t) => w.postMessage(m, t),
-    onMessage: (f) => w.on('message', f),
+    onMessage: (f) => {
+      w.on('message', f);
+      idle();
+    },
     onError: (f) => {
       w.on('error', (e) => f(`failed: ${e?.message ?? e}`));
       w.on('messageerror', () => f('sent a message that could not be read'));
       w.on('exit', (code) => f(`exited (code ${code})`));
     },
-    busy: (b) => (b ? w.ref() : w.unref()),
+    busy: (b) => {
+      busy = b;
+      if (b) w.ref();
+      else w.unref();
+    },
     terminate: () => w.terminate(),
   };
 }

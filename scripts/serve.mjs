@@ -12,8 +12,14 @@ const TYPES = {
   '.txt': 'text/plain; charset=utf-8',
 };
 
-/** Serves `root` on 127.0.0.1:`port` (0: any free port). Resolves to { url, close() }. */
-export async function serve({ root = ROOT, port = 0, index = '/demo/' } = {}) {
+// Cross-origin isolation (COOP + COEP): what lets a page share memory between workers, so a model
+// runs on several threads (load(..., { threads })). Every file here is same-origin, so nothing the
+// pages load is blocked by it.
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+
+/** Serves `root` on 127.0.0.1:`port` (0: any free port), cross-origin isolated unless `isolated`
+ * is false. Resolves to { url, close() }. */
+export async function serve({ root = ROOT, port = 0, index = '/demo/', isolated = true } = {}) {
   const server = createServer(async (req, res) => {
     try {
       let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -27,7 +33,8 @@ export async function serve({ root = ROOT, port = 0, index = '/demo/' } = {}) {
       if (!file.startsWith(normalize(root))) throw new Error('outside the root');
       if (!(await stat(file)).isFile()) throw new Error('not a file');
       const body = await readFile(file);
-      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length, 'cache-control': 'no-store' });
+      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length, 'cache-control': 'no-store',
+        ...(isolated ? ISOLATION : {}) });
       res.end(body);
     } catch {
       res.writeHead(404, { 'content-type': 'text/plain' });

@@ -99,7 +99,9 @@ void tdm_thread_worker(int32_t index, void *ws) {
   __atomic_add_fetch(&pool.ready, 1, __ATOMIC_SEQ_CST);
   for (;;) {
     int32_t g;
-    while ((g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST)) == seen) __builtin_wasm_memory_atomic_wait32(&pool.gen, seen, -1);
+    /* Waits of at most 100 ms: between two, the engine may end the worker (Node's worker.terminate(),
+     * as at process exit, does not interrupt a wait already begun); ten wakeups a second are free. */
+    while ((g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST)) == seen) __builtin_wasm_memory_atomic_wait32(&pool.gen, seen, 100 * 1000 * 1000);
     seen = g;
     if (__atomic_load_n(&pool.quit, __ATOMIC_SEQ_CST)) break;
     const int threads = __atomic_load_n(&pool.n, __ATOMIC_SEQ_CST);

@@ -49,6 +49,7 @@ export async function startPool(x, module, n, spawn, check) {
       new Uint8Array(x.memory.buffer, block + STACK_BYTES + WS_BYTES, THREAD_BLOCK).fill(0);
       const port = spawn();
       ports.push(port);
+      port.busy?.(true); // Node: keep the process alive until the worker is ready
       ready.push(new Promise((resolve, reject) => {
         port.onMessage((m) => (m === 'ready' ? resolve() : m?.error && reject(new Error(`thread ${i}: ${m.error}`))));
         port.onError((why) => reject(new Error(`thread ${i} ${why}`)));
@@ -56,6 +57,7 @@ export async function startPool(x, module, n, spawn, check) {
       port.post({ module, memory: x.memory, index: i, stackTop: block + STACK_BYTES, ws: block + STACK_BYTES, self: block + STACK_BYTES + WS_BYTES });
     }
     await Promise.all(ready);
+    ports.forEach((p) => p.busy?.(false)); // an idle pool does not keep a Node process alive
     check(x.tdm_threads_start(n, canBlock() ? 1 : 0));
   } catch (e) {
     ports.forEach((p) => p.terminate());

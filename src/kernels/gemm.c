@@ -169,11 +169,7 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
   }
 }
 
-void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
-  if (M == 1) {
-    gemv_packed__simd128(N, K, a, bp, y);
-    return;
-  }
+void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   for (int64_t j = 0; j < N; j += 8) {
     const float *panel = bp + (j / 8) * K * 8;
     int64_t i = 0;
@@ -182,9 +178,16 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
   }
 }
 
+void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  if (M == 1) gemv_packed__simd128(N, K, a, bp, y);
+  else tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, y);
+}
+
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
+const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
 #else
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
+const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 #endif

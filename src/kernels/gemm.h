@@ -14,11 +14,15 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
 #if defined(__wasm_simd128__)
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+/* The register tiles alone, also for M = 1 (tdm_f32_gemm_packed_4x8__simd128 takes the GEMV path
+ * then): what a GEMM split by rows runs, so a part holding only the last row computes it as the
+ * whole GEMM does. */
+void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 #endif
 
 /* The variants the runtime uses, picked once at build time. */
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
-extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed;
+extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed, tdm_f32_gemm_packed_tiles;
 
 /* The same over the runtime's threads (src/threads.h; linalg.c): results identical to the kernels
  * above for any thread count. */

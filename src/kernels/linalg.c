@@ -26,7 +26,7 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 static void packed_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const gemm_job *j = c;
   (void)t, (void)ws;
-  tdm_f32_gemm_packed(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->y + lo * j->N);
+  tdm_f32_gemm_packed_tiles(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->y + lo * j->N);
 }
 
 static void packed_cols_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {

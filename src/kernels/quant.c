@@ -158,11 +158,7 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
     if (R > 3) store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n);  \
   } while (0)
 
-void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
-  if (M == 1) {
-    q8_gemv__simd128(N, K, a, qp, scale, y);
-    return;
-  }
+void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
   for (int64_t j = 0; j < N; j += 8) {
     const int8_t *panel = qp + (j / 8) * K * 8;
     const v128_t sc0 = wasm_v128_load(scale + j), sc1 = wasm_v128_load(scale + j + 4);
@@ -309,12 +305,8 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
     if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                           \
   } while (0)
 
-void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
-                              float *y) {
-  if (M == 1) {
-    q4_gemv__simd128(N, K, G, a, qp, scale, y);
-    return;
-  }
+void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                                    float *y) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   for (int64_t j = 0; j < N; j += 8) {
     const uint8_t *panel = qp + (j / 8) * KB * 8;
@@ -325,11 +317,26 @@ void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const 
   }
 }
 
+void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M == 1) q8_gemv__simd128(N, K, a, qp, scale, y);
+  else tdm_q8_gemm_tiles_4x8__simd128(M, N, K, a, qp, scale, y);
+}
+
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                              float *y) {
+  if (M == 1) q4_gemv__simd128(N, K, G, a, qp, scale, y);
+  else tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
+}
+
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;
+const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm_tiles_4x8__simd128;
+const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm_tiles_4x8__simd128;
 #else
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
+const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
+const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 
 /* ---- ops --------------------------------------------------------------------------------------- */
@@ -386,7 +393,7 @@ static void q8_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   if (j->G < 0) /* columns of a GEMV */
     tdm_q8_gemm(1, hi - lo, j->K, j->a, qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
   else
-    tdm_q8_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+    tdm_q8_gemm_tiles(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
 static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
@@ -397,7 +404,7 @@ static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   if (j->G < 0)
     tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
   else
-    tdm_q4_gemm(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+    tdm_q4_gemm_tiles(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
 /* G < 0 in the job marks a GEMV split by columns (and carries -G for int4). */

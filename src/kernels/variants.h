@@ -70,6 +70,9 @@ typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, 
 typedef void (*tdm_q4_gemm_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses, picked at build time */
 extern const tdm_q4_gemm_fn tdm_q4_gemm;
+/* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
+extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
+extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
 
 #if defined(__wasm_simd128__)
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
@@ -82,6 +85,8 @@ int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool incl
 /* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
 /* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);

@@ -57,3 +57,37 @@ for (const name of ['original_report', 'gru', 'transformer']) {
     });
   }
 }
+
+// Threads in a page: served cross-origin isolated (COOP/COEP, as `npm start` does), a model runs on
+// 2 threads, inline (the page's main thread coordinates) and in a Web Worker, with the bits of one
+// thread; a page without isolation gets one thread and says so in model.threads.
+test('threads in an isolated page give the same bits as one thread, inline and in a worker', async () => {
+  const { callAll } = await import('../js/threads-calls.js');
+  const node = await load(fixture('transformer').path.replace('transformer', 'parallel'), { threads: 1 });
+  const want = await callAll(node);
+  node.dispose();
+  for (const options of [{ threads: 1 }, { threads: 2 }, { threads: 2, worker: true }]) {
+    const got = await page.evaluate((o) => window.callAll('parallel', o), options);
+    assert.equal(got.isolated, true);
+    assert.equal(got.threads, options.threads, JSON.stringify(options));
+    assert.equal(got.bytes, want, JSON.stringify(options));
+  }
+});
+
+test('a page that is not cross-origin isolated runs on one thread and says so', async () => {
+  const plain = await serve({ index: '/tests/browser/page.html', isolated: false });
+  const p = await browser.newPage();
+  try {
+    await p.goto(`${plain.url}/tests/browser/page.html`);
+    await p.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
+    const got = await p.evaluate(() => window.callAll('parallel', { threads: 2 }));
+    assert.equal(got.isolated, false);
+    assert.equal(got.threads, 1);
+    const dflt = await p.evaluate(() => window.callAll('parallel', {}));
+    assert.equal(dflt.threads, 1);
+    assert.equal(dflt.bytes, got.bytes);
+  } finally {
+    await p.close();
+    await plain.close();
+  }
+});

@@ -1,0 +1,98 @@
+// npm run bench, thread rows: tandem on 1 and on T threads (load(..., { threads })) and
+// onnxruntime-web on T threads, in Node, on the same work in one run (bench/bench.mjs runs the
+// single-thread rows; onnxruntime-web's thread count is fixed per process, hence this second
+// process). Usage: node --expose-gc bench/threads.mjs build/bench [T = 2]. Prints table rows.
+import { readFileSync } from 'node:fs';
+import * as ort from 'onnxruntime-web';
+import { load } from '../node/index.js';
+
+const DIR = process.argv[2] ?? 'build/bench';
+const T = Number(process.argv[3] ?? 2);
+ort.env.wasm.numThreads = T;
+
+const f = (x, d = 2) => x.toFixed(d);
+const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
+
+/** Median ms per call of each function, in interleaved rounds (as bench/bench.mjs). */
+async function compare(fns, { rounds = 7, minMs = 200 } = {}) {
+  const names = Object.keys(fns), reps = {}, per = {};
+  for (const n of names) {
+    for (let i = 0; i < 2; i++) await fns[n]();
+    let k = 1;
+    for (;;) {
+      const t0 = performance.now();
+      for (let i = 0; i < k; i++) await fns[n]();
+      if (performance.now() - t0 >= minMs / 4 || k > 1 << 14) break;
+      k *= 2;
+    }
+    reps[n] = k;
+    per[n] = [];
+  }
+  for (let r = 0; r < rounds; r++)
+    for (const n of names) {
+      globalThis.gc?.();
+      const t0 = performance.now();
+      for (let i = 0; i < reps[n]; i++) await fns[n]();
+      per[n].push((performance.now() - t0) / reps[n]);
+    }
+  const median = (a) => a.sort((x, y) => x - y)[a.length >> 1];
+  return Object.fromEntries(names.map((n) => [n, median(per[n])]));
+}
+
+const rows = [];
+const row = (work, one, many, peer, target, met) => {
+  rows.push(`| Threads (${T}) | ${work} | ${one} | ${many} | ${peer} | ${target} | ${met ? 'yes' : '**no**'} |`);
+  console.error(rows.at(-1));
+};
+
+// GEMM 1024: y = A @ W with W a constant
+{
+  const n = 1024, A = rand(n * n);
+  const t1 = await load(`${DIR}/mm_${n}x${n}.tandem`, { threads: 1 });
+  const tn = await load(`${DIR}/mm_${n}x${n}.tandem`, { threads: T });
+  const os = await ort.InferenceSession.create(`${DIR}/mm_${n}x${n}.onnx`, { executionProviders: ['wasm'] });
+  const a = new ort.Tensor('float32', A, [n, n]);
+  const { one, many, peer } = await compare({ one: () => t1.forward(A), many: () => tn.forward(A), peer: () => os.run({ A: a }) });
+  const gf = (ms) => (2 * n ** 3) / ms / 1e6;
+  row(`GEMM ${n}³ GFLOP/s`, f(gf(one)), f(gf(many)), `ort ${T} threads ${f(gf(peer))}`,
+    `${T} threads ≥ 1.7× 1 thread (${f(one / many)}×); ≥ 1.5× ort (${f(peer / many)}×)`, one / many >= 1.7 && peer / many >= 1.5);
+  t1.dispose();
+  tn.dispose();
+  await os.release();
+}
+
+// SmolLM-135M shape: prefill of 128 tokens from an empty cache; decode at cache fill 32
+{
+  const info = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));
+  const { num_hidden_layers: L, num_key_value_heads: HKV, hidden_size: HID, num_attention_heads: HEADS } = info.config;
+  const t1 = await load(`${DIR}/smollm.tandem`, { threads: 1 });
+  const tn = await load(`${DIR}/smollm.tandem`, { threads: T });
+  const prompt = BigInt64Array.from({ length: 128 }, (_, i) => BigInt((i * 7919) % 49152));
+  const prefill = async (m) => { await m.resetState(); await m.call('prefill_128', prompt); };
+  const p = await compare({ one: () => prefill(t1), many: () => prefill(tn) }, { rounds: 5, minMs: 400 });
+  row('SmolLM-135M shape: prefill 128 tokens (tokens/s)', f(128000 / p.one, 0), f(128000 / p.many, 0), 'ort: no prefill export (decode step only)',
+    `≥ 1.7× 1 thread (${f(p.one / p.many)}×)`, p.one / p.many >= 1.7);
+
+  const fill = 32;
+  const lengths = tn.state.filter((s) => info.positions.includes(s.name));
+  const setFill = async (m) => { for (const s of lengths) await m.writeState(s.name, { dtype: s.dtype, shape: s.shape, data: new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)) }); };
+  for (const m of [t1, tn]) { await m.resetState(); await m.call('prefill_32', prompt.slice(0, 32)); }
+  const os = await ort.InferenceSession.create(`${DIR}/smollm.onnx`, { executionProviders: ['wasm'] });
+  const feeds = { input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]) };
+  for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);
+  const tok = new BigInt64Array([7n]);
+  const d = await compare({
+    one: async () => { await setFill(t1); await t1.decode(tok); },
+    many: async () => { await setFill(tn); await tn.decode(tok); },
+    peer: () => os.run(feeds),
+  }, { rounds: 7, minMs: 300 });
+  row(`SmolLM-135M shape: decode tokens/s, fill ${fill}`, f(1000 / d.one, 1), f(1000 / d.many, 1), `ort ${T} threads ${f(1000 / d.peer, 1)}`,
+    `≥ 1.3× 1 thread (${f(d.one / d.many)}×); ≥ 1.5× ort (${f(d.peer / d.many)}×)`, d.one / d.many >= 1.3 && d.peer / d.many >= 1.5);
+  t1.dispose();
+  tn.dispose();
+  await os.release();
+}
+
+console.log(`| section | work | tandem 1 thread | tandem ${T} threads | peer | target (measured) | met |`);
+console.log('|---|---|---|---|---|---|---|');
+for (const r of rows) console.log(r);

@@ -1,0 +1,98 @@
+// Threads (load(source, { threads })): the threaded build on 2, 3 and 5 threads gives the same bits as
+// the single-threaded build, inline and in a worker; the pool starts and ends with the model; an
+// idle model uses no CPU; bad thread counts are refused. (Chromium: tests/browser/browser.test.js.)
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { load } from '../../node/index.js';
+import { nodeThread } from '../../node/spawn.js';
+import { FIXTURES } from './helpers.js';
+
+const fixture = (name) => ({ path: `${FIXTURES}/${name}.tandem` });
+import { callAll } from './threads-calls.js';
+
+// Every op with a parallel path at uneven sizes (float32, int8, int4), and whole models.
+const PROGRAMS = ['parallel', 'parallel_int8', 'parallel_int4', 'transformer', 'hf_llama', 'codec', 'cnn', 'lstm'];
+
+for (const name of PROGRAMS) {
+  test(`${name}: 2, 3 and 5 threads give the same bits as 1`, async () => {
+    const { path } = fixture(name);
+    const one = await load(path, { threads: 1 });
+    assert.equal(one.threads, 1);
+    const want = await callAll(one);
+    one.dispose();
+    for (const threads of [2, 3, 5]) {
+      const m = await load(path, { threads });
+      assert.equal(m.threads, threads);
+      assert.equal(await callAll(m), want, `${threads} threads`);
+      m.dispose();
+    }
+  });
+}
+
+test('a model in a worker runs its own pool, with the same bits', async () => {
+  const { path } = fixture('parallel');
+  const one = await load(path, { threads: 1 });
+  const want = await callAll(one);
+  one.dispose();
+  const m = await load(path, { worker: true, threads: 2 });
+  assert.equal(m.threads, 2);
+  assert.equal(await callAll(m), want);
+  m.dispose();
+});
+
+test('the default is the cores up to 4; forks share the pool; dispose of the last model ends its workers', async () => {
+  const { path } = fixture('transformer');
+  const started = [];
+  const spawn = () => {
+    const port = nodeThread();
+    const rec = { terminated: false };
+    started.push(rec);
+    return { ...port, terminate: () => { rec.terminated = true; return port.terminate(); } };
+  };
+  const m = await load(path, { _spawnThread: spawn });
+  const cores = (await import('node:os')).availableParallelism();
+  assert.equal(m.threads, Math.min(4, cores));
+  assert.equal(started.length, m.threads - 1);
+  const f = await m.fork();
+  assert.equal(f.threads, m.threads);
+  assert.equal(started.length, m.threads - 1, 'a fork starts no workers');
+  m.dispose();
+  assert.ok(started.every((r) => !r.terminated), 'the fork still uses them');
+  f.dispose();
+  assert.ok(started.every((r) => r.terminated));
+});
+
+test('an idle model with threads keeps no CPU busy', async () => {
+  const { path } = fixture('parallel');
+  const m = await load(path, { threads: 3 });
+  await callAll(m);
+  const before = process.cpuUsage();
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, 400));
+  const used = process.cpuUsage(before), wall = performance.now() - t0;
+  // process-wide (every worker thread counts): a spinning worker would use ~400 ms per thread
+  assert.ok((used.user + used.system) / 1000 < 0.25 * wall, `${(used.user + used.system) / 1000} ms of CPU in ${wall} ms idle`);
+  m.dispose();
+});
+
+test('thread counts out of range are refused with a typed error', async () => {
+  const { path } = fixture('original_report');
+  for (const threads of [0, -1, 1.5, 65, '2', null]) {
+    await assert.rejects(load(path, { threads }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /threads/.test(e.message), String(threads));
+  }
+});
+
+test('an explicit count whose workers cannot start rejects the load, naming why', async () => {
+  const { path } = fixture('original_report');
+  const broken = () => {
+    const port = nodeThread();
+    port.post = () => port.terminate(); // the worker exits before it is ready
+    return port;
+  };
+  await assert.rejects(load(path, { threads: 2, _spawnThread: broken }), (e) => e.code === 'TDM_ERR_WORKER' && /threads: 2 requested/.test(e.message));
+  // the default count falls back to one thread instead
+  const m = await load(path, { _spawnThread: broken });
+  assert.equal(m.threads, 1);
+  assert.equal((await m.forward1(new Float32Array([1]))).data[0], 2);
+  m.dispose();
+});
