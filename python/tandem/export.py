@@ -67,9 +67,12 @@ class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
 
 
 def _decompositions():
-    """Core ATen, except scaled_dot_product_attention, which the runtime runs as one op."""
+    """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
+    hardswish and hardsigmoid."""
     table = torch.export.default_decompositions()
-    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+    for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
+               torch.ops.aten.hardsigmoid.default):
+        table.pop(op, None)
     return table
 
 

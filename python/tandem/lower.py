@@ -276,7 +276,7 @@ UNARY = {
     aten.tanh.default: "tanh", aten.sigmoid.default: "sigmoid", aten.relu.default: "relu",
     aten.silu.default: "silu", aten.erf.default: "erf", aten.reciprocal.default: "reciprocal",
     aten.floor.default: "floor", aten.ceil.default: "ceil", aten.logical_not.default: "logical_not",
-    aten.log1p.default: "log1p",
+    aten.log1p.default: "log1p", aten.hardswish.default: "hardswish", aten.hardsigmoid.default: "hardsigmoid",
 }
 
 
