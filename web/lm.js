@@ -2,6 +2,7 @@
 // (export_causal_lm): `prefill(model, tokens)` runs a prompt of any length as the program's prefill
 // chunks; `generate(model, prompt, options)` yields sampled token ids. Both read what they need from
 // model.metadata (prefill_chunks, max_prompt_len, max_cache_len, position_state, eos_token_id).
+// max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.
 import { Tensor, TandemError } from './tandem.js';
 
 function metadataOf(model, what) {
@@ -57,7 +58,7 @@ export async function prefill(model, tokens) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `prefill(): ${ids.length} tokens; give 1 to ${md.max_prompt_len} (max_prompt_len), or use generate(), which feeds longer prompts in pieces`);
   }
   const used = md.position_state ? await position(model) : 0;
-  if (used + ids.length > md.max_cache_len) {
+  if (md.max_cache_len !== null && used + ids.length > md.max_cache_len) {
     throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${md.max_cache_len} cache positions are in use (call reset())`);
   }
   let at = 0, logits;
@@ -135,7 +136,7 @@ export function generate(model, prompt, options = {}) {
         if (eos.has(id)) return void (run.reason = 'eos');
         onToken?.(id);
         yield id;
-        if (used >= md.max_cache_len) return void (run.reason = 'capacity');
+        if (md.max_cache_len !== null && used >= md.max_cache_len) return void (run.reason = 'capacity');
         logits = await model.decode(new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]));
         used++;
       }
