@@ -6,10 +6,12 @@ import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-web';
 import * as tf from '@tensorflow/tfjs-core';
 import { setThreadsCount } from '@tensorflow/tfjs-backend-wasm';
-import { load, Tensor } from '../node/index.js';
+import { load as loadAny, Tensor } from '../node/index.js';
 import { instantiateRuntime } from '../web/loader.js';
 
 const DIR = process.argv[2] ?? 'build/bench';
+// Every row here is single-threaded (the peers too); bench/threads.mjs has the thread rows.
+const load = (source, options) => loadAny(source, { threads: 1, ...options });
 ort.env.wasm.numThreads = 1;
 setThreadsCount(1);
 await tf.setBackend('wasm');

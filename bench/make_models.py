@@ -52,7 +52,7 @@ class MatMulW(nn.Module):
         return a @ self.w
 
 
-if want("gemm", "memory"):
+if want("gemm", "memory", "threads"):
     for m, n in [(64, 64), (256, 256), (512, 512), (1024, 1024), (1, 512), (1, 2048)]:
         w = torch.randn(n, n)
         name = f"mm_{m}x{n}"
@@ -217,7 +217,7 @@ if want("load"):
     tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
 
 # ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
-if want("smollm"):
+if want("smollm", "threads"):
     import smollm  # noqa: E402
 
     smollm.main(OUT)

@@ -3,7 +3,7 @@
 # the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run bench`
+# memory, load, threads) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run bench`
 # for the resnet18 / mobilenet_v3_small rows; unset, everything runs.
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup.sh | tail -n 1)
@@ -17,4 +17,14 @@ mkdir -p build/bench
 emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
-node --expose-gc bench/bench.mjs build/bench
+if [ "${TANDEM_BENCH:-}" != threads ]; then
+  node --expose-gc bench/bench.mjs build/bench
+fi
+# The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
+# onnxruntime-web's thread count is fixed per process).
+if [ -z "${TANDEM_BENCH:-}" ] || [[ ",$TANDEM_BENCH," == *,threads,* ]]; then
+  for t in 2 4 8; do
+    [ "$t" -le "$(nproc)" ] || [ "$t" -eq 2 ] || continue
+    node --expose-gc bench/threads.mjs build/bench "$t"
+  done
+fi

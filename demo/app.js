@@ -168,6 +168,7 @@ async function main() {
   shared = await load('shared.tandem');
   $('load-time').textContent = `${Math.round(performance.now() - t0)} ms`;
   $('state-bytes').textContent = lm.stateBytes.toLocaleString('en-US');
+  $('threads').textContent = `${lm.threads}${globalThis.crossOriginIsolated ? '' : ' (the page is not cross-origin isolated)'}`;
   $('capacity').textContent = String(meta.capacity);
   $('model-info').textContent = `${(meta.parameters / 1e6).toFixed(2)} M parameters, ${meta.layers} layers, trained ${meta.train_minutes} min on ${meta.corpus}`;
   $('loading').hidden = true;

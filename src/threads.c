@@ -15,6 +15,11 @@ extern double tdm_now_ms(void); /* the host's clock (web/loader.js) */
 #endif
 
 #define MAX_THREADS 64
+/* Loads of a flag before waiting in the engine (tens of microseconds): a decode step runs a few
+ * hundred parallel ops back to back, and a wake-up from memory.atomic.wait costs tens of
+ * microseconds on each side, as much as a small op's whole part. Past the spin, a thread sleeps:
+ * an idle pool uses no CPU. */
+#define SPIN 20000
 
 static struct {
   int32_t gen;     /* bumped for each job and for stop (atomic; workers wait on it) */
@@ -60,8 +65,8 @@ void tdm__parallel(int64_t n, int64_t align, tdm_part_fn fn, void *ctx) {
   range_of(n, align, threads, 0, &lo, &hi);
   if (lo < hi) fn(ctx, lo, hi, 0, NULL);
   int32_t p;
-  while ((p = __atomic_load_n(&pool.pending, __ATOMIC_SEQ_CST)) != 0)
-    if (pool.can_block) __builtin_wasm_memory_atomic_wait32(&pool.pending, p, -1);
+  for (int spin = 0; (p = __atomic_load_n(&pool.pending, __ATOMIC_SEQ_CST)) != 0; spin++)
+    if (pool.can_block && spin >= SPIN) __builtin_wasm_memory_atomic_wait32(&pool.pending, p, -1);
 #else
   for (int t = 0; t < threads; t++) {
     range_of(n, align, threads, t, &lo, &hi);
@@ -101,7 +106,8 @@ void tdm_thread_worker(int32_t index, void *ws) {
     int32_t g;
     /* Waits of at most 100 ms: between two, the engine may end the worker (Node's worker.terminate(),
      * as at process exit, does not interrupt a wait already begun); ten wakeups a second are free. */
-    while ((g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST)) == seen) __builtin_wasm_memory_atomic_wait32(&pool.gen, seen, 100 * 1000 * 1000);
+    for (int spin = 0; (g = __atomic_load_n(&pool.gen, __ATOMIC_SEQ_CST)) == seen; spin++)
+      if (spin >= SPIN) __builtin_wasm_memory_atomic_wait32(&pool.gen, seen, 100 * 1000 * 1000);
     seen = g;
     if (__atomic_load_n(&pool.quit, __ATOMIC_SEQ_CST)) break;
     const int threads = __atomic_load_n(&pool.n, __ATOMIC_SEQ_CST);

@@ -79,6 +79,8 @@ interface ModelApi {
   readonly metadata: { readonly [name: string]: MetadataValue };
   readonly stateBytes: number;
   readonly scratchBytes: number;
+  /** Threads the methods run on (1 where shared memory is unavailable). */
+  readonly threads: number;
   /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
    * also one named like the model's own API. */
   call(name: string, ...args: CallArgs): Promise<Output>;
@@ -110,8 +112,13 @@ export type WorkerModel = ModelApi & Methods & {
 };
 
 export interface LoadOptions {
+  /** Threads a method's parallel parts run on (1 to 64; default: the cores, at most 4). Needs a
+   * cross-origin isolated page; otherwise the model runs on one thread (model.threads says so). */
+  threads?: number;
   /** Where tandem.wasm is: a URL, a path (Node) or its bytes. Defaults to the file beside the package. */
   wasm?: string | URL | Uint8Array | ArrayBuffer;
+  /** The same for tandem-mt.wasm, the threaded build (used when threads > 1). */
+  wasmThreads?: string | URL | Uint8Array | ArrayBuffer;
   /** Run the runtime in a Web Worker / worker_threads worker. */
   worker?: boolean;
   /** Download progress of a URL source. */

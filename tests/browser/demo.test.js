@@ -41,6 +41,8 @@ test('the demo generates, resets, saves, reloads and restores', async () => {
   assert.match(await page.textContent('#capacity'), /^\d+$/);
   assert.ok(Number((await page.textContent('#state-bytes')).replace(/,/g, '')) > 0);
   assert.match(await page.textContent('#load-time'), /\d+ ms/);
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  assert.equal(await page.textContent('#threads'), String(Math.min(4, cores)), 'served cross-origin isolated (as npm start does), the model runs on the cores');
 
   const prompt = await page.inputValue('#prompt');
   const first = await generate(50);
