@@ -97,7 +97,8 @@ const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no optio
 const numelOf = (shape) => shape.reduce((a, b) => a * b, 1);
 
 /** Bytes of a source: bytes as they are, a Response or URL read (with progress when asked). */
-export async function bytesOf(source, onProgress) {
+/** `source` as bytes (a Uint8Array over them) or, for a URL or Response, as a Response. */
+async function sourceOf(source) {
   if (source instanceof Uint8Array) return source;
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
@@ -113,22 +114,70 @@ export async function bytesOf(source, onProgress) {
   if (typeof Response === 'undefined' || !(res instanceof Response)) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'load(source): source must be a URL, a path (Node), bytes or a Response');
   }
+  return res;
+}
+
+/** Calls fn(chunk) for each chunk of a Response's body, with progress; returns the byte count. */
+async function eachChunk(res, onProgress, fn) {
   const total = Number(res.headers.get('content-length')) || undefined;
+  let loaded = 0;
+  onProgress?.({ loaded, total });
+  if (!res.body) {
+    const all = new Uint8Array(await res.arrayBuffer());
+    fn(all);
+    onProgress?.({ loaded: all.length, total });
+    return all.length;
+  }
+  for (const reader = res.body.getReader(); ;) {
+    let r;
+    try {
+      r = await reader.read();
+    } catch (e) {
+      throw new TandemError('TDM_ERR_NOT_FOUND', `reading the program failed after ${loaded} bytes: ${e.message}`);
+    }
+    if (r.done) return loaded;
+    fn(r.value);
+    loaded += r.value.length;
+    onProgress?.({ loaded, total });
+  }
+}
+
+export async function bytesOf(source, onProgress) {
+  const res = await sourceOf(source);
+  if (res instanceof Uint8Array) return res;
   if (!onProgress || !res.body) return new Uint8Array(await res.arrayBuffer());
   const parts = [];
-  let loaded = 0;
-  onProgress({ loaded, total });
-  for (const reader = res.body.getReader(); ;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    parts.push(value);
-    loaded += value.length;
-    onProgress({ loaded, total });
-  }
-  const out = new Uint8Array(loaded);
+  const n = await eachChunk(res, onProgress, (c) => parts.push(c));
+  const out = new Uint8Array(n);
   let at = 0;
   for (const p of parts) { out.set(p, at); at += p.length; }
   return out;
+}
+
+/** Streams a Response's body into the runtime's memory: [ptr (tdm_malloc'd), length]. With a
+ * content-length the buffer is allocated once and JS holds one chunk at a time (a 1 GB program
+ * never exists as a JS copy); without one (or a body longer than it, as a compressed one
+ * decodes), the buffer doubles as it fills. */
+async function streamInto(rt, res, onProgress) {
+  let cap = Math.max(Number(res.headers.get('content-length')) || 0, 1 << 16);
+  let ptr = rt.malloc(cap), at = 0;
+  try {
+    await eachChunk(res, onProgress, (c) => {
+      if (at + c.length > cap) {
+        cap = Math.max(at + c.length, 2 * cap);
+        const bigger = rt.malloc(cap);
+        rt.heap(Uint8Array).copyWithin(bigger, ptr, ptr + at);
+        rt.x.tdm_free(ptr);
+        ptr = bigger;
+      }
+      rt.heap(Uint8Array).set(c, ptr + at);
+      at += c.length;
+    });
+  } catch (e) {
+    rt.x.tdm_free(ptr);
+    throw e;
+  }
+  return [ptr, at];
 }
 
 // Exports that return a pointer or a size_t: wasm gives them as i32, negative from 2 GiB up.
@@ -195,7 +244,8 @@ class Runtime {
   error(status) { return new TandemError(this.str(this.x.tdm_status_string(status)), this.str(this.x.tdm_last_error())); }
   check(status) { if (status !== 0) throw this.error(status); }
   malloc(n) {
-    const p = this.x.tdm_malloc(n);
+    // wasm32 addresses 4 GiB; a larger size would wrap in the i32 argument
+    const p = n < 2 ** 32 ? this.x.tdm_malloc(n) : 0;
     if (!p) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', `out of memory allocating ${n} bytes in the wasm heap`);
     return p;
   }
@@ -588,10 +638,11 @@ function summarizeProfile(outputs, ops, stateBytes, fraction) {
   };
 }
 
-/** Instantiate the runtime from a compiled module and load program bytes into it. `threads` > 1
+/** Instantiate the runtime from a compiled module and load a program into it: `bytes` (a
+ * Uint8Array) or a Response streamed into the runtime's memory. `threads` > 1
  * needs the threaded build (tandem-mt.wasm) and `spawnThread()`, a port to a new pool worker; when
  * `strict` is false, a pool that cannot start leaves the model on one thread. */
-export async function createModel(module, bytes, flagFraction, { threads = 1, spawnThread, strict = true } = {}) {
+export async function createModel(module, bytes, flagFraction, { threads = 1, spawnThread, strict = true, onProgress } = {}) {
   const threaded = importsMemory(module);
   const rt = new Runtime(await instantiateRuntime(module, threaded ? { memory: sharedMemory(), canBlock: canBlock() } : {}));
   if (threaded && threads > 1) {
@@ -601,9 +652,19 @@ export async function createModel(module, bytes, flagFraction, { threads = 1, sp
       if (strict) throw e instanceof TandemError ? e : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
     }
   }
-  const ptr = rt.malloc(bytes.length || 1);
-  rt.bytes(ptr, bytes.length).set(bytes);
-  const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, bytes.length, out)); // frees ptr on failure too
+  let ptr, length;
+  try {
+    if (bytes instanceof Uint8Array) {
+      [ptr, length] = [rt.malloc(bytes.length || 1), bytes.length];
+      rt.bytes(ptr, length).set(bytes);
+    } else {
+      [ptr, length] = await streamInto(rt, bytes, onProgress);
+    }
+  } catch (e) {
+    rt.pool?.stop();
+    throw e;
+  }
+  const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, length, out)); // frees ptr on failure too
   let program;
   try {
     rt.check(st);
@@ -906,13 +967,15 @@ export async function load(source, options = {}) {
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
   const flagFraction = checkFlagFraction(options.profileFlagFraction);
-  let bytes = await bytesOf(source, options.onProgress);
+  const src = await sourceOf(source);
   const pool = { threads, strict: asked !== undefined };
   if (options.worker) {
-    // The caller keeps its bytes; a copy is transferred to the worker.
-    return loadInWorker(module, bytes.slice(), options._spawnWorker ?? browserWorker, flagFraction, pool);
+    // The caller keeps its bytes: a copy is transferred to the worker.
+    const bytes = src instanceof Uint8Array ? src.slice() : await bytesOf(src, options.onProgress);
+    return loadInWorker(module, bytes, options._spawnWorker ?? browserWorker, flagFraction, pool);
   }
-  return createModel(module, bytes, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread });
+  // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
+  return createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js). */
