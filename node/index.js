@@ -43,7 +43,8 @@ export async function load(source, options = {}) {
   return webLoad(await readLocal(source), {
     ...options,
     wasm: await wasmBytes(options.wasm ?? WASM_PATH),
-    wasmThreads: await wasmBytes(options.wasmThreads ?? WASM_THREADS_PATH),
+    // the threaded build beside the package's, unless the caller gave a wasm of their own only
+    wasmThreads: options.wasmThreads !== undefined || options.wasm === undefined ? await wasmBytes(options.wasmThreads ?? WASM_THREADS_PATH) : undefined,
     _spawnWorker: spawn,
     _spawnThread: options._spawnThread ?? nodeThread,
     _cores: availableParallelism(),

@@ -51,18 +51,22 @@ export async function instantiateRuntime(module, { memory, thread = false, canBl
     emscripten_get_now: () => performance.now(),
     emscripten_memcpy_big: (dest, src, n) => { new Uint8Array(memory.buffer).copyWithin(dest >>> 0, src >>> 0, (src >>> 0) + (n >>> 0)); },
     emscripten_resize_heap: (requested) => {
-      // Geometric growth (at most 96 MiB at a time), like Emscripten's own; 0 tells malloc it failed.
-      const have = memory.buffer.byteLength, need = requested >>> 0;
-      const want = Math.min(MAX_PAGES * PAGE, Math.max(need, have + Math.min(have, 96 * 1024 * 1024)));
-      for (const bytes of [want, need]) {
-        try {
-          memory.grow(Math.ceil((bytes - memory.buffer.byteLength) / PAGE));
-          return 1;
-        } catch { /* try the exact size, then fail */ }
+      // Exactly the pages asked for, as the standalone build's own resize_heap: malloc asks in
+      // large steps already. 0 tells malloc it failed.
+      const pages = Math.ceil(((requested >>> 0) - memory.buffer.byteLength) / PAGE);
+      try {
+        memory.grow(pages);
+        return 1;
+      } catch {
+        return 0;
       }
-      return 0;
     },
-    __emscripten_init_main_thread_js: (tb) => x._emscripten_thread_init(tb, canBlock ? 0 : 1, 1, canBlock ? 1 : 0, 0),
+    // The main thread's record and its thread-local storage (tdm_last_error's message lives there):
+    // what Emscripten's glue does at startup.
+    __emscripten_init_main_thread_js: (tb) => {
+      x._emscripten_thread_init(tb, canBlock ? 0 : 1, 1, canBlock ? 1 : 0, 0);
+      x.emscripten_tls_init();
+    },
     _emscripten_notify_thread_queue: () => {},
   };
   const imports = {};

@@ -962,7 +962,12 @@ function browserThread() {
  */
 export async function load(source, options = {}) {
   const asked = checkThreads(options.threads);
-  const threads = threadsAvailable() ? asked ?? defaultThreads(options._cores) : 1;
+  // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
+  const threadedBuild = options.wasm === undefined || options.wasmThreads !== undefined;
+  if (asked > 1 && !threadedBuild) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
+  }
+  const threads = threadsAvailable() && threadedBuild ? asked ?? defaultThreads(options._cores) : 1;
   const wasm = threads > 1 ? options.wasmThreads ?? DEFAULT_WASM_THREADS : options.wasm ?? DEFAULT_WASM;
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));

@@ -3,6 +3,7 @@
 // idle model uses no CPU; bad thread counts are refused. (Chromium: tests/browser/browser.test.js.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { nodeThread } from '../../node/spawn.js';
 import { FIXTURES } from './helpers.js';
@@ -72,6 +73,14 @@ test('an idle model with threads keeps no CPU busy', async () => {
   const used = process.cpuUsage(before), wall = performance.now() - t0;
   // process-wide (every worker thread counts): a spinning worker would use ~400 ms per thread
   assert.ok((used.user + used.system) / 1000 < 0.25 * wall, `${(used.user + used.system) / 1000} ms of CPU in ${wall} ms idle`);
+  m.dispose();
+});
+
+test('errors from the threaded build carry their message (thread-local in C)', async () => {
+  const bytes = readFileSync(fixture('gru').path);
+  await assert.rejects(load(bytes.subarray(0, 200), { threads: 2 }), (e) => e.code === 'TDM_ERR_TRUNCATED' && /truncated/.test(e.message));
+  const m = await load(fixture('transformer').path, { threads: 2 });
+  await assert.rejects(m.decode(new BigInt64Array([100000n])), (e) => e.code === 'TDM_ERR_INDEX' && /100000/.test(e.message));
   m.dispose();
 });
 
