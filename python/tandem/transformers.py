@@ -4,11 +4,8 @@
 
 A decoder-only LM becomes one program whose state is its static KV cache (transformers'
 StaticCache, exported as it is: the cache object's tensors are state):
-- `prefill_<n>(tokens [1, n])` for n in the metadata's `prefill_chunks` (powers of two from 2 up to
-  max_prompt_len, and max_prompt_len itself): appends n tokens to the cache and returns the last
-  position's logits [1, vocab]. A prompt of any length 1..max_prompt_len is a few of these in a row,
-  largest first, then `decode` for a last single token (the cache makes chunked prefill exact):
-  `prefill(tokens)` in JS and Python does that for you;
+- `prefill(tokens [1, n])`, 1 <= n <= max_prompt_len (a dynamic dim 'n'): appends n tokens to the
+  cache and returns the last position's logits [1, vocab]; each call runs at its own length;
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
 - `reset()`: empties the cache.
 The position lives in state: callers never pass it. A call that would write past max_cache_len
@@ -25,7 +22,8 @@ from .program import Program
 
 
 def prefill_chunks(max_prompt_len: int) -> list[int]:
-    """The prefill lengths exported for max_prompt_len, largest first (1 is decode's)."""
+    """The prefill lengths of programs exported before prefill had a dynamic length (prefill_<n>
+    methods), largest first (1 is decode's); `prefill()` still runs such programs."""
     sizes = {max_prompt_len} if max_prompt_len > 1 else set()
     n = 2
     while n < max_prompt_len:
@@ -76,15 +74,17 @@ class CausalLM(nn.Module):
 def export_causal_lm(model: nn.Module, max_cache_len: int, max_prompt_len: int, metadata: dict | None = None,
                      **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
-    prefill chunks, decode and reset over its static KV cache (see the module's docstring).
+    prefill (of 1 to max_prompt_len tokens), decode and reset over its static KV cache (see the
+    module's docstring).
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip."""
     if not 1 <= max_prompt_len <= max_cache_len:
         raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
     lm = CausalLM(model, max_cache_len)
-    chunks = prefill_chunks(max_prompt_len)
-    methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    methods = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
     methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
     methods["reset"] = Method(lm.reset, ())
     return export(None, methods, metadata={
@@ -93,7 +93,6 @@ def export_causal_lm(model: nn.Module, max_cache_len: int, max_prompt_len: int, 
         "num_layers": int(config.num_hidden_layers),
         "max_cache_len": int(max_cache_len),
         "max_prompt_len": int(max_prompt_len),
-        "prefill_chunks": chunks,
         "position_state": "cache.layers.0.cumulative_length",
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
@@ -108,9 +107,10 @@ def _token_id(v):
 
 
 def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
-    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) as its
-    prefill chunks, then decode for a last single token; returns the last position's logits. A
-    prompt that does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
+    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) with one
+    `prefill` call (programs of earlier versions: their prefill chunks, then decode for a last single
+    token); returns the last position's logits. A prompt that does not fit in the cache raises
+    TDM_ERR_INDEX before anything runs."""
     from .runtime import TandemError
 
     md = model.metadata
@@ -121,6 +121,8 @@ def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
     if used + n > md["max_cache_len"]:
         raise TandemError("TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions "
                           "are in use (call reset())")
+    if "prefill" in model.methods:
+        return model.call("prefill", tokens.reshape(1, -1))
     at, logits = 0, None
     for c in split_prompt(n, md["prefill_chunks"]):
         logits = model.call("decode" if c == 1 else f"prefill_{c}", tokens.reshape(1, -1)[:, at:at + c])
