@@ -3,6 +3,7 @@ state as inputs and outputs, since onnxruntime-web keeps none between calls).
 
     python bench/make_models.py build/bench
 """
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -23,6 +24,12 @@ from models.families import CausalConvBlock, StreamingCodec, TinyLM, rotate  # n
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 OUT.mkdir(parents=True, exist_ok=True)
 torch.manual_seed(0)
+# TANDEM_BENCH=image,codec (bench/run.sh) exports only what those sections of bench/bench.mjs read.
+ONLY = [x.strip() for x in os.environ["TANDEM_BENCH"].split(",")] if os.environ.get("TANDEM_BENCH") else None
+
+
+def want(*sections):
+    return ONLY is None or any(s in ONLY for s in sections)
 
 
 def save_onnx(name, nodes, inputs, outputs, inits):
@@ -45,12 +52,13 @@ class MatMulW(nn.Module):
         return a @ self.w
 
 
-for m, n in [(64, 64), (256, 256), (512, 512), (1024, 1024), (1, 512), (1, 2048)]:
-    w = torch.randn(n, n)
-    name = f"mm_{m}x{n}"
-    tandem.export(MatMulW(w), {"forward": (torch.randn(m, n),)}).save(OUT / f"{name}.tandem")
-    save_onnx(name, [helper.make_node("MatMul", ["A", "W"], ["Y"])], [vi("A", [m, n])], [vi("Y", [m, n])],
-              [numpy_helper.from_array(w.numpy(), "W")])
+if want("gemm", "memory"):
+    for m, n in [(64, 64), (256, 256), (512, 512), (1024, 1024), (1, 512), (1, 2048)]:
+        w = torch.randn(n, n)
+        name = f"mm_{m}x{n}"
+        tandem.export(MatMulW(w), {"forward": (torch.randn(m, n),)}).save(OUT / f"{name}.tandem")
+        save_onnx(name, [helper.make_node("MatMul", ["A", "W"], ["Y"])], [vi("A", [m, n])], [vi("Y", [m, n])],
+                  [numpy_helper.from_array(w.numpy(), "W")])
 
 
 class StateAdd(nn.Module):
@@ -65,16 +73,18 @@ class StateAdd(nn.Module):
         self.state.add_(x)
 
 
-for nbytes in [64, 512 * 1024, 4 * 1024 * 1024]:
-    n = nbytes // 4
-    tandem.export(StateAdd(n), {"forward": (torch.randn(1),)}).save(OUT / f"state_{nbytes}.tandem")
-    save_onnx(f"state_{nbytes}", [helper.make_node("Add", ["state", "x"], ["state_out"])],
-              [vi("state", [n]), vi("x", [1])], [vi("state_out", [n])], [])
+if want("state"):
+    for nbytes in [64, 512 * 1024, 4 * 1024 * 1024]:
+        n = nbytes // 4
+        tandem.export(StateAdd(n), {"forward": (torch.randn(1),)}).save(OUT / f"state_{nbytes}.tandem")
+        save_onnx(f"state_{nbytes}", [helper.make_node("Add", ["state", "x"], ["state_out"])],
+                  [vi("state", [n]), vi("x", [1])], [vi("state_out", [n])], [])
 
 # ---- transformer decode step: 4 layers, width 256, 4 heads, context 512 ----------------------
-lm = TinyLM(vocab=96, d=256, heads=4, layers=4, capacity=512, chunk=16).eval()
-tandem.export(lm, {"prefill": (torch.zeros(1, 16, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),),
-                   "reset": ()}).save(OUT / "lm.tandem")
+if want("decode", "memory"):
+    lm = TinyLM(vocab=96, d=256, heads=4, layers=4, capacity=512, chunk=16).eval()
+    tandem.export(lm, {"prefill": (torch.zeros(1, 16, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),),
+                       "reset": ()}).save(OUT / "lm.tandem")
 
 
 class LMStepIO(nn.Module):
@@ -105,17 +115,19 @@ class LMStepIO(nn.Module):
         return tm.norm(x[:, -1]) @ tm.emb.weight.t(), torch.stack(ks), torch.stack(vs)
 
 
-cache = torch.zeros(4, 1, 4, 512, 64)
-step = LMStepIO(lm)
-args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), torch.randn(4, 1, 4, 512, 64), torch.randn(4, 1, 4, 512, 64))
-with torch.no_grad():
-    ref = step(*args)
-    torch.onnx.export(step, args, str(OUT / "lm.onnx"), dynamo=False, opset_version=17,
-                      input_names=["token", "pos", "k", "v"], output_names=["logits", "k_out", "v_out"])
+if want("decode", "memory"):
+    cache = torch.zeros(4, 1, 4, 512, 64)
+    step = LMStepIO(lm)
+    args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), torch.randn(4, 1, 4, 512, 64), torch.randn(4, 1, 4, 512, 64))
+    with torch.no_grad():
+        ref = step(*args)
+        torch.onnx.export(step, args, str(OUT / "lm.onnx"), dynamo=False, opset_version=17,
+                          input_names=["token", "pos", "k", "v"], output_names=["logits", "k_out", "v_out"])
 
 # ---- streaming convolution chunk -------------------------------------------------------------
-conv = CausalConvBlock(channels=128, out=128, k=5, chunk=64)
-tandem.export(conv, {"forward": (torch.randn(1, 128, 64),), "reset": ()}).save(OUT / "conv.tandem")
+if want("conv", "memory"):
+    conv = CausalConvBlock(channels=128, out=128, k=5, chunk=64)
+    tandem.export(conv, {"forward": (torch.randn(1, 128, 64),), "reset": ()}).save(OUT / "conv.tandem")
 
 
 class ConvIO(nn.Module):
@@ -128,32 +140,35 @@ class ConvIO(nn.Module):
         return self.b._block(x), x[:, :, -(self.b.k - 1):]
 
 
-with torch.no_grad():
-    torch.onnx.export(ConvIO(conv), (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)), str(OUT / "conv.onnx"), dynamo=False,
-                      opset_version=17, input_names=["chunk", "context"], output_names=["y", "context_out"])
+if want("conv", "memory"):
+    with torch.no_grad():
+        torch.onnx.export(ConvIO(conv), (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)), str(OUT / "conv.onnx"), dynamo=False,
+                          opset_version=17, input_names=["chunk", "context"], output_names=["y", "context_out"])
 
 # ---- torchvision image classifiers, 224x224, eval, random weights -----------------------------
-import torchvision  # noqa: E402  (installed by bench/run.sh, --no-deps)
+if want("image"):
+    import torchvision  # noqa: E402  (installed by bench/run.sh, --no-deps)
 
-for name in ["resnet18", "mobilenet_v3_small"]:
-    torch.manual_seed(0)
-    net = getattr(torchvision.models, name)(weights=None).eval()
-    with torch.no_grad():  # non-trivial batch norm statistics, as after training
-        for mod in net.modules():
-            if isinstance(mod, nn.BatchNorm2d):
-                mod.running_mean.uniform_(-0.2, 0.2)
-                mod.running_var.uniform_(0.5, 1.5)
-    image = torch.randn(1, 3, 224, 224)
-    tandem.export(net, {"forward": (image,)}).save(OUT / f"{name}.tandem")
-    with torch.no_grad():
-        torch.onnx.export(net, (image,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17,
-                          input_names=["x"], output_names=["y"])
+    for name in ["resnet18", "mobilenet_v3_small"]:
+        torch.manual_seed(0)
+        net = getattr(torchvision.models, name)(weights=None).eval()
+        with torch.no_grad():  # non-trivial batch norm statistics, as after training
+            for mod in net.modules():
+                if isinstance(mod, nn.BatchNorm2d):
+                    mod.running_mean.uniform_(-0.2, 0.2)
+                    mod.running_var.uniform_(0.5, 1.5)
+        image = torch.randn(1, 3, 224, 224)
+        tandem.export(net, {"forward": (image,)}).save(OUT / f"{name}.tandem")
+        with torch.no_grad():
+            torch.onnx.export(net, (image,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17,
+                              input_names=["x"], output_names=["y"])
 
 # ---- streaming codec: encode and decode steps of one 80 ms chunk (1920 samples at 24 kHz) -------
-codec = StreamingCodec().eval()  # 16 base channels, ratios 4·5·6·4 (hop 480), latent 128, 2 layers
-FRAMES = codec.chunk // codec.hop
-tandem.export(codec, {"encode_step": (torch.randn(1, 1, codec.chunk),), "decode_step": (torch.randn(1, 128, FRAMES),),
-                      "reset": ()}).save(OUT / "codec.tandem")
+if want("codec"):
+    codec = StreamingCodec().eval()  # 16 base channels, ratios 4·5·6·4 (hop 480), latent 128, 2 layers
+    FRAMES = codec.chunk // codec.hop
+    tandem.export(codec, {"encode_step": (torch.randn(1, 1, codec.chunk),), "decode_step": (torch.randn(1, 128, FRAMES),),
+                          "reset": ()}).save(OUT / "codec.tandem")
 
 
 class CodecStepIO(nn.Module):
@@ -179,27 +194,32 @@ class CodecStepIO(nn.Module):
         return (y,) + tuple(bufs[n] for n in self.names)
 
 
-STATE_KEYS = ("previous", "partial", "k_cache", "v_cache", "slot_pos", "offset")
-codec_state = {}
-for step, prefix, x in [("encode_step", ("encoder.", "encoder_transformer."), torch.randn(1, 1, codec.chunk)),
-                        ("decode_step", ("decoder.", "decoder_transformer."), torch.randn(1, 128, FRAMES))]:
-    names = [n for n, _ in codec.named_buffers() if n.startswith(prefix) and n.split(".")[-1] in STATE_KEYS]
-    state = [codec.get_buffer(n).clone() for n in names]
-    codec_state[step] = names
-    with torch.no_grad():
-        torch.onnx.export(CodecStepIO(codec, step, names), (x, *state), str(OUT / f"codec_{step}.onnx"), dynamo=False,
-                          opset_version=17, input_names=["x"] + [f"s{i}" for i in range(len(names))],
-                          output_names=["y"] + [f"s{i}_out" for i in range(len(names))])
-(OUT / "codec_state.json").write_text(__import__("json").dumps(
-    {step: [{"name": n, "shape": list(codec.get_buffer(n).shape), "dtype": str(codec.get_buffer(n).dtype).replace("torch.", ""),
-             "fill": codec.get_buffer(n).flatten()[0].item()} for n in names]
-     for step, names in codec_state.items()}))
+if want("codec"):
+    STATE_KEYS = ("previous", "partial", "k_cache", "v_cache", "slot_pos", "offset")
+    codec_state = {}
+    for step, prefix, x in [("encode_step", ("encoder.", "encoder_transformer."), torch.randn(1, 1, codec.chunk)),
+                            ("decode_step", ("decoder.", "decoder_transformer."), torch.randn(1, 128, FRAMES))]:
+        names = [n for n, _ in codec.named_buffers() if n.startswith(prefix) and n.split(".")[-1] in STATE_KEYS]
+        state = [codec.get_buffer(n).clone() for n in names]
+        codec_state[step] = names
+        with torch.no_grad():
+            torch.onnx.export(CodecStepIO(codec, step, names), (x, *state), str(OUT / f"codec_{step}.onnx"), dynamo=False,
+                              opset_version=17, input_names=["x"] + [f"s{i}" for i in range(len(names))],
+                              output_names=["y"] + [f"s{i}_out" for i in range(len(names))])
+    (OUT / "codec_state.json").write_text(__import__("json").dumps(
+        {step: [{"name": n, "shape": list(codec.get_buffer(n).shape), "dtype": str(codec.get_buffer(n).dtype).replace("torch.", ""),
+                 "fill": codec.get_buffer(n).flatten()[0].item()} for n in names]
+         for step, names in codec_state.items()}))
 
 # ---- a ~50 MB program for the load benchmark ---------------------------------------------------
-big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
-tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
-# ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
-import smollm  # noqa: E402
+if want("load"):
+    big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
+    tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
 
-smollm.main(OUT)
+# ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
+if want("smollm"):
+    import smollm  # noqa: E402
+
+    smollm.main(OUT)
+
 print(f"benchmark models in {OUT}")

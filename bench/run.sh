@@ -2,6 +2,9 @@
 # npm run bench: installs what the benchmarks need (npm peers, onnx/onnxscript), builds, exports
 # the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
+# TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
+# memory, load) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run bench`
+# for the resnet18 / mobilenet_v3_small rows; unset, everything runs.
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup.sh | tail -n 1)
 "$PY" -c "import onnx, onnxscript" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check -r bench/requirements.txt >&2

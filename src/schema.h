@@ -151,8 +151,10 @@ enum {
   X(matmul_q4, 0, TDM_INPLACE_NONE) \
   X(embedding_q8, 0, TDM_INPLACE_NONE) \
   X(embedding_q4, 0, TDM_INPLACE_NONE) \
+  X(hardswish, 0, TDM_INPLACE_ANY) \
+  X(hardsigmoid, 0, TDM_INPLACE_ANY) \
 
-#define TDM_SCHEMA_OP_COUNT 78
+#define TDM_SCHEMA_OP_COUNT 80
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -233,5 +235,7 @@ enum {
 #define TDM__OPFLAGS_matmul_q4        false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_embedding_q8     false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_embedding_q4     false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_hardswish        false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_hardsigmoid      false, TDM_INPLACE_ANY
 
 #endif

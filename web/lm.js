@@ -1,9 +1,10 @@
 // lm.js — prompts and generation for language models exported by tandem.transformers
 // (export_causal_lm): `prefill(model, tokens)` runs a prompt of any length with the program's
-// `prefill` method (its length is a dynamic dim; programs of earlier versions: their prefill chunks);
-// `generate(model, prompt, options)` yields sampled token ids. Both read what they need from
-// model.metadata (max_prompt_len, max_cache_len, position_state, eos_token_id; prefill_chunks in
-// programs of earlier versions).
+// `prefill` method (its length is a dynamic dim; programs without one, Mamba's and those of earlier
+// versions: their prefill_<n> chunks); `generate(model, prompt, options)` yields sampled token ids.
+// Both read what they need from model.metadata (max_prompt_len, max_cache_len, position_state,
+// eos_token_id; prefill_chunks in chunked programs). max_cache_len is null for a model with a
+// fixed-size state (Mamba): any number of tokens fits.
 import { Tensor, TandemError } from './tandem.js';
 
 /** Whether the program has one `prefill` of any length (else prefill_<n> chunks). */
@@ -65,7 +66,7 @@ export async function prefill(model, tokens) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `prefill(): ${ids.length} tokens; give 1 to ${md.max_prompt_len} (max_prompt_len), or use generate(), which feeds longer prompts in pieces`);
   }
   const used = md.position_state ? await position(model) : 0;
-  if (used + ids.length > md.max_cache_len) {
+  if (md.max_cache_len !== null && used + ids.length > md.max_cache_len) {
     throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${md.max_cache_len} cache positions are in use (call reset())`);
   }
   if (hasDynamicPrefill(model)) return model.call('prefill', new Tensor('int64', ids.slice(), [1, ids.length]));
@@ -144,7 +145,7 @@ export function generate(model, prompt, options = {}) {
         if (eos.has(id)) return void (run.reason = 'eos');
         onToken?.(id);
         yield id;
-        if (used >= md.max_cache_len) return void (run.reason = 'capacity');
+        if (md.max_cache_len !== null && used >= md.max_cache_len) return void (run.reason = 'capacity');
         logits = await model.decode(new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]));
         used++;
       }

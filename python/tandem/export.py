@@ -72,9 +72,12 @@ class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
 
 
 def _decompositions():
-    """Core ATen, except scaled_dot_product_attention, which the runtime runs as one op."""
+    """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
+    hardswish and hardsigmoid."""
     table = torch.export.default_decompositions()
-    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
+    for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
+               torch.ops.aten.hardsigmoid.default):
+        table.pop(op, None)
     return table
 
 
@@ -281,6 +284,8 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
            quantize: Optional[str] = None, quantize_group: int = QUANT_GROUP, quantize_skip: Skip = None) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
+    A constant method (no inputs, changes no state, returns only Python constants, e.g.
+    `def get_max_seq_len(self): return 128`) is stored as the metadata entry of its name.
 
     quantize: None (float32 weights), "int8" (per output channel) or "int4" (per output channel and
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
@@ -294,7 +299,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     name_of = _names_of(modules)
     params = _parameters(modules) if quantize is not None else []
 
-    exported = {}
+    exported, constants = {}, {}
     for name, (fn, inputs, dynamic) in specs.items():
         root, _ = roots[name]
         with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings(), \
@@ -338,6 +343,8 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 elif spec.kind == OutputKind.USER_INPUT_MUTATION:
                     raise ExportError(f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
                                       "Mutate a buffer or return the new value instead.")
+            if not inputs and not mutated and _constant_result(name, ep, constants):
+                continue
             exported[name] = (ep, tensors, mutated, dims)
 
     # State = every buffer any method mutates; one slot per tensor, shared by every method.
@@ -358,7 +365,13 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)
-    program = Program(list(states.values()), lowered, metadata)
+    for name in constants:
+        if name in (metadata or {}):
+            raise ExportError(f"constant method '{name}' and metadata entry '{name}' share a name: rename one of them")
+    if not lowered:
+        raise ExportError(f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
+                          "method that computes: give one, or store the constants with tandem.export(..., metadata={...})")
+    program = Program(list(states.values()), lowered, {**constants, **(metadata or {})})
     _verify(program)
     return program
 
@@ -393,6 +406,33 @@ def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
     if isinstance(root, _BoundMethod):
         return {"args": dynamic}
     return dynamic
+
+
+def _constant_result(name: str, ep, constants: dict) -> bool:
+    """A method whose outputs are all Python constants (no tensors, at least one value): puts its
+    value (the returned structure, tuples as lists) in constants[name] and says True."""
+    from torch.utils import _pytree as pytree
+    from torch.export.graph_signature import ConstantArgument
+    from .program import check_metadata
+
+    specs = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    if not specs or not all(isinstance(s.arg, ConstantArgument) for s in specs) or \
+            all(s.arg.value is None for s in specs):
+        return False
+    value = pytree.tree_unflatten([s.arg.value for s in specs], ep.call_spec.out_spec)
+    try:
+        constants.update(check_metadata({name: _as_json(value)}))
+    except ExportError as e:
+        raise ExportError(f"constant method '{name}' returns {value!r}, which tandem cannot store: {e}") from None
+    return True
+
+
+def _as_json(value):
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def _keep_source_lines(fn) -> None:

@@ -3,6 +3,8 @@ replaced by one op that has a kernel of its own (docs/ops.md).
 
 - RMS norm: mul(x, x) -> mean(last dim, keepdim) -> add(eps) -> rsqrt -> mul(x, .) [-> mul(., w)]
   becomes rms_norm(x[, w]) (what nn.RMSNorm and hand-written RMSNorm modules decompose to).
+- An activation right after a convolution: conv -> relu / hardswish becomes one conv with the
+  activation as its last attribute, applied to each block of the output while it is in cache.
 - Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
@@ -41,7 +43,7 @@ def _fuse_one(ir: MethodIR) -> bool:
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
     for i in range(len(ir.ops)):
-        for match in (_rms_norm, _layer_norm_axis):
+        for match in (_rms_norm, _layer_norm_axis, _conv_activation):
             found = match(ir.ops, i, readers, producer)
             if found:
                 remove, new = found
@@ -160,6 +162,22 @@ def _layer_norm_axis(ops, i, readers, producer):
     x = ops[p].ins[0]
     axis = perm[-1]
     return [p, i, q], Op("layer_norm", [x] + ln.ins[1:], ops[q].outs, ln.iattr + [axis], ln.fattr, ln.where)
+
+
+CONV_ACTIVATIONS = {"relu": 1, "hardswish": 2}  # conv's optional last attribute (src/kernels/conv.c)
+
+
+def _conv_activation(ops, i, readers, producer):
+    """conv immediately followed by relu / hardswish of its whole output, which nothing else reads."""
+    conv = ops[i]
+    if conv.name != "conv" or len(conv.iattr) != 3 + 3 * conv.iattr[0] or i + 1 >= len(ops):
+        return None
+    y, act = conv.outs[0], ops[i + 1]
+    if (act.name not in CONV_ACTIVATIONS or len(act.ins) != 1 or not _same(act.ins[0], y) or _only_reader(y, readers) != i + 1
+            or act.outs[0].shape != y.shape or act.outs[0].dtype != F32):
+        return None
+    return [i, i + 1], Op("conv", conv.ins, [act.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ACTIVATIONS[act.name]],
+                          conv.fattr, conv.where)
 
 
 def tie_embeddings(methods: list) -> None:

@@ -294,7 +294,7 @@ UNARY = {
     aten.tanh.default: "tanh", aten.sigmoid.default: "sigmoid", aten.relu.default: "relu",
     aten.silu.default: "silu", aten.erf.default: "erf", aten.reciprocal.default: "reciprocal",
     aten.floor.default: "floor", aten.ceil.default: "ceil", aten.logical_not.default: "logical_not",
-    aten.log1p.default: "log1p",
+    aten.log1p.default: "log1p", aten.hardswish.default: "hardswish", aten.hardsigmoid.default: "hardsigmoid",
 }
 
 
@@ -1263,7 +1263,8 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             if o is None:
                 continue
             if not isinstance(o, torch.fx.Node):
-                raise ExportError(f"method '{name}' returns {o!r}; methods return tensors, a tuple of tensors or None")
+                raise ExportError(f"method '{name}' returns {o!r}; methods return tensors, a tuple of tensors or None (a method "
+                                  "that takes no inputs, changes no state and returns only constants is stored as metadata)")
             user_outputs.append((spec.arg.name, env[o]))
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             t = tensors[next(s.arg.name for s in sig.input_specs if s.target == spec.target)]

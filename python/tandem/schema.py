@@ -129,6 +129,8 @@ OPS = [
     OpDef("cumsum"), OpDef("gather"), OpDef("sort"), OpDef("topk"),
     # Quantized weights (docs/ops.md): the only ops that may read the constant-only dtypes.
     OpDef("matmul_q8"), OpDef("matmul_q4"), OpDef("embedding_q8"), OpDef("embedding_q4"),
+    # MobileNetV3's activations as one pass each (instead of 4-5 elementwise ops).
+    *_elementwise("hardswish", "hardsigmoid"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 

@@ -8,7 +8,10 @@
  *    positions at a time, then a packed GEMM with register tiles (tdm_f32_conv_gemm_*), the bias as
  *    the accumulators' start;
  *  - otherwise (depthwise, tiny kernels) directly: per output value (the scalar reference), and in
- *    the wasm build 16 (then 4) output columns at a time for strides 1 and 2.
+ *    the wasm build 16 (then 4) output columns at a time for strides 1 and 2; where that would
+ *    leave many border columns to the scalar kernel (short rows), the group's rows are first copied
+ *    with zero columns on both sides into a stack buffer (a band of rows at a time), so every
+ *    column of the row runs in vectors with no bounds checks.
  * Transposed convolution is a GEMM (w rearranged at export to [groups, Og·KH·KW, Cg]; x's group
  * packed in 8-column panels in the workspace) into the workspace, then col2im: each product added to the output position it lands on.
  * Pooling: per output value, and in the wasm build 4 columns at a time where every tap of the row
@@ -17,6 +20,7 @@
 #include "../util.h"
 #include "gemm.h"
 #include "variants.h"
+#include "vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -72,8 +76,8 @@ float tdm_f32_conv_point__scalar(const geom *g, const float *xg, const float *wo
 #define LOAD4S(p, S) ((S) == 1 ? wasm_v128_load(p) : wasm_i32x4_shuffle(wasm_v128_load(p), wasm_v128_load((p) + 4), 0, 2, 4, 6))
 
 /* Output columns ow0 .. ow0 + 4V - 1 of one row (column stride S, every tap inside x), V vectors
- * of accumulators in registers over all channels and taps. */
-#define CONV_BLOCK(V, S)                                                                           \
+ * of accumulators in registers over all channels and taps, stored at dst. */
+#define CONV_BLOCK(V, S, dst)                                                                      \
   do {                                                                                             \
     v128_t a0 = wasm_f32x4_splat(b), a1 = a0, a2 = a0, a3 = a0;                                    \
     for (int64_t c = 0; c < Cg; c++)                                                               \
@@ -90,23 +94,72 @@ float tdm_f32_conv_point__scalar(const geom *g, const float *xg, const float *wo
           if (V > 3) a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wv, LOAD4S(p + 12 * (S), S)));         \
         }                                                                                          \
       }                                                                                            \
-    wasm_v128_store(yr + ow0, a0);                                                                 \
-    if (V > 1) wasm_v128_store(yr + ow0 + 4, a1);                                                  \
-    if (V > 2) wasm_v128_store(yr + ow0 + 8, a2);                                                  \
-    if (V > 3) wasm_v128_store(yr + ow0 + 12, a3);                                                 \
+    wasm_v128_store((dst), a0);                                                                    \
+    if (V > 1) wasm_v128_store((dst) + 4, a1);                                                     \
+    if (V > 2) wasm_v128_store((dst) + 8, a2);                                                     \
+    if (V > 3) wasm_v128_store((dst) + 12, a3);                                                    \
   } while (0)
 
 int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
                                  float *yr, int64_t lo, int64_t hi) {
   int64_t ow0 = lo;
   if (g->sw == 1) {
-    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 1);
-    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 1);
+    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 1, yr + ow0);
+    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 1, yr + ow0);
   } else if (g->sw == 2) {
-    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 2);
-    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 2);
+    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 2, yr + ow0);
+    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 2, yr + ow0);
   }
   return ow0;
+}
+
+/* The last, partial block of a row: columns ow0 .. OW - 1 (fewer than 4) into a temporary. */
+static void conv_tail__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
+                               int64_t ow0) {
+  float t[4];
+  if (g->sw == 1) CONV_BLOCK(1, 1, t);
+  else CONV_BLOCK(1, 2, t);
+  for (int64_t i = ow0; i < g->OW; i++) yr[i] = t[i - ow0];
+}
+
+bool tdm_f32_conv_plane_padded__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
+                                        float *buf, int64_t cap) {
+  const int64_t S = g->sw;
+  if ((S != 1 && S != 2) || g->OW < 1 || g->OH < 1) return false;
+  /* A padded row: pw zeros, the W values, then zeros up to the last vector block's last read
+   * (its first column (ceil4(OW) - 4)·S, the last tap, and for stride 2 a second load of 4). */
+  int64_t Wp = ((g->OW + 3) / 4 * 4 - 4) * S + (g->KW - 1) * g->dw + 4 * S;
+  if (Wp < g->pw + g->W) Wp = g->pw + g->W;
+  const int64_t span = (g->KH - 1) * g->dh + 1; /* input rows one output row reads */
+  if (Cg < 1 || Wp > cap / Cg || cap / Cg / Wp < span) return false;
+  const int64_t per_band = (cap / Cg / Wp - span) / g->sh + 1; /* output rows whose input rows fit */
+  /* The band's buffer is x with padded rows: the same geometry, W = Wp, no column padding, and
+   * rows [r0, r1) of x at rows 0 .. r1 - r0 (the row padding and the skip of rows outside x stay). */
+  geom p = *g;
+  p.W = Wp;
+  p.pw = 0;
+  for (int64_t oh0 = 0; oh0 < g->OH; oh0 += per_band) {
+    const int64_t oh1 = oh0 + per_band < g->OH ? oh0 + per_band : g->OH;
+    int64_t r0 = oh0 * g->sh - g->ph, r1 = (oh1 - 1) * g->sh - g->ph + span;
+    if (r0 < 0) r0 = 0;
+    if (r1 > g->H) r1 = g->H;
+    const int64_t rows = r1 > r0 ? r1 - r0 : 0;
+    for (int64_t c = 0; c < Cg; c++)
+      for (int64_t r = 0; r < rows; r++) {
+        float *d = buf + (c * rows + r) * Wp;
+        memset(d, 0, sizeof(float) * (size_t)g->pw);
+        memcpy(d + g->pw, xg + (c * g->H + r0 + r) * g->W, sizeof(float) * (size_t)g->W);
+        memset(d + g->pw + g->W, 0, sizeof(float) * (size_t)(Wp - g->pw - g->W));
+      }
+    p.H = rows;
+    p.ph = g->ph + r0;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+      float *yr = yc + oh * g->OW;
+      const int64_t end = tdm_f32_conv_row__simd128(&p, buf, wo, Cg, oh, b, yr, 0, g->OW);
+      if (end < g->OW) conv_tail__simd128(&p, buf, wo, Cg, oh, b, yr, end);
+    }
+  }
+  return true;
 }
 #endif
 
@@ -420,9 +473,46 @@ static tdm_status conv_transpose_check(const tdm_method *m, const tdm_op *op) {
 
 /* ---- convolution -------------------------------------------------------------------------------- */
 
+#if defined(__wasm_simd128__)
+/* The direct path over zero-padded rows pays when the row path would leave more than 1/8 of the
+ * columns to the scalar point kernel (short rows: depthwise convs on 14×14 and 7×7 maps). */
+static bool conv_padded_pays(const geom *g, int64_t lo, int64_t hi) {
+  if (g->sw != 1 && g->sw != 2) return false;
+  int64_t vec = 0;
+  if (lo < hi) vec = (hi - lo) / 16 * 16 + (hi - lo) % 16 / 4 * 4;
+  return (g->OW - vec) * 8 > g->OW;
+}
+
+/* Zero-padding adds 0·w for each tap outside x where the reference adds nothing: the same result
+ * bit for bit while every weight is finite (0·inf would be NaN) and no bias is −0 (the one start
+ * from which adding +0 changes the sum: −0 + +0 = +0). Otherwise the exact row path runs. */
+static bool conv_padded_exact(const float *w, int64_t nw, const float *bias, int64_t O) {
+  for (int64_t i = 0; i < nw; i++)
+    if (!isfinite(w[i])) return false;
+  if (bias)
+    for (int64_t o = 0; o < O; o++)
+      if (bias[o] == 0.0f && signbit(bias[o])) return false;
+  return true;
+}
+#endif
+
+/* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
+ * 0 none, 1 relu, 2 hardswish, applied in place by the elementwise kernels to each block of y right
+ * after it is written (still in cache), so the results are those of the separate op. */
+enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_COUNT };
+
+static void conv_activate(int act, float *y, int64_t n) {
+  if (act == CONV_ACT_NONE) return;
+  const int code = act == CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH;
+#if defined(__wasm_simd128__)
+  if (tdm_f32_unary__simd128(code, y, y, n)) return;
+#endif
+  tdm_f32_unary__scalar(code, y, y, n);
+}
+
 /* conv: x [N, C, (H,) W], w [O, C/groups, (KH,) KW][, bias [O]] → y [N, O, (OH,) OW][, workspace].
- * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)]. See the top of the file for
- * the three paths. */
+ * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)[, activation]]. See the top of
+ * the file for the three paths. */
 static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
   const int64_t groups = op->iattr[2];
@@ -431,15 +521,21 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   read_geom(r, op->iattr + 3, in[0].shape, out->shape, r == 2 ? ws->dims[2] : 1, ws->dims[1 + r], &g);
   const int64_t O = ws->dims[0], Cg = ws->dims[1], Og = O / groups;
   const float *x = in[0].data, *w = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
+  const int act = op->n_iattr == 4 + 3 * (uint32_t)r ? (int)op->iattr[3 + 3 * r] : CONV_ACT_NONE;
   float *y = out->data;
   if (g.KH == 1 && g.KW == 1 && groups == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
     const int64_t HW = g.H * g.W;
     for (int64_t n = 0; n < g.N; n++) {
       float *yn = y + n * O * HW;
-      tdm_f32_gemm_rows(O, HW, g.C, w, x + n * g.C * HW, yn);
-      if (bias)
-        for (int64_t o = 0; o < O; o++)
+      if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map): one dot product per row of w */
+        for (int64_t o = 0; o < O; o++) yn[o] = tdm_f32_dot(w + o * g.C, x + n * g.C, g.C);
+      else
+        tdm_f32_gemm_rows(O, HW, g.C, w, x + n * g.C * HW, yn);
+      for (int64_t o = 0; o < O; o++) {
+        if (bias)
           for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
+        conv_activate(act, yn + o * HW, HW);
+      }
     }
     return TDM_OK;
   }
@@ -454,6 +550,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
           tdm_f32_im2col_packed(&g, xg, Cg, n0, nc, colp);
           conv_gemm(Og, nc, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg + n0, N);
+          for (int64_t o = 0; o < Og; o++) conv_activate(act, yg + o * N + n0, nc);
         }
       }
     return TDM_OK;
@@ -461,6 +558,21 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   int64_t lo, hi;
   inside_columns(g.W, g.OW, g.KW, g.sw, g.pw, g.dw, g.sw - 1, &lo, &hi);
   (void)lo, (void)hi; /* used by the SIMD128 path only */
+#if defined(__wasm_simd128__)
+  if (conv_padded_pays(&g, lo, hi) && conv_padded_exact(w, O * Cg * g.KH * g.KW, bias, O)) {
+    float buf[TDM_CONV_PAD_FLOATS];
+    bool done = true;
+    for (int64_t n = 0; n < g.N && done; n++)
+      for (int64_t o = 0; o < O && done; o++) {
+        const float *xg = x + (n * g.C + (o / Og) * Cg) * g.H * g.W, *wo = w + o * Cg * g.KH * g.KW;
+        /* false only for the geometry (a band of rows does not fit), so at the first channel */
+        float *yc = y + (n * O + o) * g.OH * g.OW;
+        done = tdm_f32_conv_plane_padded__simd128(&g, xg, wo, Cg, bias ? bias[o] : 0.0f, yc, buf, TDM_CONV_PAD_FLOATS);
+        if (done) conv_activate(act, yc, g.OH * g.OW);
+      }
+    if (done) return TDM_OK;
+  }
+#endif
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t o = 0; o < O; o++) {
       const float *xg = x + (n * g.C + (o / Og) * Cg) * g.H * g.W, *wo = w + o * Cg * g.KH * g.KW;
@@ -476,16 +588,20 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
 #endif
         for (; ow < g.OW; ow++) yr[ow] = tdm_f32_conv_point__scalar(&g, xg, wo, Cg, oh, ow, b);
       }
+      conv_activate(act, y + (n * O + o) * g.OH * g.OW, g.OH * g.OW);
     }
   return TDM_OK;
 }
 
 static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
   if ((op->n_out != 1 && op->n_out != 2) || op->n_iattr < 3)
-    return tdm__rule(op, "takes x, w[, bias], outputs y[, workspace], [r, has_bias, groups, stride, padding, dilation]");
+    return tdm__rule(op, "takes x, w[, bias], outputs y[, workspace], [r, has_bias, groups, stride, padding, dilation[, activation]]");
   const int64_t r = op->iattr[0], hb = op->iattr[1], groups = op->iattr[2];
-  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 3 * (uint32_t)r || op->n_in != 2 + hb)
+  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 3 * (uint32_t)r && op->n_iattr != 4 + 3 * (uint32_t)r) ||
+      op->n_in != 2 + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
+  if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= CONV_ACT_COUNT))
+    return tdm__rule(op, "activation must be 0 (none), 1 (relu) or 2 (hardswish)");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
   if (x->shape.rank != r + 2 || w->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x, w and y must have rank %d", (int)r + 2);

@@ -21,11 +21,30 @@ typedef struct bcast {
   int n_in;
 } bcast;
 
+/* Dims of size 1 are dropped, and a dim is merged into the one after it when every input walks the
+ * two as one (its stride over the outer dim is its stride over the inner one times the inner's
+ * size, broadcast dims included), so rows are as long as the layouts allow: x [1, C, H, W] times
+ * s [1, C, 1, 1] runs C rows of H·W against one value each, not C·H rows of W. */
 static void bcast_init(bcast *b, const tdm_shape *out, const tdm_tensor *in, int n_in) {
-  b->rank = out->rank;
+  int64_t st[3][TDM_MAX_RANK];
+  for (int j = 0; j < n_in; j++) tdm__broadcast_strides(in[j].shape, out, st[j]);
+  b->rank = 0;
   b->n_in = n_in;
-  for (int i = 0; i < out->rank; i++) b->dims[i] = out->dims[i];
-  for (int j = 0; j < n_in; j++) tdm__broadcast_strides(in[j].shape, out, b->strides[j]);
+  for (int i = 0; i < out->rank; i++) {
+    const int64_t n = out->dims[i];
+    if (n == 1) continue;
+    const int k = b->rank;
+    bool merge = k > 0;
+    for (int j = 0; j < n_in && merge; j++) merge = b->strides[j][k - 1] == st[j][i] * n;
+    if (merge) {
+      b->dims[k - 1] *= n;
+      for (int j = 0; j < n_in; j++) b->strides[j][k - 1] = st[j][i];
+    } else {
+      b->dims[k] = n;
+      for (int j = 0; j < n_in; j++) b->strides[j][k] = st[j][i];
+      b->rank++;
+    }
+  }
 }
 
 /* Iterates rows: sets offs[j] for each row; returns false when done. */
@@ -272,6 +291,13 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
 
 /* ---- unary -------------------------------------------------------------------------------- */
 
+/* min(max(x + 3, 0), 6), NaN kept (std::max / std::min's order, as PyTorch's CPU kernels). */
+static inline float hard_clamp(float x) {
+  float t = x + 3.0f;
+  t = t < 0.0f ? 0.0f : t;
+  return 6.0f < t ? 6.0f : t;
+}
+
 static float f32_unary(int code, float x) {
   switch (code) {
     case TDM_U_NEG: return -x;
@@ -296,6 +322,10 @@ static float f32_unary(int code, float x) {
     case TDM_U_FLOOR: return floorf(x);
     case TDM_U_CEIL: return ceilf(x);
     case TDM_U_LOG1P: return log1pf(x);
+    /* PyTorch's formulas, in its order: x · min(max(x + 3, 0), 6) / 6 and min(max(x + 3, 0), 6) / 6
+     * (NaN propagates through the clamp) */
+    case TDM_U_HARDSWISH: return x * hard_clamp(x) / 6.0f;
+    case TDM_U_HARDSIGMOID: return hard_clamp(x) / 6.0f;
   }
   return 0;
 }
@@ -305,11 +335,12 @@ void tdm_f32_unary__scalar(int code, const float *x, float *y, int64_t n) {
 }
 
 #if defined(__wasm_simd128__)
-/* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil give
- * the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
+/* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil,
+ * hardswish, hardsigmoid give the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
  * their documented error). Other codes return false (scalar: log, sin, cos). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
+  const v128_t three = wasm_f32x4_splat(3.0f), six = wasm_f32x4_splat(6.0f);
   int64_t i = 0;
 #define UNARY_LOOP(EXPR)                                                            \
   for (; i + 4 <= n; i += 4) {                                                      \
@@ -337,6 +368,11 @@ bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
                                      wasm_f32x4_lt(wasm_f32x4_abs(v), wasm_f32x4_splat(4e-4f))));
     case TDM_U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     case TDM_U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
+    /* pmax(t, 0) = t < 0 ? 0 : t and pmin(t, 6) = 6 < t ? 6 : t: the scalar clamp, NaN kept; exact */
+    case TDM_U_HARDSWISH:
+      UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_mul(v, wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six)), six));
+    case TDM_U_HARDSIGMOID:
+      UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six), six));
     default: return false;
   }
 #undef UNARY_LOOP
@@ -546,7 +582,7 @@ const tdm_opdef tdm__elementwise_ops[] = {
     UN(sigmoid, TDM_U_SIGMOID), UN(relu, TDM_U_RELU), UN(gelu, TDM_U_GELU),
     UN(gelu_tanh, TDM_U_GELU_TANH), UN(silu, TDM_U_SILU), UN(erf, TDM_U_ERF),
     UN(reciprocal, TDM_U_RECIP), UN(floor, TDM_U_FLOOR), UN(ceil, TDM_U_CEIL),
-    UN(logical_not, TDM_U_NOT), UN(log1p, TDM_U_LOG1P),
+    UN(logical_not, TDM_U_NOT), UN(log1p, TDM_U_LOG1P), UN(hardswish, TDM_U_HARDSWISH), UN(hardsigmoid, TDM_U_HARDSIGMOID),
     TDM_OP(where, 0, where_check, where_run),
     TDM_OP(cast, 0, cast_check, cast_run),
     TDM_OP(fill, 0, fill_check, fill_run),

@@ -89,6 +89,7 @@ static inline void load8_tail(const float *p, int64_t n, v128_t *v0, v128_t *v1)
     if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                       \
   } while (0)
 
+#define GEMM_TAIL_K 1024 /* the partial panel's stack copy: at most 32 KiB */
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
   int64_t j = 0;
   for (; j + 8 <= N; j += 8) { /* full panels: plain loads, no tail test in the k loop */
@@ -96,7 +97,18 @@ void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
     for (; i + 4 <= M; i += 4) GEMM_TILE(4, b + j, N, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
     for (; i < M; i++) GEMM_TILE(1, b + j, N, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
   }
-  if (j < N) {
+  if (j < N && K <= GEMM_TAIL_K) {
+    /* The last, partial panel copied once into a zero-padded 8-column panel on the stack, so its
+     * tiles load it as the full ones do (a zero-padded copy per step cost as much as several full
+     * panels: N = 49, a 1×1 convolution on a 7×7 map). The same products in the same order. */
+    float tail[GEMM_TAIL_K * 8];
+    const int64_t cols = N - j;
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t t = 0; t < 8; t++) tail[k * 8 + t] = t < cols ? b[k * N + j + t] : 0.0f;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, tail, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
+    for (; i < M; i++) GEMM_TILE(1, tail, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
+  } else if (j < N) {
     int64_t i = 0;
     for (; i + 4 <= M; i += 4) GEMM_TILE(4, b + j, N, load8_tail(pb, N - j, &b0, &b1));
     for (; i < M; i++) GEMM_TILE(1, b + j, N, load8_tail(pb, N - j, &b0, &b1));

@@ -63,8 +63,11 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   reduce_strides(xs, op->iattr, op->n_iattr, st);
   const int64_t count = out->numel ? in[0].numel / out->numel : 0;
 #if defined(__wasm_simd128__)
-  /* Sum or mean over the last, contiguous dim (e.g. RMS norm's mean of squares): rows at a time. */
-  if (out->dtype == TDM_F32 && (code == R_SUM || code == R_MEAN) && op->n_iattr == 1 && op->iattr[0] == xs->rank - 1 && count > 0) {
+  /* Sum or mean over trailing dims, so each output sums one contiguous row of `count` values (RMS
+   * norm's mean of squares over the last dim, squeeze-excite's mean over H·W): rows at a time. */
+  bool trailing = true;
+  for (uint32_t i = 0; i < op->n_iattr; i++) trailing &= op->iattr[i] == xs->rank - (int64_t)op->n_iattr + (int64_t)i;
+  if (out->dtype == TDM_F32 && (code == R_SUM || code == R_MEAN) && trailing && count > 0) {
     const float *x = in[0].data;
     float *y = out->data;
     for (int64_t r = 0; r < out->numel; r++) {

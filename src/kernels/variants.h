@@ -14,7 +14,7 @@ enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_P
        TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
 enum { TDM_U_NEG, TDM_U_ABS, TDM_U_EXP, TDM_U_LOG, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_SIN, TDM_U_COS, TDM_U_TANH,
        TDM_U_SIGMOID, TDM_U_RELU, TDM_U_GELU, TDM_U_GELU_TANH, TDM_U_SILU, TDM_U_ERF, TDM_U_RECIP, TDM_U_FLOOR,
-       TDM_U_CEIL, TDM_U_NOT, TDM_U_LOG1P };
+       TDM_U_CEIL, TDM_U_NOT, TDM_U_LOG1P, TDM_U_HARDSWISH, TDM_U_HARDSIGMOID };
 
 /* y[i] = x0[i*sa] op x1[i*sb] for one row of a float32 binary op; sa, sb are 0 (broadcast) or 1. */
 void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
@@ -96,6 +96,15 @@ void tdm_f32_rms_norm_row__simd128(const float *x, float *y, int64_t n, const fl
  * than 4), left for tdm_f32_conv_point__scalar. */
 int64_t tdm_f32_conv_row__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
                                   int64_t lo, int64_t hi);
+/* All of one output channel's plane yc [OH, OW] (column stride 1 or 2), bias b: the group's rows
+ * of xg [Cg, H, W] copied a band at a time into buf (cap floats) with zero columns on both sides,
+ * then every column 16 / 4 at a time (the last, partial block through a temporary). Returns false,
+ * writing nothing, when the rows of one output row do not fit in buf (the geometry alone decides).
+ * Bit for bit the scalar reference when every weight is finite and b is not −0 (zero padding adds
+ * 0·w where the reference adds nothing). */
+#define TDM_CONV_PAD_FLOATS 4096
+bool tdm_f32_conv_plane_padded__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
+                                        float *buf, int64_t cap);
 #endif
 
 #endif

@@ -207,11 +207,12 @@ static int check_binary(void) {
 
 /* The unary ops whose SIMD128 variant is the same IEEE operation: bit for bit. */
 static int check_unary_exact(void) {
-  static const int codes[] = {TDM_U_NEG, TDM_U_ABS, TDM_U_RELU, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_RECIP, TDM_U_FLOOR, TDM_U_CEIL};
-  static const char *names[] = {"neg", "abs", "relu", "sqrt", "rsqrt", "reciprocal", "floor", "ceil"};
+  static const int codes[] = {TDM_U_NEG, TDM_U_ABS, TDM_U_RELU, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_RECIP, TDM_U_FLOOR, TDM_U_CEIL,
+                              TDM_U_HARDSWISH, TDM_U_HARDSIGMOID};
+  static const char *names[] = {"neg", "abs", "relu", "sqrt", "rsqrt", "reciprocal", "floor", "ceil", "hardswish", "hardsigmoid"};
   float x[MAXN], y[MAXN], ref[MAXN];
   int bad = 0;
-  for (int c = 0; c < 8; c++)
+  for (int c = 0; c < (int)(sizeof codes / sizeof codes[0]); c++)
     for (int s = 0; s < N_SIZES; s++) {
       const int64_t n = SIZES[s];
       fill(x, n, 5, true, c);
@@ -436,6 +437,51 @@ static int check_conv(void) {
   return bad;
 }
 
+/* A whole output plane over zero-padded rows (depthwise convs on short rows) against the scalar
+ * reference per value, bit for bit (finite weights; NaN, ±inf and ±0 in x): borders on every
+ * side, strides 1 and 2 in both dims, kernels 1, 3 and 5, padding up to the kernel's width,
+ * dilation 2, widths 1–17 (every tail of 4 and 16) and 28, heights 1 (1-d) to 14, one and two
+ * channels per group, and buffers small enough to need several bands or to be refused. */
+static int check_conv_padded(void) {
+  enum { MAXC = 2, MAXH = 14, MAXW = 28, CAP = 4096 };
+  static float x[MAXC * MAXH * MAXW], w[MAXC * 5 * 5], y[(MAXH + 10) * (MAXW + 10)], buf[CAP]; /* padding up to 5 */
+  static const int64_t Ws[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 14, 15, 16, 17, 28}, Hs[] = {1, 3, 7, 14};
+  int bad = 0;
+  for (size_t wi = 0; wi < sizeof Ws / sizeof Ws[0]; wi++)
+    for (size_t hi = 0; hi < sizeof Hs / sizeof Hs[0]; hi++)
+      for (int K = 1; K <= 5; K += 2)
+        for (int s = 1; s <= 2; s++)
+          for (int pad = 0; pad <= K; pad++)
+            for (int d = 1; d <= 2; d++)
+              for (int Cg = 1; Cg <= MAXC; Cg++) {
+                const int64_t W = Ws[wi], H = Hs[hi], KH = H == 1 ? 1 : K, ph = H == 1 ? 0 : pad, dh = H == 1 ? 1 : d;
+                const int64_t spanw = (int64_t)d * (K - 1) + 1, spanh = dh * (KH - 1) + 1;
+                if (W + 2 * pad < spanw || H + 2 * ph < spanh) continue;
+                if (d == 2 && (K == 1 || (H > 3 && W > 9 && W != 14))) continue; /* dilation on a few shapes only */
+                tdm_conv_geom g = {1, Cg, H, W, (H + 2 * ph - spanh) / s + 1, (W + 2 * pad - spanw) / s + 1, KH, K, H == 1 ? 1 : s, s,
+                                   ph, pad, dh, d};
+                fill(x, Cg * H * W, 2, (W + H) % 3 == 0, (int)(W * 7 + H));
+                fill(w, Cg * KH * K, 1, false, K + s);
+                const float b = pad == 1 ? 0.0f : 0.375f;
+                /* the full buffer, one band of the rows one output row reads, and one float less (refused) */
+                const int64_t Wp0 = ((g.OW + 3) / 4 * 4 - 4) * s + (K - 1) * d + 4 * s, Wp = Wp0 > pad + W ? Wp0 : pad + W;
+                const int64_t caps[] = {CAP, Cg * Wp * spanh, Cg * Wp * spanh - 1};
+                for (int c = 0; c < 3; c++) {
+                  for (int64_t i = 0; i < g.OH * g.OW; i++) y[i] = -12345.0f;
+                  const bool ok = tdm_f32_conv_plane_padded__simd128(&g, x, w, Cg, b, y, buf, caps[c]);
+                  if (ok != (c < 2)) {
+                    bad += mismatch(F_CONV, "conv padded refusal", W, c, (double)caps[c], (float)ok, (float)(c < 2));
+                    continue;
+                  }
+                  for (int64_t i = 0; i < g.OH * g.OW; i++) {
+                    const float ref = ok ? tdm_f32_conv_point__scalar(&g, x, w, Cg, i / g.OW, i % g.OW, b) : -12345.0f;
+                    if (!same(y[i], ref)) bad += mismatch(F_CONV, "conv padded", W * 1000 + H, i, (double)(K * 100 + s * 10 + pad), y[i], ref);
+                  }
+                }
+              }
+  return bad;
+}
+
 /* Pooling rows, 4 columns at a time (strides 1 and 2), against the reference per value: exact,
  * NaN and ±inf included, max and mean, with and without the padding counted. */
 static int check_pool(void) {
@@ -608,7 +654,7 @@ int tdm_kernel_selftest(void) {
   int bad = 0;
 #if defined(__wasm_simd128__)
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
-         check_norms() + check_attention() + check_conv() + check_pool();
+         check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
   bad += check_conv_gemm() + check_conv_transpose();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
@@ -616,6 +662,9 @@ int tdm_kernel_selftest(void) {
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
       for (size_t k = 0; k < sizeof ks / sizeof ks[0]; k++) bad += check_gemm(ms[i], ns[j], ks[k]);
   bad += check_gemm(64, 256, 128);
+  /* the partial last panel of gemm_rows: copied to a zero-padded stack panel up to K = 1024, past
+   * that loaded with zero padding per step (N = 49: a 1×1 convolution on a 7×7 map) */
+  bad += check_gemm(9, 49, 576) + check_gemm(6, 1, 1024) + check_gemm(5, 13, 1025);
   /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */
   const int64_t qm[] = {1, 2, 3, 4, 5, 9}, qn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 65},
                 qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 8, 32};

@@ -158,3 +158,50 @@ def test_a_method_named_like_the_model_api_is_reachable_by_call():
     torch.testing.assert_close(model.call("forward", torch.ones(3)), torch.full((3,), 2.0))
     assert model.call("call") is None  # the renamed reset
     torch.testing.assert_close(model.forward(torch.ones(3)), torch.full((3,), 2.0))
+
+
+class _WithConstantMethods(nn.Module):
+    """ExecuTorch-style constant methods beside a stateful forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(2))
+        self.max_seq_len = 128
+
+    def forward(self, x):
+        self.total.add_(x)
+        return self.total * 2
+
+    def get_max_seq_len(self):
+        return self.max_seq_len
+
+    def info(self):
+        return {"name": "acc", "sizes": (2, 3), "scale": 0.5, "ok": True}
+
+    def reset(self):
+        self.total.zero_()
+        return 0
+
+
+def test_constant_methods_are_stored_as_metadata():
+    module = _WithConstantMethods()
+    program = tandem.export(module, {"forward": (torch.ones(2),), "get_max_seq_len": (), "info": ()},
+                            metadata={"author": "me"})
+    assert [m.name for m in program.methods] == ["forward"]
+    want = {"get_max_seq_len": module.get_max_seq_len(), "info": {"name": "acc", "sizes": [2, 3], "scale": 0.5, "ok": True},
+            "author": "me"}
+    m = tandem.load(program.to_bytes())
+    assert program.metadata == m.metadata == want
+    assert not hasattr(m, "get_max_seq_len")  # read from m.metadata, not called
+    torch.testing.assert_close(m.forward(torch.ones(2)), torch.full((2,), 2.0))
+
+
+def test_what_is_not_a_constant_method_says_so():
+    module = _WithConstantMethods()
+    # reset changes state, so its 0 is an output of a computing method: refused, with the rule
+    with pytest.raises(tandem.ExportError, match="method 'reset' returns 0.*returns only constants is stored as metadata"):
+        tandem.export(module, {"forward": (torch.ones(2),), "reset": ()})
+    with pytest.raises(tandem.ExportError, match="constant method 'info' and metadata entry 'info' share a name"):
+        tandem.export(module, {"forward": (torch.ones(2),), "info": ()}, metadata={"info": 1})
+    with pytest.raises(tandem.ExportError, match="returns constants only; a program needs at least one method"):
+        tandem.export(module, {"get_max_seq_len": ()})

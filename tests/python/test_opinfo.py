@@ -16,7 +16,8 @@ SUBSET = [("log1p", torch.float32, 3), ("cumsum", torch.float32, 4), ("cumsum", 
           ("topk", torch.float32, 7), ("sort", torch.float32, 6), ("sort", torch.int64, 3), ("var", torch.float32, 8),
           ("std", torch.float32, 4), ("constant_pad_nd", torch.float32, 6), ("nn.functional.pad.constant", torch.float32, 3),
           ("native_group_norm", torch.float32, 6), ("nn.functional.group_norm", torch.float32, 6), ("repeat", torch.float32, 12),
-          ("index_put", torch.float32, 4), ("add", torch.int64, 4), ("remainder", torch.float32, 4)]
+          ("index_put", torch.float32, 4), ("add", torch.int64, 4), ("remainder", torch.float32, 4),
+          ("nn.functional.hardswish", torch.float32, 4), ("nn.functional.hardsigmoid", torch.float32, 4)]
 
 
 def _op(name):

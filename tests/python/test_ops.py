@@ -23,6 +23,11 @@ def pos(*shape):
     return torch.rand(shape, generator=g) + 0.1
 
 
+def wide(*shape):
+    """Values across [-6, 6]: both ends of hardswish's and hardsigmoid's clamp and the ramp."""
+    return torch.randn(shape, generator=g) * 4
+
+
 def ints(*shape, lo=-20, hi=20):
     return torch.randint(lo, hi, shape, generator=g)
 
@@ -61,6 +66,7 @@ for shape in [(1,), (3, 17), (2, 3, 33)]:
                          ("relu", F.relu, r), ("gelu", F.gelu, r), ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), r),
                          ("silu", F.silu, r), ("erf", torch.erf, r), ("reciprocal", torch.reciprocal, pos),
                          ("floor", torch.floor, r), ("ceil", torch.ceil, r), ("clamp", lambda x: x.clamp(-0.5, 0.7), r),
+                         ("hardswish", F.hardswish, wide), ("hardsigmoid", F.hardsigmoid, wide),
                          ("scalar_ops", lambda x: (x * 3 + 1) / 2 - 0.5, r), ("rsub", lambda x: 1 - x, r),
                          ("pow2", lambda x: x ** 2, r), ("not", lambda x: ~(x > 0), r), ("neg_int", lambda x: -x, ints),
                          ("cast_f2i", lambda x: (x * 10).long(), r), ("cast_i2f", lambda x: x.float() / 3, ints),
@@ -89,7 +95,8 @@ case("exp_overflows", lambda x: torch.exp(x) > 3.4e38, EXP_EDGES)
 case("exp_underflows", lambda x: torch.exp(x) == 0, EXP_EDGES)
 case("exp_denormal", lambda x: torch.exp(x) * 2.0**126, torch.tensor([-87.0, -87.5, -88.0, -89.0, -90.0, -92.0, -95.0, -97.0]))
 
-for shape, dims in [((5,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 3, 5), (0, 2)), ((4, 1, 6), 1)]:
+for shape, dims in [((5,), 0), ((3, 17), -1), ((3, 17), 0), ((2, 3, 5), (0, 2)), ((4, 1, 6), 1),
+                    ((2, 5, 7, 7), (2, 3)), ((3, 4, 5), (1, 2))]:  # trailing dims: one contiguous row per output
     case("sum", lambda x, d=dims: x.sum(d), r(*shape))
     case("sum_keep", lambda x, d=dims: x.sum(d, keepdim=True), r(*shape))
     case("mean", lambda x, d=dims: x.mean(d), r(*shape))
@@ -222,6 +229,20 @@ case("conv2d_gemm_module", lambda x, m: m(x), r(1, 16, 9, 10), nn.Conv2d(16, 12,
 case("conv2d_depthwise_s2", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=6), r(1, 6, 21, 45), r(6, 1, 3, 3), r(6))
 case("conv2d_depthwise_5x5_s2", lambda x, w: F.conv2d(x, w, stride=2, padding=2, groups=4), r(1, 4, 17, 38), r(4, 1, 5, 5))
 case("conv1d_depthwise_s2_dil", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=5), r(1, 5, 77), r(5, 1, 3), r(5))
+# depthwise on short rows (MobileNetV3's 14×14 and 7×7 maps): every row is mostly border columns,
+# run over zero-padded rows; kernel 3 and 5, strides 1 and 2, odd widths
+case("conv2d_depthwise_7x7_k5", lambda x, w, b: F.conv2d(x, w, b, padding=2, groups=6), r(1, 6, 7, 7), r(6, 1, 5, 5), r(6))
+case("conv2d_depthwise_14x14_k5_s2", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=2, groups=5), r(1, 5, 14, 14), r(5, 1, 5, 5), r(5))
+case("conv2d_depthwise_14x14_k3", lambda x, w: F.conv2d(x, w, padding=1, groups=3), r(2, 3, 14, 14), r(3, 1, 3, 3))
+case("conv2d_depthwise_odd_k3_s2", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=4), r(1, 4, 9, 11), r(4, 1, 3, 3), r(4))
+# an activation fused into the conv (its last attribute), on each path: 1×1 GEMM, im2col + GEMM,
+# direct, direct over padded rows; and one the fusion must leave alone (the conv's output read twice)
+case("conv_relu_pointwise", lambda x, w, b: F.relu(F.conv2d(x, w, b)), r(1, 6, 5, 7), r(9, 6, 1, 1), r(9))
+case("conv_hardswish_gemm", lambda x, w, b: F.hardswish(F.conv2d(x, w, b, padding=1)), r(1, 4, 9, 10), r(8, 4, 3, 3), r(8))
+case("conv_relu_direct_wide", lambda x, w: F.relu(F.conv2d(x, w, padding=1, groups=3)), r(1, 3, 6, 40), r(3, 1, 3, 3))
+case("conv_hardswish_depthwise", lambda x, w, b: F.hardswish(F.conv2d(x, w, b, padding=2, groups=4)), r(1, 4, 7, 7), r(4, 1, 5, 5), r(4))
+case("conv_relu_reused", lambda x, w: (lambda y: F.relu(y) + y)(F.conv2d(x, w, padding=1, groups=2)), r(1, 2, 5, 5), r(2, 1, 3, 3))
+case("conv1d_depthwise_short", lambda x, w, b: F.conv1d(x, w, b, padding=2, groups=3), r(1, 3, 13), r(3, 1, 5), r(3))
 case("conv1d_s3_direct", lambda x, w: F.conv1d(x, w, stride=3, padding=1), r(1, 2, 40), r(2, 2, 3))
 # transposed convolution: GEMM then col2im; stride, padding, output padding, dilation, groups
 for cin, cout, k, stride, pad, opad, dil, groups, length in [(4, 6, 3, 1, 0, 0, 1, 1, 9), (8, 4, 8, 4, 0, 0, 1, 1, 13), (6, 9, 5, 2, 2, 1, 1, 3, 11),

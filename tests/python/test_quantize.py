@@ -28,7 +28,8 @@ g = torch.Generator().manual_seed(7)
 def constants(data: bytes) -> list:
     """(dtype code, dims, bytes) of every constant of a .tandem file (docs/format.md)."""
     sections = {}
-    for i in range(struct.unpack_from("<I", data, 16)[0]):  # the header's section count (5 in version 1 files)
+    (count,) = struct.unpack_from("<I", data, 16)  # HEADER's section_count (a version 1 file has 5)
+    for i in range(count):
         sid, _, off, size = struct.unpack_from("<IIQQ", data, S.HEADER.size + i * S.SECTION.size)
         sections[S.SECTIONS[sid]] = off
     at = sections["constants"]

@@ -146,3 +146,156 @@ def test_metadata_values_must_be_json_data():
         tandem.export(module, {"forward": (torch.ones(2),)}, metadata={"bad": torch.ones(1)})
     program = tandem.export(module, {"forward": (torch.ones(2),)}, metadata={"n": 3, "xs": [1.5, "a", None, True]})
     assert tandem.load(program.to_bytes()).metadata == {"n": 3, "xs": [1.5, "a", None, True]}
+
+
+# Whisper (encoder-decoder) and Mamba (recurrent state), natively and on the wasm backend (the same
+# tandem.wasm the browser runs, through wasmtime).
+
+WASM = __import__("pathlib").Path(__file__).resolve().parents[2] / "web" / "tandem.wasm"
+
+
+@pytest.fixture(scope="module")
+def wasm_lib():
+    pytest.importorskip("wasmtime")
+    from tandem.wasm import WasmLibrary
+    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
+    return WasmLibrary(WASM)
+
+
+@pytest.fixture(params=["native", "wasm"])
+def backend(request, monkeypatch):
+    import tandem.runtime as runtime
+    if request.param == "wasm":
+        lib = request.getfixturevalue("wasm_lib")
+        monkeypatch.setattr(runtime, "_lib", lib)
+        monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    else:
+        assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
+    return request.param
+
+
+def _whisper():
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(
+        vocab_size=64, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
+        max_target_positions=32, decoder_start_token_id=3, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return transformers.WhisperForConditionalGeneration(config).eval()
+
+
+def _whisper_eager(model, features, tokens):
+    with torch.no_grad():
+        return model(input_features=features, decoder_input_ids=tokens).logits[0]
+
+
+def test_seq2seq_recipe_matches_eager(backend):
+    model = _whisper()
+    program = tt.export_seq2seq(model, max_cache_len=12)
+    m = tandem.load(program.to_bytes())
+    assert list(m.methods) == ["encode", "decode", "reset"]
+    md = m.metadata
+    assert (md["model_type"], md["vocab_size"], md["max_cache_len"], md["num_layers"]) == ("whisper", 64, 12, 2)
+    assert (md["bos_token_id"], md["eos_token_id"], md["decoder_start_token_id"]) == (1, 2, 3)
+    assert md["encoder_input_shape"] == [1, 8, 32]
+    g = torch.Generator().manual_seed(1)
+    audio = [torch.randn(1, 8, 32, generator=g) for _ in range(2)]
+    text = [torch.cat([torch.tensor([[3]]), torch.randint(4, 64, (1, 9), generator=g)], dim=1) for _ in range(2)]
+    # encode, decodes; encode new audio (restarts the decode), decodes; reset, encode, decodes
+    for k, n in ((0, 10), (1, 6), (0, 4)):
+        if n == 4:
+            m.reset()
+            for s in program.states:
+                assert not m.read_state(s.name).any(), s.name
+        m.encode(audio[k])
+        assert int(m.read_state(md["position_state"])) == 0
+        want = _whisper_eager(model, audio[k], text[k][:, :n])
+        for i in range(n):
+            torch.testing.assert_close(m.decode(text[k][:, i:i + 1])[0], want[i], msg=lambda s: f"audio {k} token {i}: {s}")
+        assert int(m.read_state(md["position_state"])) == n
+
+
+def test_seq2seq_reset_empties_every_cache_and_a_full_cache_fails_with_the_state_unchanged(backend):
+    model = _whisper()
+    program = tt.export_seq2seq(model, max_cache_len=4)
+    m = tandem.load(program.to_bytes())
+    names = [s.name for s in program.states]
+    assert any("cross_attention_cache" in n for n in names) and any("self_attention_cache" in n for n in names)
+    features = torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(3))
+    tokens = torch.tensor([[3, 7, 9, 11]])
+    m.encode(features)
+    for i in range(4):
+        m.decode(tokens[:, i:i + 1])
+    before = {n: m.read_state(n).clone() for n in names}
+    with pytest.raises(tandem.TandemError) as e:
+        m.decode(tokens[:, :1])
+    assert e.value.code == "TDM_ERR_INDEX"
+    for n in names:
+        assert torch.equal(m.read_state(n), before[n]), n
+    m.reset()
+    for n in names:
+        assert not m.read_state(n).any(), n
+    m.encode(features)  # a new decode after a full one: the same logits as the first time
+    want = _whisper_eager(model, features, tokens)
+    torch.testing.assert_close(m.decode(tokens[:, :1])[0], want[0])
+
+
+def test_seq2seq_recipe_refuses_what_it_cannot_export():
+    with pytest.raises(tandem.ExportError, match="max_target_positions=32"):
+        tt.export_seq2seq(_whisper(), max_cache_len=33)
+    with pytest.raises(tandem.ExportError, match="Whisper-style"):
+        tt.export_seq2seq(_model("llama_gqa"), max_cache_len=8)
+
+
+def _mamba():
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4,
+                                      expand=2, time_step_rank=4, eos_token_id=2)
+    model = transformers.MambaForCausalLM(config).eval()
+    with torch.no_grad():  # matrices large enough that the logits differ clearly from token to token
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    return model
+
+
+def test_mamba_through_the_causal_lm_recipe_matches_eager(backend):
+    model = _mamba()
+    program = tt.export_causal_lm(model, max_cache_len=None, max_prompt_len=8)
+    assert {s.name for s in program.states} == {"position", "states.0.conv", "states.0.ssm", "states.1.conv",
+                                                 "states.1.ssm"}
+    m = tandem.load(program.to_bytes())
+    md = m.metadata
+    assert (md["model_type"], md["max_cache_len"], md["prefill_chunks"], md["eos_token_id"]) == ("mamba", None, [8, 4, 2], 2)
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randint(0, 64, (1, 30), generator=g), torch.randint(0, 64, (1, 12), generator=g)
+    with torch.no_grad():  # eager over the whole sequence at once (transformers' own slow path)
+        want_a, want_b = model(a, use_cache=False).logits[0], model(b, use_cache=False).logits[0]
+    # a 7-token prompt as prefill_4, prefill_2, decode; a second prompt continuing it; then decodes
+    torch.testing.assert_close(tt.prefill(m, a[:, :7])[0], want_a[6])
+    torch.testing.assert_close(m.prefill_8(a[:, 7:15])[0], want_a[14])
+    for i in range(15, 30):
+        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
+    assert int(m.read_state("position")) == 30
+    m.reset()
+    assert int(m.read_state("position")) == 0 and not m.read_state("states.1.ssm").any()
+    torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
+    for i in range(8, 12):
+        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+
+
+def test_causal_lm_recipe_says_which_max_cache_len_a_model_needs():
+    with pytest.raises(tandem.ExportError, match="max_cache_len=None"):
+        tt.export_causal_lm(_mamba(), max_cache_len=32, max_prompt_len=8)
+    with pytest.raises(tandem.ExportError, match="KV cache"):
+        tt.export_causal_lm(_model("llama_gqa"), max_cache_len=None, max_prompt_len=8)
+
+
+def test_transformers_is_imported_only_when_a_recipe_is_called():
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys; import tandem, tandem.transformers, tandem.export; "
+            "print(sorted(m for m in sys.modules if m == 'transformers' or m.startswith('transformers.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python"), "PATH": ""})
+    assert out.stdout.strip() == "[]"
