@@ -204,6 +204,9 @@ if (want('smollm')) {
   async function smolFill(fill) { // the cache holds `fill` positions after this
     await smol.resetState();
     let left = fill;
+    if (smol.methods.some((m) => m.name === 'prefill')) { // one prefill of a dynamic length (up to max_prompt_len)
+      for (let c; left > 1; left -= c) await smol.call('prefill', new BigInt64Array((c = Math.min(left, smol.metadata.max_prompt_len))).fill(5n));
+    }
     for (const c of chunks) while (left >= c) { await smol.call(`prefill_${c}`, new BigInt64Array(c).fill(5n)); left -= c; }
     while (left-- > 0) await smol.decode(new BigInt64Array([5n]));
   }

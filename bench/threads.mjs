@@ -71,7 +71,9 @@ const row = (work, one, many, peer, target, met) => {
   const t1 = await load(`${DIR}/smollm.tandem`, { threads: 1 });
   const tn = await load(`${DIR}/smollm.tandem`, { threads: T });
   const prompt = BigInt64Array.from({ length: 128 }, (_, i) => BigInt((i * 7919) % 49152));
-  const prefill = async (m) => { await m.resetState(); await m.call('prefill_128', prompt); };
+  // one prefill of a dynamic length (export_causal_lm), or the 128-token chunk of older files
+  const prefillOf = (m, tokens) => (m.methods.some((x) => x.name === 'prefill') ? m.call('prefill', tokens) : m.call(`prefill_${tokens.length}`, tokens));
+  const prefill = async (m) => { await m.resetState(); await prefillOf(m, prompt); };
   const p = await compare({ one: () => prefill(t1), many: () => prefill(tn) }, { rounds: 5, minMs: 400 });
   row('SmolLM-135M shape: prefill 128 tokens (tokens/s)', f(128000 / p.one, 0), f(128000 / p.many, 0), 'ort: no prefill export (decode step only)',
     `≥ 1.7× 1 thread (${f(p.one / p.many)}×)`, p.one / p.many >= 1.7);
@@ -79,7 +81,7 @@ const row = (work, one, many, peer, target, met) => {
   const fill = 32;
   const lengths = tn.state.filter((s) => info.positions.includes(s.name));
   const setFill = async (m) => { for (const s of lengths) await m.writeState(s.name, { dtype: s.dtype, shape: s.shape, data: new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)) }); };
-  for (const m of [t1, tn]) { await m.resetState(); await m.call('prefill_32', prompt.slice(0, 32)); }
+  for (const m of [t1, tn]) { await m.resetState(); await prefillOf(m, prompt.slice(0, 32)); }
   const os = await ort.InferenceSession.create(`${DIR}/smollm.onnx`, { executionProviders: ['wasm'] });
   const feeds = { input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]) };
   for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);

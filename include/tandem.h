@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define TDM_FORMAT_VERSION 2u
+#define TDM_FORMAT_VERSION 3u /* reads versions 1 to 3 */
 #define TDM_MAX_RANK 8
 
 /* Append-only: numbers are kept forever. */
@@ -36,7 +36,9 @@ typedef enum tdm_status {
   TDM_ERR_NOT_FOUND = 9,        /* no method or state tensor of that name */
   TDM_ERR_INDEX = 10,           /* a runtime index value is out of range (state untouched) */
   TDM_ERR_LIMIT = 11,           /* a declared size is above the configured cap */
-  TDM_ERR_STATE_MISMATCH = 12   /* state bytes of the wrong size or program */
+  TDM_ERR_STATE_MISMATCH = 12,  /* state bytes of the wrong size or program */
+  TDM_ERR_SHAPE = 13            /* an input's size is outside its dim's bounds or disagrees with
+                                   another input (state untouched) */
 } tdm_status;
 
 /* Append-only. Element sizes: F32 4, I64 8, BOOL 1 (0 or 1), I32 4. I8 (1) and I4X2 (1 byte holding
@@ -116,9 +118,10 @@ void tdm_session_reset_state(tdm_session *s);
 /* The state region: tdm_program_state_size(p) bytes, contiguous, owned by the session. */
 void *tdm_session_state(tdm_session *s);
 
-/* Calling a method: write each input's bytes (dtype and shape as declared, C order) at
+/* Calling a method: write each input's bytes (dtype and shape as declared, C order; for a method
+ * with dynamic dims, at the shape set by tdm_session_set_input_shape, below) at
  * tdm_session_input(s, m, i), call tdm_session_run, then read each output at
- * tdm_session_output(s, m, i). A run either completes or fails before changing the state.
+ * tdm_session_output(s, m, i) (tdm_session_io_nbytes bytes). A run either completes or fails before changing the state.
  *
  * Lifetimes. The pointers themselves stay valid until tdm_session_free. The bytes they show do
  * not: every method of a session shares one scratch arena, and outputs may also be views of the
@@ -131,6 +134,34 @@ void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
 tdm_status tdm_session_run(tdm_session *s, uint32_t method);
 const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
 
+/* Dynamic dims. A method may declare dims (e.g. "n", a prompt's length) with bounds [min, max];
+ * an input or output dim may then be a size that depends on them (n, n + 1, 2*n). Memory is
+ * planned at the maximum and every op was verified at load at the bounds; each call runs at its
+ * actual size. tdm_method_io_dim and tdm_method_io_nbytes give the maximum.
+ *
+ * Before a run, give each input with a dynamic dim its actual shape with
+ * tdm_session_set_input_shape (C order, `rank` must be the declared rank; a static dim must be
+ * the declared size), then write its bytes, contiguous at that shape, at tdm_session_input. An
+ * input keeps the shape last set (initially the maximum). tdm_session_run binds every dim from
+ * the inputs, fails with TDM_ERR_SHAPE (nothing run, state unchanged) when a size is outside its
+ * bounds or two inputs disagree, and computes every value's actual shape. After the run,
+ * tdm_session_io_dim / tdm_session_io_nbytes give each output's actual shape and size (valid
+ * until the next run of that method; for a method without dims, the declared ones). */
+uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method);
+const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t dim); /* borrowed */
+int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
+int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
+/* The expression of input/output dim d, e.g. "n", "n + 1", "2*n - 1", written NUL-terminated into
+ * buf[size] (truncated to fit); returns its length, 0 for a static dim (buf gets ""). */
+size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size);
+/* `dims` [rank] is borrowed for the call. TDM_ERR_SHAPE (the input keeps its shape) if the rank
+ * differs, a static dim differs or a dynamic size is outside [0, its maximum] (or, for a dim that
+ * is exactly a method dim, outside that dim's bounds). */
+tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank);
+/* Actual dim d of input/output i (io 0/1) as described above; -1 if absent. */
+int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32_t i, int d);
+size_t tdm_session_io_nbytes(const tdm_session *s, uint32_t method, int io, uint32_t i);
+
 /* Profiling: the ops of a method (names borrowed from the program), and a run that records the
  * milliseconds each op took into op_ms[tdm_method_op_count(p, method)] (borrowed for the call). */
 uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method);
@@ -138,7 +169,7 @@ const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t o
 tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms);
 /* Bytes an op writes per run: the sum of its outputs' bytes, except that an update in place
  * (index_put, slice_scatter whose output is its base) writes only its new rows, i.e. the bytes of
- * its values input. Known at load (shapes are static); 0 for an index out of range. The second
+ * its values input. Known at load (at the maximum of any dims); 0 for an index out of range. The second
  * function counts only the bytes that land in the state region. */
 size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);

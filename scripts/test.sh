@@ -8,7 +8,7 @@ bash scripts/build.sh
 echo "== fixtures"
 "$PY" -W ignore tests/fixtures/make.py build/fixtures
 rm -rf build/fixtures/malformed
-"$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem
+"$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"
 ctest --test-dir build/native --output-on-failure
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"

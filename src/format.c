@@ -24,7 +24,7 @@ _Static_assert(TDM_OP_HEADER_SIZE == 4 + 4 * 2, "op layout");
 #define MAX_IO 1024
 
 static const char *const section_names[] = TDM_SECTION_NAMES;
-#define OLDEST_VERSION 1 /* version 1: no metadata section */
+#define OLDEST_VERSION 1 /* version 1: no metadata section; version 2: no dims */
 
 /* A bounded cursor over one section. Reads past the end set `bad` and return 0. */
 typedef struct rd {
@@ -82,11 +82,11 @@ static bool ranges_overlap(size_t a, size_t an, size_t b, size_t bn) {
 }
 
 typedef struct counts {
-  size_t values, ios, ops, refs, iattrs, fattrs;
+  size_t values, ios, ops, refs, iattrs, fattrs, dims, syms, terms;
 } counts;
 
 /* Pass 1 over the methods section: bounds, counts, totals for the arena. Nothing is stored. */
-static tdm_status count_methods(rd r, uint32_t n_methods, counts *c) {
+static tdm_status count_methods(rd r, uint32_t n_methods, uint32_t version, counts *c) {
   for (uint32_t mi = 0; mi < n_methods; mi++) {
     uint32_t hdr[6];
     for (int i = 0; i < 6; i++) hdr[i] = rd_u32(&r);
@@ -120,6 +120,27 @@ static tdm_status count_methods(rd r, uint32_t n_methods, counts *c) {
       c->refs += (size_t)a + b;
       c->iattrs += ia;
       c->fattrs += fa;
+    }
+    if (version >= 3) { /* dims, then symbolic sizes */
+      const uint32_t nd = hdr[5];
+      if (nd > TDM_MAX_DIMS) return tdm__fail(TDM_ERR_LIMIT, "method %u declares %u dynamic dims, above the maximum %d", mi, nd, TDM_MAX_DIMS);
+      if ((size_t)nd * TDM_DIM_SIZE > rd_left(&r)) return truncated(&r);
+      r.pos += (size_t)nd * TDM_DIM_SIZE;
+      const uint32_t ns = rd_u32(&r);
+      if (r.bad) return truncated(&r);
+      if (ns > rd_left(&r) / TDM_SYM_SIZE) return truncated(&r);
+      for (uint32_t k = 0; k < ns; k++) {
+        if (rd_left(&r) < TDM_SYM_SIZE) return truncated(&r);
+        r.pos += 8; /* kind, reserved, index, target */
+        const uint32_t nt = rd_u32(&r);
+        r.pos += 4 + 8; /* reserved2, constant */
+        if (nt > TDM_MAX_DIMS) return tdm__fail(TDM_ERR_MALFORMED, "method %u symbolic size %u has %u terms, above the maximum %d", mi, k, nt, TDM_MAX_DIMS);
+        if ((size_t)nt * TDM_TERM_SIZE > rd_left(&r)) return truncated(&r);
+        r.pos += (size_t)nt * TDM_TERM_SIZE;
+        c->terms += nt;
+      }
+      c->dims += nd;
+      c->syms += ns;
     }
     c->values += nv;
     c->ios += (size_t)ni + no;
@@ -308,6 +329,190 @@ static tdm_status check_defined(const tdm_method *m) {
   return s;
 }
 
+/* constant + sum(coef * dims[dim]) into *out; false on int64 overflow. */
+static bool eval_sym(const tdm_sym *y, const int64_t *dims, int64_t *out) {
+  int64_t v = y->constant, t;
+  for (uint32_t i = 0; i < y->n_terms; i++)
+    if (__builtin_mul_overflow(y->terms[i].coef, dims[y->terms[i].dim], &t) || __builtin_add_overflow(v, t, &v)) return false;
+  *out = v;
+  return true;
+}
+
+tdm_status tdm__bind_method(const tdm_method *m, const int64_t *dims, tdm_method *dst, int64_t *iattrs, bool defined) {
+  tdm_value *values = dst->values;
+  tdm_op *ops = dst->ops;
+  *dst = *m;
+  dst->values = values;
+  dst->ops = ops;
+  memcpy(values, m->values, m->n_values * sizeof(tdm_value));
+  memcpy(iattrs, m->iattrs, m->n_iattrs * sizeof(int64_t));
+  for (uint32_t k = 0; k < m->n_ops; k++) {
+    ops[k] = m->ops[k];
+    ops[k].iattr = iattrs + (m->ops[k].iattr - m->iattrs);
+  }
+  int64_t v;
+  for (uint32_t i = 0; i < m->n_syms; i++) {
+    const tdm_sym *y = &m->syms[i];
+    if (!eval_sym(y, dims, &v)) return tdm__fail(TDM_ERR_OP_RULE, "method '%s': symbolic size %u overflows", m->name, i);
+    if (y->kind == TDM_SYM_IATTR) {
+      iattrs[ops[y->target].iattr - iattrs + y->index] = v;
+      continue;
+    }
+    tdm_value *x = &values[y->target];
+    if (v < 0) return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: %s %u is negative (%lld)", m->name, y->target,
+                                y->kind == TDM_SYM_DIM ? "dim" : "offset", y->index, (long long)v);
+    if (y->kind == TDM_SYM_DIM) x->shape.dims[y->index] = v;
+    else if ((uint64_t)v > SIZE_MAX - y->base || v % (int64_t)tdm_dtype_size(x->dtype))
+      return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: offset %lld is out of range or unaligned", m->name, y->target, (long long)v);
+    else x->offset = y->base + (size_t)v;
+  }
+  for (uint32_t i = 0; i < m->n_syms; i++) { /* sizes, and bytes inside the viewed tensor */
+    const tdm_sym *y = &m->syms[i];
+    if (y->kind == TDM_SYM_IATTR) continue;
+    tdm_value *x = &values[y->target];
+    size_t n = 1, nb;
+    for (int d = 0; d < x->shape.rank; d++)
+      if ((uint64_t)x->shape.dims[d] > SIZE_MAX || !tdm__mul_size(n, (size_t)x->shape.dims[d], &n) || n > (size_t)INT64_MAX)
+        return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: the element count overflows", m->name, y->target);
+    if (!tdm__mul_size(n, tdm_dtype_size(x->dtype), &nb) || x->offset < y->base || !range_inside(x->offset - y->base, nb, y->limit - y->base))
+      return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: its bytes lie outside the tensor it views", m->name, y->target);
+    x->numel = (int64_t)n;
+    x->nbytes = nb;
+  }
+  int64_t first_state_write = -1;
+  tdm_status s;
+  for (uint32_t k = 0; k < m->n_ops; k++)
+    if ((s = verify_op(dst, k, &first_state_write))) return s;
+  for (uint32_t i = 0; i < m->n_inputs; i++) { /* inputs stay apart at every size */
+    const tdm_value *a = &values[m->inputs[i].value];
+    for (uint32_t e = 0; e < i; e++) {
+      const tdm_value *b = &values[m->inputs[e].value];
+      if (ranges_overlap(a->offset, a->nbytes, b->offset, b->nbytes))
+        return tdm__fail(TDM_ERR_MALFORMED, "method '%s' input %u overlaps input %u", m->name, i, e);
+    }
+  }
+  return defined ? check_defined(dst) : TDM_OK;
+}
+
+static const char *const sym_kinds[] = {"dim", "offset", "iattr"};
+
+/* Version 3: a method's dims and symbolic sizes after its ops; every op verified again at the
+ * minimum of every dim (at every corner of the box of dims when there are at most 4 dims). */
+static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term **terms) {
+  char ctx[160];
+  tdm_status s;
+  int64_t maxs[TDM_MAX_DIMS];
+  for (uint32_t d = 0; d < m->n_dims; d++) {
+    tdm_dim *dim = &m->dims[d];
+    const uint32_t name = rd_u32(r), res = rd_u32(r);
+    dim->min = (int64_t)rd_u64(r);
+    dim->max = (int64_t)rd_u64(r);
+    if (r->bad) return truncated(r);
+    snprintf(ctx, sizeof ctx, "method '%s' dim %u", m->name, d);
+    if ((s = string_ref(p, name, &dim->name, ctx))) return s;
+    if (res != 0 || !dim->name[0]) return tdm__fail(TDM_ERR_MALFORMED, "%s: empty name or nonzero reserved field", ctx);
+    if (dim->min < 0 || dim->min > dim->max || dim->max > INT32_MAX)
+      return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bounds [%lld, %lld] are not 0 <= min <= max < 2^31", ctx, dim->name, (long long)dim->min, (long long)dim->max);
+    for (uint32_t e = 0; e < d; e++)
+      if (strcmp(m->dims[e].name, dim->name) == 0) return tdm__fail(TDM_ERR_MALFORMED, "method '%s': two dims are named '%s'", m->name, dim->name);
+    dim->axis = -1;
+    maxs[d] = dim->max;
+  }
+  m->n_syms = rd_u32(r);
+  if (r->bad) return truncated(r);
+  for (uint32_t i = 0; i < m->n_syms; i++) {
+    tdm_sym *y = &m->syms[i];
+    y->kind = rd_u8(r);
+    const uint8_t res = rd_u8(r);
+    y->index = rd_u16(r);
+    y->target = rd_u32(r);
+    y->n_terms = rd_u32(r);
+    const uint32_t res2 = rd_u32(r);
+    y->constant = (int64_t)rd_u64(r);
+    if (r->bad) return truncated(r);
+    snprintf(ctx, sizeof ctx, "method '%s' symbolic size %u", m->name, i);
+    if (res || res2 || y->kind > TDM_SYM_IATTR || y->n_terms == 0 || y->constant > TDM_MAX_SYM_COEF || y->constant < -TDM_MAX_SYM_COEF)
+      return tdm__fail(TDM_ERR_MALFORMED, "%s: unknown kind %u, no terms, a constant out of range or a nonzero reserved field", ctx, y->kind);
+    tdm_term *t = *terms;
+    y->terms = t;
+    for (uint32_t j = 0; j < y->n_terms; j++) {
+      t[j].dim = rd_u32(r);
+      const uint32_t tres = rd_u32(r);
+      t[j].coef = (int64_t)rd_u64(r);
+      if (r->bad) return truncated(r);
+      if (tres || t[j].dim >= m->n_dims || t[j].coef == 0 || t[j].coef > TDM_MAX_SYM_COEF || t[j].coef < -TDM_MAX_SYM_COEF)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s term %u: dim %u out of range (%u dims), a zero or too large coefficient, or a nonzero reserved field", ctx, j, t[j].dim, m->n_dims);
+      for (uint32_t e = 0; e < j; e++)
+        if (t[e].dim == t[j].dim) return tdm__fail(TDM_ERR_MALFORMED, "%s names dim %u twice", ctx, t[j].dim);
+    }
+    *terms += y->n_terms;
+    int64_t at_max;
+    if (!eval_sym(y, maxs, &at_max)) return tdm__fail(TDM_ERR_MALFORMED, "%s overflows at the maximum", ctx);
+    int64_t stored;
+    if (y->kind == TDM_SYM_IATTR) {
+      if (y->target >= m->n_ops || y->index >= m->ops[y->target].n_iattr)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s: op %u attribute %u does not exist", ctx, y->target, y->index);
+      stored = m->ops[y->target].iattr[y->index];
+    } else {
+      if (y->target >= m->n_values) return tdm__fail(TDM_ERR_MALFORMED, "%s: value %u does not exist", ctx, y->target);
+      const tdm_value *x = &m->values[y->target];
+      if (y->kind == TDM_SYM_DIM && y->index >= x->shape.rank)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s: value %u has no dim %u", ctx, y->target, y->index);
+      /* the tensor the value views: the method's scratch, or its constant or state tensor */
+      y->base = 0;
+      y->limit = m->scratch_size;
+      const uint32_t ref = x->ref;
+      if (x->region == TDM_REGION_CONST) y->base = p->consts[ref].data_offset, y->limit = y->base + p->consts[ref].nbytes;
+      if (x->region == TDM_REGION_STATE) y->base = p->states[ref].offset, y->limit = y->base + p->states[ref].nbytes;
+      stored = y->kind == TDM_SYM_DIM ? x->shape.dims[y->index] : (int64_t)(x->offset - y->base);
+    }
+    if (at_max != stored)
+      return tdm__fail(TDM_ERR_MALFORMED, "%s (%s of %u) is %lld at the maximum of every dim, but the file stores %lld there", ctx,
+                       sym_kinds[y->kind], y->target, (long long)at_max, (long long)stored);
+    for (uint32_t e = 0; e < i; e++)
+      if (m->syms[e].kind == y->kind && m->syms[e].target == y->target && m->syms[e].index == y->index)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s: %s %u of %u has two symbolic sizes", ctx, sym_kinds[y->kind], y->index, y->target);
+    for (uint32_t k = 0; k < m->n_inputs; k++) {
+      if (m->inputs[k].value != y->target || y->kind == TDM_SYM_IATTR) continue;
+      if (y->kind == TDM_SYM_OFFSET) return tdm__fail(TDM_ERR_MALFORMED, "%s: input %u has a symbolic offset", ctx, k);
+      if (y->n_terms == 1 && y->terms[0].coef == 1 && y->constant == 0 && m->dims[y->terms[0].dim].axis < 0) {
+        m->dims[y->terms[0].dim].input = k; /* this input dim gives the dim's value in a call */
+        m->dims[y->terms[0].dim].axis = y->index;
+      }
+    }
+  }
+  for (uint32_t d = 0; d < m->n_dims; d++)
+    if (m->dims[d].axis < 0)
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' dim '%s' is not the size of any input dim, so no call can give it", m->name, m->dims[d].name);
+  if (m->n_dims == 0) return TDM_OK;
+  /* Verify at the minimum of every dim, and at every corner when there are few dims. */
+  size_t bytes = m->n_values * sizeof(tdm_value) + m->n_ops * sizeof(tdm_op) + m->n_iattrs * sizeof(int64_t) + 64;
+  uint8_t *mem = tdm__alloc(bytes);
+  if (!mem) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory verifying method '%s'", m->name);
+  tdm_method b;
+  b.values = (tdm_value *)mem;
+  b.ops = (tdm_op *)(mem + m->n_values * sizeof(tdm_value));
+  int64_t *ia = (int64_t *)(mem + m->n_values * sizeof(tdm_value) + m->n_ops * sizeof(tdm_op));
+  const uint32_t corners = m->n_dims <= 4 ? 1u << m->n_dims : 1u;
+  s = TDM_OK;
+  for (uint32_t c = 0; c < corners && !s; c++) {
+    int64_t at[TDM_MAX_DIMS];
+    for (uint32_t d = 0; d < m->n_dims; d++) at[d] = (c >> d) & 1 ? m->dims[d].max : m->dims[d].min;
+    if ((c + 1 == corners && corners > 1)) continue; /* all at the maximum: verified above */
+    s = tdm__bind_method(m, at, &b, ia, true);
+    if (s) {
+      char msg[512], where[200];
+      int n = 0;
+      for (uint32_t d = 0; d < m->n_dims && n < (int)sizeof where - 40; d++)
+        n += snprintf(where + n, sizeof where - n, "%s%s=%lld", d ? ", " : "", m->dims[d].name, (long long)at[d]);
+      snprintf(msg, sizeof msg, "%s", tdm_last_error());
+      s = tdm__fail(s, "%s (at %s)", msg, where);
+    }
+  }
+  tdm__free(mem);
+  return s;
+}
+
 /* Pass 2: read and verify every method into the arena. */
 static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c) {
   uint32_t *refs = carve(cv, c->refs * sizeof(uint32_t));
@@ -316,6 +521,9 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
   tdm_value *values = carve(cv, c->values * sizeof(tdm_value));
   tdm_io *ios = carve(cv, c->ios * sizeof(tdm_io));
   tdm_op *ops = carve(cv, c->ops * sizeof(tdm_op));
+  tdm_dim *dims = carve(cv, c->dims * sizeof(tdm_dim));
+  tdm_sym *syms = carve(cv, c->syms * sizeof(tdm_sym));
+  tdm_term *terms = carve(cv, c->terms * sizeof(tdm_term));
   const uint64_t cap = tdm__max_declared_bytes();
   char ctx[96];
   tdm_status s;
@@ -326,8 +534,9 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
     m->n_inputs = rd_u32(&r);
     m->n_outputs = rd_u32(&r);
     m->n_ops = rd_u32(&r);
-    rd_u32(&r);
+    m->n_dims = rd_u32(&r);
     uint64_t scratch = rd_u64(&r);
+    if (p->version < 3 && m->n_dims != 0) return tdm__fail(TDM_ERR_MALFORMED, "method %u: reserved field is not zero", mi);
     snprintf(ctx, sizeof ctx, "method %u", mi);
     if ((s = string_ref(p, name, &m->name, ctx))) return s;
     for (uint32_t e = 0; e < mi; e++)
@@ -352,6 +561,7 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
       const size_t es = tdm_dtype_size(val->dtype);
       if (off % es) return tdm__fail(TDM_ERR_MALFORMED, "%s: offset %llu is not aligned to its element size", ctx, (unsigned long long)off);
       val->region = (tdm_region)region;
+      val->ref = ref;
       if (TDM_DTYPE_CONST_ONLY(val->dtype) && region != TDM_REGION_CONST)
         return tdm__fail(TDM_ERR_MALFORMED, "%s: dtype %s is for constants only", ctx, tdm_dtype_name(val->dtype));
       if (region == TDM_REGION_SCRATCH) {
@@ -403,6 +613,7 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
     }
     m->ops = ops;
     ops += m->n_ops;
+    m->iattrs = iattrs;
     int64_t first_state_write = -1;
     for (uint32_t k = 0; k < m->n_ops; k++) {
       tdm_op *op = &m->ops[k];
@@ -431,7 +642,15 @@ static tdm_status read_methods(tdm_program *p, rd r, carver *cv, const counts *c
       if (r.bad) return truncated(&r);
       if ((s = verify_op(m, k, &first_state_write))) return s;
     }
+    m->n_iattrs = (size_t)(iattrs - m->iattrs);
     if ((s = check_defined(m))) return s;
+    if (p->version >= 3) {
+      m->dims = dims;
+      dims += m->n_dims;
+      m->syms = syms;
+      if ((s = read_dims(p, m, &r, &terms))) return s;
+      syms += m->n_syms;
+    }
   }
   return TDM_OK;
 }
@@ -507,12 +726,14 @@ static tdm_status parse(tdm_program *p) {
     return tdm__fail(TDM_ERR_LIMIT, "the state region declares %llu bytes, above the cap of %llu", (unsigned long long)state_size, (unsigned long long)cap);
   p->state_size = (size_t)state_size;
   counts c = {0};
-  tdm_status s = count_methods(rm, p->n_methods, &c);
+  p->version = version;
+  tdm_status s = count_methods(rm, p->n_methods, version, &c);
   if (s) return s;
   size_t arena = 0, part;
   const size_t parts[][2] = {{p->n_strings, sizeof(char *)}, {p->n_consts, sizeof(tdm_const)}, {p->n_states, sizeof(tdm_state)},
                              {p->n_methods, sizeof(tdm_method)}, {p->n_metadata, 2 * sizeof(char *)}, {c.refs, 4}, {c.iattrs, 8}, {c.fattrs, 8},
-                             {c.values, sizeof(tdm_value)}, {c.ios, sizeof(tdm_io)}, {c.ops, sizeof(tdm_op)}};
+                             {c.values, sizeof(tdm_value)}, {c.ios, sizeof(tdm_io)}, {c.ops, sizeof(tdm_op)},
+                             {c.dims, sizeof(tdm_dim)}, {c.syms, sizeof(tdm_sym)}, {c.terms, sizeof(tdm_term)}};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     if (!tdm__mul_size(parts[i][0], parts[i][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(arena, part, &arena))
       return tdm__fail(TDM_ERR_LIMIT, "the file declares more structures than fit in memory");

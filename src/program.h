@@ -3,6 +3,7 @@
 #define TDM_PROGRAM_H
 
 #include "tandem.h"
+#include "schema.h"
 #include <stdbool.h>
 
 /* Where a value's bytes live. */
@@ -20,6 +21,7 @@ typedef struct tdm_value {
   int64_t numel;
   size_t nbytes;
   tdm_region region;
+  uint32_t ref;  /* CONST, STATE: the constant's or state's index */
   size_t offset; /* byte offset from the start of the region (CONST: of the file's data section) */
 } tdm_value;
 
@@ -47,14 +49,45 @@ typedef struct tdm_io {
   const char *name;
 } tdm_io;
 
+/* A dynamic dim of a method (format version 3): its bounds, and the input dim that gives its
+ * value in a call (an input dim whose size is exactly this dim). */
+typedef struct tdm_dim {
+  const char *name;
+  int64_t min, max;
+  uint32_t input; /* binder: input index */
+  int32_t axis;   /* binder: dim of that input */
+} tdm_dim;
+
+typedef struct tdm_term {
+  uint32_t dim;
+  int64_t coef;
+} tdm_term;
+
+/* A symbolic size: constant + sum(coef * dim), standing for a value's dim, a value's offset (bytes
+ * from the start of the tensor it views) or an op's integer attribute (TDM_SYM_*). */
+typedef struct tdm_sym {
+  uint8_t kind;
+  uint16_t index;   /* the dim (TDM_SYM_DIM) or attribute (TDM_SYM_IATTR) index */
+  uint32_t target;  /* value index (DIM, OFFSET) or op index (IATTR) */
+  int64_t constant;
+  uint32_t n_terms;
+  const tdm_term *terms; /* [n_terms] */
+  size_t base, limit;    /* DIM, OFFSET: the bytes of the tensor the value views, [base, limit) */
+} tdm_sym;
+
 typedef struct tdm_method {
   const char *name;
   size_t scratch_size;
   uint32_t n_values, n_inputs, n_outputs, n_ops;
-  tdm_value *values;  /* [n_values] */
+  tdm_value *values;  /* [n_values] shapes and offsets at the maximum of every dim */
   tdm_io *inputs;     /* [n_inputs] */
   tdm_io *outputs;    /* [n_outputs] */
   tdm_op *ops;        /* [n_ops] */
+  uint32_t n_dims, n_syms;
+  tdm_dim *dims;      /* [n_dims] */
+  tdm_sym *syms;      /* [n_syms] */
+  const int64_t *iattrs; /* every op's iattrs, contiguous: op->iattr points inside */
+  size_t n_iattrs;
 } tdm_method;
 
 typedef struct tdm_const {
@@ -89,15 +122,32 @@ struct tdm_program {
   uint32_t n_metadata;
   const char **metadata; /* [2 * n_metadata]: name, value as JSON text (inside file) */
   size_t state_size, scratch_size;
+  uint32_t version;
   uint64_t fingerprint; /* of the state layout */
   uint64_t program_id;  /* of every section but the data */
   void *arena; /* one allocation holding every array above except file */
 };
 
+/* A dynamic method as a session last called it: the program's method with every symbolic size
+ * evaluated at the call's dims (values and ops copied; op iattrs point into `iattrs`). */
+typedef struct tdm_bound {
+  tdm_method m;
+  int64_t dims[TDM_MAX_DIMS]; /* the dims of the last successful bind */
+  int64_t *in_dims;           /* [n_inputs * TDM_MAX_RANK] input shapes for the next call */
+  int64_t *iattrs;            /* [m.n_iattrs] */
+} tdm_bound;
+
 struct tdm_session {
   const tdm_program *program;
   uint8_t *state;   /* [state_size] */
   uint8_t *scratch; /* [scratch_size] */
+  tdm_bound *bound; /* [n_methods]; m.values is NULL for a method without dims */
+  void *bound_mem;  /* one allocation holding every bound method's arrays */
 };
+
+/* Evaluate method m's symbolic sizes at `dims` into `dst` (dst->values, dst->ops of m's sizes and
+ * `iattrs` of m->n_iattrs are the caller's) and verify every value's bytes and every op's rule at
+ * those sizes; with `defined`, also def-before-use (format.c). */
+tdm_status tdm__bind_method(const tdm_method *m, const int64_t *dims, tdm_method *dst, int64_t *iattrs, bool defined);
 
 #endif

@@ -22,7 +22,7 @@
 
 /* The file (docs/format.md). */
 #define TDM_FILE_MAGIC "TNDM"
-#define TDM_FILE_VERSION 2u
+#define TDM_FILE_VERSION 3u
 #define TDM_FILE_ALIGN 64
 enum {
   TDM_SEC_STRINGS = 1,
@@ -44,12 +44,25 @@ enum {
 #define TDM_STATES_HEAD_SIZE 12 /* region_size count */
 #define TDM_STATE_SIZE 32 /* name dtype rank init reserved offset nbytes init_offset */
 #define TDM_METHODS_HEAD_SIZE 4 /* count */
-#define TDM_METHOD_SIZE 32 /* name n_values n_inputs n_outputs n_ops reserved scratch_size */
+#define TDM_METHOD_SIZE 32 /* name n_values n_inputs n_outputs n_ops n_dims scratch_size */
 #define TDM_VALUE_SIZE 16 /* dtype rank region reserved ref offset */
 #define TDM_IO_SIZE 8 /* value name */
 #define TDM_OP_HEADER_SIZE 12 /* name n_in n_out n_iattr n_fattr */
 #define TDM_METADATA_HEAD_SIZE 4 /* count */
 #define TDM_METADATA_ENTRY_SIZE 8 /* key value */
+#define TDM_DIM_SIZE 24 /* name reserved min max */
+#define TDM_SYMS_HEAD_SIZE 4 /* count */
+#define TDM_SYM_SIZE 24 /* kind reserved index target n_terms reserved2 constant */
+#define TDM_TERM_SIZE 16 /* dim reserved coef */
+
+/* Dynamic dims (version 3): what a symbolic size stands for, and limits. */
+enum {
+  TDM_SYM_DIM = 0,
+  TDM_SYM_OFFSET = 1,
+  TDM_SYM_IATTR = 2,
+};
+#define TDM_MAX_DIMS 8
+#define TDM_MAX_SYM_COEF 4294967296ll
 
 /* Which input an op's output may be exactly (an update in place). */
 enum {

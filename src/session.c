@@ -5,6 +5,45 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Per method with dims: a copy of its values and ops bound at the maximum, and its inputs' shapes. */
+static tdm_status create_bound(tdm_session *s) {
+  const tdm_program *p = s->program;
+  size_t bytes = 0, part;
+  bool any = false;
+  for (uint32_t i = 0; i < p->n_methods; i++) {
+    const tdm_method *m = &p->methods[i];
+    if (!m->n_dims) continue;
+    any = true;
+    const size_t parts[][2] = {{m->n_values, sizeof(tdm_value)}, {m->n_ops, sizeof(tdm_op)}, {m->n_iattrs, 8}, {m->n_inputs, TDM_MAX_RANK * 8}};
+    for (size_t k = 0; k < 4; k++)
+      if (!tdm__mul_size(parts[k][0], parts[k][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(bytes, part, &bytes))
+        return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "a session's dynamic shapes do not fit in memory");
+  }
+  if (!any) return TDM_OK;
+  if (!tdm__mul_size(p->n_methods, sizeof(tdm_bound), &part) || !tdm__add_size(bytes, part, &bytes))
+    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "a session's dynamic shapes do not fit in memory");
+  uint8_t *mem = s->bound_mem = tdm__calloc(bytes);
+  if (!mem) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session's dynamic shapes (%zu bytes)", bytes);
+  s->bound = (tdm_bound *)mem;
+  mem += p->n_methods * sizeof(tdm_bound);
+  for (uint32_t i = 0; i < p->n_methods; i++) {
+    const tdm_method *m = &p->methods[i];
+    tdm_bound *b = &s->bound[i];
+    if (!m->n_dims) continue;
+#define TAKE(n) (mem += ((n) + 15) & ~(size_t)15, mem - (((n) + 15) & ~(size_t)15))
+    b->m.values = (tdm_value *)TAKE(m->n_values * sizeof(tdm_value));
+    b->m.ops = (tdm_op *)TAKE(m->n_ops * sizeof(tdm_op));
+    b->iattrs = (int64_t *)TAKE(m->n_iattrs * 8);
+    b->in_dims = (int64_t *)TAKE(m->n_inputs * TDM_MAX_RANK * 8);
+#undef TAKE
+    for (uint32_t d = 0; d < m->n_dims; d++) b->dims[d] = m->dims[d].max;
+    for (uint32_t k = 0; k < m->n_inputs; k++) memcpy(b->in_dims + k * TDM_MAX_RANK, m->values[m->inputs[k].value].shape.dims, TDM_MAX_RANK * 8);
+    tdm_status st = tdm__bind_method(m, b->dims, &b->m, b->iattrs, false); /* verified at load */
+    if (st) return st;
+  }
+  return TDM_OK;
+}
+
 tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
   if (!p || !out) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_create: NULL argument");
   *out = NULL;
@@ -19,6 +58,11 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
     tdm_session_free(s);
     return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session (%zu bytes of state, %zu of scratch)", p->state_size, p->scratch_size);
   }
+  tdm_status st = create_bound(s);
+  if (st) {
+    tdm_session_free(s);
+    return st;
+  }
   tdm_session_reset_state(s);
   *out = s;
   return TDM_OK;
@@ -26,6 +70,7 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
 
 void tdm_session_free(tdm_session *s) {
   if (!s) return;
+  tdm__free(s->bound_mem);
   tdm__free(s->state);
   tdm__free(s->scratch);
   tdm__free(s);
@@ -53,16 +98,103 @@ static uint8_t *value_ptr(tdm_session *s, const tdm_value *v) {
 
 static const tdm_method *method_of(const tdm_program *p, uint32_t m) { return p && m < p->n_methods ? &p->methods[m] : NULL; }
 
-void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i) {
+/* The method as the session runs it: bound at its last call's sizes when it has dims. */
+static const tdm_method *session_method(const tdm_session *s, uint32_t method) {
   const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  return m && m->n_dims ? &s->bound[method].m : m;
+}
+
+void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i) {
+  const tdm_method *m = session_method(s, method);
   if (!m || i >= m->n_inputs) return NULL;
   return value_ptr(s, &m->values[m->inputs[i].value]);
 }
 
 const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i) {
-  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  const tdm_method *m = session_method(s, method);
   if (!m || i >= m->n_outputs) return NULL;
   return value_ptr(s, &m->values[m->outputs[i].value]);
+}
+
+/* The sym giving dim `axis` of value v, or NULL (a static dim). */
+static const tdm_sym *dim_sym(const tdm_method *m, uint32_t v, int axis) {
+  for (uint32_t i = 0; i < m->n_syms; i++)
+    if (m->syms[i].kind == TDM_SYM_DIM && m->syms[i].target == v && m->syms[i].index == axis) return &m->syms[i];
+  return NULL;
+}
+
+tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank) {
+  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  if (!m || i >= m->n_inputs || (!dims && rank > 0))
+    return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_set_input_shape: no method %u input %u, or dims is NULL", method, i);
+  const tdm_value *v = &m->values[m->inputs[i].value];
+  const char *in = m->inputs[i].name;
+  if (rank != v->shape.rank)
+    return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' has rank %d, given a shape of rank %d", m->name, in, v->shape.rank, rank);
+  for (int d = 0; d < rank; d++) {
+    const tdm_sym *y = m->n_dims ? dim_sym(m, m->inputs[i].value, d) : NULL;
+    if (!y) {
+      if (dims[d] != v->shape.dims[d])
+        return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; it must be %lld", m->name, in, d, (long long)dims[d], (long long)v->shape.dims[d]);
+      continue;
+    }
+    const tdm_dim *dim = y->n_terms == 1 && y->terms[0].coef == 1 && y->constant == 0 ? &m->dims[y->terms[0].dim] : NULL;
+    const int64_t lo = dim ? dim->min : 0, hi = dim ? dim->max : v->shape.dims[d];
+    if (dims[d] < lo || dims[d] > hi)
+      return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; %s%s%s is between %lld and %lld: give a size in that range", m->name, in, d,
+                       (long long)dims[d], dim ? "its dim '" : "it", dim ? dim->name : "", dim ? "'" : "", (long long)lo, (long long)hi);
+  }
+  if (m->n_dims) memcpy(s->bound[method].in_dims + (size_t)i * TDM_MAX_RANK, dims, (size_t)rank * 8);
+  return TDM_OK;
+}
+
+/* Bind method's dims from its inputs' shapes; on failure the last successful binding stays. */
+static tdm_status bind_call(tdm_session *s, uint32_t method) {
+  const tdm_method *m = &s->program->methods[method];
+  tdm_bound *b = &s->bound[method];
+  int64_t dims[TDM_MAX_DIMS];
+  for (uint32_t d = 0; d < m->n_dims; d++) {
+    const tdm_dim *dim = &m->dims[d];
+    dims[d] = b->in_dims[(size_t)dim->input * TDM_MAX_RANK + dim->axis];
+    if (dims[d] < dim->min || dims[d] > dim->max)
+      return tdm__fail(TDM_ERR_SHAPE, "method '%s': dim '%s' is %lld (input '%s' dim %d); it is declared between %lld and %lld (the state is unchanged)",
+                       m->name, dim->name, (long long)dims[d], m->inputs[dim->input].name, dim->axis, (long long)dim->min, (long long)dim->max);
+  }
+  const bool again = memcmp(dims, b->dims, m->n_dims * 8) != 0; /* else bound at these sizes already */
+  tdm_status st = again ? tdm__bind_method(m, dims, &b->m, b->iattrs, false) : TDM_OK;
+  for (uint32_t k = 0; k < m->n_inputs && !st; k++) { /* every input agrees with the dims */
+    const tdm_value *v = &b->m.values[m->inputs[k].value];
+    for (int d = 0; d < v->shape.rank && !st; d++)
+      if (v->shape.dims[d] != b->in_dims[(size_t)k * TDM_MAX_RANK + d])
+        st = tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld, but the other inputs make it %lld", m->name, m->inputs[k].name, d,
+                       (long long)b->in_dims[(size_t)k * TDM_MAX_RANK + d], (long long)v->shape.dims[d]);
+  }
+  if (st) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", tdm_last_error());
+    if (again) tdm__bind_method(m, b->dims, &b->m, b->iattrs, false); /* back to the last good binding */
+    return tdm__fail(TDM_ERR_SHAPE, "%s (the state is unchanged)", msg);
+  }
+  memcpy(b->dims, dims, m->n_dims * sizeof dims[0]);
+  return TDM_OK;
+}
+
+int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32_t i, int d) {
+  const tdm_method *m = session_method(s, method);
+  if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return -1;
+  const tdm_value *v = &m->values[(io ? m->outputs : m->inputs)[i].value];
+  if (d < 0 || d >= v->shape.rank) return -1;
+  return !io && m->n_dims ? s->bound[method].in_dims[(size_t)i * TDM_MAX_RANK + d] : v->shape.dims[d];
+}
+
+size_t tdm_session_io_nbytes(const tdm_session *s, uint32_t method, int io, uint32_t i) {
+  const tdm_method *m = session_method(s, method);
+  if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return 0;
+  const tdm_value *v = &m->values[(io ? m->outputs : m->inputs)[i].value];
+  if (io || !m->n_dims) return v->nbytes;
+  size_t n = tdm_dtype_size(v->dtype);
+  for (int d = 0; d < v->shape.rank; d++) n *= (size_t)s->bound[method].in_dims[(size_t)i * TDM_MAX_RANK + d]; /* each <= the max */
+  return n;
 }
 
 static void view(tdm_session *s, const tdm_value *v, tdm_tensor *t) {
@@ -88,6 +220,11 @@ static double now_ms(void) {
 static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
   const tdm_method *m = s ? method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run: no method %u", method);
+  if (m->n_dims) {
+    tdm_status st = bind_call(s, method);
+    if (st) return st;
+    m = &s->bound[method].m;
+  }
   tdm_tensor in[TDM_MAX_OPERANDS], out[TDM_MAX_OPERANDS];
   for (uint32_t k = 0; k < m->n_ops; k++) {
     const tdm_op *op = &m->ops[k];
@@ -202,6 +339,43 @@ int64_t tdm_method_io_dim(const tdm_program *p, uint32_t method, int io, uint32_
 size_t tdm_method_io_nbytes(const tdm_program *p, uint32_t method, int io, uint32_t i) {
   const tdm_value *v = io_value(p, method, io, i, NULL);
   return v ? v->nbytes : 0;
+}
+
+uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method) {
+  const tdm_method *m = method_of(p, method);
+  return m ? m->n_dims : 0;
+}
+static const tdm_dim *dim_of(const tdm_program *p, uint32_t method, uint32_t d) {
+  const tdm_method *m = method_of(p, method);
+  return m && d < m->n_dims ? &m->dims[d] : NULL;
+}
+const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->name : NULL; }
+int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->min : -1; }
+int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->max : -1; }
+
+size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size) {
+  const tdm_method *m = method_of(p, method);
+  char text[512];
+  size_t n = 0;
+  text[0] = 0;
+  const tdm_sym *y = NULL;
+  if (m && i < (io ? m->n_outputs : m->n_inputs)) y = dim_sym(m, (io ? m->outputs : m->inputs)[i].value, d);
+  for (uint32_t t = 0; y && t < y->n_terms && n < sizeof text - 64; t++) {
+    const int64_t c = y->terms[t].coef;
+    const char *sign = t == 0 ? (c < 0 ? "-" : "") : (c < 0 ? " - " : " + ");
+    const long long a = c < 0 ? -(long long)c : (long long)c;
+    if (a == 1) n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", sign, m->dims[y->terms[t].dim].name);
+    else n += (size_t)snprintf(text + n, sizeof text - n, "%s%lld*%s", sign, a, m->dims[y->terms[t].dim].name);
+  }
+  if (y && y->constant && n < sizeof text - 32)
+    n += (size_t)snprintf(text + n, sizeof text - n, " %s %lld", y->constant < 0 ? "-" : "+", y->constant < 0 ? -(long long)y->constant : (long long)y->constant);
+  if (n >= sizeof text) n = sizeof text - 1;
+  if (buf && size) {
+    const size_t k = n < size - 1 ? n : size - 1;
+    memcpy(buf, text, k);
+    buf[k] = 0;
+  }
+  return n;
 }
 
 static const tdm_state *state_of(const tdm_program *p, uint32_t i) { return p && i < p->n_states ? &p->states[i] : NULL; }

@@ -30,6 +30,7 @@ const char *tdm_status_string(tdm_status s) {
     case TDM_ERR_INDEX: return "TDM_ERR_INDEX";
     case TDM_ERR_LIMIT: return "TDM_ERR_LIMIT";
     case TDM_ERR_STATE_MISMATCH: return "TDM_ERR_STATE_MISMATCH";
+    case TDM_ERR_SHAPE: return "TDM_ERR_SHAPE";
   }
   return "TDM_ERR_UNKNOWN_STATUS";
 }

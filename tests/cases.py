@@ -220,6 +220,42 @@ def int32_counter():
     return m, spec, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class Appender(nn.Module):
+    """A method with a bounded dynamic dim n (its input x [1, n, 4], 1 <= n <= 8) over a KV-cache-like
+    state: writes x's rows at the position, returns sizes that depend on n (n + 1 rows, 4 n - 1
+    elements), the cache's running sum, x's last row and the position plus n."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(1, 16, 4))
+
+    def forward(self, x):
+        n = x.shape[1]
+        idx = self.pos + torch.arange(n)
+        self.cache.index_put_((torch.zeros_like(idx), idx), self.lin(x)[0])
+        self.pos.add_(n)
+        y = torch.cat([x, x[:, :1]], 1) * 2
+        return y, x.reshape(-1)[1:], self.cache.sum(1), x[:, -1], self.pos + n
+
+    def reset(self):
+        self.pos.zero_()
+        self.cache.zero_()
+
+
+def dynamic_appender():
+    torch.manual_seed(0)
+    m = Appender()
+    e = copy.deepcopy(m)
+    n = torch.export.Dim("n", min=1, max=8)
+    spec = {"forward": tandem.Method(m, (torch.randn(1, 3, 4),), dynamic_shapes=({1: n},)), "reset": ()}
+    g = torch.Generator().manual_seed(1)
+    calls = [("forward", (torch.randn(1, k, 4, generator=g),)) for k in (3, 1, 8)] + [("reset", ())]
+    calls += [("forward", (torch.randn(1, k, 4, generator=g),)) for k in (5, 2)]
+    return m, spec, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -229,6 +265,7 @@ CASES = {
     "big_weights": big_weights,
     "huge_state": huge_state,
     "int32_counter": int32_counter,
+    "dynamic_appender": dynamic_appender,
 }
 
 

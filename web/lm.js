@@ -1,13 +1,20 @@
 // lm.js — prompts and generation for language models exported by tandem.transformers
-// (export_causal_lm): `prefill(model, tokens)` runs a prompt of any length as the program's prefill
-// chunks; `generate(model, prompt, options)` yields sampled token ids. Both read what they need from
-// model.metadata (prefill_chunks, max_prompt_len, max_cache_len, position_state, eos_token_id).
-// max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.
+// (export_causal_lm): `prefill(model, tokens)` runs a prompt of any length with the program's
+// `prefill` method (its length is a dynamic dim; programs without one, Mamba's and those of earlier
+// versions: their prefill_<n> chunks); `generate(model, prompt, options)` yields sampled token ids.
+// Both read what they need from model.metadata (max_prompt_len, max_cache_len, position_state,
+// eos_token_id; prefill_chunks in chunked programs). max_cache_len is null for a model with a
+// fixed-size state (Mamba): any number of tokens fits.
 import { Tensor, TandemError } from './tandem.js';
+
+/** Whether the program has one `prefill` of any length (else prefill_<n> chunks). */
+function hasDynamicPrefill(model) {
+  return (model.methods || []).some((m) => m.name === 'prefill');
+}
 
 function metadataOf(model, what) {
   const md = model.metadata || {};
-  for (const key of ['prefill_chunks', 'max_prompt_len', 'max_cache_len']) {
+  for (const key of [...(hasDynamicPrefill(model) ? [] : ['prefill_chunks']), 'max_prompt_len', 'max_cache_len']) {
     if (md[key] === undefined) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what}: the program has no '${key}' metadata; export it with tandem.transformers.export_causal_lm`);
     }
@@ -47,8 +54,9 @@ export async function position(model) {
   return Number((await model.readState(name)).data[0]);
 }
 
-/** Appends `tokens` (1..max_prompt_len ids) to the model's cache, as prefill chunks then decode for a
- * last single token (exact: the cache makes chunked prefill the same computation), and resolves to
+/** Appends `tokens` (1..max_prompt_len ids) to the model's cache with one `prefill` call (programs
+ * of earlier versions: as prefill chunks then decode for a last single token, exact since the cache
+ * makes chunked prefill the same computation), and resolves to
  * the last position's logits, a Tensor [1, vocab]. A prompt that does not fit in the cache is
  * rejected with TDM_ERR_INDEX before anything runs: the state is unchanged. */
 export async function prefill(model, tokens) {
@@ -61,6 +69,7 @@ export async function prefill(model, tokens) {
   if (md.max_cache_len !== null && used + ids.length > md.max_cache_len) {
     throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${md.max_cache_len} cache positions are in use (call reset())`);
   }
+  if (hasDynamicPrefill(model)) return model.call('prefill', new Tensor('int64', ids.slice(), [1, ids.length]));
   let at = 0, logits;
   for (const n of splitPrompt(ids.length, md.prefill_chunks)) {
     logits = await model.call(n === 1 ? 'decode' : `prefill_${n}`, new Tensor('int64', ids.slice(at, at + n), [1, n]));

@@ -10,7 +10,7 @@ export type AnyTypedArray = Float32Array | BigInt64Array | Uint8Array | Int32Arr
 export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
-  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
+  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
   | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED';
 
 export class TandemError extends Error {
@@ -28,8 +28,16 @@ export class Tensor<D extends DType = DType> {
 }
 
 /** Specs as model.methods and model.state give them: deep-frozen. */
-export interface TensorSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly number[] }
-export interface MethodSpec { readonly name: string; readonly inputs: readonly TensorSpec[]; readonly outputs: readonly TensorSpec[] }
+/** A method's input or output. A dynamic dim appears in `shape` as its expression of the method's
+ * dims: the dim's name (`'n'`) or a form such as `'n + 1'`; a call's outputs carry actual sizes. */
+export interface TensorSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly (number | string)[] }
+/** A dynamic dim's bounds: every call gives it a size in [min, max] (else TDM_ERR_SHAPE). */
+export interface DimBounds { readonly min: number; readonly max: number }
+export interface MethodSpec {
+  readonly name: string; readonly inputs: readonly TensorSpec[]; readonly outputs: readonly TensorSpec[];
+  /** The method's dynamic dims by name ({} for a method with static shapes). */
+  readonly dims: Readonly<Record<string, DimBounds>>;
+}
 export interface StateSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly number[] }
 
 /** What a method call accepts: a Tensor, a typed array (the method's shape), or a number/bigint

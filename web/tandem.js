@@ -187,7 +187,7 @@ const UNSIGNED_RESULTS = [
   'tdm_program_metadata_name', 'tdm_program_metadata_value',
   'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
   'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
-  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written',
+  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written', 'tdm_session_io_nbytes', 'tdm_method_dim_name',
 ];
 
 /** The runtime's exports with helpers for strings and memory. */
@@ -279,7 +279,12 @@ class Program {
     // size as the C side reports it); callers get frozen copies without the sizes.
     this.methodSpecs = [];
     for (let m = 0; m < x.tdm_program_method_count(handle); m++) {
-      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0), outputs: this.#io(m, 1) });
+      const dims = {};
+      for (let d = 0; d < x.tdm_method_dim_count(handle, m); d++) {
+        dims[rt.str(x.tdm_method_dim_name(handle, m, d))] = { min: Number(x.tdm_method_dim_min(handle, m, d)), max: Number(x.tdm_method_dim_max(handle, m, d)) };
+      }
+      const dynamic = Object.keys(dims).length > 0;
+      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0, dynamic), outputs: this.#io(m, 1, dynamic), dims });
     }
     this.stateLayout = [];
     for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
@@ -289,7 +294,9 @@ class Program {
       this.stateLayout.push({ ...spec, offset: x.tdm_state_offset(handle, i), nbytes: x.tdm_state_nbytes(handle, i) });
     }
     const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
-    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(strip), outputs: m.outputs.map(strip) })));
+    // A dynamic dim appears in a spec's shape as its expression: the dim's name ('n') or 'n + 1'.
+    const io = ({ name, dtype, shape, exprs }) => ({ name, dtype, shape: shape.map((d, k) => (exprs && exprs[k]) || d) });
+    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(io), outputs: m.outputs.map(io), dims: m.dims })));
     this.state = frozenCopy(this.stateLayout.map(strip));
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
@@ -307,14 +314,24 @@ class Program {
     this.metadata = frozenCopy(metadata);
   }
 
-  #io(m, io) {
+  /** Inputs (io 0) or outputs (1): shape at the maximum of any dims; for a method with dims,
+   * `exprs` gives each dim's expression ('' when static) and `dynamic` whether any is not static. */
+  #io(m, io, hasDims) {
     const { rt, handle } = this, x = rt.x;
     const specs = [];
-    for (let i = 0; i < x.tdm_method_io_count(handle, m, io); i++) {
-      const shape = [];
-      for (let d = 0; d < x.tdm_method_io_rank(handle, m, io, i); d++) shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
-      specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape,
-        nbytes: x.tdm_method_io_nbytes(handle, m, io, i) });
+    const buf = hasDims ? rt.malloc(256) : 0;
+    try {
+      for (let i = 0; i < x.tdm_method_io_count(handle, m, io); i++) {
+        const shape = [], exprs = [];
+        for (let d = 0; d < x.tdm_method_io_rank(handle, m, io, i); d++) {
+          shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
+          if (buf) exprs.push(x.tdm_method_io_dim_expr(handle, m, io, i, d, buf, 256) ? rt.str(buf) : '');
+        }
+        specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape,
+          nbytes: x.tdm_method_io_nbytes(handle, m, io, i), exprs, dynamic: exprs.some((e) => e !== '') });
+      }
+    } finally {
+      if (buf) x.tdm_free(buf);
     }
     return specs;
   }
@@ -349,6 +366,14 @@ function toTensor(value, spec, where) {
     return new Tensor(spec.dtype, ARRAY_OF[spec.dtype].of(v), spec.shape);
   }
   for (const [dtype, Arr] of ARRAY_TYPES) {
+    if (value instanceof Arr && spec.dynamic && spec.exprs.filter((e) => e).length === 1) {
+      // one dynamic dim: its size follows from the length (checked against its bounds by the runtime)
+      const k = spec.exprs.findIndex((e) => e), rest = numelOf(spec.shape.filter((_, j) => j !== k));
+      if (rest === 0 || value.length % rest !== 0) {
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape.map((d, j) => spec.exprs[j] || d)}], given a ${Arr.name} of ${value.length}, not a multiple of ${rest}`);
+      }
+      return { dtype, data: value, shape: spec.shape.map((d, j) => (j === k ? value.length / rest : d)) };
+    }
     if (value instanceof Arr) {
       if (value.length !== numel) {
         throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape}] (${numel} elements), given a ${Arr.name} of ${value.length}`);
@@ -361,8 +386,11 @@ function toTensor(value, spec, where) {
 }
 
 function checkTensor(t, spec, where) {
-  if (t.dtype !== spec.dtype || t.shape.length !== spec.shape.length || t.shape.some((d, k) => d !== spec.shape[k])) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape}], given ${t.dtype}[${t.shape}]`);
+  // a dynamic dim takes any size here: tdm_session_set_input_shape checks it (TDM_ERR_SHAPE)
+  const fixed = (k) => !(spec.dynamic && spec.exprs[k]);
+  if (t.dtype !== spec.dtype || t.shape.length !== spec.shape.length || t.shape.some((d, k) => fixed(k) && d !== spec.shape[k]) ||
+      t.shape.some((d) => !Number.isSafeInteger(d) || d < 0)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape.map((d, k) => (fixed(k) ? d : spec.exprs[k]))}], given ${t.dtype}[${t.shape}]`);
   }
   if (t.data.length !== numelOf(t.shape)) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
@@ -586,10 +614,22 @@ export class Model {
       const where = () => `${name}() input ${i} '${s.name}'`;
       const t = toTensor(v, s, where);
       checkTensor(t, s, where);
-      checkBytes(t, s.nbytes, where);
+      checkBytes(t, s.dynamic ? numelOf(t.shape) * t.data.BYTES_PER_ELEMENT : s.nbytes, where);
       return t;
     });
     const rt = this.#program.rt, x = rt.x, program = this.#program.handle;
+    if (spec.inputs.some((s) => s.dynamic)) { // each dynamic input's actual shape, before any byte is written
+      const dims = rt.malloc(8 * 8);
+      try {
+        tensors.forEach((t, i) => {
+          if (!spec.inputs[i].dynamic) return;
+          new BigInt64Array(x.memory.buffer, dims, 8).set(t.shape.map((d) => BigInt(d)));
+          rt.check(x.tdm_session_set_input_shape(this.#session, m, i, dims, t.shape.length));
+        });
+      } finally {
+        x.tdm_free(dims);
+      }
+    }
     let buf = 0, n = 0;
     if (profile) {
       n = x.tdm_method_op_count(program, m);
@@ -612,8 +652,10 @@ export class Model {
       if (buf) x.tdm_free(buf);
     }
     const outs = spec.outputs.map((s, i) => {
-      const data = rt.read(x.tdm_session_output(this.#session, m, i), ARRAY_OF[s.dtype], numelOf(s.shape));
-      return new Tensor(s.dtype, data, s.shape);
+      // a dynamic output has the call's actual shape
+      const shape = s.dynamic ? s.shape.map((_, d) => Number(x.tdm_session_io_dim(this.#session, m, 1, i, d))) : s.shape;
+      const data = rt.read(x.tdm_session_output(this.#session, m, i), ARRAY_OF[s.dtype], numelOf(shape));
+      return new Tensor(s.dtype, data, shape);
     });
     return outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
   }

@@ -71,8 +71,12 @@ def describe(data: bytes) -> dict:
                            lib.tdm_method_io_nbytes(p, m, kind, i))
                     for i in range(lib.tdm_method_io_count(p, m, kind))]
 
+        def dims(m):  # dynamic dims: shapes above are at their maximum
+            return {lib.tdm_method_dim_name(p, m, d).decode(): {"min": lib.tdm_method_dim_min(p, m, d), "max": lib.tdm_method_dim_max(p, m, d)}
+                    for d in range(lib.tdm_method_dim_count(p, m))}
+
         methods = [{"name": lib.tdm_program_method_name(p, m).decode(), "ops": lib.tdm_method_op_count(p, m),
-                    "inputs": io(m, 0), "outputs": io(m, 1)}
+                    "inputs": io(m, 0), "outputs": io(m, 1), "dims": dims(m)}
                    for m in range(lib.tdm_program_method_count(p))]
         state = []
         for i in range(lib.tdm_program_state_count(p)):
@@ -155,6 +159,8 @@ def _print_inspect(path: str, info: dict) -> None:
     print(f"methods: {len(info['methods'])}")
     for m in info["methods"]:
         print(f"  {m['name']}: {_n(m['ops'], 'op')}, {_n(len(m['inputs']), 'input')}, {_n(len(m['outputs']), 'output')}")
+        for name, b in m.get("dims", {}).items():
+            print(f"    dim {name}: {b['min']} to {b['max']} (shapes below at the maximum)")
         for kind, ts in (("in ", m["inputs"]), ("out", m["outputs"])):
             for t in ts:
                 print(f"    {kind} {t['name']}: {_t(t)}")

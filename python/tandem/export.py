@@ -29,10 +29,15 @@ from .runtime import TandemError, verify
 
 @dataclass
 class Method:
-    """One entry point: `fn` is an nn.Module (its forward) or a bound method of one."""
+    """One entry point: `fn` is an nn.Module (its forward) or a bound method of one.
+
+    dynamic_shapes: torch.export's, one entry per input (a dict {dim index: torch.export.Dim}, or
+    None), e.g. `({1: Dim("n", min=1, max=512)},)`. Every Dim needs a `max`: memory is planned at
+    the maximum, and each call runs at its actual size."""
 
     fn: Union[nn.Module, Callable]
     example_inputs: tuple = ()
+    dynamic_shapes: Any = None
 
 
 class _BoundMethod(nn.Module):
@@ -128,8 +133,9 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
         if not isinstance(name, str) or not name.isidentifier():
             raise ExportError(f"method name {name!r} must be a Python identifier")
         check_method_name(name)
+        dynamic = None
         if isinstance(spec, Method):
-            fn, inputs = spec.fn, spec.example_inputs
+            fn, inputs, dynamic = spec.fn, spec.example_inputs, spec.dynamic_shapes
         else:
             if module is None:
                 raise ExportError(f"method '{name}': module is None, so give tandem.Method(fn, example_inputs)")
@@ -151,8 +157,36 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
                     f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports {SUPPORTED_DTYPES} "
                     "(convert with .float(), .long() or .int())"
                 )
-        out[name] = (fn, inputs)
+        out[name] = (fn, inputs, dynamic)
     return out
+
+
+def _method_dims(name: str, ep) -> list:
+    """[(dim name, min, max, sympy symbol)] of an exported method's dynamic dims, named after the
+    user's torch.export.Dim (the symbol's name otherwise); an unbounded dim is an ExportError."""
+    import sympy
+    names = {}
+    users = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    for i, spec in enumerate(users):  # in the order of the example inputs
+        node = next((n for n in ep.graph.nodes if n.name == spec.arg.name), None)
+        val = node.meta.get("val") if node is not None else None
+        for d, size in enumerate(getattr(val, "shape", ())):
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                names.setdefault(size.node.expr, (i, d, spec.arg.name))
+    dims = []
+    for sym, src in names.items():  # symbols of the inputs' sizes (not unbacked ones, e.g. of .item())
+        vr = ep.range_constraints.get(sym)
+        label = _dim_names.get((name, src[:2])) or str(sym)
+        lo, hi = (vr.lower, vr.upper) if vr is not None else (0, None)
+        bounded = isinstance(hi, int) or bool(getattr(hi, "is_Integer", False))
+        if not bounded or int(hi) >= 2**31:
+            raise ExportError(f"method '{name}': dynamic dim '{label}' (input '{src[2]}' dim {src[1]}) has no maximum; tandem "
+                              f"plans memory at the maximum, so give one: torch.export.Dim('{label}', min=1, max=...)")
+        dims.append((label, max(int(lo), 0), int(hi), sym))
+    return dims
+
+
+_dim_names: dict = {}  # (method, (input index, dim)) -> the user's Dim name, filled while exporting
 
 
 _MODULE_INTERNALS = set(vars(nn.Module()))
@@ -258,22 +292,23 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip."""
     specs = _normalize(module, methods)
-    roots = {name: _root_of(name, fn) for name, (fn, _) in specs.items()}
-    for fn, _ in specs.values():
+    roots = {name: _root_of(name, fn) for name, (fn, _, _) in specs.items()}
+    for fn, _, _ in specs.values():
         _keep_source_lines(fn)
     modules = ([module] if module is not None else []) + [r for r, _ in roots.values()]
     name_of = _names_of(modules)
     params = _parameters(modules) if quantize is not None else []
 
     exported, constants = {}, {}
-    for name, (fn, inputs) in specs.items():
+    for name, (fn, inputs, dynamic) in specs.items():
         root, _ = roots[name]
         with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings(), \
                 _NarrowTensorStart():
             warnings.filterwarnings("ignore", message=".*erase_node.*")
             try:
-                ep = torch.export.export(root, inputs, strict=False)
+                ep = torch.export.export(root, inputs, strict=False, dynamic_shapes=_dynamic_for(name, root, inputs, dynamic))
                 ep = ep.run_decompositions(_decompositions())
+                dims = _method_dims(name, ep)
             except ExportError:
                 raise
             except Exception as e:  # torch's messages are long; keep the first lines
@@ -310,11 +345,11 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                                       "Mutate a buffer or return the new value instead.")
             if not inputs and not mutated and _constant_result(name, ep, constants):
                 continue
-            exported[name] = (ep, tensors, mutated)
+            exported[name] = (ep, tensors, mutated, dims)
 
     # State = every buffer any method mutates; one slot per tensor, shared by every method.
     states: dict = {}
-    for name, (ep, tensors, mutated) in exported.items():
+    for name, (ep, tensors, mutated, _) in exported.items():
         for t in mutated.values():
             key = _tensor_key(t)
             if key not in states:
@@ -324,7 +359,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
-    lowered = [lower_method(name, ep, tensors, states, _tensor_key) for name, (ep, tensors, mutated) in exported.items()]
+    lowered = [lower_method(name, ep, tensors, states, _tensor_key, dims) for name, (ep, tensors, mutated, dims) in exported.items()]
     tie_embeddings(lowered)
     quantize_methods(lowered, quantize, params, quantize_group, quantize_skip)
     for ir in lowered:
@@ -339,6 +374,38 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     program = Program(list(states.values()), lowered, {**constants, **(metadata or {})})
     _verify(program)
     return program
+
+
+def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
+    """The dynamic_shapes torch.export takes for `root` (whose forward takes the inputs in order),
+    and each Dim's name recorded for _method_dims."""
+    if dynamic is None:
+        return None
+    if isinstance(dynamic, dict):  # by argument name: in the order of the method's parameters
+        import inspect
+        fn = root.forward if not isinstance(root, _BoundMethod) else getattr(root.owner, root._tandem_name)
+        params = [p for p in inspect.signature(fn).parameters]
+        unknown = set(dynamic) - set(params)
+        if unknown:
+            raise ExportError(f"method '{name}': dynamic_shapes names {sorted(unknown)}, which are not arguments of the method {params}")
+        dynamic = tuple(dynamic.get(p) for p in params[:len(inputs)])
+    dynamic = tuple(dynamic)
+    if len(dynamic) != len(inputs):
+        raise ExportError(f"method '{name}': dynamic_shapes has {len(dynamic)} entries for {len(inputs)} inputs; give one per input "
+                          "(None for a static one)")
+    for i, spec in enumerate(dynamic):
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        for d, dim in items:
+            if dim is not None and hasattr(dim, "__name__"):
+                _dim_names[(name, (i, int(d)))] = dim.__name__
+                hi = getattr(dim, "max", None)
+                if hi is None or not isinstance(hi, int) or hi >= 2**31:
+                    raise ExportError(f"method '{name}': dynamic dim '{dim.__name__}' (input {i} dim {d}) has no maximum; tandem "
+                                      f"plans memory at the maximum, so give one: torch.export.Dim('{dim.__name__}', "
+                                      f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
+    if isinstance(root, _BoundMethod):
+        return {"args": dynamic}
+    return dynamic
 
 
 def _constant_result(name: str, ep, constants: dict) -> bool:

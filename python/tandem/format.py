@@ -6,10 +6,10 @@ import hashlib
 import json
 import struct
 
-from .ir import CONST, DTYPE_CODE, SCRATCH, MethodIR, StateSpec
-from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, HEADER, IO, MAGIC, METADATA_ENTRY, METADATA_HEAD, METHOD,
-                     METHODS_HEAD, OP_HEADER, SECTION,
-                     SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD, STRING, STRINGS_HEAD, VALUE, VERSION)
+from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
+from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, DIM, HEADER, IO, MAGIC, MAX_DIMS, MAX_SYM_COEF, METADATA_ENTRY,
+                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD,
+                     STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION)
 
 
 def _pad(n: int, a: int = ALIGN) -> int:
@@ -34,7 +34,45 @@ class _Strings:
 
 
 def _dims(shape) -> bytes:
-    return struct.pack(f"<{len(shape)}q", *shape)
+    return struct.pack(f"<{len(shape)}q", *(int(d) for d in shape))
+
+
+def _affine(m: MethodIR, expr, what: str) -> tuple:
+    """(constant, [(dim index, coefficient)]) of a size's sympy expression, or an ExportError naming it."""
+    import sympy
+    index = {sym: i for i, (_, _, _, sym) in enumerate(m.dims)}
+    const, terms = 0, []
+    e = sympy.expand(expr)
+    for term, coef in e.as_coefficients_dict().items():
+        if not coef.is_Integer or (term != 1 and term not in index) or abs(int(coef)) > MAX_SYM_COEF:
+            names = {sym: n for n, _, _, sym in m.dims}
+            raise ExportError(f"method '{m.name}': {what} has the size {expr.subs(names) if names else expr}, which is not an integer "
+                              "affine form of the dynamic dims (such as n, n + 1, 2*n - 1, n + m); tandem stores sizes in "
+                              "that form: compute it differently, or give that dim a static size")
+        if term == 1:
+            const = int(coef)
+        else:
+            terms.append((index[term], int(coef)))
+    return const, sorted(terms)
+
+
+def _syms(m: MethodIR, values: list, vindex: dict, offset_of) -> list:
+    """The method's symbolic sizes as SYM records: (kind, index, target, constant, terms)."""
+    out = []
+
+    def add(kind, index, target, x, what):
+        if isinstance(x, SymDim):
+            const, terms = _affine(m, x.expr, what)
+            if terms:
+                out.append((SYM_KINDS.index(kind), index, target, const, terms))
+    for k, v in enumerate(values):
+        for d, size in enumerate(v.shape):
+            add("dim", d, k, size, f"dim {d} of a value")
+        add("offset", 0, k, offset_of(v), "the offset of a view")
+    for k, op in enumerate(m.ops):
+        for j, a in enumerate(op.iattr):
+            add("iattr", j, k, a, f"attribute {j} of op '{op.name}'{op.where}")
+    return out
 
 
 def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None) -> bytes:
@@ -91,6 +129,8 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
                 val(v)
         for _, v in m.outputs:
             val(v)
+        if len(m.dims) > MAX_DIMS:
+            raise ExportError(f"method '{m.name}' has {len(m.dims)} dynamic dims; tandem takes at most {MAX_DIMS}")
         body = []
         for v in values:
             s = v.storage
@@ -100,17 +140,22 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
                 ref, off = const_of(s), v.offset
             else:
                 ref, off = state_index[s.state], v.offset
-            body.append(VALUE.pack(v.dtype, len(v.shape), s.kind, 0, ref, off) + _dims(v.shape))
+            body.append(VALUE.pack(v.dtype, len(v.shape), s.kind, 0, ref, int(off)) + _dims(v.shape))
         io = b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.inputs)
         io += b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.outputs)
         ops = []
         for op in m.ops:
             ops.append(OP_HEADER.pack(strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
                        + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
-                       + b"".join(struct.pack("<q", a) for a in op.iattr)
+                       + b"".join(struct.pack("<q", int(a)) for a in op.iattr)
                        + b"".join(struct.pack("<d", a) for a in op.fattr))
-        meth.append(METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), 0,
-                                m.scratch_size) + b"".join(body) + io + b"".join(ops))
+        dims = b"".join(DIM.pack(strings(n), 0, lo, hi) for n, lo, hi, _ in m.dims)
+        syms = _syms(m, values, vindex, lambda v: v.storage.offset + v.offset if v.storage.kind == SCRATCH else v.offset)
+        sym = [SYMS_HEAD.pack(len(syms))]
+        for kind, index, target, const, terms in syms:
+            sym.append(SYM.pack(kind, 0, index, target, len(terms), 0, const) + b"".join(TERM.pack(d, 0, c) for d, c in terms))
+        meth.append(METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), len(m.dims),
+                                m.scratch_size) + b"".join(body) + io + b"".join(ops) + dims + b"".join(sym))
 
     state_sec = [STATES_HEAD.pack(state_size, len(states))]
     for st in states:

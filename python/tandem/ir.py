@@ -37,6 +37,74 @@ class ExportError(Exception):
     """A model tandem cannot export, with what to change."""
 
 
+class SymDim(int):
+    """A size that depends on a method's dynamic dims: an int equal to its value at the maximum of
+    every dim (so planning, comparisons and the file's stored sizes see the maximum), carrying the
+    sympy expression it stands for (`expr`, in the dims' symbols). Arithmetic with ints and other
+    SymDims keeps the expression; a result whose expression is a number is a plain int."""
+
+    expr: object
+
+    def __new__(cls, value: int, expr):
+        import sympy
+        expr = sympy.sympify(expr)
+        if expr.is_Integer:
+            return int(expr)
+        obj = super().__new__(cls, int(value))
+        obj.expr = expr
+        return obj
+
+    def _op(self, other, f, fi):
+        if not isinstance(other, int) or isinstance(other, bool) and False:
+            return NotImplemented
+        oe = other.expr if isinstance(other, SymDim) else other
+        return SymDim(fi(int(self), int(other)), f(self.expr, oe))
+
+    def __add__(self, o): return self._op(o, lambda a, b: a + b, lambda a, b: a + b)
+    def __radd__(self, o): return self._op(o, lambda a, b: b + a, lambda a, b: b + a)
+    def __sub__(self, o): return self._op(o, lambda a, b: a - b, lambda a, b: a - b)
+    def __rsub__(self, o): return self._op(o, lambda a, b: b - a, lambda a, b: b - a)
+    def __mul__(self, o): return self._op(o, lambda a, b: a * b, lambda a, b: a * b)
+    def __rmul__(self, o): return self._op(o, lambda a, b: b * a, lambda a, b: b * a)
+
+    def __floordiv__(self, o):
+        import sympy
+        return self._op(o, lambda a, b: sympy.floor(a / b), lambda a, b: a // b)
+
+    def __rfloordiv__(self, o):
+        import sympy
+        return self._op(o, lambda a, b: sympy.floor(b / a), lambda a, b: b // a)
+
+    def __mod__(self, o):
+        import sympy
+        return self._op(o, lambda a, b: sympy.Mod(a, b), lambda a, b: a % b)
+
+    def __neg__(self): return SymDim(-int(self), -self.expr)
+    def __pos__(self): return self
+    def __hash__(self): return hash((int(self), str(self.expr)))
+
+    def __eq__(self, o):
+        if isinstance(o, SymDim):
+            return int(self) == int(o) and bool((self.expr - o.expr).expand() == 0)
+        return int(self) == o if isinstance(o, int) else NotImplemented
+
+    def __ne__(self, o):
+        r = self.__eq__(o)
+        return r if r is NotImplemented else not r
+
+    def __repr__(self): return f"SymDim({int(self)}, {self.expr})"
+
+
+def size_expr(x):
+    """x's expression: its sympy expression when it is a SymDim, else x."""
+    return x.expr if isinstance(x, SymDim) else x
+
+
+def as_size(x):
+    """int(x) that keeps a SymDim (and reads a torch SymInt through `_SYMS`, see lower.py)."""
+    return x if isinstance(x, SymDim) else int(x)
+
+
 @dataclass(eq=False)
 class Storage:
     kind: int  # SCRATCH, CONST or STATE
@@ -104,3 +172,4 @@ class MethodIR:
     outputs: list  # [(name, Value)]
     ops: list
     scratch_size: int = 0
+    dims: list = field(default_factory=list)  # [(name, min, max, sympy symbol)] dynamic dims

@@ -17,7 +17,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from . import schema
 from .ir import (AS_FLOAT32, AS_INT32, BOOL, CONST, DTYPE_CODE, DTYPE_SIZE, F32, I32, I64, SCRATCH, STATE, SUPPORTED_DTYPES,
-                 TORCH_DTYPE, ExportError, MethodIR, Op, Storage, Value)
+                 TORCH_DTYPE, ExportError, MethodIR, Op, Storage, SymDim, Value, as_size)
 
 aten = torch.ops.aten
 
@@ -53,6 +53,23 @@ def source_line(node) -> str:
     return ""
 
 
+# The method being lowered's dynamic dims: sympy symbol -> its maximum (set by lower_method).
+_DIM_MAX: dict = {}
+
+
+def _size(d, node=None):
+    """A size from torch's metadata: an int, or a SymDim for a torch SymInt over the method's dims."""
+    if isinstance(d, torch.SymInt):
+        expr = d.node.expr
+        unknown = [str(s) for s in expr.free_symbols if s not in _DIM_MAX]
+        if unknown:
+            raise ExportError(f"a size {expr} depends on values tandem cannot bound ({', '.join(unknown)}): the result of "
+                              f"nonzero() or .item(), or a dynamic dim that no input has by itself as a size (only derived, "
+                              f"e.g. 2*n); sizes may depend only on dims that are some input's size{source_line(node)}")
+        return SymDim(int(expr.subs(_DIM_MAX)), expr)
+    return as_size(d)
+
+
 def _meta(node):
     v = node.meta.get("val")
     if isinstance(v, torch.Tensor):
@@ -76,7 +93,7 @@ class Lowering:
         raise ExportError(f"method '{self.method}': {msg}{source_line(self.node)}")
 
     def new(self, dtype: int, shape) -> Value:
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(as_size(d) for d in shape)
         v = Value(dtype, shape, Storage(SCRATCH, 0))
         v.storage.nbytes = v.nbytes
         return v
@@ -97,11 +114,14 @@ class Lowering:
         return v
 
     def scalar(self, x, dtype: int) -> Value:
+        if isinstance(x, SymDim):  # a size as a tensor: element x of the constant arange(max + 1)
+            table = self.const(torch.arange(int(x) + 1, dtype=TORCH_DTYPE[dtype]))
+            return table.view((), x * DTYPE_SIZE[dtype])
         return self.const(torch.tensor(x, dtype=TORCH_DTYPE[dtype]))
 
     def emit(self, name: str, ins, out_dtype: int, out_shape, iattr=(), fattr=()) -> Value:
         out = self.new(out_dtype, out_shape)
-        self.ops.append(Op(name, list(ins), [out], [int(a) for a in iattr], [float(a) for a in fattr],
+        self.ops.append(Op(name, list(ins), [out], [as_size(a) for a in iattr], [float(a) for a in fattr],
                            source_line(self.node)))
         return out
 
@@ -113,7 +133,7 @@ class Lowering:
         return self.emit("cast", [v], dtype, v.shape)
 
     def reshape(self, v: Value, shape) -> Value:
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(as_size(d) for d in shape)
         if shape == v.shape:
             return v
         if v in self.const_tensor:
@@ -121,7 +141,7 @@ class Lowering:
         return v.view(shape)
 
     def expand(self, v: Value, shape) -> Value:
-        shape = tuple(int(d) for d in shape)
+        shape = tuple(as_size(d) for d in shape)
         if v.shape == shape:
             return v
         return self.emit("expand", [v], v.dtype, shape)
@@ -149,11 +169,7 @@ def _dtype_of(node) -> int:
 
 def _shape_of(node) -> tuple:
     m = _meta(node)
-    try:
-        return tuple(int(d) for d in m.shape)
-    except (TypeError, ValueError):
-        raise ExportError(f"value '{node.name}' has a dynamic shape {tuple(m.shape)}; tandem exports static shapes: "
-                          f"give example inputs of the exact size{source_line(node)}") from None
+    return tuple(_size(d, node) for d in m.shape)
 
 
 def _require_static(node) -> None:
@@ -164,9 +180,11 @@ def _require_static(node) -> None:
                           f"with torch.narrow(x, dim, start, length)){source_line(node)}")
     vals = node.meta.get("val")
     for v in vals if isinstance(vals, (list, tuple)) else [vals]:
-        if isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape):
+        if isinstance(v, torch.Tensor) and not all(isinstance(d, int) or all(x in _DIM_MAX for x in d.node.expr.free_symbols)
+                                                   for d in v.shape):
             if node.target is aten.index.Tensor:
-                hint = ("x[mask] has a size that depends on values: use torch.where(mask, x, 0) (or x * mask) to keep "
+                hint = ("x[mask] has a size that depends on values (tandem exports static shapes, or dims bounded in "
+                        "dynamic_shapes): use torch.where(mask, x, 0) (or x * mask) to keep "
                         "x's shape, or torch.topk / torch.sort for a fixed number of elements")
             elif node.target is aten.nonzero.default:
                 hint = ("nonzero() has a size that depends on values: use a mask with torch.where instead, or "
@@ -375,7 +393,7 @@ def _fill(L, value, dt, shape):
     n = 1
     for d in shape:
         n *= d
-    if n <= FILL_MAX_NUMEL:
+    if n <= FILL_MAX_NUMEL and not isinstance(n, SymDim):
         return L.const(torch.full(shape, value, dtype=TORCH_DTYPE[dt]))
     if dt == F32:
         return L.emit("fill", [], dt, shape, fattr=[float(value)])
@@ -450,7 +468,7 @@ def _slice(L, node, args, kwargs):
 def _select(L, node, args, kwargs):
     x = args[0]
     dim = _dim(int(args[1]), len(x.shape))
-    i = int(args[2])
+    i = as_size(args[2])
     i = i + x.shape[dim] if i < 0 else i
     return L.reshape(_slice_value(L, x, dim, i, 1, 1), _shape_of(node))
 
@@ -1143,6 +1161,16 @@ def _fold(L: Lowering, node, args, kwargs):
         if isinstance(a, (list, tuple)):
             return type(a)(conv(x) for x in a)
         return a
+    shape = _shape_of(node) if _meta(node) is not None else ()
+    if any(isinstance(d, SymDim) for d in shape):
+        # A result whose size depends on a dim is folded only when the result at any size is the
+        # start of the result at the maximum: arange with a static start and step, a dynamic end.
+        end = 0 if node.target == aten.arange.default else 1
+        others = [a for i, a in enumerate(args) if i != end] + list(kwargs.values())
+        if node.target not in FOLDABLE_EXTRA or any(isinstance(a, SymDim) for a in others):
+            return None
+        res = node.target(*conv(args), **{k: conv(v) for k, v in kwargs.items()})
+        return L.const(res.contiguous()).view(shape)
     res = node.target(*conv(args), **{k: conv(v) for k, v in kwargs.items()})
     if isinstance(res, torch.Tensor):
         if res.numel() > FOLD_MAX_NUMEL and not any(isinstance(a, Value) for a in args):
@@ -1151,8 +1179,11 @@ def _fold(L: Lowering, node, args, kwargs):
     return None
 
 
-def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR:
-    """Lower one exported (and decomposed) program to a MethodIR with unplanned scratch."""
+def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list = ()) -> MethodIR:
+    """Lower one exported (and decomposed) program to a MethodIR with unplanned scratch. `dims`:
+    the method's dynamic dims, [(name, min, max, sympy symbol)]."""
+    _DIM_MAX.clear()
+    _DIM_MAX.update({sym: mx for _, _, mx, sym in dims})
     L = Lowering(name, states, key_of)
     gm = ep.graph_module
     sig = ep.graph_signature
@@ -1188,6 +1219,16 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
         elif node.op == "call_function":
             args = torch.fx.node.map_arg(node.args, lambda n: env[n])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+            val = node.meta.get("val")
+            if node.target is aten._local_scalar_dense.default:
+                _require_static(node)  # .item(): says what to do instead
+            if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and node.target is not operator.getitem:
+                L.node = node
+                env[node] = _size(val, node)  # a size (sym_size, n + 1, ...): an int or a SymDim
+                continue
+            if isinstance(val, torch.SymBool) or node.target in (torch.ops.aten.sym_constrain_range_for_size.default,):
+                env[node] = None  # a guard on sizes: the verifier checks sizes over the dims' bounds
+                continue
             if node.target is operator.getitem:
                 r = args[0][args[1]]
                 if r is None:
@@ -1230,7 +1271,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of) -> MethodIR
             mutations.append((states[key_of(t)], env[o]))
     _finish(L, user_outputs, mutations)
     outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)]
-    return MethodIR(name, inputs, outputs, L.ops)
+    return MethodIR(name, inputs, outputs, L.ops, dims=list(dims))
 
 
 def _stand_in(L, val):

@@ -113,9 +113,9 @@ def plan_method(ir: MethodIR) -> None:
     life = _lifetimes(ir)
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
     size = 0
-    for s in sorted(life, key=lambda s: -s.nbytes):
+    for s in sorted(life, key=lambda s: -int(s.nbytes)):
         a, b = life[s]
-        need = (s.nbytes + ALIGN - 1) // ALIGN * ALIGN
+        need = (int(s.nbytes) + ALIGN - 1) // ALIGN * ALIGN  # at the maximum of any dynamic dims
         off = 0
         for (pa, pb, po, ps) in sorted((p for p in placed if not (p[1] < a or b < p[0])), key=lambda p: p[2]):
             if off + need <= po:

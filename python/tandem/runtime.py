@@ -93,6 +93,12 @@ class NativeLibrary:
             "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
             "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
             "tdm_method_op_bytes_written": (S, [P, U32, U32]), "tdm_method_op_state_bytes_written": (S, [P, U32, U32]),
+            "tdm_method_dim_count": (U32, [P, U32]), "tdm_method_dim_name": (C, [P, U32, U32]),
+            "tdm_method_dim_min": (I64, [P, U32, U32]), "tdm_method_dim_max": (I64, [P, U32, U32]),
+            "tdm_method_io_dim_expr": (S, [P, U32, ctypes.c_int, U32, ctypes.c_int, C, S]),
+            "tdm_session_set_input_shape": (ctypes.c_int, [P, U32, U32, ctypes.POINTER(I64), ctypes.c_int]),
+            "tdm_session_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
+            "tdm_session_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
         }
         for name, (res, args) in sigs.items():
             f = getattr(lib, name)
@@ -117,6 +123,15 @@ class NativeLibrary:
     def session_create(self, program: int):
         out = ctypes.c_void_p()
         return self.tdm_session_create(program, ctypes.byref(out)), out.value
+
+    def set_input_shape(self, session: int, method: int, i: int, dims) -> int:
+        arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        return self.tdm_session_set_input_shape(session, method, i, arr, len(dims))
+
+    def dim_expr(self, program: int, method: int, io: int, i: int, d: int) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self.tdm_method_io_dim_expr(program, method, io, i, d, buf, 256)
+        return buf.value.decode()
 
     def run_profiled(self, session: int, method: int, n: int):
         """(status, [milliseconds of each of the method's n ops])."""
@@ -164,8 +179,12 @@ class _IO:
     def __init__(self, lib, p, m, io, i):
         self.name = lib.tdm_method_io_name(p, m, io, i).decode()
         self.dtype = TORCH_DTYPE[lib.tdm_method_io_dtype(p, m, io, i)]
-        self.shape = tuple(lib.tdm_method_io_dim(p, m, io, i, d) for d in range(lib.tdm_method_io_rank(p, m, io, i)))
+        rank = lib.tdm_method_io_rank(p, m, io, i)
+        self.shape = tuple(lib.tdm_method_io_dim(p, m, io, i, d) for d in range(rank))  # at the maximum of any dims
         self.nbytes = lib.tdm_method_io_nbytes(p, m, io, i)
+        # per dim: '' when static, else its expression of the method's dims ('n', 'n + 1')
+        self.exprs = tuple(lib.dim_expr(p, m, io, i, d) if lib.tdm_method_dim_count(p, m) else "" for d in range(rank))
+        self.dynamic = any(self.exprs)
 
 
 class OpProfile(NamedTuple):
@@ -198,11 +217,14 @@ class Model:
             except ValueError:  # __del__ frees the session and the program
                 raise TandemError("TDM_ERR_MALFORMED", f"metadata '{name}' is not JSON: the file is corrupt") from None
         self.methods = {}
+        self.dims = {}  # method -> {dim name: (min, max)}
         for m in range(lib.tdm_program_method_count(p)):
             name = lib.tdm_program_method_name(p, m).decode()
             ins = [_IO(lib, p, m, 0, i) for i in range(lib.tdm_method_io_count(p, m, 0))]
             outs = [_IO(lib, p, m, 1, i) for i in range(lib.tdm_method_io_count(p, m, 1))]
             self.methods[name] = (m, ins, outs)
+            self.dims[name] = {lib.tdm_method_dim_name(p, m, d).decode(): (lib.tdm_method_dim_min(p, m, d), lib.tdm_method_dim_max(p, m, d))
+                               for d in range(lib.tdm_method_dim_count(p, m))}
             if not hasattr(self, name):  # a name the model has for itself stays reachable by call()
                 setattr(self, name, self._bind(name))
 
@@ -242,12 +264,18 @@ class Model:
         for spec, x in zip(ins, inputs):
             if not isinstance(x, torch.Tensor):
                 x = torch.tensor(x, dtype=spec.dtype)
-            if x.dtype != spec.dtype or tuple(x.shape) != spec.shape:
+            same_rank = x.dim() == len(spec.shape)
+            fixed = same_rank and all(e or a == b for e, a, b in zip(spec.exprs, x.shape, spec.shape))  # dynamic dims: checked by the runtime
+            if x.dtype != spec.dtype or not fixed:
+                want = [e or d for e, d in zip(spec.exprs, spec.shape)]
                 raise TandemError("TDM_ERR_INVALID_ARGUMENT",
-                                  f"{name}() input '{spec.name}': expected {DTYPE_NAME[DTYPE_CODE[spec.dtype]]}{list(spec.shape)}, "
+                                  f"{name}() input '{spec.name}': expected {DTYPE_NAME[DTYPE_CODE[spec.dtype]]}{want}, "
                                   f"given {x.dtype}{list(x.shape)}")
             staged.append(x.detach().contiguous().cpu())
         lib = self._lib
+        for i, (spec, x) in enumerate(zip(ins, staged)):
+            if spec.dynamic:  # before any byte is written: a size out of range changes nothing
+                _check(lib.set_input_shape(self._session, m, i, list(x.shape)))
         for i, x in enumerate(staged):
             if x.numel():
                 lib.write(lib.tdm_session_input(self._session, m, i), x.data_ptr(), x.numel() * x.element_size())
@@ -260,9 +288,12 @@ class Model:
             profile.extend((lib.tdm_method_op_name(self._program, m, k).decode(), ms[k]) for k in range(n))
         results = []
         for i, spec in enumerate(outs):
-            t = torch.empty(spec.shape, dtype=spec.dtype)
-            if spec.nbytes:
-                lib.read(t.data_ptr(), lib.tdm_session_output(self._session, m, i), spec.nbytes)
+            shape = spec.shape
+            if spec.dynamic:  # the call's actual shape
+                shape = tuple(lib.tdm_session_io_dim(self._session, m, 1, i, d) for d in range(len(shape)))
+            t = torch.empty(shape, dtype=spec.dtype)
+            if t.numel():
+                lib.read(t.data_ptr(), lib.tdm_session_output(self._session, m, i), t.numel() * t.element_size())
             results.append(t)
         if not results:
             return None

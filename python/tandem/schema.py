@@ -44,7 +44,7 @@ QUANT_GROUP = 32  # default int4 group size along K (matmul_q4, embedding_q4)
 # ---- the file ------------------------------------------------------------------------------------
 
 MAGIC = b"TNDM"
-VERSION = 2  # the reader also reads version 1: the same file without the metadata section
+VERSION = 3  # the reader also reads versions 1 (no metadata section) and 2 (no dims and symbolic sizes)
 ALIGN = 64  # the data section, each constant and state blob, each state slot
 SECTION_ALIGN = 8  # where the writer places the other sections
 SECTIONS = {1: "strings", 2: "constants", 3: "states", 4: "methods", 5: "data", 6: "metadata"}  # id -> name, in file order
@@ -74,17 +74,26 @@ CONSTANT = Record("name:I", "dtype:B", "rank:B", "reserved:H", "offset:Q", "nbyt
 STATES_HEAD = Record("region_size:Q", "count:I")
 STATE = Record("name:I", "dtype:B", "rank:B", "init:B", "reserved:B", "offset:Q", "nbytes:Q", "init_offset:Q")  # + dims
 METHODS_HEAD = Record("count:I")
-METHOD = Record("name:I", "n_values:I", "n_inputs:I", "n_outputs:I", "n_ops:I", "reserved:I", "scratch_size:Q")
+METHOD = Record("name:I", "n_values:I", "n_inputs:I", "n_outputs:I", "n_ops:I", "n_dims:I", "scratch_size:Q")  # n_dims: 0 before v3
 VALUE = Record("dtype:B", "rank:B", "region:B", "reserved:B", "ref:I", "offset:Q")  # + dims
 IO = Record("value:I", "name:I")
 METADATA_HEAD = Record("count:I")
 METADATA_ENTRY = Record("key:I", "value:I")  # string indices: a name, and its value as JSON text
 OP_HEADER = Record("name:I", "n_in:H", "n_out:H", "n_iattr:H", "n_fattr:H")  # + u32 in, u32 out, i64 iattr, f64 fattr
+# Version 3, after a method's ops: its dynamic dims, then its symbolic sizes (docs/format.md, "Dims").
+DIM = Record("name:I", "reserved:I", "min:q", "max:q")
+SYMS_HEAD = Record("count:I")
+SYM = Record("kind:B", "reserved:B", "index:H", "target:I", "n_terms:I", "reserved2:I", "constant:q")  # + n_terms x TERM
+TERM = Record("dim:I", "reserved:I", "coef:q")
+SYM_KINDS = ("dim", "offset", "iattr")  # codes 0, 1, 2: a value's dim, a value's offset, an op's integer attribute
+MAX_DIMS = 8  # dynamic dims per method
+MAX_SYM_COEF = 1 << 32  # |coefficient| and |constant| of a symbolic size; dims are below 2^31
 
 RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "string": STRING,
            "constants_head": CONSTANTS_HEAD, "constant": CONSTANT, "states_head": STATES_HEAD, "state": STATE,
            "methods_head": METHODS_HEAD, "method": METHOD, "value": VALUE, "io": IO, "op_header": OP_HEADER,
-           "metadata_head": METADATA_HEAD, "metadata_entry": METADATA_ENTRY}
+           "metadata_head": METADATA_HEAD, "metadata_entry": METADATA_ENTRY,
+           "dim": DIM, "syms_head": SYMS_HEAD, "sym": SYM, "term": TERM}
 
 
 # ---- runtime operators ---------------------------------------------------------------------------

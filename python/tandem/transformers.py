@@ -4,19 +4,19 @@
 
 A decoder-only LM becomes one program whose state is its static KV cache (transformers'
 StaticCache, exported as it is: the cache object's tensors are state):
-- `prefill_<n>(tokens [1, n])` for n in the metadata's `prefill_chunks` (powers of two from 2 up to
-  max_prompt_len, and max_prompt_len itself): appends n tokens to the cache and returns the last
-  position's logits [1, vocab]. A prompt of any length 1..max_prompt_len is a few of these in a row,
-  largest first, then `decode` for a last single token (the cache makes chunked prefill exact):
-  `prefill(tokens)` in JS and Python does that for you;
+- `prefill(tokens [1, n])`, 1 <= n <= max_prompt_len (a dynamic dim 'n'): appends n tokens to the
+  cache and returns the last position's logits [1, vocab]; each call runs at its own length;
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
 - `reset()`: empties the cache.
 The position lives in state: callers never pass it. A call that would write past max_cache_len
 fails with TDM_ERR_INDEX and leaves the state unchanged.
 
-A Mamba LM (MambaForCausalLM) goes through the same recipe with the same methods; its state is each
-layer's convolution window and SSM state (no KV cache: any length fits, so max_cache_len is None),
-plus a count of the tokens seen (position_state).
+A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
+window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
+tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
+steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
+for fixed n (max_prompt_len and the powers of two below it, listed largest first in the metadata
+entry `prefill_chunks`); `decode` and `reset` as above, and `prefill()` below splits a prompt into them.
 
     program = tandem.transformers.export_seq2seq(model, max_cache_len=64)
 
@@ -38,7 +38,8 @@ from .program import Program
 
 
 def prefill_chunks(max_prompt_len: int) -> list[int]:
-    """The prefill lengths exported for max_prompt_len, largest first (1 is decode's)."""
+    """The lengths of prefill_<n> methods, largest first (1 is decode's): a Mamba program's, and a
+    KV-cache LM's exported before prefill had a dynamic length; `prefill()` runs such programs."""
     sizes = {max_prompt_len} if max_prompt_len > 1 else set()
     n = 2
     while n < max_prompt_len:
@@ -150,8 +151,9 @@ class MambaLM(nn.Module):
 def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None,
                      **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
-    prefill chunks, decode and reset over its static KV cache, or a MambaForCausalLM over its
-    recurrent state (max_cache_len=None: no cache to fill); see the module's docstring.
+    prefill (of 1 to max_prompt_len tokens), decode and reset over its static KV cache, or a
+    MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode and reset
+    over its recurrent state; see the module's docstring.
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip."""
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
@@ -162,7 +164,13 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
                               "any number of tokens fits; pass max_cache_len=None")
         if max_prompt_len < 1:
             raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
+        # The selective scan steps through the tokens one at a time (a Python loop unrolled at
+        # export); tandem has no loop op and an affine size cannot stand for a count of unrolled
+        # steps, so a Mamba prefill keeps fixed lengths: power-of-two prefill_<n> chunks.
         lm, position_state = MambaLM(model), "position"
+        chunks = prefill_chunks(max_prompt_len)
+        methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+        extra = {"prefill_chunks": chunks}
     else:
         if max_cache_len is None:
             raise ExportError(f"max_cache_len=None: a {model_type or type(model).__name__} model keeps its past in a KV "
@@ -170,8 +178,10 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         if not 1 <= max_prompt_len <= max_cache_len:
             raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
         lm, position_state = CausalLM(model, max_cache_len), "cache.layers.0.cumulative_length"
-    chunks = prefill_chunks(max_prompt_len)
-    methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+        example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+        n = torch.export.Dim("n", min=1, max=max_prompt_len)
+        methods = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+        extra = {}
     methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
     methods["reset"] = Method(lm.reset, ())
     return export(None, methods, metadata={
@@ -180,7 +190,7 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         "num_layers": int(config.num_hidden_layers),
         "max_cache_len": None if max_cache_len is None else int(max_cache_len),
         "max_prompt_len": int(max_prompt_len),
-        "prefill_chunks": chunks,
+        **extra,
         "position_state": position_state,
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
@@ -281,9 +291,10 @@ def _token_id(v):
 
 
 def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
-    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) as its
-    prefill chunks, then decode for a last single token; returns the last position's logits. A
-    prompt that does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
+    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) with one
+    `prefill` call (a program without one, Mamba's or one of an earlier version: its prefill_<n>
+    chunks, then decode for a last single token); returns the last position's logits. A prompt that does not fit in the cache raises
+    TDM_ERR_INDEX before anything runs."""
     from .runtime import TandemError
 
     md = model.metadata
@@ -294,6 +305,8 @@ def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
     if md["max_cache_len"] is not None and used + n > md["max_cache_len"]:
         raise TandemError("TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions "
                           "are in use (call reset())")
+    if "prefill" in model.methods:
+        return model.call("prefill", tokens.reshape(1, -1))
     at, logits = 0, None
     for c in split_prompt(n, md["prefill_chunks"]):
         logits = model.call("decode" if c == 1 else f"prefill_{c}", tokens.reshape(1, -1)[:, at:at + c])

@@ -22,12 +22,13 @@ _UNSIGNED = {
     "tdm_dtype_size", "tdm_malloc", "tdm_method_io_nbytes", "tdm_state_offset", "tdm_state_nbytes",
     "tdm_program_state_size", "tdm_program_scratch_size", "tdm_session_state", "tdm_session_input",
     "tdm_session_output", "tdm_method_op_bytes_written", "tdm_method_op_state_bytes_written",
+    "tdm_session_io_nbytes", "tdm_method_io_dim_expr",
 }
 # Exports returning a C string, read out of linear memory into bytes (None for NULL).
 _STRINGS = {
     "tdm_status_string", "tdm_last_error", "tdm_dtype_name", "tdm_program_method_name",
     "tdm_method_io_name", "tdm_state_name", "tdm_program_metadata_name", "tdm_program_metadata_value",
-    "tdm_method_op_name",
+    "tdm_method_op_name", "tdm_method_dim_name",
 }
 # uint64_t results: an i64 in wasm, signed on the way out.
 _U64 = {"tdm_program_fingerprint", "tdm_program_id"}
@@ -134,6 +135,24 @@ class WasmLibrary:
             return status, self._u32(out)
         finally:
             self.tdm_free(out)
+            self.tdm_free(buf)
+
+    def set_input_shape(self, session: int, method: int, i: int, dims) -> int:
+        """tdm_session_set_input_shape with the dims copied into linear memory."""
+        buf = self.malloc(8 * max(len(dims), 1))
+        try:
+            self._memory.write(self._store, b"".join(int(d).to_bytes(8, "little", signed=True) for d in dims), buf)
+            return self.tdm_session_set_input_shape(session, method, i, buf, len(dims))
+        finally:
+            self.tdm_free(buf)
+
+    def dim_expr(self, program: int, method: int, io: int, i: int, d: int) -> str:
+        """tdm_method_io_dim_expr as a str ('' for a static dim)."""
+        buf = self.malloc(256)
+        try:
+            self.tdm_method_io_dim_expr(program, method, io, i, d, buf, 256)
+            return self._string(buf).decode()
+        finally:
             self.tdm_free(buf)
 
     def session_create(self, program: int):

@@ -29,6 +29,21 @@ typedef struct tb_op {
   double fattr[4];
 } tb_op;
 
+typedef struct tb_dim {
+  const char *name;
+  int64_t min, max;
+} tb_dim;
+
+/* A symbolic size (format version 3): constant + sum(coef[i] * dims[dim[i]]). */
+typedef struct tb_sym {
+  int kind, index; /* TDM_SYM_DIM / OFFSET / IATTR codes: 0, 1, 2 */
+  uint32_t target;
+  int64_t constant;
+  int n_terms;
+  uint32_t dim[2];
+  int64_t coef[2];
+} tb_sym;
+
 typedef struct tb_method {
   const char *name;
   uint64_t scratch;
@@ -36,6 +51,9 @@ typedef struct tb_method {
   tb_value values[16];
   uint32_t inputs[8], outputs[8];
   tb_op ops[16];
+  int n_dims, n_syms; /* a program with dims is written as version 3 */
+  tb_dim dims[2];
+  tb_sym syms[16];
 } tb_method;
 
 typedef struct tb_state {
@@ -45,6 +63,7 @@ typedef struct tb_state {
 } tb_state;
 
 typedef struct tb_program {
+  int version; /* 0: 1, or 3 when a method has dims; 2: version 2 (6 sections, no dims) */
   int n_states, n_methods;
   tb_state states[4];
   tb_method methods[4];
@@ -117,6 +136,9 @@ static unsigned char *tb_build(const tb_program *p, size_t *size) {
     tb_u64(&states, 0);
     for (int d = 0; d < s->rank; d++) tb_u64(&states, (uint64_t)s->dims[d]);
   }
+  int v3 = 0;
+  for (int mi = 0; mi < p->n_methods; mi++) v3 |= p->methods[mi].n_dims > 0 || p->methods[mi].n_syms > 0;
+  const int version = v3 ? 3 : p->version == 2 ? 2 : 1;
   tb_u32(&methods, (uint32_t)p->n_methods);
   for (int mi = 0; mi < p->n_methods; mi++) {
     const tb_method *m = &p->methods[mi];
@@ -125,7 +147,7 @@ static unsigned char *tb_build(const tb_program *p, size_t *size) {
     tb_u32(&methods, (uint32_t)m->n_inputs);
     tb_u32(&methods, (uint32_t)m->n_outputs);
     tb_u32(&methods, (uint32_t)m->n_ops);
-    tb_u32(&methods, 0);
+    tb_u32(&methods, (uint32_t)m->n_dims);
     tb_u64(&methods, m->scratch);
     for (int v = 0; v < m->n_values; v++) {
       const tb_value *x = &m->values[v];
@@ -151,6 +173,25 @@ static unsigned char *tb_build(const tb_program *p, size_t *size) {
       for (int j = 0; j < o->n_iattr; j++) tb_u64(&methods, (uint64_t)o->iattr[j]);
       for (int j = 0; j < o->n_fattr; j++) tb_put(&methods, &o->fattr[j], 8);
     }
+    if (!v3) continue;
+    for (int d = 0; d < m->n_dims; d++) {
+      tb_u32(&methods, tb_str(&st, m->dims[d].name));
+      tb_u32(&methods, 0);
+      tb_u64(&methods, (uint64_t)m->dims[d].min);
+      tb_u64(&methods, (uint64_t)m->dims[d].max);
+    }
+    tb_u32(&methods, (uint32_t)m->n_syms);
+    for (int k = 0; k < m->n_syms; k++) {
+      const tb_sym *y = &m->syms[k];
+      tb_u8(&methods, (uint8_t)y->kind);
+      tb_u8(&methods, 0);
+      tb_u16(&methods, (uint16_t)y->index);
+      tb_u32(&methods, y->target);
+      tb_u32(&methods, (uint32_t)y->n_terms);
+      tb_u32(&methods, 0);
+      tb_u64(&methods, (uint64_t)y->constant);
+      for (int t = 0; t < y->n_terms; t++) tb_u32(&methods, y->dim[t]), tb_u32(&methods, 0), tb_u64(&methods, (uint64_t)y->coef[t]);
+    }
   }
   tb_u32(&strings, st.n);
   for (uint32_t i = 0; i < st.n; i++) {
@@ -159,26 +200,29 @@ static unsigned char *tb_build(const tb_program *p, size_t *size) {
   }
   /* header, section table, then strings, constants, states, methods (8-aligned), data (64) */
   tb_buf f = {0};
-  size_t off[6], len[6];
-  const tb_buf *secs[6] = {NULL, &strings, NULL, &states, &methods, NULL};
+  size_t off[7], len[7];
+  const tb_buf *secs[7] = {NULL, &strings, NULL, &states, &methods, NULL, NULL};
   const uint32_t zero_consts = 0;
-  size_t at = 32 + 5 * 24;
-  for (int id = 1; id <= 5; id++) {
+  const int n_sec = version >= 2 ? 6 : 5;
+  size_t at = 32 + (size_t)n_sec * 24;
+  for (int id = 1; id <= n_sec; id++) {
     at = id == 5 ? (at + 63) / 64 * 64 : (at + 7) / 8 * 8;
     off[id] = at;
-    len[id] = id == 2 ? 4 : id == 5 ? 0 : secs[id]->n;
+    len[id] = id == 2 || id == 6 ? 4 : id == 5 ? 0 : secs[id]->n;
     at += len[id];
   }
   tb_put(&f, "TNDM", 4);
-  tb_u32(&f, 1); /* a version-1 file (no metadata section): also tests that the reader reads them */
+  /* a version-1 file (no metadata section): also tests that the reader reads them; version 3
+   * (an empty metadata section) when a method has dims */
+  tb_u32(&f, (uint32_t)version);
   tb_u64(&f, at);
-  tb_u32(&f, 5);
+  tb_u32(&f, (uint32_t)n_sec);
   tb_u32(&f, 0);
   tb_u64(&f, 0);
-  for (int id = 1; id <= 5; id++) tb_u32(&f, (uint32_t)id), tb_u32(&f, 0), tb_u64(&f, off[id]), tb_u64(&f, len[id]);
-  for (int id = 1; id <= 5; id++) {
+  for (int id = 1; id <= n_sec; id++) tb_u32(&f, (uint32_t)id), tb_u32(&f, 0), tb_u64(&f, off[id]), tb_u64(&f, len[id]);
+  for (int id = 1; id <= n_sec; id++) {
     while (f.n < off[id]) tb_u8(&f, 0);
-    if (id == 2) tb_put(&f, &zero_consts, 4);
+    if (id == 2 || id == 6) tb_put(&f, &zero_consts, 4);
     else if (secs[id]) tb_put(&f, secs[id]->p, secs[id]->n);
   }
   while (f.n < at) tb_u8(&f, 0);

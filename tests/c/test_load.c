@@ -21,8 +21,8 @@ static void corrupt_header(const unsigned char *bytes, size_t size) {
   unsigned char *b = malloc(size);
   tdm_program *p;
   struct { size_t at; unsigned char v; tdm_status want; } cases[] = {
-      {0, 'X', TDM_ERR_BAD_MAGIC}, {4, 3, TDM_ERR_VERSION}, {4, 0, TDM_ERR_VERSION},
-      {4, 1, TDM_ERR_MALFORMED} /* version 1 has 5 sections */, {16, 7, TDM_ERR_MALFORMED},  {20, 1, TDM_ERR_MALFORMED}, {32, 9, TDM_ERR_MALFORMED}, /* section id */
+      {0, 'X', TDM_ERR_BAD_MAGIC}, {4, 4, TDM_ERR_VERSION}, {4, 0, TDM_ERR_VERSION},
+      {4, 1, TDM_ERR_MALFORMED} /* version 1 has 5 sections */, {4, 2, TDM_ERR_TRUNCATED} /* read as version 2: no symbolic sizes after the ops */, {16, 7, TDM_ERR_MALFORMED},  {20, 1, TDM_ERR_MALFORMED}, {32, 9, TDM_ERR_MALFORMED}, /* section id */
       {47, 0x80, TDM_ERR_MALFORMED},                                                      /* section offset */
       {55, 0x7f, TDM_ERR_MALFORMED},                                                      /* section size */
   };

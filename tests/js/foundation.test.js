@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { load, TandemError } from '../../node/index.js';
 import { fixture, fromJson, assertClose, checkSequence } from './helpers.js';
 
-const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter'];
+const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender'];
 
 for (const name of CASES) {
   test(`${name}: call sequence matches PyTorch eager`, () => checkSequence(name));

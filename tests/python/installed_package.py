@@ -43,14 +43,12 @@ for family, make in families.items():
     program = tt.export_causal_lm(model, max_cache_len=16, max_prompt_len=8)
     program.save(out / f"{family}.tandem")
     lm = tandem.load(out / f"{family}.tandem")
-    assert lm.metadata["prefill_chunks"] == program.metadata["prefill_chunks"]
+    assert lm.metadata == program.metadata and lm.dims["prefill"] == {"n": (1, 8)}
     tokens = torch.randint(0, 64, (1, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(tokens).logits[0]
-    pos = 0
-    for n in tt.split_prompt(7, program.metadata["prefill_chunks"]):
-        got = lm.call("decode" if n == 1 else f"prefill_{n}", tokens[:, pos:pos + n])
-        pos += n
+    lm.prefill(tokens[:, :4])
+    got = lm.prefill(tokens[:, 4:7])
     torch.testing.assert_close(got[0], want[6], msg=lambda s: f"{family} prompt: {s}")
     for i in range(7, 16):
         torch.testing.assert_close(lm.decode(tokens[:, i:i + 1])[0], want[i], msg=lambda s: f"{family} decode {i}: {s}")
@@ -60,5 +58,5 @@ for family, make in families.items():
     except tandem.TandemError as e:
         assert e.code == "TDM_ERR_INDEX", e
     lm.reset()
-    torch.testing.assert_close(lm.prefill_8(tokens[:, :8])[0], want[7], msg=lambda s: f"{family} after reset: {s}")
+    torch.testing.assert_close(lm.prefill(tokens[:, :8])[0], want[7], msg=lambda s: f"{family} after reset: {s}")
 print("OK")

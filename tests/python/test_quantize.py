@@ -216,7 +216,7 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
         want = model(tokens).logits[0, 7:]
         ref = _dequantized_copy(model, mode)(tokens).logits[0, 7:]
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
-    got = [m.prefill_8(tokens[:, :8])[0]] + [m.decode(tokens[:, i:i + 1])[0] for i in range(8, 40)]
+    got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i:i + 1])[0] for i in range(8, 40)]
     got = torch.stack(got)
     err, ref_err = (got - want).abs(), (ref - want).abs()
     print(f"\nllama {mode}: max |logit err| {err.max():.3e} mean {err.mean():.3e}; "

@@ -108,6 +108,8 @@ LAYOUT = [
     (("**Input / output**", "**Op**"), _rec(S.IO), S.IO),
     (("**Op**", "Ops run in file order"), _rec(S.OP_HEADER) + ["u32", "u32", "i64", "f64"], None),
     (("### 6 · metadata", "Named values"), _rec(S.METADATA_HEAD, S.METADATA_ENTRY), None),
+    (("**Dims**", "**Symbolic sizes**"), _rec(S.DIM), None),
+    (("**Symbolic sizes**", "The size is constant"), _rec(S.SYMS_HEAD, S.SYM, S.TERM), None),
 ]
 
 

@@ -54,16 +54,17 @@ def test_causal_lm_recipe_matches_eager(family):
     g = torch.Generator().manual_seed(1)
     a, b = torch.randint(0, 64, (1, 20), generator=g), torch.randint(0, 64, (1, 12), generator=g)
     want_a, want_b = _full_logits(model, a), _full_logits(model, b)
-    # a prompt of 7 tokens as prefill_4, prefill_2, decode; then decodes
+    # prefills of 4, 1 and 2 tokens (one method, a dynamic length); then decodes
+    assert m.dims["prefill"] == {"n": (1, 8)} and "prefill_8" not in m.methods
     pos = 0
-    for n in tt.split_prompt(7, program.metadata["prefill_chunks"]):
-        got = m.call("decode" if n == 1 else f"prefill_{n}", a[:, pos:pos + n])
+    for n in (4, 1, 2):
+        got = m.prefill(a[:, pos:pos + n])
         pos += n
-    torch.testing.assert_close(got[0], want_a[6])
+        torch.testing.assert_close(got[0], want_a[pos - 1])
     for i in range(7, 20):
         torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i])
     m.reset()
-    torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
+    torch.testing.assert_close(m.prefill(b[:, :8])[0], want_b[7])
     for i in range(8, 12):
         torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
 
@@ -72,11 +73,14 @@ def test_writing_past_the_cache_fails_with_the_state_unchanged():
     model = _model("llama_gqa")
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=10, max_prompt_len=8).to_bytes())
     tokens = torch.randint(0, 64, (1, 10))
-    m.prefill_8(tokens[:, :8])
-    m.prefill_2(tokens[:, 8:10])  # exactly full
+    m.prefill(tokens[:, :8])
+    m.prefill(tokens[:, 8:10])  # exactly full
     before = [m.read_state(f"cache.layers.{i}.{k}").clone() for i in range(2) for k in ("keys", "values", "cumulative_length")]
     with pytest.raises(tandem.TandemError) as e:
         m.decode(tokens[:, :1])
+    assert e.value.code == "TDM_ERR_INDEX"
+    with pytest.raises(tandem.TandemError) as e:
+        m.prefill(tokens[:, :3])
     assert e.value.code == "TDM_ERR_INDEX"
     after = [m.read_state(f"cache.layers.{i}.{k}") for i in range(2) for k in ("keys", "values", "cumulative_length")]
     for x, y in zip(before, after):
@@ -125,11 +129,11 @@ def test_metadata_is_stored_and_prefill_runs_any_prompt_length():
     program = tt.export_causal_lm(model, max_cache_len=32, max_prompt_len=8, metadata={"chat_template": "<|{role}|>"})
     m = tandem.load(program.to_bytes())
     assert m.metadata == program.metadata
-    assert m.metadata["max_cache_len"] == 32 and m.metadata["prefill_chunks"] == [8, 4, 2]
+    assert m.metadata["max_cache_len"] == 32 and m.metadata["max_prompt_len"] == 8 and "prefill_chunks" not in m.metadata
     assert m.metadata["model_type"] == "qwen2" and m.metadata["chat_template"] == "<|{role}|>"
     tokens = torch.randint(0, 64, (1, 7), generator=torch.Generator().manual_seed(5))
     want = _full_logits(model, tokens)
-    torch.testing.assert_close(tt.prefill(m, tokens)[0], want[6])  # as prefill_4, prefill_2, decode
+    torch.testing.assert_close(tt.prefill(m, tokens)[0], want[6])  # one prefill of 7
     assert int(m.read_state(m.metadata["position_state"])) == 7
     with pytest.raises(tandem.TandemError) as e:
         tt.prefill(m, torch.zeros(1, 30, dtype=torch.long))
