@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import * as ort from 'onnxruntime-web';
 import { load } from '../node/index.js';
+import { compare } from './compare.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench';
 const T = Number(process.argv[3] ?? 2);
@@ -12,32 +13,6 @@ ort.env.wasm.numThreads = T;
 
 const f = (x, d = 2) => x.toFixed(d);
 const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
-
-/** Median ms per call of each function, in interleaved rounds (as bench/bench.mjs). */
-async function compare(fns, { rounds = 7, minMs = 200 } = {}) {
-  const names = Object.keys(fns), reps = {}, per = {};
-  for (const n of names) {
-    for (let i = 0; i < 2; i++) await fns[n]();
-    let k = 1;
-    for (;;) {
-      const t0 = performance.now();
-      for (let i = 0; i < k; i++) await fns[n]();
-      if (performance.now() - t0 >= minMs / 4 || k > 1 << 14) break;
-      k *= 2;
-    }
-    reps[n] = k;
-    per[n] = [];
-  }
-  for (let r = 0; r < rounds; r++)
-    for (const n of names) {
-      globalThis.gc?.();
-      const t0 = performance.now();
-      for (let i = 0; i < reps[n]; i++) await fns[n]();
-      per[n].push((performance.now() - t0) / reps[n]);
-    }
-  const median = (a) => a.sort((x, y) => x - y)[a.length >> 1];
-  return Object.fromEntries(names.map((n) => [n, median(per[n])]));
-}
 
 const rows = [];
 const row = (work, one, many, peer, target, met) => {
@@ -54,8 +29,8 @@ const row = (work, one, many, peer, target, met) => {
   const a = new ort.Tensor('float32', A, [n, n]);
   // onnxruntime-web's pool spins for a while after each run (its default), which on a machine with
   // T cores slows whatever runs next: tandem's 1-vs-T rounds run without it, then T-vs-ort.
-  const { one, many } = await compare({ one: () => t1.forward(A), many: () => tn.forward(A) });
-  const { peer } = await compare({ many: () => tn.forward(A), peer: () => os.run({ A: a }) });
+  const { one, many } = await compare({ one: () => t1.forward(A), many: () => tn.forward(A) }, { rounds: 7, minMs: 200 });
+  const { peer } = await compare({ many: () => tn.forward(A), peer: () => os.run({ A: a }) }, { rounds: 7, minMs: 200 });
   const gf = (ms) => (2 * n ** 3) / ms / 1e6;
   row(`GEMM ${n}³ GFLOP/s`, f(gf(one)), f(gf(many)), `ort ${T} threads ${f(gf(peer))}`,
     `${T} threads ≥ 1.7× 1 thread (${f(one / many)}×); ≥ 1.5× ort (${f(peer / many)}×)`, one / many >= 1.7 && peer / many >= 1.5);
