@@ -18,13 +18,13 @@ emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GRO
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
 if [ "${TANDEM_BENCH:-}" != threads ]; then
-  node --expose-gc bench/bench.mjs build/bench
+  node --expose-gc --experimental-wasm-relaxed-simd bench/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
 # onnxruntime-web's thread count is fixed per process).
 if [ -z "${TANDEM_BENCH:-}" ] || [[ ",$TANDEM_BENCH," == *,threads,* ]]; then
   for t in 2 4 8; do
     [ "$t" -le "$(nproc)" ] || [ "$t" -eq 2 ] || continue
-    node --expose-gc bench/threads.mjs build/bench "$t"
+    node --expose-gc --experimental-wasm-relaxed-simd bench/threads.mjs build/bench "$t"
   done
 fi

@@ -193,6 +193,13 @@ void tdm_thread_worker(int32_t index, void *ws);
 void tdm_threads_stop(void);
 int32_t tdm_threads_count(void); /* 1 until tdm_threads_start, and after tdm_threads_stop */
 
+/* What this build of the runtime was compiled with: TDM_BUILD_THREADS (workers can run parts:
+ * tandem-mt*.wasm), TDM_BUILD_RELAXED_SIMD (kernels use relaxed SIMD's fused multiply-add:
+ * tandem-*relaxed.wasm; such a module only compiles in engines with relaxed SIMD). */
+#define TDM_BUILD_THREADS 1
+#define TDM_BUILD_RELAXED_SIMD 2
+int32_t tdm_build_features(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,8 +9,7 @@ import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web
 export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 
-const WASM_PATH = fileURLToPath(new URL('../web/tandem.wasm', import.meta.url));
-const WASM_THREADS_PATH = fileURLToPath(new URL('../web/tandem-mt.wasm', import.meta.url));
+const wasmFile = (name) => wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
 
 function isLocal(source) {
   if (source instanceof URL) return source.protocol === 'file:';
@@ -42,9 +41,9 @@ export async function load(source, options = {}) {
   const spawn = () => nodePort(new URL('./worker.js', import.meta.url), options._onWorker);
   return webLoad(await readLocal(source), {
     ...options,
-    wasm: await wasmBytes(options.wasm ?? WASM_PATH),
-    // the threaded build beside the package's, unless the caller gave a wasm of their own only
-    wasmThreads: options.wasmThreads !== undefined || options.wasm === undefined ? await wasmBytes(options.wasmThreads ?? WASM_THREADS_PATH) : undefined,
+    wasm: options.wasm === undefined ? undefined : await wasmBytes(options.wasm),
+    wasmThreads: options.wasmThreads === undefined ? undefined : await wasmBytes(options.wasmThreads),
+    _wasmFile: wasmFile, // the package's builds, read from web/ when one is first used
     _spawnWorker: spawn,
     _spawnThread: options._spawnThread ?? nodeThread,
     _cores: availableParallelism(),

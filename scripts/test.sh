@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: builds, exports the fixtures and the malformed-file corpus, then C (ctest, plain and
-# ASan+UBSan), a 60 s fuzzing run, Python (pytest) and JS (node --test, in Node and in headless Chromium). Stops at the first failing suite.
+# ASan+UBSan), a 60 s fuzzing run, Python (pytest) and JS (node --test, in Node and in headless Chromium;
+# the Node tests twice, on the SIMD128 and the relaxed-SIMD builds). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev | tail -n 1)
@@ -18,5 +19,7 @@ bash scripts/fuzz.sh 60
 echo "== Python tests"
 rm -rf build/fixtures/ops # recorded anew for tests/js/ops.test.js: no case from an earlier run lingers
 TANDEM_OPS_FIXTURES=build/fixtures/ops "$PY" -m pytest -q -p no:cacheprovider tests/python
-echo "== JS tests (Node, and headless Chromium)"
+echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"
 node --test tests/js/ tests/browser/
+echo "== JS tests again in Node with relaxed SIMD (the relaxed builds, web/tandem*-relaxed.wasm)"
+node --experimental-wasm-relaxed-simd --test tests/js/

@@ -46,6 +46,17 @@ static void range_of(int64_t n, int64_t align, int threads, int t, int64_t *lo, 
 int tdm__threads(void) { return pool.n; }
 int32_t tdm_threads_count(void) { return pool.n; }
 
+int32_t tdm_build_features(void) {
+  int32_t f = 0;
+#if defined(TDM_THREADS)
+  f |= TDM_BUILD_THREADS;
+#endif
+#if defined(TDM_RELAXED_SIMD)
+  f |= TDM_BUILD_RELAXED_SIMD;
+#endif
+  return f;
+}
+
 void tdm__parallel(int64_t n, int64_t align, tdm_part_fn fn, void *ctx) {
   if (align < 1) align = 1;
   const int threads = pool.n;

@@ -89,6 +89,8 @@ interface ModelApi {
   readonly scratchBytes: number;
   /** Threads the methods run on (1 where shared memory is unavailable). */
   readonly threads: number;
+  /** The SIMD level of the runtime build running the model: 'relaxed' (fused multiply-add) or 'simd128'. */
+  readonly simd: 'relaxed' | 'simd128';
   /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
    * also one named like the model's own API. */
   call(name: string, ...args: CallArgs): Promise<Output>;
@@ -123,9 +125,12 @@ export interface LoadOptions {
   /** Threads a method's parallel parts run on (1 to 64; default: the cores, at most 4). Needs a
    * cross-origin isolated page; otherwise the model runs on one thread (model.threads says so). */
   threads?: number;
-  /** Where tandem.wasm is: a URL, a path (Node) or its bytes. Defaults to the file beside the package. */
+  /** The build's SIMD level; default 'relaxed' where the engine has relaxed SIMD, else 'simd128'. */
+  simd?: 'relaxed' | 'simd128';
+  /** A runtime build to use instead of the package's (tandem.wasm or tandem-relaxed.wasm): a URL,
+   * a path (Node) or its bytes. */
   wasm?: string | URL | Uint8Array | ArrayBuffer;
-  /** The same for tandem-mt.wasm, the threaded build (used when threads > 1). */
+  /** The same for the threaded build used when threads > 1 (tandem-mt.wasm or tandem-mt-relaxed.wasm). */
   wasmThreads?: string | URL | Uint8Array | ArrayBuffer;
   /** Run the runtime in a Web Worker / worker_threads worker. */
   worker?: boolean;

@@ -9,8 +9,32 @@ import { startPool, threadsAvailable, defaultThreads, canBlock, MAX_THREADS } fr
 
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 
-const DEFAULT_WASM = new URL('./tandem.wasm', import.meta.url);
-const DEFAULT_WASM_THREADS = new URL('./tandem-mt.wasm', import.meta.url);
+// The four builds beside this module: [one thread, threads] for each SIMD level (CMakeLists.txt).
+const BUILDS = { simd128: ['tandem.wasm', 'tandem-mt.wasm'], relaxed: ['tandem-relaxed.wasm', 'tandem-mt-relaxed.wasm'] };
+const besideThisModule = (name) => new URL(`./${name}`, import.meta.url);
+
+// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd)
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
+  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
+let relaxed;
+/** Whether this engine runs relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with
+ * --experimental-wasm-relaxed-simd), which the relaxed builds need. */
+function relaxedSimdAvailable() {
+  relaxed ??= WebAssembly.validate(RELAXED_PROBE);
+  return relaxed;
+}
+
+/** options.simd: undefined (relaxed SIMD where the engine has it), 'relaxed' or 'simd128'. */
+function simdLevel(simd) {
+  if (simd === undefined) return relaxedSimdAvailable() ? 'relaxed' : 'simd128';
+  if (simd !== 'relaxed' && simd !== 'simd128') {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
+  }
+  if (simd === 'relaxed' && !relaxedSimdAvailable()) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with --experimental-wasm-relaxed-simd); leave simd unset to use it where available");
+  }
+  return simd;
+}
 const ARRAY_OF = { float32: Float32Array, int64: BigInt64Array, bool: Uint8Array, int32: Int32Array };
 const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
 const STATE_VERSION = 2;
@@ -207,6 +231,8 @@ class Runtime {
   }
   /** Threads the runtime's methods run on (the pool, web/threads.js, when more than one). */
   get threads() { return this.pool?.threads ?? 1; }
+  /** 'relaxed' when the build's kernels use relaxed SIMD (fused multiply-add), else 'simd128'. */
+  get simd() { return this.x.tdm_build_features() & 2 ? 'relaxed' : 'simd128'; }
   bytes(ptr, n) { return new Uint8Array(this.x.memory.buffer, ptr, n); }
   /** A view of all of linear memory as Arr (cached, renewed when memory grows): copies in and out
    * of the heap then need no new view per call. */
@@ -450,6 +476,8 @@ export class Model {
 
   /** Threads this model's methods run on (1 where shared memory is unavailable). */
   get threads() { return this.#program.rt.threads; }
+  /** The SIMD level of the runtime build running it: 'relaxed' (fused multiply-add) or 'simd128'. */
+  get simd() { return this.#program.rt.simd; }
   /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
   get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
   /** Bytes of one session's state region and scratch arena. */
@@ -789,6 +817,8 @@ export class WorkerModel {
   get scratchBytes() { return this.#info.scratchBytes; }
   /** Threads the worker's runtime runs methods on. */
   get threads() { return this.#info.threads; }
+  /** The SIMD level of the worker's runtime build: 'relaxed' or 'simd128'. */
+  get simd() { return this.#info.simd; }
 
   /** A request to the worker; `args` are copied now. `what` names it in errors. */
   #request(type, args = [], { signal, what = type } = {}) {
@@ -994,8 +1024,13 @@ function browserThread() {
  *   up to 4 (navigator.hardwareConcurrency). Needs shared memory: in a page that is not
  *   cross-origin isolated (COOP/COEP headers) the model runs on one thread, and `model.threads`
  *   says so. An explicit count whose workers cannot start rejects the load;
- * - `wasm`: where tandem.wasm is (URL or bytes); defaults to the file beside this module;
- * - `wasmThreads`: the same for tandem-mt.wasm, the threaded build used when threads > 1;
+ * - `simd`: 'relaxed' or 'simd128', the build's SIMD level. Default: 'relaxed' where the engine
+ *   has relaxed SIMD (its fused multiply-add: faster matrix products, results that may differ in
+ *   the last bits between machines), else 'simd128'. `model.simd` says which runs;
+ * - `wasm`: a runtime build to use instead of the files beside this module (URL or bytes:
+ *   tandem.wasm or tandem-relaxed.wasm);
+ * - `wasmThreads`: the same for the threaded build used when threads > 1 (tandem-mt.wasm or
+ *   tandem-mt-relaxed.wasm);
  * - `worker: true`: run the runtime in a worker, behind the same API (its thread pool, if any, is
  *   started by that worker);
  * - `onProgress({ loaded, total })`: called while a URL source downloads;
@@ -1010,7 +1045,8 @@ export async function load(source, options = {}) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
   }
   const threads = threadsAvailable() && threadedBuild ? asked ?? defaultThreads(options._cores) : 1;
-  const wasm = threads > 1 ? options.wasmThreads ?? DEFAULT_WASM_THREADS : options.wasm ?? DEFAULT_WASM;
+  const level = simdLevel(options.simd);
+  const wasm = await ((threads > 1 ? options.wasmThreads : options.wasm) ?? (options._wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
   const flagFraction = checkFlagFraction(options.profileFlagFraction);
@@ -1029,7 +1065,7 @@ export async function load(source, options = {}) {
 export function serveWorker(port, { spawnThread = browserThread } = {}) {
   const models = new Map();
   let nextId = 1;
-  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes, threads: m.threads });
+  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes, threads: m.threads, simd: m.simd });
   const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
   port.onMessage(async (msg) => {
     if (msg.type === 'dispose') {

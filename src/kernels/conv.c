@@ -89,10 +89,10 @@ float tdm_f32_conv_point__scalar(const geom *g, const float *xg, const float *wo
         for (int64_t kw = 0; kw < g->KW; kw++) {                                                   \
           const v128_t wv = wasm_f32x4_splat(wr[kw]);                                              \
           const float *p = xr + kw * g->dw;                                                        \
-          a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(wv, LOAD4S(p, S)));                               \
-          if (V > 1) a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(wv, LOAD4S(p + 4 * (S), S)));          \
-          if (V > 2) a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(wv, LOAD4S(p + 8 * (S), S)));          \
-          if (V > 3) a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(wv, LOAD4S(p + 12 * (S), S)));         \
+          a0 = tdm_madd(wv, LOAD4S(p, S), a0);                               \
+          if (V > 1) a1 = tdm_madd(wv, LOAD4S(p + 4 * (S), S), a1);          \
+          if (V > 2) a2 = tdm_madd(wv, LOAD4S(p + 8 * (S), S), a2);          \
+          if (V > 3) a3 = tdm_madd(wv, LOAD4S(p + 12 * (S), S), a3);         \
         }                                                                                          \
       }                                                                                            \
     wasm_v128_store((dst), a0);                                                                    \
@@ -239,30 +239,6 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
 }
 
 #if defined(__wasm_simd128__)
-static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
-  if (n >= 8) {
-    wasm_v128_store(y, v0);
-    wasm_v128_store(y + 4, v1);
-    return;
-  }
-  float t[8];
-  wasm_v128_store(t, v0);
-  wasm_v128_store(t + 4, v1);
-  memcpy(y, t, (size_t)n * sizeof(float));
-}
-
-static inline void load8(const float *y, int64_t n, v128_t *v0, v128_t *v1) {
-  if (n >= 8) {
-    *v0 = wasm_v128_load(y);
-    *v1 = wasm_v128_load(y + 4);
-    return;
-  }
-  float t[8] = {0};
-  memcpy(t, y, (size_t)n * sizeof(float));
-  *v0 = wasm_v128_load(t);
-  *v1 = wasm_v128_load(t + 4);
-}
-
 /* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
  * the bias (first block) or at what the previous block stored. */
 #define CONV_TILE(R)                                                                               \
@@ -270,31 +246,31 @@ static inline void load8(const float *y, int64_t n, v128_t *v0, v128_t *v1) {
     v128_t c[4][2];                                                                                \
     for (int r = 0; r < R; r++) {                                                                  \
       if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f);                \
-      else load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
+      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
     }                                                                                              \
     const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel;       \
     for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                  \
       const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);                          \
       v128_t x = wasm_f32x4_splat(*a0);                                                            \
-      c[0][0] = wasm_f32x4_add(c[0][0], wasm_f32x4_mul(x, b0));                                     \
-      c[0][1] = wasm_f32x4_add(c[0][1], wasm_f32x4_mul(x, b1));                                     \
+      c[0][0] = tdm_madd(x, b0, c[0][0]);                                     \
+      c[0][1] = tdm_madd(x, b1, c[0][1]);                                     \
       if (R > 1) {                                                                                 \
         x = wasm_f32x4_splat(*a1);                                                                 \
-        c[1][0] = wasm_f32x4_add(c[1][0], wasm_f32x4_mul(x, b0));                                   \
-        c[1][1] = wasm_f32x4_add(c[1][1], wasm_f32x4_mul(x, b1));                                   \
+        c[1][0] = tdm_madd(x, b0, c[1][0]);                                   \
+        c[1][1] = tdm_madd(x, b1, c[1][1]);                                   \
       }                                                                                            \
       if (R > 2) {                                                                                 \
         x = wasm_f32x4_splat(*a2);                                                                 \
-        c[2][0] = wasm_f32x4_add(c[2][0], wasm_f32x4_mul(x, b0));                                   \
-        c[2][1] = wasm_f32x4_add(c[2][1], wasm_f32x4_mul(x, b1));                                   \
+        c[2][0] = tdm_madd(x, b0, c[2][0]);                                   \
+        c[2][1] = tdm_madd(x, b1, c[2][1]);                                   \
       }                                                                                            \
       if (R > 3) {                                                                                 \
         x = wasm_f32x4_splat(*a3);                                                                 \
-        c[3][0] = wasm_f32x4_add(c[3][0], wasm_f32x4_mul(x, b0));                                   \
-        c[3][1] = wasm_f32x4_add(c[3][1], wasm_f32x4_mul(x, b1));                                   \
+        c[3][0] = tdm_madd(x, b0, c[3][0]);                                   \
+        c[3][1] = tdm_madd(x, b1, c[3][1]);                                   \
       }                                                                                            \
     }                                                                                              \
-    for (int r = 0; r < R; r++) store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
+    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
   } while (0)
 
 /* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row

@@ -2,6 +2,7 @@
  * accumulators; their tails (rows % 4, columns % 8) run the same code on 1 row / masked columns,
  * and tests/c/kernel_selftest.c checks them against the scalar reference on every tail size. */
 #include "gemm.h"
+#include "vec.h"
 
 #include <string.h>
 
@@ -30,27 +31,6 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
 
-/* Stores the 8 columns of v0|v1 at y, or only the first n < 8 of them. */
-static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
-  if (n >= 8) {
-    wasm_v128_store(y, v0);
-    wasm_v128_store(y + 4, v1);
-    return;
-  }
-  float t[8];
-  wasm_v128_store(t, v0);
-  wasm_v128_store(t + 4, v1);
-  memcpy(y, t, (size_t)n * sizeof(float));
-}
-
-/* Loads the first n < 8 floats at p, zeros after them. */
-static inline void load8_tail(const float *p, int64_t n, v128_t *v0, v128_t *v1) {
-  float t[8] = {0};
-  memcpy(t, p, (size_t)n * sizeof(float));
-  *v0 = wasm_v128_load(t);
-  *v1 = wasm_v128_load(t + 4);
-}
-
 /* Rows i..i+R-1 (R = 1 to 4) of y, columns j..j+7: B's 8 columns at step k are loaded by LOADB
  * from pb, which starts at PB0 and moves PBSTEP floats per step. The loop bumps pointers with a
  * 32-bit counter (indexing with the 64-bit k costs about 6 more integer instructions per step
@@ -64,29 +44,29 @@ static inline void load8_tail(const float *p, int64_t n, v128_t *v0, v128_t *v1)
       v128_t b0, b1;                                                                           \
       LOADB;                                                                                   \
       v128_t x = wasm_f32x4_splat(*a0);                                                        \
-      c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(x, b0));                                         \
-      c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(x, b1));                                         \
+      c00 = tdm_madd(x, b0, c00);                                         \
+      c01 = tdm_madd(x, b1, c01);                                         \
       if (R > 1) {                                                                             \
         x = wasm_f32x4_splat(*a1);                                                           \
-        c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(x, b0));                                       \
-        c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(x, b1));                                       \
+        c10 = tdm_madd(x, b0, c10);                                       \
+        c11 = tdm_madd(x, b1, c11);                                       \
       }                                                                                        \
       if (R > 2) {                                                                             \
         x = wasm_f32x4_splat(*a2);                                                           \
-        c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(x, b0));                                       \
-        c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(x, b1));                                       \
+        c20 = tdm_madd(x, b0, c20);                                       \
+        c21 = tdm_madd(x, b1, c21);                                       \
       }                                                                                        \
       if (R > 3) {                                                                             \
         x = wasm_f32x4_splat(*a3);                                                           \
-        c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(x, b0));                                       \
-        c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(x, b1));                                       \
+        c30 = tdm_madd(x, b0, c30);                                       \
+        c31 = tdm_madd(x, b1, c31);                                       \
       }                                                                                        \
     }                                                                                          \
     const int64_t n = N - j;                                                                   \
-    store8(y + i * N + j, c00, c01, n);                                                        \
-    if (R > 1) store8(y + (i + 1) * N + j, c10, c11, n);                                       \
-    if (R > 2) store8(y + (i + 2) * N + j, c20, c21, n);                                       \
-    if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                       \
+    tdm_store8(y + i * N + j, c00, c01, n);                                                        \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n);                                       \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n);                                       \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n);                                       \
   } while (0)
 
 #define GEMM_TAIL_K 1024 /* the partial panel's stack copy: at most 32 KiB */
@@ -110,8 +90,8 @@ void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
     for (; i < M; i++) GEMM_TILE(1, tail, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
   } else if (j < N) {
     int64_t i = 0;
-    for (; i + 4 <= M; i += 4) GEMM_TILE(4, b + j, N, load8_tail(pb, N - j, &b0, &b1));
-    for (; i < M; i++) GEMM_TILE(1, b + j, N, load8_tail(pb, N - j, &b0, &b1));
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, b + j, N, tdm_load8(pb, N - j, &b0, &b1));
+    for (; i < M; i++) GEMM_TILE(1, b + j, N, tdm_load8(pb, N - j, &b0, &b1));
   }
 }
 
@@ -132,7 +112,7 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
     const float *q0 = p0 + half * 8, *q1 = p1 + half * 8, *q2 = p2 + half * 8, *q3 = p3 + half * 8, *bk = a + half;
     v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
 #define GEMV_STEP2(S, P, Q, O)                                                                              \
-  S = wasm_f32x4_add(S, wasm_f32x4_add(wasm_f32x4_mul(x, wasm_v128_load((P) + (O))), wasm_f32x4_mul(z, wasm_v128_load((Q) + (O)))))
+  S = tdm_madd2(S, x, wasm_v128_load((P) + (O)), z, wasm_v128_load((Q) + (O)))
     for (size_t kk = half; kk > 0; kk--, ak++, bk++, p0 += 8, p1 += 8, p2 += 8, p3 += 8, q0 += 8, q1 += 8, q2 += 8, q3 += 8) {
       const v128_t x = wasm_f32x4_splat(*ak), z = wasm_f32x4_splat(*bk);
       GEMV_STEP2(s0, p0, q0, 0);
@@ -147,19 +127,19 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
 #undef GEMV_STEP2
     if (K & 1) { /* the last k of an odd K: q0..q3 point at it */
       const v128_t x = wasm_f32x4_splat(a[K - 1]);
-      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x, wasm_v128_load(q0)));
-      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x, wasm_v128_load(q0 + 4)));
-      s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(x, wasm_v128_load(q1)));
-      s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(x, wasm_v128_load(q1 + 4)));
-      s4 = wasm_f32x4_add(s4, wasm_f32x4_mul(x, wasm_v128_load(q2)));
-      s5 = wasm_f32x4_add(s5, wasm_f32x4_mul(x, wasm_v128_load(q2 + 4)));
-      s6 = wasm_f32x4_add(s6, wasm_f32x4_mul(x, wasm_v128_load(q3)));
-      s7 = wasm_f32x4_add(s7, wasm_f32x4_mul(x, wasm_v128_load(q3 + 4)));
+      s0 = tdm_madd(x, wasm_v128_load(q0), s0);
+      s1 = tdm_madd(x, wasm_v128_load(q0 + 4), s1);
+      s2 = tdm_madd(x, wasm_v128_load(q1), s2);
+      s3 = tdm_madd(x, wasm_v128_load(q1 + 4), s3);
+      s4 = tdm_madd(x, wasm_v128_load(q2), s4);
+      s5 = tdm_madd(x, wasm_v128_load(q2 + 4), s5);
+      s6 = tdm_madd(x, wasm_v128_load(q3), s6);
+      s7 = tdm_madd(x, wasm_v128_load(q3 + 4), s7);
     }
-    store8(y + j, s0, s1, 8);
-    store8(y + j + 8, s2, s3, 8);
-    store8(y + j + 16, s4, s5, 8);
-    store8(y + j + 24, s6, s7, N - j - 24);
+    tdm_store8(y + j, s0, s1, 8);
+    tdm_store8(y + j + 8, s2, s3, 8);
+    tdm_store8(y + j + 16, s4, s5, 8);
+    tdm_store8(y + j + 24, s6, s7, N - j - 24);
   }
   for (; j < N; j += 8) {
     const float *p = bp + (j / 8) * K * 8;
@@ -167,17 +147,17 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
     int64_t k = 0;
     for (; k + 2 <= K; k += 2, p += 16) {
       const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]);
-      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x0, wasm_v128_load(p)));
-      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x0, wasm_v128_load(p + 4)));
-      t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(x1, wasm_v128_load(p + 8)));
-      t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(x1, wasm_v128_load(p + 12)));
+      s0 = tdm_madd(x0, wasm_v128_load(p), s0);
+      s1 = tdm_madd(x0, wasm_v128_load(p + 4), s1);
+      t0 = tdm_madd(x1, wasm_v128_load(p + 8), t0);
+      t1 = tdm_madd(x1, wasm_v128_load(p + 12), t1);
     }
     if (k < K) {
       const v128_t x0 = wasm_f32x4_splat(a[k]);
-      s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(x0, wasm_v128_load(p)));
-      s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(x0, wasm_v128_load(p + 4)));
+      s0 = tdm_madd(x0, wasm_v128_load(p), s0);
+      s1 = tdm_madd(x0, wasm_v128_load(p + 4), s1);
     }
-    store8(y + j, wasm_f32x4_add(s0, t0), wasm_f32x4_add(s1, t1), N - j);
+    tdm_store8(y + j, wasm_f32x4_add(s0, t0), wasm_f32x4_add(s1, t1), N - j);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "../threads.h"
 #include "../util.h"
 #include "variants.h"
+#include "vec.h"
 
 #include <string.h>
 
@@ -48,18 +49,6 @@ void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
 
-static inline void store8(float *y, v128_t v0, v128_t v1, int64_t n) {
-  if (n >= 8) {
-    wasm_v128_store(y, v0);
-    wasm_v128_store(y + 4, v1);
-    return;
-  }
-  float t[8];
-  wasm_v128_store(t, v0);
-  wasm_v128_store(t + 4, v1);
-  memcpy(y, t, (size_t)n * sizeof(float));
-}
-
 /* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
  * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
  * (f32.convert_i32_s x 4; measured 5x slower than the float GEMV). Instead each i16 w, biased to
@@ -78,7 +67,7 @@ static inline v128_t f32x4_of_q4(v128_t u, int hi) {
   const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
   return wasm_f32x4_sub(f, wasm_f32x4_splat(8388616.0f)); /* 2^23 + 8 */
 }
-#define MULADD(s, x, w) ((s) = wasm_f32x4_add((s), wasm_f32x4_mul((x), (w))))
+#define MULADD(s, x, w) ((s) = tdm_madd((x), (w), (s)))
 
 /* ---- int8 -------------------------------------------------------------------------------------- */
 
@@ -105,10 +94,10 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
       MULADD(s7, x, F32X4_OF_I16_HI(w3));
     }
     const float *sc = scale + j;
-    store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
-    store8(y + j + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
-    store8(y + j + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
-    store8(y + j + 24, wasm_f32x4_mul(s6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(s7, wasm_v128_load(sc + 28)), N - j - 24);
+    tdm_store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
+    tdm_store8(y + j + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
+    tdm_store8(y + j + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
+    tdm_store8(y + j + 24, wasm_f32x4_mul(s6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(s7, wasm_v128_load(sc + 28)), N - j - 24);
   }
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
@@ -118,7 +107,7 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
       MULADD(s0, x, F32X4_OF_I16_LO(w));
       MULADD(s1, x, F32X4_OF_I16_HI(w));
     }
-    store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(scale + j)), wasm_f32x4_mul(s1, wasm_v128_load(scale + j + 4)), N - j);
+    tdm_store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(scale + j)), wasm_f32x4_mul(s1, wasm_v128_load(scale + j + 4)), N - j);
   }
 }
 
@@ -152,10 +141,10 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
       }                                                                                            \
     }                                                                                              \
     const int64_t n = N - j;                                                                       \
-    store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n);                   \
-    if (R > 1) store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n);  \
-    if (R > 2) store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n);  \
-    if (R > 3) store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n);  \
+    tdm_store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n);                   \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n);  \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n);  \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n);  \
   } while (0)
 
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
@@ -249,8 +238,8 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
       MULADD(t2, s2, wasm_v128_load(sb + g * 8));
       MULADD(t3, s3, wasm_v128_load(sb + g * 8 + 4));
     }
-    store8(y + j, t0, t1, 8);
-    store8(y + j + 8, t2, t3, N - j - 8);
+    tdm_store8(y + j, t0, t1, 8);
+    tdm_store8(y + j + 8, t2, t3, N - j - 8);
   }
   for (; j < N; j += 8) {
     const uint8_t *pa = qp + (j / 8) * KB * 8;
@@ -271,7 +260,7 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
       MULADD(t0, s0, wasm_v128_load(sa + g * 8));
       MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
     }
-    store8(y + j, t0, t1, N - j);
+    tdm_store8(y + j, t0, t1, N - j);
   }
 }
 
@@ -294,15 +283,15 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
         const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f);     \
         v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30;                         \
         v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31;                         \
-        *c0 = wasm_f32x4_add(*c0, wasm_f32x4_add(wasm_f32x4_mul(x0, b0), wasm_f32x4_mul(x1, d0)));  \
-        *c1 = wasm_f32x4_add(*c1, wasm_f32x4_add(wasm_f32x4_mul(x0, b1), wasm_f32x4_mul(x1, d1)));  \
+        *c0 = tdm_madd2(*c0, x0, b0, x1, d0);                                                   \
+        *c1 = tdm_madd2(*c1, x0, b1, x1, d1);                                                   \
       }                                                                                            \
     }                                                                                              \
     const int64_t n = N - j;                                                                       \
-    store8(y + i * N + j, c00, c01, n);                                                            \
-    if (R > 1) store8(y + (i + 1) * N + j, c10, c11, n);                                           \
-    if (R > 2) store8(y + (i + 2) * N + j, c20, c21, n);                                           \
-    if (R > 3) store8(y + (i + 3) * N + j, c30, c31, n);                                           \
+    tdm_store8(y + i * N + j, c00, c01, n);                                                            \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n);                                           \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n);                                           \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n);                                           \
   } while (0)
 
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,

@@ -17,12 +17,60 @@ static inline void tdm_f32_axpy__scalar(float p, const float *x, float *y, int64
 }
 
 #if defined(__wasm_simd128__)
+#include <string.h>
 #include <wasm_simd128.h>
+
+/* a * b + c for four lanes. The relaxed-SIMD build (TDM_RELAXED_SIMD, web/tandem-relaxed.wasm)
+ * makes it one f32x4.relaxed_madd, which engines run as a fused multiply-add where the CPU has one
+ * (one rounding; an unfused multiply and add elsewhere: results may differ between machines in the
+ * last bits, never between runs or thread counts on one machine). LLVM 14 only has the prototype
+ * builtin, whose opcode scripts/relaxed_simd.py rewrites to the standard one after linking. The
+ * SIMD128 build multiplies, then adds. */
+#if defined(TDM_RELAXED_SIMD)
+typedef float tdm__f32x4 __attribute__((vector_size(16)));
+#define tdm_madd(a, b, c) ((v128_t)__builtin_wasm_fma_f32x4((tdm__f32x4)(a), (tdm__f32x4)(b), (tdm__f32x4)(c)))
+#else
+#define tdm_madd(a, b, c) wasm_f32x4_add(wasm_f32x4_mul((a), (b)), (c))
+#endif
+
+/* s + (x * p + z * q): two products into one accumulator. SIMD128: both products, their sum, then
+ * the add (the order the GEMVs were tuned with); relaxed SIMD: two fused steps. */
+#if defined(TDM_RELAXED_SIMD)
+#define tdm_madd2(s, x, p, z, q) tdm_madd((z), (q), tdm_madd((x), (p), (s)))
+#else
+#define tdm_madd2(s, x, p, z, q) wasm_f32x4_add((s), wasm_f32x4_add(wasm_f32x4_mul((x), (p)), wasm_f32x4_mul((z), (q))))
+#endif
+
+/* Stores the 8 lanes of v0|v1 at y, or only the first n < 8 of them. */
+static inline void tdm_store8(float *y, v128_t v0, v128_t v1, int64_t n) {
+  if (n >= 8) {
+    wasm_v128_store(y, v0);
+    wasm_v128_store(y + 4, v1);
+    return;
+  }
+  float t[8];
+  wasm_v128_store(t, v0);
+  wasm_v128_store(t + 4, v1);
+  memcpy(y, t, (size_t)n * sizeof(float));
+}
+
+/* Loads the 8 floats at p into v0|v1, or only the first n < 8 of them with zeros after. */
+static inline void tdm_load8(const float *p, int64_t n, v128_t *v0, v128_t *v1) {
+  if (n >= 8) {
+    *v0 = wasm_v128_load(p);
+    *v1 = wasm_v128_load(p + 4);
+    return;
+  }
+  float t[8] = {0};
+  memcpy(t, p, (size_t)n * sizeof(float));
+  *v0 = wasm_v128_load(t);
+  *v1 = wasm_v128_load(t + 4);
+}
 
 static inline float tdm_f32_dot__simd128(const float *a, const float *b, int64_t n) {
   v128_t s = wasm_f32x4_splat(0);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) s = wasm_f32x4_add(s, wasm_f32x4_mul(wasm_v128_load(a + i), wasm_v128_load(b + i)));
+  for (; i + 4 <= n; i += 4) s = tdm_madd(wasm_v128_load(a + i), wasm_v128_load(b + i), s);
   float r = wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1) + wasm_f32x4_extract_lane(s, 2) +
             wasm_f32x4_extract_lane(s, 3);
   return r + tdm_f32_dot__scalar(a + i, b + i, n - i);
@@ -31,7 +79,7 @@ static inline float tdm_f32_dot__simd128(const float *a, const float *b, int64_t
 static inline void tdm_f32_axpy__simd128(float p, const float *x, float *y, int64_t n) {
   const v128_t pv = wasm_f32x4_splat(p);
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_add(wasm_v128_load(y + i), wasm_f32x4_mul(pv, wasm_v128_load(x + i))));
+  for (; i + 4 <= n; i += 4) wasm_v128_store(y + i, tdm_madd(pv, wasm_v128_load(x + i), wasm_v128_load(y + i)));
   tdm_f32_axpy__scalar(p, x + i, y + i, n - i);
 }
 #define tdm_f32_dot tdm_f32_dot__simd128

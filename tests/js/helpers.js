@@ -38,9 +38,9 @@ export function assertClose(got, want, where, { rtol = 1.3e-6, atol = 1e-5 } = {
 }
 
 /** Runs a fixture's whole call sequence and checks every output against eager's. */
-export async function checkSequence(name) {
+export async function checkSequence(name, options = {}) {
   const { path, spec } = fixture(name);
-  const model = await load(path);
+  const model = await load(path, options);
   try {
     for (const [i, call] of spec.calls.entries()) {
       const out = await model[call.method](...call.inputs.map(fromJson));

@@ -2,9 +2,24 @@
 // as build/wasm/kernel_selftest.wasm), on sizes that exercise every tail.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { instantiateRuntime } from '../../web/loader.js';
 import { ROOT } from './helpers.js';
+
+// The relaxed-SIMD build of the same self-test (fused multiply-adds), in a child process with relaxed
+// SIMD on, so it runs whichever way the test runner was started.
+test('every relaxed-SIMD kernel matches its scalar reference on tail sizes and special values', () => {
+  const path = `${ROOT}build/wasm/kernel_selftest_relaxed.wasm`;
+  assert.ok(existsSync(path), 'build/wasm/kernel_selftest_relaxed.wasm is built by scripts/build.sh');
+  const script = `
+    import { readFileSync } from 'node:fs';
+    import { instantiateRuntime } from '${ROOT}web/loader.js';
+    const x = await instantiateRuntime(await WebAssembly.compile(readFileSync('${path}')));
+    console.log(x.tdm_kernel_selftest());`;
+  const out = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(out.trim(), '0', 'mismatches in the relaxed-SIMD kernel self-test');
+});
 
 test('every SIMD128 kernel matches its scalar reference on tail sizes and special values', async () => {
   const path = `${ROOT}build/wasm/kernel_selftest.wasm`;
