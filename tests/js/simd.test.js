@@ -5,7 +5,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { load } from '../../node/index.js';
 import { ROOT, fixture } from './helpers.js';
 
@@ -60,6 +62,13 @@ test('the relaxed build agrees with eager on every fixture call sequence (run in
     for (const name of ['accumulator', 'original_report', 'gru', 'lstm', 'transformer', 'streaming_conv', 'cnn', 'codec', 'big_weights']) await checkSequence(name, { simd: 'relaxed', threads: 2 });
     const m = await load('${fixture('transformer').path}', { simd: 'relaxed' });
     console.log(m.simd);`;
-  const out = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e', script], { encoding: 'utf8' });
-  assert.equal(out.trim(), 'relaxed');
+  // A file, not -e: the pool's worker threads inherit the process's flags, and --input-type with them.
+  const dir = mkdtempSync(join(tmpdir(), 'tandem-simd-'));
+  try {
+    writeFileSync(join(dir, 'run.mjs'), script);
+    const out = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', join(dir, 'run.mjs')], { encoding: 'utf8' });
+    assert.equal(out.trim(), 'relaxed');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
