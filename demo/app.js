@@ -1,6 +1,7 @@
 // The demo page: a character LM whose KV cache is tandem state in a worker's wasm memory, and the
-// original report's two-method model. Everything the page does goes through the public API.
-import { load } from '../web/tandem.js';
+// original report's two-method model. Everything the page does goes through the public API; text
+// comes from generate() (web/lm.js), which runs the model's prefill (chunks of 16) and decode.
+import { load, generate, position as positionOf } from '../web/tandem.js';
 
 const $ = (id) => document.getElementById(id);
 const SAVE_KEY = 'tandem-demo-state';
@@ -18,7 +19,12 @@ const ui = {
 };
 
 let lm, meta, shared;
-let logits = null; // the last position's logits: what to sample the next character from
+// What generate() needs that demo/model.tandem's metadata does not say (demo/train.py exported it
+// with tandem.export, not the transformers recipe): the cache's positions and its position counter.
+let lmOptions;
+// The next character, sampled but neither shown nor in the KV cache yet: the next Generate starts
+// from it. null: nothing sampled yet, Generate starts from the prompt.
+let pending = null;
 let position = 0;
 let stopRequested = false;
 
@@ -29,38 +35,9 @@ function encode(text) {
   });
 }
 
-function sample(l) {
-  if ($('greedy').checked) {
-    let best = 0;
-    for (let i = 1; i < l.length; i++) if (l[i] > l[best]) best = i;
-    return best;
-  }
-  const t = Number($('temperature').value);
-  let max = -Infinity;
-  for (const v of l) max = Math.max(max, v);
-  const p = Array.from(l, (v) => Math.exp((v - max) / t));
-  let r = Math.random() * p.reduce((a, b) => a + b, 0);
-  for (let i = 0; i < p.length; i++) if ((r -= p[i]) <= 0) return i;
-  return p.length - 1;
-}
-
 function showPositions() {
   $('positions').textContent = String(position);
   $('fill').value = position / meta.capacity;
-}
-
-/** Runs the prompt through the model: prefill for whole chunks, decode for the rest. */
-async function feed(tokens) {
-  let i = 0;
-  for (; i + meta.chunk <= tokens.length && position + meta.chunk <= meta.capacity; i += meta.chunk) {
-    logits = (await lm.prefill(new BigInt64Array(tokens.slice(i, i + meta.chunk).map(BigInt)))).data;
-    position += meta.chunk;
-  }
-  for (; i < tokens.length && position < meta.capacity; i++) {
-    logits = (await lm.decode(new BigInt64Array([BigInt(tokens[i])]))).data;
-    position++;
-  }
-  showPositions();
 }
 
 function appendOutput(text, cls) {
@@ -70,44 +47,62 @@ function appendOutput(text, cls) {
   $('output').append(span);
 }
 
-async function generate() {
+/** Shows `n` characters. generate() appends each token to the KV cache before it samples the next,
+ * so a character is shown once the next one has come: the last one sampled stays pending (the loop
+ * breaks on it, so it is not appended). The next Generate shows it first and continues from it, as
+ * one longer run would. */
+async function run() {
   ui.setBusy(true);
   stopRequested = false;
   try {
-    if (logits === null) {
-      // A fresh conversation starts from the prompt; otherwise Generate continues it.
-      const prompt = $('prompt').value || '\n';
-      appendOutput(prompt, 'prompt');
-      await feed(encode(prompt));
+    if (position >= meta.capacity) {
+      ui.message(`The KV cache is full (${meta.capacity} positions): Reset to start over.`);
+      return;
     }
     const n = Number($('max-chars').value);
-    const t0 = performance.now();
-    let produced = 0;
-    while (produced < n && !stopRequested) {
-      if (position >= meta.capacity) {
-        ui.message(`The KV cache is full (${meta.capacity} positions): Reset to start over.`);
-        break;
-      }
-      const token = sample(logits);
-      appendOutput(meta.vocab[token]);
-      logits = (await lm.decode(new BigInt64Array([BigInt(token)]))).data;
-      position++;
-      produced++;
-      const secs = (performance.now() - t0) / 1000;
-      $('tps').textContent = (produced / secs).toFixed(1);
-      showPositions();
+    let prompt, shown = 0;
+    if (pending === null) {
+      const text = $('prompt').value || '\n';
+      appendOutput(text, 'prompt');
+      prompt = encode(text);
+    } else {
+      appendOutput(meta.vocab[pending]);
+      prompt = [pending];
+      shown = 1;
     }
+    const seed = $('seed').value === '' ? crypto.getRandomValues(new Uint32Array(1))[0] : Number($('seed').value);
+    const sampling = $('greedy').checked ? {} : { temperature: Number($('temperature').value), seed };
+    const start = position + prompt.length;
+    let appended = 0, t0;
+    pending = null;
+    const generation = generate(lm, prompt, { ...lmOptions, ...sampling, maxTokens: n + 1 - shown });
+    for await (const id of generation) {
+      if (pending !== null) { // in the cache now
+        appendOutput(meta.vocab[pending]);
+        shown++;
+        appended++;
+        position = start + appended;
+        $('tps').textContent = (appended / ((performance.now() - t0) / 1000)).toFixed(1);
+        showPositions();
+      }
+      t0 ??= performance.now();
+      pending = id;
+      if (shown === n || stopRequested) break;
+    }
+    position = await positionOf(lm, lmOptions);
+    if (generation.reason === 'capacity') ui.message(`The KV cache is full (${meta.capacity} positions): Reset to start over.`);
   } catch (e) {
     ui.message(`Error: ${e.message}`);
   } finally {
+    showPositions();
     ui.setBusy(false);
   }
 }
 
 async function reset() {
   await lm.reset(); // the model's own reset method: zeroes the caches and the position
-  position = Number((await lm.readState('pos')).data[0]);
-  logits = null;
+  position = await positionOf(lm, lmOptions);
+  pending = null;
   $('output').textContent = '';
   showPositions();
   ui.message('reset(): the KV cache and the position are cleared.');
@@ -118,7 +113,7 @@ const fromBase64 = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
 
 async function save() {
   const state = await lm.saveState();
-  const record = { state: toBase64(state), logits: logits ? toBase64(new Uint8Array(logits.buffer.slice(0))) : null, html: $('output').innerHTML };
+  const record = { state: toBase64(state), pending, html: $('output').innerHTML };
   localStorage.setItem(SAVE_KEY, JSON.stringify(record));
   ui.message(`Saved ${state.length} bytes of state (KV cache at ${position} positions) to this browser's storage.`);
 }
@@ -133,9 +128,9 @@ async function restore() {
     ui.message(`Cannot restore: ${e.message}`);
     return;
   }
-  logits = record.logits ? new Float32Array(fromBase64(record.logits).buffer) : null;
+  pending = record.pending ?? null;
   $('output').innerHTML = record.html;
-  position = Number((await lm.readState('pos')).data[0]);
+  position = await positionOf(lm, lmOptions);
   showPositions();
   ui.message(`Restored: the conversation continues from position ${position}.`);
 }
@@ -165,6 +160,7 @@ async function main() {
       $('progress-text').textContent = `${(loaded / 1e6).toFixed(1)}${total ? ` / ${(total / 1e6).toFixed(1)}` : ''} MB`;
     },
   });
+  lmOptions = { maxCacheLen: meta.capacity, positionState: 'pos' };
   shared = await load('shared.tandem');
   $('load-time').textContent = `${Math.round(performance.now() - t0)} ms`;
   $('state-bytes').textContent = lm.stateBytes.toLocaleString('en-US');
@@ -173,7 +169,7 @@ async function main() {
   $('model-info').textContent = `${(meta.parameters / 1e6).toFixed(2)} M parameters, ${meta.layers} layers, trained ${meta.train_minutes} min on ${meta.corpus}`;
   $('loading').hidden = true;
   $('app').hidden = false;
-  $('generate').onclick = generate;
+  $('generate').onclick = run;
   $('stop').onclick = () => { stopRequested = true; };
   $('reset').onclick = reset;
   $('save').onclick = save;

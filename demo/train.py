@@ -77,8 +77,11 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     chunk = CONFIG["chunk"]
+    # the metadata web/lm.js's generate() reads (the model.tandem in the repository predates it: the
+    # page passes the same values as options)
     program = tandem.export(model, {"prefill": (torch.zeros(1, chunk, dtype=torch.long),),
-                                    "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()})
+                                    "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()},
+                            metadata={"max_cache_len": CONFIG["capacity"], "position_state": "pos"})
     program.save(out / "model.tandem")
     _, spec, _, _ = original_report()
     tandem.export(None, spec).save(out / "shared.tandem")

@@ -1,25 +1,51 @@
-// lm.js — prompts and generation for language models exported by tandem.transformers
-// (export_causal_lm): `prefill(model, tokens)` runs a prompt of any length with the program's
-// `prefill` method (its length is a dynamic dim; programs without one, Mamba's and those of earlier
-// versions: their prefill_<n> chunks); `generate(model, prompt, options)` yields sampled token ids.
-// Both read what they need from model.metadata (max_prompt_len, max_cache_len, position_state,
-// eos_token_id; prefill_chunks in chunked programs). max_cache_len is null for a model with a
-// fixed-size state (Mamba): any number of tokens fits.
+// lm.js — prompts and generation for language models: programs from tandem.transformers
+// (export_causal_lm) and hand-written ones with the same methods. `prefill(model, tokens)` runs a
+// prompt of any length with the program's `prefill` method (its length a dynamic dim), or as fixed
+// chunks (a `prefill` of a fixed length, `prefill_<n>` methods: Mamba's and those of earlier
+// versions) and `decode` for single tokens; `generate(model, prompt, options)` yields sampled token
+// ids, sampling from `decode_topk`'s K best logits where the requested sampling needs no more.
+// What the method signatures do not say comes from model.metadata (max_cache_len, max_prompt_len,
+// position_state, eos_token_id), or from options (maxCacheLen, positionState) for a program without
+// it. max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.
 import { Tensor, TandemError } from './tandem.js';
 
-/** Whether the program has one `prefill` of any length (else prefill_<n> chunks). */
-function hasDynamicPrefill(model) {
-  return (model.methods || []).some((m) => m.name === 'prefill');
-}
+const invalid = (message) => new TandemError('TDM_ERR_INVALID_ARGUMENT', message);
 
-function metadataOf(model, what) {
+/** How to drive `model` as an LM: from its method signatures, its metadata, and `options`
+ * (maxCacheLen, positionState) where the program has no metadata for them. */
+function describe(model, options, what) {
   const md = model.metadata || {};
-  for (const key of [...(hasDynamicPrefill(model) ? [] : ['prefill_chunks']), 'max_prompt_len', 'max_cache_len']) {
-    if (md[key] === undefined) {
-      throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what}: the program has no '${key}' metadata; export it with tandem.transformers.export_causal_lm`);
-    }
+  const methods = new Map((model.methods || []).map((m) => [m.name, m]));
+  const decode = methods.get('decode');
+  if (!decode || decode.inputs.length !== 1 || decode.outputs.length !== 1) {
+    throw invalid(`${what}: the program has no 'decode' method (token [1, 1] -> logits [1, vocab]); export it with tandem.transformers.export_causal_lm, or give a hand-written model one`);
   }
-  return md;
+  const maxCacheLen = options.maxCacheLen !== undefined ? options.maxCacheLen : md.max_cache_len;
+  if (maxCacheLen === undefined) {
+    throw invalid(`${what}: the program has no 'max_cache_len' metadata; pass { maxCacheLen } (the positions its cache holds, null for a state of fixed size), or export it with tandem.transformers.export_causal_lm`);
+  }
+  if (maxCacheLen !== null && !(Number.isInteger(maxCacheLen) && maxCacheLen >= 1)) {
+    throw invalid(`${what}: maxCacheLen must be a positive integer or null, given ${maxCacheLen}`);
+  }
+  const positionState = options.positionState ?? md.position_state;
+  if (positionState !== undefined && !(model.state || []).some((s) => s.name === positionState)) {
+    throw invalid(`${what}: no state tensor '${positionState}' (positionState); the program has ${(model.state || []).map((s) => `'${s.name}'`).join(', ') || 'none'}`);
+  }
+  // prefill: one call of a dynamic length, or fixed-length chunks (length -> method) then decode
+  const prefill = methods.get('prefill');
+  const dynamic = prefill && Object.keys(prefill.dims || {}).length > 0 ? prefill : null;
+  const chunks = new Map();
+  for (const m of methods.values()) {
+    const n = m.name === 'prefill' ? m.inputs[0]?.shape[1] : Number(/^prefill_(\d+)$/.exec(m.name)?.[1]);
+    if (m !== dynamic && m.inputs.length === 1 && Number.isInteger(n) && n > 1 && m.inputs[0].shape[1] === n) chunks.set(n, m.name);
+  }
+  const maxPromptLen = md.max_prompt_len ?? (dynamic ? dynamic.dims[dynamic.inputs[0].shape[1]]?.max ?? Infinity : Infinity);
+  // decode_topk(token) -> values float32 [1, K], ids int64 [1, K]: the K best logits
+  const t = methods.get('decode_topk');
+  const [values, ids] = t?.inputs.length === 1 && t.outputs.length === 2 ? t.outputs : [];
+  const topk = values?.dtype === 'float32' && ids.dtype === 'int64' && values.shape[1] === ids.shape[1] ? values.shape[1] : 0;
+  const vocab = decode.outputs[0].shape[decode.outputs[0].shape.length - 1];
+  return { md, maxCacheLen, positionState, dynamic: !!dynamic, chunks, maxPromptLen, topk, vocab };
 }
 
 function toIds(tokens, what) {
@@ -47,32 +73,36 @@ export function splitPrompt(n, chunks) {
   return out;
 }
 
-/** Positions of the KV cache in use (from the state named by the metadata's position_state). */
-export async function position(model) {
-  const name = (model.metadata || {}).position_state;
-  if (!name) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "position(): the program has no 'position_state' metadata");
+/** Positions of the KV cache in use: the state tensor named by the metadata's position_state (or
+ * options.positionState, for a program without that metadata). */
+export async function position(model, options = {}) {
+  const name = options.positionState ?? (model.metadata || {}).position_state;
+  if (!name) throw invalid("position(): the program has no 'position_state' metadata; pass { positionState } (the name of the state tensor counting the positions in use)");
   return Number((await model.readState(name)).data[0]);
 }
 
 /** Appends `tokens` (1..max_prompt_len ids) to the model's cache with one `prefill` call (programs
- * of earlier versions: as prefill chunks then decode for a last single token, exact since the cache
- * makes chunked prefill the same computation), and resolves to
- * the last position's logits, a Tensor [1, vocab]. A prompt that does not fit in the cache is
- * rejected with TDM_ERR_INDEX before anything runs: the state is unchanged. */
-export async function prefill(model, tokens) {
-  const md = metadataOf(model, 'prefill()');
-  const ids = toIds(tokens, 'prefill()');
-  if (ids.length < 1 || ids.length > md.max_prompt_len) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `prefill(): ${ids.length} tokens; give 1 to ${md.max_prompt_len} (max_prompt_len), or use generate(), which feeds longer prompts in pieces`);
+ * whose prefill has a fixed length, or prefill_<n> methods: as those chunks, largest first, then
+ * decode for single tokens, exact since the cache makes chunked prefill the same computation), and
+ * resolves to the last position's logits, a Tensor [1, vocab]. A prompt that does not fit in the
+ * cache is rejected with TDM_ERR_INDEX before anything runs: the state is unchanged. Options, for a
+ * program without the recipe's metadata: maxCacheLen, positionState. */
+export async function prefill(model, tokens, options = {}) {
+  return prefillWith(model, describe(model, options, 'prefill()'), toIds(tokens, 'prefill()'));
+}
+
+async function prefillWith(model, lm, ids) {
+  if (ids.length < 1 || ids.length > lm.maxPromptLen) {
+    throw invalid(`prefill(): ${ids.length} tokens; give 1 to ${lm.maxPromptLen} (max_prompt_len), or use generate(), which feeds longer prompts in pieces`);
   }
-  const used = md.position_state ? await position(model) : 0;
-  if (md.max_cache_len !== null && used + ids.length > md.max_cache_len) {
-    throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${md.max_cache_len} cache positions are in use (call reset())`);
+  const used = lm.positionState ? await position(model, lm) : 0;
+  if (lm.maxCacheLen !== null && used + ids.length > lm.maxCacheLen) {
+    throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${lm.maxCacheLen} cache positions are in use (call reset())`);
   }
-  if (hasDynamicPrefill(model)) return model.call('prefill', new Tensor('int64', ids.slice(), [1, ids.length]));
+  if (lm.dynamic) return model.call('prefill', new Tensor('int64', ids.slice(), [1, ids.length]));
   let at = 0, logits;
-  for (const n of splitPrompt(ids.length, md.prefill_chunks)) {
-    logits = await model.call(n === 1 ? 'decode' : `prefill_${n}`, new Tensor('int64', ids.slice(at, at + n), [1, n]));
+  for (const n of splitPrompt(ids.length, [...lm.chunks.keys()].sort((a, b) => b - a))) {
+    logits = await model.call(n === 1 ? 'decode' : lm.chunks.get(n), new Tensor('int64', ids.slice(at, at + n), [1, n]));
     at += n;
   }
   return logits;
@@ -90,34 +120,64 @@ function random(seed) {
   };
 }
 
-/** The next token id from logits [1, vocab]: the first largest at temperature 0, else a sample of
- * softmax(logits / temperature) restricted to the topK largest and to the smallest set whose
- * probability reaches topP. */
-export function sample(logits, { temperature = 0, topK = 0, topP = 1 } = {}, rand = Math.random) {
-  const x = logits.data;
-  if (!(temperature > 0)) {
-    let best = 0;
-    for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
-    return best;
+/** Whether logit a (of token i) ranks above logit b (of token j): the larger first, NaN above
+ * every number, equal values by the lower id. The runtime's `topk` orders decode_topk's output so,
+ * which makes sampling from it and from the full logits the same. */
+function above(a, i, b, j) {
+  const an = Number.isNaN(a), bn = Number.isNaN(b);
+  if (an || bn) return an && bn ? i < j : an;
+  return a !== b ? a > b : i < j;
+}
+
+/** The ids of the n best logits of x, best first. */
+function best(x, n) {
+  if (n === 1) {
+    let top = 0;
+    for (let i = 1; i < x.length; i++) if (above(x[i], i, x[top], top)) top = i;
+    return [top];
   }
-  let order = Array.from(x.keys()).sort((a, b) => x[b] - x[a]);
-  if (topK > 0) order = order.slice(0, topK);
-  const top = x[order[0]];
-  let p = order.map((i) => Math.exp((x[i] - top) / temperature));
+  return Array.from(x.keys()).sort((i, j) => (i === j ? 0 : above(x[i], i, x[j], j) ? -1 : 1)).slice(0, n);
+}
+
+/** How many of the best logits sampling with these options reads, out of a vocabulary of n. */
+function needed({ temperature = 0, topK = 0 }, n) {
+  if (!(temperature > 0)) return 1;
+  return topK > 0 ? Math.min(topK, n) : n;
+}
+
+/** A token id from candidates ranked best first (values[k] the logit of ids[k]), as `sample`
+ * describes; only the first needed() are read. */
+function choose(values, ids, { temperature = 0, topK = 0, topP = 1 }, rand) {
+  if (!(temperature > 0)) return ids[0];
+  const n = topK > 0 ? Math.min(topK, ids.length) : ids.length;
+  const top = values[0];
+  let p = [];
+  for (let k = 0; k < n; k++) p.push(Math.exp((values[k] - top) / temperature));
   const total = p.reduce((a, b) => a + b, 0);
   p = p.map((v) => v / total);
+  let keep = n;
   if (topP < 1) {
-    let keep = 0, mass = 0;
-    while (keep < p.length && mass < topP) mass += p[keep++];
-    order = order.slice(0, keep);
+    let mass = 0;
+    keep = 0;
+    while (keep < n && mass < topP) mass += p[keep++];
     p = p.slice(0, keep).map((v) => v / mass);
   }
   let r = rand();
-  for (let k = 0; k < order.length; k++) {
+  for (let k = 0; k < keep; k++) {
     r -= p[k];
-    if (r < 0) return order[k];
+    if (r < 0) return ids[k];
   }
-  return order[order.length - 1];
+  return ids[keep - 1];
+}
+
+/** The next token id from logits [1, vocab]: the first largest at temperature 0, else a sample of
+ * softmax(logits / temperature) restricted to the topK largest and to the smallest set whose
+ * probability reaches topP. Logits rank larger first, equal ones by the lower id, NaN above every
+ * number (the order of the runtime's topk). */
+export function sample(logits, options = {}, rand = Math.random) {
+  const x = logits.data;
+  const ids = best(x, needed(options, x.length));
+  return choose(ids.map((i) => x[i]), ids, options, rand);
 }
 
 /** Generation: `for await (const id of generate(model, prompt, options))` yields token ids; when it
@@ -125,28 +185,41 @@ export function sample(logits, { temperature = 0, topK = 0, topP = 1 } = {}, ran
  * (maxTokens), 'capacity' (the KV cache is full) or 'aborted' (options.signal). The prompt is
  * appended to the model's cache as it is (call model.reset() first for a new conversation); prompts
  * longer than max_prompt_len are fed in pieces. Options: maxTokens (64), temperature (0: greedy),
- * topK, topP, seed (sampling is reproducible), stop (token ids), signal (AbortSignal), onToken(id). */
+ * topK, topP, seed (sampling is reproducible), stop (token ids), signal (AbortSignal), onToken(id);
+ * for a program without the recipe's metadata, maxCacheLen and positionState. After the prompt, each
+ * step runs decode_topk when the program has it and the sampling reads no more than its K best
+ * logits (greedy, or 0 < topK <= K), else decode: the tokens are the same either way. */
 export function generate(model, prompt, options = {}) {
   const { maxTokens = 64, temperature = 0, topK = 0, topP = 1, seed = 0, stop = [], signal, onToken } = options;
-  const md = metadataOf(model, 'generate()');
+  const lm = describe(model, options, 'generate()');
   const ids = toIds(prompt, 'generate()');
-  const eos = new Set([md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
+  if (ids.length < 1) throw invalid('generate(): the prompt is empty; give at least one token id');
+  const eos = new Set([lm.md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
   const rand = random(seed);
+  const how = { temperature, topK, topP };
+  const onDevice = lm.topk > 0 && needed(how, lm.vocab) <= lm.topk;
   const run = {
     reason: undefined,
     async *[Symbol.asyncIterator]() {
       let logits;
-      for (let at = 0; at < ids.length; at += md.max_prompt_len) logits = await prefill(model, ids.subarray(at, at + md.max_prompt_len));
-      let used = md.position_state ? await position(model) : ids.length;
+      for (let at = 0; at < ids.length; at += lm.maxPromptLen) logits = await prefillWith(model, lm, ids.subarray(at, at + lm.maxPromptLen));
+      let used = lm.positionState ? await position(model, lm) : ids.length;
+      let next = () => sample(logits, how, rand);
       for (let count = 0; ; count++) {
         if (signal?.aborted) return void (run.reason = 'aborted');
         if (count >= maxTokens) return void (run.reason = 'length');
-        const id = sample(logits, { temperature, topK, topP }, rand);
+        const id = next();
         if (eos.has(id)) return void (run.reason = 'eos');
         onToken?.(id);
         yield id;
-        if (md.max_cache_len !== null && used >= md.max_cache_len) return void (run.reason = 'capacity');
-        logits = await model.decode(new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]));
+        if (lm.maxCacheLen !== null && used >= lm.maxCacheLen) return void (run.reason = 'capacity');
+        const token = new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]);
+        if (onDevice) {
+          const [values, top] = await model.call('decode_topk', token);
+          next = () => choose(values.data, Array.from(top.data, Number), how, rand);
+        } else {
+          logits = await model.call('decode', token);
+        }
         used++;
       }
     },

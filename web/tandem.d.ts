@@ -146,18 +146,21 @@ export function load(source: Source, options?: LoadOptions & { worker?: false })
 export function load(source: Source, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
 export function load(source: Source, options?: LoadOptions): Promise<Model | WorkerModel>;
 
-// Language models exported by tandem.transformers.export_causal_lm (web/lm.js).
+// Language models: programs from tandem.transformers.export_causal_lm, and hand-written ones with
+// prefill/decode methods (web/lm.js).
 export type Tokens = Tensor<'int64'> | BigInt64Array | readonly (number | bigint)[];
+/** For a program without the recipe's metadata: what its max_cache_len and position_state would say. */
+export interface LMOptions { maxCacheLen?: number | null; positionState?: string }
 export interface SampleOptions { temperature?: number; topK?: number; topP?: number }
-export interface GenerateOptions extends SampleOptions {
+export interface GenerateOptions extends SampleOptions, LMOptions {
   maxTokens?: number; seed?: number; stop?: readonly number[]; signal?: AbortSignal; onToken?: (id: number) => void;
 }
 export interface Generation extends AsyncIterable<number> {
   /** Why it ended, once it has: 'eos', 'length', 'capacity' or 'aborted'. */
   readonly reason: 'eos' | 'length' | 'capacity' | 'aborted' | undefined;
 }
-export function prefill(model: Model | WorkerModel, tokens: Tokens): Promise<Tensor<'float32'>>;
+export function prefill(model: Model | WorkerModel, tokens: Tokens, options?: LMOptions): Promise<Tensor<'float32'>>;
 export function generate(model: Model | WorkerModel, prompt: Tokens, options?: GenerateOptions): Generation;
 export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
 export function splitPrompt(n: number, chunks: readonly number[]): number[];
-export function position(model: Model | WorkerModel): Promise<number>;
+export function position(model: Model | WorkerModel, options?: Pick<LMOptions, 'positionState'>): Promise<number>;

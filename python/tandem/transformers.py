@@ -7,16 +7,25 @@ StaticCache, exported as it is: the cache object's tensors are state):
 - `prefill(tokens [1, n])`, 1 <= n <= max_prompt_len (a dynamic dim 'n'): appends n tokens to the
   cache and returns the last position's logits [1, vocab]; each call runs at its own length;
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
+- `decode_topk(token [1, 1])`: appends one token like decode (same state), returns its K largest
+  logits, values float32 [1, K] and their token ids int64 [1, K], largest first, equal values by
+  the lower id (the runtime's `topk`), so sampling reads K numbers instead of the vocabulary;
 - `reset()`: empties the cache.
 The position lives in state: callers never pass it. A call that would write past max_cache_len
 fails with TDM_ERR_INDEX and leaves the state unchanged.
+
+Metadata (`model.metadata`; `metadata=` adds entries): model_type, vocab_size, num_layers,
+max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sample_top_k (K of
+decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
+of positions in use), bos_token_id, eos_token_id.
 
 A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
 window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
 tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
 steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
 for fixed n (max_prompt_len and the powers of two below it, listed largest first in the metadata
-entry `prefill_chunks`); `decode` and `reset` as above, and `prefill()` below splits a prompt into them.
+entry `prefill_chunks`); `decode`, `decode_topk` and `reset` as above, and `prefill()` below splits a
+prompt into them.
 
     program = tandem.transformers.export_seq2seq(model, max_cache_len=64)
 
@@ -80,11 +89,21 @@ class CausalLM(nn.Module):
         out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
         return out.logits[:, -1]
 
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
     def reset(self) -> None:
         for layer in self.cache.layers:
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
+
+
+def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest logits [1, k] and their ids [1, k], largest first. tandem's topk orders equal
+    values by the lower id (eager PyTorch leaves their order unspecified)."""
+    values, ids = torch.topk(logits, k, dim=-1)
+    return values, ids
 
 
 class _MambaLayerState(nn.Module):
@@ -141,6 +160,9 @@ class MambaLM(nn.Module):
         self.position.add_(tokens.shape[1])
         return self.model.lm_head(backbone.norm_f(x[:, -1:]))[:, -1]
 
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
     def reset(self) -> None:
         for state in self.states:
             state.conv.zero_()
@@ -149,15 +171,22 @@ class MambaLM(nn.Module):
 
 
 def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None,
-                     **options) -> Program:
+                     sample_top_k: int | None = 64, **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
-    prefill (of 1 to max_prompt_len tokens), decode and reset over its static KV cache, or a
-    MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode and reset
-    over its recurrent state; see the module's docstring.
+    prefill (of 1 to max_prompt_len tokens), decode, decode_topk and reset over its static KV cache,
+    or a MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode,
+    decode_topk and reset over its recurrent state; see the module's docstring for the methods and
+    the metadata. decode_topk returns the K = min(sample_top_k, vocab_size) largest logits and their
+    ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
+    decode_topk.
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip."""
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
     model_type = getattr(config, "model_type", "")
+    if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
+        raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
+                          f"got {sample_top_k!r}")
+    top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
     if model_type == "mamba":
         if max_cache_len is not None:
             raise ExportError(f"max_cache_len={max_cache_len}: a Mamba model keeps a fixed-size state, not a KV cache, so "
@@ -183,6 +212,10 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         methods = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
         extra = {}
     methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
+    if top_k is not None:
+        lm.top_k = top_k
+        methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
+        extra["sample_top_k"] = top_k
     methods["reset"] = Method(lm.reset, ())
     return export(None, methods, metadata={
         "model_type": model_type,

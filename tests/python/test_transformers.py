@@ -131,6 +131,7 @@ def test_metadata_is_stored_and_prefill_runs_any_prompt_length():
     assert m.metadata == program.metadata
     assert m.metadata["max_cache_len"] == 32 and m.metadata["max_prompt_len"] == 8 and "prefill_chunks" not in m.metadata
     assert m.metadata["model_type"] == "qwen2" and m.metadata["chat_template"] == "<|{role}|>"
+    assert m.metadata["sample_top_k"] == 64 and "decode_topk" in m.methods  # the default K
     tokens = torch.randint(0, 64, (1, 7), generator=torch.Generator().manual_seed(5))
     want = _full_logits(model, tokens)
     torch.testing.assert_close(tt.prefill(m, tokens)[0], want[6])  # one prefill of 7
@@ -138,6 +139,33 @@ def test_metadata_is_stored_and_prefill_runs_any_prompt_length():
     with pytest.raises(tandem.TandemError) as e:
         tt.prefill(m, torch.zeros(1, 30, dtype=torch.long))
     assert e.value.code == "TDM_ERR_INVALID_ARGUMENT"
+
+
+def test_decode_topk_appends_like_decode_and_returns_the_k_best_logits():
+    """decode_topk shares decode's state and returns float32 values and int64 ids: decode's logits
+    sorted largest first, equal values by the lower id, cut to K."""
+    model = _model("llama_gqa")
+    program = tt.export_causal_lm(model, max_cache_len=32, max_prompt_len=8, sample_top_k=10)
+    assert program.metadata["sample_top_k"] == 10
+    full, top = tandem.load(program.to_bytes()), tandem.load(program.to_bytes())
+    tokens = torch.randint(0, 64, (1, 12), generator=torch.Generator().manual_seed(3))
+    want = _full_logits(model, tokens)
+    full.prefill(tokens[:, :4])
+    top.prefill(tokens[:, :4])
+    for i in range(4, 12):
+        logits = full.decode(tokens[:, i:i + 1])
+        values, ids = top.decode_topk(tokens[:, i:i + 1])
+        assert (values.dtype, ids.dtype, values.shape, ids.shape) == (torch.float32, torch.int64, (1, 10), (1, 10))
+        order = torch.sort(logits, dim=-1, descending=True, stable=True)
+        assert torch.equal(ids, order.indices[:, :10]) and torch.equal(values, order.values[:, :10])
+        torch.testing.assert_close(values[0], want[i][ids[0]])
+    assert int(top.read_state(top.metadata["position_state"])) == 12
+    # K is at most the vocabulary; None: no decode_topk
+    assert tt.export_causal_lm(model, max_cache_len=8, max_prompt_len=4, sample_top_k=1000).metadata["sample_top_k"] == 64
+    plain = tt.export_causal_lm(model, max_cache_len=8, max_prompt_len=4, sample_top_k=None)
+    assert "sample_top_k" not in plain.metadata and [m.name for m in plain.methods] == ["prefill", "decode", "reset"]
+    with pytest.raises(tandem.ExportError, match="sample_top_k must be a positive int"):
+        tt.export_causal_lm(model, max_cache_len=8, max_prompt_len=4, sample_top_k=0)
 
 
 def test_metadata_values_must_be_json_data():
@@ -279,8 +307,12 @@ def test_mamba_through_the_causal_lm_recipe_matches_eager(backend):
     m.reset()
     assert int(m.read_state("position")) == 0 and not m.read_state("states.1.ssm").any()
     torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
-    for i in range(8, 12):
+    for i in range(8, 11):
         torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+    values, ids = m.decode_topk(b[:, 11:12])  # K = 64, the whole vocabulary, sorted
+    assert md["sample_top_k"] == 64 and ids.dtype == torch.int64 and sorted(ids[0].tolist()) == list(range(64))
+    torch.testing.assert_close(values[0], want_b[11][ids[0]])
+    assert torch.all(values[0, :-1] >= values[0, 1:])
 
 
 def test_causal_lm_recipe_says_which_max_cache_len_a_model_needs():
