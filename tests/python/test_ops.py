@@ -493,7 +493,7 @@ for groups, tq, tk, d in [(3, 1, 32, 8), (3, 5, 13, 7), (2, 4, 9, 64), (1, 3, 6,
 
 
 @pytest.mark.parametrize("groups,tq,tk,d,form,masked", EAGER)
-def test_eager_attention_is_one_attention_op_over_the_kv_heads(groups, tq, tk, d, form, masked):
+def test_eager_attention_is_one_attention_op_over_the_kv_heads(request, groups, tq, tk, d, form, masked):
     hkv = 2
     q, k, v = r(1, hkv * groups, tq, d), r(1, hkv, tk, d), r(1, hkv, tk, d)
     mask = _causal_mask(tq, tk, fill=torch.finfo(torch.float32).min if tq > 1 else float("-inf"))
@@ -504,7 +504,9 @@ def test_eager_attention_is_one_attention_op_over_the_kv_heads(groups, tq, tk, d
     assert [op.name for op in ops] == ["attention"]
     assert ops[0].ins[1].shape == (1, hkv, tk, d) and ops[0].outs[1].numel == groups * tk  # k read over its own heads
     with torch.no_grad():
-        torch.testing.assert_close(tandem.load(program.to_bytes()).forward(*inputs), module(*inputs))
+        want = module(*inputs)
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(*inputs), want)
+    _record(request, program.to_bytes(), inputs, want, None, None)  # and in wasm (tests/js/ops.test.js)
 
 
 def test_eager_attention_with_its_weights_read_stays_as_written():
