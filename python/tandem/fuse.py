@@ -8,6 +8,10 @@ replaced by one op that has a kernel of its own (docs/ops.md).
 - Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
+- Attention written out (transformers' eager_attention_forward, hand-written attention):
+  [repeat_kv (expand) of k and v ->] matmul(q, kᵀ) [· scale] [+ mask] -> softmax(last dim) ->
+  matmul(., v) becomes one attention op over the KV heads, the scale applied to q or to the scores,
+  so neither the repeated K/V nor the [.., heads, Tq, Tk] scores are materialized.
 
 Across methods, `tie_embeddings` makes an embedding table that is also a linear layer's weight
 (tied input and output embeddings) read its rows from the packed weight, so it is stored once.
@@ -17,11 +21,12 @@ output or a state write), so the fused op computes exactly what the sequence's r
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import torch
 
-from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Value
+from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
 from .lower import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
@@ -43,7 +48,7 @@ def _fuse_one(ir: MethodIR) -> bool:
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
     for i in range(len(ir.ops)):
-        for match in (_rms_norm, _layer_norm_axis, _conv_activation):
+        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _eager_attention):
             found = match(ir.ops, i, readers, producer)
             if found:
                 remove, new = found
@@ -162,6 +167,131 @@ def _layer_norm_axis(ops, i, readers, producer):
     x = ops[p].ins[0]
     axis = perm[-1]
     return [p, i, q], Op("layer_norm", [x] + ln.ins[1:], ops[q].outs, ln.iattr + [axis], ln.fattr, ln.where)
+
+
+def _scale_of(op: Op, v: Value):
+    """c when op computes v * c, c * v or v / c for a scalar constant c (v one of its inputs), else None."""
+    if _plain_binary(op, "mul"):
+        c = _other(op, v)
+        return None if c is None else _scalar_const(c)
+    if _plain_binary(op, "div") and _same(op.ins[0], v):
+        c = _scalar_const(op.ins[1])
+        return None if c in (None, 0.0) else 1.0 / c
+    return None
+
+
+def _kv_heads(v: Value, producer, ops) -> Value:
+    """v [..., H, T, D] without its repeated heads when an expand made them from fewer: transformers'
+    repeat_kv ([..., Hkv, 1, T, D] expanded to [..., Hkv, g, T, D], read as [..., Hkv·g, T, D]) or
+    one head broadcast ([..., 1, T, D] to [..., H, T, D]); else v. The attention kernel reads KV head
+    h // g for query head h, so the expand is left unread (and dropped by the planner)."""
+    p = producer.get(v.storage)
+    if p is None or ops[p].name != "expand" or not _whole(v) or len(v.shape) < 3:
+        return v
+    src, out = ops[p].ins[0], ops[p].outs[0]
+    lead, H, T, D = v.shape[:-3], v.shape[-3], v.shape[-2], v.shape[-1]
+    if len(src.shape) == len(v.shape) + 1 and src.shape[-3] == 1 and out.shape[-2:] == (T, D) and out.shape[:-4] == lead:
+        hkv = src.shape[-4]  # repeat_kv
+        if out.shape[-4] == hkv and hkv * out.shape[-3] == H:
+            return src.view(lead + (hkv, T, D))
+    if len(src.shape) == len(v.shape) and src.shape[-3] == 1 and src.shape[:-3] == lead and src.shape[-2:] == (T, D) and out.shape == v.shape:
+        return src  # one KV head for every query head
+    return v
+
+
+def _eager_attention(ops, i, readers, producer):
+    """matmul(q, kᵀ) [· c] [+ mask] -> softmax(last) -> matmul(., v), anchored at the softmax, with
+    an optional q · c before the first matmul and k, v read around a repeat_kv expand."""
+    sm = ops[i]
+    if sm.name != "softmax" or len(sm.ins) != 1:
+        return None
+    x = sm.ins[0]
+    rank = len(x.shape)
+    if rank < 2 or sm.iattr != [rank - 1] or x.dtype != F32:
+        return None
+    chain, scale, mask, v, reader = [i], 1.0, None, x, i
+    while True:  # back from the softmax's input: [add mask] after [scale], up to the first matmul
+        p = producer.get(v.storage)
+        if p is None or _only_reader(v, readers) != reader or ops[p].outs[0].shape != v.shape and ops[p].name != "matmul":
+            return None
+        op = ops[p]
+        if op.name == "matmul":
+            break
+        if op.name == "add" and mask is None and scale == 1.0 and len(op.ins) == 2 and not op.iattr:
+            pick = None
+            for a, b in ((op.ins[0], op.ins[1]), (op.ins[1], op.ins[0])):
+                if a.shape == x.shape and b.dtype == F32 and len(b.shape) <= rank and _only_reader(a, readers) == p:
+                    if all(m in (1, n) for m, n in zip(b.shape[::-1], x.shape[::-1])):
+                        pick = (a, b)
+                        break
+            if pick is None:
+                return None
+            v, mask = pick
+        else:
+            c = next((_scale_of(op, a) for a in op.ins if a.shape == x.shape and _scale_of(op, a) is not None), None)
+            if c is None or scale != 1.0:
+                return None
+            scale = c
+            v = next(a for a in op.ins if a.shape == x.shape and _scale_of(op, a) is not None)
+        chain.append(p)
+        reader = p
+    mm1 = ops[p]
+    if mm1.outs[0].storage is not v.storage or len(mm1.ins) != 2:
+        return None
+    chain.append(p)
+    a, bt = mm1.ins
+    # kᵀ: a permute swapping the last two dims of k [..., H, Tk, D], read only by this matmul
+    Tq, Tk, D = x.shape[-2], x.shape[-1], bt.shape[-2]
+    t = producer.get(bt.storage)
+    if t is not None and ops[t].name == "permute" and _only_reader(bt, readers) == p:
+        kk = ops[t].ins[0]
+        kr = len(kk.shape)
+        if kr < 2 or ops[t].iattr != list(range(kr - 2)) + [kr - 1, kr - 2]:
+            return None
+        chain.append(t)
+    elif (Tk == 1 or D == 1) and bt.shape[-1] == Tk:  # the transpose of a single row or column is a view
+        kk = bt.view(x.shape[:-2] + (Tk, D))
+        kr = rank
+    else:
+        return None
+    if kk.shape[-2] != Tk or a.numel != math.prod(x.shape[:-1]) * D or kr != rank or kk.shape[:-2] != x.shape[:-2]:
+        return None
+    # q, scaled here or not
+    qp = producer.get(a.storage)
+    if qp is not None and _only_reader(a, readers) == p and len(ops[qp].ins) == 2:
+        c = next((_scale_of(ops[qp], b) for b in ops[qp].ins if b.numel == a.numel and _scale_of(ops[qp], b) is not None), None)
+        if c is not None:
+            src = next(b for b in ops[qp].ins if b.numel == a.numel and _scale_of(ops[qp], b) is not None)
+            scale *= c
+            chain.append(qp)
+            a = src
+    q = a.view(x.shape[:-1] + (D,))
+    # the probabilities' one reader: matmul(p, v)
+    probs = sm.outs[0]
+    j = _only_reader(probs, readers)
+    if j is None or ops[j].name != "matmul" or len(ops[j].ins) != 2 or ops[j].ins[0].storage is not probs.storage:
+        return None
+    vv = ops[j].ins[1]
+    if len(vv.shape) == rank:
+        vv4 = vv
+    elif vv.numel == math.prod(x.shape[:-1]) // Tq * Tk * vv.shape[-1] and vv.shape[-2] == Tk:
+        vv4 = vv.view(x.shape[:-2] + vv.shape[-2:])
+    else:
+        return None
+    Dv = vv4.shape[-1]
+    if vv4.shape[:-2] != x.shape[:-2]:
+        return None
+    chain.append(j)
+    k, val = _kv_heads(kk, producer, ops), _kv_heads(vv4, producer, ops)
+    if rank >= 3 and (k.shape[-3] != val.shape[-3] or k.shape[-3] == 0 or x.shape[-3] % k.shape[-3]):
+        k, val = kk, vv4  # K and V grouped differently: read both with every head
+    group = x.shape[-3] // k.shape[-3] if rank >= 3 else 1
+    y = ops[j].outs[0]
+    y = y.view(x.shape[:-1] + (Dv,))
+    ins = [q, k, val] + ([mask] if mask is not None else [])
+    ws = Value(F32, (group * Tk,), Storage(SCRATCH, 0))
+    ws.storage.nbytes = ws.nbytes
+    return chain, Op("attention", ins, [y, ws], [int(mask is not None), 0], [scale], ops[j].where)
 
 
 CONV_ACTIVATIONS = {"relu": 1, "hardswish": 2}  # conv's optional last attribute (src/kernels/conv.c)

@@ -799,7 +799,8 @@ def _sdpa(L, node, args, kwargs):
     ins = [q, k, v] + ([mask] if mask is not None else [])
     out_shape = q.shape[:-1] + (v.shape[-1],)
     y = L.new(F32, out_shape)
-    ws = L.new(F32, (k.shape[-2],))
+    group = q.shape[-3] // k.shape[-3] if len(q.shape) >= 3 and k.shape[-3] else 1
+    ws = L.new(F32, (group * k.shape[-2],))  # the scores of the query heads that share a KV head
     L.ops.append(Op("attention", ins, [y, ws], [int(mask is not None), int(bool(a.get("is_causal", False)))], [scale],
                     source_line(L.node)))
     return y

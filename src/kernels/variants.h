@@ -74,6 +74,23 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm;
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
 extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
 
+/* One query row of G query heads that read one K/V head (grouped-query attention). Head g's query
+ * is q + g·qstride [D], its output y + g·ystride [Dv]; keys k [jend, D], values v [jend, Dv].
+ * Head g's score for key j is (q · k_j)·scale, plus mf[g·mhead + j·mstep] with a float mask, or
+ * -inf where a bool mask mb[g·mhead + j·mstep] is 0; y is the softmax-weighted sum of the value
+ * rows (zeros where every key is masked). mb and mf may be NULL. */
+typedef struct tdm_attn_rows {
+  const float *q, *k, *v; /* q [G][qstride], k [jend, D], v [jend, Dv] */
+  float *y;               /* [G][ystride] */
+  int64_t G, qstride, ystride, jend, D, Dv;
+  float scale;
+  const uint8_t *mb; /* bool mask or NULL */
+  const float *mf;   /* float mask or NULL */
+  int64_t mhead, mstep;
+} tdm_attn_rows;
+/* The reference: one head after another. ws: jend floats. */
+void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
+
 #if defined(__wasm_simd128__)
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy);
@@ -110,6 +127,9 @@ int64_t tdm_f32_conv_row__simd128(const tdm_conv_geom *g, const float *xg, const
 #define TDM_CONV_PAD_FLOATS 4096
 bool tdm_f32_conv_plane_padded__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
                                         float *buf, int64_t cap);
+/* Each K and V row loaded once for the G heads. ws: G·jend floats; a head's values do not depend
+ * on G (the heads of a group may run together or one by one: the same bits). */
+void tdm_f32_attention_rows__simd128(const tdm_attn_rows *a, float *ws);
 #endif
 
 #endif

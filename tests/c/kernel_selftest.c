@@ -552,6 +552,98 @@ static int check_pool(void) {
 }
 #endif
 
+/* Grouped attention rows: the scalar reference against a plain double-precision softmax here, and
+ * (wasm) the SIMD128 variant against the scalar reference, and against itself one head at a time
+ * (bit for bit: a head's values must not depend on how many heads run together). Head dims with
+ * every tail of 4, fills from 1 (a decode step's first key) past a few blocks of four, groups of 1,
+ * 2, 3, 8 and 17 (more than one chunk), no mask, a bool mask (some rows all masked, some keys
+ * masked inside a block), a float mask (-inf, the most negative float, finite values), a mask
+ * shared by the heads or one per head. */
+static void attention_naive(const tdm_attn_rows *a, float *y) {
+  for (int64_t g = 0; g < a->G; g++) {
+    double s[64], mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < a->jend; j++) {
+      const int64_t mi = g * a->mhead + j * a->mstep;
+      if (a->mb && !a->mb[mi]) {
+        s[j] = -INFINITY;
+        continue;
+      }
+      double d = 0;
+      for (int64_t c = 0; c < a->D; c++) d += (double)a->q[g * a->qstride + c] * a->k[j * a->D + c];
+      s[j] = (float)d * a->scale + (a->mf ? a->mf[mi] : 0.0f); /* in float32, as a float mask is added (-FLT_MAX absorbs) */
+      if (s[j] > mx) mx = s[j];
+    }
+    for (int64_t c = 0; c < a->Dv; c++) y[g * a->ystride + c] = 0;
+    if (mx == -INFINITY) continue;
+    for (int64_t j = 0; j < a->jend; j++) sum += s[j] == -INFINITY ? 0 : exp(s[j] - mx);
+    for (int64_t c = 0; c < a->Dv; c++) {
+      double acc = 0;
+      for (int64_t j = 0; j < a->jend; j++)
+        if (s[j] != -INFINITY) acc += exp(s[j] - mx) / sum * a->v[j * a->Dv + c];
+      y[g * a->ystride + c] = (float)acc;
+    }
+  }
+}
+
+static int check_attention_rows(void) {
+  enum { MAXG = 17, MAXT = 40, MAXD = 66 };
+  static float q[MAXG * 2 * MAXD], k[MAXT * MAXD], v[MAXT * MAXD], mf[MAXG * MAXT], y[MAXG * 2 * MAXD], ref[MAXG * 2 * MAXD],
+      one[MAXG * 2 * MAXD], ws[MAXG * MAXT];
+  static uint8_t mb[MAXG * MAXT];
+  static const int64_t Ds[] = {1, 3, 4, 5, 8, 13, 64, 66}, Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 33, 40}, Gs[] = {1, 2, 3, 8, 17};
+  int bad = 0;
+  for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+      for (size_t gi = 0; gi < sizeof Gs / sizeof Gs[0]; gi++)
+        for (int mask = 0; mask < 5; mask++) { /* none, bool shared, bool per head, float shared, float per head */
+          const int64_t D = Ds[di], Dv = D == 1 ? 4 : D - (D > 4), T = Ts[ti], G = Gs[gi];
+          const int salt = (int)(D * 131 + T * 7 + G + mask);
+          fill(q, G * 2 * MAXD, 1.5f, false, salt), fill(k, T * D, 1.5f, false, salt + 1), fill(v, T * Dv, 1, false, salt + 2);
+          const bool per_head = mask == 2 || mask == 4;
+          for (int64_t i = 0; i < G * T; i++) {
+            mb[i] = (uint8_t)((i * 5 + salt) % 7 != 0);
+            mf[i] = frand() * 3;
+            if ((i * 3 + salt) % 11 == 0) mf[i] = -INFINITY;
+            if ((i * 3 + salt) % 13 == 0) mf[i] = -FLT_MAX;
+          }
+          if (per_head && G > 1) /* head 1 sees no key at all */
+            for (int64_t j = 0; j < T; j++) mb[T + j] = 0, mf[T + j] = -INFINITY;
+          tdm_attn_rows a = {.q = q, .k = k, .v = v, .y = y, .G = G, .qstride = 2 * D + 1, .ystride = 2 * Dv + 3, .jend = T, .D = D,
+                             .Dv = Dv, .scale = 0.3f, .mb = mask == 1 || mask == 2 ? mb : NULL,
+                             .mf = mask == 3 || mask == 4 ? mf : NULL, .mhead = per_head ? T : 0, .mstep = 1};
+          const int64_t ny = (G - 1) * a.ystride + Dv;
+          for (int64_t i = 0; i < ny; i++) y[i] = ref[i] = one[i] = 7.0f; /* every output value is written */
+          tdm_f32_attention_rows__scalar(&a, ws);
+          a.y = ref;
+          attention_naive(&a, ref);
+          for (int64_t g = 0; g < G; g++)
+            for (int64_t c = 0; c < Dv; c++) {
+              const int64_t i = g * a.ystride + c;
+              if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_ATTENTION, "attention rows scalar", T, i, (double)G, y[i], ref[i]);
+            }
+#if defined(__wasm_simd128__)
+          memcpy(ref, y, (size_t)ny * sizeof(float));
+          for (int64_t i = 0; i < ny; i++) y[i] = 7.0f;
+          a.y = y;
+          tdm_f32_attention_rows__simd128(&a, ws);
+          for (int64_t g = 0; g < G; g++) { /* the same heads one at a time */
+            tdm_attn_rows h = a;
+            h.G = 1, h.q = q + g * a.qstride, h.y = one + g * a.ystride;
+            if (h.mb) h.mb += g * a.mhead;
+            if (h.mf) h.mf += g * a.mhead;
+            tdm_f32_attention_rows__simd128(&h, ws);
+          }
+          for (int64_t g = 0; g < G; g++)
+            for (int64_t c = 0; c < Dv; c++) {
+              const int64_t i = g * a.ystride + c;
+              if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_ATTENTION, "attention rows simd128", T, i, (double)G, y[i], ref[i]);
+              if (!same(y[i], one[i])) bad += mismatch(F_ATTENTION, "attention rows simd128 by group", T, i, (double)G, y[i], one[i]);
+            }
+#endif
+        }
+  return bad;
+}
+
 /* ---- convolution as a GEMM, transposed convolution (natively with the scalar GEMM too) -------- */
 
 /* im2col in chunks (one panel, an odd number of panels, all) then the conv GEMM, against the
@@ -690,7 +782,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_transpose();
+  bad += check_conv_gemm() + check_conv_transpose() + check_attention_rows();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

@@ -456,6 +456,87 @@ def test_repeat_kv_is_read_around_not_copied():
     torch.testing.assert_close(tandem.load(program.to_bytes()).forward(q, k, v), module(q, k, v))
 
 
+# Attention written out: [repeat_kv ->] matmul(q, kᵀ) [· scale] [+ mask] -> softmax -> matmul(., v),
+# as transformers' eager_attention_forward and hand-written models do. Fused into one attention op
+# over the KV heads when the scores and probabilities have no other reader; against eager always.
+def _eager(q, k, v, mask=None, groups=1, scale_on="scores", transpose="t23"):
+    k, v = _repeat_kv(k, groups), _repeat_kv(v, groups)
+    kt = {"t23": lambda: k.transpose(2, 3), "t-1-2": lambda: k.transpose(-1, -2), "mT": lambda: k.mT,
+          "permute": lambda: k.permute(0, 1, 3, 2)}[transpose]()
+    c = 1 / math.sqrt(q.shape[-1])
+    if scale_on == "q":
+        s = (q * c) @ kt
+    elif scale_on == "div":
+        s = torch.matmul(q, kt) / math.sqrt(q.shape[-1])
+    elif scale_on == "none":
+        s = torch.matmul(q, kt)
+    else:
+        s = torch.matmul(q, kt) * c
+    if mask is not None:
+        s = s + mask
+    return torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+def _causal_mask(tq, tk, fill=float("-inf")):
+    """[1, 1, tq, tk]: row i sees keys up to tk - tq + i (a decode or prefill over a cache)."""
+    i, j = torch.arange(tq)[:, None], torch.arange(tk)[None, :]
+    return torch.where(j <= tk - tq + i, 0.0, fill)[None, None]
+
+
+EAGER = []
+for groups, tq, tk, d in [(3, 1, 32, 8), (3, 5, 13, 7), (2, 4, 9, 64), (1, 3, 6, 5), (4, 1, 1, 3)]:
+    for form in [dict(), dict(scale_on="q"), dict(scale_on="div", transpose="t-1-2"), dict(scale_on="none", transpose="mT"),
+                 dict(transpose="permute")]:
+        for masked in (False, True):
+            EAGER.append(pytest.param(groups, tq, tk, d, form, masked,
+                                      id=f"g{groups}_tq{tq}_tk{tk}_d{d}_{'_'.join(form.values()) or 'default'}_{'mask' if masked else 'nomask'}"))
+
+
+@pytest.mark.parametrize("groups,tq,tk,d,form,masked", EAGER)
+def test_eager_attention_is_one_attention_op_over_the_kv_heads(request, groups, tq, tk, d, form, masked):
+    hkv = 2
+    q, k, v = r(1, hkv * groups, tq, d), r(1, hkv, tk, d), r(1, hkv, tk, d)
+    mask = _causal_mask(tq, tk, fill=torch.finfo(torch.float32).min if tq > 1 else float("-inf"))
+    inputs = (q, k, v, mask) if masked else (q, k, v)
+    module = Fn(lambda *xs: _eager(*xs[:3], mask=xs[3] if masked else None, groups=groups, **form), [])
+    program = tandem.export(module, {"forward": inputs})
+    ops = program.method("forward").ops
+    assert [op.name for op in ops] == ["attention"]
+    assert ops[0].ins[1].shape == (1, hkv, tk, d) and ops[0].outs[1].numel == groups * tk  # k read over its own heads
+    with torch.no_grad():
+        want = module(*inputs)
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(*inputs), want)
+    _record(request, program.to_bytes(), inputs, want, None, None)  # and in wasm (tests/js/ops.test.js)
+
+
+def test_eager_attention_with_its_weights_read_stays_as_written():
+    """Where the probabilities or the scores are also returned, nothing is fused, and values match."""
+    q, k, v, mask = r(1, 6, 3, 8), r(1, 2, 10, 8), r(1, 2, 10, 8), _causal_mask(3, 10)
+
+    def weights_too(q_, k_, v_, m_):
+        kr, vr = _repeat_kv(k_, 3), _repeat_kv(v_, 3)
+        s = q_ @ kr.transpose(2, 3) * 0.3 + m_
+        p = F.softmax(s, dim=-1)
+        return p @ vr, p, s.amax(-1)
+
+    module = Fn(weights_too, [])
+    program = tandem.export(module, {"forward": (q, k, v, mask)})
+    assert "attention" not in [op.name for op in program.method("forward").ops]
+    got = tandem.load(program.to_bytes()).forward(q, k, v, mask)
+    for a, b in zip(got, module(q, k, v, mask)):
+        torch.testing.assert_close(a, b)
+
+
+def test_eager_attention_with_the_mask_scaled_too_is_not_fused():
+    """(q kᵀ + mask) · c scales the mask as well: the attention op adds the mask after the scale,
+    so this order is left as written (and still matches)."""
+    q, k, v, mask = r(1, 4, 2, 8), r(1, 4, 6, 8), r(1, 4, 6, 8), r(1, 1, 2, 6)
+    module = Fn(lambda q_, k_, v_, m_: F.softmax((q_ @ k_.transpose(-1, -2) + m_) * 0.5, dim=-1) @ v_, [])
+    program = tandem.export(module, {"forward": (q, k, v, mask)})
+    assert "attention" not in [op.name for op in program.method("forward").ops]
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(q, k, v, mask), module(q, k, v, mask))
+
+
 # ---- quantized weights (tandem.export(quantize=...), docs/ops.md "Quantized weights") ------------
 # Against a reference quantization computed here with the same scheme (the module run in float64
 # with each quantized parameter replaced by its dequantized value), not against float32 eager: the

@@ -17,6 +17,12 @@ def _llama():
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, num_key_value_heads=2, tie_word_embeddings=True))
 
 
+def _llama_eager():
+    """Attention written out (eager_attention_forward: repeat_kv, matmul, softmax, matmul)."""
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, num_key_value_heads=2, tie_word_embeddings=True,
+                                                                  attn_implementation="eager"))
+
+
 def _qwen2():
     return transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**SMALL, num_key_value_heads=2))
 
@@ -33,7 +39,7 @@ def _gpt2():
     return transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64))
 
 
-FAMILIES = {"llama_gqa": _llama, "qwen2": _qwen2, "gemma_mqa": _gemma, "phi3": _phi3, "gpt2": _gpt2}
+FAMILIES = {"llama_gqa": _llama, "llama_eager": _llama_eager, "qwen2": _qwen2, "gemma_mqa": _gemma, "phi3": _phi3, "gpt2": _gpt2}
 
 
 def _model(family):
@@ -102,6 +108,28 @@ def test_decode_writes_only_new_rows_and_never_repeats_kv():
                 assert op.name == "index_put" and v.storage.kind == 2 and op.ins[0].storage.state is v.storage.state
                 row_updates += 1
     assert row_updates == 4  # K and V of both layers
+
+
+def test_eager_attention_decodes_over_the_kv_heads():
+    """transformers' eager attention (repeat_kv, matmul, softmax, matmul) exports as one attention op
+    per layer over the KV heads: no expand, no matmul over the cache, and no op in decode writes a
+    tensor the size of a layer's cache except the in-place row updates; prefill materializes no
+    [heads, n, capacity] scores. Values: test_causal_lm_recipe_matches_eager[llama_eager]."""
+    model = _model("llama_eager")
+    assert model.config._attn_implementation == "eager"
+    program = tt.export_causal_lm(model, max_cache_len=256, max_prompt_len=8)
+    cache_numel = 2 * 256 * 8  # one layer's K: [1, Hkv, 256, head dim]
+    for method in ("decode", "prefill"):
+        ops = program.method(method).ops
+        names = [op.name for op in ops]
+        assert names.count("attention") == 2 and "expand" not in names and "softmax" not in names and "matmul" not in names
+        for op in ops:
+            if op.name == "attention":
+                q, k, v = op.ins[:3]
+                assert q.shape[1] == 4 and k.shape[1] == v.shape[1] == 2 and op.outs[1].numel == 2 * 256  # 2 query heads per KV head
+            for v in op.outs:
+                if v.numel >= cache_numel:
+                    assert op.name == "index_put" and v.storage.kind == 2 and op.ins[0].storage.state is v.storage.state
 
 
 def test_transformers_static_cache_module_exports_as_shipped():
