@@ -38,6 +38,7 @@ const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
  * CJK ideograph per token from id 259 on), so a prompt of ids can be given to wllama as text. */
 const EXT_B = 0x2a6e0 - 0x20000;
 const piece = (i) => String.fromCodePoint(i - 259 < EXT_B ? 0x20000 + i - 259 : 0x4e00 + i - 259 - EXT_B);
+const unpiece = (text) => { const p = text.codePointAt(0); return p >= 0x20000 ? p - 0x20000 + 259 : p - 0x4e00 + EXT_B + 259; };
 /** n token ids past the synthetic vocabulary's special and byte tokens (bench/gguf_llama.py). */
 const tokens = (n, vocab) => Array.from({ length: n }, (_, i) => 259 + ((i * 7919 + 13) % (vocab - 259)));
 
@@ -110,6 +111,22 @@ window.runWidth = async function runWidth(spec) {
     if (r.timings?.predicted_n !== maxTokens) throw new Error(`wllama generated ${r.timings?.predicted_n} tokens, not ${maxTokens}`);
     return r.timings;
   };
+
+  // ---- the same function: transformers' greedy next token after a few prompts (bench/llm.py),
+  // from tandem's float32 program and llama.cpp's F32 file (the quantized ones may differ) ----
+  if (spec.width === 'float32') {
+    const argmax = (a) => a.reduce((b, v, i) => (v > a[b] ? i : b), 0);
+    out.sameNext = { cases: spec.nextTokens.length, tandem: 0, wllama: wllamaOk ? 0 : undefined };
+    for (const c of spec.nextTokens) {
+      await model.resetState();
+      const logits = (await model.call('prefill', new BigInt64Array(c.prompt.map(BigInt)))).data;
+      if (argmax(logits.subarray(logits.length - VOCAB)) === c.next) out.sameNext.tandem++;
+      if (wllamaOk) {
+        const r = await wllama.createCompletion({ prompt: c.prompt.map(piece).join(''), max_tokens: 1, temperature: 0, top_k: 1, cache_prompt: false });
+        if (unpiece(r.choices[0].text) === c.next) out.sameNext.wllama++;
+      }
+    }
+  }
 
   // ---- prefill of a `prefill`-token prompt ----
   const prompt = tokens(prefill, VOCAB);

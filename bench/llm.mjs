@@ -39,7 +39,7 @@ try {
     await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
     const spec = {
       dir: relative(ROOT, DIR), width, files, config: smol.config, positions: smol.positions, capacity: smol.max_cache_len,
-      maxPrompt: smol.max_prompt_len, fills: FILLS, prefill: PREFILL, genTokens: GEN, rounds: ROUNDS,
+      maxPrompt: smol.max_prompt_len, fills: FILLS, prefill: PREFILL, genTokens: GEN, rounds: ROUNDS, nextTokens: llm.next_tokens,
     };
     const t0 = Date.now();
     try {
@@ -62,6 +62,11 @@ const tps = (ms) => 1000 / ms;
 for (const [width, r] of Object.entries(results)) {
   const sec = `LLM ${width} (${LABEL[width]})`;
   const wErr = r.wllama.error ? `llama.cpp: failed (${r.wllama.error})` : null;
+  if (r.sameNext) {
+    const { cases, tandem, wllama } = r.sameNext, margin = Math.min(...llm.next_tokens.map((c) => c.margin));
+    row(sec, `greedy next token = transformers' (${cases} prompts, top-2 margin ≥ ${f(margin, 3)})`, `${tandem}/${cases}`,
+      wErr ?? `llama.cpp ${wllama}/${cases}`, 'same weights, same function', 'all equal', tandem === cases && wllama === cases);
+  }
   for (const fill of FILLS) {
     const t = r.tandem.decodeMs[fill], o = r.ort.decodeMs[fill], w = r.wllama.decodeMs[fill];
     const vsO = o / t, vsW = w / t;

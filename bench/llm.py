@@ -65,6 +65,20 @@ def quantize_onnx(src: Path, int8: Path, int4: Path) -> None:
     onnx.save(q.model.model, str(int4))
 
 
+def next_tokens(hf, prompts: int = 3, length: int = 40) -> list[dict]:
+    """transformers' greedy next token after a few seeded prompts of token ids (past the GGUF
+    vocabulary's special and byte tokens): bench/llm-page.js checks that tandem's float32 program
+    and llama.cpp's F32 GGUF pick the same, i.e. compute the same function of the same weights."""
+    cases = []
+    for s in range(prompts):
+        ids = torch.randint(gguf_llama.FIRST, hf.config.vocab_size, (length,), generator=torch.Generator().manual_seed(s)).tolist()
+        with torch.no_grad():
+            logits = hf(torch.tensor([ids])).logits[0, -1]
+        top = torch.topk(logits, 2)
+        cases.append({"prompt": ids, "next": int(top.indices[0]), "margin": float(top.values[0] - top.values[1])})
+    return cases
+
+
 def main(out: Path, layers: int | None = None) -> None:
     import tandem
     import tandem.transformers
@@ -92,6 +106,7 @@ def main(out: Path, layers: int | None = None) -> None:
             "int4": {"tandem": "smollm_int4.tandem", "onnx": "smollm_int4.onnx", "gguf": "smollm_q4_0.gguf"},
         },
         "weight_bytes_per_token": {w: weight_bytes(hf, w) for w in ("float32", "int8", "int4")},
+        "next_tokens": next_tokens(hf),
         "export_seconds": times,
     }
     (out / "llm.json").write_text(json.dumps(info, indent=1))
