@@ -93,7 +93,7 @@ def write(hf, path: Path, qtype: str = "F32", context_length: int = 2048) -> Non
     w.add_add_space_prefix(False)
 
     def put(name: str, t) -> None:
-        a = t.detach().to("cpu").float().numpy()
+        a = t if isinstance(t, np.ndarray) else t.detach().to("cpu").float().numpy()
         if a.ndim == 2 and qt != gguf.GGMLQuantizationType.F32:
             w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
         else:
@@ -105,8 +105,8 @@ def write(hf, path: Path, qtype: str = "F32", context_length: int = 2048) -> Non
     for i, layer in enumerate(m.layers):
         a, f = layer.self_attn, layer.mlp
         put(f"blk.{i}.attn_norm.weight", layer.input_layernorm.weight)
-        put(f"blk.{i}.attn_q.weight", _rows(rope_interleave, a.q_proj.weight, H))
-        put(f"blk.{i}.attn_k.weight", _rows(rope_interleave, a.k_proj.weight, Hkv))
+        put(f"blk.{i}.attn_q.weight", rope_interleave(a.q_proj.weight.detach().float().numpy(), H))
+        put(f"blk.{i}.attn_k.weight", rope_interleave(a.k_proj.weight.detach().float().numpy(), Hkv))
         put(f"blk.{i}.attn_v.weight", a.v_proj.weight)
         put(f"blk.{i}.attn_output.weight", a.o_proj.weight)
         put(f"blk.{i}.ffn_norm.weight", layer.post_attention_layernorm.weight)
@@ -118,8 +118,3 @@ def write(hf, path: Path, qtype: str = "F32", context_length: int = 2048) -> Non
     w.write_tensors_to_file()
     w.close()
 
-
-def _rows(fn, t, heads):
-    import torch
-
-    return torch.from_numpy(fn(t.detach().float().numpy(), heads).copy())
