@@ -217,9 +217,15 @@ if want("load"):
     tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
 
 # ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
-if want("smollm", "threads"):
+if want("smollm", "threads", "llm"):
     import smollm  # noqa: E402
 
     smollm.main(OUT)
+
+# ---- the same weights at int8 and int4 for tandem and onnxruntime-web, and as GGUF (bench/llm.py) -
+if want("llm"):
+    import llm  # noqa: E402
+
+    llm.main(OUT)
 
 print(f"benchmark models in {OUT}")

@@ -3,28 +3,36 @@
 # the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run bench`
-# for the resnet18 / mobilenet_v3_small rows; unset, everything runs.
+# memory, load, threads, llm) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/llm.mjs)
+# runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
+# @wllama/wllama.
 cd "$(dirname "$0")/.."
-PY=$(bash scripts/setup.sh | tail -n 1)
-"$PY" -c "import onnx, onnxscript" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check -r bench/requirements.txt >&2
+wants() { [ -z "${TANDEM_BENCH:-}" ] || [[ ",${TANDEM_BENCH// /}," == *,$1,* ]]; }
+if wants llm; then PY=$(bash scripts/setup.sh chromium | tail -n 1); else PY=$(bash scripts/setup.sh | tail -n 1); fi
+"$PY" -c "import onnx, onnxscript, onnxruntime, gguf" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check -r bench/requirements.txt >&2
 # torchvision (resnet18, mobilenet_v3_small) beside the venv's torch: --no-deps, so pip never
 # changes the torch version (torchvision declares an older minimum); pillow is what it imports.
 "$PY" -c "import torchvision" 2>/dev/null || "$PY" -m pip install -q --disable-pip-version-check --no-deps torchvision pillow >&2
-[ -d node_modules/onnxruntime-web ] && [ -d node_modules/@tensorflow/tfjs-backend-wasm ] || npm ci --no-audit --no-fund >&2
+[ -d node_modules/onnxruntime-web ] && [ -d node_modules/@tensorflow/tfjs-backend-wasm ] && [ -d node_modules/@wllama/wllama ] || npm ci --no-audit --no-fund >&2
 TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
 mkdir -p build/bench
 emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
-if [ "${TANDEM_BENCH:-}" != threads ]; then
+# bench.mjs has every section but threads and llm: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
 # onnxruntime-web's thread count is fixed per process).
-if [ -z "${TANDEM_BENCH:-}" ] || [[ ",$TANDEM_BENCH," == *,threads,* ]]; then
+if wants threads; then
   for t in 2 4 8; do
     [ "$t" -le "$(nproc)" ] || [ "$t" -eq 2 ] || continue
     node --expose-gc --experimental-wasm-relaxed-simd bench/threads.mjs build/bench "$t"
   done
+fi
+# The LLM table: tandem, onnxruntime-web and llama.cpp (@wllama/wllama) in one Chromium page per width.
+if wants llm; then
+  node bench/llm.mjs build/bench
 fi

@@ -11,7 +11,7 @@ weights, exported twice from the same weights:
 - smollm.json: what the benchmark needs to know (weight bytes read per token, new KV bytes per
   token, the state's names).
 
-    python bench/smollm.py OUT_DIR [--tandem-only]   (also called by bench/make_models.py)
+    python bench/smollm.py OUT_DIR [--tandem-only] [--layers N]   (also called by bench/make_models.py)
 """
 import json
 import sys
@@ -32,10 +32,12 @@ CONFIG = dict(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_
 MAX_CACHE, MAX_PROMPT = 512, 128
 
 
-def make_model():
+def make_model(layers: int | None = None):
+    """The benchmark model (seeded: every call gives the same weights); `layers` overrides the
+    depth for quick runs while developing the benchmark (`--layers N`)."""
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(**CONFIG)).eval().float()
+    return LlamaForCausalLM(LlamaConfig(**{**CONFIG, **({"num_hidden_layers": layers} if layers else {})})).eval().float()
 
 
 class StepIO(nn.Module):
@@ -92,11 +94,11 @@ def export_onnx(hf, path):
                           dynamic_axes={**{n: {2: "past"} for n in names_in}, **{n: {2: "past_1"} for n in names_out}})
 
 
-def main(out: Path, onnx: bool = True):
+def main(out: Path, onnx: bool = True, layers: int | None = None):
     import tandem
     import tandem.transformers
     out.mkdir(parents=True, exist_ok=True)
-    hf = make_model()
+    hf = make_model(layers)
     cfg = hf.config
     t0 = time.time()
     program = tandem.transformers.export_causal_lm(hf, max_cache_len=MAX_CACHE, max_prompt_len=MAX_PROMPT)
@@ -108,7 +110,7 @@ def main(out: Path, onnx: bool = True):
     L, Hkv, Dh = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     params = {id(p): p for p in hf.parameters()}  # the tied table once
     info = {
-        "config": CONFIG, "max_cache_len": MAX_CACHE, "max_prompt_len": MAX_PROMPT,
+        "config": {**CONFIG, "num_hidden_layers": L}, "max_cache_len": MAX_CACHE, "max_prompt_len": MAX_PROMPT,
         "parameters": sum(p.numel() for p in params.values()),
         # every weight is read once per token; the embedding table too (as the tied output head;
         # its lookup reads one row more)
@@ -123,5 +125,7 @@ def main(out: Path, onnx: bool = True):
 
 
 if __name__ == "__main__":
-    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(Path(paths[0] if paths else "build/bench"), onnx="--tandem-only" not in sys.argv)
+    args = sys.argv[1:]
+    layers = int(args[args.index("--layers") + 1]) if "--layers" in args else None
+    paths = [a for i, a in enumerate(args) if not a.startswith("--") and (i == 0 or args[i - 1] != "--layers")]
+    main(Path(paths[0] if paths else "build/bench"), onnx="--tandem-only" not in args, layers=layers)
