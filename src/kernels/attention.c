@@ -59,10 +59,10 @@ static inline v128_t dot4__simd128(const float *q, const float *k, int64_t D) {
   int64_t d = 0;
   for (; d + 4 <= D; d += 4) {
     const v128_t qv = wasm_v128_load(q + d);
-    a0 = wasm_f32x4_add(a0, wasm_f32x4_mul(qv, wasm_v128_load(k0 + d)));
-    a1 = wasm_f32x4_add(a1, wasm_f32x4_mul(qv, wasm_v128_load(k1 + d)));
-    a2 = wasm_f32x4_add(a2, wasm_f32x4_mul(qv, wasm_v128_load(k2 + d)));
-    a3 = wasm_f32x4_add(a3, wasm_f32x4_mul(qv, wasm_v128_load(k3 + d)));
+    a0 = tdm_madd(qv, wasm_v128_load(k0 + d), a0);
+    a1 = tdm_madd(qv, wasm_v128_load(k1 + d), a1);
+    a2 = tdm_madd(qv, wasm_v128_load(k2 + d), a2);
+    a3 = tdm_madd(qv, wasm_v128_load(k3 + d), a3);
   }
   const v128_t u0 = wasm_f32x4_add(wasm_i32x4_shuffle(a0, a1, 0, 4, 1, 5), wasm_i32x4_shuffle(a0, a1, 2, 6, 3, 7));
   const v128_t u1 = wasm_f32x4_add(wasm_i32x4_shuffle(a2, a3, 0, 4, 1, 5), wasm_i32x4_shuffle(a2, a3, 2, 6, 3, 7));
@@ -84,9 +84,8 @@ static inline void axpy4__simd128(v128_t p, const float *v, float *y, int64_t Dv
   const v128_t p2 = wasm_i32x4_shuffle(p, p, 2, 2, 2, 2), p3 = wasm_i32x4_shuffle(p, p, 3, 3, 3, 3);
   int64_t d = 0;
   for (; d + 4 <= Dv; d += 4) {
-    const v128_t a = wasm_f32x4_add(wasm_f32x4_mul(p0, wasm_v128_load(v0 + d)), wasm_f32x4_mul(p1, wasm_v128_load(v1 + d)));
-    const v128_t b = wasm_f32x4_add(wasm_f32x4_mul(p2, wasm_v128_load(v2 + d)), wasm_f32x4_mul(p3, wasm_v128_load(v3 + d)));
-    wasm_v128_store(y + d, wasm_f32x4_add(wasm_v128_load(y + d), wasm_f32x4_add(a, b)));
+    const v128_t a = tdm_madd2(wasm_v128_load(y + d), p0, wasm_v128_load(v0 + d), p1, wasm_v128_load(v1 + d));
+    wasm_v128_store(y + d, tdm_madd2(a, p2, wasm_v128_load(v2 + d), p3, wasm_v128_load(v3 + d)));
   }
   float pl[4];
   wasm_v128_store(pl, p);
