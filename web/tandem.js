@@ -166,6 +166,39 @@ async function eachChunk(res, onProgress, fn) {
   }
 }
 
+let streamsMove;
+/** Whether a ReadableStream can be transferred to a worker (Chrome 87+, Firefox 103+, Node 18+). */
+function streamsTransferable() {
+  if (streamsMove === undefined) {
+    try {
+      const s = new ReadableStream();
+      structuredClone(s, { transfer: [s] });
+      streamsMove = true;
+    } catch {
+      streamsMove = false;
+    }
+  }
+  return streamsMove;
+}
+
+/** A Response's body as a stream to transfer to the model's worker, which streams it into its
+ * memory as load() does inline; progress is reported here as the worker reads each chunk. null
+ * where streams cannot be transferred (the caller then reads the body and transfers the bytes). */
+function bodyForWorker(res, onProgress) {
+  if (!res.body || !streamsTransferable()) return null;
+  const total = Number(res.headers.get('content-length')) || undefined;
+  let loaded = 0;
+  onProgress?.({ loaded, total });
+  const stream = res.body.pipeThrough(new TransformStream({
+    transform(chunk, c) {
+      c.enqueue(chunk);
+      loaded += chunk.length;
+      onProgress?.({ loaded, total });
+    },
+  }));
+  return { stream, length: total };
+}
+
 export async function bytesOf(source, onProgress) {
   const res = await sourceOf(source);
   if (res instanceof Uint8Array) return res;
@@ -981,12 +1014,14 @@ function browserWorker() {
   };
 }
 
-async function loadInWorker(module, bytes, spawn, flagFraction, pool) {
+/** `program`: the bytes, or { stream, length } (bodyForWorker), transferred to the worker. */
+async function loadInWorker(module, program, spawn, flagFraction, pool) {
   const port = await spawn();
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
-    const { id, info } = await link.request({ type: 'init', args: [module, bytes, pool] }, { transfer: [bytes.buffer], what: 'load' });
+    const transfer = [program instanceof Uint8Array ? program.buffer : program.stream];
+    const { id, info } = await link.request({ type: 'init', args: [module, program, pool] }, { transfer, what: 'load' });
     const model = new WorkerModel(port, id, info, link, flagFraction);
     return model;
   } catch (e) {
@@ -1053,9 +1088,10 @@ export async function load(source, options = {}) {
   const src = await sourceOf(source);
   const pool = { threads, strict: asked !== undefined };
   if (options.worker) {
-    // The caller keeps its bytes: a copy is transferred to the worker.
-    const bytes = src instanceof Uint8Array ? src.slice() : await bytesOf(src, options.onProgress);
-    return loadInWorker(module, bytes, options._spawnWorker ?? browserWorker, flagFraction, pool);
+    // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
+    // transferred as a stream, and the worker streams it into its memory.
+    const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress) ?? await bytesOf(src, options.onProgress);
+    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool);
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
   return createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
@@ -1076,8 +1112,10 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
     try {
       let result;
       if (msg.type === 'init') {
-        const [module, bytes, pool] = msg.args;
-        result = add(await createModel(module, bytes, undefined, { ...pool, spawnThread }));
+        const [module, program, pool] = msg.args;
+        const src = program instanceof Uint8Array ? program
+          : new Response(program.stream, { headers: program.length ? { 'content-length': String(program.length) } : {} });
+        result = add(await createModel(module, src, undefined, { ...pool, spawnThread }));
       } else {
         const m = models.get(msg.model);
         if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);
