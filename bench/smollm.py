@@ -72,6 +72,60 @@ class StepIO(nn.Module):
         return (self.hf.lm_head(m.norm(x))[:, -1], *present)
 
 
+class PrefillIO(nn.Module):
+    """A prompt of n tokens (n dynamic) into an empty KV cache, returning the last position's
+    logits and the cache (present.<i>.key / .value [1, 3, n, 64]) for the decode step above: the
+    prefill onnxruntime-web runs (bench/threads.mjs times it beside tandem's)."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, tokens, position_ids):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        m, cfg = self.hf.model, self.hf.config
+        H, Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+        Dh = cfg.hidden_size // H
+        n = tokens.shape[1]
+        x = m.embed_tokens(tokens)  # [1, n, D]
+        cos, sin = m.rotary_emb(x, position_ids)
+        pos = torch.arange(n)
+        causal = pos[None, :] <= pos[:, None]  # [n, n]: query i sees keys 0..i
+        present = []
+        for layer in m.layers:
+            a = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = a.q_proj(h).view(1, n, H, Dh).transpose(1, 2)
+            k = a.k_proj(h).view(1, n, Hkv, Dh).transpose(1, 2)
+            v = a.v_proj(h).view(1, n, Hkv, Dh).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            qg = q.reshape(1, Hkv, H // Hkv, n, Dh)  # query heads grouped by their KV head
+            s = (qg @ k.unsqueeze(2).transpose(3, 4)) * a.scaling  # [1, Hkv, G, n, n]
+            w = torch.softmax(s.masked_fill(~causal, float("-inf")), dim=-1)
+            y = (w @ v.unsqueeze(2)).reshape(1, H, n, Dh).transpose(1, 2).reshape(1, n, H * Dh)
+            x = x + a.o_proj(y)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            present += [k, v]
+        return (self.hf.lm_head(m.norm(x[:, -1:]))[:, -1], *present)
+
+
+def export_onnx_prefill(hf, path):
+    cfg = hf.config
+    L = cfg.num_hidden_layers
+    g = torch.Generator().manual_seed(2)
+    prompt = torch.randint(0, cfg.vocab_size, (1, 11), generator=g)
+    with torch.no_grad():
+        want = hf(input_ids=prompt).logits[:, -1]
+        got = PrefillIO(hf)(prompt, torch.arange(11)[None])[0]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    names_out = [f"present.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
+    with torch.no_grad():
+        torch.onnx.export(PrefillIO(hf), (torch.zeros(1, 4, dtype=torch.long), torch.arange(4)[None]), str(path),
+                          dynamo=False, opset_version=17, input_names=["input_ids", "position_ids"],
+                          output_names=["logits", *names_out],
+                          dynamic_axes={"input_ids": {1: "n"}, "position_ids": {1: "n"}, **{o: {2: "n"} for o in names_out}})
+
+
 def export_onnx(hf, path):
     cfg = hf.config
     L, Hkv, Dh = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
@@ -106,6 +160,7 @@ def main(out: Path, onnx: bool = True, layers: int | None = None):
     t1 = time.time()
     if onnx:
         export_onnx(hf, out / "smollm.onnx")
+        export_onnx_prefill(hf, out / "smollm_prefill.onnx")
     t2 = time.time()
     L, Hkv, Dh = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     params = {id(p): p for p in hf.parameters()}  # the tied table once
