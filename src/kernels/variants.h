@@ -70,6 +70,20 @@ typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, 
 typedef void (*tdm_q4_gemm_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses, picked at build time */
 extern const tdm_q4_gemm_fn tdm_q4_gemm;
+/* int8 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"): the
+ * activation row a [K] is quantized once per call in blocks of TDM_Q8_ABLOCK along K (symmetric,
+ * xs[b] = max|a| / 127 over block b, xq[k] = round-half-even(a[k] / xs[b]) in [-127, 127], like
+ * llama.cpp's Q8_0) into xq [K rounded up to even] int16 (the pad 0) and xs [ceil(K/32)]; returns
+ * false, writing part of them, when a holds a NaN or ±inf (the caller then takes the float path,
+ * which propagates them). The GEMV sums xq·q exactly in int32 per block, adds each block's sum
+ * times xs[b] to a float total in block order and multiplies by the column scale at the end, so
+ * every variant gives the same bits. */
+#define TDM_Q8_ABLOCK 32
+#define TDM_Q8_DOT_MAX_K 8192 /* the runtime quantizes into a stack buffer up to this K */
+bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
+void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
 extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
@@ -102,6 +116,8 @@ int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool incl
 /* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+/* Four panels (32 columns) side by side, then one panel at a time. */
+void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);

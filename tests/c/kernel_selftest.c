@@ -190,6 +190,71 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   return bad;
 }
 
+/* The integer-dot GEMV (int8 activations, variants.h): the scalar reference against the scheme in
+ * double (xq·q summed exactly, times the block scale, times the column scale: within float32
+ * rounding of the block totals), and in wasm the SIMD128 variant against the scalar one bit for bit
+ * (both add the exact block sums unfused, in block order). Activations random in [-2, 2], with one
+ * block all zeros, one of denormals (its scale rounds to 0: the block counts as 0) and one huge;
+ * with a NaN or ±inf anywhere tdm_q8_quantize_row must refuse. */
+static int check_q8_dot(int64_t N, int64_t K) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s8 = calloc((size_t)(P * 8), sizeof(float));
+  float *xs = malloc(sizeof(float) * (size_t)(NB + 1)), *ref = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+  int8_t *q8 = calloc((size_t)(P * K * 8 + 1), 1);
+  int16_t *xq = malloc(sizeof(int16_t) * (size_t)(K + 2));
+  for (int64_t k = 0; k < K; k++) a[k] = 2 * frand();
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t b = k / TDM_Q8_ABLOCK;
+    if (b == 1) a[k] = 0;
+    if (b == 2) a[k] *= 1e-44f;
+    if (b == 3) a[k] *= 1e30f;
+  }
+  for (int64_t j = 0; j < N; j++) {
+    s8[j] = (frand() + 1.5f) / 127;
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      q8[((j / 8) * K + k) * 8 + j % 8] = (int8_t)((int)((rng >> 8) % 255) - 127);
+    }
+  }
+  int bad = 0;
+  if (!tdm_q8_quantize_row(K, a, xq, xs)) bad += mismatch(F_QUANT, "q8_quantize_row refused finite", K, 0, 0, 0, 0);
+  for (int64_t k = 0; k < K; k++) {
+    const float d = xs[k / TDM_Q8_ABLOCK];
+    if (xq[k] < -127 || xq[k] > 127 || (d >= FLT_MIN && fabsf(xq[k] * d - a[k]) > 0.5f * d * 1.0001f) || (d == 0 && xq[k] != 0))
+      bad += mismatch(F_QUANT, "q8_quantize_row", K, k, a[k], (float)xq[k], a[k] / d);
+  }
+  if (K % 2 && xq[K] != 0) bad += mismatch(F_QUANT, "q8_quantize_row pad", K, K, 0, xq[K], 0);
+  for (int64_t j = 0; j < N; j++) {
+    double acc = 0, mag = 0;
+    for (int64_t b = 0; b < NB; b++) {
+      int64_t s = 0;
+      for (int64_t k = b * TDM_Q8_ABLOCK; k < K && k < (b + 1) * TDM_Q8_ABLOCK; k++) s += xq[k] * q8[((j / 8) * K + k) * 8 + j % 8];
+      acc += (double)s * xs[b], mag += fabs((double)s * xs[b]);
+    }
+    ref[j] = (float)(acc * s8[j]);
+    y[j] = (float)(mag * s8[j]); /* the tolerance's scale, for a moment */
+  }
+  float *tol = malloc(sizeof(float) * (size_t)N);
+  memcpy(tol, y, sizeof(float) * (size_t)N);
+  tdm_q8_gemv_dot__scalar(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
+#if defined(__wasm_simd128__)
+  memcpy(ref, y, sizeof(float) * (size_t)N);
+  tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__simd128", K, j, N, y[j], ref[j]);
+#endif
+  const float nonfinite[] = {NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 3 && K > 0; i++) {
+    a[(K * (i + 1)) / 4] = nonfinite[i];
+    if (tdm_q8_quantize_row(K, a, xq, xs)) bad += mismatch(F_QUANT, "q8_quantize_row took a non-finite value", K, i, nonfinite[i], 1, 0);
+    a[(K * (i + 1)) / 4] = 0;
+  }
+  free(a), free(s8), free(xs), free(ref), free(y), free(q8), free(xq), free(tol);
+  return bad;
+}
+
 #if defined(__wasm_simd128__)
 /* ---- elementwise ----------------------------------------------------------------------------- */
 
@@ -799,6 +864,11 @@ int tdm_kernel_selftest(void) {
       for (size_t k = 0; k < sizeof qk / sizeof qk[0]; k++)
         for (size_t g = 0; g < sizeof qg / sizeof qg[0]; g++) bad += check_quant(qm[i], qn[j], qk[k], qg[g]);
   bad += check_quant(1, 1536, 576, 32) + check_quant(7, 96, 576, 32);
+  /* the integer-dot GEMV: K odd, K % 32 (partial last block), N % 32 and N % 8 */
+  const int64_t dn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 32, 33, 40, 65}, dk[] = {1, 2, 3, 4, 31, 32, 33, 63, 64, 65, 97, 128, 129, 577};
+  for (size_t j = 0; j < sizeof dn / sizeof dn[0]; j++)
+    for (size_t k = 0; k < sizeof dk / sizeof dk[0]; k++) bad += check_q8_dot(dn[j], dk[k]);
+  bad += check_q8_dot(1536, 576) + check_q8_dot(576, 1536);
   return bad;
 }
 

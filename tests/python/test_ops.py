@@ -556,15 +556,44 @@ def ref_dequantize(w: torch.Tensor, mode: str, group: int = 32) -> torch.Tensor:
     return (q.double() * s.double()).reshape(N, NG * G)[:, :K]
 
 
+def ref_quantize_activations(x: torch.Tensor) -> torch.Tensor:
+    """What matmul_q8 does to a single activation row before its integer dot products (docs/ops.md,
+    "Integer dot products"): x [..., K] in blocks of 32 along K, scale = max|x| / 127 in float32,
+    q = round-half-even(x / scale) in [-127, 127] (0 where the scale is 0) -> q · scale in float64."""
+    x = x.detach().float()
+    K, NB = x.shape[-1], -(-x.shape[-1] // 32)
+    xb = torch.cat([x, x.new_zeros(*x.shape[:-1], NB * 32 - K)], -1).reshape(*x.shape[:-1], NB, 32)
+    s = xb.abs().amax(-1, keepdim=True) / 127
+    q = torch.where(s > 0, xb / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(xb)).round().clamp(-127, 127)
+    return (q.double() * s.double()).reshape(*x.shape[:-1], NB * 32)[..., :K]
+
+
+def quantize_linear_inputs(model: nn.Module, rows, skip=()) -> list:
+    """Forward pre-hooks on model's Linears (except those whose weight name contains a `skip`
+    substring) that pass the rows `rows(x)` selects ([..., K] -> bool [...]) through
+    ref_quantize_activations, as the int8 runtime does for the rows it runs one at a time. Returns
+    the hooks' handles."""
+    def hook(mod, args):
+        x = args[0]
+        sel = rows(x).unsqueeze(-1)
+        return (torch.where(sel, ref_quantize_activations(x).to(x.dtype), x),) + tuple(args[1:])
+    return [mod.register_forward_pre_hook(hook) for name, mod in model.named_modules()
+            if isinstance(mod, nn.Linear) and not any(s in f"{name}.weight" for s in skip)]
+
+
 def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, skip=()):
     """module's output in float64 with its 2-d parameters dequantized (except names containing a
-    `skip` substring), as float32."""
+    `skip` substring), as float32. int8: a Linear fed a single row (matmul_q8's GEMV) gets it
+    quantized as the runtime does (ref_quantize_activations)."""
     import copy
     m = copy.deepcopy(module).double()
     with torch.no_grad():
         for name, p in m.named_parameters():
             if p.dim() == 2 and not any(s in name for s in skip):
                 p.copy_(ref_dequantize(p.float(), mode, group))
+        if mode == "int8":
+            one_row = lambda x: torch.full(x.shape[:-1], x.numel() == x.shape[-1], dtype=torch.bool)  # noqa: E731
+            quantize_linear_inputs(m, one_row, skip)
         out = m(*[x.double() if x.is_floating_point() else x for x in inputs])
     return out.float()
 
