@@ -113,6 +113,16 @@ static inline v128_t f32x4_of_q4(v128_t u, int hi) {
 
 /* ---- int8 -------------------------------------------------------------------------------------- */
 
+/* The 32 columns of four panels' sums s0..s7 times their column scales at y, or only the first n
+ * (the fourth panel may be partial: 24 < n). */
+static inline void store32_scaled(float *y, const float *sc, v128_t s0, v128_t s1, v128_t s2, v128_t s3, v128_t s4, v128_t s5,
+                                  v128_t s6, v128_t s7, int64_t n) {
+  tdm_store8(y, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
+  tdm_store8(y + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
+  tdm_store8(y + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
+  tdm_store8(y + 24, wasm_f32x4_mul(s6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(s7, wasm_v128_load(sc + 28)), n - 24);
+}
+
 /* M = 1: four panels side by side (one splat of a[k] per 32 columns, four weight streams in
  * flight), each k's 8 int8 weights sign-extended on load (i16x8.load8x8_s) and widened to two f32x4;
  * the column scales are applied once at the end. Then the remaining panels one at a time. */
@@ -135,11 +145,7 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
       MULADD(s6, x, F32X4_OF_I16_LO(w3));
       MULADD(s7, x, F32X4_OF_I16_HI(w3));
     }
-    const float *sc = scale + j;
-    tdm_store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
-    tdm_store8(y + j + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
-    tdm_store8(y + j + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
-    tdm_store8(y + j + 24, wasm_f32x4_mul(s6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(s7, wasm_v128_load(sc + 28)), N - j - 24);
+    store32_scaled(y + j, scale + j, s0, s1, s2, s3, s4, s5, s6, s7, N - j);
   }
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
@@ -195,11 +201,7 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
       t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
       t4 = q8_dot_total(t4, s4, d), t5 = q8_dot_total(t5, s5, d), t6 = q8_dot_total(t6, s6, d), t7 = q8_dot_total(t7, s7, d);
     }
-    const float *sc = scale + j;
-    tdm_store8(y + j, wasm_f32x4_mul(t0, wasm_v128_load(sc)), wasm_f32x4_mul(t1, wasm_v128_load(sc + 4)), 8);
-    tdm_store8(y + j + 8, wasm_f32x4_mul(t2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(t3, wasm_v128_load(sc + 12)), 8);
-    tdm_store8(y + j + 16, wasm_f32x4_mul(t4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(t5, wasm_v128_load(sc + 20)), 8);
-    tdm_store8(y + j + 24, wasm_f32x4_mul(t6, wasm_v128_load(sc + 24)), wasm_f32x4_mul(t7, wasm_v128_load(sc + 28)), N - j - 24);
+    store32_scaled(y + j, scale + j, t0, t1, t2, t3, t4, t5, t6, t7, N - j);
   }
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
