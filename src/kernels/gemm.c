@@ -67,7 +67,7 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
  * 256-1024 (the same run, six rounds, noisy); without FMA each multiply needs a temporary register
  * too, and 6 rows measured 5-20% slower than 4. */
 #if defined(TDM_RELAXED_SIMD)
-#define GEMM_TALL 4
+#define GEMM_TALL 6
 #else
 #define GEMM_TALL 4
 #endif

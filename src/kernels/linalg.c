@@ -7,9 +7,10 @@
 
 #include <string.h>
 
-/* ---- the GEMM kernels over threads (src/threads.h): rows in blocks of 4 (the register tile's
- * height), or for a GEMV (M = 1, a decode step) output columns in blocks of 32 (the GEMV's four
- * panels), so every output value is computed by the same instructions for any thread count. */
+/* ---- the GEMM kernels over threads (src/threads.h): rows in blocks of 4, or for a GEMV (M = 1, a
+ * decode step) output columns in blocks of 32 (the GEMV's four panels). A row's result does not
+ * depend on the register tile it falls in (4 or 6 rows, or 1: gemm.c), so every output value is
+ * computed by the same instructions for any thread count. */
 
 typedef struct {
   int64_t N, K;
