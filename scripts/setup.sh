@@ -22,11 +22,35 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 VENV="${TANDEM_VENV:-$HOME/.cache/tandem-venv}"
-if ! "$VENV/bin/python" -c "import torch, numpy, pytest, transformers, wasmtime" >/dev/null 2>&1; then
-  echo "setup: installing python/requirements.txt into $VENV (torch is a large download the first time)" >&2
-  python3 -m venv "$VENV" >&2
+# The venv is (re)filled whenever the requirement files differ from what it was last filled from, so a
+# venv made before a requirement was added is completed, not trusted. The field packages (moshi,
+# pocket-tts) install with --no-deps: their own pins would pull another torch.
+REQS=(python/requirements.txt python/requirements-field.txt)
+STAMP="$VENV/.tandem-requirements"
+want=$(cat "${REQS[@]}" | sha256sum | cut -d' ' -f1)
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing python/requirements*.txt into $VENV (torch is a large download the first time)" >&2
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" >&2
   "$VENV/bin/pip" install -q --disable-pip-version-check -r python/requirements.txt >&2
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r python/requirements-field.txt >&2
+  echo "$want" >"$STAMP"
 fi
+# Every module the tests import, directly or through PyTorch's test utilities: a missing one fails here,
+# by name, instead of in the middle of the test run.
+"$VENV/bin/python" - <<'PY' >&2
+import importlib, sys
+mods = ["torch", "numpy", "pytest", "transformers", "wasmtime", "expecttest", "gguf",
+        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts"]
+bad = []
+for m in mods:
+    try:
+        importlib.import_module(m)
+    except Exception as e:  # noqa: BLE001 - report every failure by name
+        bad.append(f"{m}: {type(e).__name__}: {e}")
+if bad:
+    sys.exit("setup: the venv cannot import what the tests need:\n  " + "\n  ".join(bad)
+             + "\nadd the missing package to python/requirements*.txt")
+PY
 
 if [ ! -x node_modules/.bin/tsc ] || [ ! -d node_modules/playwright-core ]; then
   npm ci --no-audit --no-fund >&2
