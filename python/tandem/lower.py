@@ -278,6 +278,24 @@ def _div_mode(L, node, args, kwargs):
     return L.cast(q, out_dtype)
 
 
+@handles(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(L, node, args, kwargs):
+    """fmod(a, b) = a - trunc(a / b) * b (the sign of a), where remainder has the sign of b:
+    integers through the exact trunc_divide, floats as remainder moved by b where the signs differ
+    (torch.roll's decomposition indexes with fmod)."""
+    dt = _dtype_of(node)
+    a, b = L.operand(args[0], dt), L.operand(args[1], dt)
+    shape = _shape_of(node)
+    if dt in (I64, I32):
+        q = L.emit("trunc_divide", [a, b], dt, shape)
+        return L.emit("sub", [a, L.emit("mul", [q, b], dt, shape)], dt, shape)
+    r = L.emit("remainder", [a, b], dt, shape)
+    zero = L.scalar(0.0, dt)
+    differ = L.emit("ne", [L.emit("lt", [r, zero], BOOL, shape), L.emit("lt", [a, zero], BOOL, a.shape)], BOOL, shape)
+    moved = L.emit("logical_and", [differ, L.emit("ne", [r, zero], BOOL, shape)], BOOL, shape)
+    return L.emit("where", [moved, L.emit("sub", [r, b], dt, shape), r], dt, shape)
+
+
 @handles(aten.rsub.Scalar, aten.rsub.Tensor)
 def _rsub(L, node, args, kwargs):
     cd = _dtype_of(node)

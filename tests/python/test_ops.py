@@ -50,6 +50,8 @@ for sa, sb in SHAPES_2:
     case("minimum", torch.minimum, r(*sa), r(*sb))
     case("pow", torch.pow, pos(*sa), r(*sb))
     case("remainder", torch.remainder, r(*sa) * 5, pos(*sb))
+    case("fmod", torch.fmod, r(*sa) * 5, r(*sb) + 0.05)
+    case("fmod_int", torch.fmod, ints(*sa), ints(*sb, lo=1, hi=7) * (1 - 2 * ints(*sb, lo=0, hi=2)))
     case("lt", lambda a, b: a < b, r(*sa), r(*sb))
     case("ge", lambda a, b: a >= b, r(*sa), r(*sb))
     case("eq_int", lambda a, b: a == b, ints(*sa, lo=0, hi=3), ints(*sb, lo=0, hi=3))
@@ -400,6 +402,9 @@ case("index_select_i32", lambda x, i: x.index_select(1, i), r(3, 6, 2), torch.te
 case("gather_i32", lambda x, i: x.gather(1, i), r(4, 6), ints(4, 3, lo=0, hi=6).int())
 case("embedding_i32", lambda i, w: F.embedding(i, w), ints(2, 5, lo=0, hi=10).int(), r(10, 7))
 case("index_put_i32", lambda x, i, v: x.index_put((i,), v, accumulate=True), ints(6, 2).int(), torch.tensor([4, 1, 4], dtype=torch.int32), ints(3, 2).int())
+case("roll", lambda x: torch.roll(x, 2, -1), r(3, 5))
+case("roll_dims", lambda x: torch.roll(x, (-1, 3), (0, 1)), r(4, 6))
+case("fmod_scalar", lambda x: torch.fmod(x, -1.5), r(3, 7) * 4)
 case("full_i32", lambda x: x + torch.full((3, 70), 5, dtype=torch.int32), ints(3, 70).int())
 case("cat_i32", lambda a, b: torch.cat([a, b.permute(1, 0)], 0)[1::2], ints(3, 4).int(), ints(4, 5).int())
 
