@@ -184,7 +184,8 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
 
     data = program.to_bytes()
     report = {"recipe": family, "model_type": config.get("model_type"), "methods": [m.name for m in program.methods],
-              "state_bytes": sum(s.nbytes for s in program.states), "file_bytes": len(data),
+              "state_bytes": max((s.offset + s.nbytes for s in program.states), default=0),  # the region, as the writer laid it out
+              "file_bytes": len(data),
               "tokenizer": summary(metadata[ENTRY]) if tok is not None else None,
               "tokenizer_missing": None if tok is not None else tok_config,
               "tokenizer_bytes": len(json.dumps(metadata[ENTRY], ensure_ascii=False, separators=(",", ":")).encode())
