@@ -49,6 +49,9 @@ with torch.no_grad(), model.streaming(1):
                                    "reset": tandem.Method(model.reset_streaming, ())})
 eager["export_s"] = time.perf_counter() - t0
 program.save(OUT / "mimi.tandem")
+(OUT / "mimi_ops.json").write_text(json.dumps({name: [  # each method's ops with shapes, for bench/mimi_profile.py
+    {"name": op.name, "ins": [list(v.shape) for v in op.ins], "outs": [list(v.shape) for v in op.outs], "iattr": list(op.iattr)}
+    for op in program.method(name).ops] for name in ("encode_step", "decode_step")}))
 (OUT / "mimi_eager.json").write_text(json.dumps(eager))
 (OUT / "mimi_frames.json").write_text(json.dumps({
     "inputs": [x.reshape(-1).tolist() for x in chunks], "codes": [c.reshape(-1).tolist() for c in codes_all],

@@ -88,6 +88,7 @@ class Lowering:
         self.unsupported: list[str] = []
         self.checked: set = set()  # (storage, offset, shape, n) of indices already checked
         self.empty: set = set()  # storages of torch.empty() results: written by no op (yet)
+        self.env: dict = {}  # FX node -> Value while lowering (set by lower_method)
 
     # ---- values ---------------------------------------------------------------------------
     def fail(self, msg: str):
@@ -535,6 +536,92 @@ def pack_panels(w: torch.Tensor) -> torch.Tensor:
     return padded.reshape(K, panels, PANEL).permute(1, 0, 2).contiguous()
 
 
+def _producer(L, v: Value):
+    """The op in L.ops whose whole first result v is (or a view of all of it), or None."""
+    for op in reversed(L.ops):
+        o = op.outs[0]
+        if o.storage is v.storage:
+            return op if v.offset == 0 and v.nbytes == o.storage.nbytes and o.nbytes == o.storage.nbytes else None
+    return None
+
+
+def _is_ones(L, v: Value) -> bool:
+    if v in L.const_tensor:
+        return bool((L.const_tensor[v] == 1).all())
+    op = _producer(L, v)
+    return op is not None and op.name == "fill" and list(op.fattr) == [1.0]
+
+
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.expand.default, aten.unsqueeze.default)
+
+
+def _through_views(n):
+    while isinstance(n, torch.fx.Node) and n.target in _VIEWS:
+        n = n.args[0]
+    return n
+
+
+def _is_call(n, target) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target is target
+
+
+def _sum_of_squares_of(n, x) -> bool:
+    """n is sum(pow(x, 2), [-1], keepdim=True), as torch's cdist decomposition writes it."""
+    if not _is_call(n, aten.sum.dim_IntList) or list(n.args[1]) not in ([-1], [len(_shape_of(n)) - 1]) or not (
+            len(n.args) > 2 and n.args[2] or n.kwargs.get("keepdim")):
+        return False
+    p = n.args[0]
+    return _is_call(p, aten.pow.Tensor_Scalar) and p.args[0] is x and p.args[1] == 2
+
+
+def _cdist_matmul(L, node, out_shape):
+    """torch.cdist (p = 2) against a constant set of points C [N, D], as torch decomposes it when it
+    takes the matmul path (more than 25 points on either side; torch's _euclidean_dist):
+    cat([x·-2, Σx², 1], -1) @ cat([C, 1, ΣC²], -1)ᵀ. The right operand is C with two columns
+    appended, transposed: rebuilt on every call (a cat and a permute of the whole set, C being too
+    large to fold) or, folded, stored beside C. Lowered as the same sum in the same terms:
+    (x·-2) @ Cᵀ (matmul_packed against C packed once at export, the constant a lookup of C's rows
+    reads too: fuse.tie_embeddings) + Σx² + (ΣC²)ᵀ (a constant [N]). The dead cat and permute are
+    dropped by the planner. None when the mm is not that pattern."""
+    a, b = _through_views(node.args[0]), _through_views(node.args[1])
+    if not _is_call(b, aten.permute.default) or not _is_call(a, aten.cat.default):
+        return None
+    bc = _through_views(b.args[0])
+    rank = len(_shape_of(bc)) if _is_call(bc, aten.cat.default) else 0
+    if rank < 2 or [_dim(int(p), rank) for p in b.args[1]] != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return None
+    if len(bc.args[0]) != 3 or len(a.args[0]) != 3:
+        return None
+    if _dim(int(bc.args[1]) if len(bc.args) > 1 else 0, rank) != rank - 1 or \
+            _dim(int(a.args[1]) if len(a.args) > 1 else 0, len(_shape_of(a))) != len(_shape_of(a)) - 1:
+        return None
+    pts, ones_b, sq = bc.args[0]
+    xm, xsq, ones_a = a.args[0]
+    if not _is_call(xm, aten.mul.Tensor) or xm.args[1] != -2 or not _sum_of_squares_of(xsq, xm.args[0]) or \
+            not _sum_of_squares_of(sq, pts):
+        return None
+    env = L.env
+    P = env.get(pts)
+    if P is None or P not in L.const_tensor or P.dtype != F32 or not all(
+            isinstance(env.get(n), Value) and _is_ones(L, env[n]) for n in (ones_a, ones_b)):
+        return None
+    C = L.const_tensor[P]
+    C = C.reshape((-1,) + tuple(C.shape[-2:]))
+    if not torch.equal(C, C[:1].expand(C.shape)):  # the same points for every batch (x1 batched, x2 broadcast)
+        return None
+    C = C[0]
+    N, D = C.shape
+    x2, xs = env[xm], env[xsq]
+    if out_shape[-1] != N or math.prod(x2.shape[:-1]) != math.prod(out_shape[:-1]) or x2.shape[-1] != D:
+        return None
+    x2, xs = L.reshape(x2, out_shape[:-1] + (D,)), L.reshape(xs, out_shape[:-1] + (1,))
+    y = _matmul(L, x2, L.const(C.t()), out_shape)
+    y = L.emit("add", [y, xs], F32, out_shape)
+    c2 = (C * C).sum(-1)  # what ΣC² folded to: pow then sum over D, in float32
+    c2 = L.const_tensor[env[sq]].reshape(-1, N)[0] if env.get(sq) in L.const_tensor else c2
+    return L.emit("add", [y, L.const(c2.reshape((1,) * (len(out_shape) - 1) + (N,)))], F32, out_shape)
+
+
 def _matmul(L, a: Value, b: Value, out_shape) -> Value:
     if b in L.const_tensor and (len(b.shape) == 2 or math.prod(b.shape[:-2]) == 1):
         # Weights: packed at export into 8-column panels, so the kernel streams them in order.
@@ -552,6 +639,9 @@ def _mm(L, node, args, kwargs):
         return _int_matmul(L, args[0], args[1], _shape_of(node), dt)
     if dt != F32:
         L.fail("matmul is supported for float32, int64 and int32")
+    fused = _cdist_matmul(L, node, _shape_of(node))
+    if fused is not None:
+        return fused
     return _matmul(L, args[0], args[1], _shape_of(node))
 
 
@@ -1228,6 +1318,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     sig = ep.graph_signature
     kinds = {s.arg.name: s for s in sig.input_specs}
     env: dict = {}
+    L.env = env  # FX node -> its Value: for handlers that recognize a pattern of nodes (_cdist_matmul)
     inputs = []
     state_values: dict = {}  # StateSpec -> Value of its old contents
     for node in gm.graph.nodes:

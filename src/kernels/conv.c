@@ -294,6 +294,94 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 #define conv_gemm tdm_f32_conv_gemm__scalar
 #endif
 
+/* ---- few output positions: dot products along k ------------------------------------------------ */
+
+void tdm_f32_im2row(const geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt) {
+  const int64_t K = Cg * g->KH * g->KW;
+  for (int64_t j = 0; j < nc; j++) {
+    const int64_t p = n0 + j, ih0 = p / g->OW * g->sh - g->ph, iw0 = p % g->OW * g->sw - g->pw;
+    float *dst = colt + j * K;
+    for (int64_t c = 0; c < Cg; c++)
+      for (int64_t kh = 0; kh < g->KH; kh++) {
+        const int64_t ih = ih0 + kh * g->dh;
+        const float *xr = xg + (c * g->H + ih) * g->W;
+        for (int64_t kw = 0; kw < g->KW; kw++, dst++) {
+          const int64_t iw = iw0 + kw * g->dw;
+          *dst = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xr[iw] : 0.0f;
+        }
+      }
+  }
+}
+
+void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                              int64_t ldy) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * colt[j * K + k];
+      y[i * ldy + j] = acc + (bias ? bias[i] : 0.0f);
+    }
+}
+
+#if defined(__wasm_simd128__)
+/* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
+ * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
+ * products and the bias added in order. */
+#define CONV_DOT_TILE(R, P)                                                                        \
+  do {                                                                                             \
+    v128_t s[R][P];                                                                                \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f);                                \
+    const float *ar = a + i * K;                                                                   \
+    int64_t k = 0;                                                                                 \
+    for (; k + 4 <= K; k += 4) {                                                                   \
+      v128_t c[P];                                                                                 \
+      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k);                         \
+      for (int r = 0; r < R; r++) {                                                                \
+        const v128_t w = wasm_v128_load(ar + r * K + k);                                           \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]);                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) {                                                                \
+        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +    \
+                  (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));     \
+        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk];                 \
+        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f);                                    \
+      }                                                                                            \
+  } while (0)
+
+#define CONV_DOT_ROWS(R, P)                                                                        \
+  do {                                                                                             \
+    int64_t i = 0;                                                                                 \
+    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P);                                            \
+    for (; i < M; i++) CONV_DOT_TILE(1, P);                                                        \
+  } while (0)
+
+void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                               int64_t ldy) {
+  for (int64_t j = 0; j < N;) {
+    const int64_t left = N - j;
+    if (left >= 4) {
+      CONV_DOT_ROWS(2, 4);
+      j += 4, colt += 4 * K, y += 4;
+    } else if (left == 3) {
+      CONV_DOT_ROWS(2, 3);
+      j += 3, colt += 3 * K, y += 3;
+    } else if (left == 2) {
+      CONV_DOT_ROWS(4, 2);
+      j += 2, colt += 2 * K, y += 2;
+    } else {
+      CONV_DOT_ROWS(8, 1);
+      j += 1, colt += K, y += 1;
+    }
+  }
+}
+#define conv_dot tdm_f32_conv_dot__simd128
+#else
+#define conv_dot tdm_f32_conv_dot__scalar
+#endif
+
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
   for (int64_t j = 0; j < N; j += TDM_PANEL) {
     const int64_t m = N - j < TDM_PANEL ? N - j : TDM_PANEL;
@@ -404,6 +492,25 @@ static void conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, 
   tdm__parallel(M, 4, conv_gemm_part, &j);
 }
 
+typedef struct {
+  int64_t N, K, ldy;
+  const float *a, *colt, *bias;
+  float *y;
+} conv_dot_job;
+
+static void conv_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const conv_dot_job *j = c;
+  (void)t, (void)ws;
+  conv_dot(hi - lo, j->N, j->K, j->a + lo * j->K, j->colt, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+}
+
+/* conv_dot over threads: rows in blocks of 8 (the tallest tile). */
+static void conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                              int64_t ldy) {
+  conv_dot_job j = {N, K, ldy, a, colt, bias, y};
+  tdm__parallel(M, 8, conv_dot_part, &j);
+}
+
 static tdm_status conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
   const int64_t groups = op->iattr[2], O = out[0].shape->dims[1], Og = O / groups;
@@ -417,8 +524,15 @@ static tdm_status conv_transpose_run(const tdm_op *op, const tdm_tensor *in, con
       float *yg = y + (n * O + gi * Og) * OHW;
       for (int64_t o = 0; o < Og; o++)
         for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;
-      tdm_f32_pack_panels(Cg, HW, x + (n * g.C + gi * Cg) * HW, xp);
-      conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+      const float *xg = x + (n * g.C + gi * Cg) * HW;
+      if (HW <= TDM_CONV_DOT_MAX_N) { /* few input positions: x's group transposed, then dot products */
+        for (int64_t c = 0; c < Cg; c++)
+          for (int64_t p = 0; p < HW; p++) xp[p * Cg + c] = xg[c * HW + p];
+        conv_dot_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+      } else {
+        tdm_f32_pack_panels(Cg, HW, xg, xp);
+        conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+      }
       tdm_f32_col2im_add(&g, Og, z, yg);
     }
   return TDM_OK;
@@ -524,8 +638,8 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     const int64_t HW = g.H * g.W;
     for (int64_t n = 0; n < g.N; n++) {
       float *yn = y + n * O * HW;
-      if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map): one dot product per row of w */
-        for (int64_t o = 0; o < O; o++) yn[o] = tdm_f32_dot(w + o * g.C, x + n * g.C, g.C);
+      if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
+        conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1);
       else
         tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
       for (int64_t o = 0; o < O; o++) {
@@ -543,6 +657,12 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       for (int64_t gi = 0; gi < groups; gi++) {
         const float *xg = x + (n * g.C + gi * Cg) * g.H * g.W;
         float *yg = y + (n * O + gi * Og) * N;
+        if (N <= TDM_CONV_DOT_MAX_N) { /* few output positions (a streaming step): patches as rows, dot products */
+          tdm_f32_im2row(&g, xg, Cg, 0, N, colp);
+          conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N);
+          for (int64_t o = 0; o < Og; o++) conv_activate(act, yg + o * N, N);
+          continue;
+        }
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
           tdm_f32_im2col_packed(&g, xg, Cg, n0, nc, colp);

@@ -18,14 +18,18 @@ void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
   }
 }
 
-void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+void tdm_f32_gemm_packed_ld__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       const float *col = bp + (j / TDM_PANEL) * K * TDM_PANEL + j % TDM_PANEL;
       float acc = 0;
       for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * col[k * TDM_PANEL];
-      y[i * N + j] = acc;
+      y[i * ldy + j] = acc;
     }
+}
+
+void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  tdm_f32_gemm_packed_ld__scalar(M, N, K, a, bp, y, N);
 }
 
 #if defined(__wasm_simd128__)
@@ -54,15 +58,16 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
       GEMM_ROW(R, 0) GEMM_ROW(R, 1) GEMM_ROW(R, 2) GEMM_ROW(R, 3) GEMM_ROW(R, 4) GEMM_ROW(R, 5)  \
     }                                                                                          \
     const int64_t n = N - j;                                                                   \
-    tdm_store8(y + i * N + j, c00, c01, n);                                                    \
-    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n);                                   \
-    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n);                                   \
-    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n);                                   \
-    if (R > 4) tdm_store8(y + (i + 4) * N + j, c40, c41, n);                                   \
-    if (R > 5) tdm_store8(y + (i + 5) * N + j, c50, c51, n);                                   \
+    tdm_store8(y + i * ldy + j, c00, c01, n);                                                  \
+    if (R > 1) tdm_store8(y + (i + 1) * ldy + j, c10, c11, n);                                 \
+    if (R > 2) tdm_store8(y + (i + 2) * ldy + j, c20, c21, n);                                 \
+    if (R > 3) tdm_store8(y + (i + 3) * ldy + j, c30, c31, n);                                 \
+    if (R > 4) tdm_store8(y + (i + 4) * ldy + j, c40, c41, n);                                 \
+    if (R > 5) tdm_store8(y + (i + 5) * ldy + j, c50, c51, n);                                 \
   } while (0)
 
-/* The tall tile's rows. With fused multiply-adds, 6 rows (12 accumulators + 2 B vectors + a splat:
+/* The tall tile's rows (the last 1 to 3 rows of M in one tile of that height, so a 2-row GEMM
+ * walks the weights once, not twice). With fused multiply-adds, 6 rows (12 accumulators + 2 B vectors + a splat:
  * 15 of the 16 vector registers V8 allocates on x86-64) measured about 5% faster than 4 at
  * 256-1024 (the same run, six rounds, noisy); without FMA each multiply needs a temporary register
  * too, and 6 rows measured 5-20% slower than 4. */
@@ -76,11 +81,14 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
     int64_t i = 0;                                                                             \
     for (; i + GEMM_TALL <= M; i += GEMM_TALL) GEMM_TILE(GEMM_TALL, PB0, PBSTEP, LOADB);        \
     for (; i + 4 <= M; i += 4) GEMM_TILE(4, PB0, PBSTEP, LOADB);                                \
-    for (; i < M; i++) GEMM_TILE(1, PB0, PBSTEP, LOADB);                                        \
+    if (M - i == 3) GEMM_TILE(3, PB0, PBSTEP, LOADB);                                           \
+    else if (M - i == 2) GEMM_TILE(2, PB0, PBSTEP, LOADB);                                      \
+    else if (M - i == 1) GEMM_TILE(1, PB0, PBSTEP, LOADB);                                      \
   } while (0)
 
 #define GEMM_TAIL_K 1024 /* the partial panel's stack copy: at most 32 KiB */
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  const int64_t ldy = N;
   int64_t j = 0;
   for (; j + 8 <= N; j += 8) { /* full panels: plain loads, no tail test in the k loop */
     GEMM_ROWS(b + j, N, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
@@ -165,11 +173,15 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
   }
 }
 
-void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
   for (int64_t j = 0; j < N; j += 8) {
     const float *panel = bp + (j / 8) * K * 8;
     GEMM_ROWS(panel, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
   }
+}
+
+void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  tdm_f32_gemm_packed_ld_4x8__simd128(M, N, K, a, bp, y, N);
 }
 
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
@@ -180,8 +192,10 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
+const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld = tdm_f32_gemm_packed_ld_4x8__simd128;
 #else
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
+const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld = tdm_f32_gemm_packed_ld__scalar;
 #endif

@@ -11,6 +11,9 @@
 
 void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+/* The packed GEMM's register tiles (also for M = 1) with rows of y ldy floats apart: columns of a
+ * wider y, so a GEMM of few rows can be split by columns over threads. */
+void tdm_f32_gemm_packed_ld__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 #if defined(__wasm_simd128__)
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
@@ -18,11 +21,14 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
  * then): what a GEMM split by rows runs, so a part holding only the last row computes it as the
  * whole GEMM does. */
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 #endif
 
 /* The variants the runtime uses, picked once at build time. */
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed, tdm_f32_gemm_packed_tiles;
+typedef void (*tdm_gemm_ld_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
+extern const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld;
 
 /* The same over the runtime's threads (src/threads.h; linalg.c): results identical to the kernels
  * above for any thread count. */

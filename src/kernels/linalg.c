@@ -36,6 +36,21 @@ static void packed_cols_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   tdm_f32_gemm_packed(1, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo);
 }
 
+/* A GEMM of few rows (2 to 7: a streaming step of a few frames) split by output columns in
+ * blocks of 32, each part all M rows of its columns: rows in blocks of 4 would leave the other
+ * threads idle. */
+typedef struct {
+  int64_t M, N, K;
+  const float *a, *b;
+  float *y;
+} gemm_cols_job;
+
+static void packed_few_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const gemm_cols_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_gemm_packed_ld(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
+}
+
 void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
   gemm_job j = {N, K, a, b, y};
   tdm__parallel(M, 4, rows_part, &j);
@@ -43,8 +58,14 @@ void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a,
 
 void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   gemm_job j = {N, K, a, bp, y};
-  if (M == 1) tdm__parallel(N, 4 * TDM_PANEL, packed_cols_part, &j);
-  else tdm__parallel(M, 4, packed_rows_part, &j);
+  if (M == 1) {
+    tdm__parallel(N, 4 * TDM_PANEL, packed_cols_part, &j);
+  } else if (M < 8) {
+    gemm_cols_job c = {M, N, K, a, bp, y};
+    tdm__parallel(N, 4 * TDM_PANEL, packed_few_rows_part, &c);
+  } else {
+    tdm__parallel(M, 4, packed_rows_part, &j);
+  }
 }
 
 static void batch_shape(const tdm_shape *s, tdm_shape *out) {

@@ -49,6 +49,16 @@ void tdm_f32_im2col_packed(const tdm_conv_geom *g, const float *xg, int64_t Cg, 
  * i < M, j < N. */
 void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
                                int64_t ldy);
+/* Convolution at few output positions (a streaming step: N = OH·OW <= TDM_CONV_DOT_MAX_N), where
+ * 8-column panels would be mostly zeros: x's patches as rows, colt[j][k] = patch value k of
+ * position n0 + j (tdm_f32_im2row, j < nc), then y[i·ldy + j] = bias[i] (or 0) + a[i, :] · colt[j, :]
+ * as dot products along k over contiguous rows (tdm_f32_conv_dot_*): each weight is read once per
+ * call in vector loads, several rows of a at once. A row's result does not depend on how many rows
+ * run with it (any split over threads gives the same bits). */
+#define TDM_CONV_DOT_MAX_N 4
+void tdm_f32_im2row(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt);
+void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                              int64_t ldy);
 /* b [K, N] row-major as 8-column panels bp [ceil(N/8), K, 8], zero past N. */
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp);
 /* Transposed convolution, the reference: every input value times every tap added where it lands.
@@ -108,6 +118,10 @@ void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 #if defined(__wasm_simd128__)
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy);
+/* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
+ * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
+void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                               int64_t ldy);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
  * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
  * written. */

@@ -135,6 +135,29 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
 #endif
+  /* The strided tiles on the columns from panel 1 on (a column split's part) into a wider y: the
+   * other columns untouched, the part's columns equal to the tiles' own on the whole GEMM. */
+  if (N > TDM_PANEL) {
+    float *yl = malloc(sizeof(float) * (size_t)(M * N + 1)), *yt = malloc(sizeof(float) * (size_t)(M * N + 1));
+    for (int v = 0; v < 2; v++) {
+      for (int64_t i = 0; i < M * N; i++) yl[i] = -7.0f;
+#if defined(__wasm_simd128__)
+      if (v) tdm_f32_gemm_packed_ld_4x8__simd128(M, N - TDM_PANEL, K, a, bp + K * TDM_PANEL, yl + TDM_PANEL, N);
+      if (v) tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, yt);
+#endif
+      if (!v) tdm_f32_gemm_packed_ld__scalar(M, N - TDM_PANEL, K, a, bp + K * TDM_PANEL, yl + TDM_PANEL, N);
+      if (!v) tdm_f32_gemm_packed__scalar(M, N, K, a, bp, yt);
+#if !defined(__wasm_simd128__)
+      if (v) break;
+#endif
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          const float want = j < TDM_PANEL ? -7.0f : yt[i * N + j];
+          if (!same(yl[i * N + j], want)) bad += mismatch(F_GEMM, "gemm packed ld", N, i * N + j, (double)M, yl[i * N + j], want);
+        }
+    }
+    free(yl), free(yt);
+  }
   free(a), free(b), free(bp), free(ref), free(y);
   bad_by_family[F_GEMM] += bad;
   return bad;
@@ -788,6 +811,97 @@ static int check_conv_gemm(void) {
   return bad;
 }
 
+/* Few output positions (a streaming step): im2row, then the dot-product kernel (scalar and, in
+ * wasm, SIMD128) against the reference per output value: 1 to 4 positions (each tile shape), rows
+ * 1 to 19 (every tail of the 8-, 4- and 2-row tiles), K = Cg·KH·KW over every K % 4, strides,
+ * dilation, padding, 1-d and 2-d, with and without bias. The SIMD128 rows are also run split at
+ * every row (as threads split them): the same bits. Then the transposed convolution's path for
+ * few input positions (x's group transposed, dot products into z, col2im) against its reference. */
+static int check_conv_dot(void) {
+  enum { MAXX = 9 * 4 * 12, MAXW = 19 * 9 * 3 * 5, MAXCOL = 4 * 9 * 3 * 5 };
+  static float x[MAXX], w[MAXW], bias[19], y[19 * 4], y2[19 * 4], colt[MAXCOL];
+  int bad = 0, cases = 0;
+  fill(bias, 19, 1, false, 5);
+  for (int r = 1; r <= 2; r++)
+    for (int Cg = 1; Cg <= 9; Cg += 2)
+      for (int KW = 1; KW <= 5; KW += 2)
+        for (int s = 1; s <= 3; s++)
+          for (int d = 1; d <= 2; d++)
+            for (int pad = 0; pad <= 1; pad++)
+              for (int pos = 1; pos <= 4; pos++) {
+                /* W such that OW = pos; 2-d: one row of height 1 padded by 1 on both sides, KH = 3 (OH = 1) */
+                const int64_t KH = r == 2 ? 3 : 1, spanw = d * (KW - 1) + 1, W = (pos - 1) * s + spanw - 2 * pad;
+                if (W < 1) continue;
+                tdm_conv_geom g = {1, Cg, 1, W, 1, pos, KH, KW, 1, s, r == 2 ? 1 : 0, pad, 1, d};
+                const int64_t K = Cg * g.KH * KW, M = 19;
+                fill(x, Cg * g.H * W, 2, false, Cg + KW);
+                fill(w, M * K, 1, false, s + d);
+                tdm_f32_im2row(&g, x, Cg, 0, pos, colt);
+                for (int variant = 0; variant < 2; variant++) {
+#if !defined(__wasm_simd128__)
+                  if (variant == 1) continue;
+#endif
+                  for (int64_t m = 1; m <= M; m += (m < 9 ? 1 : 5)) {
+                    const float *b = (m + s) % 2 ? bias : NULL;
+                    if (variant == 0) tdm_f32_conv_dot__scalar(m, pos, K, w, colt, b, y, pos);
+#if defined(__wasm_simd128__)
+                    else tdm_f32_conv_dot__simd128(m, pos, K, w, colt, b, y, pos);
+#endif
+                    cases++;
+                    for (int64_t o = 0; o < m; o++)
+                      for (int64_t ow = 0; ow < pos; ow++) {
+                        const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, ow, b ? b[o] : 0.0f);
+                        if (!near(y[o * pos + ow], ref, 1e-5f, 1e-5f * (float)K * 4))
+                          bad += mismatch(F_CONV_GEMM, variant ? "conv dot simd128" : "conv dot", K, o * pos + ow, (double)(m * 10 + pos), y[o * pos + ow], ref);
+                      }
+#if defined(__wasm_simd128__)
+                    if (variant == 1)
+                      for (int64_t split = 1; split < m; split += 3) {
+                        tdm_f32_conv_dot__simd128(split, pos, K, w, colt, b, y2, pos);
+                        tdm_f32_conv_dot__simd128(m - split, pos, K, w + split * K, colt, b ? b + split : NULL, y2 + split * pos, pos);
+                        for (int64_t i = 0; i < m * pos; i++)
+                          if (!same(y2[i], y[i])) bad += mismatch(F_CONV_GEMM, "conv dot split", K, i, (double)split, y2[i], y[i]);
+                      }
+#endif
+                  }
+                }
+              }
+  /* transposed: few input positions */
+  {
+    static float xt[12 * 4], wt[2 * 7 * 8 * 6], zt[7 * 8 * 4], ytr[2 * 7 * 40], ref[2 * 7 * 40], xT[6 * 4];
+    for (int groups = 1; groups <= 2; groups++)
+      for (int HW = 1; HW <= 4; HW++)
+        for (int s = 2; s <= 8; s += 3) {
+          const int64_t Cg = 6, Og = 7, KW = 8, C = Cg * groups, O = Og * groups, M = Og * KW;
+          tdm_conv_geom g = {1, C, 1, HW, 1, (HW - 1) * s + KW, 1, KW, 1, s, 0, 0, 1, 1};
+          fill(xt, C * HW, 1, false, HW), fill(wt, groups * M * Cg, 1, false, s);
+          tdm_f32_conv_transpose__scalar(&g, groups, O, xt, wt, bias, ref);
+          for (int variant = 0; variant < 2; variant++) {
+#if !defined(__wasm_simd128__)
+            if (variant == 1) continue;
+#endif
+            for (int64_t gi = 0; gi < groups; gi++) {
+              float *yg = ytr + gi * Og * g.OW;
+              for (int64_t o = 0; o < Og; o++)
+                for (int64_t i = 0; i < g.OW; i++) yg[o * g.OW + i] = bias[gi * Og + o];
+              for (int64_t c = 0; c < Cg; c++)
+                for (int64_t p = 0; p < HW; p++) xT[p * Cg + c] = xt[(gi * Cg + c) * HW + p];
+              if (variant == 0) tdm_f32_conv_dot__scalar(M, HW, Cg, wt + gi * M * Cg, xT, NULL, zt, HW);
+#if defined(__wasm_simd128__)
+              else tdm_f32_conv_dot__simd128(M, HW, Cg, wt + gi * M * Cg, xT, NULL, zt, HW);
+#endif
+              tdm_f32_col2im_add(&g, Og, zt, yg);
+            }
+            cases++;
+            for (int64_t i = 0; i < O * g.OW; i++)
+              if (!near(ytr[i], ref[i], 1e-5f, 1e-5f * (float)Cg * 4)) bad += mismatch(F_CONV_TRANSPOSE, "conv transpose dot", HW, i, (double)s, ytr[i], ref[i]);
+          }
+        }
+  }
+  if (cases == 0) bad += mismatch(F_CONV_GEMM, "no conv dot cases", 0, 0, 0, 0, 0);
+  return bad;
+}
+
 /* The runtime's transposed convolution (x packed, the conv GEMM into z, then col2im) against the reference scatter:
  * 1-d and 2-d, strides 1 to 3, padding, dilation, output padding, groups. */
 static int check_conv_transpose(void) {
@@ -847,7 +961,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_transpose() + check_attention_rows();
+  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

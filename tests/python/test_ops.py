@@ -665,3 +665,55 @@ def test_quantized_op_matches_reference_quantization(request, module, inputs, mo
     with torch.no_grad():  # and it is a different model from float32: the test can tell them apart
         assert (module(*inputs) - want).abs().max() > 1e-4
     _record(request, program.to_bytes(), inputs, want, 1e-5, 1e-5)
+
+
+# torch.cdist (p = 2) against a constant codebook, as vector quantizers search it (moshi's Mimi):
+# torch decomposes it (more than 25 points) into cat([x·-2, Σx², 1]) @ cat([C, 1, ΣC²])ᵀ, which would
+# rebuild and transpose the codebook on every call. It runs as one matmul_packed against C packed
+# at export, plus the two norms, and a lookup of C's rows in another method reads the same packed
+# constant (stored once).
+class _Codebook(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        self.register_buffer("emb", torch.randn(n, d, generator=g))
+
+    def forward(self, x):
+        return torch.cdist(x, self.emb)
+
+    def nearest(self, x):  # moshi's EuclideanCodebook._quantize
+        return torch.cdist(x[None], self.emb[None], p=2)[0].argmin(-1)
+
+    def lookup(self, codes):
+        return F.embedding(codes, self.emb)
+
+
+@pytest.mark.parametrize("n,d,rows", [(64, 16, 3), (2048, 256, 1), (37, 5, 2), (30, 8, 30)])
+def test_cdist_against_a_constant_codebook_is_one_packed_matmul(n, d, rows):
+    cb = _Codebook(n, d)
+    x = r(rows, d)
+    x3 = r(2, rows, d)
+    program = tandem.export(None, {"forward": tandem.Method(cb.forward, (x3,)), "nearest": tandem.Method(cb.nearest, (x,)),
+                                   "lookup": tandem.Method(cb.lookup, (torch.arange(5),))})
+    for name in ("forward", "nearest"):
+        ops = [op.name for op in program.method(name).ops]
+        assert "matmul_packed" in ops and "cat" not in ops and "permute" not in ops and "matmul" not in ops, ops
+    assert [op.name for op in program.method("lookup").ops][-1:] == ["embedding_packed"]
+    blob = program.to_bytes()
+    assert len(blob) < 1.5 * cb.emb.numel() * 4 + 200_000  # the codebook once (packed), not twice
+    m = tandem.load(blob)
+    torch.testing.assert_close(m.forward(x3), cb(x3), rtol=1e-5, atol=1e-5)
+    xs = cb.emb[torch.randperm(n, generator=g)[:rows]] + 0.01 * r(rows, d)  # near a centroid: a clear nearest
+    want = cb.nearest(xs)
+    assert torch.equal(m.nearest(xs), want)
+    assert torch.equal(m.nearest(x), cb.nearest(x))
+    codes = torch.tensor([0, n - 1, 3, 1, 2])
+    torch.testing.assert_close(m.lookup(codes), cb.lookup(codes), rtol=0, atol=0)
+
+
+def test_cdist_between_two_inputs_stays_general():
+    """Points that are not constants: the decomposition as written (cat, matmul), against eager."""
+    a, b = r(2, 30, 7), r(2, 40, 7)
+    module = Fn(lambda x, y: torch.cdist(x, y), [])
+    program = tandem.export(module, {"forward": (a, b)})
+    assert "matmul_packed" not in [op.name for op in program.method("forward").ops]
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(a, b), torch.cdist(a, b), rtol=1e-5, atol=1e-5)
