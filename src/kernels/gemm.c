@@ -67,7 +67,7 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
   } while (0)
 
 /* The tall tile's rows (the last 1 to 3 rows of M in one tile of that height, so a 2-row GEMM
- * walks the weights once, not twice). With fused multiply-adds, 6 rows (12 accumulators + 2 B vectors + a splat:
+ * loads each weight vector once for both rows, not once per row). With fused multiply-adds, 6 rows (12 accumulators + 2 B vectors + a splat:
  * 15 of the 16 vector registers V8 allocates on x86-64) measured about 5% faster than 4 at
  * 256-1024 (the same run, six rounds, noisy); without FMA each multiply needs a temporary register
  * too, and 6 rows measured 5-20% slower than 4. */

@@ -433,6 +433,22 @@ case("roll_dims", lambda x: torch.roll(x, (-1, 3), (0, 1)), r(4, 6))
 case("fmod_scalar", lambda x: torch.fmod(x, -1.5), r(3, 7) * 4)
 case("full_i32", lambda x: x + torch.full((3, 70), 5, dtype=torch.int32), ints(3, 70).int())
 case("cat_i32", lambda a, b: torch.cat([a, b.permute(1, 0)], 0)[1::2], ints(3, 4).int(), ints(4, 5).int())
+# A streaming step of a causal conv (Mimi's SEANet): at most 4 output positions, the dot-product
+# kernel over rows of w (1 to 4 positions, every tail of its 8/4/2-row tiles, K % 4 tails, strides
+# up to 8, dilation, groups, a fused relu), and transposed convs on 1 to 4 input positions with
+# strides 4 to 8 (and Mimi's depthwise upsampling); 2- and 3-row linear layers (25 Hz steps)
+for cin, cout, k, stride, dil, groups, length in [(512, 19, 4, 2, 1, 1, 4), (24, 13, 16, 8, 1, 1, 24), (9, 6, 3, 1, 2, 1, 7),
+                                                   (8, 12, 3, 1, 1, 2, 5), (5, 9, 7, 1, 1, 1, 8), (33, 8, 1, 1, 1, 1, 1)]:
+    case("conv1d_stream", lambda x, w, b, s=stride, d=dil, gr=groups: F.conv1d(x, w, b, s, 0, d, gr),
+         r(1, cin, length), r(cout, cin // groups, k), r(cout), rtol=1e-5, atol=1e-5)  # K up to 2048: float32 sums' order
+case("conv1d_stream_relu", lambda x, w: torch.relu(F.conv1d(x, w, stride=4)), r(1, 20, 12), r(10, 20, 8))
+case("conv1d_stream_1x1", lambda x, w, b: F.conv1d(x, w, b), r(1, 70, 1), r(21, 70, 1), r(21))
+for cin, cout, k, stride, groups, length in [(32, 12, 16, 8, 1, 2), (10, 6, 12, 6, 1, 1), (7, 5, 8, 4, 1, 3), (8, 8, 4, 2, 8, 1),
+                                            (6, 4, 10, 5, 2, 4)]:
+    case("conv_transpose1d_stream", lambda x, w, b, s=stride, gr=groups: F.conv_transpose1d(x, w, b, s, groups=gr),
+         r(1, cin, length), r(cin, cout // groups, k), r(cout))
+case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
+case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
 
 
 class Fn(nn.Module):
