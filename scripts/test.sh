@@ -17,8 +17,8 @@ ctest --test-dir build/asan --output-on-failure
 echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"
 bash scripts/fuzz.sh 60
 echo "== Python tests"
-rm -rf build/fixtures/ops # recorded anew for tests/js/ops.test.js: no case from an earlier run lingers
-TANDEM_OPS_FIXTURES=build/fixtures/ops "$PY" -m pytest -q -p no:cacheprovider tests/python
+rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and programs.test.js
+TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider tests/python
 echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"
 node --test tests/js/ tests/browser/
 echo "== JS tests again in Node with relaxed SIMD (the relaxed builds, web/tandem*-relaxed.wasm)"
