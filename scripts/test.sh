@@ -4,13 +4,15 @@
 # the Node tests twice, on the SIMD128 and the relaxed-SIMD builds). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev | tail -n 1)
+PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev espeak-ng | tail -n 1)
 bash scripts/build.sh
 echo "== the Python wheel (npm run wheel; tests/python/test_wheel.py installs it into a fresh venv)"
 WHEEL=$(bash scripts/wheel.sh | tail -n 1)
 echo "$WHEEL"
 echo "== fixtures"
 "$PY" -W ignore tests/fixtures/make.py build/fixtures
+echo "== the audio demo's model, recording and ONNX reference (demo/build_audio.py)"
+"$PY" -W ignore demo/build_audio.py build/demo
 rm -rf build/fixtures/malformed
 "$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"

@@ -58,3 +58,34 @@ def test_the_exported_program_runs_it_on_the_runtime(audio, shipped, tmp_path):
     torch.testing.assert_close(got, shipped, atol=1e-5, rtol=0)
     m.reset()
     torch.testing.assert_close(m.forward(chunks[0]).flatten(), shipped[:1], atol=1e-5, rtol=0)
+
+
+def test_the_demo_pages_segmenter_is_the_packages(tmp_path):
+    """demo/segments.js (the page's speech segments) against silero-vad's own
+    get_speech_timestamps_from_probs on random probability sequences (runs and flickers around the
+    thresholds, segments near each other and near the ends)."""
+    import json
+    import subprocess
+
+    from silero_vad.utils_vad import get_speech_timestamps_from_probs
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(300):
+        n = int(rng.integers(1, 120))
+        levels = rng.choice([0.05, 0.3, 0.4, 0.6, 0.95], size=n, p=[0.35, 0.1, 0.1, 0.1, 0.35])
+        runs = np.repeat(levels, rng.integers(1, 12, size=n))[:n]
+        length = n * 512 - int(rng.integers(0, 512))
+        want = get_speech_timestamps_from_probs(runs.tolist(), sampling_rate=16000, threshold=0.5, audio_length_samples=length)
+        cases.append({"probs": runs.tolist(), "length": length, "want": [[s["start"], s["end"]] for s in want]})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    script = (f"import {{ speechSegments }} from {json.dumps((ROOT / 'demo' / 'segments.js').as_uri())};\n"
+              f"import {{ readFileSync }} from 'node:fs';\n"
+              f"const cases = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'cases.json'))}, 'utf8'));\n"
+              "console.log(JSON.stringify(cases.map((c) => speechSegments(c.probs, { length: c.length }))));\n")
+    out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert sum(len(c["want"]) for c in cases) > 300, "the cases have segments"
+    for i, (g, c) in enumerate(zip(got, cases)):
+        assert g == c["want"], f"case {i}: {c['probs']} (length {c['length']}): page {g}, package {c['want']}"
