@@ -2,9 +2,10 @@
 tandem.wasm into it and takes the version and URLs from the clone's package.json, the one source
 of truth shared with the JS package.
 
-The wasm comes from the clone's web/tandem.wasm (made by `npm run build`); a source tree that has
-tandem/tandem.wasm and tandem/_version.py already (an unpacked sdist) uses those. Without either,
-the build stops at once with one line saying what to run.
+The wasm comes from the clone's web/tandem.wasm (made by `npm run build`, or by `npm run wheel`
+when it is missing); without it the build stops at once with one line saying what to run. Only a
+clone builds the package (there is no sdist): a source tree without ../package.json must already
+hold tandem/tandem.wasm and tandem/_version.py, as the built package does.
 """
 import json
 import shutil
