@@ -34,6 +34,7 @@ let controller = null;
 async function stream(source, options) {
   await model.reset();
   run = { probs: [], wave: [], ms: [], dropped: 0, length: source instanceof Float32Array ? source.length : 0, live: !(source instanceof Float32Array) };
+  draw(); // clears the last run's plot and figures
   const t0 = performance.now();
   let pending = false;
   const summary = await streamAudio(model, 'forward', source, {
@@ -41,7 +42,9 @@ async function stream(source, options) {
     onResult: (r) => {
       run.probs.push(r.output.data[0]);
       run.ms.push(r.ms);
-      run.wave.push(r.input.subarray(CONTEXT));
+      let lo = 0, hi = 0; // the chunk's extent, for the waveform
+      for (let i = CONTEXT; i < r.input.length; i++) { lo = Math.min(lo, r.input[i]); hi = Math.max(hi, r.input[i]); }
+      run.wave.push([lo, hi]);
       if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); }
     },
     onDrop: () => { run.dropped++; },
@@ -68,8 +71,7 @@ function draw() {
   g.strokeStyle = '#64748b';
   g.beginPath();
   for (let i = first; i < n; i++) {
-    let lo = 0, hi = 0;
-    for (const v of run.wave[i]) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    const [lo, hi] = run.wave[i];
     g.moveTo(x(i), H * 0.3 - hi * H * 0.28);
     g.lineTo(x(i), H * 0.3 - lo * H * 0.28);
   }
@@ -89,10 +91,8 @@ function draw() {
   $('audio-seconds').textContent = `${audio.toFixed(1)} s`;
   $('chunk-ms').textContent = `${mean.toFixed(2)} ms (max ${Math.max(0, ...run.ms).toFixed(1)})`;
   $('dropped').textContent = String(run.dropped);
-  if (run.wallMs !== undefined) {
-    $('wall').textContent = `${(run.wallMs / 1000).toFixed(2)} s`;
-    $('speed').textContent = run.live ? 'live' : `${((audio * 1000) / run.wallMs).toFixed(1)}×`;
-  }
+  $('wall').textContent = run.wallMs === undefined ? '…' : `${(run.wallMs / 1000).toFixed(2)} s`;
+  $('speed').textContent = run.live ? 'live' : run.wallMs === undefined ? '…' : `${((audio * 1000) / run.wallMs).toFixed(1)}×`;
   $('segments').textContent = segments.length ? `speech: ${segments.map(([s, e]) => `${(s / RATE).toFixed(2)}–${(e / RATE).toFixed(2)} s`).join(', ')}` : 'no speech yet';
 }
 

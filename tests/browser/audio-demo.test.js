@@ -2,7 +2,8 @@
 // (exported from the silero-vad package's weights) in a Web Worker through streamAudio must find
 // the speech segments the shipped ONNX model finds (onnxruntime in Python, the package's own
 // get_speech_timestamps_from_probs at threshold 0.5: build/demo/recording.json, made by
-// demo/build_audio.py), give its probabilities within 1e-4, and run faster than real time.
+// demo/build_audio.py), give its probabilities within 1e-4, and run faster than real time. Its
+// Microphone button (Chromium's fake microphone) streams live until Stop.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ const errors = [];
 before(async () => {
   assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`), 'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
   server = await serve();
-  browser = await launch();
+  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
   page = await browser.newPage();
   page.on('pageerror', (e) => errors.push(e));
   await page.goto(`${server.url}/demo/audio.html`);
@@ -48,4 +49,17 @@ test("the audio page finds the shipped ONNX model's speech segments on the recor
   // the page drew what it found
   const text = await page.textContent('#segments');
   assert.ok(text.startsWith('speech: ') && text.split(',').length === want.segments.length, text);
+});
+
+test('the Microphone button streams the (fake) microphone live until Stop', async () => {
+  await page.click('#mic');
+  await page.waitForFunction(() => document.getElementById('message').textContent === 'listening…', null, { timeout: 20000 });
+  await page.waitForFunction(() => parseFloat(document.getElementById('audio-seconds').textContent) >= 1, null, { timeout: 30000 });
+  await page.click('#stop');
+  await page.waitForFunction(() => !document.getElementById('mic').disabled, null, { timeout: 20000 });
+  assert.deepEqual(errors, []);
+  assert.equal(await page.textContent('#message'), '');
+  assert.equal(await page.textContent('#speed'), 'live');
+  const seconds = parseFloat(await page.textContent('#audio-seconds'));
+  assert.ok(seconds >= 1, `${seconds} s streamed`);
 });
