@@ -382,11 +382,18 @@ export async function streamAudio(model, method, source, options = {}) {
  * tracks stay the caller's). */
 async function captureMedia(stream, given, blockSize, onRate, feed) {
   const AudioContextClass = globalThis.AudioContext ?? globalThis.webkitAudioContext;
+  if (stream.getAudioTracks().length === 0) throw invalid('the MediaStream has no audio track (getUserMedia({ audio: true }) gives one)');
   if (!given && !AudioContextClass) throw invalid('a MediaStream source needs Web Audio (AudioContext), which this environment lacks: give an AudioBuffer, a Float32Array or a ReadableStream');
   const ctx = given ?? new AudioContextClass();
-  await ctx.audioWorklet.addModule(new URL('./audio-worklet.js', import.meta.url));
-  const input = ctx.createMediaStreamSource(stream);
-  const node = new AudioWorkletNode(ctx, 'tandem-capture', { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], processorOptions: { blockSize } });
+  let input, node;
+  try {
+    await ctx.audioWorklet.addModule(new URL('./audio-worklet.js', import.meta.url));
+    input = ctx.createMediaStreamSource(stream);
+    node = new AudioWorkletNode(ctx, 'tandem-capture', { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], processorOptions: { blockSize } });
+  } catch (e) {
+    if (!given) ctx.close().catch(() => {});
+    throw e;
+  }
   onRate(ctx.sampleRate);
   node.port.onmessage = (e) => feed(e.data);
   input.connect(node);

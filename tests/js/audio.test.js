@@ -204,6 +204,8 @@ test('mistakes are typed errors naming what to change', async () => {
   await assert.rejects(streamAudio(m, 'forward', x, { chunk: 100 }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /100 samples.*\[1, 320\]/.test(e.message));
   await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, backpressure: 'wait' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'queue' or 'drop'/.test(e.message));
   await assert.rejects(streamAudio(m, 'forward', [1, 2, 3]), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /MediaStream, an AudioBuffer/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [] }, { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /no audio track/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [{}] }, { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /needs Web Audio/.test(e.message));
   await assert.rejects(streamAudio(m, 'forward', readable([new Float64Array(4)]), { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /Float64Array/.test(e.message));
   await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, onResult: () => { throw new Error('from onResult'); } }), /from onResult/);
   const plain = await load(fixture('streaming_conv').path); // no sample_rate metadata
