@@ -40,7 +40,8 @@ fi
 "$VENV/bin/python" - <<'PY' >&2
 import importlib, sys
 mods = ["torch", "numpy", "pytest", "transformers", "wasmtime", "expecttest", "gguf",
-        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts"]
+        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts",
+        "silero_vad", "onnxruntime"]
 bad = []
 for m in mods:
     try:
