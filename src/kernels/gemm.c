@@ -173,6 +173,61 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
   }
 }
 
+/* M = 2 (a streaming step of two frames), rows ldy apart in y: each panel walked from its start
+ * and from the middle of K at once, both halves adding into the same accumulators (as the M = 1
+ * GEMV), two panels side by side so each splat of a row's a[k] serves 16 columns: four weight
+ * streams in flight instead of the tiles' one. A panel's arithmetic is the same whether it runs
+ * with a neighbour or alone (the last, odd panel), so any split by columns gives the same bits. */
+#define GEMV2_PANELS(NP)                                                                                      \
+  do {                                                                                                        \
+    const float *p0 = bp + (j / 8) * K * 8, *p1 = p0 + K * 8, *q0 = p0 + half * 8, *q1 = p1 + half * 8;   \
+    const float *ak = a, *bk = a + half;                                                                      \
+    v128_t s00 = wasm_f32x4_splat(0), s01 = s00, s10 = s00, s11 = s00, t00 = s00, t01 = s00, t10 = s00, t11 = s00; \
+    for (size_t kk = half; kk > 0; kk--, ak++, bk++, p0 += 8, p1 += 8, q0 += 8, q1 += 8) {                   \
+      const v128_t x0 = wasm_f32x4_splat(ak[0]), x1 = wasm_f32x4_splat(ak[K]);                               \
+      const v128_t z0 = wasm_f32x4_splat(bk[0]), z1 = wasm_f32x4_splat(bk[K]);                               \
+      const v128_t P0 = wasm_v128_load(p0), P1 = wasm_v128_load(p0 + 4), Q0 = wasm_v128_load(q0), Q1 = wasm_v128_load(q0 + 4); \
+      s00 = tdm_madd2(s00, x0, P0, z0, Q0);                                                                  \
+      s01 = tdm_madd2(s01, x0, P1, z0, Q1);                                                                  \
+      t00 = tdm_madd2(t00, x1, P0, z1, Q0);                                                                  \
+      t01 = tdm_madd2(t01, x1, P1, z1, Q1);                                                                  \
+      if (NP > 1) {                                                                                           \
+        const v128_t R0 = wasm_v128_load(p1), R1 = wasm_v128_load(p1 + 4), S0 = wasm_v128_load(q1), S1 = wasm_v128_load(q1 + 4); \
+        s10 = tdm_madd2(s10, x0, R0, z0, S0);                                                                \
+        s11 = tdm_madd2(s11, x0, R1, z0, S1);                                                                \
+        t10 = tdm_madd2(t10, x1, R0, z1, S0);                                                                \
+        t11 = tdm_madd2(t11, x1, R1, z1, S1);                                                                \
+      }                                                                                                       \
+    }                                                                                                         \
+    if (K & 1) { /* the last k of an odd K: q0, q1 point at it */                                             \
+      const v128_t x0 = wasm_f32x4_splat(a[K - 1]), x1 = wasm_f32x4_splat(a[2 * K - 1]);                      \
+      s00 = tdm_madd(x0, wasm_v128_load(q0), s00);                                                            \
+      s01 = tdm_madd(x0, wasm_v128_load(q0 + 4), s01);                                                        \
+      t00 = tdm_madd(x1, wasm_v128_load(q0), t00);                                                            \
+      t01 = tdm_madd(x1, wasm_v128_load(q0 + 4), t01);                                                        \
+      if (NP > 1) {                                                                                           \
+        s10 = tdm_madd(x0, wasm_v128_load(q1), s10);                                                          \
+        s11 = tdm_madd(x0, wasm_v128_load(q1 + 4), s11);                                                      \
+        t10 = tdm_madd(x1, wasm_v128_load(q1), t10);                                                          \
+        t11 = tdm_madd(x1, wasm_v128_load(q1 + 4), t11);                                                      \
+      }                                                                                                       \
+    }                                                                                                         \
+    const int64_t n0 = N - j < 8 ? N - j : 8;                                                                 \
+    tdm_store8(y + j, s00, s01, n0);                                                                          \
+    tdm_store8(y + ldy + j, t00, t01, n0);                                                                    \
+    if (NP > 1) {                                                                                             \
+      tdm_store8(y + j + 8, s10, s11, N - j - 8);                                                             \
+      tdm_store8(y + ldy + j + 8, t10, t11, N - j - 8);                                                       \
+    }                                                                                                         \
+  } while (0)
+
+static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
+  const size_t half = (size_t)K / 2;
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16) GEMV2_PANELS(2); /* panels j/8 and j/8 + 1 (the second may be partial) */
+  for (; j < N; j += 8) GEMV2_PANELS(1);
+}
+
 void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
   for (int64_t j = 0; j < N; j += 8) {
     const float *panel = bp + (j / 8) * K * 8;
@@ -186,16 +241,24 @@ void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, con
 
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   if (M == 1) gemv_packed__simd128(N, K, a, bp, y);
+  else if (M == 2) gemv2_packed__simd128(N, K, a, bp, y, N);
   else tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, y);
+}
+
+void tdm_f32_gemm_packed_few_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
+  if (M == 2) gemv2_packed__simd128(N, K, a, bp, y, ldy);
+  else tdm_f32_gemm_packed_ld_4x8__simd128(M, N, K, a, bp, y, ldy);
 }
 
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
 const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld = tdm_f32_gemm_packed_ld_4x8__simd128;
+const tdm_gemm_ld_fn tdm_f32_gemm_packed_few = tdm_f32_gemm_packed_few_4x8__simd128;
 #else
 const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld = tdm_f32_gemm_packed_ld__scalar;
+const tdm_gemm_ld_fn tdm_f32_gemm_packed_few = tdm_f32_gemm_packed_ld__scalar;
 #endif

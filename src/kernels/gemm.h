@@ -22,13 +22,17 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
  * whole GEMM does. */
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
+/* 2 to 7 rows, rows of y ldy apart (a streaming step's few frames; the GEMM split by columns over
+ * threads): M = 2 walks two panels at once, each from its start and its middle (four weight
+ * streams), other M the tiles. Also what tdm_f32_gemm_packed_4x8__simd128 runs for M = 2. */
+void tdm_f32_gemm_packed_few_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 #endif
 
 /* The variants the runtime uses, picked once at build time. */
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed, tdm_f32_gemm_packed_tiles;
 typedef void (*tdm_gemm_ld_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
-extern const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld;
+extern const tdm_gemm_ld_fn tdm_f32_gemm_packed_ld, tdm_f32_gemm_packed_few;
 
 /* The same over the runtime's threads (src/threads.h; linalg.c): results identical to the kernels
  * above for any thread count. */

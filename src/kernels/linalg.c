@@ -48,7 +48,7 @@ typedef struct {
 static void packed_few_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const gemm_cols_job *j = c;
   (void)t, (void)ws;
-  tdm_f32_gemm_packed_ld(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
+  tdm_f32_gemm_packed_few(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
 }
 
 void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
