@@ -4,7 +4,8 @@ replaced by one op that has a kernel of its own (docs/ops.md).
 - RMS norm: mul(x, x) -> mean(last dim, keepdim) -> add(eps) -> rsqrt -> mul(x, .) [-> mul(., w)]
   becomes rms_norm(x[, w]) (what nn.RMSNorm and hand-written RMSNorm modules decompose to).
 - An activation right after a convolution: conv -> relu / hardswish becomes one conv with the
-  activation as its last attribute, applied to each block of the output while it is in cache.
+  activation as its last attribute, applied to each block of the output while it is in cache; so
+  does conv -> ELU (alpha 1, as lower._elu writes it: minimum, exp, sub, maximum), SEANet's.
 - Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
@@ -48,7 +49,7 @@ def _fuse_one(ir: MethodIR) -> bool:
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
     for i in range(len(ir.ops)):
-        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _eager_attention):
+        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _conv_elu, _eager_attention):
             found = match(ir.ops, i, readers, producer)
             if found:
                 remove, new = found
@@ -308,6 +309,38 @@ def _conv_activation(ops, i, readers, producer):
         return None
     return [i, i + 1], Op("conv", conv.ins, [act.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ACTIVATIONS[act.name]],
                           conv.fattr, conv.where)
+
+
+CONV_ELU = 3
+
+
+def _conv_elu(ops, i, readers, producer):
+    """conv, then ELU (alpha 1) of its whole output as lower._elu writes it: minimum(y, 0) -> exp ->
+    sub(., 1) -> maximum(y, .), y read by nothing else and each step only by the next: one conv with
+    the elu activation (the same kernels in the same order on each block of y while it is in cache)."""
+    conv = ops[i]
+    if conv.name != "conv" or len(conv.iattr) != 3 + 3 * conv.iattr[0]:
+        return None
+    y = conv.outs[0]
+    r = readers[y.storage] if y.storage.kind == SCRATCH and not y.storage.is_input and _whole(y) else []
+    if len(r) != 2 or _OUTPUT in r:
+        return None
+    mn, mx = ops[r[0]], ops[r[1]]
+    if not (_plain_binary(mn, "minimum") and _same(mn.ins[0], y) and _scalar_const(mn.ins[1]) == 0.0
+            and mn.outs[0].shape == y.shape):
+        return None
+    ex = _only_reader(mn.outs[0], readers)
+    if ex is None or ops[ex].name != "exp" or len(ops[ex].ins) != 1 or not _same(ops[ex].ins[0], mn.outs[0]):
+        return None
+    sb = _only_reader(ops[ex].outs[0], readers)
+    if sb is None or not _plain_binary(ops[sb], "sub") or not _same(ops[sb].ins[0], ops[ex].outs[0]) or \
+            _scalar_const(ops[sb].ins[1]) != 1.0:
+        return None
+    if _only_reader(ops[sb].outs[0], readers) != r[1] or not _plain_binary(mx, "maximum") or not _same(mx.ins[0], y) or \
+            not _same(mx.ins[1], ops[sb].outs[0]) or mx.outs[0].shape != y.shape or mx.outs[0].dtype != F32:
+        return None
+    return [i, r[0], ex, sb, r[1]], Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr,
+                                       conv.where)
 
 
 def tie_embeddings(methods: list) -> None:

@@ -608,12 +608,40 @@ static bool conv_padded_exact(const float *w, int64_t nw, const float *bias, int
 #endif
 
 /* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
- * 0 none, 1 relu, 2 hardswish, applied in place by the elementwise kernels to each block of y right
+ * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1), applied in place by the elementwise kernels to each block of y right
  * after it is written (still in cache), so the results are those of the separate op. */
-enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_COUNT };
+enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_ELU, CONV_ACT_COUNT };
+
+#if defined(__wasm_simd128__)
+#define conv_binary_row tdm_f32_binary_row__simd128
+#else
+#define conv_binary_row tdm_f32_binary_row__scalar
+#endif
+
+/* ELU (alpha 1) as the exporter lowers it: maximum(y, exp(minimum(y, 0)) - 1), by the same
+ * elementwise kernels in the same order (the same floats as the four ops), a block at a time
+ * through a stack buffer while y's block is in cache. */
+static void conv_elu(float *y, int64_t n) {
+  const float zero = 0.0f, one = 1.0f;
+  float t[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t m = n - i < 256 ? n - i : 256;
+    conv_binary_row(TDM_B_MIN, y + i, 1, &zero, 0, t, m);
+#if defined(__wasm_simd128__)
+    if (!tdm_f32_unary__simd128(TDM_U_EXP, t, t, m))
+#endif
+      tdm_f32_unary__scalar(TDM_U_EXP, t, t, m);
+    conv_binary_row(TDM_B_SUB, t, 1, &one, 0, t, m);
+    conv_binary_row(TDM_B_MAX, y + i, 1, t, 1, y + i, m);
+  }
+}
 
 static void conv_activate(int act, float *y, int64_t n) {
   if (act == CONV_ACT_NONE) return;
+  if (act == CONV_ACT_ELU) {
+    conv_elu(y, n);
+    return;
+  }
   const int code = act == CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH;
 #if defined(__wasm_simd128__)
   if (tdm_f32_unary__simd128(code, y, y, n)) return;
@@ -718,7 +746,7 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
       op->n_in != 2 + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
   if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= CONV_ACT_COUNT))
-    return tdm__rule(op, "activation must be 0 (none), 1 (relu) or 2 (hardswish)");
+    return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
   if (x->shape.rank != r + 2 || w->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x, w and y must have rank %d", (int)r + 2);

@@ -447,6 +447,9 @@ for cin, cout, k, stride, groups, length in [(32, 12, 16, 8, 1, 2), (10, 6, 12, 
                                             (6, 4, 10, 5, 2, 4)]:
     case("conv_transpose1d_stream", lambda x, w, b, s=stride, gr=groups: F.conv_transpose1d(x, w, b, s, groups=gr),
          r(1, cin, length), r(cin, cout // groups, k), r(cout))
+case("conv1d_elu", lambda x, w, b: F.elu(F.conv1d(x, w, b, padding=1)), r(1, 6, 300), r(8, 6, 3), r(8))  # im2col + GEMM
+case("conv1d_elu_direct", lambda x, w: F.elu(F.conv1d(x, w, groups=4)), r(1, 4, 1031) * 3, r(4, 1, 3))  # depthwise, blocks of 256
+case("conv1d_elu_stream", lambda x, w: F.elu(F.conv1d(x, w, stride=2)), r(1, 16, 4), r(12, 16, 4))  # 1 position: dot kernel
 case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
 case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
 
@@ -733,3 +736,19 @@ def test_cdist_between_two_inputs_stays_general():
     program = tandem.export(module, {"forward": (a, b)})
     assert "matmul_packed" not in [op.name for op in program.method("forward").ops]
     torch.testing.assert_close(tandem.load(program.to_bytes()).forward(a, b), torch.cdist(a, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["gemm", "direct", "stream"])
+def test_conv_then_elu_is_one_conv_with_the_same_floats(form):
+    """SEANet's ELU after a conv (lowered as minimum, exp, sub, maximum) is fused into the conv as its
+    activation: one op, and bit for bit the four ops' result (the same kernels, in the same order),
+    which a program that also returns the conv's output (so nothing is fused) gives."""
+    x, w, kw = {"gemm": (r(1, 6, 300), r(8, 6, 3), {"padding": 1}), "direct": (r(1, 4, 1031) * 3, r(4, 1, 3), {"groups": 4}),
+                "stream": (r(1, 16, 4), r(12, 16, 4), {"stride": 2})}[form]
+    fused = tandem.export(Fn(lambda a, b: F.elu(F.conv1d(a, b, **kw)), []), {"forward": (x, w)})
+    assert [op.name for op in fused.method("forward").ops] == ["conv"]
+    plain = tandem.export(Fn(lambda a, b: (lambda y: (F.elu(y), y))(F.conv1d(a, b, **kw)), []), {"forward": (x, w)})
+    assert "exp" in [op.name for op in plain.method("forward").ops]
+    got, (want, _) = tandem.load(fused.to_bytes()).forward(x, w), tandem.load(plain.to_bytes()).forward(x, w)
+    assert torch.equal(got, want)
+    torch.testing.assert_close(got, F.elu(F.conv1d(x, w, **kw)))
