@@ -274,18 +274,25 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
   } while (0)
 
 /* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row
- * tile walks it, and the weights' block [M, CONV_KC] in L2 while every panel is walked. */
+ * tile walks it, and rows in blocks of CONV_MC so that the weights' block [CONV_MC, CONV_KC] (64 KiB)
+ * stays in L2 while every panel is walked: without the row blocks, a tall weight matrix's block
+ * ([512 or 1280 or 3072 rows, 256]: Mimi's SEANet at a streaming step) was read from memory once per
+ * panel. Each output's products are summed in the same order either way (the same bits). */
 #define CONV_KC 256
+#define CONV_MC 64
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy) {
   for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
     const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
-    for (int64_t j = 0; j < N; j += TDM_PANEL) {
-      const float *panel = bp + (j / TDM_PANEL) * K * TDM_PANEL + k0 * TDM_PANEL;
-      const int64_t n = N - j;
-      int64_t i = 0;
-      for (; i + 4 <= M; i += 4) CONV_TILE(4);
-      for (; i < M; i++) CONV_TILE(1);
+    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
+      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
+      for (int64_t j = 0; j < N; j += TDM_PANEL) {
+        const float *panel = bp + (j / TDM_PANEL) * K * TDM_PANEL + k0 * TDM_PANEL;
+        const int64_t n = N - j;
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) CONV_TILE(4);
+        for (; i < i1; i++) CONV_TILE(1);
+      }
     }
   }
 }
