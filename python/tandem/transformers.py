@@ -170,6 +170,180 @@ class MambaLM(nn.Module):
         self.position.zero_()
 
 
+# ---- recurrent LMs over transformers' own cache classes -----------------------------------------
+
+class _StateSlots:
+    """Stands in for a LinearAttentionLayer's {state index: tensor} dict with the tensors as attributes
+    (s0, s1, ...), so tandem.export finds them as state (it follows objects' attributes, not dict items)."""
+
+    def __init__(self, tensors: dict):
+        self._keys = sorted(tensors)
+        for k in self._keys:
+            setattr(self, f"s{k}", tensors[k])
+
+    def __getitem__(self, k):
+        return getattr(self, f"s{k}", None)
+
+    def __setitem__(self, k, v):
+        if k not in self._keys:
+            self._keys.append(k)
+        setattr(self, f"s{k}", v)
+
+    def keys(self):
+        return list(self._keys)
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+
+def _cache_layer_kinds(model: nn.Module, max_cache_len: int) -> tuple:
+    """(the StaticCache transformers builds from the model's config, [kind of each layer]): 'recurrent'
+    for a LinearAttentionLayer (conv/recurrent state tensors), 'attention' for a static KV layer, 'none'
+    for a DummyLayer; an ExportError naming the model class and layer class for anything else."""
+    from transformers import StaticCache
+    from transformers.cache_utils import DummyLayer, LinearAttentionLayer, StaticLayer
+
+    config = model.config.get_text_config(decoder=True)
+    try:
+        cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    except Exception as e:
+        raise ExportError(f"{type(model).__name__}: transformers cannot build a StaticCache from its config "
+                          f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state") from e
+    kinds = []
+    for i, layer in enumerate(cache.layers):
+        if isinstance(layer, LinearAttentionLayer) and isinstance(layer, StaticLayer):
+            kinds.append("hybrid")
+        elif isinstance(layer, LinearAttentionLayer):
+            kinds.append("recurrent")
+        elif isinstance(layer, StaticLayer):
+            kinds.append("attention")
+        elif isinstance(layer, DummyLayer):
+            kinds.append("none")
+        else:
+            raise ExportError(f"{type(model).__name__}: cache layer {i} is a {type(layer).__name__}, which this recipe "
+                              "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
+                              "recurrent layers)")
+    return cache, kinds
+
+
+def is_recurrent(model: nn.Module) -> bool:
+    """Whether the model's own cache (transformers' StaticCache built from its config) holds recurrent
+    state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows,
+    or whether its forward keeps per-layer state tensors of its own (RWKV's `state`)."""
+    try:
+        _, kinds = _cache_layer_kinds(model, 8)
+    except ExportError:
+        return False
+    return any(k in ("recurrent", "hybrid") for k in kinds)
+
+
+class RecurrentLM(nn.Module):
+    """A causal LM whose transformers cache has recurrent layers (Mamba2, FalconMamba, ...: each layer's
+    convolution window and SSM state in a LinearAttentionLayer), run by the model's own forward one
+    token at a time: a step of one token is transformers' own recurrent update, so prefill_<n> is n such
+    steps and continues from the state, which transformers' own multi-token prefill (starting the scan
+    from zero) would not. The cache is made by transformers (StaticCache from the config), its tensors
+    created by one eager call and then zeroed; attention layers of a hybrid model keep a static KV cache
+    of max_cache_len positions."""
+
+    def __init__(self, model: nn.Module, cache, kinds: list):
+        super().__init__()
+        from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+        self.model = model
+        self.kinds = kinds
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is StaticSlidingWindowLayer:  # as CausalLM: the model's mask keeps the window
+                cache.layers[i] = StaticLayer(layer.max_cache_len)
+        self.cache = cache
+        with torch.no_grad():  # transformers creates the state tensors lazily, at a first update
+            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=cache, use_cache=True)
+        for i, layer in enumerate(cache.layers):
+            if kinds[i] in ("recurrent", "hybrid"):
+                for name in ("conv_states", "recurrent_states"):
+                    got = {k: v for k, v in getattr(layer, name).items() if v is not None}
+                    setattr(layer, name, _StateSlots(got))
+                for k in layer.has_previous_state:  # every call continues the state (zero after reset)
+                    layer.has_previous_state[k] = True
+        self.register_buffer("position", torch.zeros((), dtype=torch.long))  # tokens seen since reset
+        self.reset()
+
+    def _one(self, token: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=token, cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.position.add_(1)
+        return out.logits[:, -1]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits = None
+        for t in range(tokens.shape[1]):
+            logits = self._one(tokens[:, t:t + 1])
+        return logits
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
+    def state_tensors(self) -> list:
+        out = []
+        for i, layer in enumerate(self.cache.layers):
+            if self.kinds[i] in ("recurrent", "hybrid"):
+                out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
+            if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
+                out += [layer.keys, layer.values, layer.cumulative_length]
+        return out
+
+    def reset(self) -> None:
+        for t in self.state_tensors():
+            t.zero_()
+        self.position.zero_()
+
+
+def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options) -> Program:
+    """export_causal_lm for a model whose cache has recurrent layers (see RecurrentLM)."""
+    config = model.config.get_text_config(decoder=True)
+    cache, kinds = _cache_layer_kinds(model, max_cache_len or 1)
+    attention = [i for i, k in enumerate(kinds) if k in ("attention", "hybrid")]
+    if attention and max_cache_len is None:
+        raise ExportError(f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
+                          "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512")
+    if not attention and max_cache_len is not None:
+        raise ExportError(f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
+                          "not a KV cache, so any number of tokens fits; pass max_cache_len=None")
+    if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
+        raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
+    lm = RecurrentLM(model, cache, kinds)
+    # one token per step of the model's own recurrent update, unrolled: fixed prefill_<n> lengths
+    chunks = prefill_chunks(max_prompt_len)
+    methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+    methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
+    extra = {"prefill_chunks": chunks}
+    if top_k is not None:
+        lm.top_k = top_k
+        methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
+        extra["sample_top_k"] = top_k
+    methods["reset"] = Method(lm.reset, ())
+    return export(None, methods, metadata={
+        "model_type": getattr(config, "model_type", ""),
+        "vocab_size": int(config.vocab_size),
+        "num_layers": len(kinds),
+        "max_cache_len": None if max_cache_len is None else int(max_cache_len),
+        "max_prompt_len": int(max_prompt_len),
+        **extra,
+        "position_state": "position",
+        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+        **(metadata or {}),
+    }, **options)
+
+
 def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None,
                      sample_top_k: int | None = 64, **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
@@ -187,6 +361,8 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
                           f"got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
+    if model_type != "mamba" and is_recurrent(model):
+        return _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options)
     if model_type == "mamba":
         if max_cache_len is not None:
             raise ExportError(f"max_cache_len={max_cache_len}: a Mamba model keeps a fixed-size state, not a KV cache, so "
