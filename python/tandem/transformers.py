@@ -306,6 +306,33 @@ class RecurrentLM(nn.Module):
         self.position.zero_()
 
 
+def _refuse_unsupported_state(model: nn.Module) -> None:
+    """An ExportError naming the model class when its forward keeps its past in something other than a
+    transformers Cache (found from its forward's own parameters and their annotated classes): RWKV's
+    `state` list, xLSTM's xLSTMCache."""
+    import inspect
+    import typing
+
+    from transformers.cache_utils import Cache
+
+    name = type(model).__name__
+    params = inspect.signature(model.forward).parameters
+    key = next((k for k in ("cache", "past_key_values") if k in params), None)
+    if key is None:
+        own = [k for k in ("state", "cache_params", "mems") if k in params]
+        raise ExportError(f"{name}: its forward takes no transformers Cache"
+                          f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
+                          "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
+                          "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
+                          "step as a module with buffers and use tandem.export")
+    annotation = params[key].annotation
+    classes = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and a is not type(None)]
+    foreign = [c for c in classes if not issubclass(c, Cache)]
+    if foreign and not any(issubclass(c, Cache) for c in classes):
+        raise ExportError(f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
+                          f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export")
+
+
 def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options) -> Program:
     """export_causal_lm for a model whose cache has recurrent layers (see RecurrentLM)."""
     config = model.config.get_text_config(decoder=True)
@@ -361,6 +388,8 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
                           f"got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
+    if model_type != "mamba":
+        _refuse_unsupported_state(model)
     if model_type != "mamba" and is_recurrent(model):
         return _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options)
     if model_type == "mamba":
