@@ -205,18 +205,19 @@ class _StateSlots:
         return len(self._keys)
 
 
-def _cache_layer_kinds(model: nn.Module, max_cache_len: int) -> tuple:
+def _cache_layer_kinds(model, max_cache_len: int) -> tuple:
     """(the StaticCache transformers builds from the model's config, [kind of each layer]): 'recurrent'
     for a LinearAttentionLayer (conv/recurrent state tensors), 'attention' for a static KV layer, 'none'
     for a DummyLayer; an ExportError naming the model class and layer class for anything else."""
     from transformers import StaticCache
     from transformers.cache_utils import DummyLayer, LinearAttentionLayer, StaticLayer
 
-    config = model.config.get_text_config(decoder=True)
+    name = _class_name(model)
+    config = getattr(model, "config", model).get_text_config(decoder=True)  # a model or its config
     try:
         cache = StaticCache(config=config, max_cache_len=max_cache_len)
     except Exception as e:
-        raise ExportError(f"{type(model).__name__}: transformers cannot build a StaticCache from its config "
+        raise ExportError(f"{name}: transformers cannot build a StaticCache from its config "
                           f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state") from e
     kinds = []
     for i, layer in enumerate(cache.layers):
@@ -229,16 +230,21 @@ def _cache_layer_kinds(model: nn.Module, max_cache_len: int) -> tuple:
         elif isinstance(layer, DummyLayer):
             kinds.append("none")
         else:
-            raise ExportError(f"{type(model).__name__}: cache layer {i} is a {type(layer).__name__}, which this recipe "
+            raise ExportError(f"{name}: cache layer {i} is a {type(layer).__name__}, which this recipe "
                               "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
                               "recurrent layers)")
     return cache, kinds
 
 
-def is_recurrent(model: nn.Module) -> bool:
-    """Whether the model's own cache (transformers' StaticCache built from its config) holds recurrent
-    state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows,
-    or whether its forward keeps per-layer state tensors of its own (RWKV's `state`)."""
+def _class_name(model) -> str:
+    if isinstance(model, nn.Module):
+        return type(model).__name__
+    return ", ".join(getattr(model, "architectures", None) or []) or f"a {getattr(model, 'model_type', '?')} model"
+
+
+def is_recurrent(model) -> bool:
+    """Whether the model's (or a config's) own cache (transformers' StaticCache built from its config) holds recurrent
+    state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows."""
     try:
         _, kinds = _cache_layer_kinds(model, 8)
     except ExportError:

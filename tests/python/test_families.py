@@ -214,3 +214,19 @@ def test_a_count_set_to_a_dynamic_length_is_computed_at_run_time():
     for k in (7, 1, 16):
         m.set(torch.ones(1, k))
         assert int(m.read_state("n")) == k
+
+
+# ---- the export command picks these recipes from the config ---------------------------------------
+
+@pytest.mark.parametrize("family,recipe", [("bart", "seq2seq"), ("mamba2", "recurrent")])
+def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_path):
+    from tandem.pretrained import tolerance
+    model = _seeded(SEQ2SEQ[family]) if family in SEQ2SEQ else _seeded(RECURRENT[family])
+    model.save_pretrained(tmp_path)
+    kwargs = {"max_cache_len": 8, "max_source_len": 8} if recipe == "seq2seq" else {"max_prompt_len": 2}
+    program, report = tt.export_pretrained(tmp_path, tmp_path / "out.tandem", **kwargs)
+    assert report["recipe"] == recipe and report["model_type"] == family and report["tokenizer"] is None
+    assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
+    m = tandem.load((tmp_path / "out.tandem").read_bytes())
+    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq"
+                               else ["prefill_2", "decode", "decode_topk", "reset"])
