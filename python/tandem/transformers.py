@@ -19,7 +19,9 @@ max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sam
 decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
 of positions in use), bos_token_id, eos_token_id.
 
-A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
+A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
+holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
+(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
 window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
 tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
 steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
@@ -29,10 +31,12 @@ prompt into them.
 
     program = tandem.transformers.export_seq2seq(model, max_cache_len=64)
 
-An encoder-decoder (Whisper: WhisperForConditionalGeneration) becomes
-- `encode(features [1, mel, frames])`: runs the encoder, writes every decoder layer's
-  cross-attention keys and values into state, and starts a new decode (the self-attention cache
-  is emptied, its position back to 0);
+An encoder-decoder over transformers' EncoderDecoderCache (Whisper, T5, BART, Marian, Pegasus,
+Speech2Text, ...) becomes
+- `encode(input)`: the model's own encoder on what its forward takes (token ids [1, n] of a dynamic
+  length up to max_source_len, or features of a fixed shape), its output kept as state, every decoder
+  layer's cross-attention keys and values written by the layer itself, and a new decode started
+  (the self-attention cache is emptied, its position back to 0);
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
 - `reset()`: empties both caches.
 """
