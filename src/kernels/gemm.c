@@ -28,8 +28,7 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
     }
 }
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
+#if TDM_SIMD128
 
 /* Rows i..i+R-1 (R = 1 to 6) of y, columns j..j+7: B's 8 columns at step k are loaded by LOADB
  * from pb, which starts at PB0 and moves PBSTEP floats per step. The loop bumps pointers with a

@@ -7,11 +7,13 @@
 
 #include <stdint.h>
 
+#include "simd.h"
+
 #include "../schema.h" /* TDM_PANEL, from python/tandem/schema.py */
 
 void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 /* The register tiles alone, also for M = 1 (tdm_f32_gemm_packed_4x8__simd128 takes the GEMV path

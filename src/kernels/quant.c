@@ -88,8 +88,7 @@ void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const floa
   }
 }
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
+#if TDM_SIMD128
 
 /* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
  * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time

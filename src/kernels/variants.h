@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "simd.h"
+
 /* Sub-operation codes of the elementwise families (tdm_opdef.code). */
 enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM, TDM_B_EQ, TDM_B_NE,
        TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
@@ -105,7 +107,7 @@ typedef struct tdm_attn_rows {
 /* The reference: one head after another. ws: jend floats. */
 void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every

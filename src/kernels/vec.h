@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "simd.h"
+
 static inline float tdm_f32_dot__scalar(const float *a, const float *b, int64_t n) {
   float r = 0;
   for (int64_t i = 0; i < n; i++) r += a[i] * b[i];
@@ -16,9 +18,8 @@ static inline void tdm_f32_axpy__scalar(float p, const float *x, float *y, int64
   for (int64_t i = 0; i < n; i++) y[i] += p * x[i];
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 #include <string.h>
-#include <wasm_simd128.h>
 
 /* a * b + c for four lanes. The relaxed-SIMD build (TDM_RELAXED_SIMD, web/tandem-relaxed.wasm)
  * makes it one f32x4.relaxed_madd, which engines run as a fused multiply-add where the CPU has one

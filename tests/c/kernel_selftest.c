@@ -129,7 +129,7 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed__scalar(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   tdm_f32_gemm_rows_4x8__simd128(M, N, K, a, b, y);
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
@@ -178,7 +178,7 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   bad += gemm_compare(y, ref8, M * N, K);
   tdm_q4_gemm__scalar(M, N, K, G, a, q4, s4, y);
   bad += gemm_compare(y, ref4, M * N, K);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   tdm_q8_gemm_4x8__simd128(M, N, K, a, q8, s8, y);
   bad += gemm_compare(y, ref8, M * N, K);
   tdm_q4_gemm_4x8__simd128(M, N, K, G, a, q4, s4, y);
@@ -239,7 +239,7 @@ static int check_q8_dot(int64_t N, int64_t K) {
   tdm_q8_gemv_dot__scalar(N, K, xq, xs, q8, s8, y);
   for (int64_t j = 0; j < N; j++)
     if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   memcpy(ref, y, sizeof(float) * (size_t)N);
   tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
   for (int64_t j = 0; j < N; j++)
@@ -255,7 +255,7 @@ static int check_q8_dot(int64_t N, int64_t K) {
   return bad;
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* ---- elementwise ----------------------------------------------------------------------------- */
 
 /* Binary float32 ops: exact, for contiguous and broadcast (stride 0) operands. */
@@ -686,7 +686,7 @@ static int check_attention_rows(void) {
               const int64_t i = g * a.ystride + c;
               if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_ATTENTION, "attention rows scalar", T, i, (double)G, y[i], ref[i]);
             }
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
           memcpy(ref, y, (size_t)ny * sizeof(float));
           for (int64_t i = 0; i < ny; i++) y[i] = 7.0f;
           a.y = y;
@@ -739,7 +739,7 @@ static int check_conv_gemm(void) {
                   const int64_t chunks[3] = {8, 24, (N + 7) / 8 * 8};
                   for (int ci = 0; ci < 3; ci++)
                     for (int variant = 0; variant < 2; variant++) {
-#if !defined(__wasm_simd128__)
+#if !TDM_SIMD128
                       if (variant == 1) continue;
 #endif
                       for (int64_t gi = 0; gi < groups; gi++)
@@ -749,7 +749,7 @@ static int check_conv_gemm(void) {
                           const float *b = (Og + s) % 2 ? bias + gi * Og : NULL;
                           float *yg = y + gi * Og * N + n0;
                           if (variant == 0) tdm_f32_conv_gemm__scalar(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
                           else tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
 #endif
                         }
@@ -773,7 +773,7 @@ static int check_conv_gemm(void) {
     fill(xd, 40 * 30, 1, false, 3), fill(wd, 5 * 40 * 9, 1, false, 4);
     const int64_t Kk = 40 * 9, N = g.OW;
     tdm_f32_im2col_packed(&g, xd, 40, 0, N, cold);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
     tdm_f32_conv_gemm_4x8__simd128(5, N, Kk, wd, cold, NULL, yd, N);
 #else
     tdm_f32_conv_gemm__scalar(5, N, Kk, wd, cold, NULL, yd, N);
@@ -814,7 +814,7 @@ static int check_conv_transpose(void) {
                 const float *b = (K + pad) % 2 ? bias : NULL;
                 tdm_f32_conv_transpose__scalar(&g, groups, O, x, wt, b, ref);
                 for (int variant = 0; variant < 2; variant++) {
-#if !defined(__wasm_simd128__)
+#if !TDM_SIMD128
                   if (variant == 1) continue;
 #endif
                   for (int64_t gi = 0; gi < groups; gi++) {
@@ -823,7 +823,7 @@ static int check_conv_transpose(void) {
                       for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = b ? b[gi * Og + o] : 0.0f;
                     tdm_f32_pack_panels(Cg, HW, x + gi * Cg * HW, xp);
                     if (variant == 0) tdm_f32_conv_gemm__scalar(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
                     else tdm_f32_conv_gemm_4x8__simd128(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
 #endif
                     tdm_f32_col2im_add(&g, Og, z, yg);
@@ -843,7 +843,7 @@ int tdm_kernel_selftest(void) {
   memset(bad_by_family, 0, sizeof bad_by_family);
   memset(first_bad, 0, sizeof first_bad);
   int bad = 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
