@@ -1,6 +1,7 @@
 """tandem from Python, single thread, in one process: the native library built scalar
 (build/native-scalar, -DTDM_NATIVE_SIMD=OFF), the native library as shipped (build/native: the SIMD128
-kernels through SIMDe, AVX2+FMA GEMM/GEMV where the CPU has them), the wasm backend (web/tandem.wasm
+kernels through SIMDe, AVX2+FMA GEMM/GEMV where the CPU has them), the same library with
+TANDEM_NATIVE_ISA=simd128 (the SIMD128 kernels alone, SSE2 through SIMDe), the wasm backend (web/tandem.wasm
 under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
 
   - linear: nn.Linear(512, 512) on a [64, 512] input (33.6 MFLOP);
@@ -11,15 +12,17 @@ under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
     ReLU layers (129→128→64→64→128 channels, two of stride 2), an LSTM cell of 128 carried
     between calls, a 1×1 convolution and a sigmoid.
 
-Each row is the median over ROUNDS of the mean time per call; the ratio columns divide by PyTorch's.
+Each cell is the best over ROUNDS rounds (interleaved across the backends, timeit's rule: the\nmachine may be shared) of the mean time per call; the ratio columns divide native SIMD's time by\nPyTorch's and by wasm's.
 Also checks every backend's outputs against eager's (max |diff|).
 
     bash bench/run.sh with TANDEM_BENCH=native, or directly:
     PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/native.py
 """
 import copy
+import ctypes
+import gc
 import os
-import statistics
+import shutil
 import sys
 import time
 import warnings
@@ -72,19 +75,13 @@ class SileroShaped(nn.Module):
         self.c.zero_()
 
 
-def time_calls(setup, call, calls):
-    """Median over ROUNDS of the mean seconds per call (setup runs, untimed, before each round)."""
+def time_round(setup, call, calls):
+    """Mean seconds per call over `calls` calls (setup runs, untimed, first)."""
     setup()
-    for _ in range(max(3, calls // 10)):
+    t0 = time.perf_counter()
+    for _ in range(calls):
         call()
-    times = []
-    for _ in range(ROUNDS):
-        setup()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            call()
-        times.append((time.perf_counter() - t0) / calls)
-    return statistics.median(times)
+    return (time.perf_counter() - t0) / calls
 
 
 def cases():
@@ -114,31 +111,54 @@ def backends():
     if scalar.exists():
         out.append(("native scalar", lambda: runtime.NativeLibrary(scalar)))
     out.append(("native SIMD", lambda: runtime.NativeLibrary(ROOT / "build" / "native" / "libtandem.so")))
+    if ctypes.CDLL(str(ROOT / "build" / "native" / "libtandem.so")).tdm_build_features() & 8:
+        # the same library without its AVX2+FMA kernels: a copy (its own process-wide choice),
+        # loaded with TANDEM_NATIVE_ISA=simd128 and asked once while the variable is set
+        copy_path = ROOT / "build" / "native-scalar" / "libtandem-simd128.so"
+        shutil.copyfile(ROOT / "build" / "native" / "libtandem.so", copy_path)
+
+        def simd128_only():
+            os.environ["TANDEM_NATIVE_ISA"] = "simd128"
+            assert not ctypes.CDLL(str(copy_path)).tdm_build_features() & 8
+            del os.environ["TANDEM_NATIVE_ISA"]
+            return runtime.NativeLibrary(copy_path)
+        out.insert(len(out) - 1, ("native SIMD128 (SSE2)", simd128_only))
     out.append(("wasm SIMD128", lambda: WasmLibrary(runtime._wasm_path())))
     return out
 
 
 def main():
     libs = [(name, make()) for name, make in backends()]
-    print(f"tandem from Python, 1 thread; torch {torch.__version__}, {torch.get_num_threads()} thread")
+    print(f"tandem from Python, 1 thread; torch {torch.__version__}, {torch.get_num_threads()} thread; "
+          f"best of {ROUNDS} interleaved rounds")
     rows = []
     for title, module, spec, calls, setup, call in cases():
         data = tandem.export(copy.deepcopy(module), spec).to_bytes()
         eager = copy.deepcopy(module)
-        with torch.no_grad():
-            t_eager = time_calls(lambda: setup(eager), lambda: call(eager), calls)
-            setup(eager)
-            ref = call(eager)
-        row = {"eager": t_eager}
+        runners = [("eager", eager)]
         for name, lib in libs:
             runtime._lib = lib
-            m = tandem.load(data)
-            t = time_calls(lambda: setup(m), lambda: call(m), calls)
-            setup(m)
-            y = call(m)
-            err = (torch.as_tensor(y) - ref).abs().max().item()
-            row[name] = t
-            row[name + " err"] = err
+            runners.append((name, tandem.load(data)))
+        row = {}
+        with torch.no_grad():
+            setup(eager)
+            ref = call(eager)
+            for name, m in runners[1:]:
+                setup(m)
+                row[name + " err"] = (torch.as_tensor(call(m)) - ref).abs().max().item()
+            # the export's garbage is collected and everything alive frozen, so the cyclic GC that
+            # every backend's allocations trigger does not walk it (the same for all of them)
+            gc.collect()
+            gc.freeze()
+            for name, m in runners:  # warm-up
+                time_round(lambda: setup(m), lambda: call(m), max(3, calls // 10))
+            times = {name: [] for name, _ in runners}
+            for r in range(ROUNDS):  # interleaved, the order rotating, so load on the machine hits every backend alike
+                for name, m in runners[r % len(runners):] + runners[:r % len(runners)]:
+                    times[name].append(time_round(lambda: setup(m), lambda: call(m), calls))
+            gc.unfreeze()
+        for name, ts in times.items():
+            row[name] = min(ts)
         rows.append((title, row))
     names = [n for n, _ in libs]
     head = "| program | " + " | ".join(names) + " | PyTorch eager | native SIMD / eager | native SIMD / wasm |"

@@ -195,9 +195,14 @@ int32_t tdm_threads_count(void); /* 1 until tdm_threads_start, and after tdm_thr
 
 /* What this build of the runtime was compiled with: TDM_BUILD_THREADS (workers can run parts:
  * tandem-mt*.wasm), TDM_BUILD_RELAXED_SIMD (kernels use relaxed SIMD's fused multiply-add:
- * tandem-*relaxed.wasm; such a module only compiles in engines with relaxed SIMD). */
+ * tandem-*relaxed.wasm; such a module only compiles in engines with relaxed SIMD),
+ * TDM_BUILD_NATIVE_SIMD (a native library running the SIMD128 kernels through SIMDe: SSE2 on
+ * x86-64, NEON on arm64), TDM_BUILD_AVX2_FMA (this process runs the native AVX2+FMA GEMM/GEMV
+ * kernels: an x86-64 CPU with AVX2 and FMA, and TANDEM_NATIVE_ISA=simd128 not set). */
 #define TDM_BUILD_THREADS 1
 #define TDM_BUILD_RELAXED_SIMD 2
+#define TDM_BUILD_NATIVE_SIMD 4
+#define TDM_BUILD_AVX2_FMA 8
 int32_t tdm_build_features(void);
 
 #ifdef __cplusplus

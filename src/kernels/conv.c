@@ -286,9 +286,6 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
     }
   }
 }
-#define conv_gemm tdm_f32_conv_gemm_4x8__simd128
-#else
-#define conv_gemm tdm_f32_conv_gemm__scalar
 #endif
 
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
@@ -381,7 +378,7 @@ static void read_geom_t(int r, const int64_t *a, const tdm_shape *x, const tdm_s
   g->dw = dl[r - 1];
 }
 
-/* conv_gemm over threads (src/threads.h): output channels (rows) in blocks of 4, the register
+/* tdm_f32_conv_gemm over threads (src/threads.h): output channels (rows) in blocks of 4, the register
  * tile's height, so any split gives the same values. */
 typedef struct {
   int64_t N, K, ldy;
@@ -392,7 +389,7 @@ typedef struct {
 static void conv_gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const conv_gemm_job *j = c;
   (void)t, (void)ws;
-  conv_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, j->bp, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+  tdm_f32_conv_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, j->bp, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
 }
 
 static void conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,

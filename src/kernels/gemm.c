@@ -176,11 +176,4 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
   else tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, y);
 }
 
-const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
-const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
-const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
-#else
-const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
-const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
-const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 #endif

@@ -8,7 +8,9 @@
  *    x86-64 and NEON on arm64, so the native library runs the same kernels with the same results
  *    (each SIMDe intrinsic gives the wasm instruction's lanes, NaN and signed-zero rules included;
  *    tests/c/kernel_selftest.c checks them against the scalar references natively too).
- * TDM_SIMD128 decides at build time; CPU-specific variants chosen at run time come on top. */
+ * TDM_SIMD128 decides at build time. TDM_X86_AVX2 (native x86-64 with the SIMD kernels, GCC or
+ * clang) adds the AVX2+FMA GEMM/GEMV variants of gemm_x86.c, compiled for that target alone and
+ * called only where the CPU has both (src/kernels/config.c, the one place that picks variants). */
 #ifndef TDM_SIMD_H
 #define TDM_SIMD_H
 
@@ -21,6 +23,12 @@
 #define TDM_SIMD128 1
 #else
 #define TDM_SIMD128 0
+#endif
+
+#if TDM_SIMD128 && defined(__x86_64__) && !defined(__wasm__) && (defined(__GNUC__) || defined(__clang__))
+#define TDM_X86_AVX2 1
+#else
+#define TDM_X86_AVX2 0
 #endif
 
 #endif

@@ -135,6 +135,41 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
 #endif
+#if TDM_X86_AVX2
+  if (tdm_cpu_avx2_fma()) {
+    tdm_f32_gemm_rows__avx2(M, N, K, a, b, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    tdm_f32_gemm_packed_tiles__avx2(M, N, K, a, bp, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    /* a row's value does not depend on the tile it falls in (the thread parts split rows) */
+    float row[MAXN];
+    for (int64_t i = 0; i < M && N <= MAXN; i++) {
+      tdm_f32_gemm_packed_tiles__avx2(1, N, K, a + i * K, bp, row);
+      for (int64_t j = 0; j < N; j++) bad += !same(row[j], y[i * N + j]);
+      tdm_f32_gemm_rows__avx2(1, N, K, a + i * K, b, row);
+      float *yr = malloc(sizeof(float) * (size_t)(M * N));
+      tdm_f32_gemm_rows__avx2(M, N, K, a, b, yr);
+      for (int64_t j = 0; j < N; j++) bad += !same(row[j], yr[i * N + j]);
+      free(yr);
+    }
+    if (tdm_cpu_avx512()) { /* the same chains as the AVX2 tiles: the same bits */
+      float *y2 = malloc(sizeof(float) * (size_t)(M * N + 1));
+      tdm_f32_gemm_packed_tiles__avx512(M, N, K, a, bp, y2);
+      for (int64_t i = 0; i < M * N; i++) bad += !same(y2[i], y[i]);
+      tdm_f32_gemm_packed__avx512(M, N, K, a, bp, y2);
+      bad += gemm_compare(y2, ref, M * N, K);
+      free(y2);
+    }
+    tdm_f32_gemm_packed__avx2(M, N, K, a, bp, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    if (M == 1 && N <= MAXN) { /* the GEMV split by columns in blocks of 32 (the thread parts) */
+      for (int64_t lo = 32; lo < N; lo += 32) {
+        tdm_f32_gemm_packed__avx2(1, N - lo, K, a, bp + lo / TDM_PANEL * K * TDM_PANEL, row);
+        for (int64_t j = lo; j < N; j++) bad += !same(row[j - lo], y[j]);
+      }
+    }
+  }
+#endif
   free(a), free(b), free(bp), free(ref), free(y);
   bad_by_family[F_GEMM] += bad;
   return bad;
@@ -738,9 +773,14 @@ static int check_conv_gemm(void) {
                   fill(w, O * Kk, 1, false, Og);
                   const int64_t chunks[3] = {8, 24, (N + 7) / 8 * 8};
                   for (int ci = 0; ci < 3; ci++)
-                    for (int variant = 0; variant < 2; variant++) {
+                    for (int variant = 0; variant < 4; variant++) {
 #if !TDM_SIMD128
                       if (variant == 1) continue;
+#endif
+#if TDM_X86_AVX2
+                      if ((variant == 2 && !tdm_cpu_avx2_fma()) || (variant == 3 && !tdm_cpu_avx512())) continue;
+#else
+                      if (variant >= 2) continue;
 #endif
                       for (int64_t gi = 0; gi < groups; gi++)
                         for (int64_t n0 = 0; n0 < N; n0 += chunks[ci]) {
@@ -750,7 +790,11 @@ static int check_conv_gemm(void) {
                           float *yg = y + gi * Og * N + n0;
                           if (variant == 0) tdm_f32_conv_gemm__scalar(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
 #if TDM_SIMD128
-                          else tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+                          else if (variant == 1) tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+#endif
+#if TDM_X86_AVX2
+                          else if (variant == 2) tdm_f32_conv_gemm__avx2(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+                          else tdm_f32_conv_gemm__avx512(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
 #endif
                         }
                       cases++;
@@ -761,7 +805,7 @@ static int check_conv_gemm(void) {
                             const float b0 = (Og + s) % 2 ? bias[o] : 0.0f;
                             const float ref = tdm_f32_conv_point__scalar(&g, x + gi * Cg * H * W, w + o * Kk, Cg, oh, ow, b0);
                             const float got = y[o * N + oh * g.OW + ow];
-                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
+                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant == 3 ? "conv gemm avx512" : variant == 2 ? "conv gemm avx2" : variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
                           }
                     }
                 }
@@ -773,11 +817,7 @@ static int check_conv_gemm(void) {
     fill(xd, 40 * 30, 1, false, 3), fill(wd, 5 * 40 * 9, 1, false, 4);
     const int64_t Kk = 40 * 9, N = g.OW;
     tdm_f32_im2col_packed(&g, xd, 40, 0, N, cold);
-#if TDM_SIMD128
-    tdm_f32_conv_gemm_4x8__simd128(5, N, Kk, wd, cold, NULL, yd, N);
-#else
-    tdm_f32_conv_gemm__scalar(5, N, Kk, wd, cold, NULL, yd, N);
-#endif
+    tdm_f32_conv_gemm(5, N, Kk, wd, cold, NULL, yd, N); /* the variant the runtime uses */
     for (int64_t o = 0; o < 5; o++)
       for (int64_t ow = 0; ow < N; ow++) {
         const float ref = tdm_f32_conv_point__scalar(&g, xd, wd + o * Kk, 40, 0, ow, 0.0f);
@@ -856,6 +896,13 @@ int tdm_kernel_selftest(void) {
   /* the partial last panel of gemm_rows: copied to a zero-padded stack panel up to K = 1024, past
    * that loaded with zero padding per step (N = 49: a 1×1 convolution on a 7×7 map) */
   bad += check_gemm(9, 49, 576) + check_gemm(6, 1, 1024) + check_gemm(5, 13, 1025);
+  /* the AVX2 kernels' K blocks (512) and the rows kernel's tail blocks; the GEMV's 32-column groups */
+  bad += check_gemm(7, 37, 1100) + check_gemm(13, 29, 513) + check_gemm(1, 200, 1100) + check_gemm(1, 257, 77);
+  bad += check_gemm(17, 96, 300) + check_gemm(9, 71, 600) + check_gemm(64, 64, 33); /* AVX-512: 8-row tiles, K blocks of 256, N % 32 */
+#if TDM_X86_AVX2
+  REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n", tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
+         tdm_cpu_avx512() ? "checked" : "skipped");
+#endif
   /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */
   const int64_t qm[] = {1, 2, 3, 4, 5, 9}, qn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 65},
                 qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 8, 32};
