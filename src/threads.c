@@ -59,6 +59,7 @@ int32_t tdm_build_features(void) {
   f |= TDM_BUILD_NATIVE_SIMD;
 #endif
   if (tdm_cpu_avx2_fma()) f |= TDM_BUILD_AVX2_FMA;
+  if (tdm_cpu_avx512()) f |= TDM_BUILD_AVX512;
   return f;
 }
 
