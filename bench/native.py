@@ -114,7 +114,7 @@ def backends():
     if ctypes.CDLL(str(ROOT / "build" / "native" / "libtandem.so")).tdm_build_features() & 8:
         # the same library without its AVX2+FMA kernels: a copy (its own process-wide choice),
         # loaded with TANDEM_NATIVE_ISA=simd128 and asked once while the variable is set
-        copy_path = ROOT / "build" / "native-scalar" / "libtandem-simd128.so"
+        copy_path = ROOT / "build" / "native" / "libtandem-simd128.so"
         shutil.copyfile(ROOT / "build" / "native" / "libtandem.so", copy_path)
 
         def simd128_only():

@@ -1,5 +1,5 @@
-/* gemm.h — matrix-multiply kernels: a scalar reference and, in the wasm build, SIMD128 variants
- * beside it. y[M,N] = a[M,K] @ B. B is either row-major [K,N] ("rows") or packed at export time
+/* gemm.h — matrix-multiply kernels: a scalar reference and, where TDM_SIMD128 (simd.h), SIMD128
+ * variants beside it; natively on x86-64 also AVX2+FMA and AVX-512 ones (gemm_x86.c). y[M,N] = a[M,K] @ B. B is either row-major [K,N] ("rows") or packed at export time
  * in panels of 8 columns: bp[p][k][j] = B[k][8p + j], zero past N ("packed", [ceil(N/8), K, 8]).
  * Kernels assert nothing at run time (shapes are verified at load), never allocate, never fail. */
 #ifndef TDM_GEMM_H

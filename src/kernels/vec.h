@@ -1,5 +1,6 @@
-/* vec.h — small vector kernels shared by ops (attention, conv): a scalar reference and, in the
- * wasm build, a SIMD128 variant, both inline. Checked by the ops' parity tests in wasm. */
+/* vec.h — small vector kernels shared by ops (attention, conv): a scalar reference and, where
+ * TDM_SIMD128 (simd.h: wasm, and native through SIMDe), a SIMD128 variant, both inline. Checked by
+ * the ops' parity tests and the kernel self-test. */
 #ifndef TDM_VEC_H
 #define TDM_VEC_H
 

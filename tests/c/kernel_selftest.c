@@ -1,13 +1,15 @@
 /* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h, quant.c) against its
  * scalar reference, both compiled into one test-only wasm module (build/wasm/kernel_selftest.wasm)
- * that tests/js/kernels.test.js runs: on sizes that exercise each tail (n % 4, rows % 4, columns
- * % 8 and, for one row, % 32, K % 4) and on special values (NaN, ±inf, ±0, denormals, the largest
- * floats, exp's overflow and underflow thresholds). Exact kernels must match bit for bit (every
- * NaN counts as equal); the others within the tolerance docs/ops.md states. Built a second time
- * with relaxed SIMD (kernel_selftest_relaxed.wasm), the kernels' multiply-adds may be fused: the
- * multiply-add kernels that are exact in SIMD128 (axpy, the padded convolution) are then held to
- * the rounding of one product per term (fused_near) instead. Natively only the
- * scalar GEMM is checked, against a naive triple loop. Returns the number of mismatches;
+ * that tests/js/kernels.test.js runs, and natively into the kernel_selftest ctest (the SIMD128
+ * kernels through SIMDe, plus the x86-64 AVX2+FMA and AVX-512 GEMMs where the CPU has them): on
+ * sizes that exercise each tail (n % 4, rows % 4, columns % 8 and, for one row, % 32, K % 4) and on
+ * special values (NaN, ±inf, ±0, denormals, the largest floats, exp's overflow and underflow
+ * thresholds). Exact kernels must match bit for bit (every NaN counts as equal); the others within
+ * the tolerance docs/ops.md states. Built a second time with relaxed SIMD
+ * (kernel_selftest_relaxed.wasm), the kernels' multiply-adds may be fused: the multiply-add kernels
+ * that are exact in SIMD128 (axpy, the padded convolution) are then held to the rounding of one
+ * product per term (fused_near) instead. Built with -DTDM_NATIVE_SIMD=OFF only the scalar kernels
+ * are checked. Returns the number of mismatches;
  * tdm_kernel_selftest_family(k) gives them per family (the order of the F_ enum below) and
  * tdm_kernel_selftest_first(k, field) the family's first mismatch. */
 #include <float.h>
@@ -94,7 +96,7 @@ static int mismatch(int family, const char *what, int64_t n, int64_t i, double x
 
 static const int64_t SIZES[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 31, 32, 33, 37, 64, 100, 257};
 #define N_SIZES (int)(sizeof SIZES / sizeof SIZES[0])
-#define MAXN 257
+#define MAXN 258 /* the largest of SIZES, plus the value past it that check_binary fills (n + 1) */
 
 static void pack(int64_t N, int64_t K, const float *b, float *bp) {
   const int64_t panels = (N + TDM_PANEL - 1) / TDM_PANEL;
