@@ -42,7 +42,8 @@ fi
 "$VENV/bin/python" - <<'PY' >&2
 import importlib, sys
 mods = ["torch", "numpy", "pytest", "transformers", "wasmtime", "expecttest", "gguf",
-        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts"]
+        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts",
+        "silero_vad", "onnxruntime"]
 bad = []
 for m in mods:
     try:
@@ -54,7 +55,13 @@ if bad:
              + "\nadd the missing package to python/requirements*.txt")
 PY
 
-if [ ! -x node_modules/.bin/tsc ] || [ ! -d node_modules/playwright-core ]; then
+# npm: installed again when any dependency in package.json is missing from node_modules (a clone
+# whose node_modules predates a new dependency is completed, not trusted)
+if ! node -e '
+  const p = require("./package.json");
+  const names = Object.keys({ ...p.dependencies, ...p.devDependencies });
+  const fs = require("fs");
+  process.exit(names.every((n) => fs.existsSync(`node_modules/${n}/package.json`)) ? 0 : 1);' 2>/dev/null; then
   npm ci --no-audit --no-fund >&2
 fi
 echo "$VENV/bin/python"

@@ -85,6 +85,8 @@ interface ModelApi {
   readonly state: readonly StateSpec[];
   /** Named values stored with the program (e.g. { max_cache_len: 512 }), deep-frozen. */
   readonly metadata: { readonly [name: string]: MetadataValue };
+  /** The tokenizer the file carries (python -m tandem export stores it), or null. */
+  readonly tokenizer: Tokenizer | null;
   readonly stateBytes: number;
   readonly scratchBytes: number;
   /** Threads the methods run on (1 where shared memory is unavailable). */
@@ -138,6 +140,28 @@ export interface LoadOptions {
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
   /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
   profileFlagFraction?: number;
+  /** false: do not build the tokenizer the file carries (model.tokenizer is then null). */
+  tokenizer?: boolean;
+}
+
+/** A chat message for applyChatTemplate and generate. */
+export interface ChatMessage { role: string; content: string; [key: string]: unknown }
+export interface ChatTemplateOptions {
+  addGenerationPrompt?: boolean; tokenize?: boolean; chatTemplate?: string; tools?: unknown[]; documents?: unknown[];
+  variables?: Record<string, unknown>;
+}
+export interface StreamDecoder { push(id: number | bigint): string; flush(): string }
+/** The tokenizer a file carries (web/tokenizer.js, on @huggingface/tokenizers and @huggingface/jinja). */
+export interface Tokenizer {
+  readonly specialTokens: { readonly [role: string]: string | null };
+  readonly bosTokenId: number | null;
+  readonly eosTokenId: number | null;
+  readonly chatTemplate: string | { readonly [name: string]: string } | null;
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+  decode(ids: Tokens | readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+  applyChatTemplate(messages: readonly ChatMessage[], options?: ChatTemplateOptions & { tokenize?: false }): string;
+  applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions & { tokenize: true }): number[];
+  streamDecoder(options?: { skipSpecialTokens?: boolean }): StreamDecoder;
 }
 
 export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Response;
@@ -158,9 +182,70 @@ export interface GenerateOptions extends SampleOptions, LMOptions {
 export interface Generation extends AsyncIterable<number> {
   /** Why it ended, once it has: 'eos', 'length', 'capacity' or 'aborted'. */
   readonly reason: 'eos' | 'length' | 'capacity' | 'aborted' | undefined;
+  /** The prompt's token ids (a text or chat prompt after the tokenizer). */
+  readonly promptIds: number[];
+  /** The run as text pieces, each a whole number of characters (needs model.tokenizer). */
+  text(options?: { skipSpecialTokens?: boolean }): AsyncIterable<string>;
 }
+/** What generate takes: token ids, or with a tokenizer in the file a text or chat messages. */
+export type Prompt = Tokens | string | readonly ChatMessage[];
 export function prefill(model: Model | WorkerModel, tokens: Tokens, options?: LMOptions): Promise<Tensor<'float32'>>;
-export function generate(model: Model | WorkerModel, prompt: Tokens, options?: GenerateOptions): Generation;
+export function generate(model: Model | WorkerModel, prompt: Prompt, options?: GenerateOptions): Generation;
 export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
 export function splitPrompt(n: number, chunks: readonly number[]): number[];
 export function position(model: Model | WorkerModel, options?: Pick<LMOptions, 'positionState'>): Promise<number>;
+
+// Streaming audio (web/audio.js).
+/** A chunk given to the method: `input` is its samples at the model's rate (`context` samples
+ * before it, then `chunk` new ones); `start` and `end` (seconds) are the new samples' span. */
+export interface AudioChunk { readonly index: number; readonly start: number; readonly end: number; readonly input: Float32Array }
+/** A chunk's result: the method's output, the call's wall time, and the chunks still waiting. */
+export interface AudioResult extends AudioChunk { readonly output: Output; readonly ms: number; readonly queued: number }
+/** A chunk dropped by backpressure 'drop' (the model was busy); `dropped` counts them so far. */
+export interface AudioDrop { readonly index: number; readonly start: number; readonly end: number; readonly dropped: number }
+/** What streamAudio resolves to once the source ends ('end') or the signal aborts ('aborted'). */
+export interface AudioSummary { chunks: number; results: number; dropped: number; seconds: number; reason: 'end' | 'aborted' }
+/** A shape AudioBuffer has (Web Audio's, or any object with these members). */
+export interface AudioBufferLike { readonly sampleRate: number; readonly numberOfChannels: number; readonly length: number; getChannelData(channel: number): Float32Array }
+export type AudioSource = MediaStream | AudioBufferLike | Float32Array | ReadableStream<Float32Array>;
+export interface StreamAudioOptions {
+  /** The model's sample rate (Hz); default: the program's `sample_rate` metadata. */
+  sampleRate?: number;
+  /** New samples per call; default: the method's first input's size minus `context`. */
+  chunk?: number;
+  /** Samples of the audio before each chunk given with it (zeros before the start); default 0. */
+  context?: number;
+  /** The rate of a Float32Array or ReadableStream source; default sampleRate (no resampling). */
+  inputRate?: number;
+  /** When chunks come faster than the model: 'queue' (default: every chunk runs; a pull source is
+   * read no further ahead than maxQueue chunks) or 'drop' (a chunk arriving while maxQueue wait is dropped). */
+  backpressure?: 'queue' | 'drop';
+  /** Chunks that may wait for the model (default 4). */
+  maxQueue?: number;
+  /** The last partial chunk: 'pad' (default: zeros after it) or 'drop'. */
+  tail?: 'pad' | 'drop';
+  /** The method's inputs for a chunk; default: one float32 tensor of its first input's shape. */
+  args?: (samples: Float32Array, index: number) => Input[];
+  onResult?: (result: AudioResult) => void;
+  onDrop?: (drop: AudioDrop) => void;
+  /** Stops the stream (a MediaStream runs until it aborts); streamAudio then resolves with reason 'aborted'. */
+  signal?: AbortSignal;
+  /** For a MediaStream: the AudioContext to capture in (default: a new one, closed at the end). */
+  audioContext?: AudioContext;
+  /** Frames per block read from a buffer or posted by the AudioWorklet (default 4096). */
+  blockSize?: number;
+}
+export function streamAudio(model: Model | WorkerModel, method: string, source: AudioSource, options?: StreamAudioOptions): Promise<AudioSummary>;
+/** The band-limited resampler streamAudio uses: scipy.signal.resample_poly's Kaiser-windowed sinc
+ * filter (beta 5), polyphase, streaming. Push pieces, then flush. */
+export class Resampler {
+  constructor(fromRate: number, toRate: number);
+  readonly fromRate: number;
+  readonly toRate: number;
+  /** toRate / gcd and fromRate / gcd. */
+  readonly up: number;
+  readonly down: number;
+  readonly inputLength: number;
+  push(samples: Float32Array): Float32Array;
+  flush(): Float32Array;
+}

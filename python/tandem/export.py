@@ -73,10 +73,10 @@ class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
 
 def _decompositions():
     """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
-    hardswish and hardsigmoid."""
+    hardswish, hardsigmoid and isfinite."""
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
-               torch.ops.aten.hardsigmoid.default):
+               torch.ops.aten.hardsigmoid.default, torch.ops.aten.isfinite.default):
         table.pop(op, None)
     return table
 
@@ -405,6 +405,11 @@ def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
                                       f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
     if isinstance(root, _BoundMethod):
         return {"args": dynamic}
+    import inspect
+    params = list(inspect.signature(root.forward).parameters.values())
+    for k, p in enumerate(params):  # forward(self, a, *rest): torch.export takes rest's specs as one tuple
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            return dynamic[:k] + (dynamic[k:],)
     return dynamic
 
 
