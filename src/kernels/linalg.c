@@ -43,12 +43,13 @@ typedef struct {
   int64_t M, N, K;
   const float *a, *b;
   float *y;
+  tdm_gemm_ld_fn few;
 } gemm_cols_job;
 
 static void packed_few_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const gemm_cols_job *j = c;
   (void)t, (void)ws;
-  tdm_f32_gemm_packed_few(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
+  j->few(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
 }
 
 void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
@@ -58,10 +59,11 @@ void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a,
 
 void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   gemm_job j = {N, K, a, bp, y};
+  const tdm_gemm_ld_fn few = M > 1 && M < 8 ? tdm_f32_gemm_few_rows() : NULL;
   if (M == 1) {
     tdm__parallel(N, 4 * TDM_PANEL, packed_cols_part, &j);
-  } else if (M < 8) {
-    gemm_cols_job c = {M, N, K, a, bp, y};
+  } else if (few) {
+    gemm_cols_job c = {M, N, K, a, bp, y, few};
     tdm__parallel(N, 4 * TDM_PANEL, packed_few_rows_part, &c);
   } else {
     tdm__parallel(M, 4, packed_rows_part, &j);
