@@ -562,3 +562,61 @@ def test_moshi_streaming_module_state_matches_eager(backend):
         check_against_eager(program, {"step": eager, "reset": eager.reset_streaming},
                             [("step", (xs[0],)), ("step", (xs[1],)), ("reset", ()), ("step", (xs[2],)),
                              ("step", (xs[3],))])
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. The recipes take the same arguments for every family; prefill feeds long prompts in pieces.
+
+def _tiny_mamba():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=32, hidden_size=16, state_size=4, num_hidden_layers=1, conv_kernel=3,
+                                      expand=2, time_step_rank=2)
+    return transformers.MambaForCausalLM(config).eval()
+
+
+def _tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def test_a_mamba_lm_takes_the_arguments_of_every_lm(backend):
+    import tandem.transformers as tt
+    model = _tiny_mamba()
+    program = tt.export_causal_lm(model, max_cache_len=512, max_prompt_len=4, sample_top_k=None)
+    m = tandem.load(program.to_bytes())
+    md = m.metadata
+    assert md["unused_options"] == {"max_cache_len": 512} and md["max_cache_len"] is None
+    tokens = torch.randint(0, 32, (1, 11), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model(tokens, use_cache=False).logits[0]
+    torch.testing.assert_close(tt.prefill(m, tokens)[0], want[-1])  # 11 tokens: pieces of 4, 4, 3
+    assert int(m.read_state("position")) == 11
+
+
+def test_recipes_name_an_argument_they_do_not_take():
+    import tandem.transformers as tt
+    with pytest.raises(tandem.ExportError, match="export_causal_lm: unknown argument max_cache_length"):
+        tt.export_causal_lm(_tiny_mamba(), max_cache_len=None, max_prompt_len=4, max_cache_length=9)
+    with pytest.raises(tandem.ExportError, match="max_prompt_len must be an int, got '8'"):
+        tt.export_causal_lm(_tiny_llama(), max_cache_len=16, max_prompt_len="8")
+
+
+def test_python_prefill_feeds_a_prompt_longer_than_max_prompt_len_in_pieces(backend):
+    import tandem.transformers as tt
+    model = _tiny_llama()
+    program = tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=4, sample_top_k=None)
+    m = tandem.load(program.to_bytes())
+    tokens = torch.randint(0, 32, (1, 22), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = model(tokens).logits[0]
+    torch.testing.assert_close(tt.prefill(m, tokens[:, :10])[0], want[9], atol=2e-5, rtol=1e-4)  # 4 + 4 + 2
+    torch.testing.assert_close(tt.prefill(m, tokens[:, 10:21])[0], want[20], atol=2e-5, rtol=1e-4)
+    assert int(m.read_state(m.metadata["position_state"])) == 21
+    with pytest.raises(tandem.TandemError) as e:  # 21 + 4 > 24: refused before anything runs
+        tt.prefill(m, tokens[:, :4])
+    assert e.value.code == "TDM_ERR_INDEX" and int(m.read_state(m.metadata["position_state"])) == 21
+    torch.testing.assert_close(m.decode(tokens[:, 21:22])[0], want[21], atol=2e-5, rtol=1e-4)
