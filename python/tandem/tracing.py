@@ -369,17 +369,21 @@ class Traced(nn.Module):
 
     def _after(self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes) -> None:
         method = self._tandem_method
-        # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...)): a write.
+        # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...)): a write. Every
+        # new value is read before any is written (a swap of two state tensors stays a swap).
+        writes = []
         for holder, key, _, path in tree.tensors:
             new, _ = installed[(id(holder), key)]
-            now = _get(holder, key) if isinstance(holder, list) else holder.get(key, _MISSING)
-            self._write_back(new, now, path)
+            self._write_back(new, _get(holder, key), path, writes)
+        sources = [src.clone() if id(src) in self._stand_ins else src for _, src in writes]
+        for (dst, _), src in zip(writes, sources):
+            dst.copy_(src)  # the state slot takes the new value
         # Python ints changed by the method.
         for holder, key, before, path in tree.ints:
             now = _get(holder, key)
             if now is not before and not (type(now) is int and now == before):
                 raise ExportError(
-                    f"method '{method}' changes the Python int '{path}' (from {before} to {now}); a program is traced "
+                    f"method '{method}' changes the Python int '{path}' (from {before} to {now!r}); a program is traced "
                     f"once, so it would stay {before} in every call. Keep it in a tensor beside the state (e.g. "
                     f"torch.zeros((), dtype=torch.long), or a buffer) and update it in place (+= / copy_)")
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
@@ -392,13 +396,14 @@ class Traced(nn.Module):
                     continue  # a stand-in of a parameter, buffer or state, or a view of one
                 self._created(p, t, versions, tracer, input_nodes, buffer_nodes)
 
-    def _write_back(self, installed, now, path: str) -> None:
+    def _write_back(self, installed, now, path: str, writes: list) -> None:
+        """Appends (state stand-in, new value) to writes when the place holds a new tensor."""
         method = self._tandem_method
         if now is installed:
             return
         if isinstance(installed, torch.Tensor):
             if isinstance(now, torch.Tensor) and now.shape == installed.shape and now.dtype == installed.dtype:
-                installed.copy_(now)  # the state slot takes the new value
+                writes.append((installed, now))
                 return
             what = (f"a {now.dtype} tensor of shape {list(now.shape)}" if isinstance(now, torch.Tensor)
                     else f"a {type(now).__name__}" if now is not _MISSING else "nothing (it was removed)")
@@ -407,7 +412,7 @@ class Traced(nn.Module):
                 "keeps its dtype and shape: write into it in place (copy_, slice assignment) or store a tensor like it")
         if isinstance(now, tuple) and len(now) == len(installed):
             for i, (a, b) in enumerate(zip(installed, now)):
-                self._write_back(a, b, f"{path}.{i}")
+                self._write_back(a, b, f"{path}.{i}", writes)
             return
         raise ExportError(f"method '{method}' replaces '{path}' (a tuple of state tensors) with "
                           f"{type(now).__name__}; keep its structure and store tensors like its own")

@@ -17,7 +17,8 @@ fails with TDM_ERR_INDEX and leaves the state unchanged.
 Metadata (`model.metadata`; `metadata=` adds entries): model_type, vocab_size, num_layers,
 max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sample_top_k (K of
 decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
-of positions in use), bos_token_id, eos_token_id.
+of positions in use), bos_token_id, eos_token_id, and unused_options (the arguments given that do
+not apply to the model, e.g. a Mamba LM's max_cache_len) when there are any.
 
 A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
 window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the

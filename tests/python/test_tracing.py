@@ -620,3 +620,24 @@ def test_python_prefill_feeds_a_prompt_longer_than_max_prompt_len_in_pieces(back
         tt.prefill(m, tokens[:, :4])
     assert e.value.code == "TDM_ERR_INDEX" and int(m.read_state(m.metadata["position_state"])) == 21
     torch.testing.assert_close(m.decode(tokens[:, 21:22])[0], want[21], atol=2e-5, rtol=1e-4)
+
+
+def test_swapping_two_state_tensors_and_a_plain_tensor_attribute_match_eager(backend):
+    class Swap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bufs = [torch.zeros(3), torch.ones(3)]
+            self.plain = torch.zeros(3)  # a tensor attribute of a module, neither parameter nor buffer
+
+        def forward(self, x):
+            self.bufs[0], self.bufs[1] = self.bufs[1], self.bufs[0]
+            self.bufs[0].add_(x)
+            self.plain += self.bufs[1]
+            return self.bufs[0] * 1, self.plain * 1
+
+    m, eager = Swap(), Swap()
+    before = snapshot(m)
+    program = tandem.export(m, {"forward": (torch.ones(3),)})
+    assert_same(before, snapshot(m))
+    assert sorted(s.name for s in program.states) == ["bufs.0", "bufs.1", "plain"]
+    check_against_eager(program, {"forward": eager}, [("forward", (torch.randn(3),)) for _ in range(4)])
