@@ -24,7 +24,7 @@ from .quantize import Skip, quantize_methods
 from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
-from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held
+from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
 @dataclass
@@ -297,7 +297,7 @@ def _traced(name: str, fn, inputs: tuple) -> Traced:
                 "pass tandem.Method(module, inputs) or tandem.Method(module.some_method, inputs)")
         call_owner, target = getattr(fn, "__name__", None) == "forward", fn
     held = {i: x for i, x in enumerate(inputs) if is_held(x)}
-    return Traced(name, fn, owner, call_owner, inputs, held, arg_names(target))
+    return traced(name, fn, owner, call_owner, inputs, held, arg_names(target))
 
 
 def _names_of(module: Optional[nn.Module], roots: list) -> dict:
@@ -352,7 +352,9 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
                     raise ExportError(f"method '{name}': dynamic dim '{dim.__name__}' (input {i} dim {d}) has no maximum; tandem "
                                       f"plans memory at the maximum, so give one: torch.export.Dim('{dim.__name__}', "
                                       f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
-    return {"inputs": dynamic}
+    if type(root).forward is Traced.forward:  # forward(self, *args)
+        return {"args": dynamic}
+    return dynamic
 
 
 def _constant_result(name: str, ep, constants: dict) -> bool:

@@ -329,7 +329,10 @@ class Traced(nn.Module):
         self._real_keys = {n: t for n, t in self.named_buffers(remove_duplicate=False)}
         return {name: path for name, path in self._held_names.values()}
 
-    def forward(self, *inputs):
+    def forward(self, *args):
+        return self._trace(*args)
+
+    def _trace(self, *inputs):
         tree = self.tree
         tracer = _tracer()
         fakes = {i: self.get_buffer(name) for i, (name, _) in self._held_names.items()}
@@ -437,6 +440,34 @@ class Traced(nn.Module):
                 "or by running the code once), or keep it as state that the method updates")
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
+
+
+def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict,
+           names: list) -> Traced:
+    """A Traced whose forward has the parameter names of the method's run-time inputs when it is a
+    module's forward (so the exported inputs keep the user's names, e.g. `tokens`); `args_<i>`
+    for another method, as torch.export names varargs."""
+    if not call_owner or len(names) < len(args) or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                                        for p in _params(fn if isinstance(fn, nn.Module) else fn)[:len(args)]):
+        return Traced(method, fn, owner, call_owner, args, held, names)
+    runtime = [names[i] for i in range(len(args)) if i not in held]
+
+    def forward(self, *inputs):
+        return self._trace(*inputs)
+
+    P = inspect.Parameter
+    forward.__signature__ = inspect.Signature([P("self", P.POSITIONAL_OR_KEYWORD)] +
+                                              [P(n, P.POSITIONAL_OR_KEYWORD) for n in runtime])
+    cls = type("Traced", (Traced,), {"forward": forward})
+    return cls(method, fn, owner, call_owner, args, held, names)
+
+
+def _params(fn) -> list:
+    try:
+        target = fn.forward if isinstance(fn, nn.Module) else fn
+        return list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return []
 
 
 def arg_names(fn) -> list:
