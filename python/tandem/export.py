@@ -61,10 +61,10 @@ class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
 
 def _decompositions():
     """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
-    hardswish and hardsigmoid."""
+    hardswish, hardsigmoid and isfinite."""
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
-               torch.ops.aten.hardsigmoid.default):
+               torch.ops.aten.hardsigmoid.default, torch.ops.aten.isfinite.default):
         table.pop(op, None)
     return table
 
