@@ -168,22 +168,25 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     before = Snapshot(users, tuple((f"{n}.{i}", c) for n, r in roots.items() for i, c in r._tandem_held.items()))
     try:
         name_of = {}
+        counters = {}  # (holder, key) -> the int64 tensor standing for a Python int, shared by the methods
         for r in roots.values():
-            r.bind()
+            r.bind(counters)
         name_of = _names_of(module, list(roots.values()))
         params = _parameters(list(roots.values())) if quantize is not None else []
         exported, constants, created = {}, {}, []
         for name, (fn, inputs, dynamic) in specs.items():
-            root = roots[name]
             try:
-                exported_one = _export_one(name, root, inputs, dynamic, name_of, constants)
+                exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants)
             finally:
                 before.restore()
+        _check_counters(specs, roots, exported, name_of, constants, before)
+        for name, root in roots.items():
             created += [(name, *c) for c in root.created]
-            if exported_one is not None:
-                exported[name] = exported_one
+        exported = {name: e for name, e in exported.items() if e is not None}
     finally:
         before.restore()
+        for r in roots.values():
+            r.forget()
 
     # State = every buffer any method mutates; one slot per tensor, shared by every method.
     states: dict = {}
@@ -229,6 +232,9 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
         warnings.filterwarnings("ignore", message=".*erase_node.*")
         try:
             ep = torch.export.export(root, runtime, strict=False, dynamic_shapes=_dynamic_for(name, root, inputs, dynamic))
+            root.code = ep.graph_module.code
+            if root.perturb:
+                return None  # a check of the graph only (_check_counters)
             ep = ep.run_decompositions(_decompositions())
             dims = _method_dims(name, ep)
         except ExportError:
@@ -272,6 +278,72 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
     if not runtime and not mutated and _constant_result(name, ep, constants):
         return None
     return ep, tensors, mutated, dims
+
+
+_PERTURB = 1_000_003
+
+
+def _check_counters(specs, roots, exported, name_of, constants, before) -> None:
+    """Python ints of state objects that a method changes (moshi's `offset_cpu`) become int64 state,
+    when no method's program depends on their value: every method is traced again with each such
+    int moved by a large amount, and its graph must be the same (but for the ints' own updates). An
+    int that is set to the same value from any start (a reset) is filled, one that moves by the same
+    amount is counted up; anything else is an ExportError naming it."""
+    changed = {}
+    for name, root in roots.items():
+        for place in root.observed:
+            changed.setdefault(place, name)
+    if not changed:
+        return
+    first = {name: (dict(root.observed), root.code) for name, root in roots.items()}
+    for name, (fn, inputs, dynamic) in specs.items():
+        root = roots[name]
+        paths = {place: path for place, (_, path) in root._counters.items()}
+        moved = {place: _PERTURB for place in changed if place in root._counters}
+        if not moved:
+            continue
+        which = ", ".join(f"'{paths[p]}'" for p in moved)
+
+        def computes_with(why: str = ""):
+            return ExportError(
+                f"method '{name}' computes with the Python int{'s' if len(moved) > 1 else ''} {which}, which method "
+                f"'{changed[next(iter(moved))]}' changes{why}; a program is traced once, so it would use the value of "
+                "the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), dtype=torch.long)) "
+                "and update it in place (+= / copy_)")
+
+        root.perturb = moved
+        try:
+            _export_one(name, root, inputs, dynamic, name_of, {})
+        except ExportError as e:  # traced at another value of the int, the method fails: it computes with it
+            raise computes_with(f" (traced with it moved by {_PERTURB}: {e})") from e
+        finally:
+            root.perturb = {}
+            before.restore()
+        observed, code = first[name]
+        ignore = set(root.counter_names())
+        if _graph_text(code, ignore) != _graph_text(root.code, ignore):
+            raise computes_with()
+        fill = set()
+        for place, (start, end) in root.observed.items():
+            start1, end1 = observed.get(place, (start - _PERTURB, start - _PERTURB))
+            if end == end1:
+                fill.add(place)
+            elif end - start != end1 - start1:
+                raise ExportError(f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
+                                  "adding a fixed amount nor setting a fixed value; keep it in a tensor instead")
+        if fill:
+            root.fill = fill
+            try:
+                exported[name] = _export_one(name, root, inputs, dynamic, name_of, constants)
+            finally:
+                root.fill = set()
+                before.restore()
+
+
+def _graph_text(code: str, ignore: set) -> list:
+    """The lines of a traced graph's code, without those that touch the given buffers."""
+    names = [re.compile(re.escape(n) + r"(?!\d)") for n in ignore]
+    return [line for line in code.splitlines() if line.lstrip().startswith("def ") or not any(p.search(line) for p in names)]
 
 
 def _export_error_in(e: BaseException):

@@ -89,6 +89,8 @@ class Snapshot:
         self.holders = []   # (list or dict (an object's __dict__ too), copy of it, path)
         self.tensors = []   # (holder, key, value, path): a tensor, or a tuple holding tensors
         self.ints = []      # (holder, key, value, path)
+        self.counters = []  # the ints of objects and containers (not of modules' own attributes)
+        self._in_module = False
         self._seen: set = set()
         self._keep = []     # the walked objects, alive while ids are compared
         mods = set()
@@ -110,6 +112,7 @@ class Snapshot:
                 d = vars(mod)
                 for k, v in list(d.items()):
                     if k not in _MODULE_INTERNALS:
+                        self._in_module = True
                         self._slot(d, k, v, prefix + k, 0)
         for path, obj in held:
             self._walk(obj, path, 0)
@@ -128,10 +131,13 @@ class Snapshot:
             return
         if isinstance(v, int) and not isinstance(v, bool):
             self.ints.append((holder, key, v, path))
+            if not self._in_module:
+                self.counters.append((holder, key, v, path))
             return
         self._walk(v, path, depth)
 
     def _walk(self, obj, path: str, depth: int) -> None:
+        self._in_module = False
         if depth > _MAX_DEPTH or isinstance(obj, _ATOMS + (nn.Module, torch.Tensor)) or id(obj) in self._seen:
             return
         self._seen.add(id(obj))
@@ -293,6 +299,10 @@ def _stack_line() -> str:
     return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
 
 
+_FOUND: dict = {}  # token of a Traced -> what its traces found
+_TOKENS = __import__("itertools").count()
+
+
 class Traced(nn.Module):
     """What torch.export traces for one method: its forward takes the method's tensor inputs and
     calls the method with the containers given among its example inputs; the owner's parameters
@@ -309,10 +319,30 @@ class Traced(nn.Module):
         self._tandem_args = args          # the example inputs: tensors/None are run-time inputs, the rest held
         self._tandem_held = held          # position -> the container given there
         self.tree = None                  # set by bind()
-        self.created: list = []           # (path, real keys of the buffers it was computed from), filled per trace
+        # What each trace found, kept outside the module: torch.export puts back the attributes of the
+        # module it traces (copies of them) after the trace.
+        self._tandem_token = next(_TOKENS)
+        _FOUND[self._tandem_token] = {"created": [], "observed": {}}
         self._arg_names = arg_names
+        self.perturb: dict = {}           # place -> amount added to that int for this trace
+        self.fill: set = set()            # places whose int the method sets (to a constant), not counts up
+        self.code = ""                    # the last trace's graph code (before decompositions)
 
-    def bind(self) -> dict:
+    @property
+    def created(self) -> list:
+        """(path, source line, real keys of the buffers it was computed from) of each tensor created
+        and stored while traced."""
+        return _FOUND[self._tandem_token]["created"]
+
+    @property
+    def observed(self) -> dict:
+        """place -> (value at the start, value at the end) of each int the last trace changed."""
+        return _FOUND[self._tandem_token]["observed"]
+
+    def forget(self) -> None:
+        _FOUND.pop(self._tandem_token, None)
+
+    def bind(self, counters: Optional[dict] = None) -> dict:
         """Snapshot the owner and the held containers, register their tensors as buffers of this
         wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their names)."""
         held = [(self._arg_names[i] if i < len(self._arg_names) else f"arg{i}", c) for i, c in self._tandem_held.items()]
@@ -326,8 +356,23 @@ class Traced(nn.Module):
                     names[id(t)] = f"_tandem_held_{len(self._held_names)}"
                     self.register_buffer(names[id(t)], t, persistent=False)
                 self._held_names.setdefault(id(t), (names[id(t)], p))
+        # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
+        # which becomes state when a method changes the int.
+        self._counters = {}
+        counters = {} if counters is None else counters
+        for holder, key, v, path in tree.counters:
+            t = counters.setdefault((id(holder), key), torch.tensor(v, dtype=torch.long))
+            if id(t) not in self._held_names:
+                name = f"_tandem_held_{len(self._held_names)}"
+                self.register_buffer(name, t, persistent=False)
+                self._held_names[id(t)] = (name, path)
+            self._counters[(id(holder), key)] = (t, path)
         self._real_keys = {n: t for n, t in self.named_buffers(remove_duplicate=False)}
         return {name: path for name, path in self._held_names.values()}
+
+    def counter_names(self) -> dict:
+        """buffer name -> path of the int64 tensors standing for ints."""
+        return {self._held_names[id(t)][0]: path for t, path in self._counters.values()}
 
     def forward(self, *args):
         return self._trace(*args)
@@ -348,6 +393,9 @@ class Traced(nn.Module):
             new = _subst(v, fakes)
             holder[key] = new
             installed[(id(holder), key)] = (new, path)
+        for holder, key, v, path in tree.counters:
+            if (id(holder), key) in self.perturb:
+                holder[key] = v + self.perturb[(id(holder), key)]
         it = iter(inputs)
         args = [_subst(self._tandem_held[i], fakes) if i in self._tandem_held else next(it)
                 for i in range(len(self._tandem_args))]
@@ -382,8 +430,27 @@ class Traced(nn.Module):
         for (dst, _), src in zip(writes, sources):
             dst.copy_(src)  # the state slot takes the new value
         # Python ints changed by the method.
+        self.observed.clear()  # in place: torch.export puts back attributes assigned while tracing
+        for holder, key, before, path in tree.counters:
+            place = (id(holder), key)
+            start = before + self.perturb.get(place, 0)
+            now = _get(holder, key)
+            if type(now) is int and now == start and place not in self.fill:
+                continue
+            if type(now) is not int:
+                raise ExportError(
+                    f"method '{method}' sets the Python int '{path}' to {now!r}; an int kept beside the state can become "
+                    "int64 state only when the method sets it to an int or adds an int to it")
+            self.observed[place] = (start, now)
+            t = self.get_buffer(self._held_names[id(self._counters[place][0])][0])
+            if place in self.fill:
+                t.fill_(now)
+            else:
+                t.add_(now - start)
         for holder, key, before, path in tree.ints:
             now = _get(holder, key)
+            if (id(holder), key) in self._counters:
+                continue
             if now is not before and not (type(now) is int and now == before):
                 raise ExportError(
                     f"method '{method}' changes the Python int '{path}' (from {before} to {now!r}); a program is traced "

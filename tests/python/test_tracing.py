@@ -479,11 +479,42 @@ def test_a_changed_python_int_is_an_error_naming_it():
             self.info["offset"] = at + 2
             return self.cache + 0
 
+    class ModuleOffset(Offsets):
+        def __init__(self):
+            super().__init__()
+            self.at = 0
+
+        def forward(self, x):
+            self.at += 1
+            return self.cache + self.at
+
     m = Offsets()
-    with pytest.raises(tandem.ExportError) as e:
+    with pytest.raises(tandem.ExportError) as e:  # an int in a container, computed with
         tandem.export(m, {"forward": (torch.ones(2),)})
-    assert "changes the Python int 'info.offset' (from 0 to 2)" in str(e.value) and "tensor" in str(e.value)
+    assert "method 'forward' computes with the Python int 'info.offset', which method 'forward' changes" in str(e.value)
     assert m.info == {"offset": 0} and not m.cache.any()
+    class Steps(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = StreamState(previous=torch.zeros(2), steps=torch.zeros(1), history=[])
+            self.state.count = 0
+
+        def forward(self, x):
+            self.state.count += 1
+            return x * 2
+
+        def peek(self, x):
+            return x + self.state.count  # another method computes with it
+
+    m = Steps()
+    with pytest.raises(tandem.ExportError, match="method 'peek' computes with the Python int 'state.count', which "
+                                                 "method 'forward' changes"):
+        tandem.export(m, {"forward": (torch.ones(2),), "peek": (torch.ones(2),)})
+    assert m.state.count == 0
+    m = ModuleOffset()
+    with pytest.raises(tandem.ExportError) as e:  # a module's own int attribute
+        tandem.export(m, {"forward": (torch.ones(2),)})
+    assert "changes the Python int 'at' (from 0 to 1)" in str(e.value) and m.at == 0
 
 
 def test_a_state_replaced_by_a_tensor_of_another_shape_is_an_error():
@@ -512,9 +543,11 @@ def test_moshi_streaming_module_state_matches_eager(backend):
     class ConvState(streaming.State):
         previous: torch.Tensor
         offset: torch.Tensor
+        offset_cpu: int = 0  # moshi's transformer layers keep such a Python int beside their state
 
         def reset(self, reset_mask):
             super().reset(reset_mask)
+            self.offset_cpu = 0
             self.previous[:] = torch.where(reset_mask.view(-1, 1, 1), torch.zeros_like(self.previous), self.previous)
             self.offset[:] = torch.where(reset_mask, torch.zeros_like(self.offset), self.offset)
 
@@ -534,6 +567,7 @@ def test_moshi_streaming_module_state_matches_eager(backend):
             y = self.conv(x)
             state.previous[:] = torch.where(state.exec_mask.view(-1, 1, 1), x[..., -2:], state.previous)
             state.offset[:] = state.offset + y.shape[-1]
+            state.offset_cpu += y.shape[-1]  # counted up, set by reset, never computed with: int64 state
             return y, state.offset
 
     class Model(streaming.StreamingModule):
@@ -559,9 +593,12 @@ def test_moshi_streaming_module_state_matches_eager(backend):
         assert {"a._streaming_state.previous", "b._streaming_state.previous",
                 "a._streaming_state.offset"} <= {s.name for s in program.states}
         xs = [torch.randn(1, 2, 4) for _ in range(4)]
-        check_against_eager(program, {"step": eager, "reset": eager.reset_streaming},
-                            [("step", (xs[0],)), ("step", (xs[1],)), ("reset", ()), ("step", (xs[2],)),
-                             ("step", (xs[3],))])
+        m = check_against_eager(program, {"step": eager, "reset": eager.reset_streaming},
+                                [("step", (xs[0],)), ("step", (xs[1],)), ("reset", ()), ("step", (xs[2],)),
+                                 ("step", (xs[3],)), ("step", (xs[0],))])
+        for conv in ("a", "b"):  # 4 frames out per step, 3 steps since the reset
+            assert int(m.read_state(f"{conv}._streaming_state.offset_cpu")) == 12
+            assert getattr(eager, conv)._streaming_state.offset_cpu == 12
 
 
 # ---------------------------------------------------------------------------------------------
