@@ -426,6 +426,11 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
                                       f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
     if type(root).forward is Traced.forward:  # forward(self, *args)
         return {"args": dynamic}
+    import inspect
+    params = list(inspect.signature(root.forward).parameters.values())
+    for k, p in enumerate(params):  # forward(self, a, *rest): torch.export takes rest's specs as one tuple
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            return dynamic[:k] + (dynamic[k:],)
     return dynamic
 
 
