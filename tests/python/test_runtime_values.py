@@ -1,0 +1,186 @@
+"""Values only known at run time (docs/ops.md, "Values known at run time"), natively and in wasm,
+against PyTorch eager:
+
+1. A symbolic size used as a value (fill_(n), += x.shape[1], arange(n) + pos, new_full(..., n),
+   full((2,), n), a size written into state or returned, n - 1, 2*n, n // 2) is computed per call;
+   each case runs at the minimum, a middle value and the maximum of the dim (and more), so a size
+   frozen at its maximum fails.
+"""
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import tandem
+import tandem.runtime as runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+LO, HI = 1, 32
+SIZES = (3, LO, HI, 17, 2, 3)  # the minimum, a middle value, the maximum, and repeats
+
+
+@pytest.fixture(params=["native", "wasm"])
+def backend(request, monkeypatch):
+    if request.param == "wasm":
+        pytest.importorskip("wasmtime")
+        from tandem.wasm import WasmLibrary
+        wasm = ROOT / "web" / "tandem.wasm"
+        assert wasm.exists(), "web/tandem.wasm is missing: run `npm run build`"
+        monkeypatch.setattr(runtime, "_lib", WasmLibrary(wasm))
+        monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    return request.param
+
+
+class SizeCase(nn.Module):
+    """forward(x [1, n, 4]) over an int64 position, an int32 counter, a float vector and a cache."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("cnt", torch.zeros(2, dtype=torch.int32))
+        self.register_buffer("f", torch.zeros(3))
+        self.register_buffer("cache", torch.zeros(1, HI + 2, 4))
+
+    def forward(self, x):
+        return self.body(self, x, x.shape[1])
+
+
+def _fill(s, x, n):
+    s.pos.fill_(n)
+    return x * 2
+
+
+def _add(s, x, n):
+    s.pos += x.shape[1]
+    s.cnt.add_(n)
+    return s.pos + 0
+
+
+def _arange_pos(s, x, n):
+    y = torch.arange(n) + s.pos
+    s.pos.add_(n)
+    return y
+
+
+def _new_full(s, x, n):
+    return x.new_full((3,), n), x.new_full((2, 2), n - 1, dtype=torch.long)
+
+
+def _full(s, x, n):
+    return torch.full((2,), n), torch.full((100,), 2 * n, dtype=torch.float32), torch.full((n,), n)
+
+
+def _into_state(s, x, n):
+    s.f[0] = n
+    s.f[2] = n // 2
+    s.cnt[1] = n * 3 - 1
+    return s.f * 1
+
+
+def _returned(s, x, n):
+    return x + 1, n, 2 * n - 1, n // 2, n % 5
+
+
+def _arith(s, x, n):
+    return x.sum() * (2 * n) + n // 2, x * (n - 1), x / n, (x * 0).long() + n * n
+
+
+def _mean_by_hand(s, x, n):
+    return x.sum(1) / x.shape[1], x.var(1), x.std(1, correction=0)
+
+
+def _cache_at_size(s, x, n):
+    s.cache[:, n - 1:n] = x[:, :1]  # the row at n - 1 (a symbolic start)
+    s.cache[:, n + 1:n + 2] = x[:, -1:]
+    return s.cache[:, :n].sum(1), x[:, n - 1]
+
+
+def _arange_start(s, x, n):
+    return torch.arange(n, 2 * n), torch.arange(1, n + 1, dtype=torch.float32) * 0.5, torch.arange(n - 1, HI + 3)
+
+
+def _numel(s, x, n):
+    return x.numel() + s.pos, torch.scalar_tensor(x.shape[1] - 1)
+
+
+def _split(s, x, n):
+    a, b = torch.split(s.cache, [n, HI + 2 - n], 1)
+    return a.sum(1) + 1, b.sum(1) - 1
+
+
+def _group_norm(s, x, n):
+    return torch.nn.functional.group_norm(x.transpose(1, 2), 2)
+
+
+def _float_of_size(s, x, n):
+    s.f += x.shape[1] * 0.5
+    return x.new_full((2,), n / 2), x * (n / 4), torch.full((3,), n > 3), x.sum() * (n * n) + (n % 4) + max(n, 3)
+
+
+def _decreasing(s, x, n):
+    s.cnt[0] = HI - n
+    s.cache[:, n:] += 1  # a size that shrinks as n grows: planned for n's minimum
+    return s.cache[:, HI - n] + 1, torch.full((2,), -n), s.cache[:, n:] * 2
+
+
+CASES = {"float_of_size": _float_of_size, "decreasing": _decreasing, "fill": _fill, "add": _add, "arange_pos": _arange_pos, "new_full": _new_full, "full": _full,
+         "into_state": _into_state, "returned": _returned, "arith": _arith, "mean_by_hand": _mean_by_hand,
+         "cache_at_size": _cache_at_size, "arange_start": _arange_start, "numel": _numel, "split": _split,
+         "group_norm": _group_norm}
+STATES = ("pos", "cnt", "f", "cache")
+
+
+def _check_case(body, sizes=SIZES):
+    torch.manual_seed(0)
+    model = SizeCase(body)
+    eager = copy.deepcopy(model)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 5, 4),),
+                                                               dynamic_shapes=({1: Dim("n", min=LO, max=HI)},))})
+    m = tandem.load(program.to_bytes())
+    states = [n for n in STATES if any(st.name == n for st in program.states)]
+    for n in sizes:
+        x = torch.randn(1, n, 4)
+        got, want = m.forward(x), eager(x)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        assert len(got) == len(want), n
+        for i, (g, w) in enumerate(zip(got, want)):
+            w = torch.as_tensor(w)
+            assert g.dtype == w.dtype and g.shape == w.shape, (n, i, g, w)
+            torch.testing.assert_close(g, w, equal_nan=True, atol=1e-4, rtol=1e-4, msg=lambda s: f"n={n} output {i}: {s}")
+        for name in states:
+            torch.testing.assert_close(m.read_state(name), getattr(eager, name), msg=lambda s: f"n={n} state {name}: {s}")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_size_used_as_a_value_is_computed_per_call(case, backend):
+    _check_case(CASES[case])
+
+
+def _topk_by_size(s, x, n):
+    return torch.topk(x.flatten(), n)[0]
+
+
+def _strided_arange(s, x, n):
+    return torch.arange(n - 1, HI + 3, 3)
+
+
+def _index_at_size(s, x, n):
+    s.cache[:, n - 1] = x[:, 0]
+    return x * 1
+
+
+REFUSED = {"topk_by_size": (_topk_by_size, r"k of topk is the size n, which depends on a dynamic dim"),
+           "strided_arange": (_strided_arange, r"\(38 - n\)//3.*not an integer affine form"),
+           "index_at_size": (_index_at_size, r"torch.export failed.*Constraints violated \(n\)")}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_size_tandem_cannot_compute_per_call_is_an_export_error(case):
+    body, message = REFUSED[case]
+    with pytest.raises(tandem.ExportError, match=message):
+        _check_case(body)
