@@ -7,6 +7,7 @@ several modules sharing a submodule bind to the same state slot.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import warnings
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
 from .quantize import Skip, quantize_methods
+from .runtime_values import RuntimeValues
 from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
@@ -52,23 +54,42 @@ class _BoundMethod(nn.Module):
         return getattr(self.owner, self._tandem_name)(*args)
 
 
-class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
-    """torch.narrow(x, dim, start, length) with a tensor start traces through .item(), which
-    torch.export cannot follow (the start's value becomes an unbacked symbol). While tracing, it is
-    written as the same gather with a start that stays a tensor: x.index_select(dim, s +
-    arange(length)), s = start (+ size when negative); a start out of range makes an index out of
-    range, so the call fails (TDM_ERR_INDEX) where eager raises."""
+def _trace_values(name: str, root, inputs, dynamic):
+    """torch.export of root with RuntimeValues (python/tandem/runtime_values.py) entered inside the
+    trace (so it sees indexing before torch.export's own modes do). When the method reads ints from
+    tensors, it is traced again with those ints made up differently: a graph that changes used one
+    of them in Python (range(off), a list index), frozen at a made-up value."""
+    def trace(mode):
+        own = root.__dict__.get("forward")
+        inner = root.forward
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and isinstance(args[2], torch.Tensor):
-            x, dim, start = args[0], int(args[1]), args[2]
-            length = int(args[3] if len(args) > 3 else kwargs["length"])
-            size = x.shape[dim]
-            s = torch.where(start < 0, start + size, start).reshape(())
-            s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
-            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
-        return func(*args, **kwargs)
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with mode:
+                return inner(*args, **kwargs)
+        root.forward = forward
+        try:
+            return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+        finally:
+            if own is None:
+                del root.forward
+            else:
+                root.forward = own
+    mode = RuntimeValues()
+    ep = trace(mode)
+    if mode.reads:
+        other = trace(RuntimeValues(bias=1))
+
+        def code(e):  # without unused size arithmetic (`off + T` computed in Python, then only sliced with)
+            e.graph_module.graph.eliminate_dead_code()
+            e.graph_module.recompile()
+            return e.graph_module.code
+        if code(other) != code(ep):
+            raise ExportError(f"method '{name}' reads an int from a tensor (.item() / int()) and uses it in Python itself "
+                              f"(range(), a list index, arithmetic after int()), so the export would freeze it"
+                              f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
+                              "(off = t.item(); cache[:, off:off + T], off % capacity)")
+    return ep
 
 
 def _decompositions():
@@ -302,11 +323,10 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     exported, constants = {}, {}
     for name, (fn, inputs, dynamic) in specs.items():
         root, _ = roots[name]
-        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings(), \
-                _NarrowTensorStart():
+        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*erase_node.*")
             try:
-                ep = torch.export.export(root, inputs, strict=False, dynamic_shapes=_dynamic_for(name, root, inputs, dynamic))
+                ep = _trace_values(name, root, inputs, _dynamic_for(name, root, inputs, dynamic))
                 ep = ep.run_decompositions(_decompositions())
                 dims = _method_dims(name, ep)
             except ExportError:

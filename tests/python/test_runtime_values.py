@@ -184,3 +184,147 @@ def test_a_size_tandem_cannot_compute_per_call_is_an_export_error(case):
     body, message = REFUSED[case]
     with pytest.raises(tandem.ExportError, match=message):
         _check_case(body)
+
+
+# ---- 2. ints read from state (.item(), int()) as offsets ------------------------------------------
+
+CAP = 8
+
+
+class OffsetCache(nn.Module):
+    """pocket-tts' linear KV cache: the write offset read with int(offset.view(-1)[0].item()), rows
+    written with cache[i, :, off:off + T] = k, and the new rows read back at the same offset."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(1, dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(2, 1, CAP, 4))
+
+    def forward(self, k):
+        off = int(self.offset.view(-1)[0].item())
+        self.cache[0, :, off:off + k.shape[1]] = k
+        self.cache[1, :, off:off + k.shape[1]] = -2 * k
+        rows = self.cache[:, :, off:off + k.shape[1]]
+        self.offset += k.shape[1]
+        return rows * 3, self.cache.sum(2)
+
+    def reset(self):
+        self.offset.zero_()
+        self.cache.zero_()
+
+
+class RingCache(nn.Module):
+    """A ring buffer: the position read with .item() (kept a TensorInt), written at pos % capacity;
+    and rows read back by an index built from the same value (arange + off)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("ring", torch.zeros(CAP, 3))
+
+    def forward(self, x):
+        at = self.pos.item() % CAP
+        self.ring[at:at + 1] = x
+        back = self.ring.index_select(0, (torch.arange(2) + at + CAP - 1) % CAP)
+        self.pos.add_(1)
+        return back, torch.tensor(at) * 10
+
+
+def _calls(m, eager, name, inputs, states):
+    for x in inputs:
+        got, want = getattr(m, name)(x), getattr(eager, name)(x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(g, torch.as_tensor(w))
+        for s in states:
+            torch.testing.assert_close(m.read_state(s), getattr(eager, s))
+
+
+def test_an_offset_read_with_item_writes_and_reads_the_cache_at_run_time(backend):
+    torch.manual_seed(0)
+    model = OffsetCache()
+    eager = copy.deepcopy(model)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 4),),
+                                                               dynamic_shapes=({1: Dim("t", min=1, max=CAP)},)),
+                                    "reset": ()})
+    m = tandem.load(program.to_bytes())
+    _calls(m, eager, "forward", [torch.randn(1, t, 4) for t in (3, 1, 2)], ("offset", "cache"))
+    # 6 rows written of 8: 3 more do not fit; eager raises, tandem fails the call and changes nothing
+    before = (m.read_state("offset").clone(), m.read_state("cache").clone())
+    with pytest.raises(RuntimeError):
+        copy.deepcopy(eager)(torch.randn(1, 3, 4))
+    with pytest.raises(tandem.TandemError) as e:
+        m.forward(torch.randn(1, 3, 4))
+    assert e.value.code == "TDM_ERR_INDEX"
+    torch.testing.assert_close(m.read_state("offset"), before[0])
+    torch.testing.assert_close(m.read_state("cache"), before[1])
+    _calls(m, eager, "forward", [torch.randn(1, 2, 4)], ("offset", "cache"))  # exactly fills it
+    m.reset()
+    eager.reset()
+    _calls(m, eager, "forward", [torch.randn(1, CAP, 4)], ("offset", "cache"))
+
+
+def test_a_ring_position_read_with_item_wraps_at_run_time(backend):
+    torch.manual_seed(0)
+    model = RingCache()
+    eager = copy.deepcopy(model)
+    m = tandem.load(tandem.export(model, {"forward": (torch.randn(1, 3),)}).to_bytes())
+    _calls(m, eager, "forward", [torch.randn(1, 3) for _ in range(CAP * 2 + 3)], ("pos", "ring"))
+
+
+class _Reader(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.register_buffer("off", torch.zeros(1, dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(1, CAP, 4))
+
+    def forward(self, k):
+        return self.body(self, k)
+
+
+def _variable_length(s, k):
+    off = int(s.off[0].item())
+    s.cache[:, off:off + 2] = k
+    return s.cache[:, :off + 2]
+
+
+def _int_then_mod(s, k):
+    off = int(s.off[0].item()) % CAP
+    s.cache[:, off:off + 2] = k
+    return k * 1
+
+
+def _as_fill_value(s, k):
+    off = s.off[0].item()
+    return torch.full((2,), off)
+
+
+def _branch(s, k):
+    off = s.off[0].item()
+    if off > 3:
+        return k * 2
+    return k
+
+
+def _python_loop(s, k):
+    off = int(s.off[0].item())
+    return sum(k for _ in range(off % 3))  # Python reads the int itself
+
+
+READ_REFUSED = {
+    "variable_length": (_variable_length, r"length depends on a value read from a tensor.*at test_runtime_values.py:\d+: "
+                                          r"return s.cache\[:, :off \+ 2\]"),
+    "int_then_mod": (_int_then_mod, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int\(s.off\[0\].item\(\)\) % CAP"),
+    "as_fill_value": (_as_fill_value, r"'full' takes a value read from a tensor.*at test_runtime_values.py:\d+: "
+                                      r"return torch.full\(\(2,\), off\)"),
+    "branch": (_branch, r"decides something in Python.*at test_runtime_values.py:\d+: if off > 3:"),
+    "python_loop": (_python_loop, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_REFUSED))
+def test_an_int_read_from_a_tensor_used_otherwise_is_an_export_error_naming_the_line(case):
+    body, message = READ_REFUSED[case]
+    model = _Reader(body)
+    with pytest.raises(tandem.ExportError, match=message):
+        tandem.export(model, {"forward": (torch.randn(1, 2, 4),)})
