@@ -153,8 +153,12 @@ enum {
   X(embedding_q4, 0, TDM_INPLACE_NONE) \
   X(hardswish, 0, TDM_INPLACE_ANY) \
   X(hardsigmoid, 0, TDM_INPLACE_ANY) \
+  X(scatter, 0, TDM_INPLACE_FIRST) \
+  X(isnan, 0, TDM_INPLACE_NONE) \
+  X(isinf, 0, TDM_INPLACE_NONE) \
+  X(isfinite, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 80
+#define TDM_SCHEMA_OP_COUNT 84
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -237,5 +241,9 @@ enum {
 #define TDM__OPFLAGS_embedding_q4     false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_hardswish        false, TDM_INPLACE_ANY
 #define TDM__OPFLAGS_hardsigmoid      false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_scatter          false, TDM_INPLACE_FIRST
+#define TDM__OPFLAGS_isnan            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_isinf            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_isfinite         false, TDM_INPLACE_NONE
 
 #endif

@@ -61,6 +61,21 @@ function toIds(tokens, what) {
   throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what}: tokens must be a Tensor, a BigInt64Array or an array of integer ids`);
 }
 
+const isMessages = (p) => Array.isArray(p) && p.length > 0 && p.every((m) => m && typeof m === 'object' && !ArrayBuffer.isView(m) && 'role' in m);
+
+/** A prompt's token ids: ids as given; a string through the file's tokenizer (as transformers'
+ * `tokenizer(text)`, special tokens added); chat messages [{ role, content }] through its chat
+ * template with the generation prompt. */
+function promptIds(model, prompt) {
+  if (typeof prompt !== 'string' && !isMessages(prompt)) return toIds(prompt, 'generate()');
+  const tokenizer = model.tokenizer;
+  if (!tokenizer) {
+    throw invalid(`generate(): the prompt is ${typeof prompt === 'string' ? 'text' : 'chat messages'}, but the file carries no tokenizer; export the checkpoint with \`python -m tandem export\` (which stores its tokenizer), or give token ids`);
+  }
+  const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : tokenizer.applyChatTemplate(prompt, { addGenerationPrompt: true, tokenize: true });
+  return BigInt64Array.from(ids, (t) => BigInt(t));
+}
+
 /** n as the program's chunk lengths, largest first, then 1s (decode's). */
 export function splitPrompt(n, chunks) {
   const out = [];
@@ -180,9 +195,12 @@ export function sample(logits, options = {}, rand = Math.random) {
   return choose(ids.map((i) => x[i]), ids, options, rand);
 }
 
-/** Generation: `for await (const id of generate(model, prompt, options))` yields token ids; when it
+/** Generation: `for await (const id of generate(model, prompt, options))` yields token ids
+ * (`for await (const piece of generate(model, prompt).text())` text pieces instead); when it
  * ends, `.reason` says why: 'eos' (the model's end-of-sequence id, or one in `stop`), 'length'
- * (maxTokens), 'capacity' (the KV cache is full) or 'aborted' (options.signal). The prompt is
+ * (maxTokens), 'capacity' (the KV cache is full) or 'aborted' (options.signal). The prompt: token
+ * ids, or, when the file carries a tokenizer, a string (encoded as transformers' tokenizer(text)
+ * does) or chat messages [{ role, content }] (the chat template applied, with the generation prompt). It is
  * appended to the model's cache as it is (call model.reset() first for a new conversation); prompts
  * longer than max_prompt_len are fed in pieces. Options: maxTokens (64), temperature (0: greedy),
  * topK, topP, seed (sampling is reproducible), stop (token ids), signal (AbortSignal), onToken(id);
@@ -192,7 +210,7 @@ export function sample(logits, options = {}, rand = Math.random) {
 export function generate(model, prompt, options = {}) {
   const { maxTokens = 64, temperature = 0, topK = 0, topP = 1, seed = 0, stop = [], signal, onToken } = options;
   const lm = describe(model, options, 'generate()');
-  const ids = toIds(prompt, 'generate()');
+  const ids = promptIds(model, prompt);
   if (ids.length < 1) throw invalid('generate(): the prompt is empty; give at least one token id');
   const eos = new Set([lm.md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
   const rand = random(seed);
@@ -200,6 +218,21 @@ export function generate(model, prompt, options = {}) {
   const onDevice = lm.topk > 0 && needed(how, lm.vocab) <= lm.topk;
   const run = {
     reason: undefined,
+    /** The prompt as token ids (a text or chat prompt after the tokenizer and the chat template). */
+    promptIds: Array.from(ids, Number),
+    /** The generated ids as text pieces, each yielded once it is complete (never half of a UTF-8
+     * character): `for await (const piece of run.text())`. Joined, they equal
+     * model.tokenizer.decode(ids, { skipSpecialTokens }) of the generated ids. Iterates the run. */
+    async *text({ skipSpecialTokens = true } = {}) {
+      if (!model.tokenizer) throw invalid('generate(): text() needs the tokenizer the file carries, and this file has none (export it with `python -m tandem export`, which stores it); iterate the run for token ids');
+      const stream = model.tokenizer.streamDecoder({ skipSpecialTokens });
+      for await (const id of run) {
+        const piece = stream.push(id);
+        if (piece) yield piece;
+      }
+      const rest = stream.flush();
+      if (rest) yield rest;
+    },
     async *[Symbol.asyncIterator]() {
       let logits;
       for (let at = 0; at < ids.length; at += lm.maxPromptLen) logits = await prefillWith(model, lm, ids.subarray(at, at + lm.maxPromptLen));

@@ -85,6 +85,8 @@ interface ModelApi {
   readonly state: readonly StateSpec[];
   /** Named values stored with the program (e.g. { max_cache_len: 512 }), deep-frozen. */
   readonly metadata: { readonly [name: string]: MetadataValue };
+  /** The tokenizer the file carries (python -m tandem export stores it), or null. */
+  readonly tokenizer: Tokenizer | null;
   readonly stateBytes: number;
   readonly scratchBytes: number;
   /** Threads the methods run on (1 where shared memory is unavailable). */
@@ -138,6 +140,28 @@ export interface LoadOptions {
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
   /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
   profileFlagFraction?: number;
+  /** false: do not build the tokenizer the file carries (model.tokenizer is then null). */
+  tokenizer?: boolean;
+}
+
+/** A chat message for applyChatTemplate and generate. */
+export interface ChatMessage { role: string; content: string; [key: string]: unknown }
+export interface ChatTemplateOptions {
+  addGenerationPrompt?: boolean; tokenize?: boolean; chatTemplate?: string; tools?: unknown[]; documents?: unknown[];
+  variables?: Record<string, unknown>;
+}
+export interface StreamDecoder { push(id: number | bigint): string; flush(): string }
+/** The tokenizer a file carries (web/tokenizer.js, on @huggingface/tokenizers and @huggingface/jinja). */
+export interface Tokenizer {
+  readonly specialTokens: { readonly [role: string]: string | null };
+  readonly bosTokenId: number | null;
+  readonly eosTokenId: number | null;
+  readonly chatTemplate: string | { readonly [name: string]: string } | null;
+  encode(text: string, options?: { addSpecialTokens?: boolean }): number[];
+  decode(ids: Tokens | readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+  applyChatTemplate(messages: readonly ChatMessage[], options?: ChatTemplateOptions & { tokenize?: false }): string;
+  applyChatTemplate(messages: readonly ChatMessage[], options: ChatTemplateOptions & { tokenize: true }): number[];
+  streamDecoder(options?: { skipSpecialTokens?: boolean }): StreamDecoder;
 }
 
 export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView | Response;
@@ -158,9 +182,15 @@ export interface GenerateOptions extends SampleOptions, LMOptions {
 export interface Generation extends AsyncIterable<number> {
   /** Why it ended, once it has: 'eos', 'length', 'capacity' or 'aborted'. */
   readonly reason: 'eos' | 'length' | 'capacity' | 'aborted' | undefined;
+  /** The prompt's token ids (a text or chat prompt after the tokenizer). */
+  readonly promptIds: number[];
+  /** The run as text pieces, each a whole number of characters (needs model.tokenizer). */
+  text(options?: { skipSpecialTokens?: boolean }): AsyncIterable<string>;
 }
+/** What generate takes: token ids, or with a tokenizer in the file a text or chat messages. */
+export type Prompt = Tokens | string | readonly ChatMessage[];
 export function prefill(model: Model | WorkerModel, tokens: Tokens, options?: LMOptions): Promise<Tensor<'float32'>>;
-export function generate(model: Model | WorkerModel, prompt: Tokens, options?: GenerateOptions): Generation;
+export function generate(model: Model | WorkerModel, prompt: Prompt, options?: GenerateOptions): Generation;
 export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
 export function splitPrompt(n: number, chunks: readonly number[]): number[];
 export function position(model: Model | WorkerModel, options?: Pick<LMOptions, 'positionState'>): Promise<number>;

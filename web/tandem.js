@@ -321,6 +321,14 @@ class Runtime {
 }
 
 /** A deep-frozen copy of plain data (specs handed to callers). */
+const PREPARE = Symbol('prepare'), TOKENIZER_TEXT = Symbol('tokenizerText');
+
+/** web/tokenizer.js, imported only for a file that carries a tokenizer. */
+async function loadTokenizer(text) {
+  const { createTokenizer } = await import('./tokenizer.js');
+  return createTokenizer(text);
+}
+
 function frozenCopy(v) {
   if (Array.isArray(v)) return Object.freeze(v.map(frozenCopy));
   if (v && typeof v === 'object') return Object.freeze(Object.fromEntries(Object.entries(v).map(([k, e]) => [k, frozenCopy(e)])));
@@ -362,8 +370,14 @@ class Program {
     this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
     this.programId = BigInt.asUintN(64, BigInt(x.tdm_program_id(handle)));
     const metadata = {};
+    this.tokenizerText = null; // the 'tokenizer' entry's JSON, parsed by web/tokenizer.js when loaded
+    this.tokenizer = null;
     for (let i = 0; i < x.tdm_program_metadata_count(handle); i++) {
       const name = rt.str(x.tdm_program_metadata_name(handle, i)), text = rt.str(x.tdm_program_metadata_value(handle, i));
+      if (name === 'tokenizer') {
+        this.tokenizerText = text;
+        continue;
+      }
       try {
         metadata[name] = JSON.parse(text);
       } catch {
@@ -393,6 +407,11 @@ class Program {
       if (buf) x.tdm_free(buf);
     }
     return specs;
+  }
+
+  /** Builds the tokenizer the file carries (once per program: the models forked from it share it). */
+  async loadTokenizer() {
+    if (this.tokenizerText !== null && !this.tokenizer) this.tokenizer = await loadTokenizer(this.tokenizerText);
   }
 
   newSession() {
@@ -506,6 +525,12 @@ export class Model {
   get state() { return this.#program.state; }
   /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
   get metadata() { return this.#program.metadata; }
+  /** The tokenizer the file carries (web/tokenizer.js), or null when it has none (or it was loaded
+   * with { tokenizer: false }). */
+  get tokenizer() { return this.#program.tokenizer; }
+  /** Internal: builds the tokenizer (load() awaits it). */
+  [PREPARE]() { return this.#program.loadTokenizer(); }
+  [TOKENIZER_TEXT]() { return this.#program.tokenizerText; }
 
   /** Threads this model's methods run on (1 where shared memory is unavailable). */
   get threads() { return this.#program.rt.threads; }
@@ -846,6 +871,8 @@ export class WorkerModel {
   get state() { return this.#info.state; }
   /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
   get metadata() { return this.#info.metadata; }
+  /** The tokenizer the file carries, run on this thread (web/tokenizer.js), or null. */
+  get tokenizer() { return this.#shared.tokenizer ?? null; }
   get stateBytes() { return this.#info.stateBytes; }
   get scratchBytes() { return this.#info.scratchBytes; }
   /** Threads the worker's runtime runs methods on. */
@@ -1015,14 +1042,21 @@ function browserWorker() {
 }
 
 /** `program`: the bytes, or { stream, length } (bodyForWorker), transferred to the worker. */
-async function loadInWorker(module, program, spawn, flagFraction, pool) {
+async function loadInWorker(module, program, spawn, flagFraction, pool, withTokenizer) {
   const port = await spawn();
   const link = new WorkerLink(port);
   link.refs++; // held until the first model exists
   try {
     const transfer = [program instanceof Uint8Array ? program.buffer : program.stream];
-    const { id, info } = await link.request({ type: 'init', args: [module, program, pool] }, { transfer, what: 'load' });
+    const { id, info: { tokenizerText, ...info } } = await link.request({ type: 'init', args: [module, program, pool] }, { transfer, what: 'load' });
     const model = new WorkerModel(port, id, info, link, flagFraction);
+    try {
+      // the tokenizer runs on this thread (its calls are synchronous), shared by the forks
+      link.tokenizer = tokenizerText != null && withTokenizer ? await loadTokenizer(tokenizerText) : null;
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
     return model;
   } catch (e) {
     port.terminate();
@@ -1091,10 +1125,19 @@ export async function load(source, options = {}) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
     const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress) ?? await bytesOf(src, options.onProgress);
-    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool);
+    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
-  return createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  const model = await createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  if (options.tokenizer !== false) {
+    try {
+      await model[PREPARE]();
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+  }
+  return model;
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js). */
@@ -1103,6 +1146,8 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
   let nextId = 1;
   const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes, threads: m.threads, simd: m.simd });
   const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
+  // the first model of the worker: its tokenizer's JSON goes to the caller's thread, which builds it
+  const first = (m) => { const r = add(m); r.info.tokenizerText = m[TOKENIZER_TEXT](); return r; };
   port.onMessage(async (msg) => {
     if (msg.type === 'dispose') {
       models.get(msg.model)?.dispose();
@@ -1115,7 +1160,7 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
         const [module, program, pool] = msg.args;
         const src = program instanceof Uint8Array ? program
           : new Response(program.stream, { headers: program.length ? { 'content-length': String(program.length) } : {} });
-        result = add(await createModel(module, src, undefined, { ...pool, spawnThread }));
+        result = first(await createModel(module, src, undefined, { ...pool, spawnThread }));
       } else {
         const m = models.get(msg.model);
         if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);

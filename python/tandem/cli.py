@@ -1,4 +1,6 @@
-"""The command line: `python -m tandem inspect FILE` and `python -m tandem check FILE`.
+"""The command line: `python -m tandem inspect FILE`, `python -m tandem check FILE`, and
+`python -m tandem export DIR -o FILE` (a transformers checkpoint folder to a .tandem file, with its
+tokenizer: tandem/pretrained.py).
 
 Both load the file with the runtime's own verifier, through the backend tandem.load uses
 (tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm). `inspect` prints what the file holds; `check` also runs every method once on
@@ -21,6 +23,7 @@ from .runtime import TandemError, _library, _load_program
 COMMANDS = {
     "inspect": "print methods, state, op counts and sizes",
     "check": "verify the file and run every method once on zero inputs",
+    "export": "export a local transformers checkpoint folder (config.json, weights, tokenizer) to a .tandem file",
 }
 
 
@@ -96,6 +99,8 @@ def describe(data: bytes) -> dict:
             "program_id": f"{lib.tdm_program_id(p):016x}",
             "metadata": {lib.tdm_program_metadata_name(p, i).decode(): json.loads(lib.tdm_program_metadata_value(p, i).decode())
                          for i in range(lib.tdm_program_metadata_count(p))},
+            "tokenizer_bytes": next((len(lib.tdm_program_metadata_value(p, i)) for i in range(lib.tdm_program_metadata_count(p))
+                                     if lib.tdm_program_metadata_name(p, i) == b"tokenizer"), 0),
             "state": state,
             "methods": methods,
         }
@@ -155,7 +160,11 @@ def _print_inspect(path: str, info: dict) -> None:
     if info["metadata"]:
         print(f"metadata: {len(info['metadata'])} entries")
         for k, v in info["metadata"].items():
-            print(f"  {k}: {json.dumps(v)}")
+            if k == "tokenizer" and isinstance(v, dict):  # large: one line (inspect --json has it all)
+                from .tokenizer import summary
+                print(f"  tokenizer: {summary(v)}; {_size(info['tokenizer_bytes'])}")
+            else:
+                print(f"  {k}: {json.dumps(v)}")
     print(f"methods: {len(info['methods'])}")
     for m in info["methods"]:
         print(f"  {m['name']}: {_n(m['ops'], 'op')}, {_n(len(m['inputs']), 'input')}, {_n(len(m['outputs']), 'output')}")
@@ -166,16 +175,51 @@ def _print_inspect(path: str, info: dict) -> None:
                 print(f"    {kind} {t['name']}: {_t(t)}")
 
 
+def _export(args) -> int:
+    from .ir import ExportError
+    from .pretrained import env_progress, export_pretrained, print_report, tolerance
+
+    try:
+        _, report = export_pretrained(args.folder, args.output, max_cache_len=args.max_cache_len,
+                                      max_prompt_len=args.max_prompt_len, quantize=args.quantize, dtype=args.dtype,
+                                      sample_top_k=args.sample_top_k or None, tokenizer=not args.no_tokenizer,
+                                      verify=not args.no_verify, progress=env_progress())
+    except ExportError as e:
+        raise CliError(f"export: {e}") from None
+    except TandemError as e:
+        raise CliError(f"export: the exported file does not run in the runtime: {e}") from None
+    print_report(report, args.output)
+    v = report.get("verify")
+    if v and not args.quantize and not v["max_abs_diff"] <= tolerance(report):
+        print(f"tandem: export: the file's logits differ from eager PyTorch by {v['max_abs_diff']:.3g} (more than "
+              f"{tolerance(report):.3g}); {args.output} was written, but do not trust it: please report this model", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the tandem runtime.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help in COMMANDS.items():
-        p = sub.add_parser(name, help=help)
+        p = sub.add_parser(name, help=help, description=help)
+        if name == "export":
+            p.add_argument("folder", help="a transformers checkpoint folder (as save_pretrained writes it); nothing is downloaded")
+            p.add_argument("-o", "--output", required=True, help="the .tandem file to write")
+            p.add_argument("--max-cache-len", type=int, help="KV-cache positions (default: max_position_embeddings, at most 1024)")
+            p.add_argument("--max-prompt-len", type=int, help="the longest prefill in one call (default: min(128, max-cache-len))")
+            p.add_argument("--quantize", choices=["int8", "int4"], help="store linear and embedding weights quantized")
+            p.add_argument("--dtype", default="float32", help="the compute dtype: float32 (the one tandem runs)")
+            p.add_argument("--sample-top-k", type=int, default=64, help="K of decode_topk (0: no decode_topk)")
+            p.add_argument("--no-tokenizer", action="store_true", help="store no tokenizer in the file")
+            p.add_argument("--no-verify", action="store_true", help="skip running the file against eager PyTorch")
+            continue
         p.add_argument("file")
         if name == "inspect":
             p.add_argument("--json", action="store_true", help="print the same as JSON")
     args = parser.parse_args(argv)
     try:
+        if args.command == "export":
+            return _export(args)
         data = _read(args.file)
         try:
             if args.command == "inspect":

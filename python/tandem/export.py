@@ -94,10 +94,10 @@ def _trace_values(name: str, root, inputs, dynamic):
 
 def _decompositions():
     """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
-    hardswish and hardsigmoid."""
+    hardswish, hardsigmoid and isfinite."""
     table = torch.export.default_decompositions()
     for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
-               torch.ops.aten.hardsigmoid.default):
+               torch.ops.aten.hardsigmoid.default, torch.ops.aten.isfinite.default):
         table.pop(op, None)
     return table
 

@@ -75,6 +75,18 @@ def _syms(m: MethodIR, values: list, vindex: dict, offset_of) -> list:
     return out
 
 
+def _json_text(value) -> str:
+    """A metadata value as compact JSON text, non-ASCII characters as themselves (UTF-8: a byte-level
+    BPE vocabulary's 'Ġ' takes 2 bytes, not the 6 of '\\u0120'); escaped only when a string holds
+    a lone surrogate, which UTF-8 cannot encode. Control characters (and so NUL) are always escaped."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    return text
+
+
 def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None) -> bytes:
     strings = _Strings()
     data = bytearray()
@@ -170,7 +182,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
 
     meta = [METADATA_HEAD.pack(len(metadata or {}))]
     for key, value in (metadata or {}).items():
-        meta.append(METADATA_ENTRY.pack(strings(key), strings(json.dumps(value, separators=(",", ":"), allow_nan=False))))
+        meta.append(METADATA_ENTRY.pack(strings(key), strings(_json_text(value))))
 
     sections = {
         "metadata": b"".join(meta),

@@ -114,6 +114,7 @@ class Lowering:
         self.unsupported: list[str] = []
         self.checked: set = set()  # (storage, offset, shape, n) of indices already checked
         self.sizes: dict = {}  # sympy expression (srepr) -> its Value (Lowering.size_value)
+        self.empty: set = set()  # storages of torch.empty() results: written by no op (yet)
 
     # ---- values ---------------------------------------------------------------------------
     def fail(self, msg: str):
@@ -414,6 +415,24 @@ def _div_mode(L, node, args, kwargs):
     return L.cast(q, out_dtype)
 
 
+@handles(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(L, node, args, kwargs):
+    """fmod(a, b) = a - trunc(a / b) * b (the sign of a), where remainder has the sign of b:
+    integers through the exact trunc_divide, floats as remainder moved by b where the signs differ
+    (torch.roll's decomposition indexes with fmod)."""
+    dt = _dtype_of(node)
+    a, b = L.operand(args[0], dt), L.operand(args[1], dt)
+    shape = _shape_of(node)
+    if dt in (I64, I32):
+        q = L.emit("trunc_divide", [a, b], dt, shape)
+        return L.emit("sub", [a, L.emit("mul", [q, b], dt, shape)], dt, shape)
+    r = L.emit("remainder", [a, b], dt, shape)
+    zero = L.scalar(0.0, dt)
+    differ = L.emit("ne", [L.emit("lt", [r, zero], BOOL, shape), L.emit("lt", [a, zero], BOOL, a.shape)], BOOL, shape)
+    moved = L.emit("logical_and", [differ, L.emit("ne", [r, zero], BOOL, shape)], BOOL, shape)
+    return L.emit("where", [moved, L.emit("sub", [r, b], dt, shape), r], dt, shape)
+
+
 @handles(aten.rsub.Scalar, aten.rsub.Tensor)
 def _rsub(L, node, args, kwargs):
     cd = _dtype_of(node)
@@ -489,6 +508,9 @@ def _clamp(L, node, args, kwargs):
 @handles(aten.where.self)
 def _where(L, node, args, kwargs):
     dt = _dtype_of(node)
+    put = _where_as_slice_scatter(L, node, args, dt)
+    if put is not None:
+        return put
     return L.emit("where", [args[0], L.operand(args[1], dt), L.operand(args[2], dt)], dt, _shape_of(node))
 
 
@@ -761,10 +783,26 @@ def _checked_index(L, idx: Value, n: int) -> Value:
             L.fail(f"constant index {t.tolist()} is out of range for a dimension of size {n}")
         return idx
     key = (idx.storage, idx.offset, idx.shape, n)
+    if _in_range_by_construction(L, idx, n):
+        return idx
     if key not in L.checked:
         L.checked.add(key)
         L.ops.append(Op("check_index", [idx], [], [n], [], source_line(L.node)))
     return idx
+
+
+def _in_range_by_construction(L, idx: Value, n: int) -> bool:
+    """Whether every element of idx is in [0, n) whatever the inputs: an argmax/argmin (or sort/topk
+    indices) over a dim of at most n elements (the quantizer's codes index its codebook). Such an
+    index needs no check_index, so the ops that compute it may run after state writes."""
+    op = _producer_op(L, idx)
+    if op is None or idx.dtype != I64:
+        return False
+    if op.name in ("argmax", "argmin") and op.outs[0].storage is idx.storage:
+        return op.ins[0].shape[op.iattr[0]] <= n
+    if op.name in ("sort", "topk") and op.outs[1].storage is idx.storage:
+        return op.ins[0].shape[op.iattr[0]] <= n
+    return False
 
 
 def _index_select_value(L, x: Value, dim: int, idx: Value, out_shape) -> Value:
@@ -1453,6 +1491,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
                           + "\nSee docs/ops.md for the supported set.")
 
     L.node = None
+    _check_empty_reads(L)
     user_outputs, mutations = [], []
     for spec, o in zip(sig.output_specs, outs):
         if spec.kind == OutputKind.USER_OUTPUT:
@@ -1519,3 +1558,156 @@ def _finish(L: Lowering, user_outputs: list, mutations: list):
             v = L.expand(L.cast(v, st.dtype), st.shape)
         dst = Value(st.dtype, st.shape, Storage(STATE, st.nbytes, state=st))
         L.ops.append(Op("copy", [v], [dst], where="(write-back of state '%s')" % st.name))
+
+
+# ---- scatter, isnan/isinf/isfinite, empty (issue #23) -------------------------------------------
+
+def _producer_op(L, v: Value):
+    """The op of L.ops that wrote v's storage (the last one), or None (an input, a constant, state)."""
+    return next((o for o in reversed(L.ops) if any(u.storage is v.storage for u in o.outs)), None)
+
+
+def _rows_index(L, idx: Value, dim: int, src: Value):
+    """When idx is `i.view(1, .., k, .., 1).expand(src's shape)` (one index per position along dim,
+    the same across every other dim: moshi's ring cache writes `cache.scatter_(2, i.expand(B, H, T, D), k)`),
+    the 1-d index i of k entries; else None. Then the scatter writes whole rows: an index_put."""
+    if idx.shape != src.shape:
+        return None
+    op = _producer_op(L, idx)
+    if op is None or op.name != "expand" or op.outs[0] is not idx:
+        return None
+    i = op.ins[0]
+    shape = (1,) * (len(idx.shape) - len(i.shape)) + tuple(i.shape)
+    if any(s != 1 for d, s in enumerate(shape) if d != dim) or shape[dim] != idx.shape[dim]:
+        return None
+    return L.reshape(i, (idx.shape[dim],))
+
+
+def _scatter_into(L, x: Value, dim: int, idx: Value, src: Value) -> Value:
+    if math.prod(idx.shape) == 0:
+        return x
+    if not x.shape:  # a 0-d x: one element, index 0 (or -1)
+        x1 = L.reshape(x, (1,))
+        y = _scatter_into(L, x1, 0, L.reshape(idx, (1,)), L.reshape(src, (1,)))
+        return L.reshape(y, ())
+    rows = _rows_index(L, idx, dim, src)
+    if rows is not None:
+        rows = _checked_index(L, rows, x.shape[dim])
+        want = x.shape[:dim] + (rows.shape[0],) + x.shape[dim + 1:]
+        if tuple(src.shape) == want:  # the index covers every position outside dim: whole rows
+            return L.emit("index_put", [x, rows, L.cast(src, x.dtype)], x.dtype, x.shape, iattr=[dim, 0])
+    idx = _checked_index(L, idx, x.shape[dim])
+    return L.emit("scatter", [x, idx, L.cast(src, x.dtype)], x.dtype, x.shape, iattr=[dim])
+
+
+@handles(aten.scatter.src, aten.scatter.value)
+def _scatter_handler(L, node, args, kwargs):
+    """x.scatter(dim, index, src) / x.scatter(dim, index, value) (and scatter_, functionalized):
+    check_index + scatter, or index_put when the index is one row index expanded over the other dims."""
+    x, idx = args[0], args[2]
+    if kwargs.get("reduce") is not None:
+        L.fail("scatter with reduce= is not supported yet (scatter_add and scatter_reduce neither)")
+    dim = _dim(int(args[1]), max(len(x.shape), 1))
+    if node.target == aten.scatter.value:
+        src = L.expand(L.operand(args[3], x.dtype), idx.shape)
+    else:
+        src = args[3]
+        if tuple(src.shape) != tuple(idx.shape):  # PyTorch reads src's leading corner of index's shape
+            for d in range(len(idx.shape)):
+                src = _slice_value(L, src, d, 0, idx.shape[d], 1)
+            if tuple(src.shape) != tuple(idx.shape):
+                src = L.emit("copy", [src], src.dtype, idx.shape)
+    return _scatter_into(L, x, dim, idx, src)
+
+
+CLASSIFY = {aten.isnan.default: "isnan", aten.isinf.default: "isinf", aten.isfinite.default: "isfinite"}
+
+
+@handles(*CLASSIFY)
+def _classify(L, node, args, kwargs):
+    x = args[0]
+    name = CLASSIFY[node.target]
+    if x.dtype != F32:  # integers and bools are never NaN or infinite
+        return _fill(L, int(name == "isfinite"), BOOL, x.shape)
+    return L.emit(name, [x], BOOL, x.shape)
+
+
+@handles(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default,
+         aten.empty_permuted.default)
+def _empty(L, node, args, kwargs):
+    """torch.empty & co.: uninitialized scratch. Its bytes must be written before they are read
+    (checked in lower_method's _check_empty_reads; the verifier checks it again at load)."""
+    v = L.new(_dtype_of(node), _shape_of(node))
+    L.empty.add(v.storage)
+    return v
+
+
+def _check_empty_reads(L) -> None:
+    """A torch.empty() value is read only as the base of an update (x[:2] = a, x.scatter_(..),
+    x.index_copy_(..)): it is filled with zeros first (any contents are what torch.empty may give),
+    so the bytes the update does not write are defined. Any other read is an ExportError naming the
+    line, since its result would depend on bytes nothing wrote."""
+    if not L.empty:
+        return
+    ops, filled = [], set()
+    for op in L.ops:
+        for i, v in enumerate(op.ins):
+            s = v.storage
+            if s not in L.empty or s in filled:
+                continue
+            if i == 0 and op.name in schema.IN_PLACE_FIRST:
+                whole = Value(v.dtype, (int(s.nbytes) // DTYPE_SIZE[v.dtype],), s)
+                ops.append(Op("fill", [], [whole], [] if v.dtype == F32 else [0], [0.0] if v.dtype == F32 else [],
+                              op.where))
+                filled.add(s)
+            else:
+                raise ExportError(f"method '{L.method}': op '{op.name}' reads the contents of torch.empty() (or "
+                                  f"new_empty/empty_like) before anything wrote them{op.where}: its result would be "
+                                  "undefined; write every element first, or use torch.zeros")
+        ops.append(op)
+    L.ops[:] = ops
+
+
+def _one_hot_dim(cond: torch.Tensor, rank: int):
+    """(dim, i) when a constant bool cond, broadcast to rank, is true exactly at index i of one dim
+    and the same along every other dim (torch's select_scatter decomposition:
+    `arange(n).view(-1, 1, ..) == i`); else None."""
+    c = cond.reshape((1,) * (rank - cond.dim()) + tuple(cond.shape))
+    dims = [d for d in range(rank) if c.shape[d] != 1]
+    if len(dims) != 1:
+        return None
+    d = dims[0]
+    line = c.reshape(-1)
+    hits = line.nonzero().reshape(-1).tolist()
+    return (d, hits[0]) if len(hits) == 1 else None
+
+
+def _where_as_slice_scatter(L, node, args, dt):
+    """where(one-hot mask along dim d at i, a, base) with base of the result's shape writes only
+    base's index i of d: slice_scatter(base, a's index i of d). What torch's select_scatter
+    decomposes to (`cache[0].index_copy_(..)` on a view of a [2, ...] cache: an expand of the new
+    [1, ...] slice and a where over the whole cache); as a slice_scatter the planner can write it
+    into the state slot in place (plan.py), and the expand is left unread."""
+    cond, a, base = args[0], args[1], args[2]
+    if not (isinstance(cond, Value) and cond in L.const_tensor and isinstance(a, Value) and isinstance(base, Value)):
+        return None
+    shape = _shape_of(node)
+    if tuple(base.shape) != tuple(shape) or base.dtype != dt or a.dtype != dt or len(shape) == 0:
+        return None
+    hit = _one_hot_dim(L.const_tensor[cond], len(shape))
+    if hit is None:
+        return None
+    d, i = hit
+    src = None
+    op = _producer_op(L, a)
+    if op is not None and op.name == "expand" and op.outs[0] is a:  # the new slice, broadcast
+        x = op.ins[0]
+        xs = (1,) * (len(shape) - len(x.shape)) + tuple(x.shape)
+        if all(xs[k] == shape[k] for k in range(len(shape)) if k != d):
+            x = L.reshape(x, xs)
+            src = x if xs[d] == 1 else _slice_value(L, x, d, i, 1, 1)
+    if src is None:
+        if tuple(a.shape) != tuple(shape):
+            return None
+        src = _slice_value(L, a, d, i, 1, 1)
+    return _scatter(L, base, src, d, i, 1)

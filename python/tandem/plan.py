@@ -7,7 +7,7 @@ offsets so that two storages alive at the same time never overlap (greedy, large
 """
 from __future__ import annotations
 
-from .ir import SCRATCH, STATE, MethodIR, Storage
+from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR, Storage
 from .schema import ALIGN
 # The op flags the verifier enforces (src/format.c), declared once in schema.py: ops whose kernels
 # may reject runtime values; ops whose output may be input 0; ops whose output may be any input of
@@ -48,6 +48,127 @@ def _checks_first(ir: MethodIR) -> None:
         early.add(i)
         todo.extend(producer[v.storage] for v in ir.ops[i].ins if v.storage in producer and producer[v.storage] < i)
     ir.ops = [op for i, op in enumerate(ir.ops) if i in early] + [op for i, op in enumerate(ir.ops) if i not in early]
+
+
+def _phys(v):
+    """What a value's bytes are: its state slot (every Storage of one state is the same bytes), or its storage."""
+    return ("state", v.storage.state) if v.storage.kind == STATE else v.storage
+
+
+def _slice_range(base, d: int, start: int, length: int):
+    """Byte range (offset, size) of base[.., start:start + length, ..] along dim d when contiguous; else None."""
+    outer = 1
+    for x in base.shape[:d]:
+        outer *= x
+    inner = DTYPE_SIZE[base.dtype]
+    for x in base.shape[d + 1:]:
+        inner *= x
+    if outer != 1 and length != base.shape[d]:
+        return None
+    return base.offset + start * inner, length * inner
+
+
+def _update_in_place(ir: MethodIR) -> None:
+    """Updates (index_put, slice_scatter, scatter) write into their base's bytes instead of a copy
+    of it, when nothing reads the base's old contents afterwards; a slice_scatter that writes back
+    a slice updated in place (functionalization's replay of `cache[0].index_copy_(..)`,
+    `cache[:, :, pos] = k`, `cache[0].scatter_(..)` on a view of state) is then dropped. Chains of
+    such writes through select/slice views of a state end in its slot, and the write-back copy
+    at the end reads the slot itself and goes too: a streaming step writes only its new rows.
+
+    Values are views, so the pass moves whole storages: an update's output storage becomes its
+    base's bytes (at the base's offset) and every value of it follows. A read after update k of
+    bytes it overwrote is a hazard when the read's value holds a version older than k (born
+    before k: a state, an input, an earlier op's result); versions born at or after k are k's
+    result or built on it."""
+    ops = ir.ops
+    values = [v for op in ops for v in op.ins + op.outs] + [v for _, v in ir.outputs] + [v for _, v in ir.inputs]
+    members: dict = {}
+    for v in values:
+        members.setdefault(id(v.storage), {})[id(v)] = v
+    orig = {id(v): (v.storage, v.offset) for v in values}
+    born: dict = {}
+    for i, op in enumerate(ops):
+        for v in op.outs:
+            born.setdefault(id(v.storage), i)
+    producer = dict(born)
+    last_fallible = max((i for i, op in enumerate(ops) if op.name in CAN_FAIL), default=-1)
+
+    def whole_fresh(v):
+        s = v.storage
+        return s.kind == SCRATCH and not s.is_input and v.offset == 0 and v.nbytes == s.nbytes and producer.get(id(s)) is not None
+
+    # write-backs: slice_scatter(b, src, d, start, 1) whose src is the whole result of an update of
+    # exactly b's slice (d, start): j -> the update's index
+    write_back = {}
+    for j, op in enumerate(ops):
+        if op.name != "slice_scatter" or op.iattr[2] != 1:
+            continue
+        b, src = op.ins
+        k = producer.get(id(src.storage))
+        if k is None or ops[k].name not in IN_PLACE or not whole_fresh(src) or not whole_fresh(ops[k].outs[0]):
+            continue
+        kb = ops[k].ins[0]
+        rng = _slice_range(b, op.iattr[0], op.iattr[1], src.shape[op.iattr[0]])
+        if rng is not None and kb.storage is b.storage and (kb.offset, kb.nbytes) == rng and ops[k].outs[0].storage is src.storage:
+            write_back[j] = k
+
+    def move(s_from, s_to, shift):
+        group = members.pop(id(s_from), {})
+        for v in group.values():
+            v.storage, v.offset = s_to, v.offset + shift
+        members.setdefault(id(s_to), {}).update(group)
+
+    def overlaps(v, key, lo, n):
+        return _phys(v) == key and v.offset < lo + n and lo < v.offset + v.nbytes
+
+    removed = set()
+    aliased = set()
+    for k, op in enumerate(ops):
+        if op.name not in IN_PLACE:
+            continue
+        base, out = op.ins[0], op.outs[0]
+        if not whole_fresh(out) or base.nbytes != out.nbytes or base.dtype != out.dtype:
+            continue
+        B = base.storage
+        if B.kind == CONST or B.is_input or (B.kind == STATE and k < last_fallible):
+            continue
+        key, lo, n = _phys(base), base.offset, base.nbytes
+        wb = write_back.get(k)
+        if wb is not None and wb in aliased:
+            src = op.ins[1]
+            rng = _slice_range(base, op.iattr[0], op.iattr[1], src.shape[op.iattr[0]])
+            if rng is not None and _phys(src) == key and (src.offset, src.nbytes) == rng:
+                removed.add(k)  # the slice is already in place: the result is the base's bytes
+                aliased.add(k)
+                move(out.storage, B, base.offset)
+                continue
+        if any(overlaps(v, key, lo, n) for v in op.ins[1:]):
+            continue
+        hazard = False
+        for j in range(k + 1, len(ops) + 1):
+            reads = ops[j].ins if j < len(ops) else [v for _, v in ir.outputs]
+            if j in removed:
+                continue
+            for pos, v in enumerate(reads):
+                if not overlaps(v, key, lo, n):
+                    continue
+                if born.get(id(orig[id(v)][0]), -1) >= k:
+                    continue  # k's result, or built on it
+                if j < len(ops) and pos == 0 and write_back.get(j) == k:
+                    continue  # the write-back of k's slice: dropped when k is in place
+                hazard = True
+                break
+            if hazard:
+                break
+        if hazard:
+            continue
+        aliased.add(k)
+        move(out.storage, B, base.offset)
+    ops[:] = [op for i, op in enumerate(ops) if i not in removed]
+    # a write-back of a state that is already in its slot
+    ops[:] = [op for op in ops if not (op.name == "copy" and op.outs[0].storage.kind == STATE and _phys(op.ins[0]) == _phys(op.outs[0])
+                                       and op.ins[0].offset == op.outs[0].offset and op.ins[0].nbytes == op.outs[0].nbytes)]
 
 
 def _write_state_in_place(ir: MethodIR) -> None:
@@ -109,6 +230,7 @@ def _lifetimes(ir: MethodIR) -> dict:
 def plan_method(ir: MethodIR) -> None:
     _drop_unread(ir)
     _checks_first(ir)
+    _update_in_place(ir)
     _write_state_in_place(ir)
     life = _lifetimes(ir)
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)

@@ -210,12 +210,18 @@ class Model:
         _check(status)  # on failure __del__ frees the program
         p = self._program
         self.metadata = {}
+        self._tokenizer_entry = self._tokenizer = None
         for i in range(lib.tdm_program_metadata_count(p)):
             name = lib.tdm_program_metadata_name(p, i).decode()
             try:
-                self.metadata[name] = json.loads(lib.tdm_program_metadata_value(p, i).decode())
+                value = json.loads(lib.tdm_program_metadata_value(p, i).decode())
             except ValueError:  # __del__ frees the session and the program
                 raise TandemError("TDM_ERR_MALFORMED", f"metadata '{name}' is not JSON: the file is corrupt") from None
+            if name == "tokenizer":  # tandem/tokenizer.py: read by .tokenizer, not a value of .metadata
+                from .tokenizer import check_entry
+                self._tokenizer_entry = check_entry(value)
+            else:
+                self.metadata[name] = value
         self.methods = {}
         self.dims = {}  # method -> {dim name: (min, max)}
         for m in range(lib.tdm_program_method_count(p)):
@@ -227,6 +233,15 @@ class Model:
                                for d in range(lib.tdm_method_dim_count(p, m))}
             if not hasattr(self, name):  # a name the model has for itself stays reachable by call()
                 setattr(self, name, self._bind(name))
+
+    @property
+    def tokenizer(self):
+        """The tokenizer the file carries (tandem.transformers.export_pretrained stores it) as a transformers
+        PreTrainedTokenizerFast, built on first use; None when the file has none."""
+        if self._tokenizer is None and self._tokenizer_entry is not None:
+            from .tokenizer import rebuild
+            self._tokenizer = rebuild(self._tokenizer_entry)
+        return self._tokenizer
 
     def _bind(self, name):
         def call(*inputs):

@@ -345,3 +345,11 @@ def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
         logits = model.call("decode" if c == 1 else f"prefill_{c}", tokens.reshape(1, -1)[:, at:at + c])
         at += c
     return logits
+
+
+def export_pretrained(path, output=None, **kwargs):
+    """Export a local transformers checkpoint folder, its tokenizer and chat template included: see
+    tandem/pretrained.py (`python -m tandem export DIR -o FILE` runs it). Returns (program, report)."""
+    from .pretrained import export_pretrained as run
+
+    return run(path, output, **kwargs)

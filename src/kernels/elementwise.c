@@ -568,6 +568,27 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* isnan, isinf, isfinite: x f32 → y bool, x's shape (code 0, 1, 2). */
+static tdm_status classify_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const float *x = in[0].data;
+  uint8_t *y = out->data;
+  const int code = op->def->code;
+  for (int64_t i = 0; i < out->numel; i++) {
+    const float v = x[i];
+    y[i] = code == 0 ? v != v : code == 1 ? (v == INFINITY || v == -INFINITY) : (v == v && v != INFINITY && v != -INFINITY);
+  }
+  return TDM_OK;
+}
+
+static tdm_status classify_check(const tdm_method *m, const tdm_op *op) {
+  tdm_status s = check_arity(op, 1, 1);
+  if (s) return s;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_BOOL) return tdm__rule(op, "takes float32, gives bool");
+  if (!tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output shape differs from input shape");
+  return TDM_OK;
+}
+
 #define BIN(name, code) TDM_OP(name, code, binary_check, binary_run)
 #define UN(name, code) TDM_OP(name, code, unary_check, unary_run)
 
@@ -587,5 +608,8 @@ const tdm_opdef tdm__elementwise_ops[] = {
     TDM_OP(cast, 0, cast_check, cast_run),
     TDM_OP(fill, 0, fill_check, fill_run),
     TDM_OP(copy, 0, copy_check, copy_run),
+    TDM_OP(isnan, 0, classify_check, classify_run),
+    TDM_OP(isinf, 1, classify_check, classify_run),
+    TDM_OP(isfinite, 2, classify_check, classify_run),
     TDM_OP_END,
 };

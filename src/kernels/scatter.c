@@ -1,4 +1,4 @@
-/* scatter.c — updates of part of a tensor: index_put, slice_scatter, and check_index, the op
+/* scatter.c — updates of part of a tensor: index_put, slice_scatter, scatter, and check_index, the op
  * that validates runtime indices before anything is written. index_put and slice_scatter may run
  * in place (output = input 0), which is how a KV-cache update writes only its new rows. */
 #include "../ops.h"
@@ -114,9 +114,60 @@ static tdm_status slice_scatter_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* scatter: x, index (int64 or int32, x's rank), src (index's shape) → y (x's shape); iattr = [dim].
+ * y = x, then y[i0.., index[i0.., ik, ..], ..] = src[i0.., ik, ..] for every element of index (the
+ * last write wins where indices repeat). Negative indices count from the end; out of range (rejected
+ * before by check_index) is skipped. In place when y is x: only the indexed elements are written. */
+static tdm_status scatter_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  copy_base(&in[0], out);
+  const int64_t d = op->iattr[0];
+  const tdm_shape *xs = out->shape, *is = in[1].shape;
+  const int r = is->rank;
+  const size_t es = tdm_dtype_size(out->dtype);
+  int64_t xst[TDM_MAX_RANK], k = 1;
+  for (int i = xs->rank - 1; i >= 0; i--) {
+    xst[i] = k;
+    k *= xs->dims[i];
+  }
+  const int64_t n = xs->dims[d];
+  int64_t idx[TDM_MAX_RANK] = {0}, off = 0; /* off: y's offset of idx with dim's coordinate 0 */
+  const int64_t count = in[1].numel;
+  for (int64_t t = 0; t < count; t++) {
+    int64_t j = tdm__index_at(&in[1], t);
+    if (j < 0) j += n;
+    if (j >= 0 && j < n)
+      memcpy((uint8_t *)out->data + (size_t)(off + j * xst[d]) * es, (const uint8_t *)in[2].data + (size_t)t * es, es);
+    for (int i = r - 1; i >= 0; i--) {
+      if (++idx[i] < is->dims[i]) {
+        if (i != d) off += xst[i];
+        break;
+      }
+      if (i != d) off -= xst[i] * (is->dims[i] - 1);
+      idx[i] = 0;
+    }
+  }
+  return TDM_OK;
+}
+
+static tdm_status scatter_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes x, index, src, 1 output, [dim]");
+  const tdm_value *x = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *v = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
+  const int64_t d = op->iattr[0];
+  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32)) return tdm__rule(op, "index must be int64 or int32");
+  if (x->dtype != v->dtype || x->dtype != y->dtype || !tdm__shape_eq(&x->shape, &y->shape))
+    return tdm__rule(op, "x, src and output must have one dtype, x and output one shape");
+  if (x->shape.rank < 1 || ix->shape.rank != x->shape.rank || d < 0 || d >= x->shape.rank)
+    return tdm__rule(op, "x and index need one rank (>= 1) and dim in range");
+  if (!tdm__shape_eq(&ix->shape, &v->shape)) return tdm__rule(op, "src must have index's shape");
+  for (int i = 0; i < x->shape.rank; i++)
+    if (i != d && ix->shape.dims[i] > x->shape.dims[i]) return tdm__rule(op, "index is larger than x outside dim");
+  return TDM_OK;
+}
+
 const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(check_index, 0, check_index_check, check_index_run),
     TDM_OP(index_put, 0, index_put_check, index_put_run),
     TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
+    TDM_OP(scatter, 0, scatter_check, scatter_run),
     TDM_OP_END,
 };

@@ -50,6 +50,8 @@ for sa, sb in SHAPES_2:
     case("minimum", torch.minimum, r(*sa), r(*sb))
     case("pow", torch.pow, pos(*sa), r(*sb))
     case("remainder", torch.remainder, r(*sa) * 5, pos(*sb))
+    case("fmod", torch.fmod, r(*sa) * 5, r(*sb) + 0.05)
+    case("fmod_int", torch.fmod, ints(*sa), ints(*sb, lo=1, hi=7) * (1 - 2 * ints(*sb, lo=0, hi=2)))
     case("lt", lambda a, b: a < b, r(*sa), r(*sb))
     case("ge", lambda a, b: a >= b, r(*sa), r(*sb))
     case("eq_int", lambda a, b: a == b, ints(*sa, lo=0, hi=3), ints(*sb, lo=0, hi=3))
@@ -362,6 +364,32 @@ case("index_put2_apart_acc", lambda x, i, j, v: setitem(x, (i, slice(None), j), 
 case("index_put_mask", lambda x, m: torch.index_put(x, (m,), torch.tensor(2.5)), r(4, 5), torch.rand(4, 5, generator=g) > 0.5)
 case("index_put_mask_row_acc", lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True), r(4, 5), torch.tensor([True, False, True, True]), r(5))
 case("setitem2", lambda x, i, j: x.clone().index_put_((i, j), torch.tensor(-1.0)), r(3, 4), torch.tensor([0, 2]), torch.tensor([3, 1]))
+# scatter (issue #23): any dim, src larger than the index (its leading corner is read), a value,
+# int and bool dtypes, negative dims; moshi's ring-cache form (one row index expanded over the other
+# dims, scatter_ on a view) becomes index_put
+for shape, dim, ishape in [((5, 4), 0, (3, 4)), ((5, 4), 1, (5, 2)), ((3, 4, 6), 2, (2, 3, 3)), ((3, 4, 6), -2, (3, 2, 6)), ((7,), 0, (4,))]:
+    n = shape[dim]
+    perm = torch.stack([torch.randperm(n, generator=g)[:ishape[dim if dim >= 0 else dim + len(shape)]] for _ in range(math.prod(ishape) // ishape[dim])])
+    idx = perm.reshape(*[s for d, s in enumerate(ishape) if d != (dim % len(shape))], -1).movedim(-1, dim % len(shape)).contiguous()
+    case("scatter", lambda x, i, s, d=dim: torch.scatter(x, d, i, s), r(*shape), idx, r(*ishape))
+    case("scatter_value", lambda x, i, d=dim: x.scatter(d, i, -2.5), r(*shape), idx)
+    case("scatter_int", lambda x, i, s, d=dim: x.clone().scatter_(d, i, s), ints(*shape), idx, ints(*ishape))
+case("scatter_big_src", lambda x, i, s: torch.scatter(x, 1, i, s), r(3, 5), torch.tensor([[4, 0], [1, 2], [3, 3]]), r(4, 6))
+case("scatter_bool", lambda x, i: (x > 0).scatter(1, i, True), r(3, 5), torch.tensor([[4], [1], [0]]))
+case("scatter_ring_rows", lambda c, i, k: c.clone()[0].scatter_(2, i.view(1, 1, -1, 1).expand(-1, 3, -1, 4), k) * 1,
+     r(2, 1, 3, 6, 4), torch.tensor([5, 0]), r(1, 3, 2, 4))
+SPECIAL = torch.tensor([0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"), 3e38, -1e-45, float("-nan")])
+case("isnan", torch.isnan, SPECIAL)
+case("isinf", torch.isinf, SPECIAL)
+case("isfinite", torch.isfinite, SPECIAL)
+case("isnan_2d", lambda x: torch.isnan(x.log()) | torch.isinf(1 / x), r(3, 17))
+case("isfinite_int", lambda x: torch.isfinite(x) & ~torch.isnan(x) & ~torch.isinf(x), ints(2, 5))
+# torch.empty: scratch that must be written before it is read (an update's base starts at zeros)
+case("empty_written", lambda a, b: (lambda e: (e.__setitem__(slice(0, 2), a), e.__setitem__(slice(2, 5), b), e)[-1])(torch.empty(5, 3)) + 1,
+     r(2, 3), r(3, 3))
+case("new_empty_scatter", lambda x, i, s: x.new_empty(x.shape).copy_(x).scatter_(1, i, s), r(3, 4), torch.tensor([[1], [3], [0]]), r(3, 1))
+case("empty_like_index_copy", lambda x, i: torch.empty_like(x).index_copy_(0, i, x), r(3, 4), torch.tensor([2, 0, 1]))
+
 # OpInfo samples that failed before issue #12: integer matmuls (exact, wrapping), 0-d softmax and
 # index_select, mean and all over every dim, batch norm with statistics given at run time, a query
 # whose batch dims broadcast against the keys'
@@ -400,6 +428,9 @@ case("index_select_i32", lambda x, i: x.index_select(1, i), r(3, 6, 2), torch.te
 case("gather_i32", lambda x, i: x.gather(1, i), r(4, 6), ints(4, 3, lo=0, hi=6).int())
 case("embedding_i32", lambda i, w: F.embedding(i, w), ints(2, 5, lo=0, hi=10).int(), r(10, 7))
 case("index_put_i32", lambda x, i, v: x.index_put((i,), v, accumulate=True), ints(6, 2).int(), torch.tensor([4, 1, 4], dtype=torch.int32), ints(3, 2).int())
+case("roll", lambda x: torch.roll(x, 2, -1), r(3, 5))
+case("roll_dims", lambda x: torch.roll(x, (-1, 3), (0, 1)), r(4, 6))
+case("fmod_scalar", lambda x: torch.fmod(x, -1.5), r(3, 7) * 4)
 case("full_i32", lambda x: x + torch.full((3, 70), 5, dtype=torch.int32), ints(3, 70).int())
 case("cat_i32", lambda a, b: torch.cat([a, b.permute(1, 0)], 0)[1::2], ints(3, 4).int(), ints(4, 5).int())
 

@@ -1,6 +1,6 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
-import { load, Tensor, TandemError } from 'tandem-runtime';
-import type { CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
+import { load, generate, Tensor, TandemError } from 'tandem-runtime';
+import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
@@ -23,6 +23,16 @@ async function main(source: Source): Promise<void> {
   await model.writeState('h', new Tensor('int64', new BigInt64Array([1n]), []));
   const h: Tensor = await model.readState('h');
   await model.resetState();
+  const tok: Tokenizer | null = model.tokenizer;
+  if (tok) {
+    const chat: ChatMessage[] = [{ role: 'user', content: 'hi' }];
+    const text: string = tok.applyChatTemplate(chat, { addGenerationPrompt: true });
+    const ids: number[] = tok.applyChatTemplate(chat, { tokenize: true });
+    console.log(text, ids, tok.decode(tok.encode('hello')), tok.eosTokenId);
+    const run: Generation = generate(model, chat, { maxTokens: 8 });
+    for await (const piece of run.text()) console.log(piece);
+    for await (const id of generate(model, 'hello', { temperature: 0 })) console.log(id);
+  }
   const fork: Model = await model.fork();
   fork.dispose();
   const forkOptions: ForkOptions = { state: 'copy' };

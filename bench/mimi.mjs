@@ -1,0 +1,37 @@
+// npm run bench, Mimi rows (TANDEM_BENCH=mimi): the full-size Mimi exported by bench/mimi.py, run in
+// wasm (Node) on 1 and 2 threads over the frames moshi's eager torch ran, its codes and audio checked
+// against moshi's, printed beside moshi's eager torch on one thread (timed by bench/mimi.py in the
+// same run). Usage: node bench/mimi.mjs build/bench. Prints table rows.
+import { readFileSync } from 'node:fs';
+import { load } from '../node/index.js';
+
+const DIR = process.argv[2] ?? 'build/bench';
+const frames = JSON.parse(readFileSync(`${DIR}/mimi_frames.json`, 'utf8'));
+const eager = JSON.parse(readFileSync(`${DIR}/mimi_eager.json`, 'utf8'));
+const f = (x, d = 1) => x.toFixed(d);
+const eagerMs = eager.encode_ms + eager.decode_ms;
+
+for (const threads of [1, 2]) {
+  const m = await load(`${DIR}/mimi.tandem`, { threads });
+  await m.resetState();
+  let enc = 0, dec = 0, codeMiss = 0, pcmDiff = 0;
+  const n = frames.inputs.length;
+  for (let i = 0; i < n; i++) {
+    const x = Float32Array.from(frames.inputs[i]);
+    const t0 = performance.now();
+    const c = await m.encode_step(x);
+    const t1 = performance.now();
+    const codes = BigInt64Array.from(frames.codes[i].map(BigInt)); // moshi's codes: both decoders see the same input
+    const y = await m.decode_step(codes);
+    const t2 = performance.now();
+    if (i >= 2) { enc += t1 - t0; dec += t2 - t1; }
+    c.data.forEach((v, j) => { if (Number(v) !== frames.codes[i][j]) codeMiss++; });
+    y.data.forEach((v, j) => { pcmDiff = Math.max(pcmDiff, Math.abs(v - frames.pcm[i][j])); });
+  }
+  const k = n - 2, total = (enc + dec) / k;
+  console.log(`| Mimi (moshi 0.2.13, full size) | encode_step + decode_step of one 80 ms frame, ${threads} thread${threads > 1 ? 's' : ''} (ms) | ` +
+    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} | moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ${f(eagerMs)} | ` +
+    `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
+    `pcm max |diff| ${pcmDiff.toExponential(1)} |`);
+  m.dispose();
+}

@@ -1,0 +1,56 @@
+"""npm run bench, Mimi rows (TANDEM_BENCH=mimi): Kyutai's Mimi codec from PyPI `moshi` at full size
+(79 M parameters, seeded random weights from moshi's own config, nothing downloaded), exported as
+moshi's streaming API is used, and moshi's eager torch on one thread (torch.set_num_threads(1)) timed
+on the same frames in the same run. Writes OUT/mimi.tandem, OUT/mimi_frames.json (inputs and moshi's
+outputs, for bench/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame).
+Usage: python bench/mimi.py OUT [frames = 20]."""
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+import tandem  # noqa: E402
+from field_models import FRAME, mimi  # noqa: E402
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+OUT.mkdir(parents=True, exist_ok=True)
+torch.set_num_threads(1)
+model = mimi(small=False)
+g = torch.Generator().manual_seed(1)
+chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(N + 2)]
+
+with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: warm-up 2 frames, then N timed
+    enc = dec = 0.0
+    codes_all, pcm_all = [], []
+    for i, x in enumerate(chunks):
+        t0 = time.perf_counter()
+        c = model.encode(x)
+        t1 = time.perf_counter()
+        y = model.decode(c)
+        t2 = time.perf_counter()
+        if i >= 2:
+            enc, dec = enc + t1 - t0, dec + t2 - t1
+        codes_all.append(c)
+        pcm_all.append(y)
+eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "threads": torch.get_num_threads()}
+print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame",
+      file=sys.stderr)
+
+t0 = time.perf_counter()
+with torch.no_grad(), model.streaming(1):
+    program = tandem.export(None, {"encode_step": tandem.Method(model.encode, (chunks[0],)),
+                                   "decode_step": tandem.Method(model.decode, (codes_all[0],)),
+                                   "reset": tandem.Method(model.reset_streaming, ())})
+eager["export_s"] = time.perf_counter() - t0
+program.save(OUT / "mimi.tandem")
+(OUT / "mimi_eager.json").write_text(json.dumps(eager))
+(OUT / "mimi_frames.json").write_text(json.dumps({
+    "inputs": [x.reshape(-1).tolist() for x in chunks], "codes": [c.reshape(-1).tolist() for c in codes_all],
+    "pcm": [y.reshape(-1).tolist() for y in pcm_all], "codes_shape": list(codes_all[0].shape)}))
+print(f"exported in {eager['export_s']:.0f} s: {OUT / 'mimi.tandem'}", file=sys.stderr)

@@ -1,0 +1,272 @@
+"""A local transformers checkpoint folder to one .tandem file (`python -m tandem export DIR -o FILE`).
+
+    program, report = tandem.transformers.export_pretrained("my-model/", "my-model.tandem")
+
+The folder is read as transformers reads it, with local_files_only=True (nothing is downloaded):
+config.json, the weights (model.safetensors, sharded safetensors with their index, or
+pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json; optional, but
+without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
+export_seq2seq, a model whose state is recurrent (Mamba) to export_causal_lm with max_cache_len=None,
+any other causal LM to export_causal_lm over a static KV cache. The tokenizer, its special tokens and
+its chat template are stored once, as the metadata entry `tokenizer` (tandem/tokenizer.py).
+After exporting, the file is loaded by the runtime and its first method outputs compared with
+eager PyTorch on the same inputs (verify=True).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .ir import ExportError
+
+WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+RECURRENT = ("mamba",)  # model types whose state is per-layer recurrent tensors (export_causal_lm's Mamba path)
+
+
+class Progress:
+    """Stage lines on `stream` (stderr); on a terminal also the seconds the current stage has run, redrawn
+    twice a second, so a long torch.export shows it is alive. `stream=None`: silent."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self._stage = None
+        self._t0 = self._start = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = None
+        self.tty = bool(stream) and hasattr(stream, "isatty") and stream.isatty()
+
+    def stage(self, what: str) -> None:
+        self._end_line()
+        self._stage, self._t0 = what, time.perf_counter()
+        if not self.stream:
+            return
+        if self.tty:
+            self.stream.write(f"{what} ...")
+            self.stream.flush()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._tick, daemon=True)
+                self._thread.start()
+        else:
+            print(f"{what} ...", file=self.stream, flush=True)
+
+    def _tick(self):
+        while not self._stop.wait(0.5):
+            if self._stage:
+                self.stream.write(f"\r{self._stage} ... {time.perf_counter() - self._t0:.0f} s")
+                self.stream.flush()
+
+    def _end_line(self):
+        if self._stage and self.stream and self.tty:
+            self.stream.write(f"\r{self._stage} ... done in {time.perf_counter() - self._t0:.1f} s\n")
+            self.stream.flush()
+        self._stage = None
+
+    def done(self) -> float:
+        self._end_line()
+        self._stop.set()
+        return time.perf_counter() - self._start
+
+
+def _check_folder(path: Path) -> dict:
+    """config.json as a dict; an ExportError naming what is missing."""
+    if not path.is_dir():
+        raise ExportError(f"'{path}' is not a folder: give a transformers checkpoint folder (config.json, "
+                          "model.safetensors, tokenizer.json), as save_pretrained writes it")
+    if not (path / "config.json").is_file():
+        raise ExportError(f"'{path}' has no config.json: it is not a transformers checkpoint folder (save the model "
+                          "with model.save_pretrained(folder))")
+    if not any((path / w).is_file() for w in WEIGHTS):
+        raise ExportError(f"'{path}' has no weights: none of {', '.join(WEIGHTS)} is there (save the model with "
+                          "model.save_pretrained(folder))")
+    try:
+        return json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ExportError(f"'{path / 'config.json'}' cannot be read as JSON: {e}") from None
+
+
+def load_tokenizer(path: Path):
+    """The folder's fast tokenizer (AutoTokenizer, local files only) and its tokenizer_config.json, or
+    (None, why) when the folder has none."""
+    if not (path / "tokenizer.json").is_file():
+        present = [f for f in ("tokenizer.model", "vocab.json", "vocab.txt", "spiece.model") if (path / f).is_file()]
+        why = (f"no tokenizer.json (the folder has {', '.join(present)}: save a fast tokenizer with "
+               "AutoTokenizer.from_pretrained(folder).save_pretrained(folder))" if present else "no tokenizer.json")
+        return None, why
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers' own message names the file
+        raise ExportError(f"'{path}': transformers cannot load the tokenizer: {type(e).__name__}: {e}") from e
+    config = {}
+    if (path / "tokenizer_config.json").is_file():
+        try:
+            config = json.loads((path / "tokenizer_config.json").read_text())
+        except ValueError as e:
+            raise ExportError(f"'{path / 'tokenizer_config.json'}' is not JSON: {e}") from None
+    return tokenizer, config
+
+
+def _family(config: dict) -> str:
+    """'seq2seq', 'recurrent' or 'causal' from config.json."""
+    if config.get("is_encoder_decoder"):
+        return "seq2seq"
+    if config.get("model_type") in RECURRENT:
+        return "recurrent"
+    return "causal"
+
+
+def export_pretrained(path, output=None, *, max_cache_len: int | None = None, max_prompt_len: int | None = None,
+                      quantize: str | None = None, dtype: str = "float32", sample_top_k: int | None = 64,
+                      tokenizer: bool = True, verify: bool = True, progress=None, **options):
+    """Export the transformers checkpoint folder `path` (see the module docstring); saves to `output`
+    when given. Returns (program, report): report is a dict with the recipe, the methods, the state
+    and file sizes, the tokenizer's summary and the verification's largest difference.
+
+    max_cache_len: KV-cache positions (default: the config's max_position_embeddings, at most 1024;
+    recurrent models have none); max_prompt_len: the longest prefill (default min(128, max_cache_len));
+    quantize: None, "int8" or "int4" (weights of linear layers and embeddings); dtype: the compute
+    dtype, "float32" (the one tandem runs); tokenizer=False: store no tokenizer; progress: a Progress
+    (stage lines on stderr), or None for none. Other `options` go to the recipe."""
+    import torch
+    import transformers
+
+    from . import transformers as recipes
+    from .tokenizer import ENTRY, entry, summary
+
+    progress = progress or Progress(None)
+    path = Path(path)
+    if dtype not in ("float32", "fp32", torch.float32):
+        raise ExportError(f"dtype {dtype!r}: tandem computes in float32 (give dtype='float32'); for smaller files "
+                          "store the weights quantized with quantize='int8' or 'int4'")
+    if quantize not in (None, "int8", "int4"):
+        raise ExportError(f"quantize {quantize!r}: give None, 'int8' or 'int4'")
+    config = _check_folder(path)
+    family = _family(config)
+
+    progress.stage(f"loading {path}")
+    transformers.utils.logging.disable_progress_bar()  # the stages above are the progress display
+    tok, tok_config = load_tokenizer(path) if tokenizer else (None, "tokenizer=False")
+    auto = (transformers.AutoModelForSpeechSeq2Seq if config.get("model_type") == "whisper"
+            else transformers.AutoModelForSeq2SeqLM if family == "seq2seq" else transformers.AutoModelForCausalLM)
+    try:
+        model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).eval()
+    except Exception as e:
+        raise ExportError(f"'{path}': transformers cannot load the model ({config.get('model_type', '?')}, "
+                          f"{', '.join(config.get('architectures') or []) or 'no architectures'}) with {auto.__name__}: "
+                          f"{type(e).__name__}: {e}") from e
+    metadata = dict(options.pop("metadata", None) or {})
+    if tok is not None:
+        metadata[ENTRY] = entry(tok, tok_config)
+
+    progress.stage(f"exporting ({family} recipe{', ' + quantize if quantize else ''})")
+    text = model.config.get_text_config(decoder=True)
+    if family == "seq2seq":
+        limit = getattr(model.config, "max_target_positions", None) or getattr(text, "max_position_embeddings", None) or 448
+        max_cache_len = int(max_cache_len or min(limit, 1024))
+        program = recipes.export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
+    else:
+        if family == "recurrent":
+            if max_cache_len is not None:
+                raise ExportError(f"max_cache_len={max_cache_len}: a {config.get('model_type')} model keeps a fixed-size "
+                                  "recurrent state, not a KV cache; leave --max-cache-len out")
+            max_prompt_len = int(max_prompt_len or 32)
+        else:
+            limit = getattr(text, "max_position_embeddings", None) or 1024
+            max_cache_len = int(max_cache_len or min(limit, 1024))
+            max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
+        program = recipes.export_causal_lm(model, max_cache_len=max_cache_len, max_prompt_len=max_prompt_len,
+                                           sample_top_k=sample_top_k, metadata=metadata, quantize=quantize, **options)
+
+    data = program.to_bytes()
+    report = {"recipe": family, "model_type": config.get("model_type"), "methods": [m.name for m in program.methods],
+              "state_bytes": max((s.offset + s.nbytes for s in program.states), default=0),  # the region, as the writer laid it out
+              "file_bytes": len(data),
+              "tokenizer": summary(metadata[ENTRY]) if tok is not None else None,
+              "tokenizer_missing": None if tok is not None else tok_config,
+              "tokenizer_bytes": len(json.dumps(metadata[ENTRY], ensure_ascii=False, separators=(",", ":")).encode())
+              if tok is not None else 0,
+              "max_cache_len": max_cache_len, "max_prompt_len": max_prompt_len, "quantize": quantize}
+    if verify:
+        progress.stage("verifying against eager PyTorch")
+        report["verify"] = _verify(model, data, family, tok)
+    if output is not None:
+        progress.stage(f"writing {output}")
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_bytes(data)
+    report["seconds"] = progress.done()
+    return program, report
+
+
+def _verify(model, data: bytes, family: str, tok) -> dict:
+    """Load the file with the runtime (its verifier checks every invariant) and compare the first
+    outputs with eager on the same inputs: {"checked": what ran, "max_abs_diff": float, "top1_equal": bool}."""
+    import torch
+
+    from . import transformers as recipes
+    from .runtime import load
+
+    m = load(data)
+    md = m.metadata
+    vocab = int(md["vocab_size"])
+    with torch.no_grad():
+        if family == "seq2seq":
+            shape = md["encoder_input_shape"]
+            features = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+            start = md.get("decoder_start_token_id")
+            start = start[0] if isinstance(start, list) else (start if start is not None else 0)
+            token = torch.tensor([[start]])
+            m.encode(features)
+            got = m.decode(token)
+            want = model(features, decoder_input_ids=token).logits[:, -1]
+            checked = f"encode(input {list(shape)}) then decode(token {start})"
+        else:
+            n = min(int(md["max_prompt_len"]), 8)
+            ids = tok("Hello, world! 1 2 3")["input_ids"][:n] if tok is not None else []
+            ids = [i for i in ids if 0 <= i < vocab] or [1 % vocab]
+            tokens = torch.tensor([ids])
+            got = recipes.prefill(m, tokens)
+            want = model(tokens).logits[:, -1]
+            checked = f"prefill of {len(ids)} tokens"
+    diff = float((got - want.float()).abs().max())
+    return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()),
+            "scale": float(want.abs().max())}
+
+
+def print_report(report: dict, output, file=sys.stdout) -> None:
+    """The command's summary."""
+    def size(n):
+        for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if n >= k:
+                return f"{n / k:.1f} {unit}"
+        return f"{n} bytes"
+    p = lambda *a: print(*a, file=file)  # noqa: E731
+    p(f"{output}: {size(report['file_bytes'])}, a {report['model_type']} model through the {report['recipe']} recipe"
+      f"{' (weights ' + report['quantize'] + ')' if report['quantize'] else ''}, in {report['seconds']:.1f} s")
+    p(f"  methods: {', '.join(report['methods'])}")
+    cache = report["max_cache_len"]
+    p(f"  state: {size(report['state_bytes'])} per session"
+      f" ({'no KV cache: a recurrent state' if cache is None else f'KV cache of {cache} positions'}"
+      f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})")
+    if report["tokenizer"]:
+        p(f"  tokenizer: {report['tokenizer']}; {size(report['tokenizer_bytes'])} in the file")
+    else:
+        p(f"  tokenizer: none ({report['tokenizer_missing']}): generate() will take and give token ids only")
+    v = report.get("verify")
+    if v:
+        p(f"  verified: {v['checked']} in the runtime vs eager PyTorch: largest logit difference {v['max_abs_diff']:.2e}"
+          f" (logits up to {v['scale']:.2f}), same top token: {'yes' if v['top1_equal'] else 'NO'}")
+
+
+def tolerance(report: dict) -> float:
+    """The largest logit difference a float32 export may show against eager (quantized ones are not held to it)."""
+    return 1e-3 * max(1.0, report["verify"]["scale"])
+
+
+def env_progress():
+    """A Progress on stderr unless TANDEM_QUIET is set."""
+    return Progress(None if os.environ.get("TANDEM_QUIET") else sys.stderr)
