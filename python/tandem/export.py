@@ -23,7 +23,7 @@ from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
 from .quantize import Skip, quantize_methods
-from .runtime_values import RuntimeValues
+from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
@@ -75,10 +75,16 @@ def _trace_values(name: str, root, inputs, dynamic):
                 del root.forward
             else:
                 root.forward = own
-    mode = RuntimeValues()
-    ep = trace(mode)
+    branches = None
+    try:
+        mode = RuntimeValues()
+        ep = trace(mode)
+    except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
+        branches = _eager_branches(root, inputs)
+        mode = RuntimeValues(branches=branches)
+        ep = trace(mode)
     if mode.reads:
-        other = trace(RuntimeValues(bias=1))
+        other = trace(RuntimeValues(bias=1, branches=branches))
 
         def code(e):  # without unused size arithmetic (`off + T` computed in Python, then only sliced with)
             e.graph_module.graph.eliminate_dead_code()
@@ -90,6 +96,20 @@ def _trace_values(name: str, root, inputs, dynamic):
                               f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
                               "(off = t.item(); cache[:, off:off + T], off % capacity)")
     return ep
+
+
+def _eager_branches(root, inputs) -> list:
+    """The values bool() of one-element tensors gives, in order, when root runs eagerly on a copy of
+    itself (its state as it is now) with the example inputs: the branches export specializes on."""
+    import copy
+    twin = copy.deepcopy(root)
+    for obj, _, _, _ in _object_tensors(twin):  # its objects read their own tensors, not root's buffers
+        if type(obj).__dict__.get("_tandem_object_state"):
+            obj.__class__ = type(obj).__mro__[1]
+    recorder = BranchRecorder()
+    with torch.no_grad(), recorder:
+        twin(*inputs)
+    return recorder.values
 
 
 def _decompositions():
@@ -266,7 +286,7 @@ def _object_state(root: nn.Module):
         props = {a: property(lambda self, n=n: root.get_buffer(n), lambda self, v, n=n: _set_buffer(root, n, v))
                  for a, n in attrs.items()}
         try:
-            obj.__class__ = type(cls.__name__, (cls,), props)
+            obj.__class__ = type(cls.__name__, (cls,), {**props, "_tandem_object_state": True})
         except TypeError:  # a class whose instances cannot change class (slots, extension types)
             continue
         swapped.append((obj, cls))

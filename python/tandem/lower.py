@@ -479,6 +479,27 @@ def _assertion(L, node, args, kwargs):
     return None  # export-time shape/dtype assertions: the verifier checks these at load
 
 
+@handles(aten._assert_async.msg, aten._assert_async.default)
+def _assert_async(L, node, args, kwargs):
+    """A runtime assertion: a `guard` op, failing the call (TDM_ERR_GUARD, before any state write)
+    unless cond is true. tandem writes one for each Python branch on a tensor value it specialized
+    (python/tandem/runtime_values.py), with the branch's line in the message."""
+    cond = args[0]
+    msg = args[1] if len(args) > 1 else ""
+    line = int(msg.split()[-1]) if isinstance(msg, str) and msg.startswith("tandem-guard ") else 0
+    if not isinstance(cond, Value):
+        cond = L.scalar(bool(cond), BOOL)
+    if cond.numel != 1:
+        L.fail(f"an assertion on {cond.numel} values; it takes one")
+    if cond in L.const_tensor:
+        if bool(L.const_tensor[cond].reshape(())):
+            return None  # holds in every call
+        L.fail("a branch on a tensor value goes, in every call, the other way than when it was exported")
+    cond = L.cast(L.reshape(cond, ()), BOOL)
+    L.ops.append(Op("guard", [cond], [], [line], [], source_line(node)))
+    return None
+
+
 @handles(aten.bitwise_not.default)
 def _bitwise_not(L, node, args, kwargs):
     if args[0].dtype != BOOL:
@@ -1405,6 +1426,29 @@ def _size_op(L, node, args) -> Value:
     return L.emit(name, [L.operand(a, F32) for a in args], F32, ())
 
 
+def _unread_items(graph) -> set:
+    """`.item()` nodes whose value reaches only torch's own assertions on it (through size
+    arithmetic), with those nodes: what is left of a bool() that tandem specialized with a guard
+    (runtime_values.py) after torch read the value; nothing a method computes depends on them."""
+    out = set()
+    for node in graph.nodes:
+        if node.target is not aten._local_scalar_dense.default:
+            continue
+        chain, todo, ok = {node}, list(node.users), True
+        while todo and ok:
+            u = todo.pop()
+            if u in chain:
+                continue
+            chain.add(u)
+            if u.target is aten._assert_scalar.default:
+                continue
+            ok = isinstance(u.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat))
+            todo.extend(u.users)
+        if ok:
+            out |= chain
+    return out
+
+
 def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list = ()) -> MethodIR:
     """Lower one exported (and decomposed) program to a MethodIR with unplanned scratch. `dims`:
     the method's dynamic dims, [(name, min, max, sympy symbol)]."""
@@ -1421,6 +1465,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     env: dict = {}
     inputs = []
     state_values: dict = {}  # StateSpec -> Value of its old contents
+    unread = _unread_items(gm.graph)
     for node in gm.graph.nodes:
         L.node = node
         if node.op == "placeholder":
@@ -1450,6 +1495,9 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             args = torch.fx.node.map_arg(node.args, lambda n: env[n])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
             val = node.meta.get("val")
+            if node in unread:  # read and unused (a branch tandem specialized, runtime_values.py)
+                env[node] = None
+                continue
             if node.target is aten._local_scalar_dense.default:
                 _require_static(node)  # .item(): says what to do instead
             if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and node.target is not operator.getitem:

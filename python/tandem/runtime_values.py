@@ -23,6 +23,7 @@ import operator
 import traceback
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .ir import ExportError
 
@@ -217,13 +218,56 @@ _TENSOR_OPERANDS = {torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.__
                     torch.Tensor.__gt__, torch.Tensor.__ge__}
 
 
+class NeedBranches(Exception):
+    """Raised by the first trace at a Python branch on a tensor value: export then runs the method
+    eagerly on a copy of the module to learn which way each branch goes (BranchRecorder)."""
+
+
+class BranchRecorder(torch.overrides.TorchFunctionMode):
+    """Eager: records bool() of each one-element tensor, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: list = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if _is_branch(func, args):
+            self.values.append(bool(out))
+        return out
+
+
+def _is_branch(func, args) -> bool:
+    """bool(t) of a one-element tensor, or .item() of a one-element bool tensor (`if (s > 0).item():`)."""
+    if not args or not isinstance(args[0], torch.Tensor) or args[0].numel() != 1:
+        return False
+    return func is torch.Tensor.__bool__ or (func is torch.Tensor.item and args[0].dtype == torch.bool)
+
+
+def _line_number(line: str) -> int:
+    """12 of ' (at file.py:12: code)', else 0."""
+    try:
+        return int(line.split(":")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
 class RuntimeValues(torch.overrides.TorchFunctionMode):
     """The tracing mode (see the module's docstring), also rewriting torch.narrow with a tensor start:
-    x.index_select(dim, s + arange(length)), s = start (+ size when negative)."""
+    x.index_select(dim, s + arange(length)), s = start (+ size when negative).
 
-    def __init__(self, bias: int = 0):
+    A Python branch on a tensor value (`if (pad > 0).any():`, bool(t)) is specialized: with
+    `branches` (the values bool() gave, in order, when the method ran eagerly at export on a copy of
+    the module with the example inputs) each bool() returns its value, and the graph gets
+    `torch._assert_async(cond)` (cond = t, or not t), which tandem runs as a `guard` op: a call in
+    which the branch would go the other way fails with TDM_ERR_GUARD before any state is written.
+    Without `branches`, the first such bool() raises NeedBranches."""
+
+    def __init__(self, bias: int = 0, branches=None):
         super().__init__()
         self.r = _Reads(bias)
+        self.branches = branches
+        self.taken = 0
 
     @property
     def reads(self) -> list:
@@ -233,6 +277,25 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         r = self.r
+        if _is_branch(func, args):
+            k = self.taken  # the k-th bool() of the method, as BranchRecorder counts them
+            self.taken += 1
+            try:
+                out = func(*args, **kwargs)
+                if not isinstance(out, torch.SymBool):
+                    return out  # known while tracing (a constant): no guard needed
+            except GuardOnDataDependentSymNode:
+                pass
+            if self.branches is None:
+                raise NeedBranches()
+            line = _user_line()
+            if k >= len(self.branches):
+                _fail("a branch on a tensor value that the method did not reach when it ran eagerly at export (the traced "
+                      "and the eager runs branch differently); write it with torch.where")
+            value = self.branches[k]
+            cond = args[0].reshape(()).to(torch.bool)
+            torch._assert_async(cond if value else torch.logical_not(cond), f"tandem-guard {_line_number(line)}")
+            return value
         if func in (torch.Tensor.item, torch.Tensor.__int__, torch.Tensor.__index__) and isinstance(args[0], torch.Tensor):
             t = args[0]
             if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and t.numel() == 1:

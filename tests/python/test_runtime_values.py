@@ -328,3 +328,53 @@ def test_an_int_read_from_a_tensor_used_otherwise_is_an_export_error_naming_the_
     model = _Reader(body)
     with pytest.raises(tandem.ExportError, match=message):
         tandem.export(model, {"forward": (torch.randn(1, 2, 4),)})
+
+
+# ---- 3. a Python branch on a tensor value: specialized, with a guard ---------------------------
+
+def test_a_branch_on_a_tensor_value_is_specialized_and_guarded(backend):
+    import cases
+    module, spec, eager, calls = cases.branch_guard()
+    program = tandem.export(module, spec)
+    ops = [op.name for op in program.method("forward").ops]
+    assert ops.index("guard") < min(i for i, op in enumerate(program.method("forward").ops)
+                                    if any(v.storage.kind == 2 for v in op.outs))  # before the first state write
+    m = tandem.load(program.to_bytes())
+    twin = copy.deepcopy(eager["forward"].__self__)
+    for name, inputs in calls:  # the exported way: equal to eager
+        torch.testing.assert_close(m.call(name, *inputs), eager[name](*inputs))
+        twin(*inputs)
+    before = (m.read_state("pad").clone(), m.read_state("acc").clone())
+    x = torch.randn(3)
+    with pytest.raises(tandem.TandemError) as e:  # pad > 0: eager would take the other branch
+        m.forward(x, torch.tensor([0, 3]))
+    assert e.value.code == "TDM_ERR_GUARD" and "other way" in str(e.value)
+    assert f"line {cases.Gated.forward.__code__.co_firstlineno + 2}" in str(e.value)
+    torch.testing.assert_close(m.read_state("pad"), before[0])
+    torch.testing.assert_close(m.read_state("acc"), before[1])
+    torch.testing.assert_close(m.forward(x, torch.tensor([0, 0])), twin(x, torch.tensor([0, 0])))  # still usable
+
+
+class _Twice(nn.Module):
+    """Two branches, the second on a value computed after a state update."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.n += 1
+        y = x * 2 if self.n > 1 else x * 3  # eager at export: n becomes 1, so x * 3
+        if (y.sum() > 100).item():
+            return y - 100
+        return y
+
+
+def test_each_branch_gets_a_guard_on_the_value_it_saw_at_export(backend):
+    model = _Twice()
+    m = tandem.load(tandem.export(model, {"forward": (torch.ones(2),)}).to_bytes())
+    torch.testing.assert_close(m.forward(torch.ones(2)), torch.full((2,), 3.0))  # n: 0 -> 1, x * 3
+    with pytest.raises(tandem.TandemError) as e:  # n: 1 -> 2 would take x * 2
+        m.forward(torch.ones(2))
+    assert e.value.code == "TDM_ERR_GUARD"
+    assert int(m.read_state("n")) == 1
