@@ -76,13 +76,21 @@ def _trace_values(name: str, root, inputs, dynamic):
             else:
                 root.forward = own
     branches = None
+    mode = RuntimeValues()
     try:
-        mode = RuntimeValues()
         ep = trace(mode)
     except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
         branches = _eager_branches(root, inputs)
         mode = RuntimeValues(branches=branches)
         ep = trace(mode)
+    except ExportError:
+        raise
+    except Exception:
+        if mode.reads:
+            raise
+        # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
+        # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
+        return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
     if mode.reads:
         other = trace(RuntimeValues(bias=1, branches=branches))
 

@@ -37,6 +37,17 @@ def _user_line() -> str:
     return ""
 
 
+def _called_from_user() -> bool:
+    """Whether the torch function being handled was called by the user's code, not by torch's own
+    (which may branch on a value and catch the error itself)."""
+    from .lower import is_user_file
+    for f in reversed(traceback.extract_stack()[:-1]):
+        if f.filename == __file__ or f.filename.endswith("torch/overrides.py"):
+            continue
+        return is_user_file(f.filename)
+    return False
+
+
 def _fail(what: str):
     raise ExportError(f"{what}{_user_line()}")
 
@@ -232,7 +243,7 @@ class BranchRecorder(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if _is_branch(func, args):
+        if _is_branch(func, args) and _called_from_user():
             self.values.append(bool(out))
         return out
 
@@ -277,7 +288,7 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         r = self.r
-        if _is_branch(func, args):
+        if _is_branch(func, args) and _called_from_user():
             k = self.taken  # the k-th bool() of the method, as BranchRecorder counts them
             self.taken += 1
             try:

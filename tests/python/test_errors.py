@@ -117,10 +117,14 @@ def test_boolean_mask_names_the_line_and_what_to_do():
     assert "x[mask]" in msg and "torch.where(mask, x, 0)" in msg
 
 
-def test_branch_on_a_value_names_the_line():
-    msg = export_error(Branch(), (torch.randn(5),))
-    assert_points_here(msg, Branch.forward, "# BRANCH")
-    assert "torch.where" in msg
+def test_branch_on_a_value_is_specialized_and_the_other_way_names_the_line():
+    # specialized on the example's way, with a guard (docs/ops.md, "Values known at run time")
+    x = torch.ones(5)
+    model = tandem.load(tandem.export(Branch(), {"forward": (x,)}).to_bytes())
+    torch.testing.assert_close(model.forward(x * 3), x * 3 + 1)
+    with pytest.raises(tandem.TandemError) as e:
+        model.forward(-x)
+    assert e.value.code == "TDM_ERR_GUARD" and f"line {line_of(Branch.forward, '# BRANCH')}" in str(e.value)
 
 
 def test_errors_in_a_bound_method_name_the_user_line_not_tandems():
