@@ -8,6 +8,7 @@ import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web
 
 export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
+export { streamAudio, Resampler } from '../web/audio.js';
 
 const wasmFile = (name) => wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what tandem needs when it is missing, and only then: Emscripten, CMake and Ninja from
-# Debian's packages, torch into a virtual environment outside the clone (reused by every clone on
+# Installs what tandem needs when it is missing, and only then: Emscripten, CMake, Ninja and SIMDe
+# from Debian's packages, torch into a virtual environment outside the clone (reused by every clone on
 # this machine), npm dependencies. Safe to run again; prints the venv's python on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ command -v emcc >/dev/null 2>&1 || missing+=(emscripten)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+# SIMDe (header only): the native build's SIMD kernels (src/kernels/simd.h)
+[ -f /usr/include/simde/wasm/simd128.h ] || missing+=(libsimde-dev)
 for pkg in "$@"; do  # extra Debian packages a caller needs (e.g. chromium, clang)
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
@@ -40,7 +42,8 @@ fi
 "$VENV/bin/python" - <<'PY' >&2
 import importlib, sys
 mods = ["torch", "numpy", "pytest", "transformers", "wasmtime", "expecttest", "gguf",
-        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts"]
+        "torch.testing._internal.common_methods_invocations", "moshi.models.loaders", "pocket_tts",
+        "silero_vad", "onnxruntime"]
 bad = []
 for m in mods:
     try:
@@ -52,7 +55,13 @@ if bad:
              + "\nadd the missing package to python/requirements*.txt")
 PY
 
-if [ ! -x node_modules/.bin/tsc ] || [ ! -d node_modules/playwright-core ]; then
+# npm: installed again when any dependency in package.json is missing from node_modules (a clone
+# whose node_modules predates a new dependency is completed, not trusted)
+if ! node -e '
+  const p = require("./package.json");
+  const names = Object.keys({ ...p.dependencies, ...p.devDependencies });
+  const fs = require("fs");
+  process.exit(names.every((n) => fs.existsSync(`node_modules/${n}/package.json`)) ? 0 : 1);' 2>/dev/null; then
   npm ci --no-audit --no-fund >&2
 fi
 echo "$VENV/bin/python"

@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# Every test: builds, exports the fixtures and the malformed-file corpus, then C (ctest, plain and
+# Every test: builds (the wasm, the native library and the Python wheel), exports the fixtures and the malformed-file corpus, then C (ctest, plain and
 # ASan+UBSan), a 60 s fuzzing run, Python (pytest) and JS (node --test, in Node and in headless Chromium;
 # the Node tests twice, on the SIMD128 and the relaxed-SIMD builds). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev | tail -n 1)
+PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev espeak-ng | tail -n 1)
 bash scripts/build.sh
+echo "== the Python wheel (npm run wheel; tests/python/test_wheel.py installs it into a fresh venv)"
+WHEEL=$(bash scripts/wheel.sh | tail -n 1)
+echo "$WHEEL"
 echo "== fixtures"
 "$PY" -W ignore tests/fixtures/make.py build/fixtures
+echo "== the audio demo's model, recording and ONNX reference (demo/build_audio.py)"
+"$PY" -W ignore demo/build_audio.py build/demo
+echo "== the chat demo's checkpoint folder and its export (demo/build_chat.py)"
+"$PY" -W ignore demo/build_chat.py build/demo
 rm -rf build/fixtures/malformed
 "$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"
-ctest --test-dir build/native --output-on-failure
+ctest --test-dir build/native --output-on-failure -j 2
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
-ctest --test-dir build/asan --output-on-failure
+ctest --test-dir build/asan --output-on-failure -j 2
 echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"
 bash scripts/fuzz.sh 60
 echo "== Python tests"
-rm -rf build/fixtures/ops # recorded anew for tests/js/ops.test.js: no case from an earlier run lingers
-TANDEM_OPS_FIXTURES=build/fixtures/ops "$PY" -m pytest -q -p no:cacheprovider tests/python
+rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and programs.test.js
+TANDEM_WHEEL="$WHEEL" TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider -n 2 tests/python
 echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"
 node --test tests/js/ tests/browser/
 echo "== JS tests again in Node with relaxed SIMD (the relaxed builds, web/tandem*-relaxed.wasm)"

@@ -194,3 +194,58 @@ export function generate(model: Model | WorkerModel, prompt: Prompt, options?: G
 export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
 export function splitPrompt(n: number, chunks: readonly number[]): number[];
 export function position(model: Model | WorkerModel, options?: Pick<LMOptions, 'positionState'>): Promise<number>;
+
+// Streaming audio (web/audio.js).
+/** A chunk given to the method: `input` is its samples at the model's rate (`context` samples
+ * before it, then `chunk` new ones); `start` and `end` (seconds) are the new samples' span. */
+export interface AudioChunk { readonly index: number; readonly start: number; readonly end: number; readonly input: Float32Array }
+/** A chunk's result: the method's output, the call's wall time, and the chunks still waiting. */
+export interface AudioResult extends AudioChunk { readonly output: Output; readonly ms: number; readonly queued: number }
+/** A chunk dropped by backpressure 'drop' (the model was busy); `dropped` counts them so far. */
+export interface AudioDrop { readonly index: number; readonly start: number; readonly end: number; readonly dropped: number }
+/** What streamAudio resolves to once the source ends ('end') or the signal aborts ('aborted'). */
+export interface AudioSummary { chunks: number; results: number; dropped: number; seconds: number; reason: 'end' | 'aborted' }
+/** A shape AudioBuffer has (Web Audio's, or any object with these members). */
+export interface AudioBufferLike { readonly sampleRate: number; readonly numberOfChannels: number; readonly length: number; getChannelData(channel: number): Float32Array }
+export type AudioSource = MediaStream | AudioBufferLike | Float32Array | ReadableStream<Float32Array>;
+export interface StreamAudioOptions {
+  /** The model's sample rate (Hz); default: the program's `sample_rate` metadata. */
+  sampleRate?: number;
+  /** New samples per call; default: the method's first input's size minus `context`. */
+  chunk?: number;
+  /** Samples of the audio before each chunk given with it (zeros before the start); default 0. */
+  context?: number;
+  /** The rate of a Float32Array or ReadableStream source; default sampleRate (no resampling). */
+  inputRate?: number;
+  /** When chunks come faster than the model: 'queue' (default: every chunk runs; a pull source is
+   * read no further ahead than maxQueue chunks) or 'drop' (a chunk arriving while maxQueue wait is dropped). */
+  backpressure?: 'queue' | 'drop';
+  /** Chunks that may wait for the model (default 4). */
+  maxQueue?: number;
+  /** The last partial chunk: 'pad' (default: zeros after it) or 'drop'. */
+  tail?: 'pad' | 'drop';
+  /** The method's inputs for a chunk; default: one float32 tensor of its first input's shape. */
+  args?: (samples: Float32Array, index: number) => Input[];
+  onResult?: (result: AudioResult) => void;
+  onDrop?: (drop: AudioDrop) => void;
+  /** Stops the stream (a MediaStream runs until it aborts); streamAudio then resolves with reason 'aborted'. */
+  signal?: AbortSignal;
+  /** For a MediaStream: the AudioContext to capture in (default: a new one, closed at the end). */
+  audioContext?: AudioContext;
+  /** Frames per block read from a buffer or posted by the AudioWorklet (default 4096). */
+  blockSize?: number;
+}
+export function streamAudio(model: Model | WorkerModel, method: string, source: AudioSource, options?: StreamAudioOptions): Promise<AudioSummary>;
+/** The band-limited resampler streamAudio uses: scipy.signal.resample_poly's Kaiser-windowed sinc
+ * filter (beta 5), polyphase, streaming. Push pieces, then flush. */
+export class Resampler {
+  constructor(fromRate: number, toRate: number);
+  readonly fromRate: number;
+  readonly toRate: number;
+  /** toRate / gcd and fromRate / gcd. */
+  readonly up: number;
+  readonly down: number;
+  readonly inputLength: number;
+  push(samples: Float32Array): Float32Array;
+  flush(): Float32Array;
+}

@@ -8,6 +8,7 @@ import { compileRuntime, instantiateRuntime, importsMemory, sharedMemory } from 
 import { startPool, threadsAvailable, defaultThreads, canBlock, MAX_THREADS } from './threads.js';
 
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
+export { streamAudio, Resampler } from './audio.js';
 
 // The four builds beside this module: [one thread, threads] for each SIMD level (CMakeLists.txt).
 const BUILDS = { simd128: ['tandem.wasm', 'tandem-mt.wasm'], relaxed: ['tandem-relaxed.wasm', 'tandem-mt-relaxed.wasm'] };

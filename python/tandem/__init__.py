@@ -8,5 +8,6 @@ from .export import Method, export
 from .ir import ExportError
 from .program import Program
 from .runtime import Model, TandemError, load
+from .version import __version__
 
-__all__ = ["export", "Method", "Program", "ExportError", "load", "Model", "TandemError"]
+__all__ = ["__version__", "export", "Method", "Program", "ExportError", "load", "Model", "TandemError"]

@@ -175,6 +175,13 @@ def _print_inspect(path: str, info: dict) -> None:
                 print(f"    {kind} {t['name']}: {_t(t)}")
 
 
+def _version_line() -> str:
+    from .format import VERSION
+    from .runtime import BACKEND
+    from .version import __version__
+    return f"tandem-runtime {__version__} (writes .tandem format version {VERSION}; runtime backend: {BACKEND})"
+
+
 def _export(args) -> int:
     from .ir import ExportError
     from .pretrained import env_progress, export_pretrained, print_report, tolerance
@@ -199,6 +206,7 @@ def _export(args) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the tandem runtime.")
+    parser.add_argument("--version", action="version", version=_version_line())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help in COMMANDS.items():
         p = sub.add_parser(name, help=help, description=help)

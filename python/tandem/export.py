@@ -453,6 +453,11 @@ def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
                                       f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
     if isinstance(root, _BoundMethod):
         return {"args": dynamic}
+    import inspect
+    params = list(inspect.signature(root.forward).parameters.values())
+    for k, p in enumerate(params):  # forward(self, a, *rest): torch.export takes rest's specs as one tuple
+        if p.kind == inspect.Parameter.VAR_POSITIONAL:
+            return dynamic[:k] + (dynamic[k:],)
     return dynamic
 
 

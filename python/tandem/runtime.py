@@ -153,7 +153,7 @@ def _library():
         path = _wasm_path()
         if not path.exists():
             raise RuntimeError(f"tandem.wasm is not in the package ({path}): install it with "
-                               "`bash scripts/build.sh && pip install ./python` from the clone")
+                               "`npm run wheel && pip install dist/*.whl` from the clone")
         try:
             from .wasm import WasmLibrary
         except ImportError as e:

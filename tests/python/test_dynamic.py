@@ -124,3 +124,26 @@ def test_sizes_on_the_wasm_backend(monkeypatch):
     with pytest.raises(tandem.TandemError) as e:
         m.forward(torch.randn(1, 9, 4))
     assert e.value.code == "TDM_ERR_SHAPE"
+
+
+class _Varargs(nn.Module):
+    """forward(*xs): torch.export takes the specs of *xs as one tuple."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(4))
+
+    def forward(self, *xs):
+        self.acc.add_(sum(x.sum(0) for x in xs))
+        return self.acc * 1.0
+
+
+def test_varargs_forward_takes_dynamic_shapes_per_input():
+    n = Dim("n", min=1, max=8)
+    model = _Varargs()
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(3, 4), torch.randn(3, 4)),
+                                                             dynamic_shapes=({0: n}, {0: n}))})
+    m, eager = tandem.load(program.to_bytes()), _Varargs()
+    for k in (2, 7, 1):
+        xs = torch.randn(k, 4), torch.randn(k, 4)
+        torch.testing.assert_close(m.forward(*xs), eager(*xs))

@@ -1,6 +1,7 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
-import { load, generate, Tensor, TandemError } from 'tandem-runtime';
-import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel } from 'tandem-runtime';
+import { load, generate, Tensor, TandemError, streamAudio, Resampler } from 'tandem-runtime';
+import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel,
+  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
@@ -61,3 +62,22 @@ async function main(source: Source): Promise<void> {
 }
 
 void main('model.tandem');
+
+async function audio(model: Model, worker: WorkerModel, mic: MediaStream, file: AudioBuffer): Promise<void> {
+  const controller = new AbortController();
+  const options: StreamAudioOptions = {
+    sampleRate: 16000, chunk: 512, context: 64, backpressure: 'drop', maxQueue: 2, tail: 'pad', signal: controller.signal,
+    onResult: (r: AudioResult) => console.log(r.index, r.start, r.end, r.input.length, r.output, r.ms, r.queued),
+    onDrop: (d: AudioDrop) => console.log(d.index, d.start, d.end, d.dropped),
+    args: (samples: Float32Array, index: number) => [new Tensor('float32', samples, [1, samples.length]), BigInt(index)],
+  };
+  const summary: AudioSummary = await streamAudio(worker, 'forward', mic, options);
+  console.log(summary.chunks, summary.results, summary.dropped, summary.seconds, summary.reason === 'aborted');
+  const chunk: AudioChunk = { index: 0, start: 0, end: 0.032, input: new Float32Array(576) };
+  const sources: AudioSource[] = [file, new Float32Array(16000), new ReadableStream<Float32Array>()];
+  await streamAudio(model, 'forward', sources[0]!, { inputRate: 48000, audioContext: new AudioContext(), blockSize: 2048 });
+  const r = new Resampler(48000, 16000);
+  const y: Float32Array = r.push(new Float32Array(4800));
+  console.log(chunk, y.length + r.flush().length, r.up, r.down, r.fromRate, r.toRate, r.inputLength);
+}
+void audio;

@@ -1,0 +1,99 @@
+"""Builds the audio demo's files into OUT (default build/demo), each only when missing:
+
+- silero_vad.tandem: Silero VAD from the installed silero-vad package's shipped weights, rebuilt
+  (demo/vad_model.py), checked against the shipped TorchScript model, exported;
+- recording.wav: a 16 kHz mono 16-bit recording made here: espeak-ng speech (Debian's espeak-ng),
+  with silences and background noise between the sentences;
+- recording.json: the reference, the shipped ONNX model (onnxruntime) on that recording: its
+  probability per 512-sample chunk and its speech segments by the package's own
+  get_speech_timestamps_from_probs (threshold 0.5), which the page's must equal.
+
+    python demo/build_audio.py [OUT]        (npm start and scripts/test.sh run it)
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import wave
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "python")]
+import vad_model as vad  # noqa: E402
+
+SENTENCES = [
+    "Tandem runs exported PyTorch models in the browser.",
+    "This recording has speech, silence and noise.",
+    "Each chunk of thirty two milliseconds goes through the model as it arrives.",
+]
+
+
+def speak(text: str) -> tuple:
+    """espeak-ng's speech for `text`: (samples as float64 in [-1, 1], rate)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.wav"
+        try:
+            subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "-w", str(path), text], check=True, capture_output=True)
+        except FileNotFoundError:
+            raise SystemExit("build_audio: espeak-ng is missing: apt-get install espeak-ng (scripts/setup.sh espeak-ng)") from None
+        with wave.open(str(path)) as w:
+            assert w.getsampwidth() == 2 and w.getnchannels() == 1
+            return np.frombuffer(w.readframes(w.getnframes()), np.int16) / 32768.0, w.getframerate()
+
+
+def recording() -> np.ndarray:
+    """Silence, sentence, noise, sentence, ...: int16 samples at 16 kHz."""
+    from scipy.signal import resample_poly
+
+    rng = np.random.default_rng(2026)
+    parts = [np.zeros(int(0.7 * vad.RATE))]
+    for i, text in enumerate(SENTENCES):
+        speech, rate = speak(text)
+        g = np.gcd(rate, vad.RATE)
+        parts.append(0.8 * resample_poly(speech, vad.RATE // g, rate // g))
+        gap = int((1.0 + 0.4 * i) * vad.RATE)
+        parts.append(0.02 * rng.standard_normal(gap) if i % 2 == 0 else np.zeros(gap))
+    x = np.concatenate(parts)
+    x += 0.003 * rng.standard_normal(x.size)  # a little noise floor throughout
+    return np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
+
+
+def reference(samples: np.ndarray) -> dict:
+    import onnxruntime as ort
+    import torch
+    from silero_vad.utils_vad import get_speech_timestamps_from_probs
+
+    audio = torch.from_numpy(samples.astype(np.float32) / 32768)
+    session = ort.InferenceSession(str(vad.shipped_onnx_path()), providers=["CPUExecutionProvider"])
+    state, probs = np.zeros((2, 1, 128), np.float32), []
+    for c in vad.chunks_with_context(audio):
+        p, state = session.run(None, {"input": c.numpy(), "state": state, "sr": np.array(vad.RATE, np.int64)})
+        probs.append(float(p[0, 0]))
+    segments = get_speech_timestamps_from_probs(probs, sampling_rate=vad.RATE, threshold=0.5, audio_length_samples=samples.size)
+    return {"model": "silero_vad.onnx (onnxruntime)", "threshold": 0.5, "samples": int(samples.size), "probs": probs,
+            "segments": [[s["start"], s["end"]] for s in segments]}
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model = out / "silero_vad.tandem"
+    if not model.exists():
+        vad.export(model)
+    wav, ref = out / "recording.wav", out / "recording.json"
+    if not wav.exists() or not ref.exists():
+        samples = recording()
+        with wave.open(str(wav), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(vad.RATE)
+            w.writeframes(samples.tobytes())
+        ref.write_text(json.dumps(reference(samples)))
+        print(f"{wav}: {samples.size / vad.RATE:.2f} s; {ref}: {len(json.loads(ref.read_text())['segments'])} speech segments")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else HERE.parent / "build" / "demo"))
