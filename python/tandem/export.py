@@ -6,6 +6,7 @@ several modules sharing a submodule bind to the same state slot.
 """
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
 from .quantize import Skip, quantize_methods
+from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
@@ -40,23 +42,68 @@ class Method:
     dynamic_shapes: Any = None
 
 
-class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
-    """torch.narrow(x, dim, start, length) with a tensor start traces through .item(), which
-    torch.export cannot follow (the start's value becomes an unbacked symbol). While tracing, it is
-    written as the same gather with a start that stays a tensor: x.index_select(dim, s +
-    arange(length)), s = start (+ size when negative); a start out of range makes an index out of
-    range, so the call fails (TDM_ERR_INDEX) where eager raises."""
+def _trace_values(name: str, root, inputs, dynamic):
+    """torch.export of root with RuntimeValues (python/tandem/runtime_values.py) entered inside the
+    trace (so it sees indexing before torch.export's own modes do). When the method reads ints from
+    tensors, it is traced again with those ints made up differently: a graph that changes used one
+    of them in Python (range(off), a list index), frozen at a made-up value."""
+    def trace(mode):
+        own = root.__dict__.get("forward")
+        inner = root.forward
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and isinstance(args[2], torch.Tensor):
-            x, dim, start = args[0], int(args[1]), args[2]
-            length = int(args[3] if len(args) > 3 else kwargs["length"])
-            size = x.shape[dim]
-            s = torch.where(start < 0, start + size, start).reshape(())
-            s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
-            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
-        return func(*args, **kwargs)
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with mode:
+                return inner(*args, **kwargs)
+        root.forward = forward
+        try:
+            return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+        finally:
+            if own is None:
+                del root.forward
+            else:
+                root.forward = own
+    branches = None
+    mode = RuntimeValues()
+    try:
+        ep = trace(mode)
+    except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
+        branches = _eager_branches(root, inputs)
+        mode = RuntimeValues(branches=branches)
+        ep = trace(mode)
+    except ExportError:
+        raise
+    except Exception:
+        if mode.reads:
+            raise
+        # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
+        # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
+        return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+    if mode.reads:
+        other = trace(RuntimeValues(bias=1, branches=branches))
+
+        def code(e):  # without unused size arithmetic (`off + T` computed in Python, then only sliced with)
+            e.graph_module.graph.eliminate_dead_code()
+            e.graph_module.recompile()
+            return e.graph_module.code
+        if code(other) != code(ep):
+            raise ExportError(f"method '{name}' reads an int from a tensor (.item() / int()) and uses it in Python itself "
+                              f"(range(), a list index, arithmetic after int()), so the export would freeze it"
+                              f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
+                              "(off = t.item(); cache[:, off:off + T], off % capacity)")
+    return ep
+
+
+def _eager_branches(root, inputs) -> list:
+    """The values bool() of one-element tensors gives, in order, when the method runs eagerly on a
+    copy of its owner and held containers (their state as it is now) with the example inputs: the
+    branches export specializes on."""
+    import copy
+    owner, args, fn = copy.deepcopy((root.owner, root._tandem_args, root._tandem_fn))
+    recorder = BranchRecorder()
+    with torch.no_grad(), recorder:
+        owner(*args) if root._tandem_call_owner else fn(*args)
+    return recorder.values
 
 
 def _decompositions():
@@ -228,10 +275,10 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
     """torch.export of one method: (exported program, placeholder -> tensor, mutated placeholder ->
     tensor, dims), or None for a constant method (its value put in constants)."""
     runtime = tuple(x for i, x in enumerate(inputs) if i not in root._tandem_held)
-    with torch.no_grad(), warnings.catch_warnings(), _NarrowTensorStart():
+    with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*erase_node.*")
         try:
-            ep = torch.export.export(root, runtime, strict=False, dynamic_shapes=_dynamic_for(name, root, inputs, dynamic))
+            ep = _trace_values(name, root, runtime, _dynamic_for(name, root, inputs, dynamic))
             root.code = ep.graph_module.code
             if root.perturb:
                 return None  # a check of the graph only (_check_counters)
