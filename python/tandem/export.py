@@ -7,6 +7,7 @@ several modules sharing a submodule bind to the same state slot.
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import warnings
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ def _trace_values(name: str, root, inputs, dynamic):
         def forward(*args, **kwargs):
             with mode:
                 return inner(*args, **kwargs)
+        # the bound signature (without self): wraps copied the function's own __signature__, if any
+        forward.__signature__ = inspect.signature(inner)
         root.forward = forward
         try:
             return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
@@ -74,7 +77,8 @@ def _trace_values(name: str, root, inputs, dynamic):
     except ExportError:
         raise
     except Exception:
-        if mode.reads:
+        if mode.reads or getattr(root, "perturb", None):
+            # (a trace with a Python int moved, _check_counters: its failure is the finding)
             raise
         # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
         # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
