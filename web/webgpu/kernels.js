@@ -541,10 +541,10 @@ function conv(ins, y, iattr) {
   if (i >= P[0]) { return; }
   let OW = P[1]; let OH = P[2]; let O = P[3]; let Cg = P[4]; let Og = P[5]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
   let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
-  let g = o / Og;
+  let grp = o / Og;
   var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
   for (var c = 0u; c < Cg; c++) {
-    let ci = g * Cg + c;
+    let ci = grp * Cg + c;
     for (var kh = 0u; kh < KH; kh++) {
       let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
       if (ih < 0 || ih >= i32(H)) { continue; }
