@@ -868,6 +868,10 @@ const sendError = (e) => (e instanceof TandemError ? e
 export class WorkerModel {
   #port; #id; #shared; #info; #disposed = false; #flagFraction;
 
+  /** Always 'wasm' (WebGPU runs on the calling thread only); deviceReason as on Model. */
+  get device() { return 'wasm'; }
+  get deviceReason() { return this[DEVICE_REASON] ?? null; }
+
   constructor(port, id, info, shared, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#port = port;
     this.#flagFraction = flagFraction;
@@ -1141,7 +1145,9 @@ export async function load(source, options = {}) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
     const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress) ?? await bytesOf(src, options.onProgress);
-    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    const wm = await loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    if (device === 'auto') wm[DEVICE_REASON] = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
+    return wm;
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
   let model = await createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
