@@ -56,11 +56,20 @@ test('op cases: every case whose ops have WebGPU kernels equals the wasm backend
   }
   const res = await page.evaluate((ns) => window.gpuOps(ns), [...first.values()]);
   const ran = res.filter((r) => r.device === 'webgpu');
-  for (const r of ran) {
-    assert.equal(r.error, null, `${r.name}: ${r.error}`);
-    assert.equal(r.got.length, r.want.length);
-    r.got.forEach((g, k) => near(g, r.want[k], `${r.name} output ${k}`));
+  const failures = [];
+  // WGSL lets a GPU flush float32 subnormals to zero (SwiftShader does): these two cases feed or
+  // produce subnormals on purpose, so they differ from the wasm kernels' IEEE results
+  const SUBNORMAL = new Set(['exp_denormal', 'exp_underflows']);
+  for (const r of ran.filter((x) => !SUBNORMAL.has(x.name.replace(/-\d+$/, '')))) {
+    try {
+      assert.equal(r.error, null, `${r.name}: ${r.error}`);
+      assert.equal(r.got.length, r.want.length);
+      r.got.forEach((g, k) => near(g, r.want[k], `${r.name} output ${k}`));
+    } catch (e) {
+      failures.push(e.message.split('\n')[0]);
+    }
   }
+  assert.deepEqual(failures, []);
   for (const r of res.filter((x) => x.device === 'wasm')) assert.match(r.reason, /ops without a WebGPU kernel: /, r.name);
   console.log(`# op cases on WebGPU: ${ran.length} of ${res.length}; on wasm (no kernel): ${res.filter((r) => r.device === 'wasm').map((r) => r.name).join(' ')}`);
   // the families this slice covers must all be among those that ran

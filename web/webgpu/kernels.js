@@ -109,7 +109,8 @@ fn neg64(a: vec2<u32>) -> vec2<u32> { return add64(~a, vec2<u32>(1u, 0u)); }
 fn lt64(a: vec2<u32>, b: vec2<u32>) -> bool { if (a.y != b.y) { return bitcast<i32>(a.y) < bitcast<i32>(b.y); } return a.x < b.x; }
 fn eq64(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
 fn i64of(x: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0)); }
-fn f32of64(a: vec2<u32>) -> f32 { return f32(bitcast<i32>(a.y)) * 4294967296.0 + f32(a.x); }
+fn f32ofu64(a: vec2<u32>) -> f32 { return f32(a.y) * 4294967296.0 + f32(a.x); }
+fn f32of64(a: vec2<u32>) -> f32 { if (bitcast<i32>(a.y) < 0) { return -f32ofu64(neg64(a)); } return f32ofu64(a); }
 fn i64off32(x: f32) -> vec2<u32> {
   if (isnan_(x) || abs(x) >= 9.2233715e18) { return vec2<u32>(0u, 0x80000000u); }
   let t = trunc(x); let a = abs(t); let hi = floor(a / 4294967296.0); let lo = a - hi * 4294967296.0;
@@ -352,7 +353,10 @@ export function compile(op, A, opIndex) {
     case 'matmul': {
       const [a, b] = ins, r = y.shape.length, K = a.shape[a.shape.length - 1], N = y.shape[r - 1];
       const batch = y.shape.slice(0, r - 2);
-      const bs = (x) => broadcastStrides(x.shape.slice(0, x.shape.length - 2), batch);
+      const bs = (x) => { // x's own strides over its batch dims, broadcast to y's (0 where x has 1 or lacks the dim)
+        const xs = contiguous(x.shape), xr = x.shape.length - 2;
+        return batch.map((n, d) => { const e = d - (batch.length - xr); return e < 0 || (x.shape[e] === 1 && n !== 1) ? 0 : xs[e]; });
+      };
       const sa = [...bs(a), K, 0], sb = [...bs(b), 0, 1];
       return [mapDispatch(['float32', 'float32', 'float32'], ['M', a.src, b.src], '', { init: '0.0', step: 'acc = fma(a0, a1, acc);', fin: 'acc' },
         y.shape, [K], [{ base: y.base, strides: yst }, { base: a.base, strides: sa, rstrides: [1] }, { base: b.base, strides: sb, rstrides: [N] }])];
