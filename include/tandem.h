@@ -47,8 +47,10 @@ typedef enum tdm_status {
   TDM_ERR_INDEX = 10,           /* a runtime index value is out of range (state untouched) */
   TDM_ERR_LIMIT = 11,           /* a declared size is above the configured cap */
   TDM_ERR_STATE_MISMATCH = 12,  /* state bytes of the wrong size or program */
-  TDM_ERR_SHAPE = 13            /* an input's size is outside its dim's bounds or disagrees with
+  TDM_ERR_SHAPE = 13,           /* an input's size is outside its dim's bounds or disagrees with
                                    another input (state untouched) */
+  TDM_ERR_GUARD = 14            /* a branch the export specialized on would go the other way in this
+                                   call (a `guard` op; state untouched) */
 } tdm_status;
 
 /* Append-only. Element sizes: F32 4, I64 8, BOOL 1 (0 or 1), I32 4. I8 (1) and I4X2 (1 byte holding
