@@ -42,7 +42,8 @@ const STATE_VERSION = 2;
 const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writer's program id u64, byte count u64 (docs/format.md)
 
 /** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
- * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED', 'TDM_ERR_ABORTED'). A call cancelled
+ * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED', 'TDM_ERR_ABORTED', 'TDM_ERR_DEVICE':
+ * load(..., { device: 'webgpu' }) cannot run the program on WebGPU, web/webgpu/). A call cancelled
  * by its AbortSignal rejects with one whose `name` is 'AbortError' (as fetch's does). */
 export class TandemError extends Error {
   constructor(code, message) {
@@ -323,6 +324,10 @@ class Runtime {
 
 /** A deep-frozen copy of plain data (specs handed to callers). */
 const PREPARE = Symbol('prepare'), TOKENIZER_TEXT = Symbol('tokenizerText');
+/** For web/webgpu/: the wasm model's program and session (the loader and verifier of a WebGPU
+ * model), and why a model asked for 'auto' stayed on wasm. */
+const INTERNALS = Symbol('internals'), DEVICE_REASON = Symbol('deviceReason');
+const DEVICES = ['wasm', 'webgpu', 'auto'];
 
 /** web/tokenizer.js, imported only for a file that carries a tokenizer. */
 async function loadTokenizer(text) {
@@ -532,6 +537,13 @@ export class Model {
   /** Internal: builds the tokenizer (load() awaits it). */
   [PREPARE]() { return this.#program.loadTokenizer(); }
   [TOKENIZER_TEXT]() { return this.#program.tokenizerText; }
+
+  /** Where the methods run: 'wasm' here ('webgpu' for a model from web/webgpu/). */
+  get device() { return 'wasm'; }
+  /** With load(..., { device: 'auto' }): why the model runs on wasm (no adapter, the ops without a
+   * WebGPU kernel); else null. */
+  get deviceReason() { return this[DEVICE_REASON] ?? null; }
+  [INTERNALS]() { return { program: this.#program, session: this.#session }; }
 
   /** Threads this model's methods run on (1 where shared memory is unavailable). */
   get threads() { return this.#program.rt.threads; }
@@ -856,6 +868,10 @@ const sendError = (e) => (e instanceof TandemError ? e
 export class WorkerModel {
   #port; #id; #shared; #info; #disposed = false; #flagFraction;
 
+  /** Always 'wasm' (WebGPU runs on the calling thread only); deviceReason as on Model. */
+  get device() { return 'wasm'; }
+  get deviceReason() { return this[DEVICE_REASON] ?? null; }
+
   constructor(port, id, info, shared, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#port = port;
     this.#flagFraction = flagFraction;
@@ -1108,6 +1124,9 @@ function browserThread() {
  *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
 export async function load(source, options = {}) {
+  const device = options.device ?? 'wasm';
+  if (!DEVICES.includes(device)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `device must be 'wasm', 'webgpu' or 'auto', given ${String(device)}`);
+  if (device === 'webgpu' && options.worker) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "device: 'webgpu' runs on the calling thread; leave worker unset (or use device: 'auto', which runs a worker model on wasm)");
   const asked = checkThreads(options.threads);
   // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
   const threadedBuild = options.wasm === undefined || options.wasmThreads !== undefined;
@@ -1126,10 +1145,16 @@ export async function load(source, options = {}) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
     const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress) ?? await bytesOf(src, options.onProgress);
-    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    const wm = await loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    if (device === 'auto') wm[DEVICE_REASON] = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
+    return wm;
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
-  const model = await createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  let model = await createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  if (device !== 'wasm') {
+    const { onDevice } = await import('./webgpu/model.js');
+    model = await onDevice(model, device, { Tensor, TandemError, INTERNALS, DEVICE_REASON, toTensor, checkTensor, checkBytes, numelOf, ARRAY_OF, PREPARE, TOKENIZER_TEXT });
+  }
   if (options.tokenizer !== false) {
     try {
       await model[PREPARE]();
