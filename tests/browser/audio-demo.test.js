@@ -6,7 +6,8 @@
 // Microphone button (Chromium's fake microphone) streams live until Stop. Its codec panel (a small
 // Mimi from `moshi`, build/demo/codec.tandem, random weights) gives, frame by frame, what the same
 // program gives run by hand in Node (encode_step then decode_step on the recording resampled to
-// 24 kHz by resample_poly's filter, cut into 1920-sample frames), and its Play button starts playback.
+// 24 kHz by resample_poly's filter, cut into 1920-sample frames), its Play button starts playback,
+// and its Microphone button streams the fake microphone through the codec until Stop.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -126,4 +127,16 @@ test('the codec panel streams the recording through encode_step and decode_step 
   assert.deepEqual(errors, []);
   assert.equal(await page.textContent('#codec-message'), '');
   assert.deepEqual(played, { frames, samples: frames * 1920, sampleRate: 24000, state: 'running' });
+});
+
+test("the codec panel's Microphone button streams the (fake) microphone through the codec until Stop", async () => {
+  await page.click('#codec-mic');
+  await page.waitForFunction(() => document.getElementById('codec-message').textContent === 'listening…', null, { timeout: 20000 });
+  await page.waitForFunction(() => parseFloat(document.getElementById('codec-seconds').textContent) >= 1, null, { timeout: 30000 });
+  await page.click('#codec-stop');
+  await page.waitForFunction(() => !document.getElementById('codec-mic').disabled, null, { timeout: 20000 });
+  assert.deepEqual(errors, []);
+  assert.equal(await page.textContent('#codec-message'), '');
+  assert.equal(await page.isDisabled('#play-codec'), false);
+  assert.ok(parseFloat(await page.textContent('#codec-seconds')) >= 1);
 });
