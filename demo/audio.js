@@ -1,13 +1,19 @@
 // The audio demo page (demo/audio.html): Silero VAD (build/demo/silero_vad.tandem, made by
 // demo/build_audio.py) in a Web Worker, fed by streamAudio from the bundled recording (offline, as
 // fast as the model goes) or the microphone (live; chunks dropped while the model is busy).
-// Draws the waveform, the speech probability and the segments; window.audioDemo is for the tests.
+// Draws the waveform, the speech probability and the segments. A second panel streams the same
+// audio (resampled to 24 kHz) through a codec (build/demo/codec.tandem: a small Mimi from `moshi`
+// with random weights), encode_step then decode_step per 80 ms frame, its streaming state kept in
+// the program, draws the decoded waveform under the input and plays it back. window.audioDemo is
+// for the tests.
 import { load, streamAudio } from '/web/tandem.js';
 import { speechSegments } from './segments.js';
 
 const $ = (id) => document.getElementById(id);
 const model = await load('/build/demo/silero_vad.tandem', { worker: true });
 const { sample_rate: RATE, chunk: CHUNK, context: CONTEXT } = model.metadata;
+const codec = await load('/build/demo/codec.tandem', { worker: true });
+const { sample_rate: CODEC_RATE, chunk: FRAME } = codec.metadata;
 const recording = await wavSamples(await (await fetch('/build/demo/recording.wav')).arrayBuffer());
 
 /** Mono 16-bit PCM WAV → Float32Array at its rate (only what build_audio.py writes). */
@@ -124,7 +130,139 @@ $('mic').onclick = async () => {
 };
 $('stop').onclick = () => controller?.abort();
 
+// The codec panel: per frame, encode_step (codes) then decode_step (samples); the decodes are chained
+// after the encodes, in order, so both run while the next frame is cut.
+let codecRun = null; // { input: [[lo, hi]], output: [[lo, hi]], decoded: Float32Array[], ms, frames, live, wallMs }
+let codecController = null;
+
+const extent = (a) => { let lo = 0, hi = 0; for (const v of a) { lo = Math.min(lo, v); hi = Math.max(hi, v); } return [lo, hi]; };
+
+async function streamCodec(source, options) {
+  await codec.reset();
+  codecRun = { input: [], output: [], decoded: [], inputs: [], ms: [], live: !(source instanceof Float32Array), frames: source instanceof Float32Array ? Math.ceil((source.length * CODEC_RATE) / RATE / FRAME) : 0 };
+  drawCodec();
+  const t0 = performance.now();
+  let decoding = Promise.resolve(), pending = false;
+  const run = codecRun;
+  const summary = await streamAudio(codec, 'encode_step', source, {
+    sampleRate: CODEC_RATE, inputRate: RATE, chunk: FRAME, ...options,
+    onResult: (r) => {
+      decoding = decoding.then(async () => {
+        const t = performance.now();
+        const pcm = await codec.call('decode_step', r.output);
+        run.decoded.push(pcm.data);
+        if (options.keepInputs) run.inputs.push(r.input);
+        run.input.push(extent(r.input));
+        run.output.push(extent(pcm.data));
+        run.ms.push(r.ms + performance.now() - t);
+        if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; drawCodec(); }); }
+      });
+    },
+  });
+  await decoding;
+  run.wallMs = performance.now() - t0;
+  if (run.live) run.frames = run.decoded.length;
+  drawCodec();
+  $('play-codec').disabled = run.decoded.length === 0;
+  return { summary, wallMs: run.wallMs, frames: run.decoded.length, chunkMs: run.ms };
+}
+
+function drawCodec() {
+  const canvas = $('codec-plot'), g = canvas.getContext('2d'), W = canvas.width, H = canvas.height;
+  g.fillStyle = '#0f172a';
+  g.fillRect(0, 0, W, H);
+  if (!codecRun) return;
+  const n = codecRun.input.length, span = codecRun.live ? Math.max(n, Math.round((10 * CODEC_RATE) / FRAME)) : Math.max(1, codecRun.frames);
+  const first = codecRun.live ? Math.max(0, n - span) : 0;
+  const scale = Math.max(1e-9, ...codecRun.output.map(([lo, hi]) => Math.max(-lo, hi))); // random weights: any loudness
+  for (const [rows, mid, color, k] of [[codecRun.input, H * 0.25, '#64748b', 1], [codecRun.output, H * 0.75, '#38bdf8', 1 / scale]]) {
+    g.strokeStyle = color;
+    g.beginPath();
+    for (let i = first; i < n; i++) {
+      const x = ((i - first + 0.5) / span) * W, [lo, hi] = rows[i];
+      g.moveTo(x, mid - hi * k * H * 0.22);
+      g.lineTo(x, mid - lo * k * H * 0.22);
+    }
+    g.stroke();
+  }
+  const mean = codecRun.ms.reduce((a, b) => a + b, 0) / Math.max(1, n), frameMs = (1000 * FRAME) / CODEC_RATE;
+  $('codec-seconds').textContent = `${((n * FRAME) / CODEC_RATE).toFixed(1)} s`;
+  $('codec-ms').textContent = n ? `${mean.toFixed(1)} ms (max ${Math.max(...codecRun.ms).toFixed(1)})` : '–';
+  $('codec-realtime').textContent = n ? `${((100 * mean) / frameMs).toFixed(0)}% of ${frameMs} ms` : '–';
+  $('codec-wall').textContent = codecRun.wallMs === undefined ? '…' : `${(codecRun.wallMs / 1000).toFixed(2)} s`;
+}
+
+/** The decoded audio as one Float32Array at the codec's rate. */
+function decodedSamples() {
+  const parts = codecRun?.decoded ?? [], out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
+  let at = 0;
+  for (const p of parts) { out.set(p, at); at += p.length; }
+  return out;
+}
+
+let playback = null;
+async function playDecoded() {
+  const samples = decodedSamples();
+  let peak = 0;
+  for (const v of samples) peak = Math.max(peak, Math.abs(v));
+  const ctx = playback?.context ?? new AudioContext();
+  await ctx.resume();
+  playback?.source?.stop();
+  const buffer = ctx.createBuffer(1, samples.length, CODEC_RATE);
+  const gain = peak > 0.9 ? 0.9 / peak : 1; // random weights: keep it from clipping
+  buffer.getChannelData(0).set(gain === 1 ? samples : samples.map((v) => v * gain));
+  const source = ctx.createBufferSource();
+  source.buffer = buffer;
+  source.connect(ctx.destination);
+  source.start();
+  playback = { context: ctx, source };
+  window.audioDemo.played = { frames: codecRun.decoded.length, samples: samples.length, sampleRate: buffer.sampleRate, state: ctx.state };
+}
+
+function codecBusy(on) {
+  $('codec-recording').disabled = on;
+  $('codec-mic').disabled = on;
+  $('codec-stop').disabled = !on;
+  if (on) $('play-codec').disabled = true;
+}
+
+$('codec-recording').onclick = async () => {
+  codecBusy(true);
+  $('codec-message').textContent = '';
+  try { await streamCodec(recording, { backpressure: 'queue' }); } finally { codecBusy(false); }
+};
+$('codec-mic').onclick = async () => {
+  codecBusy(true);
+  codecController = new AbortController();
+  try {
+    const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
+    $('codec-message').textContent = 'listening…';
+    await streamCodec(mic, { backpressure: 'drop', maxQueue: 2, signal: codecController.signal });
+    mic.getTracks().forEach((t) => t.stop());
+    $('codec-message').textContent = '';
+  } catch (e) {
+    $('codec-message').textContent = `microphone: ${e.message}`;
+  } finally {
+    codecBusy(false);
+  }
+};
+$('codec-stop').onclick = () => codecController?.abort();
+$('play-codec').onclick = () => playDecoded().catch((e) => { $('codec-message').textContent = `playback: ${e.message}`; });
+$('codec-info').textContent = `${codec.simd}, ${(codec.stateBytes / 1024).toFixed(1)} KiB of state, ${CODEC_RATE / 1000} kHz, ${FRAME}-sample frames (${(1000 * FRAME) / CODEC_RATE} ms)`;
+
 $('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, ${RATE / 1000} kHz, ${CHUNK}-sample chunks`;
 $('loading').hidden = true;
 $('app').hidden = false;
-window.audioDemo = { runRecording: () => stream(recording, { backpressure: 'queue' }), ready: true };
+window.audioDemo = {
+  runRecording: () => stream(recording, { backpressure: 'queue' }),
+  // the codec on the recording: its frames (24 kHz, as given to encode_step) and the decoded samples, as arrays
+  runCodec: async () => {
+    codecBusy(true);
+    try {
+      const r = await streamCodec(recording, { backpressure: 'queue', keepInputs: true });
+      return { ...r, inputs: codecRun.inputs.map((a) => Array.from(a)), decoded: Array.from(decodedSamples()) };
+    } finally { codecBusy(false); }
+  },
+  played: null,
+  ready: true,
+};

@@ -6,7 +6,14 @@
   with silences and background noise between the sentences;
 - recording.json: the reference, the shipped ONNX model (onnxruntime) on that recording: its
   probability per 512-sample chunk and its speech segments by the package's own
-  get_speech_timestamps_from_probs (threshold 0.5), which the page's must equal.
+  get_speech_timestamps_from_probs (threshold 0.5), which the page's must equal;
+- codec.tandem: Kyutai's Mimi codec from the `moshi` package, small (tests/python/field_models.py
+  `mimi(small=True)`: 2 transformer layers, narrow convs, the real SEANet strides, so one frame is
+  1920 samples, 80 ms at 24 kHz) with seeded RANDOM weights (no trained weights exist offline),
+  exported as moshi's streaming API is used: encode_step = mimi.encode, decode_step = mimi.decode,
+  reset = mimi.reset_streaming, inside `with mimi.streaming(1)`, so the conv buffers and the KV
+  caches of the encoder and the decoder stay in the program between frames. Its export takes about
+  half a minute, once.
 
     python demo/build_audio.py [OUT]        (npm start and scripts/test.sh run it)
 """
@@ -78,11 +85,40 @@ def reference(samples: np.ndarray) -> dict:
             "segments": [[s["start"], s["end"]] for s in segments]}
 
 
+CODEC_RATE, CODEC_FRAME = 24000, 1920
+
+
+def export_codec(path: Path) -> None:
+    """The small Mimi, run one frame eagerly first (moshi registers its codebook buffers lazily),
+    then exported in streaming mode; the page resets it before each run."""
+    import torch
+
+    import tandem
+    sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+    from field_models import mimi
+
+    model = mimi(small=True)
+    x = torch.zeros(1, 1, CODEC_FRAME)
+    with torch.no_grad(), model.streaming(1):
+        codes = model.encode(x)
+        model.decode(codes)
+    with torch.no_grad(), model.streaming(1):
+        program = tandem.export(None, {"encode_step": tandem.Method(model.encode, (x,)),
+                                       "decode_step": tandem.Method(model.decode, (codes,)),
+                                       "reset": tandem.Method(model.reset_streaming, ())},
+                                metadata={"sample_rate": CODEC_RATE, "chunk": CODEC_FRAME,
+                                          "model": "Mimi (moshi), small, random seeded weights"})
+    path.write_bytes(program.to_bytes())
+    print(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model = out / "silero_vad.tandem"
     if not model.exists():
         vad.export(model)
+    if not (out / "codec.tandem").exists():
+        export_codec(out / "codec.tandem")
     wav, ref = out / "recording.wav", out / "recording.json"
     if not wav.exists() or not ref.exists():
         samples = recording()
