@@ -5,7 +5,8 @@
 // into exact chunks (optionally with context samples carried over from the audio before each chunk)
 // and given to the method one chunk at a time, in order; each result comes back with its chunk's
 // timestamps. A model in a worker (load(src, { worker: true })) is called the same way.
-import { Tensor, TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
+import { Tensor } from './tensor.js';
 
 const now = () => (globalThis.performance ?? Date).now();
 

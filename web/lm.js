@@ -7,7 +7,8 @@
 // What the method signatures do not say comes from model.metadata (max_cache_len, max_prompt_len,
 // position_state, eos_token_id), or from options (maxCacheLen, positionState) for a program without
 // it. max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.
-import { Tensor, TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
+import { Tensor } from './tensor.js';
 
 const invalid = (message) => new TandemError('TDM_ERR_INVALID_ARGUMENT', message);
 

@@ -4,7 +4,7 @@
 // reimplementation: @huggingface/tokenizers (encode/decode) and @huggingface/jinja (chat templates),
 // imported only when a file has a tokenizer. In a browser without a bundler, map the two names to
 // their files with an import map (tests/browser/page.html does).
-import { TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
 
 let libraries;
 
