@@ -17,7 +17,8 @@ function wavSamples(buffer) {
   while (at + 8 <= view.byteLength) {
     const id = String.fromCharCode(...new Uint8Array(buffer, at, 4)), size = view.getUint32(at + 4, true);
     if (id === 'fmt ') {
-      if (view.getUint16(at + 8, true) !== 1 || view.getUint16(at + 10, true) !== 1 || view.getUint16(at + 22, true) !== 16) throw new Error('recording.wav: not mono 16-bit PCM');
+      if (view.getUint16(at + 8, true) !== 1 || view.getUint16(at + 10, true) !== 1
+        || view.getUint16(at + 22, true) !== 16) throw new Error('recording.wav: not mono 16-bit PCM');
       rate = view.getUint32(at + 12, true);
     } else if (id === 'data') {
       data = new Int16Array(buffer.slice(at + 8, at + 8 + size));
@@ -33,7 +34,8 @@ let controller = null;
 
 async function stream(source, options) {
   await model.reset();
-  run = { probs: [], wave: [], ms: [], dropped: 0, length: source instanceof Float32Array ? source.length : 0, live: !(source instanceof Float32Array) };
+  run = { probs: [], wave: [], ms: [], dropped: 0, length: source instanceof Float32Array ? source.length : 0,
+    live: !(source instanceof Float32Array) };
   draw(); // clears the last run's plot and figures
   const t0 = performance.now();
   let pending = false;
@@ -93,7 +95,8 @@ function draw() {
   $('dropped').textContent = String(run.dropped);
   $('wall').textContent = run.wallMs === undefined ? '…' : `${(run.wallMs / 1000).toFixed(2)} s`;
   $('speed').textContent = run.live ? 'live' : run.wallMs === undefined ? '…' : `${((audio * 1000) / run.wallMs).toFixed(1)}×`;
-  $('segments').textContent = segments.length ? `speech: ${segments.map(([s, e]) => `${(s / RATE).toFixed(2)}–${(e / RATE).toFixed(2)} s`).join(', ')}` : 'no speech yet';
+  $('segments').textContent = segments.length
+    ? `speech: ${segments.map(([s, e]) => `${(s / RATE).toFixed(2)}–${(e / RATE).toFixed(2)} s`).join(', ')}` : 'no speech yet';
 }
 
 function busy(on) {
@@ -124,7 +127,8 @@ $('mic').onclick = async () => {
 };
 $('stop').onclick = () => controller?.abort();
 
-$('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, ${RATE / 1000} kHz, ${CHUNK}-sample chunks`;
+$('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, ${RATE / 1000} kHz, ${CHUNK}-sample ` +
+  `chunks`;
 $('loading').hidden = true;
 $('app').hidden = false;
 window.audioDemo = { runRecording: () => stream(recording, { backpressure: 'queue' }), ready: true };

@@ -42,10 +42,12 @@ class Program {
     for (let m = 0; m < x.tdm_program_method_count(handle); m++) {
       const dims = {};
       for (let d = 0; d < x.tdm_method_dim_count(handle, m); d++) {
-        dims[rt.str(x.tdm_method_dim_name(handle, m, d))] = { min: Number(x.tdm_method_dim_min(handle, m, d)), max: Number(x.tdm_method_dim_max(handle, m, d)) };
+        dims[rt.str(x.tdm_method_dim_name(handle, m, d))] = { min: Number(x.tdm_method_dim_min(handle, m, d)),
+          max: Number(x.tdm_method_dim_max(handle, m, d)) };
       }
       const dynamic = Object.keys(dims).length > 0;
-      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0, dynamic), outputs: this.#io(m, 1, dynamic), dims });
+      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0, dynamic),
+        outputs: this.#io(m, 1, dynamic), dims });
     }
     this.stateLayout = [];
     for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
@@ -57,7 +59,8 @@ class Program {
     const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
     // A dynamic dim appears in a spec's shape as its expression: the dim's name ('n') or 'n + 1'.
     const io = ({ name, dtype, shape, exprs }) => ({ name, dtype, shape: shape.map((d, k) => (exprs && exprs[k]) || d) });
-    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(io), outputs: m.outputs.map(io), dims: m.dims })));
+    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(io), outputs: m.outputs.map(io),
+      dims: m.dims })));
     this.state = frozenCopy(this.stateLayout.map(strip));
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
@@ -94,8 +97,8 @@ class Program {
           shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
           if (buf) exprs.push(x.tdm_method_io_dim_expr(handle, m, io, i, d, buf, 256) ? rt.str(buf) : '');
         }
-        specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)], shape,
-          nbytes: x.tdm_method_io_nbytes(handle, m, io, i), exprs, dynamic: exprs.some((e) => e !== '') });
+        specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)],
+          shape, nbytes: x.tdm_method_io_nbytes(handle, m, io, i), exprs, dynamic: exprs.some((e) => e !== '') });
       }
     } finally {
       if (buf) x.tdm_free(buf);
@@ -266,13 +269,16 @@ export class Model {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: these bytes are not saved tandem state');
       }
       if (dv.getUint32(4, true) !== STATE_VERSION || b.length < STATE_HEADER) {
-        throw new TandemError('TDM_ERR_STATE_MISMATCH', `loadState: saved-state format ${dv.getUint32(4, true)}; this tandem reads format ${STATE_VERSION}: save the state again with this version`);
+        throw new TandemError('TDM_ERR_STATE_MISMATCH',
+          `loadState: saved-state format ${dv.getUint32(4, true)}; this tandem reads format ${STATE_VERSION}: save the state again with ` +
+          `this version`);
       }
       if (dv.getBigUint64(8, true) !== p.fingerprint) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: the state was saved from a program with another state layout');
       }
       if (dv.getBigUint64(24, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
-        throw new TandemError('TDM_ERR_STATE_MISMATCH', `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
+        throw new TandemError('TDM_ERR_STATE_MISMATCH',
+          `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
       }
       p.rt.bytes(this.#stateBase(), p.stateBytes).set(b.subarray(STATE_HEADER));
     });
@@ -319,14 +325,16 @@ export class Model {
   #stateSpec(name) {
     this.#alive('state');
     const s = this.#program.stateLayout.find((t) => t.name === name);
-    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND', `no state tensor '${name}'; the program has ${this.#program.stateLayout.map((t) => t.name).join(', ') || 'none'}`);
+    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND',
+      `no state tensor '${name}'; the program has ${this.#program.stateLayout.map((t) => t.name).join(', ') || 'none'}`);
     return s;
   }
 
   #run(name, inputs, profile) {
     this.#alive(name);
     const m = this.#index.get(name);
-    if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
+    if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND',
+      `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
     const spec = this.#program.methodSpecs[m];
     if (inputs.length !== spec.inputs.length) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
@@ -404,7 +412,8 @@ export async function createModel(module, bytes, flagFraction, { threads = 1, sp
     try {
       rt.pool = await startPool(rt.x, module, threads, spawnThread, (st) => rt.check(st));
     } catch (e) {
-      if (strict) throw e instanceof TandemError ? e : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
+      if (strict) throw e instanceof TandemError ? e
+        : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
     }
   }
   let ptr, length;

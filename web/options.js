@@ -31,11 +31,14 @@ const FORK_STATES = ['initial', 'copy'];
 /** fork(options)'s state: 'initial' (the default) or 'copy'. */
 export function forkState(options) {
   if (options === undefined) return 'initial';
-  if (!isPlainObject(options)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "fork(options): options must be an object such as { state: 'copy' }");
+  if (!isPlainObject(options)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+    "fork(options): options must be an object such as { state: 'copy' }");
   const unknown = Object.keys(options).filter((k) => k !== 'state');
-  if (unknown.length) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `fork(options): unknown option '${unknown[0]}'; the options are: state`);
+  if (unknown.length) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+    `fork(options): unknown option '${unknown[0]}'; the options are: state`);
   const state = options.state ?? 'initial';
-  if (!FORK_STATES.includes(state)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `fork(options): state must be 'initial' or 'copy', given ${JSON.stringify(state) ?? String(state)}`);
+  if (!FORK_STATES.includes(state)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+    `fork(options): state must be 'initial' or 'copy', given ${JSON.stringify(state) ?? String(state)}`);
   return state;
 }
 

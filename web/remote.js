@@ -248,7 +248,8 @@ export async function loadInWorker(module, program, spawn, flagFraction, pool, w
   link.refs++; // held until the first model exists
   try {
     const transfer = [program instanceof Uint8Array ? program.buffer : program.stream];
-    const { id, info: { tokenizerText, ...info } } = await link.request({ type: 'init', args: [module, program, pool] }, { transfer, what: 'load' });
+    const { id, info: { tokenizerText, ...info } } = await link.request({ type: 'init', args: [module, program, pool] },
+      { transfer, what: 'load' });
     const model = new WorkerModel(port, id, info, link, flagFraction);
     try {
       // the tokenizer runs on this thread (its calls are synchronous), shared by the forks
@@ -280,7 +281,8 @@ export function browserThread() {
 export function serveWorker(port, { spawnThread = browserThread } = {}) {
   const models = new Map();
   let nextId = 1;
-  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes, threads: m.threads, simd: m.simd });
+  const infoOf = (m) => ({ methods: m.methods, state: m.state, metadata: m.metadata, stateBytes: m.stateBytes, scratchBytes: m.scratchBytes,
+    threads: m.threads, simd: m.simd });
   const add = (m) => { const id = nextId++; models.set(id, m); return { id, info: infoOf(m) }; };
   // the first model of the worker: its tokenizer's JSON goes to the caller's thread, which builds it
   const first = (m) => { const r = add(m); r.info.tokenizerText = m[TOKENIZER_TEXT](); return r; };

@@ -25,7 +25,9 @@ export function simdLevel(simd) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
   }
   if (simd === 'relaxed' && !relaxedSimdAvailable()) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with --experimental-wasm-relaxed-simd); leave simd unset to use it where available");
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with " +
+      '--experimental-wasm-relaxed-simd); leave simd unset to use it where available');
   }
   return simd;
 }

@@ -48,11 +48,13 @@ export async function load(source, options = {}) {
   // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
   const threadedBuild = options.wasm === undefined || options.wasmThreads !== undefined;
   if (asked > 1 && !threadedBuild) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
   }
   const threads = threadsAvailable() && threadedBuild ? asked ?? defaultThreads(options._cores) : 1;
   const level = simdLevel(options.simd);
-  const wasm = await ((threads > 1 ? options.wasmThreads : options.wasm) ?? (options._wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));
+  const wasm = await ((threads > 1 ? options.wasmThreads : options.wasm)
+    ?? (options._wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
   const flagFraction = checkFlagFraction(options.profileFlagFraction);
@@ -61,11 +63,13 @@ export async function load(source, options = {}) {
   if (options.worker) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
-    const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress) ?? await bytesOf(src, options.onProgress);
+    const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress)
+      ?? await bytesOf(src, options.onProgress);
     return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
-  const model = await createModel(module, src, flagFraction, { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  const model = await createModel(module, src, flagFraction,
+    { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
   if (options.tokenizer !== false) {
     try {
       await model[PREPARE]();

@@ -37,7 +37,8 @@ export function toTensor(value, spec, where) {
     return new Tensor(value.dtype, value.data, value.shape); // a Tensor that crossed a worker boundary
   }
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') {
-    if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: a single number was given, expected ${spec.dtype}[${spec.shape}]`);
+    if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `${where()}: a single number was given, expected ${spec.dtype}[${spec.shape}]`);
     const v = spec.dtype === 'int64' ? BigInt(value) : Number(value);
     return new Tensor(spec.dtype, ARRAY_OF[spec.dtype].of(v), spec.shape);
   }
@@ -46,19 +47,25 @@ export function toTensor(value, spec, where) {
       // one dynamic dim: its size follows from the length (checked against its bounds by the runtime)
       const k = spec.exprs.findIndex((e) => e), rest = numelOf(spec.shape.filter((_, j) => j !== k));
       if (rest === 0 || value.length % rest !== 0) {
-        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape.map((d, j) => spec.exprs[j] || d)}], given a ${Arr.name} of ${value.length}, not a multiple of ${rest}`);
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+          `${where()}: expected ${spec.dtype}[${spec.shape.map((d, j) => spec.exprs[j] || d)}], given a ${Arr.name} of ${value.length}, ` +
+          `not a multiple of ${rest}`);
       }
       return { dtype, data: value, shape: spec.shape.map((d, j) => (j === k ? value.length / rest : d)) };
     }
     if (value instanceof Arr) {
       if (value.length !== numel) {
-        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape}] (${numel} elements), given a ${Arr.name} of ${value.length}`);
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+          `${where()}: expected ${spec.dtype}[${spec.shape}] (${numel} elements), given a ${Arr.name} of ${value.length}`);
       }
       return { dtype, data: value, shape: spec.shape };
     }
   }
-  const hint = isPlainObject(value) ? ` with keys ${Object.keys(value).join(', ') || 'none'} (call options are the last argument and take only: ${[...CALL_OPTIONS].join(', ')})` : '';
-  throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}${hint}`);
+  const hint = isPlainObject(value)
+    ? ` with keys ${Object.keys(value).join(', ') || 'none'} (call options are the last argument and take only: ` +
+      `${[...CALL_OPTIONS].join(', ')})` : '';
+  throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+    `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}${hint}`);
 }
 
 export function checkTensor(t, spec, where) {
@@ -66,10 +73,12 @@ export function checkTensor(t, spec, where) {
   const fixed = (k) => !(spec.dynamic && spec.exprs[k]);
   if (t.dtype !== spec.dtype || t.shape.length !== spec.shape.length || t.shape.some((d, k) => fixed(k) && d !== spec.shape[k]) ||
       t.shape.some((d) => !Number.isSafeInteger(d) || d < 0)) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: expected ${spec.dtype}[${spec.shape.map((d, k) => (fixed(k) ? d : spec.exprs[k]))}], given ${t.dtype}[${t.shape}]`);
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `${where()}: expected ${spec.dtype}[${spec.shape.map((d, k) => (fixed(k) ? d : spec.exprs[k]))}], given ${t.dtype}[${t.shape}]`);
   }
   if (t.data.length !== numelOf(t.shape)) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `${where()}: data has ${t.data.length} elements (a detached buffer?), shape needs ${numelOf(t.shape)}`);
   }
 }
 

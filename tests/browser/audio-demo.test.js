@@ -16,9 +16,11 @@ let server, browser, page;
 const errors = [];
 
 before(async () => {
-  assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`), 'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
+  assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`),
+    'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
   server = await serve();
-  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
+  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+    '--autoplay-policy=no-user-gesture-required']);
   page = await browser.newPage();
   page.on('pageerror', (e) => errors.push(e));
   await page.goto(`${server.url}/demo/audio.html`);
@@ -45,7 +47,8 @@ test("the audio page finds the shipped ONNX model's speech segments on the recor
   const speed = (r.audioSeconds * 1000) / r.wallMs;
   assert.ok(speed > 1, `${r.audioSeconds} s of audio took ${r.wallMs} ms`);
   console.log(`# audio demo: ${r.audioSeconds.toFixed(2)} s of audio in ${r.wallMs.toFixed(0)} ms (${speed.toFixed(1)}x real time), `
-    + `${(r.chunkMs.reduce((a, b) => a + b, 0) / r.chunkMs.length).toFixed(2)} ms per 32 ms chunk, worst probability difference ${worst.toExponential(1)}`);
+    + `${(r.chunkMs.reduce((a, b) => a + b, 0) / r.chunkMs.length).toFixed(2)} ms per 32 ms chunk, worst probability difference ` +
+      `${worst.toExponential(1)}`);
   // the page drew what it found
   const text = await page.textContent('#segments');
   assert.ok(text.startsWith('speech: ') && text.split(',').length === want.segments.length, text);

@@ -12,7 +12,8 @@ import { ROOT } from './helpers.js';
 
 const read = (p) => readFileSync(join(ROOT, p), 'utf8');
 const header = read('include/tandem.h');
-const C_CODES = [...header.match(/typedef enum tdm_status \{([\s\S]*?)\} tdm_status;/)[1].matchAll(/\b(TDM_ERR_\w+) = \d+/g)].map((m) => m[1]);
+const STATUS_ENUM = header.match(/typedef enum tdm_status \{([\s\S]*?)\} tdm_status;/)[1];
+const C_CODES = [...STATUS_ENUM.matchAll(/\b(TDM_ERR_\w+) = \d+/g)].map((m) => m[1]);
 const JS_CODES = Object.keys(JS_ERROR_CODES);
 const ALL = [...C_CODES, ...JS_CODES];
 
