@@ -16,14 +16,14 @@ echo "== the audio demo's model, recording and ONNX reference (demo/build_audio.
 rm -rf build/fixtures/malformed
 "$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"
-ctest --test-dir build/native --output-on-failure
+ctest --test-dir build/native --output-on-failure -j 2
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
-ctest --test-dir build/asan --output-on-failure
+ctest --test-dir build/asan --output-on-failure -j 2
 echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"
 bash scripts/fuzz.sh 60
 echo "== Python tests"
 rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and programs.test.js
-TANDEM_WHEEL="$WHEEL" TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider tests/python
+TANDEM_WHEEL="$WHEEL" TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider -n 2 tests/python
 echo "== JS lint (npm run lint: ESLint over web/, node/, the JS tests, bench/*.mjs and demo/)" && npm run lint --silent
 echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"
 node --test tests/js/ tests/browser/
