@@ -19,6 +19,16 @@
 extern "C" {
 #endif
 
+/* Marks the API: the native library is built with hidden visibility (CMakeLists.txt), so these
+ * functions are all it exports. */
+#ifndef TDM_API
+#if defined(__GNUC__) && !defined(__wasm__)
+#define TDM_API __attribute__((visibility("default")))
+#else
+#define TDM_API
+#endif
+#endif
+
 #define TDM_FORMAT_VERSION 3u /* reads versions 1 to 3 */
 #define TDM_MAX_RANK 8
 
@@ -50,73 +60,73 @@ typedef struct tdm_program tdm_program;
 typedef struct tdm_session tdm_session;
 
 /* Human-readable name of a status ("TDM_ERR_MALFORMED"), never NULL. */
-const char *tdm_status_string(tdm_status s);
+TDM_API const char *tdm_status_string(tdm_status s);
 /* Detail message of the last failure on this thread (borrowed, valid until the next call). */
-const char *tdm_last_error(void);
+TDM_API const char *tdm_last_error(void);
 /* Element size in bytes of a dtype, 0 for an unknown one. */
-size_t tdm_dtype_size(int dtype);
+TDM_API size_t tdm_dtype_size(int dtype);
 /* Name of a dtype ("float32", "int64", "bool"), "?" for an unknown one. */
-const char *tdm_dtype_name(int dtype);
+TDM_API const char *tdm_dtype_name(int dtype);
 
 /* Memory from the runtime's allocator (64-byte aligned). Used by hosts that hand file bytes over
  * with tdm_program_load_owned. */
-void *tdm_malloc(size_t size);
-void tdm_free(void *p);
+TDM_API void *tdm_malloc(size_t size);
+TDM_API void tdm_free(void *p);
 
 /* Cap on the bytes a program may declare (constants + state + scratch); loading a file that
  * declares more fails with TDM_ERR_LIMIT before anything is allocated. 0 restores the default
  * (1 GiB). Process-wide. */
-void tdm_set_max_declared_bytes(uint64_t max_bytes);
+TDM_API void tdm_set_max_declared_bytes(uint64_t max_bytes);
 
 /* Load and fully verify a program. `data` is borrowed for the call only (copied). On success
  * *out owns the program; free it with tdm_program_free once every session on it is freed. */
-tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out);
+TDM_API tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out);
 /* As tdm_program_load, but takes ownership of `data`, which must come from tdm_malloc; it is
  * freed on failure too. Avoids a second copy of the file. */
-tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out);
-void tdm_program_free(tdm_program *p);
+TDM_API tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out);
+TDM_API void tdm_program_free(tdm_program *p);
 
 /* Introspection. Indices are 0-based; out-of-range indices return 0 / NULL / -1. Strings are
  * borrowed from the program. `io` is 0 for inputs, 1 for outputs. */
-uint32_t tdm_program_method_count(const tdm_program *p);
-const char *tdm_program_method_name(const tdm_program *p, uint32_t method);
-int32_t tdm_program_find_method(const tdm_program *p, const char *name); /* -1 if absent */
-uint32_t tdm_method_io_count(const tdm_program *p, uint32_t method, int io);
-const char *tdm_method_io_name(const tdm_program *p, uint32_t method, int io, uint32_t i);
-int tdm_method_io_dtype(const tdm_program *p, uint32_t method, int io, uint32_t i);
-int tdm_method_io_rank(const tdm_program *p, uint32_t method, int io, uint32_t i);
-int64_t tdm_method_io_dim(const tdm_program *p, uint32_t method, int io, uint32_t i, int d);
-size_t tdm_method_io_nbytes(const tdm_program *p, uint32_t method, int io, uint32_t i);
-uint32_t tdm_program_state_count(const tdm_program *p);
-const char *tdm_state_name(const tdm_program *p, uint32_t i);
-int tdm_state_dtype(const tdm_program *p, uint32_t i);
-int tdm_state_rank(const tdm_program *p, uint32_t i);
-int64_t tdm_state_dim(const tdm_program *p, uint32_t i, int d);
-size_t tdm_state_offset(const tdm_program *p, uint32_t i); /* byte offset in the state region */
-size_t tdm_state_nbytes(const tdm_program *p, uint32_t i);
-size_t tdm_program_state_size(const tdm_program *p);   /* bytes of the state region */
-size_t tdm_program_scratch_size(const tdm_program *p); /* bytes of one session's scratch */
+TDM_API uint32_t tdm_program_method_count(const tdm_program *p);
+TDM_API const char *tdm_program_method_name(const tdm_program *p, uint32_t method);
+TDM_API int32_t tdm_program_find_method(const tdm_program *p, const char *name); /* -1 if absent */
+TDM_API uint32_t tdm_method_io_count(const tdm_program *p, uint32_t method, int io);
+TDM_API const char *tdm_method_io_name(const tdm_program *p, uint32_t method, int io, uint32_t i);
+TDM_API int tdm_method_io_dtype(const tdm_program *p, uint32_t method, int io, uint32_t i);
+TDM_API int tdm_method_io_rank(const tdm_program *p, uint32_t method, int io, uint32_t i);
+TDM_API int64_t tdm_method_io_dim(const tdm_program *p, uint32_t method, int io, uint32_t i, int d);
+TDM_API size_t tdm_method_io_nbytes(const tdm_program *p, uint32_t method, int io, uint32_t i);
+TDM_API uint32_t tdm_program_state_count(const tdm_program *p);
+TDM_API const char *tdm_state_name(const tdm_program *p, uint32_t i);
+TDM_API int tdm_state_dtype(const tdm_program *p, uint32_t i);
+TDM_API int tdm_state_rank(const tdm_program *p, uint32_t i);
+TDM_API int64_t tdm_state_dim(const tdm_program *p, uint32_t i, int d);
+TDM_API size_t tdm_state_offset(const tdm_program *p, uint32_t i); /* byte offset in the state region */
+TDM_API size_t tdm_state_nbytes(const tdm_program *p, uint32_t i);
+TDM_API size_t tdm_program_state_size(const tdm_program *p);   /* bytes of the state region */
+TDM_API size_t tdm_program_scratch_size(const tdm_program *p); /* bytes of one session's scratch */
 /* Hash of the state layout (each state tensor's name, dtype, shape, offset and size, and the
  * region's size): programs with equal fingerprints read each other's saved state. */
-uint64_t tdm_program_fingerprint(const tdm_program *p);
+TDM_API uint64_t tdm_program_fingerprint(const tdm_program *p);
 /* Hash of the program's structure (every section but the data, and the data's size): which
  * program wrote a saved state. */
-uint64_t tdm_program_id(const tdm_program *p);
+TDM_API uint64_t tdm_program_id(const tdm_program *p);
 
 /* Metadata: named values stored beside the methods (e.g. "max_cache_len"), each as JSON text.
  * Strings are borrowed from the program; out-of-range indices return NULL. */
-uint32_t tdm_program_metadata_count(const tdm_program *p);
-const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i);
-const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i);
+TDM_API uint32_t tdm_program_metadata_count(const tdm_program *p);
+TDM_API const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i);
+TDM_API const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i);
 
 /* A session on `p` (borrowed: p must outlive the session). Its state starts at the initial
  * values. */
-tdm_status tdm_session_create(const tdm_program *p, tdm_session **out);
-void tdm_session_free(tdm_session *s);
+TDM_API tdm_status tdm_session_create(const tdm_program *p, tdm_session **out);
+TDM_API void tdm_session_free(tdm_session *s);
 /* Copy the initial values back into the state region. */
-void tdm_session_reset_state(tdm_session *s);
+TDM_API void tdm_session_reset_state(tdm_session *s);
 /* The state region: tdm_program_state_size(p) bytes, contiguous, owned by the session. */
-void *tdm_session_state(tdm_session *s);
+TDM_API void *tdm_session_state(tdm_session *s);
 
 /* Calling a method: write each input's bytes (dtype and shape as declared, C order; for a method
  * with dynamic dims, at the shape set by tdm_session_set_input_shape, below) at
@@ -130,9 +140,9 @@ void *tdm_session_state(tdm_session *s);
  * of any method, tdm_session_reset_state, a write through tdm_session_state, or free. So copy the
  * outputs out right after the run, before writing the next call's inputs. Input bytes likewise
  * hold what was written until the next run or input write of another method. */
-void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
-tdm_status tdm_session_run(tdm_session *s, uint32_t method);
-const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
+TDM_API void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
+TDM_API tdm_status tdm_session_run(tdm_session *s, uint32_t method);
+TDM_API const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
 
 /* Dynamic dims. A method may declare dims (e.g. "n", a prompt's length) with bounds [min, max];
  * an input or output dim may then be a size that depends on them (n, n + 1, 2*n). Memory is
@@ -147,32 +157,32 @@ const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);
  * bounds or two inputs disagree, and computes every value's actual shape. After the run,
  * tdm_session_io_dim / tdm_session_io_nbytes give each output's actual shape and size (valid
  * until the next run of that method; for a method without dims, the declared ones). */
-uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method);
-const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t dim); /* borrowed */
-int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
-int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
+TDM_API uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method);
+TDM_API const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t dim); /* borrowed */
+TDM_API int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
+TDM_API int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
 /* The expression of input/output dim d, e.g. "n", "n + 1", "2*n - 1", written NUL-terminated into
  * buf[size] (truncated to fit); returns its length, 0 for a static dim (buf gets ""). */
-size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size);
+TDM_API size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size);
 /* `dims` [rank] is borrowed for the call. TDM_ERR_SHAPE (the input keeps its shape) if the rank
  * differs, a static dim differs or a dynamic size is outside [0, its maximum] (or, for a dim that
  * is exactly a method dim, outside that dim's bounds). */
-tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank);
+TDM_API tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank);
 /* Actual dim d of input/output i (io 0/1) as described above; -1 if absent. */
-int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32_t i, int d);
-size_t tdm_session_io_nbytes(const tdm_session *s, uint32_t method, int io, uint32_t i);
+TDM_API int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32_t i, int d);
+TDM_API size_t tdm_session_io_nbytes(const tdm_session *s, uint32_t method, int io, uint32_t i);
 
 /* Profiling: the ops of a method (names borrowed from the program), and a run that records the
  * milliseconds each op took into op_ms[tdm_method_op_count(p, method)] (borrowed for the call). */
-uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method);
-const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op);
-tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms);
+TDM_API uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method);
+TDM_API const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op);
+TDM_API tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_ms);
 /* Bytes an op writes per run: the sum of its outputs' bytes, except that an update in place
  * (index_put, slice_scatter whose output is its base) writes only its new rows, i.e. the bytes of
  * its values input. Known at load (at the maximum of any dims); 0 for an index out of range. The second
  * function counts only the bytes that land in the state region. */
-size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
-size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
+TDM_API size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
+TDM_API size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 
 /* Threads. A method's parallel parts (GEMM and GEMV by output panels or rows, attention by heads
  * and query rows, convolutions by output channels) run on n threads over this runtime's memory;
@@ -188,17 +198,24 @@ size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, 
  * tdm_thread_worker returns at once. One method runs at a time per runtime instance; parts never
  * fail and never allocate. */
 #define TDM_THREAD_WS_BYTES (256 * 1024)
-tdm_status tdm_threads_start(int32_t n, int32_t can_block);
-void tdm_thread_worker(int32_t index, void *ws);
-void tdm_threads_stop(void);
-int32_t tdm_threads_count(void); /* 1 until tdm_threads_start, and after tdm_threads_stop */
+TDM_API tdm_status tdm_threads_start(int32_t n, int32_t can_block);
+TDM_API void tdm_thread_worker(int32_t index, void *ws);
+TDM_API void tdm_threads_stop(void);
+TDM_API int32_t tdm_threads_count(void); /* 1 until tdm_threads_start, and after tdm_threads_stop */
 
 /* What this build of the runtime was compiled with: TDM_BUILD_THREADS (workers can run parts:
  * tandem-mt*.wasm), TDM_BUILD_RELAXED_SIMD (kernels use relaxed SIMD's fused multiply-add:
- * tandem-*relaxed.wasm; such a module only compiles in engines with relaxed SIMD). */
+ * tandem-*relaxed.wasm; such a module only compiles in engines with relaxed SIMD),
+ * TDM_BUILD_NATIVE_SIMD (a native library running the SIMD128 kernels through SIMDe: SSE2 on
+ * x86-64, NEON on arm64), TDM_BUILD_AVX2_FMA (this process runs the native AVX2+FMA GEMM/GEMV
+ * kernels: an x86-64 CPU with AVX2 and FMA, and TANDEM_NATIVE_ISA=simd128 not set),
+ * TDM_BUILD_AVX512 (and its AVX-512 GEMM tiles: the CPU has AVX-512F, TANDEM_NATIVE_ISA not avx2). */
 #define TDM_BUILD_THREADS 1
 #define TDM_BUILD_RELAXED_SIMD 2
-int32_t tdm_build_features(void);
+#define TDM_BUILD_NATIVE_SIMD 4
+#define TDM_BUILD_AVX2_FMA 8
+#define TDM_BUILD_AVX512 16
+TDM_API int32_t tdm_build_features(void);
 
 #ifdef __cplusplus
 }

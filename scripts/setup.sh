@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what tandem needs when it is missing, and only then: Emscripten, CMake and Ninja from
-# Debian's packages, torch into a virtual environment outside the clone (reused by every clone on
+# Installs what tandem needs when it is missing, and only then: Emscripten, CMake, Ninja and SIMDe
+# from Debian's packages, torch into a virtual environment outside the clone (reused by every clone on
 # this machine), npm dependencies. Safe to run again; prints the venv's python on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ command -v emcc >/dev/null 2>&1 || missing+=(emscripten)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
+# SIMDe (header only): the native build's SIMD kernels (src/kernels/simd.h)
+[ -f /usr/include/simde/wasm/simd128.h ] || missing+=(libsimde-dev)
 for pkg in "$@"; do  # extra Debian packages a caller needs (e.g. chromium, clang)
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done

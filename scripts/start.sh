@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demo (the LM page, demo/, and the audio page, demo/audio.html): builds what is missing, serves the repository on 127.0.0.1 and prints the page's URL.
+# The demo (the LM page, demo/, the audio page, demo/audio.html, and the chat page, demo/chat.html): builds what is missing, serves the repository on 127.0.0.1 and prints the page's URL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f web/tandem.wasm ] || { bash scripts/setup.sh >/dev/null && TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null; }
@@ -8,5 +8,11 @@ cd "$(dirname "$0")/.."
 if [ ! -f build/demo/recording.json ] || [ ! -f build/demo/silero_vad.tandem ]; then
   PY=$(bash scripts/setup.sh espeak-ng | tail -n 1)
   "$PY" -W ignore demo/build_audio.py build/demo
+fi
+# The chat page's model (demo/chat.html): a seeded tiny Llama checkpoint folder with a locally trained
+# tokenizer and a chat template, through export_pretrained.
+if [ ! -f build/demo/chat.tandem ]; then
+  PY=$(bash scripts/setup.sh | tail -n 1)
+  "$PY" -W ignore demo/build_chat.py build/demo
 fi
 exec node scripts/serve.mjs "${PORT:-8080}"

@@ -13,6 +13,8 @@ echo "== fixtures"
 "$PY" -W ignore tests/fixtures/make.py build/fixtures
 echo "== the audio demo's model, recording and ONNX reference (demo/build_audio.py)"
 "$PY" -W ignore demo/build_audio.py build/demo
+echo "== the chat demo's checkpoint folder and its export (demo/build_chat.py)"
+"$PY" -W ignore demo/build_chat.py build/demo
 rm -rf build/fixtures/malformed
 "$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"

@@ -7,6 +7,7 @@
  * another on the caller (tdm_threads_start then only chooses the split), which lets native tests
  * check that a split never changes a result. */
 #include "threads.h"
+#include "kernels/gemm.h" /* tdm_cpu_avx2_fma */
 
 #include "util.h"
 
@@ -54,6 +55,11 @@ int32_t tdm_build_features(void) {
 #if defined(TDM_RELAXED_SIMD)
   f |= TDM_BUILD_RELAXED_SIMD;
 #endif
+#if TDM_SIMD128 && !defined(__wasm__)
+  f |= TDM_BUILD_NATIVE_SIMD;
+#endif
+  if (tdm_cpu_avx2_fma()) f |= TDM_BUILD_AVX2_FMA;
+  if (tdm_cpu_avx512()) f |= TDM_BUILD_AVX512;
   return f;
 }
 

@@ -1210,6 +1210,10 @@ def _fold(L: Lowering, node, args, kwargs):
             return None
         res = node.target(*conv(args), **{k: conv(v) for k, v in kwargs.items()})
         return L.const(res.contiguous()).view(shape)
+    if _has_symdim((args, kwargs)):
+        # a value that depends on a dynamic dim (e.g. a count plus n): torch would see the dim's
+        # maximum (a SymDim is an int at the maximum), so it is computed by the runtime, not here
+        return None
     res = node.target(*conv(args), **{k: conv(v) for k, v in kwargs.items()})
     if isinstance(res, torch.Tensor):
         if res.numel() > FOLD_MAX_NUMEL and not any(isinstance(a, Value) for a in args):
@@ -1320,6 +1324,16 @@ def _stand_in(L, val):
     if isinstance(val, torch.Tensor):
         return L.new(DTYPE_CODE.get(val.dtype, F32), tuple(int(d) for d in val.shape))
     return L.new(F32, ())
+
+
+def _has_symdim(obj) -> bool:
+    if isinstance(obj, SymDim):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_has_symdim(x) for x in obj)
+    if isinstance(obj, dict):
+        return any(_has_symdim(x) for x in obj.values())
+    return False
 
 
 def _values_in(obj):

@@ -6,8 +6,9 @@ The folder is read as transformers reads it, with local_files_only=True (nothing
 config.json, the weights (model.safetensors, sharded safetensors with their index, or
 pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json; optional, but
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
-export_seq2seq, a model whose state is recurrent (Mamba) to export_causal_lm with max_cache_len=None,
-any other causal LM to export_causal_lm over a static KV cache. The tokenizer, its special tokens and
+export_seq2seq (T5, BART, Marian, Whisper, ...), a model whose own cache has recurrent layers (Mamba,
+Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
+with max_cache_len=None, any other causal LM to export_causal_lm over a static KV cache. The tokenizer, its special tokens and
 its chat template are stored once, as the metadata entry `tokenizer` (tandem/tokenizer.py).
 After exporting, the file is loaded by the runtime and its first method outputs compared with
 eager PyTorch on the same inputs (verify=True).
@@ -24,7 +25,6 @@ from pathlib import Path
 from .ir import ExportError
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
-RECURRENT = ("mamba",)  # model types whose state is per-layer recurrent tensors (export_causal_lm's Mamba path)
 
 
 class Progress:
@@ -111,13 +111,35 @@ def load_tokenizer(path: Path):
     return tokenizer, config
 
 
-def _family(config: dict) -> str:
-    """'seq2seq', 'recurrent' or 'causal' from config.json."""
+def _family(config: dict, path: Path) -> str:
+    """'seq2seq', 'recurrent' or 'causal' from config.json: an encoder-decoder, a model whose own cache
+    (transformers' StaticCache built from the config) has recurrent layers, or any other causal LM."""
     if config.get("is_encoder_decoder"):
         return "seq2seq"
-    if config.get("model_type") in RECURRENT:
-        return "recurrent"
-    return "causal"
+    import transformers
+
+    from .transformers import is_recurrent
+
+    try:
+        loaded = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:
+        raise ExportError(f"'{path / 'config.json'}': transformers cannot read it ({type(e).__name__}: {e})") from e
+    return "recurrent" if is_recurrent(loaded) else "causal"
+
+
+def _model_class(config: dict, family: str):
+    """The class config.json names (architectures), else the Auto class of the family."""
+    import transformers
+
+    for name in config.get("architectures") or []:
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            return cls
+    if family == "seq2seq":
+        from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES
+        speech = config.get("model_type") in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES
+        return transformers.AutoModelForSpeechSeq2Seq if speech else transformers.AutoModelForSeq2SeqLM
+    return transformers.AutoModelForCausalLM
 
 
 def export_pretrained(path, output=None, *, max_cache_len: int | None = None, max_prompt_len: int | None = None,
@@ -146,13 +168,12 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
     if quantize not in (None, "int8", "int4"):
         raise ExportError(f"quantize {quantize!r}: give None, 'int8' or 'int4'")
     config = _check_folder(path)
-    family = _family(config)
+    family = _family(config, path)
 
     progress.stage(f"loading {path}")
     transformers.utils.logging.disable_progress_bar()  # the stages above are the progress display
     tok, tok_config = load_tokenizer(path) if tokenizer else (None, "tokenizer=False")
-    auto = (transformers.AutoModelForSpeechSeq2Seq if config.get("model_type") == "whisper"
-            else transformers.AutoModelForSeq2SeqLM if family == "seq2seq" else transformers.AutoModelForCausalLM)
+    auto = _model_class(config, family)
     try:
         model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).eval()
     except Exception as e:
@@ -174,7 +195,8 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
             if max_cache_len is not None:
                 raise ExportError(f"max_cache_len={max_cache_len}: a {config.get('model_type')} model keeps a fixed-size "
                                   "recurrent state, not a KV cache; leave --max-cache-len out")
-            max_prompt_len = int(max_prompt_len or 32)
+            # the Mamba path scans a chunk in one step; others unroll one model step per token
+            max_prompt_len = int(max_prompt_len or (32 if config.get("model_type") == "mamba" else 16))
         else:
             limit = getattr(text, "max_position_embeddings", None) or 1024
             max_cache_len = int(max_cache_len or min(limit, 1024))
@@ -215,14 +237,19 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
     vocab = int(md["vocab_size"])
     with torch.no_grad():
         if family == "seq2seq":
-            shape = md["encoder_input_shape"]
-            features = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+            if "max_source_len" in md:  # token ids
+                ids = tok("Hello, world! 1 2 3")["input_ids"] if tok is not None else [1, 2, 3]
+                ids = [i % vocab for i in ids][:md["max_source_len"]] or [1 % vocab]
+                features, shape = torch.tensor([ids]), [1, len(ids)]
+            else:
+                shape = md["encoder_input_shape"]
+                features = torch.randn(shape, generator=torch.Generator().manual_seed(0))
             start = md.get("decoder_start_token_id")
             start = start[0] if isinstance(start, list) else (start if start is not None else 0)
             token = torch.tensor([[start]])
             m.encode(features)
             got = m.decode(token)
-            want = model(features, decoder_input_ids=token).logits[:, -1]
+            want = model(**{md.get("encoder_input", model.main_input_name): features}, decoder_input_ids=token).logits[:, -1]
             checked = f"encode(input {list(shape)}) then decode(token {start})"
         else:
             n = min(int(md["max_prompt_len"]), 8)

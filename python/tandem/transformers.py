@@ -19,7 +19,9 @@ max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sam
 decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
 of positions in use), bos_token_id, eos_token_id.
 
-A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
+A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
+holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
+(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
 window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
 tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
 steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
@@ -29,10 +31,12 @@ prompt into them.
 
     program = tandem.transformers.export_seq2seq(model, max_cache_len=64)
 
-An encoder-decoder (Whisper: WhisperForConditionalGeneration) becomes
-- `encode(features [1, mel, frames])`: runs the encoder, writes every decoder layer's
-  cross-attention keys and values into state, and starts a new decode (the self-attention cache
-  is emptied, its position back to 0);
+An encoder-decoder over transformers' EncoderDecoderCache (Whisper, T5, BART, Marian, Pegasus,
+Speech2Text, ...) becomes
+- `encode(input)`: the model's own encoder on what its forward takes (token ids [1, n] of a dynamic
+  length up to max_source_len, or features of a fixed shape), its output kept as state, every decoder
+  layer's cross-attention keys and values written by the layer itself, and a new decode started
+  (the self-attention cache is emptied, its position back to 0);
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
 - `reset()`: empties both caches.
 """
@@ -170,6 +174,213 @@ class MambaLM(nn.Module):
         self.position.zero_()
 
 
+# ---- recurrent LMs over transformers' own cache classes -----------------------------------------
+
+class _StateSlots:
+    """Stands in for a LinearAttentionLayer's {state index: tensor} dict with the tensors as attributes
+    (s0, s1, ...), so tandem.export finds them as state (it follows objects' attributes, not dict items)."""
+
+    def __init__(self, tensors: dict):
+        self._keys = sorted(tensors)
+        for k in self._keys:
+            setattr(self, f"s{k}", tensors[k])
+
+    def __getitem__(self, k):
+        return getattr(self, f"s{k}", None)
+
+    def __setitem__(self, k, v):
+        if k not in self._keys:
+            self._keys.append(k)
+        setattr(self, f"s{k}", v)
+
+    def keys(self):
+        return list(self._keys)
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+
+def _cache_layer_kinds(model, max_cache_len: int) -> tuple:
+    """(the StaticCache transformers builds from the model's config, [kind of each layer]): 'recurrent'
+    for a LinearAttentionLayer (conv/recurrent state tensors), 'attention' for a static KV layer, 'none'
+    for a DummyLayer; an ExportError naming the model class and layer class for anything else."""
+    from transformers import StaticCache
+    from transformers.cache_utils import DummyLayer, LinearAttentionLayer, StaticLayer
+
+    name = _class_name(model)
+    config = getattr(model, "config", model).get_text_config(decoder=True)  # a model or its config
+    try:
+        cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    except Exception as e:
+        raise ExportError(f"{name}: transformers cannot build a StaticCache from its config "
+                          f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state") from e
+    kinds = []
+    for i, layer in enumerate(cache.layers):
+        if isinstance(layer, LinearAttentionLayer) and isinstance(layer, StaticLayer):
+            kinds.append("hybrid")
+        elif isinstance(layer, LinearAttentionLayer):
+            kinds.append("recurrent")
+        elif isinstance(layer, StaticLayer):
+            kinds.append("attention")
+        elif isinstance(layer, DummyLayer):
+            kinds.append("none")
+        else:
+            raise ExportError(f"{name}: cache layer {i} is a {type(layer).__name__}, which this recipe "
+                              "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
+                              "recurrent layers)")
+    return cache, kinds
+
+
+def _class_name(model) -> str:
+    if isinstance(model, nn.Module):
+        return type(model).__name__
+    return ", ".join(getattr(model, "architectures", None) or []) or f"a {getattr(model, 'model_type', '?')} model"
+
+
+def is_recurrent(model) -> bool:
+    """Whether the model's (or a config's) own cache (transformers' StaticCache built from its config) holds recurrent
+    state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows."""
+    try:
+        _, kinds = _cache_layer_kinds(model, 8)
+    except ExportError:
+        return False
+    return any(k in ("recurrent", "hybrid") for k in kinds)
+
+
+class RecurrentLM(nn.Module):
+    """A causal LM whose transformers cache has recurrent layers (Mamba2, FalconMamba, ...: each layer's
+    convolution window and SSM state in a LinearAttentionLayer), run by the model's own forward one
+    token at a time: a step of one token is transformers' own recurrent update, so prefill_<n> is n such
+    steps and continues from the state, which transformers' own multi-token prefill (starting the scan
+    from zero) would not. The cache is made by transformers (StaticCache from the config), its tensors
+    created by one eager call and then zeroed; attention layers of a hybrid model keep a static KV cache
+    of max_cache_len positions."""
+
+    def __init__(self, model: nn.Module, cache, kinds: list):
+        super().__init__()
+        from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+        self.model = model
+        self.kinds = kinds
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is StaticSlidingWindowLayer:  # as CausalLM: the model's mask keeps the window
+                cache.layers[i] = StaticLayer(layer.max_cache_len)
+        self.cache = cache
+        with torch.no_grad():  # transformers creates the state tensors lazily, at a first update
+            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=cache, use_cache=True)
+        for i, layer in enumerate(cache.layers):
+            if kinds[i] in ("recurrent", "hybrid"):
+                for name in ("conv_states", "recurrent_states"):
+                    got = {k: v for k, v in getattr(layer, name).items() if v is not None}
+                    setattr(layer, name, _StateSlots(got))
+                for k in layer.has_previous_state:  # every call continues the state (zero after reset)
+                    layer.has_previous_state[k] = True
+        self.register_buffer("position", torch.zeros((), dtype=torch.long))  # tokens seen since reset
+        self.reset()
+
+    def _one(self, token: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=token, cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.position.add_(1)
+        return out.logits[:, -1]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits = None
+        for t in range(tokens.shape[1]):
+            logits = self._one(tokens[:, t:t + 1])
+        return logits
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
+    def state_tensors(self) -> list:
+        out = []
+        for i, layer in enumerate(self.cache.layers):
+            if self.kinds[i] in ("recurrent", "hybrid"):
+                out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
+            if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
+                out += [layer.keys, layer.values, layer.cumulative_length]
+        return out
+
+    def reset(self) -> None:
+        for t in self.state_tensors():
+            t.zero_()
+        self.position.zero_()
+
+
+def _refuse_unsupported_state(model: nn.Module) -> None:
+    """An ExportError naming the model class when its forward keeps its past in something other than a
+    transformers Cache (found from its forward's own parameters and their annotated classes): RWKV's
+    `state` list, xLSTM's xLSTMCache."""
+    import inspect
+    import typing
+
+    from transformers.cache_utils import Cache
+
+    name = type(model).__name__
+    params = inspect.signature(model.forward).parameters
+    key = next((k for k in ("cache", "past_key_values") if k in params), None)
+    if key is None:
+        own = [k for k in ("state", "cache_params", "mems") if k in params]
+        raise ExportError(f"{name}: its forward takes no transformers Cache"
+                          f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
+                          "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
+                          "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
+                          "step as a module with buffers and use tandem.export")
+    annotation = params[key].annotation
+    classes = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and a is not type(None)]
+    foreign = [c for c in classes if not issubclass(c, Cache)]
+    if foreign and not any(issubclass(c, Cache) for c in classes):
+        raise ExportError(f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
+                          f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export")
+
+
+def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options) -> Program:
+    """export_causal_lm for a model whose cache has recurrent layers (see RecurrentLM)."""
+    config = model.config.get_text_config(decoder=True)
+    cache, kinds = _cache_layer_kinds(model, max_cache_len or 1)
+    attention = [i for i, k in enumerate(kinds) if k in ("attention", "hybrid")]
+    if attention and max_cache_len is None:
+        raise ExportError(f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
+                          "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512")
+    if not attention and max_cache_len is not None:
+        raise ExportError(f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
+                          "not a KV cache, so any number of tokens fits; pass max_cache_len=None")
+    if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
+        raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
+    lm = RecurrentLM(model, cache, kinds)
+    # one token per step of the model's own recurrent update, unrolled: fixed prefill_<n> lengths
+    chunks = prefill_chunks(max_prompt_len)
+    methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
+    methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
+    extra = {"prefill_chunks": chunks}
+    if top_k is not None:
+        lm.top_k = top_k
+        methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
+        extra["sample_top_k"] = top_k
+    methods["reset"] = Method(lm.reset, ())
+    return export(None, methods, metadata={
+        "model_type": getattr(config, "model_type", ""),
+        "vocab_size": int(config.vocab_size),
+        "num_layers": len(kinds),
+        "max_cache_len": None if max_cache_len is None else int(max_cache_len),
+        "max_prompt_len": int(max_prompt_len),
+        **extra,
+        "position_state": "position",
+        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+        **(metadata or {}),
+    }, **options)
+
+
 def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None,
                      sample_top_k: int | None = 64, **options) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
@@ -187,6 +398,10 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
                           f"got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
+    if model_type != "mamba":
+        _refuse_unsupported_state(model)
+    if model_type != "mamba" and is_recurrent(model):
+        return _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options)
     if model_type == "mamba":
         if max_cache_len is not None:
             raise ExportError(f"max_cache_len={max_cache_len}: a Mamba model keeps a fixed-size state, not a KV cache, so "
@@ -232,83 +447,153 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
 
 
 class Seq2Seq(nn.Module):
-    """A Whisper-style encoder-decoder with a static self-attention cache and its cross-attention
-    keys/values as state: encode fills the cross-attention state and restarts the decode."""
+    """An encoder-decoder (any whose decoder takes transformers' EncoderDecoderCache: Whisper, T5, BART,
+    Marian, Pegasus, Speech2Text, ...) with a static self-attention cache and its cross-attention keys
+    and values as state. encode runs the model's own encoder on whatever its forward takes (token ids,
+    features, samples: `model.main_input_name`), keeps its output (at most `source_capacity` rows, the
+    rest zero and masked) and runs one decoder step with the cross-attention cache not yet filled, so
+    each layer's own cross-attention writes its keys and values (whatever its projections are named);
+    then the self-attention cache is emptied. decode runs the model's own forward (its head, scaling
+    and final bias included) over the caches. The cache tensors are created by one eager call."""
 
-    def __init__(self, model: nn.Module, max_cache_len: int):
+    def __init__(self, model: nn.Module, max_cache_len: int, example: torch.Tensor, masked: bool, source_capacity=None):
         super().__init__()
         from transformers.cache_utils import Cache, EncoderDecoderCache, StaticLayer
 
         self.model = model
+        self.input_name = model.main_input_name
+        self.masked = masked
         c = model.config
-        self.heads = c.decoder_attention_heads
-        self.head_dim = c.d_model // self.heads
-        layers = c.decoder_layers
-        self_attention = Cache(layers=[StaticLayer(max_cache_len) for _ in range(layers)])
-        cross_attention = Cache(layers=[StaticLayer(c.max_source_positions) for _ in range(layers)])
-        for cache in (self_attention, cross_attention):
-            cache.early_initialization(1, self.heads, self.head_dim, torch.float32, torch.device("cpu"))
-        self.cache = EncoderDecoderCache(self_attention, cross_attention)
+        layers = getattr(c, "decoder_layers", None) or getattr(c, "num_decoder_layers", None) or \
+            c.get_text_config(decoder=True).num_hidden_layers
+        start = _token_id(getattr(c, "decoder_start_token_id", None))
+        start = start[0] if isinstance(start, list) else (start if start is not None else 0)
+        self.register_buffer("start", torch.tensor([[start]]), persistent=False)
+        with torch.no_grad():
+            hidden = self._encoder(example)
+        capacity = int(source_capacity or hidden.shape[1])
+        self.register_buffer("hidden", torch.zeros(1, capacity, hidden.shape[2]))  # the encoder's output
+        self.register_buffer("source_length", torch.zeros((), dtype=torch.long))  # its rows in use
+        self.cache = EncoderDecoderCache(Cache(layers=[StaticLayer(max_cache_len) for _ in range(layers)]),
+                                         Cache(layers=[StaticLayer(capacity) for _ in range(layers)]))
+        with torch.no_grad():  # transformers creates the cache tensors at their first update
+            self.encode(example)
+        self.reset()
 
-    def encode(self, features: torch.Tensor) -> None:
-        hidden = self.model.get_encoder()(features).last_hidden_state  # [1, max_source_positions, d_model]
-        layers = self.model.get_decoder().layers
-        for layer, cross in zip(layers, self.cache.cross_attention_cache.layers):
-            attn = layer.encoder_attn
-            cross.keys.copy_(attn.k_proj(hidden).view(1, -1, self.heads, self.head_dim).transpose(1, 2))
-            cross.values.copy_(attn.v_proj(hidden).view(1, -1, self.heads, self.head_dim).transpose(1, 2))
-        for layer in self.cache.self_attention_cache.layers:
-            layer.keys.zero_()
-            layer.values.zero_()
-            layer.cumulative_length.zero_()
+    def _encoder(self, x):
+        return self.model.get_encoder()(**{self.input_name: x}).last_hidden_state
+
+    def _run(self, token: torch.Tensor, cross_ready: bool) -> torch.Tensor:
+        for i in range(len(self.cache.cross_attention_cache.layers)):
+            self.cache.is_updated[i] = cross_ready  # False: the cross-attention computes and writes its keys/values
+        kwargs = {}
+        if self.masked:  # rows past the source length are padding
+            kwargs["attention_mask"] = (torch.arange(self.hidden.shape[1]) < self.source_length)[None].long()
+        out = self.model(encoder_outputs=(self.hidden,), decoder_input_ids=token, cache=self.cache, use_cache=True,
+                         **kwargs)
+        return out.logits[:, -1]
+
+    def _empty(self, caches) -> None:
+        for cache in caches:
+            for layer in cache.layers:
+                if layer.keys is not None:
+                    layer.keys.zero_()
+                    layer.values.zero_()
+                layer.cumulative_length.zero_()
+
+    def encode(self, x: torch.Tensor) -> None:
+        hidden = self._encoder(x)
+        n = hidden.shape[1]
+        if not self.masked:  # a fixed shape: every row
+            self.hidden.copy_(hidden)
+        else:
+            self.hidden.zero_()
+            self.hidden.index_copy_(1, torch.arange(n), hidden)
+        self.source_length.zero_()
+        self.source_length.add_(n)
+        self._empty([self.cache.cross_attention_cache])
+        self._run(self.start, cross_ready=False)
+        self._empty([self.cache.self_attention_cache])
 
     def decode(self, token: torch.Tensor) -> torch.Tensor:
-        cross = self.cache.cross_attention_cache.layers
-        for i in range(len(cross)):
-            self.cache.is_updated[i] = True  # the decoder reads the cross-attention keys/values from the cache
-        # encoder_hidden_states only tells the decoder layers to run cross-attention: its values are not read
-        out = self.model.get_decoder()(input_ids=token, encoder_hidden_states=cross[0].keys, cache=self.cache,
-                                       use_cache=True)
-        return self.model.get_output_embeddings()(out.last_hidden_state[:, -1])
+        return self._run(token, cross_ready=True)
 
     def reset(self) -> None:
-        for layer in self.cache.self_attention_cache.layers:
-            layer.cumulative_length.zero_()
-        for layer in list(self.cache.self_attention_cache.layers) + list(self.cache.cross_attention_cache.layers):
-            layer.keys.zero_()
-            layer.values.zero_()
+        self._empty([self.cache.self_attention_cache, self.cache.cross_attention_cache])
+        self.hidden.zero_()
+        self.source_length.zero_()
 
 
 def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tuple | None = None,
-                   metadata: dict | None = None, **options) -> Program:
-    """Export a Whisper-style encoder-decoder (transformers WhisperForConditionalGeneration) as
-    encode(features), decode(token) and reset() over its caches (see the module's docstring).
-    encoder_input_shape defaults to the model's [1, num_mel_bins, 2 * max_source_positions].
+                   metadata: dict | None = None, max_source_len: int | None = None, **options) -> Program:
+    """Export a transformers encoder-decoder whose decoder uses an EncoderDecoderCache (Whisper, T5,
+    BART, Marian, mBART, Pegasus, Speech2Text, ...) as encode(input), decode(token) and reset() over its
+    caches (see the module's docstring). The encoder input is what the model's forward takes
+    (`model.main_input_name`): token ids [1, n] with 1 <= n <= max_source_len (a dynamic length;
+    default min(max_position_embeddings, 512)), or features / samples of a fixed encoder_input_shape
+    (Whisper's default: [1, num_mel_bins, 2 * max_source_positions]; other audio models: give it).
     `options` go to tandem.export, e.g. quantize="int8"."""
+    from transformers.cache_utils import EncoderDecoderCache  # noqa: F401  (the decoder's cache class)
+
     model = model.eval().float()
     config = model.config
-    if getattr(config, "model_type", "") != "whisper":
-        raise ExportError(f"export_seq2seq: a {getattr(config, 'model_type', type(model).__name__)!r} model; this "
-                          "recipe exports Whisper-style encoder-decoders (WhisperForConditionalGeneration)")
-    if not 1 <= max_cache_len <= config.max_target_positions:
-        raise ExportError(f"max_cache_len must be in [1, max_target_positions={config.max_target_positions}] (the "
-                          f"decoder has that many position embeddings), got {max_cache_len}")
-    if encoder_input_shape is None:
-        encoder_input_shape = (1, config.num_mel_bins, 2 * config.max_source_positions)
-    encoder_input_shape = tuple(int(d) for d in encoder_input_shape)
-    s2s = Seq2Seq(model, max_cache_len)
+    name = type(model).__name__
+    if not getattr(config, "is_encoder_decoder", False) or not hasattr(model, "get_encoder"):
+        raise ExportError(f"export_seq2seq: {name} is not an encoder-decoder (its config has no is_encoder_decoder); "
+                          "export a decoder-only LM with export_causal_lm")
+    import inspect
+    params = inspect.signature(model.forward).parameters
+    if "encoder_outputs" not in params or not ({"cache", "past_key_values"} & set(params)):
+        raise ExportError(f"export_seq2seq: {name}.forward takes no encoder_outputs and cache, so its decoder cannot "
+                          "run over an EncoderDecoderCache kept as state")
+    limit = getattr(config, "max_target_positions", None) or getattr(config, "max_position_embeddings", None)
+    if max_cache_len < 1 or (limit is not None and max_cache_len > limit):
+        raise ExportError(f"max_cache_len must be in [1, max_target_positions={limit}] (the decoder has that many "
+                          f"position embeddings), got {max_cache_len}")
+    input_name = model.main_input_name
+    extra, dynamic = {}, None
+    if input_name == "input_ids":  # a text encoder: any source length up to max_source_len
+        if encoder_input_shape is not None:
+            raise ExportError(f"encoder_input_shape: {name} takes token ids of any length; give max_source_len instead")
+        src_limit = getattr(config, "max_position_embeddings", None)
+        max_source_len = int(max_source_len or min(src_limit or 512, 512))
+        if max_source_len < 2 or (src_limit is not None and max_source_len > src_limit):
+            raise ExportError(f"max_source_len must be in [2, max_position_embeddings={src_limit}], got {max_source_len}")
+        example = torch.ones(1, max_source_len - 1 if max_source_len > 2 else 2, dtype=torch.long)
+        dynamic = ({1: torch.export.Dim("source", min=1, max=max_source_len)},)
+        extra = {"max_source_len": max_source_len}
+    else:  # features or samples of one shape
+        if max_source_len is not None:
+            raise ExportError(f"max_source_len: {name} takes {input_name} of a fixed shape; give encoder_input_shape")
+        if encoder_input_shape is None:
+            if getattr(config, "model_type", "") != "whisper":
+                raise ExportError(f"export_seq2seq: {name} takes {input_name}; give encoder_input_shape=(1, ...) "
+                                  "(the shape of one input as its forward takes it)")
+            encoder_input_shape = (1, config.num_mel_bins, 2 * config.max_source_positions)
+        encoder_input_shape = tuple(int(d) for d in encoder_input_shape)
+        example = torch.zeros(encoder_input_shape)
+        extra = {"encoder_input_shape": list(encoder_input_shape)}
+    try:
+        s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"))
+    except Exception as e:
+        raise ExportError(f"export_seq2seq: {name} does not run over a static EncoderDecoderCache "
+                          f"({type(e).__name__}: {e})") from e
     methods = {
-        "encode": Method(s2s.encode, (torch.zeros(encoder_input_shape),)),
+        "encode": Method(s2s.encode, (example,), dynamic_shapes=dynamic),
         "decode": Method(s2s.decode, (torch.zeros(1, 1, dtype=torch.long),)),
         "reset": Method(s2s.reset, ()),
     }
+    text = config.get_text_config(decoder=True)
+    layers = len(s2s.cache.self_attention_cache.layers)
+    enc_layers = getattr(config, "encoder_layers", None) or getattr(config, "num_layers", None)
     return export(None, methods, metadata={
         "model_type": config.model_type,
-        "vocab_size": int(config.vocab_size),
-        "num_layers": int(config.decoder_layers),
-        "num_encoder_layers": int(config.encoder_layers),
+        "vocab_size": int(getattr(config, "vocab_size", None) or text.vocab_size),
+        "num_layers": int(layers),
+        "num_encoder_layers": None if enc_layers is None else int(enc_layers),
         "max_cache_len": int(max_cache_len),
-        "encoder_input_shape": list(encoder_input_shape),
+        "encoder_input": input_name,
+        **extra,
         "position_state": "cache.self_attention_cache.layers.0.cumulative_length",
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),

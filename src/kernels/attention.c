@@ -50,7 +50,7 @@ void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws) {
   }
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* q · k_j for the four keys at k, k + D, k + 2D, k + 3D: one load of q serves four rows, and the
  * four partial sums are reduced together (a transpose) instead of one horizontal sum per key. */
 static inline v128_t dot4__simd128(const float *q, const float *k, int64_t D) {

@@ -25,9 +25,6 @@
 
 #include <math.h>
 #include <string.h>
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-#endif
 
 typedef tdm_conv_geom geom;
 
@@ -72,7 +69,7 @@ float tdm_f32_conv_point__scalar(const geom *g, const float *xg, const float *wo
   return acc;
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* x[p], x[p + S], x[p + 2S], x[p + 3S] for S = 1 or 2 (S = 2 reads p[7] too). */
 #define LOAD4S(p, S) ((S) == 1 ? wasm_v128_load(p) : wasm_i32x4_shuffle(wasm_v128_load(p), wasm_v128_load((p) + 4), 0, 2, 4, 6))
 
@@ -238,7 +235,7 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
     }
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
  * the bias (first block) or at what the previous block stored. */
 #define CONV_TILE(R)                                                                               \
@@ -289,9 +286,6 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
     }
   }
 }
-#define conv_gemm tdm_f32_conv_gemm_4x8__simd128
-#else
-#define conv_gemm tdm_f32_conv_gemm__scalar
 #endif
 
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
@@ -384,7 +378,7 @@ static void read_geom_t(int r, const int64_t *a, const tdm_shape *x, const tdm_s
   g->dw = dl[r - 1];
 }
 
-/* conv_gemm over threads (src/threads.h): output channels (rows) in blocks of 4, the register
+/* tdm_f32_conv_gemm over threads (src/threads.h): output channels (rows) in blocks of 4, the register
  * tile's height, so any split gives the same values. */
 typedef struct {
   int64_t N, K, ldy;
@@ -395,7 +389,7 @@ typedef struct {
 static void conv_gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const conv_gemm_job *j = c;
   (void)t, (void)ws;
-  conv_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, j->bp, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+  tdm_f32_conv_gemm(hi - lo, j->N, j->K, j->a + lo * j->K, j->bp, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
 }
 
 static void conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
@@ -470,7 +464,7 @@ static tdm_status conv_transpose_check(const tdm_method *m, const tdm_op *op) {
 
 /* ---- convolution -------------------------------------------------------------------------------- */
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* The direct path over zero-padded rows pays when the row path would leave more than 1/8 of the
  * columns to the scalar point kernel (short rows: depthwise convs on 14×14 and 7×7 maps). */
 static bool conv_padded_pays(const geom *g, int64_t lo, int64_t hi) {
@@ -501,7 +495,7 @@ enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_COUNT };
 static void conv_activate(int act, float *y, int64_t n) {
   if (act == CONV_ACT_NONE) return;
   const int code = act == CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   if (tdm_f32_unary__simd128(code, y, y, n)) return;
 #endif
   tdm_f32_unary__scalar(code, y, y, n);
@@ -555,7 +549,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   int64_t lo, hi;
   inside_columns(g.W, g.OW, g.KW, g.sw, g.pw, g.dw, g.sw - 1, &lo, &hi);
   (void)lo, (void)hi; /* used by the SIMD128 path only */
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   if (conv_padded_pays(&g, lo, hi) && conv_padded_exact(w, O * Cg * g.KH * g.KW, bias, O)) {
     float buf[TDM_CONV_PAD_FLOATS];
     bool done = true;
@@ -577,7 +571,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       for (int64_t oh = 0; oh < g.OH; oh++) {
         float *yr = y + ((n * O + o) * g.OH + oh) * g.OW;
         int64_t ow = 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
         if ((g.sw == 1 || g.sw == 2) && lo < hi) {
           for (; ow < lo; ow++) yr[ow] = tdm_f32_conv_point__scalar(&g, xg, wo, Cg, oh, ow, b);
           ow = tdm_f32_conv_row__simd128(&g, xg, wo, Cg, oh, b, yr, lo, hi);
@@ -631,7 +625,7 @@ static inline int64_t pool_div(const geom *g, bool include_pad, int64_t oh, int6
   return (h1 - h0) * (w1 - w0);
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 #define POOL_BLOCK(S)                                                                              \
   do {                                                                                             \
     v128_t acc = wasm_f32x4_splat(is_max ? -INFINITY : 0.0f);                                      \
@@ -715,7 +709,7 @@ static tdm_status pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     for (int64_t oh = 0; oh < g.OH; oh++) {
       float *yr = y + (nc * g.OH + oh) * g.OW;
       int64_t ow = 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
       if ((g.sw == 1 || g.sw == 2) && lo + 4 <= hi) {
         for (; ow < lo; ow++) yr[ow] = tdm_f32_pool_point__scalar(&g, is_max, include_pad, xc, oh, ow);
         ow = tdm_f32_pool_row__simd128(&g, is_max, include_pad, xc, oh, yr, lo, hi);

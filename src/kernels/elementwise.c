@@ -101,7 +101,7 @@ void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const flo
   for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 #include "vec.h"
 
 static inline v128_t f32x4_binary(int code, v128_t a, v128_t b) {
@@ -334,7 +334,7 @@ void tdm_f32_unary__scalar(int code, const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil,
  * hardswish, hardsigmoid give the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
  * their documented error). Other codes return false (scalar: log, sin, cos). */
@@ -390,7 +390,7 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   } else if (out->dtype == TDM_F32) {
     const float *x = in[0].data;
     float *y = out->data;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
     if (tdm_f32_unary__simd128(code, x, y, n)) return TDM_OK;
 #endif
     tdm_f32_unary__scalar(code, x, y, n);

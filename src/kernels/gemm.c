@@ -28,8 +28,7 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
     }
 }
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
+#if TDM_SIMD128
 
 /* Rows i..i+R-1 (R = 1 to 6) of y, columns j..j+7: B's 8 columns at step k are loaded by LOADB
  * from pb, which starts at PB0 and moves PBSTEP floats per step. The loop bumps pointers with a
@@ -177,11 +176,4 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
   else tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, y);
 }
 
-const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
-const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
-const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
-#else
-const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
-const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
-const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 #endif

@@ -1,5 +1,5 @@
-/* gemm.h — matrix-multiply kernels: a scalar reference and, in the wasm build, SIMD128 variants
- * beside it. y[M,N] = a[M,K] @ B. B is either row-major [K,N] ("rows") or packed at export time
+/* gemm.h — matrix-multiply kernels: a scalar reference and, where TDM_SIMD128 (simd.h), SIMD128
+ * variants beside it; natively on x86-64 also AVX2+FMA and AVX-512 ones (gemm_x86.c). y[M,N] = a[M,K] @ B. B is either row-major [K,N] ("rows") or packed at export time
  * in panels of 8 columns: bp[p][k][j] = B[k][8p + j], zero past N ("packed", [ceil(N/8), K, 8]).
  * Kernels assert nothing at run time (shapes are verified at load), never allocate, never fail. */
 #ifndef TDM_GEMM_H
@@ -7,11 +7,13 @@
 
 #include <stdint.h>
 
+#include "simd.h"
+
 #include "../schema.h" /* TDM_PANEL, from python/tandem/schema.py */
 
 void tdm_f32_gemm_rows__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 /* The register tiles alone, also for M = 1 (tdm_f32_gemm_packed_4x8__simd128 takes the GEMV path
@@ -20,9 +22,34 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 #endif
 
-/* The variants the runtime uses, picked once at build time. */
+#if TDM_X86_AVX2
+/* gemm_x86.c: AVX2+FMA, 6x16 register tiles, fused multiply-adds (call only where the CPU has
+ * AVX2 and FMA: tdm_cpu_avx2_fma). */
+void tdm_f32_gemm_rows__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
+void tdm_f32_gemm_packed__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+void tdm_f32_gemm_packed_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+void tdm_f32_conv_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                             int64_t ldy);
+/* AVX-512F (and AVX2, FMA): 8x32 tiles over whole groups of four panels, the AVX2 kernel for the
+ * rest, the same bits as the AVX2 variants (call only where tdm_cpu_avx512). M = 1 is the AVX2 GEMV. */
+void tdm_f32_gemm_packed__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+void tdm_f32_gemm_packed_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
+void tdm_f32_conv_gemm__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                               int64_t ldy);
+#endif
+
+/* The variants the runtime uses (src/kernels/config.c). */
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed, tdm_f32_gemm_packed_tiles;
+typedef void (*tdm_conv_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                                 int64_t ldy);
+extern const tdm_conv_gemm_fn tdm_f32_conv_gemm;
+/* Whether this process runs the AVX2+FMA variants: the CPU has AVX2 and FMA and the environment
+ * does not set TANDEM_NATIVE_ISA=simd128 (read once). Always false outside native x86-64. */
+int tdm_cpu_avx2_fma(void);
+/* Whether it also runs the AVX-512 ones: tdm_cpu_avx2_fma and AVX-512F, TANDEM_NATIVE_ISA not
+ * avx2 (nor simd128). */
+int tdm_cpu_avx512(void);
 
 /* The same over the runtime's threads (src/threads.h; linalg.c): results identical to the kernels
  * above for any thread count. */

@@ -88,8 +88,7 @@ void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const floa
   }
 }
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
+#if TDM_SIMD128
 
 /* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
  * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
@@ -425,17 +424,6 @@ void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const 
   else tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
 }
 
-const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
-const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
-const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;
-const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm_tiles_4x8__simd128;
-const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm_tiles_4x8__simd128;
-#else
-const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__scalar;
-const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
-const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
-const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
-const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 
 /* ---- ops --------------------------------------------------------------------------------------- */

@@ -9,7 +9,7 @@
 
 enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_ANY, R_ALL };
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 #include "vec.h"
 
 static inline float hmax(v128_t v) {
@@ -33,7 +33,7 @@ float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
   return sum;
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* Four partial sums, then the tail: the order differs from the scalar reference. */
 float tdm_f32_sum_row__simd128(const float *x, int64_t n) {
   v128_t s4 = wasm_f32x4_splat(0);
@@ -62,7 +62,7 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   int64_t st[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0}, off = 0;
   reduce_strides(xs, op->iattr, op->n_iattr, st);
   const int64_t count = out->numel ? in[0].numel / out->numel : 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   /* Sum or mean over trailing dims, so each output sums one contiguous row of `count` values (RMS
    * norm's mean of squares over the last dim, squeeze-excite's mean over H·W): rows at a time. */
   bool trailing = true;
@@ -158,7 +158,7 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* One contiguous row of softmax / log_softmax, four lanes at a time (sum in float lanes; masked
  * -inf scores give exactly 0). */
 void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
@@ -228,7 +228,7 @@ static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   const float *x = in[0].data;
   float *y = out->data;
   const bool logp = op->def->code == 1;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   if (inner == 1) {
     for (int64_t o = 0; o < outer; o++) tdm_f32_softmax_row__simd128(x + o * n, y + o * n, n, logp);
     return TDM_OK;
@@ -282,7 +282,7 @@ void tdm_f32_rms_norm_group__scalar(const float *x, float *y, int64_t n, int64_t
   }
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
   v128_t s4 = wasm_f32x4_splat(0);
   int64_t i = 0;
@@ -379,7 +379,7 @@ static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const t
     const float *x = (const float *)in[0].data + o * n * inner;
     float *y = (float *)out->data + o * n * inner;
     int64_t j = 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
     if (n <= NORM_SIMD_MAX) {
       if (inner == 1) {
         tdm_f32_layer_norm_row__simd128(x, y, n, w, b, eps);
@@ -430,7 +430,7 @@ static tdm_status rms_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm
   for (int64_t r = 0; r < rows; r++) {
     const float *x = (const float *)in[0].data + r * n;
     float *y = (float *)out->data + r * n;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
     if (n <= NORM_SIMD_MAX) {
       tdm_f32_rms_norm_row__simd128(x, y, n, w, eps);
       continue;

@@ -1,13 +1,16 @@
 /* variants.h — the kernels that have a SIMD128 variant, each beside its scalar reference (src/
  * only). Both are non-static so that tests/c/kernel_selftest.c, built into a test-only wasm module,
- * can run the two on the same inputs (tail sizes, NaN, ±inf, ±0) and compare. The runtime picks the
- * variant at build time: the SIMD128 one in the wasm build, the scalar one natively. Shared small
- * vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+ * and the native ctest of the same name can run the two on the same inputs (tail sizes, NaN, ±inf,
+ * ±0) and compare. The runtime picks the variant at build time: the SIMD128 one where TDM_SIMD128
+ * (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers below are
+ * set in config.c. Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
 #ifndef TDM_VARIANTS_H
 #define TDM_VARIANTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "simd.h"
 
 /* Sub-operation codes of the elementwise families (tdm_opdef.code). */
 enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM, TDM_B_EQ, TDM_B_NE,
@@ -68,7 +71,7 @@ void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const 
 void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q4_gemm_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
-extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses, picked at build time */
+extern const tdm_q8_gemm_fn tdm_q8_gemm; /* the variant the runtime uses (config.c) */
 extern const tdm_q4_gemm_fn tdm_q4_gemm;
 /* int8 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"): the
  * activation row a [K] is quantized once per call in blocks of TDM_Q8_ABLOCK along K (symmetric,
@@ -105,7 +108,7 @@ typedef struct tdm_attn_rows {
 /* The reference: one head after another. ws: jend floats. */
 void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
                                     float *y, int64_t ldy);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every

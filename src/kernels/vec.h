@@ -1,9 +1,12 @@
-/* vec.h — small vector kernels shared by ops (attention, conv): a scalar reference and, in the
- * wasm build, a SIMD128 variant, both inline. Checked by the ops' parity tests in wasm. */
+/* vec.h — small vector kernels shared by ops (attention, conv): a scalar reference and, where
+ * TDM_SIMD128 (simd.h: wasm, and native through SIMDe), a SIMD128 variant, both inline. Checked by
+ * the ops' parity tests and the kernel self-test. */
 #ifndef TDM_VEC_H
 #define TDM_VEC_H
 
 #include <stdint.h>
+
+#include "simd.h"
 
 static inline float tdm_f32_dot__scalar(const float *a, const float *b, int64_t n) {
   float r = 0;
@@ -16,9 +19,8 @@ static inline void tdm_f32_axpy__scalar(float p, const float *x, float *y, int64
   for (int64_t i = 0; i < n; i++) y[i] += p * x[i];
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 #include <string.h>
-#include <wasm_simd128.h>
 
 /* a * b + c for four lanes. The relaxed-SIMD build (TDM_RELAXED_SIMD, web/tandem-relaxed.wasm)
  * makes it one f32x4.relaxed_madd, which engines run as a fused multiply-add where the CPU has one

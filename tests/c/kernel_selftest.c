@@ -1,13 +1,15 @@
 /* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h, quant.c) against its
  * scalar reference, both compiled into one test-only wasm module (build/wasm/kernel_selftest.wasm)
- * that tests/js/kernels.test.js runs: on sizes that exercise each tail (n % 4, rows % 4, columns
- * % 8 and, for one row, % 32, K % 4) and on special values (NaN, ±inf, ±0, denormals, the largest
- * floats, exp's overflow and underflow thresholds). Exact kernels must match bit for bit (every
- * NaN counts as equal); the others within the tolerance docs/ops.md states. Built a second time
- * with relaxed SIMD (kernel_selftest_relaxed.wasm), the kernels' multiply-adds may be fused: the
- * multiply-add kernels that are exact in SIMD128 (axpy, the padded convolution) are then held to
- * the rounding of one product per term (fused_near) instead. Natively only the
- * scalar GEMM is checked, against a naive triple loop. Returns the number of mismatches;
+ * that tests/js/kernels.test.js runs, and natively into the kernel_selftest ctest (the SIMD128
+ * kernels through SIMDe, plus the x86-64 AVX2+FMA and AVX-512 GEMMs where the CPU has them): on
+ * sizes that exercise each tail (n % 4, rows % 4, columns % 8 and, for one row, % 32, K % 4) and on
+ * special values (NaN, ±inf, ±0, denormals, the largest floats, exp's overflow and underflow
+ * thresholds). Exact kernels must match bit for bit (every NaN counts as equal); the others within
+ * the tolerance docs/ops.md states. Built a second time with relaxed SIMD
+ * (kernel_selftest_relaxed.wasm), the kernels' multiply-adds may be fused: the multiply-add kernels
+ * that are exact in SIMD128 (axpy, the padded convolution) are then held to the rounding of one
+ * product per term (fused_near) instead. Built with -DTDM_NATIVE_SIMD=OFF only the scalar kernels
+ * are checked. Returns the number of mismatches;
  * tdm_kernel_selftest_family(k) gives them per family (the order of the F_ enum below) and
  * tdm_kernel_selftest_first(k, field) the family's first mismatch. */
 #include <float.h>
@@ -94,7 +96,7 @@ static int mismatch(int family, const char *what, int64_t n, int64_t i, double x
 
 static const int64_t SIZES[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 31, 32, 33, 37, 64, 100, 257};
 #define N_SIZES (int)(sizeof SIZES / sizeof SIZES[0])
-#define MAXN 257
+#define MAXN 258 /* the largest of SIZES, plus the value past it that check_binary fills (n + 1) */
 
 static void pack(int64_t N, int64_t K, const float *b, float *bp) {
   const int64_t panels = (N + TDM_PANEL - 1) / TDM_PANEL;
@@ -129,11 +131,46 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed__scalar(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   tdm_f32_gemm_rows_4x8__simd128(M, N, K, a, b, y);
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
+#endif
+#if TDM_X86_AVX2
+  if (tdm_cpu_avx2_fma()) {
+    tdm_f32_gemm_rows__avx2(M, N, K, a, b, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    tdm_f32_gemm_packed_tiles__avx2(M, N, K, a, bp, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    /* a row's value does not depend on the tile it falls in (the thread parts split rows) */
+    float row[MAXN];
+    for (int64_t i = 0; i < M && N <= MAXN; i++) {
+      tdm_f32_gemm_packed_tiles__avx2(1, N, K, a + i * K, bp, row);
+      for (int64_t j = 0; j < N; j++) bad += !same(row[j], y[i * N + j]);
+      tdm_f32_gemm_rows__avx2(1, N, K, a + i * K, b, row);
+      float *yr = malloc(sizeof(float) * (size_t)(M * N));
+      tdm_f32_gemm_rows__avx2(M, N, K, a, b, yr);
+      for (int64_t j = 0; j < N; j++) bad += !same(row[j], yr[i * N + j]);
+      free(yr);
+    }
+    if (tdm_cpu_avx512()) { /* the same chains as the AVX2 tiles: the same bits */
+      float *y2 = malloc(sizeof(float) * (size_t)(M * N + 1));
+      tdm_f32_gemm_packed_tiles__avx512(M, N, K, a, bp, y2);
+      for (int64_t i = 0; i < M * N; i++) bad += !same(y2[i], y[i]);
+      tdm_f32_gemm_packed__avx512(M, N, K, a, bp, y2);
+      bad += gemm_compare(y2, ref, M * N, K);
+      free(y2);
+    }
+    tdm_f32_gemm_packed__avx2(M, N, K, a, bp, y);
+    bad += gemm_compare(y, ref, M * N, K);
+    if (M == 1 && N <= MAXN) { /* the GEMV split by columns in blocks of 32 (the thread parts) */
+      for (int64_t lo = 32; lo < N; lo += 32) {
+        tdm_f32_gemm_packed__avx2(1, N - lo, K, a, bp + lo / TDM_PANEL * K * TDM_PANEL, row);
+        for (int64_t j = lo; j < N; j++) bad += !same(row[j - lo], y[j]);
+      }
+    }
+  }
 #endif
   free(a), free(b), free(bp), free(ref), free(y);
   bad_by_family[F_GEMM] += bad;
@@ -178,7 +215,7 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   bad += gemm_compare(y, ref8, M * N, K);
   tdm_q4_gemm__scalar(M, N, K, G, a, q4, s4, y);
   bad += gemm_compare(y, ref4, M * N, K);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   tdm_q8_gemm_4x8__simd128(M, N, K, a, q8, s8, y);
   bad += gemm_compare(y, ref8, M * N, K);
   tdm_q4_gemm_4x8__simd128(M, N, K, G, a, q4, s4, y);
@@ -239,7 +276,7 @@ static int check_q8_dot(int64_t N, int64_t K) {
   tdm_q8_gemv_dot__scalar(N, K, xq, xs, q8, s8, y);
   for (int64_t j = 0; j < N; j++)
     if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   memcpy(ref, y, sizeof(float) * (size_t)N);
   tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
   for (int64_t j = 0; j < N; j++)
@@ -255,7 +292,7 @@ static int check_q8_dot(int64_t N, int64_t K) {
   return bad;
 }
 
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
 /* ---- elementwise ----------------------------------------------------------------------------- */
 
 /* Binary float32 ops: exact, for contiguous and broadcast (stride 0) operands. */
@@ -686,7 +723,7 @@ static int check_attention_rows(void) {
               const int64_t i = g * a.ystride + c;
               if (!near(y[i], ref[i], 1e-5f, 1e-5f)) bad += mismatch(F_ATTENTION, "attention rows scalar", T, i, (double)G, y[i], ref[i]);
             }
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
           memcpy(ref, y, (size_t)ny * sizeof(float));
           for (int64_t i = 0; i < ny; i++) y[i] = 7.0f;
           a.y = y;
@@ -738,9 +775,14 @@ static int check_conv_gemm(void) {
                   fill(w, O * Kk, 1, false, Og);
                   const int64_t chunks[3] = {8, 24, (N + 7) / 8 * 8};
                   for (int ci = 0; ci < 3; ci++)
-                    for (int variant = 0; variant < 2; variant++) {
-#if !defined(__wasm_simd128__)
+                    for (int variant = 0; variant < 4; variant++) {
+#if !TDM_SIMD128
                       if (variant == 1) continue;
+#endif
+#if TDM_X86_AVX2
+                      if ((variant == 2 && !tdm_cpu_avx2_fma()) || (variant == 3 && !tdm_cpu_avx512())) continue;
+#else
+                      if (variant >= 2) continue;
 #endif
                       for (int64_t gi = 0; gi < groups; gi++)
                         for (int64_t n0 = 0; n0 < N; n0 += chunks[ci]) {
@@ -749,8 +791,12 @@ static int check_conv_gemm(void) {
                           const float *b = (Og + s) % 2 ? bias + gi * Og : NULL;
                           float *yg = y + gi * Og * N + n0;
                           if (variant == 0) tdm_f32_conv_gemm__scalar(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
-#if defined(__wasm_simd128__)
-                          else tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+#if TDM_SIMD128
+                          else if (variant == 1) tdm_f32_conv_gemm_4x8__simd128(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+#endif
+#if TDM_X86_AVX2
+                          else if (variant == 2) tdm_f32_conv_gemm__avx2(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
+                          else tdm_f32_conv_gemm__avx512(Og, nc, Kk, w + gi * Og * Kk, colp, b, yg, N);
 #endif
                         }
                       cases++;
@@ -761,7 +807,7 @@ static int check_conv_gemm(void) {
                             const float b0 = (Og + s) % 2 ? bias[o] : 0.0f;
                             const float ref = tdm_f32_conv_point__scalar(&g, x + gi * Cg * H * W, w + o * Kk, Cg, oh, ow, b0);
                             const float got = y[o * N + oh * g.OW + ow];
-                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
+                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant == 3 ? "conv gemm avx512" : variant == 2 ? "conv gemm avx2" : variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
                           }
                     }
                 }
@@ -773,11 +819,7 @@ static int check_conv_gemm(void) {
     fill(xd, 40 * 30, 1, false, 3), fill(wd, 5 * 40 * 9, 1, false, 4);
     const int64_t Kk = 40 * 9, N = g.OW;
     tdm_f32_im2col_packed(&g, xd, 40, 0, N, cold);
-#if defined(__wasm_simd128__)
-    tdm_f32_conv_gemm_4x8__simd128(5, N, Kk, wd, cold, NULL, yd, N);
-#else
-    tdm_f32_conv_gemm__scalar(5, N, Kk, wd, cold, NULL, yd, N);
-#endif
+    tdm_f32_conv_gemm(5, N, Kk, wd, cold, NULL, yd, N); /* the variant the runtime uses */
     for (int64_t o = 0; o < 5; o++)
       for (int64_t ow = 0; ow < N; ow++) {
         const float ref = tdm_f32_conv_point__scalar(&g, xd, wd + o * Kk, 40, 0, ow, 0.0f);
@@ -814,7 +856,7 @@ static int check_conv_transpose(void) {
                 const float *b = (K + pad) % 2 ? bias : NULL;
                 tdm_f32_conv_transpose__scalar(&g, groups, O, x, wt, b, ref);
                 for (int variant = 0; variant < 2; variant++) {
-#if !defined(__wasm_simd128__)
+#if !TDM_SIMD128
                   if (variant == 1) continue;
 #endif
                   for (int64_t gi = 0; gi < groups; gi++) {
@@ -823,7 +865,7 @@ static int check_conv_transpose(void) {
                       for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = b ? b[gi * Og + o] : 0.0f;
                     tdm_f32_pack_panels(Cg, HW, x + gi * Cg * HW, xp);
                     if (variant == 0) tdm_f32_conv_gemm__scalar(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
                     else tdm_f32_conv_gemm_4x8__simd128(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
 #endif
                     tdm_f32_col2im_add(&g, Og, z, yg);
@@ -843,7 +885,7 @@ int tdm_kernel_selftest(void) {
   memset(bad_by_family, 0, sizeof bad_by_family);
   memset(first_bad, 0, sizeof first_bad);
   int bad = 0;
-#if defined(__wasm_simd128__)
+#if TDM_SIMD128
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
@@ -856,6 +898,13 @@ int tdm_kernel_selftest(void) {
   /* the partial last panel of gemm_rows: copied to a zero-padded stack panel up to K = 1024, past
    * that loaded with zero padding per step (N = 49: a 1×1 convolution on a 7×7 map) */
   bad += check_gemm(9, 49, 576) + check_gemm(6, 1, 1024) + check_gemm(5, 13, 1025);
+  /* the AVX2 kernels' K blocks (512) and the rows kernel's tail blocks; the GEMV's 32-column groups */
+  bad += check_gemm(7, 37, 1100) + check_gemm(13, 29, 513) + check_gemm(1, 200, 1100) + check_gemm(1, 257, 77);
+  bad += check_gemm(17, 96, 300) + check_gemm(9, 71, 600) + check_gemm(64, 64, 33); /* AVX-512: 8-row tiles, K blocks of 256, N % 32 */
+#if TDM_X86_AVX2
+  REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n", tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
+         tdm_cpu_avx512() ? "checked" : "skipped");
+#endif
   /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */
   const int64_t qm[] = {1, 2, 3, 4, 5, 9}, qn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 65},
                 qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 8, 32};

@@ -85,7 +85,7 @@ def make_tokenizer(vocab_size: int = 400):
                                    additional_special_tokens=["<|im_start|>"], chat_template=CHAT_TEMPLATE)
 
 
-def make_checkpoint(folder: Path, seed: int = 0):
+def make_checkpoint(folder: Path, seed: int = 0, max_position_embeddings: int = 128):
     """Writes the checkpoint folder; returns (model, tokenizer) as transformers loads them from it."""
     import torch
     import transformers
@@ -103,7 +103,7 @@ def make_checkpoint(folder: Path, seed: int = 0):
 
     torch.manual_seed(seed)
     config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_position_embeddings,
                                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                                       pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=False)
     model = transformers.LlamaForCausalLM(config).eval()

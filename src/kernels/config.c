@@ -1,0 +1,84 @@
+/* config.c — the one place that picks which variant of a kernel the runtime calls (the ops call
+ * through these pointers; gemm.h, variants.h). At build time: the SIMD128 variant where the build
+ * has SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar reference. At run time,
+ * native x86-64 only: the AVX2+FMA GEMM/GEMV variants (gemm_x86.c) where the CPU has AVX2 and FMA,
+ * and the AVX-512 GEMM tiles where it also has AVX-512F (the same bits as the AVX2 ones), checked
+ * once; TANDEM_NATIVE_ISA=simd128 in the environment keeps the SIMD128 ones (to compare, or to get
+ * the SIMD128 build's bits on such a CPU), TANDEM_NATIVE_ISA=avx2 stops at AVX2.
+ * The elementwise, reduction, convolution-row and attention kernels are still picked at build time
+ * beside their ops (TDM_SIMD128 in their files). */
+#include "gemm.h"
+#include "variants.h"
+
+#if TDM_X86_AVX2
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 0 none, 1 AVX2+FMA, 2 AVX2+FMA and AVX-512F; -1 until the first call */
+static atomic_int x86_level = -1;
+
+static int level(void) {
+  int v = atomic_load_explicit(&x86_level, memory_order_relaxed);
+  if (v < 0) { /* every thread that gets here computes the same value */
+    __builtin_cpu_init();
+    const char *isa = getenv("TANDEM_NATIVE_ISA");
+    const int cap = isa && strcmp(isa, "simd128") == 0 ? 0 : isa && strcmp(isa, "avx2") == 0 ? 1 : 2;
+    v = !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 0 : __builtin_cpu_supports("avx512f") ? 2 : 1;
+    v = v < cap ? v : cap;
+    atomic_store_explicit(&x86_level, v, memory_order_relaxed);
+  }
+  return v;
+}
+int tdm_cpu_avx2_fma(void) { return level() >= 1; }
+int tdm_cpu_avx512(void) { return level() >= 2; }
+
+static void gemm_rows_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_f32_gemm_rows__avx2 : tdm_f32_gemm_rows_4x8__simd128)(M, N, K, a, b, y);
+}
+static void gemm_packed_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  const int l = level();
+  (l == 2 ? tdm_f32_gemm_packed__avx512 : l ? tdm_f32_gemm_packed__avx2 : tdm_f32_gemm_packed_4x8__simd128)(M, N, K, a, bp, y);
+}
+static void gemm_packed_tiles_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  const int l = level();
+  (l == 2 ? tdm_f32_gemm_packed_tiles__avx512 : l ? tdm_f32_gemm_packed_tiles__avx2 : tdm_f32_gemm_packed_tiles_4x8__simd128)(M, N, K, a, bp, y);
+}
+static void conv_gemm_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy) {
+  const int l = level();
+  (l == 2 ? tdm_f32_conv_gemm__avx512 : l ? tdm_f32_conv_gemm__avx2 : tdm_f32_conv_gemm_4x8__simd128)(M, N, K, a, bp, bias, y, ldy);
+}
+const tdm_gemm_fn tdm_f32_gemm_rows = gemm_rows_x86;
+const tdm_gemm_fn tdm_f32_gemm_packed = gemm_packed_x86;
+const tdm_gemm_fn tdm_f32_gemm_packed_tiles = gemm_packed_tiles_x86;
+const tdm_conv_gemm_fn tdm_f32_conv_gemm = conv_gemm_x86;
+#elif TDM_SIMD128
+int tdm_cpu_avx2_fma(void) { return 0; }
+int tdm_cpu_avx512(void) { return 0; }
+const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows_4x8__simd128;
+const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
+const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
+const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm_4x8__simd128;
+#else
+int tdm_cpu_avx2_fma(void) { return 0; }
+int tdm_cpu_avx512(void) { return 0; }
+const tdm_gemm_fn tdm_f32_gemm_rows = tdm_f32_gemm_rows__scalar;
+const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
+const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
+const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
+#endif
+
+/* Quantized weights (quant.c): SIMD128 or scalar. */
+#if TDM_SIMD128
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
+const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
+const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;
+const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm_tiles_4x8__simd128;
+const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm_tiles_4x8__simd128;
+#else
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__scalar;
+const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
+const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
+const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
+const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
+#endif

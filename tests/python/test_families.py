@@ -1,0 +1,232 @@
+"""transformers families through the recipes, found from the models' own cache classes: encoder-decoders
+over an EncoderDecoderCache (T5, BART, Marian, Pegasus with token ids; Speech2Text with features) and
+recurrent LMs over transformers' linear-attention cache layers (Mamba2, FalconMamba), each a tiny seeded
+config, natively and on the wasm backend, over call sequences against eager PyTorch on whole sequences.
+Families whose state is not a transformers Cache (RWKV, xLSTM) are refused by name."""
+import functools
+from pathlib import Path
+
+import pytest
+import torch
+
+import tandem
+import tandem.transformers as tt
+
+transformers = pytest.importorskip("transformers")
+
+WASM = Path(__file__).resolve().parents[2] / "web" / "tandem.wasm"
+
+
+@pytest.fixture(scope="module")
+def wasm_lib():
+    pytest.importorskip("wasmtime")
+    from tandem.wasm import WasmLibrary
+    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
+    return WasmLibrary(WASM)
+
+
+@pytest.fixture(params=["native", "wasm"])
+def backend(request, monkeypatch):
+    import tandem.runtime as runtime
+    if request.param == "wasm":
+        monkeypatch.setattr(runtime, "_lib", request.getfixturevalue("wasm_lib"))
+        monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    else:
+        assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
+    return request.param
+
+
+# ---- encoder-decoders ----------------------------------------------------------------------------
+
+BART_LIKE = dict(vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+
+SEQ2SEQ = {
+    "t5": lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)),
+    "bart": lambda: transformers.BartForConditionalGeneration(transformers.BartConfig(**BART_LIKE)),
+    "marian": lambda: transformers.MarianMTModel(transformers.MarianConfig(**BART_LIKE)),
+    "pegasus": lambda: transformers.PegasusForConditionalGeneration(transformers.PegasusConfig(**BART_LIKE)),
+    "speech_to_text": lambda: transformers.Speech2TextForConditionalGeneration(transformers.Speech2TextConfig(
+        vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=64, max_target_positions=32, input_feat_per_channel=8,
+        input_channels=1, conv_channels=16, num_conv_layers=2, decoder_start_token_id=2, pad_token_id=1, eos_token_id=2,
+        bos_token_id=0)),
+}
+MAX_SOURCE, FEATURES = 16, (1, 24, 8)
+
+
+def _seeded(make):
+    torch.manual_seed(0)
+    return make().eval()
+
+
+@functools.lru_cache(maxsize=None)
+def _seq2seq(family):
+    model = _seeded(SEQ2SEQ[family])
+    if family == "speech_to_text":
+        program = tt.export_seq2seq(model, max_cache_len=10, encoder_input_shape=FEATURES)
+    else:
+        program = tt.export_seq2seq(model, max_cache_len=10, max_source_len=MAX_SOURCE)
+    return model, program.to_bytes(), [s.name for s in program.states]
+
+
+def _source(family, n, g):
+    if family == "speech_to_text":
+        return torch.randn(FEATURES, generator=g)
+    return torch.randint(3, 64, (1, n), generator=g)
+
+
+def _eager_seq2seq(model, source, target):
+    key = model.main_input_name
+    with torch.no_grad():
+        return model(**{key: source}, decoder_input_ids=target).logits[0]
+
+
+@pytest.mark.parametrize("family", sorted(SEQ2SEQ))
+def test_seq2seq_family_matches_eager(family, backend):
+    model, data, states = _seq2seq(family)
+    m = tandem.load(data)
+    md = m.metadata
+    assert list(m.methods) == ["encode", "decode", "reset"]
+    assert md["model_type"] == model.config.model_type and md["encoder_input"] == model.main_input_name
+    start = md["decoder_start_token_id"]
+    g = torch.Generator().manual_seed(1)
+    # encode, decodes; a longer source (restarts the decode); reset, a short source
+    for step, (n, steps) in enumerate(((7, 8), (MAX_SOURCE, 5), (3, 3))):
+        if step == 2:
+            m.reset()
+            for s in states:
+                assert not m.read_state(s).any(), s
+        source = _source(family, n, g)
+        target = torch.cat([torch.tensor([[start]]), torch.randint(3, 64, (1, steps - 1), generator=g)], dim=1)
+        m.encode(source)
+        assert int(m.read_state(md["position_state"])) == 0
+        want = _eager_seq2seq(model, source, target)
+        for i in range(steps):
+            torch.testing.assert_close(m.decode(target[:, i:i + 1])[0], want[i], msg=lambda s: f"source {step} token {i}: {s}")
+        assert int(m.read_state(md["position_state"])) == steps
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_seq2seq_text_source_length_is_checked(family):
+    model, data, _ = _seq2seq(family)
+    m = tandem.load(data)
+    assert m.metadata["max_source_len"] == MAX_SOURCE and m.dims["encode"] == {"source": (1, MAX_SOURCE)}
+    with pytest.raises(tandem.TandemError):
+        m.encode(torch.ones(1, MAX_SOURCE + 1, dtype=torch.long))
+    assert int(m.read_state("source_length")) == 0  # nothing ran
+
+
+def test_seq2seq_refusals_name_the_model():
+    with pytest.raises(tandem.ExportError, match="takes token ids of any length; give max_source_len"):
+        tt.export_seq2seq(_seeded(SEQ2SEQ["bart"]), max_cache_len=8, encoder_input_shape=(1, 8))
+    with pytest.raises(tandem.ExportError, match="Speech2TextForConditionalGeneration takes input_features; give encoder_input_shape"):
+        tt.export_seq2seq(_seeded(SEQ2SEQ["speech_to_text"]), max_cache_len=8)
+    with pytest.raises(tandem.ExportError, match="max_target_positions=32"):
+        tt.export_seq2seq(_seeded(SEQ2SEQ["marian"]), max_cache_len=33, max_source_len=8)
+
+
+# ---- recurrent LMs -------------------------------------------------------------------------------
+
+RECURRENT = {
+    "mamba2": lambda: transformers.Mamba2ForCausalLM(transformers.Mamba2Config(
+        vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, num_heads=4, head_dim=16, n_groups=1, expand=2,
+        conv_kernel=4, chunk_size=8, eos_token_id=2)),
+    "falcon_mamba": lambda: transformers.FalconMambaForCausalLM(transformers.FalconMambaConfig(
+        vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4, expand=2, time_step_rank=4,
+        eos_token_id=2)),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _recurrent(family):
+    model = _seeded(RECURRENT[family])
+    with torch.no_grad():  # weights large enough that the logits differ clearly from token to token
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.3)
+    assert tt.is_recurrent(model)
+    program = tt.export_causal_lm(model, max_cache_len=None, max_prompt_len=4, sample_top_k=16)
+    return model, program.to_bytes(), [s.name for s in program.states]
+
+
+@pytest.mark.parametrize("family", sorted(RECURRENT))
+def test_recurrent_family_matches_eager(family, backend):
+    model, data, states = _recurrent(family)
+    m = tandem.load(data)
+    md = m.metadata
+    assert (md["model_type"], md["max_cache_len"], md["prefill_chunks"]) == (model.config.model_type, None, [4, 2])
+    assert all(".conv_states." in s or ".recurrent_states." in s or s == "position" for s in states)
+    g = torch.Generator().manual_seed(1)
+    a, b = torch.randint(0, 64, (1, 20), generator=g), torch.randint(0, 64, (1, 8), generator=g)
+    with torch.no_grad():
+        want_a, want_b = model(a, use_cache=False).logits[0], model(b, use_cache=False).logits[0]
+    torch.testing.assert_close(tt.prefill(m, a[:, :3])[0], want_a[2])  # prefill_2, decode
+    torch.testing.assert_close(m.prefill_4(a[:, 3:7])[0], want_a[6])  # a second prompt continues the first
+    for i in range(7, 20):
+        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
+    assert int(m.read_state("position")) == 20
+    m.reset()
+    assert int(m.read_state("position")) == 0 and not any(m.read_state(s).any() for s in states)
+    torch.testing.assert_close(m.prefill_2(b[:, :2])[0], want_b[1])
+    for i in range(2, 7):
+        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+    values, ids = m.decode_topk(b[:, 7:8])
+    order = torch.sort(want_b[7], descending=True)
+    torch.testing.assert_close(values[0], order.values[:16])
+    assert set(ids[0].tolist()) == set(order.indices[:16].tolist())
+
+
+def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
+    with pytest.raises(tandem.ExportError, match="Mamba2ForCausalLM keeps a fixed-size recurrent state"):
+        tt.export_causal_lm(_seeded(RECURRENT["mamba2"]), max_cache_len=32, max_prompt_len=4)
+    rwkv = transformers.RwkvForCausalLM(transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                                                attention_hidden_size=32, intermediate_size=64))
+    with pytest.raises(tandem.ExportError, match="RwkvForCausalLM: its forward takes no transformers Cache .*'state'"):
+        tt.export_causal_lm(rwkv, max_cache_len=None, max_prompt_len=4)
+    xlstm = transformers.xLSTMForCausalLM(transformers.xLSTMConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                                                   num_heads=2))
+    with pytest.raises(tandem.ExportError, match="xLSTMForCausalLM: its forward's 'cache' is a xLSTMCache, not a transformers Cache"):
+        tt.export_causal_lm(xlstm, max_cache_len=None, max_prompt_len=4)
+
+
+# ---- lowering ------------------------------------------------------------------------------------
+
+def test_a_count_set_to_a_dynamic_length_is_computed_at_run_time():
+    """zero_() then add_(n) for a dynamic n: torch's graph is add(full_like(0), n), all of whose
+    tensor inputs are constants; it was folded at export with n at its maximum (16 for every call)."""
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+        def set(self, x):
+            self.n.zero_()
+            self.n.add_(x.shape[1])
+            return x * 2
+
+    c = Counter()
+    method = tandem.Method(c.set, (torch.ones(1, 5),), dynamic_shapes=({1: torch.export.Dim("k", min=1, max=16)},))
+    m = tandem.load(tandem.export(c, {"set": method}).to_bytes())
+    for k in (7, 1, 16):
+        m.set(torch.ones(1, k))
+        assert int(m.read_state("n")) == k
+
+
+# ---- the export command picks these recipes from the config ---------------------------------------
+
+@pytest.mark.parametrize("family,recipe", [("bart", "seq2seq"), ("mamba2", "recurrent")])
+def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_path):
+    from tandem.pretrained import tolerance
+    model = _seeded(SEQ2SEQ[family]) if family in SEQ2SEQ else _seeded(RECURRENT[family])
+    model.save_pretrained(tmp_path)
+    kwargs = {"max_cache_len": 8, "max_source_len": 8} if recipe == "seq2seq" else {"max_prompt_len": 2}
+    program, report = tt.export_pretrained(tmp_path, tmp_path / "out.tandem", **kwargs)
+    assert report["recipe"] == recipe and report["model_type"] == family and report["tokenizer"] is None
+    assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
+    m = tandem.load((tmp_path / "out.tandem").read_bytes())
+    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq"
+                               else ["prefill_2", "decode", "decode_topk", "reset"])
