@@ -47,8 +47,10 @@ typedef enum tdm_status {
   TDM_ERR_INDEX = 10,           /* a runtime index value is out of range (state untouched) */
   TDM_ERR_LIMIT = 11,           /* a declared size is above the configured cap */
   TDM_ERR_STATE_MISMATCH = 12,  /* state bytes of the wrong size or program */
-  TDM_ERR_SHAPE = 13            /* an input's size is outside its dim's bounds or disagrees with
+  TDM_ERR_SHAPE = 13,           /* an input's size is outside its dim's bounds or disagrees with
                                    another input (state untouched) */
+  TDM_ERR_GUARD = 14            /* a branch the export specialized on would go the other way in this
+                                   call (a `guard` op; state untouched) */
 } tdm_status;
 
 /* Append-only. Element sizes: F32 4, I64 8, BOOL 1 (0 or 1), I32 4. I8 (1) and I4X2 (1 byte holding
@@ -183,6 +185,32 @@ TDM_API tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, dou
  * function counts only the bytes that land in the state region. */
 TDM_API size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
 TDM_API size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op);
+
+/* The plan, for a backend other than this runtime's kernels (web/webgpu/: the program's ops run as
+ * GPU kernels over buffers laid out as the plan says). Method-local value indices as in the file
+ * (docs/format.md); every out-of-range index returns 0 / UINT32_MAX / TDM_ERR_INVALID_ARGUMENT.
+ * The data section (constants and initial state values; a constant value's offset counts from its
+ * start), borrowed from the program: */
+TDM_API const void *tdm_program_data(const tdm_program *p);
+TDM_API size_t tdm_program_data_size(const tdm_program *p);
+TDM_API uint32_t tdm_method_value_count(const tdm_program *p, uint32_t method);
+/* The value index of input/output i (io 0/1). */
+TDM_API uint32_t tdm_method_io_value(const tdm_program *p, uint32_t method, int io, uint32_t i);
+/* Binds a method's dims from the input shapes set by tdm_session_set_input_shape, as
+ * tdm_session_run does, without running it (TDM_ERR_SHAPE as there; TDM_OK for a method without
+ * dims). The session_ functions below then give the values and attributes at those sizes. */
+TDM_API tdm_status tdm_session_bind(tdm_session *s, uint32_t method);
+/* Value v as the session last bound it: out[13] = dtype, region (0 scratch, 1 constant, 2 state),
+ * ref (the constant's or state's index), byte offset (in the scratch arena, the data section or
+ * the state region), rank, dims[8] (0 past the rank). */
+TDM_API tdm_status tdm_session_value_info(const tdm_session *s, uint32_t method, uint32_t v, int64_t *out);
+/* Op operands: io 0 the inputs, 1 the outputs; operand j's value index. */
+TDM_API uint32_t tdm_method_op_operand_count(const tdm_program *p, uint32_t method, uint32_t op, int io);
+TDM_API uint32_t tdm_method_op_operand(const tdm_program *p, uint32_t method, uint32_t op, int io, uint32_t j);
+/* Op attributes: kind 0 integer, 1 float; an integer attribute as the session last bound it. */
+TDM_API uint32_t tdm_method_op_attr_count(const tdm_program *p, uint32_t method, uint32_t op, int kind);
+TDM_API int64_t tdm_session_op_iattr(const tdm_session *s, uint32_t method, uint32_t op, uint32_t j);
+TDM_API double tdm_method_op_fattr(const tdm_program *p, uint32_t method, uint32_t op, uint32_t j);
 
 /* Threads. A method's parallel parts (GEMM and GEMV by output panels or rows, attention by heads
  * and query rows, convolutions by output channels) run on n threads over this runtime's memory;

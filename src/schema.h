@@ -153,12 +153,13 @@ enum {
   X(embedding_q4, 0, TDM_INPLACE_NONE) \
   X(hardswish, 0, TDM_INPLACE_ANY) \
   X(hardsigmoid, 0, TDM_INPLACE_ANY) \
+  X(guard, 1, TDM_INPLACE_NONE) \
   X(scatter, 0, TDM_INPLACE_FIRST) \
   X(isnan, 0, TDM_INPLACE_NONE) \
   X(isinf, 0, TDM_INPLACE_NONE) \
   X(isfinite, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 84
+#define TDM_SCHEMA_OP_COUNT 85
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -241,6 +242,7 @@ enum {
 #define TDM__OPFLAGS_embedding_q4     false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_hardswish        false, TDM_INPLACE_ANY
 #define TDM__OPFLAGS_hardsigmoid      false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_guard            true, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_scatter          false, TDM_INPLACE_FIRST
 #define TDM__OPFLAGS_isnan            false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_isinf            false, TDM_INPLACE_NONE

@@ -398,3 +398,66 @@ uint64_t tdm_program_id(const tdm_program *p) { return p ? p->program_id : 0; }
 uint32_t tdm_program_metadata_count(const tdm_program *p) { return p ? p->n_metadata : 0; }
 const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i] : NULL; }
 const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i + 1] : NULL; }
+
+/* ---- the plan, for other backends (web/webgpu/) ------------------------------------------ */
+
+tdm_status tdm_session_bind(tdm_session *s, uint32_t method) {
+  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_bind: no method %u", method);
+  return m->n_dims ? bind_call(s, method) : TDM_OK;
+}
+
+const void *tdm_program_data(const tdm_program *p) { return p ? p->data : NULL; }
+size_t tdm_program_data_size(const tdm_program *p) { return p ? p->data_size : 0; }
+
+uint32_t tdm_method_value_count(const tdm_program *p, uint32_t method) {
+  const tdm_method *m = method_of(p, method);
+  return m ? m->n_values : 0;
+}
+
+uint32_t tdm_method_io_value(const tdm_program *p, uint32_t method, int io, uint32_t i) {
+  const tdm_method *m = method_of(p, method);
+  if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return UINT32_MAX;
+  return (io ? m->outputs : m->inputs)[i].value;
+}
+
+tdm_status tdm_session_value_info(const tdm_session *s, uint32_t method, uint32_t v, int64_t *out) {
+  const tdm_method *m = session_method(s, method);
+  if (!m || v >= m->n_values || !out) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_value_info: no method %u value %u, or out is NULL", method, v);
+  const tdm_value *x = &m->values[v];
+  out[0] = x->dtype;
+  out[1] = x->region;
+  out[2] = x->ref;
+  out[3] = (int64_t)x->offset;
+  out[4] = x->shape.rank;
+  for (int d = 0; d < TDM_MAX_RANK; d++) out[5 + d] = d < x->shape.rank ? x->shape.dims[d] : 0;
+  return TDM_OK;
+}
+
+static const tdm_op *op_of(const tdm_method *m, uint32_t op) { return m && op < m->n_ops ? &m->ops[op] : NULL; }
+
+uint32_t tdm_method_op_operand_count(const tdm_program *p, uint32_t method, uint32_t op, int io) {
+  const tdm_op *o = op_of(method_of(p, method), op);
+  return o ? (io ? o->n_out : o->n_in) : 0;
+}
+
+uint32_t tdm_method_op_operand(const tdm_program *p, uint32_t method, uint32_t op, int io, uint32_t j) {
+  const tdm_op *o = op_of(method_of(p, method), op);
+  if (!o || j >= (io ? o->n_out : o->n_in)) return UINT32_MAX;
+  return (io ? o->out : o->in)[j];
+}
+
+uint32_t tdm_method_op_attr_count(const tdm_program *p, uint32_t method, uint32_t op, int kind) {
+  const tdm_op *o = op_of(method_of(p, method), op);
+  return o ? (kind ? o->n_fattr : o->n_iattr) : 0;
+}
+
+int64_t tdm_session_op_iattr(const tdm_session *s, uint32_t method, uint32_t op, uint32_t j) {
+  const tdm_op *o = op_of(session_method(s, method), op);
+  return o && j < o->n_iattr ? o->iattr[j] : 0;
+}
+
+double tdm_method_op_fattr(const tdm_program *p, uint32_t method, uint32_t op, uint32_t j) {
+  const tdm_op *o = op_of(method_of(p, method), op);
+  return o && j < o->n_fattr ? o->fattr[j] : 0.0;
+}

@@ -31,6 +31,7 @@ const char *tdm_status_string(tdm_status s) {
     case TDM_ERR_LIMIT: return "TDM_ERR_LIMIT";
     case TDM_ERR_STATE_MISMATCH: return "TDM_ERR_STATE_MISMATCH";
     case TDM_ERR_SHAPE: return "TDM_ERR_SHAPE";
+    case TDM_ERR_GUARD: return "TDM_ERR_GUARD";
   }
   return "TDM_ERR_UNKNOWN_STATUS";
 }

@@ -256,6 +256,34 @@ def dynamic_appender():
     return m, spec, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class Gated(nn.Module):
+    """A Python branch on a tensor value (pocket-tts: `if pad is not None and bool((pad > 0).any()):`),
+    specialized at export on the way it went then (no padding) with a guard: a call whose pad makes
+    it go the other way fails with TDM_ERR_GUARD and leaves the state unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pad", torch.zeros(2, dtype=torch.long))
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x, pad):
+        self.pad.copy_(pad)
+        if self.pad is not None and bool((self.pad > 0).any()):
+            self.acc.add_(x)
+        else:
+            self.acc.sub_(x * 2)
+        return self.acc + 1
+
+
+def branch_guard():
+    m = Gated()
+    e = copy.deepcopy(m)
+    spec = {"forward": (torch.randn(3), torch.zeros(2, dtype=torch.long))}
+    g = torch.Generator().manual_seed(2)
+    calls = [("forward", (torch.randn(3, generator=g), torch.tensor(p))) for p in ([0, 0], [-1, 0], [0, -5])]
+    return m, spec, {"forward": e.forward}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -266,6 +294,7 @@ CASES = {
     "huge_state": huge_state,
     "int32_counter": int32_counter,
     "dynamic_appender": dynamic_appender,
+    "branch_guard": branch_guard,
 }
 
 

@@ -8,10 +8,12 @@ export const JS_ERROR_CODES = Object.freeze({
   TDM_ERR_WORKER: 'an unexpected error inside the worker, or a thread pool that did not start',
   TDM_ERR_WORKER_DIED: 'the model\'s worker died (an uncaught error, an unreadable message, or it exited)',
   TDM_ERR_ABORTED: 'the call\'s AbortSignal aborted it; such an error\'s name is \'AbortError\'',
+  TDM_ERR_DEVICE: "load(..., { device: 'webgpu' }) cannot run the program on WebGPU (web/webgpu/), or a WebGPU kernel failed",
 });
 
 /** An error from tandem; `code` is stable (the runtime's status name, e.g. 'TDM_ERR_TRUNCATED',
- * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED', 'TDM_ERR_ABORTED'). A call cancelled
+ * or a JS-side one: 'TDM_ERR_DISPOSED', 'TDM_ERR_WORKER_DIED', 'TDM_ERR_ABORTED', 'TDM_ERR_DEVICE':
+ * load(..., { device: 'webgpu' }) cannot run the program on WebGPU, web/webgpu/). A call cancelled
  * by its AbortSignal rejects with one whose `name` is 'AbortError' (as fetch's does). */
 export class TandemError extends Error {
   constructor(code, message) {

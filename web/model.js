@@ -15,6 +15,9 @@ const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writ
 export const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no option parsing
 
 export const PREPARE = Symbol('prepare'), TOKENIZER_TEXT = Symbol('tokenizerText');
+/** For web/webgpu/: the wasm model's program and session (the loader and verifier of a WebGPU
+ * model), and why a model asked for 'auto' stayed on wasm. */
+export const INTERNALS = Symbol('internals'), DEVICE_REASON = Symbol('deviceReason');
 
 /** web/tokenizer.js, imported only for a file that carries a tokenizer. */
 export async function loadTokenizer(text) {
@@ -171,6 +174,13 @@ export class Model {
   /** Internal: builds the tokenizer (load() awaits it). */
   [PREPARE]() { return this.#program.loadTokenizer(); }
   [TOKENIZER_TEXT]() { return this.#program.tokenizerText; }
+
+  /** Where the methods run: 'wasm' here ('webgpu' for a model from web/webgpu/). */
+  get device() { return 'wasm'; }
+  /** With load(..., { device: 'auto' }): why the model runs on wasm (no adapter, the ops without a
+   * WebGPU kernel); else null. */
+  get deviceReason() { return this[DEVICE_REASON] ?? null; }
+  [INTERNALS]() { return { program: this.#program, session: this.#session }; }
 
   /** Threads this model's methods run on (1 where shared memory is unavailable). */
   get threads() { return this.#program.rt.threads; }

@@ -3,7 +3,7 @@
 import { TandemError, abortError } from './errors.js';
 import { Tensor } from './tensor.js';
 import { DEFAULT_FLAG_FRACTION, splitOptions, forkState } from './options.js';
-import { RUN, TOKENIZER_TEXT, loadTokenizer, frozenCopy, defineMethods, summarizeProfile, createModel } from './model.js';
+import { RUN, TOKENIZER_TEXT, DEVICE_REASON, loadTokenizer, frozenCopy, defineMethods, summarizeProfile, createModel } from './model.js';
 
 // ---- worker mode ------------------------------------------------------------------------------
 
@@ -54,6 +54,10 @@ const sendError = (e) => (e instanceof TandemError ? e
  * reject with TDM_ERR_WORKER_DIED. */
 export class WorkerModel {
   #port; #id; #shared; #info; #disposed = false; #flagFraction;
+
+  /** Always 'wasm' (WebGPU runs on the calling thread only); deviceReason as on Model. */
+  get device() { return 'wasm'; }
+  get deviceReason() { return this[DEVICE_REASON] ?? null; }
 
   constructor(port, id, info, shared, flagFraction = DEFAULT_FLAG_FRACTION) {
     this.#port = port;

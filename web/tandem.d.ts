@@ -10,8 +10,8 @@ export type AnyTypedArray = Float32Array | BigInt64Array | Uint8Array | Int32Arr
 export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
-  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
-  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED';
+  | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_GUARD' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
+  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE';
 
 export class TandemError extends Error {
   /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
@@ -93,6 +93,10 @@ interface ModelApi {
   readonly threads: number;
   /** The SIMD level of the runtime build running the model: 'relaxed' (fused multiply-add) or 'simd128'. */
   readonly simd: 'relaxed' | 'simd128';
+  /** 'webgpu' for a model loaded with device 'webgpu' (or 'auto' where it could), else 'wasm'. */
+  readonly device: 'wasm' | 'webgpu';
+  /** Why a model loaded with device 'auto' runs on wasm; null otherwise. */
+  readonly deviceReason: string | null;
   /** Call a method by name (also available as model.<name>(...inputs)); reaches every method,
    * also one named like the model's own API. */
   call(name: string, ...args: CallArgs): Promise<Output>;
@@ -129,6 +133,8 @@ export interface LoadOptions {
   threads?: number;
   /** The build's SIMD level; default 'relaxed' where the engine has relaxed SIMD, else 'simd128'. */
   simd?: 'relaxed' | 'simd128';
+  /** Where the methods run (default 'wasm'); 'auto' falls back to wasm, see model.deviceReason. */
+  device?: 'wasm' | 'webgpu' | 'auto';
   /** A runtime build to use instead of the package's (tandem.wasm or tandem-relaxed.wasm): a URL,
    * a path (Node) or its bytes. */
   wasm?: string | URL | Uint8Array | ArrayBuffer;

@@ -10,7 +10,8 @@ import { TandemError } from './errors.js';
 import { checkThreads, checkFlagFraction } from './options.js';
 import { sourceOf, bodyForWorker, bytesOf } from './source.js';
 import { BUILDS, besideThisModule, simdLevel } from './runtime.js';
-import { PREPARE, createModel } from './model.js';
+import { ARRAY_OF, Tensor, numelOf, toTensor, checkTensor, checkBytes } from './tensor.js';
+import { PREPARE, TOKENIZER_TEXT, INTERNALS, DEVICE_REASON, createModel } from './model.js';
 import { loadInWorker, browserWorker, browserThread } from './remote.js';
 
 // The public API (docs/api.md, web/tandem.d.ts); each name lives in the module named for what it holds.
@@ -21,6 +22,8 @@ export { Model, createModel } from './model.js';
 export { WorkerModel, serveWorker } from './remote.js';
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 export { streamAudio, Resampler } from './audio.js';
+
+const DEVICES = ['wasm', 'webgpu', 'auto'];
 
 /**
  * Load a .tandem program. `source`: a URL, bytes (ArrayBuffer / typed array), or a Response (and a
@@ -44,6 +47,14 @@ export { streamAudio, Resampler } from './audio.js';
  *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
 export async function load(source, options = {}) {
+  const device = options.device ?? 'wasm';
+  if (!DEVICES.includes(device)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `device must be 'wasm', 'webgpu' or 'auto', given ${String(device)}`);
+  }
+  if (device === 'webgpu' && options.worker) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      "device: 'webgpu' runs on the calling thread; leave worker unset (or use device: 'auto', which runs a worker model on wasm)");
+  }
   const asked = checkThreads(options.threads);
   // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
   const threadedBuild = options.wasm === undefined || options.wasmThreads !== undefined;
@@ -65,11 +76,18 @@ export async function load(source, options = {}) {
     // transferred as a stream, and the worker streams it into its memory.
     const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress)
       ?? await bytesOf(src, options.onProgress);
-    return loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    const wm = await loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
+    if (device === 'auto') wm[DEVICE_REASON] = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
+    return wm;
   }
   // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
-  const model = await createModel(module, src, flagFraction,
+  let model = await createModel(module, src, flagFraction,
     { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
+  if (device !== 'wasm') {
+    const { onDevice } = await import('./webgpu/model.js');
+    model = await onDevice(model, device,
+      { Tensor, TandemError, INTERNALS, DEVICE_REASON, toTensor, checkTensor, checkBytes, numelOf, ARRAY_OF, PREPARE, TOKENIZER_TEXT });
+  }
   if (options.tokenizer !== false) {
     try {
       await model[PREPARE]();

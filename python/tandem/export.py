@@ -6,7 +6,8 @@ several modules sharing a submodule bind to the same state slot.
 """
 from __future__ import annotations
 
-import contextlib
+import functools
+import inspect
 import re
 import warnings
 from dataclasses import dataclass
@@ -22,9 +23,11 @@ from .lower import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
 from .quantize import Skip, quantize_methods
+from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
 from .program import Program
 from .runtime import TandemError, verify
+from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
 @dataclass
@@ -40,35 +43,71 @@ class Method:
     dynamic_shapes: Any = None
 
 
-class _BoundMethod(nn.Module):
-    """Exports `owner.<name>(*args)` as a forward, with owner's tensors under 'owner.'."""
+def _trace_values(name: str, root, inputs, dynamic):
+    """torch.export of root with RuntimeValues (python/tandem/runtime_values.py) entered inside the
+    trace (so it sees indexing before torch.export's own modes do). When the method reads ints from
+    tensors, it is traced again with those ints made up differently: a graph that changes used one
+    of them in Python (range(off), a list index), frozen at a made-up value."""
+    def trace(mode):
+        own = root.__dict__.get("forward")
+        inner = root.forward
 
-    def __init__(self, owner: nn.Module, name: str):
-        super().__init__()
-        self.owner = owner
-        self._tandem_name = name
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with mode:
+                return inner(*args, **kwargs)
+        # the bound signature (without self): wraps copied the function's own __signature__, if any
+        forward.__signature__ = inspect.signature(inner)
+        root.forward = forward
+        try:
+            return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+        finally:
+            if own is None:
+                del root.forward
+            else:
+                root.forward = own
+    branches = None
+    mode = RuntimeValues()
+    try:
+        ep = trace(mode)
+    except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
+        branches = _eager_branches(root, inputs)
+        mode = RuntimeValues(branches=branches)
+        ep = trace(mode)
+    except ExportError:
+        raise
+    except Exception:
+        if mode.reads or getattr(root, "perturb", None):
+            # (a trace with a Python int moved, _check_counters: its failure is the finding)
+            raise
+        # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
+        # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
+        return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+    if mode.reads:
+        other = trace(RuntimeValues(bias=1, branches=branches))
 
-    def forward(self, *args):
-        return getattr(self.owner, self._tandem_name)(*args)
+        def code(e):  # without unused size arithmetic (`off + T` computed in Python, then only sliced with)
+            e.graph_module.graph.eliminate_dead_code()
+            e.graph_module.recompile()
+            return e.graph_module.code
+        if code(other) != code(ep):
+            raise ExportError(f"method '{name}' reads an int from a tensor (.item() / int()) and uses it in Python itself "
+                              f"(range(), a list index, arithmetic after int()), so the export would freeze it"
+                              f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
+                              "(off = t.item(); cache[:, off:off + T], off % capacity)")
+    return ep
 
 
-class _NarrowTensorStart(torch.overrides.TorchFunctionMode):
-    """torch.narrow(x, dim, start, length) with a tensor start traces through .item(), which
-    torch.export cannot follow (the start's value becomes an unbacked symbol). While tracing, it is
-    written as the same gather with a start that stays a tensor: x.index_select(dim, s +
-    arange(length)), s = start (+ size when negative); a start out of range makes an index out of
-    range, so the call fails (TDM_ERR_INDEX) where eager raises."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and isinstance(args[2], torch.Tensor):
-            x, dim, start = args[0], int(args[1]), args[2]
-            length = int(args[3] if len(args) > 3 else kwargs["length"])
-            size = x.shape[dim]
-            s = torch.where(start < 0, start + size, start).reshape(())
-            s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
-            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
-        return func(*args, **kwargs)
+def _eager_branches(root, inputs) -> list:
+    """The values bool() of one-element tensors gives, in order, when the method runs eagerly on a
+    copy of its owner and held containers (their state as it is now) with the example inputs: the
+    branches export specializes on."""
+    import copy
+    owner, args, fn = copy.deepcopy((root.owner, root._tandem_args, root._tandem_fn))
+    recorder = BranchRecorder()
+    with torch.no_grad(), recorder:
+        owner(*args) if root._tandem_call_owner else fn(*args)
+    return recorder.values
 
 
 def _decompositions():
@@ -84,45 +123,6 @@ def _decompositions():
 def _tensor_key(t: torch.Tensor) -> tuple:
     """Identity of a module tensor: the bytes it views, not the Python object."""
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
-
-
-def _root_of(name: str, fn) -> tuple[nn.Module, str]:
-    """(module to export, prefix to strip from its FQNs)."""
-    if isinstance(fn, nn.Module):
-        return fn, ""
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, nn.Module):
-        if getattr(fn, "__name__", None) == "forward":
-            return owner, ""
-        return _BoundMethod(owner, fn.__name__), "owner."
-    raise ExportError(
-        f"method '{name}': {fn!r} is neither an nn.Module nor a bound method of one; "
-        "pass tandem.Method(module, inputs) or tandem.Method(module.some_method, inputs)"
-    )
-
-
-@contextlib.contextmanager
-def _parameters_as_buffers(root: nn.Module):
-    """Lets torch.export trace a mutation of a parameter, so we can name it in a clear error.
-
-    Yields the set of keys of the swapped parameters; restores them afterwards.
-    """
-    swapped = []
-    keys = set()
-    for mod in root.modules():
-        for pname, p in list(mod._parameters.items()):
-            if p is None:
-                continue
-            del mod._parameters[pname]
-            mod._buffers[pname] = p.detach()
-            swapped.append((mod, pname, p))
-            keys.add(_tensor_key(p))
-    try:
-        yield keys
-    finally:
-        for mod, pname, p in swapped:
-            del mod._buffers[pname]
-            mod._parameters[pname] = p
 
 
 def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
@@ -149,9 +149,12 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
         for i, x in enumerate(inputs):
             if x is None:
                 continue  # passed as None while tracing; not an input of the exported method
+            if is_held(x):
+                continue  # a container of tensors (pocket-tts' model state): state the method is given, not an input
             if not isinstance(x, torch.Tensor):
                 raise ExportError(f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors "
-                                  "(or None for an optional argument the method does not take)")
+                                  "(or None for an optional argument the method does not take, or a dict, list, tuple "
+                                  "or object holding state tensors that every call of the method is given)")
             if x.dtype not in DTYPE_CODE:
                 raise ExportError(
                     f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports {SUPPORTED_DTYPES} "
@@ -189,95 +192,10 @@ def _method_dims(name: str, ep) -> list:
 _dim_names: dict = {}  # (method, (input index, dim)) -> the user's Dim name, filled while exporting
 
 
-_MODULE_INTERNALS = set(vars(nn.Module()))
-
-
-def _object_tensors(root: nn.Module) -> list:
-    """(holder, attribute, tensor, path) for every tensor reachable from root's modules through
-    plain Python objects (cache objects, dataclasses, and the lists, tuples and dicts holding them),
-    which torch.export would otherwise treat as constants. Only tensors held as an object's
-    attribute can be followed into a trace; tensors directly inside a list or dict are not."""
-    found, seen = [], set()
-
-    def walk(obj, path, depth):
-        if depth > 8 or id(obj) in seen or isinstance(obj, (nn.Module, torch.Tensor, str, bytes, int, float, bool, type)):
-            return
-        seen.add(id(obj))
-        if isinstance(obj, (list, tuple)):
-            for i, x in enumerate(obj):
-                walk(x, f"{path}.{i}", depth + 1)
-        elif isinstance(obj, dict):
-            for k, x in obj.items():
-                if isinstance(k, (str, int)):
-                    walk(x, f"{path}.{k}", depth + 1)
-        elif hasattr(obj, "__dict__") and not callable(obj) and type(obj).__module__ not in ("builtins", "torch"):
-            for k, x in list(vars(obj).items()):
-                if isinstance(x, torch.Tensor) and not isinstance(x, nn.Parameter):
-                    found.append((obj, k, x, f"{path}.{k}"))
-                else:
-                    walk(x, f"{path}.{k}", depth + 1)
-
-    for mname, mod in root.named_modules():
-        for k, x in vars(mod).items():
-            if k not in _MODULE_INTERNALS:
-                walk(x, f"{mname}.{k}" if mname else k, 0)
-    return found
-
-
-@contextlib.contextmanager
-def _object_state(root: nn.Module):
-    """Lets torch.export see tensors held by plain objects as buffers of root: each becomes a
-    buffer (unless it already is one, e.g. registered by a wrapper such as transformers'
-    TorchExportableModuleWithStaticCache), and its holder's attribute reads that buffer while
-    tracing, so a mutation through the object is a buffer mutation. Restored afterwards."""
-    buffers = {id(t): n for n, t in root.named_buffers(remove_duplicate=False)}
-    added, by_holder = [], {}
-    for i, (obj, attr, t, _) in enumerate(_object_tensors(root)):
-        name = buffers.get(id(t))
-        if name is None:
-            name = buffers[id(t)] = f"_tandem_object_state_{i}"
-            root.register_buffer(name, t, persistent=False)
-            added.append(name)
-        by_holder.setdefault(id(obj), (obj, {}))[1][attr] = name
-    swapped = []
-    for obj, attrs in by_holder.values():
-        cls = type(obj)
-        props = {a: property(lambda self, n=n: root.get_buffer(n), lambda self, v, n=n: _set_buffer(root, n, v))
-                 for a, n in attrs.items()}
-        try:
-            obj.__class__ = type(cls.__name__, (cls,), props)
-        except TypeError:  # a class whose instances cannot change class (slots, extension types)
-            continue
-        swapped.append((obj, cls))
-    try:
-        yield
-    finally:
-        for obj, cls in swapped:
-            obj.__class__ = cls
-        for name in added:
-            del root._buffers[name]
-
-
-def _set_buffer(root: nn.Module, name: str, value) -> None:
-    mod, _, leaf = name.rpartition(".")
-    setattr(root.get_submodule(mod) if mod else root, leaf, value)
-
-
-def _names_of(modules: list) -> dict:
-    """tensor key -> the first fully-qualified name it has under any of the modules."""
-    names = {}
-    for m in modules:
-        for n, t in list(m.named_buffers(remove_duplicate=False)) + list(m.named_parameters(remove_duplicate=False)):
-            names.setdefault(_tensor_key(t), n.removeprefix("owner."))
-    for m in modules:
-        for _, _, t, path in _object_tensors(m):
-            names.setdefault(_tensor_key(t), path.removeprefix("owner."))
-    return names
-
-
 def _parameters(modules: list) -> list:
     """(name, tensor) for every parameter of the modules, under each of its names."""
-    return [(n.removeprefix("owner."), p) for m in modules for n, p in m.named_parameters(remove_duplicate=False)]
+    return [(n.removeprefix("owner."), p) for m in modules for n, p in m.named_parameters(remove_duplicate=False)
+            if n.startswith("owner.")]
 
 
 def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None, *,
@@ -292,60 +210,34 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip."""
     specs = _normalize(module, methods)
-    roots = {name: _root_of(name, fn) for name, (fn, _, _) in specs.items()}
+    roots = {name: _traced(name, fn, inputs) for name, (fn, inputs, _) in specs.items()}
     for fn, _, _ in specs.values():
         _keep_source_lines(fn)
-    modules = ([module] if module is not None else []) + [r for r, _ in roots.values()]
-    name_of = _names_of(modules)
-    params = _parameters(modules) if quantize is not None else []
-
-    exported, constants = {}, {}
-    for name, (fn, inputs, dynamic) in specs.items():
-        root, _ = roots[name]
-        with _parameters_as_buffers(root) as param_keys, _object_state(root), torch.no_grad(), warnings.catch_warnings(), \
-                _NarrowTensorStart():
-            warnings.filterwarnings("ignore", message=".*erase_node.*")
+    users = ([module] if module is not None else []) + [r.owner for r in roots.values()]
+    # The user's modules (and containers given as inputs) exactly as they are now: put back after
+    # every trace, whether it returns or raises.
+    before = Snapshot(users, tuple((f"{n}.{i}", c) for n, r in roots.items() for i, c in r._tandem_held.items()))
+    try:
+        name_of = {}
+        counters = {}  # (holder, key) -> the int64 tensor standing for a Python int, shared by the methods
+        for r in roots.values():
+            r.bind(counters)
+        name_of = _names_of(module, list(roots.values()))
+        params = _parameters(list(roots.values())) if quantize is not None else []
+        exported, constants, created = {}, {}, []
+        for name, (fn, inputs, dynamic) in specs.items():
             try:
-                ep = torch.export.export(root, inputs, strict=False, dynamic_shapes=_dynamic_for(name, root, inputs, dynamic))
-                ep = ep.run_decompositions(_decompositions())
-                dims = _method_dims(name, ep)
-            except ExportError:
-                raise
-            except Exception as e:  # torch's messages are long; keep the first lines
-                first = "\n".join(str(e).strip().splitlines()[:6])
-                hint = ""
-                low = str(e).lower()
-                if "dynamic" in low or "data-dependent" in low or "guard" in low or "unbacked" in low:
-                    hint = (" This usually means the method's control flow or shapes depend on input values (an "
-                            "`if` on a tensor, .item(), .tolist(), nonzero, x[mask]); tandem exports a fixed graph: "
-                            "use torch.where(cond, a, b) instead of `if`, and keep values as tensors.")
-                raise ExportError(f"method '{name}': torch.export failed{_user_frame(e)}: {type(e).__name__}: "
-                                  f"{first}.{hint}") from e
-            tensors = {}
-            for spec in ep.graph_signature.input_specs:
-                if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-                    tensors[spec.arg.name] = root.get_buffer(spec.target)
-                elif spec.kind == InputKind.CONSTANT_TENSOR:
-                    tensors[spec.arg.name] = ep.constants[spec.target]
-            mutated = {}
-            for spec in ep.graph_signature.output_specs:
-                if spec.kind == OutputKind.BUFFER_MUTATION:
-                    t = root.get_buffer(spec.target)
-                    if _tensor_key(t) in param_keys:
-                        node = next(n for n in ep.graph.nodes if n.name == spec.arg.name)
-                        pname = spec.target.split(".")[-1]
-                        raise ExportError(
-                            f"method '{name}' mutates parameter '{name_of.get(_tensor_key(t), spec.target)}'"
-                            f"{source_line(node)}. Parameters are constants in tandem; register mutable state as "
-                            f"a buffer instead: self.register_buffer('{pname}', tensor)"
-                        )
-                    mutated[spec.arg.name] = t
-                elif spec.kind == OutputKind.USER_INPUT_MUTATION:
-                    raise ExportError(f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
-                                      "Mutate a buffer or return the new value instead.")
-            if not inputs and not mutated and _constant_result(name, ep, constants):
-                continue
-            exported[name] = (ep, tensors, mutated, dims)
+                exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants)
+            finally:
+                before.restore()
+        _check_counters(specs, roots, exported, name_of, constants, before)
+        for name, root in roots.items():
+            created += [(name, *c) for c in root.created]
+        exported = {name: e for name, e in exported.items() if e is not None}
+    finally:
+        before.restore()
+        for r in roots.values():
+            r.forget()
 
     # State = every buffer any method mutates; one slot per tensor, shared by every method.
     states: dict = {}
@@ -359,6 +251,13 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
+    for method, path, line, deps in created:
+        for key in deps:
+            if key in states:
+                raise ExportError(
+                    f"method '{method}' creates '{path}' while it is traced{line}, from state '{states[key].name}', which "
+                    "a method changes: eager keeps the value computed at the first call, a program would compute it in "
+                    "every call. Create it before the export (run the code that creates it once), or keep it as state")
     lowered = [lower_method(name, ep, tensors, states, _tensor_key, dims) for name, (ep, tensors, mutated, dims) in exported.items()]
     tie_embeddings(lowered)
     quantize_methods(lowered, quantize, params, quantize_group, quantize_skip)
@@ -376,15 +275,182 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     return program
 
 
-def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
+def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, constants: dict):
+    """torch.export of one method: (exported program, placeholder -> tensor, mutated placeholder ->
+    tensor, dims), or None for a constant method (its value put in constants)."""
+    runtime = tuple(x for i, x in enumerate(inputs) if i not in root._tandem_held)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*erase_node.*")
+        try:
+            ep = _trace_values(name, root, runtime, _dynamic_for(name, root, inputs, dynamic))
+            root.code = ep.graph_module.code
+            if root.perturb:
+                return None  # a check of the graph only (_check_counters)
+            ep = ep.run_decompositions(_decompositions())
+            dims = _method_dims(name, ep)
+        except ExportError:
+            raise
+        except Exception as e:  # torch's messages are long; keep the first lines
+            inner = _export_error_in(e)
+            if inner is not None:
+                raise inner from None
+            first = "\n".join(str(e).strip().splitlines()[:6])
+            hint = ""
+            low = str(e).lower()
+            if "dynamic" in low or "data-dependent" in low or "guard" in low or "unbacked" in low:
+                hint = (" This usually means the method's control flow or shapes depend on input values (an "
+                        "`if` on a tensor, .item(), .tolist(), nonzero, x[mask]); tandem exports a fixed graph: "
+                        "use torch.where(cond, a, b) instead of `if`, and keep values as tensors.")
+            raise ExportError(f"method '{name}': torch.export failed{_user_frame(e)}: {type(e).__name__}: "
+                              f"{first}.{hint}") from e
+    tensors = {}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.PARAMETER:
+            tensors[spec.arg.name] = root.get_parameter(spec.target)
+        elif spec.kind == InputKind.BUFFER:
+            tensors[spec.arg.name] = root.get_buffer(spec.target)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            tensors[spec.arg.name] = ep.constants[spec.target]
+    mutated = {}
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind == OutputKind.PARAMETER_MUTATION:
+            t = root.get_parameter(spec.target)
+            node = next(n for n in ep.graph.nodes if n.name == spec.arg.name)
+            pname = spec.target.split(".")[-1]
+            raise ExportError(
+                f"method '{name}' mutates parameter '{name_of.get(_tensor_key(t), spec.target)}'"
+                f"{source_line(node)}. Parameters are constants in tandem; register mutable state as "
+                f"a buffer instead: self.register_buffer('{pname}', tensor)")
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            mutated[spec.arg.name] = root.get_buffer(spec.target)
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            raise ExportError(f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
+                              "Mutate a buffer or return the new value instead.")
+    if not runtime and not mutated and _constant_result(name, ep, constants):
+        return None
+    return ep, tensors, mutated, dims
+
+
+_PERTURB = 1_000_003
+
+
+def _check_counters(specs, roots, exported, name_of, constants, before) -> None:
+    """Python ints of state objects that a method changes (moshi's `offset_cpu`) become int64 state,
+    when no method's program depends on their value: every method is traced again with each such
+    int moved by a large amount, and its graph must be the same (but for the ints' own updates). An
+    int that is set to the same value from any start (a reset) is filled, one that moves by the same
+    amount is counted up; anything else is an ExportError naming it."""
+    changed = {}
+    for name, root in roots.items():
+        for place in root.observed:
+            changed.setdefault(place, name)
+    if not changed:
+        return
+    first = {name: (dict(root.observed), root.code) for name, root in roots.items()}
+    for name, (fn, inputs, dynamic) in specs.items():
+        root = roots[name]
+        paths = {place: path for place, (_, path) in root._counters.items()}
+        moved = {place: _PERTURB for place in changed if place in root._counters}
+        if not moved:
+            continue
+        which = ", ".join(f"'{paths[p]}'" for p in moved)
+
+        def computes_with(why: str = ""):
+            return ExportError(
+                f"method '{name}' computes with the Python int{'s' if len(moved) > 1 else ''} {which}, which method "
+                f"'{changed[next(iter(moved))]}' changes{why}; a program is traced once, so it would use the value of "
+                "the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), dtype=torch.long)) "
+                "and update it in place (+= / copy_)")
+
+        root.perturb = moved
+        try:
+            _export_one(name, root, inputs, dynamic, name_of, {})
+        except ExportError as e:  # traced at another value of the int, the method fails: it computes with it
+            raise computes_with(f" (traced with it moved by {_PERTURB}: {e})") from e
+        finally:
+            root.perturb = {}
+            before.restore()
+        observed, code = first[name]
+        ignore = set(root.counter_names())
+        if _graph_text(code, ignore) != _graph_text(root.code, ignore):
+            raise computes_with()
+        fill = set()
+        for place, (start, end) in root.observed.items():
+            start1, end1 = observed.get(place, (start - _PERTURB, start - _PERTURB))
+            if end == end1:
+                fill.add(place)
+            elif end - start != end1 - start1:
+                raise ExportError(f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
+                                  "adding a fixed amount nor setting a fixed value; keep it in a tensor instead")
+        if fill:
+            root.fill = fill
+            try:
+                exported[name] = _export_one(name, root, inputs, dynamic, name_of, constants)
+            finally:
+                root.fill = set()
+                before.restore()
+
+
+def _graph_text(code: str, ignore: set) -> list:
+    """The lines of a traced graph's code, without those that touch the given buffers."""
+    names = [re.compile(re.escape(n) + r"(?!\d)") for n in ignore]
+    return [line for line in code.splitlines() if line.lstrip().startswith("def ") or not any(p.search(line) for p in names)]
+
+
+def _export_error_in(e: BaseException):
+    """An ExportError that torch wrapped in its own exception while tracing, or None."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ExportError):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def _traced(name: str, fn, inputs: tuple) -> Traced:
+    """The wrapper torch.export traces for one method (tracing.Traced)."""
+    if isinstance(fn, nn.Module):
+        owner, call_owner, target = fn, True, fn.forward
+    else:
+        owner = getattr(fn, "__self__", None)
+        if not isinstance(owner, nn.Module):
+            raise ExportError(
+                f"method '{name}': {fn!r} is neither an nn.Module nor a bound method of one; "
+                "pass tandem.Method(module, inputs) or tandem.Method(module.some_method, inputs)")
+        call_owner, target = getattr(fn, "__name__", None) == "forward", fn
+    held = {i: x for i, x in enumerate(inputs) if is_held(x)}
+    return traced(name, fn, owner, call_owner, inputs, held, arg_names(target))
+
+
+def _names_of(module: Optional[nn.Module], roots: list) -> dict:
+    """tensor key -> the first name it has: under the user's module, then under each method's
+    owner (parameters, buffers, then tensors held in objects and containers, by their path)."""
+    names = {}
+    if module is not None:
+        for n, t in list(module.named_buffers(remove_duplicate=False)) + list(module.named_parameters(remove_duplicate=False)):
+            names.setdefault(_tensor_key(t), n)
+    for r in roots:
+        for n, t in list(r.named_buffers(remove_duplicate=False)) + list(r.named_parameters(remove_duplicate=False)):
+            if n.startswith("owner."):
+                names.setdefault(_tensor_key(t), n.removeprefix("owner."))
+    if module is not None:
+        for _, _, v, path in Snapshot([module]).tensors:
+            for p, t in _tensors_in(v, path):
+                names.setdefault(_tensor_key(t), p)
+    for r in roots:
+        for name, path in r._held_names.values():
+            names.setdefault(_tensor_key(r.get_buffer(name)), path)
+    return names
+
+
+def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
     """The dynamic_shapes torch.export takes for `root` (whose forward takes the inputs in order),
     and each Dim's name recorded for _method_dims."""
     if dynamic is None:
         return None
     if isinstance(dynamic, dict):  # by argument name: in the order of the method's parameters
-        import inspect
-        fn = root.forward if not isinstance(root, _BoundMethod) else getattr(root.owner, root._tandem_name)
-        params = [p for p in inspect.signature(fn).parameters]
+        params = root._arg_names
         unknown = set(dynamic) - set(params)
         if unknown:
             raise ExportError(f"method '{name}': dynamic_shapes names {sorted(unknown)}, which are not arguments of the method {params}")
@@ -393,6 +459,12 @@ def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
     if len(dynamic) != len(inputs):
         raise ExportError(f"method '{name}': dynamic_shapes has {len(dynamic)} entries for {len(inputs)} inputs; give one per input "
                           "(None for a static one)")
+    held = [i for i in root._tandem_held]
+    for i in held:
+        if dynamic[i] is not None:
+            raise ExportError(f"method '{name}': dynamic_shapes gives input {i} a dynamic dim, but that input is state "
+                              "held by the method (a container of tensors), not a run-time input: give None for it")
+    dynamic = tuple(d for i, d in enumerate(dynamic) if i not in root._tandem_held)
     for i, spec in enumerate(dynamic):
         items = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
         for d, dim in items:
@@ -403,7 +475,7 @@ def _dynamic_for(name: str, root: nn.Module, inputs: tuple, dynamic):
                     raise ExportError(f"method '{name}': dynamic dim '{dim.__name__}' (input {i} dim {d}) has no maximum; tandem "
                                       f"plans memory at the maximum, so give one: torch.export.Dim('{dim.__name__}', "
                                       f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
-    if isinstance(root, _BoundMethod):
+    if type(root).forward is Traced.forward:  # forward(self, *args)
         return {"args": dynamic}
     import inspect
     params = list(inspect.signature(root.forward).parameters.values())

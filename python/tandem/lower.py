@@ -53,8 +53,34 @@ def source_line(node) -> str:
     return ""
 
 
-# The method being lowered's dynamic dims: sympy symbol -> its maximum (set by lower_method).
+# The method being lowered's dynamic dims: sympy symbol -> its maximum / its minimum (set by lower_method).
 _DIM_MAX: dict = {}
+_DIM_MIN: dict = {}
+_DIM_NAMES: dict = {}  # symbol -> the user's dim name, for messages
+
+
+def _corners():
+    """Every corner of the box of the method's dims ({symbol: value}), at most 256."""
+    syms = list(_DIM_MAX)
+    for c in range(1 << len(syms)):
+        yield {s: (_DIM_MAX[s] if (c >> i) & 1 else _DIM_MIN[s]) for i, s in enumerate(syms)}
+
+
+def _is_affine(expr) -> bool:
+    """Whether a sympy expression is constant + sum(integer coefficient x dim): what the file stores."""
+    import sympy
+    for term, coef in sympy.expand(expr).as_coefficients_dict().items():
+        if not coef.is_Integer or (term != 1 and term not in _DIM_MAX):
+            return False
+    return True
+
+
+def sym_range(x) -> tuple:
+    """(lowest, highest) value of an int or an affine SymDim over the dims' bounds (its corners)."""
+    if not isinstance(x, SymDim):
+        return int(x), int(x)
+    vals = [int(x.expr.subs(c)) for c in _corners()]
+    return min(vals), max(vals)
 
 
 def _size(d, node=None):
@@ -87,6 +113,7 @@ class Lowering:
         self.node = None
         self.unsupported: list[str] = []
         self.checked: set = set()  # (storage, offset, shape, n) of indices already checked
+        self.sizes: dict = {}  # sympy expression (srepr) -> its Value (Lowering.size_value)
         self.empty: set = set()  # storages of torch.empty() results: written by no op (yet)
 
     # ---- values ---------------------------------------------------------------------------
@@ -96,7 +123,9 @@ class Lowering:
     def new(self, dtype: int, shape) -> Value:
         shape = tuple(as_size(d) for d in shape)
         v = Value(dtype, shape, Storage(SCRATCH, 0))
-        v.storage.nbytes = v.nbytes
+        # planned for the largest size over the dims' range, which is not at their maximum for a
+        # size that decreases with a dim (cache[:, n:] * 2)
+        v.storage.nbytes = DTYPE_SIZE[dtype] * math.prod(sym_range(d)[1] for d in shape)
         return v
 
     def const(self, t: torch.Tensor, name: str = "a constant") -> Value:
@@ -115,13 +144,75 @@ class Lowering:
         return v
 
     def scalar(self, x, dtype: int) -> Value:
-        if isinstance(x, SymDim):  # a size as a tensor: element x of the constant arange(max + 1)
-            table = self.const(torch.arange(int(x) + 1, dtype=TORCH_DTYPE[dtype]))
-            return table.view((), x * DTYPE_SIZE[dtype])
+        """A 0-d Value of x: a constant, or for a symbolic size (a SymDim) its value in each call."""
+        if isinstance(x, SymDim):
+            return self.cast(self.size_value(x.expr), dtype)
+        if isinstance(x, torch.SymInt):
+            return self.scalar(_size(x, self.node), dtype)
+        if isinstance(x, (torch.SymFloat, torch.SymBool)):
+            self.fail(f"the {type(x).__name__[3:].lower()} {x} is computed from sizes in Python; tandem computes sizes used as "
+                      "values per call only as integers: keep it an integer (n, n - 1, n // 2), or make a tensor first "
+                      "(torch.tensor(x.shape[1]) * 0.5)")
         return self.const(torch.tensor(x, dtype=TORCH_DTYPE[dtype]))
+
+    def size_value(self, expr) -> Value:
+        """An int64 0-d Value equal, in each call, to the sympy expression `expr` of the method's dims:
+        a fill op whose attribute is the symbolic size when expr is affine (the runtime evaluates it
+        per call), else built from such fills with integer ops (floor division, remainder, products,
+        min/max). Anything else is an ExportError naming the use."""
+        import sympy
+        from torch.utils._sympy import functions as tf
+        expr = sympy.sympify(expr)
+        key = sympy.srepr(expr)
+        if key in self.sizes:
+            return self.sizes[key]
+        bad = [str(s) for s in expr.free_symbols if s not in _DIM_MAX]
+        if bad:
+            self.fail(f"the size {expr} depends on values tandem cannot bound ({', '.join(bad)}: the result of nonzero() or "
+                      ".item()); sizes used as values may depend only on dynamic dims of the inputs")
+        if expr.is_Integer:
+            v = self.const(torch.tensor(int(expr), dtype=torch.long))
+        elif _is_affine(expr):
+            v = self.emit("fill", [], I64, (), iattr=[SymDim(int(expr.subs(_DIM_MAX)), expr)])
+        else:
+            def two(name):
+                a, b = (self.size_value(e) for e in expr.args)
+                return self.emit(name, [a, b], I64, ())
+
+            def fold(name, args):
+                vals = [self.size_value(e) for e in args]
+                out = vals[0]
+                for w in vals[1:]:
+                    out = self.emit(name, [out, w], I64, ())
+                return out
+            if expr.is_Add:
+                v = fold("add", expr.args)
+            elif expr.is_Mul and all(a.is_Integer or not a.is_Rational for a in expr.args):
+                v = fold("mul", expr.args)
+            elif expr.is_Pow and expr.exp.is_Integer and int(expr.exp) > 0:
+                v = fold("mul", [expr.base] * int(expr.exp))
+            elif isinstance(expr, tf.FloorDiv):
+                v = two("floor_divide")
+            elif isinstance(expr, (tf.PythonMod, tf.Mod, sympy.Mod)):
+                v = two("remainder")  # Python's sign rule, as torch.remainder on integers
+            elif isinstance(expr, sympy.floor):
+                num, den = sympy.fraction(sympy.together(expr.args[0]))
+                v = self.emit("floor_divide", [self.size_value(num), self.size_value(den)], I64, ())
+            elif isinstance(expr, (sympy.Max, tf.Max)):
+                v = fold("maximum", expr.args)
+            elif isinstance(expr, (sympy.Min, tf.Min)):
+                v = fold("minimum", expr.args)
+            else:
+                self.fail(f"the size {expr} is used as a value; tandem computes sizes per call from +, -, *, //, %, min "
+                          "and max of the dynamic dims, not this form: compute it from tensors instead")
+        self.sizes[key] = v
+        return v
 
     def emit(self, name: str, ins, out_dtype: int, out_shape, iattr=(), fattr=()) -> Value:
         out = self.new(out_dtype, out_shape)
+        if any(isinstance(a, (SymDim, torch.SymInt, torch.SymFloat)) for a in fattr):  # a float attribute is static
+            self.fail(f"op '{name}' takes a size ({fattr}) as a float attribute, which would freeze it at its maximum; "
+                      "this is a bug in tandem's exporter, please report it")
         self.ops.append(Op(name, list(ins), [out], [as_size(a) for a in iattr], [float(a) for a in fattr],
                            source_line(self.node)))
         return out
@@ -198,6 +289,51 @@ def _require_static(node) -> None:
 
 def _dim(d: int, rank: int) -> int:
     return d + rank if d < 0 else d
+
+
+def _position(L, i, size, what: str, clamp: bool):
+    """A start or index as PyTorch reads it: negative counts from the end (then clamped to [0, size]
+    for a slice's start). A symbolic one (a SymDim) must fall on one side of 0 at every size of the
+    dims (so the same rule holds in every call), and inside [0, size]; else an ExportError naming it."""
+    if not isinstance(i, SymDim) and not isinstance(size, SymDim):
+        i = int(i)
+        i = i + size if i < 0 else i
+        return max(0, min(size, i)) if clamp else i
+    lo, hi = sym_range(i)
+    if hi < 0:
+        i = i + size  # negative at every size: counts from the end
+    elif lo < 0:
+        L.fail(f"{what} {size_expr_text(i)} is negative at some sizes of the dims and not at others, so it would count "
+               "from the end in some calls only; compute one that keeps its sign")
+    if sym_range(i)[0] < 0 or sym_range(i - size)[1] > (0 if clamp else -1):
+        L.fail(f"{what} {size_expr_text(i)} is outside the dim (of size {size_expr_text(size)}) at some sizes of the dims; "
+               "tandem computes positions per call only inside the tensor: bound it (e.g. a larger buffer)")
+    return i
+
+
+def size_expr_text(x) -> str:
+    """A size for a message: its expression of the dims' names (n + 1), or the number."""
+    if not isinstance(x, SymDim):
+        return str(int(x))
+    return str(x.expr.subs({s: __import__("sympy").Symbol(n) for s, n in _DIM_NAMES.items()}))
+
+
+def _has_size(obj) -> bool:
+    if isinstance(obj, (SymDim, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_has_size(x) for x in obj)
+    if isinstance(obj, dict):
+        return any(_has_size(x) for x in obj.values())
+    return False
+
+
+def _static(L, x, what: str) -> int:
+    """x, which must not depend on the dims (a stride, a kernel size, a step, k of topk)."""
+    if isinstance(x, (SymDim, torch.SymInt)):
+        L.fail(f"{what} is the size {size_expr_text(_size(x) if isinstance(x, torch.SymInt) else x)}, which depends on a "
+               "dynamic dim; tandem needs it static: give it a fixed value")
+    return int(x)
 
 
 # ---- handlers: (lowering, node, args, kwargs) -> Value or list of Values -----------------------
@@ -343,6 +479,27 @@ def _assertion(L, node, args, kwargs):
     return None  # export-time shape/dtype assertions: the verifier checks these at load
 
 
+@handles(aten._assert_async.msg, aten._assert_async.default)
+def _assert_async(L, node, args, kwargs):
+    """A runtime assertion: a `guard` op, failing the call (TDM_ERR_GUARD, before any state write)
+    unless cond is true. tandem writes one for each Python branch on a tensor value it specialized
+    (python/tandem/runtime_values.py), with the branch's line in the message."""
+    cond = args[0]
+    msg = args[1] if len(args) > 1 else ""
+    line = int(msg.split()[-1]) if isinstance(msg, str) and msg.startswith("tandem-guard ") else 0
+    if not isinstance(cond, Value):
+        cond = L.scalar(bool(cond), BOOL)
+    if cond.numel != 1:
+        L.fail(f"an assertion on {cond.numel} values; it takes one")
+    if cond in L.const_tensor:
+        if bool(L.const_tensor[cond].reshape(())):
+            return None  # holds in every call
+        L.fail("a branch on a tensor value goes, in every call, the other way than when it was exported")
+    cond = L.cast(L.reshape(cond, ()), BOOL)
+    L.ops.append(Op("guard", [cond], [], [line], [], source_line(node)))
+    return None
+
+
 @handles(aten.bitwise_not.default)
 def _bitwise_not(L, node, args, kwargs):
     if args[0].dtype != BOOL:
@@ -412,6 +569,10 @@ def _ones(L, node, args, kwargs):
 
 
 def _fill(L, value, dt, shape):
+    if isinstance(value, (SymDim, torch.SymInt, torch.SymFloat, torch.SymBool)):  # a size as the value: per call
+        return L.expand(L.scalar(value, dt), shape)
+    if isinstance(value, Value):  # computed per call from sizes (n / 2)
+        return L.expand(L.cast(L.reshape(value, ()), dt), shape)
     n = 1
     for d in shape:
         n *= d
@@ -480,8 +641,8 @@ def _slice(L, node, args, kwargs):
     dim = _dim(int(args[1]) if len(args) > 1 else 0, len(x.shape))
     size = x.shape[dim]
     start = args[2] if len(args) > 2 and args[2] is not None else 0
-    step = int(args[4]) if len(args) > 4 else 1
-    start = max(0, min(size, start + size if start < 0 else start))
+    step = _static(L, args[4], "the slice's step") if len(args) > 4 else 1
+    start = _position(L, start, size, "the slice's start", clamp=True)
     length = _shape_of(node)[dim]
     return _slice_value(L, x, dim, start, length, step)
 
@@ -490,8 +651,7 @@ def _slice(L, node, args, kwargs):
 def _select(L, node, args, kwargs):
     x = args[0]
     dim = _dim(int(args[1]), len(x.shape))
-    i = as_size(args[2])
-    i = i + x.shape[dim] if i < 0 else i
+    i = _position(L, as_size(args[2]), x.shape[dim], "the index", clamp=False)
     return L.reshape(_slice_value(L, x, dim, i, 1, 1), _shape_of(node))
 
 
@@ -500,10 +660,13 @@ def _split(L, node, args, kwargs):
     x = args[0]
     dim = _dim(int(args[2]) if len(args) > 2 else 0, len(x.shape))
     if node.target == aten.split.Tensor:
-        size = int(args[1])
+        size = _static(L, args[1], "the split size")
+        if isinstance(x.shape[dim], SymDim):  # pieces whose number depends on the dim
+            L.fail(f"split of a dim of size {size_expr_text(x.shape[dim])} gives a number of pieces that depends on it; split "
+                   "with explicit sizes (torch.split(x, [a, b], dim)) instead")
         sizes = [min(size, x.shape[dim] - s) for s in range(0, x.shape[dim], size)]
     else:
-        sizes = [int(s) for s in args[1]]
+        sizes = [as_size(s) for s in args[1]]
     outs, start = [], 0
     for s in sizes:
         outs.append(_slice_value(L, x, dim, start, s, 1))
@@ -776,17 +939,18 @@ def _slice_scatter(L, node, args, kwargs):
     dim = _dim(int(args[2]) if len(args) > 2 else 0, len(base.shape))
     size = base.shape[dim]
     start = args[3] if len(args) > 3 and args[3] is not None else 0
-    start = max(0, min(size, start + size if start < 0 else start))
-    step = int(args[5]) if len(args) > 5 else 1
+    start = _position(L, start, size, "the slice's start", clamp=True)
+    step = _static(L, args[5], "the slice's step") if len(args) > 5 else 1
     return _scatter(L, base, src, dim, start, step)
 
 
 @handles(aten.select_scatter.default)
 def _select_scatter(L, node, args, kwargs):
-    base, src, dim, i = args[0], args[1], _dim(int(args[2]), len(args[0].shape)), int(args[3])
+    base, src, dim = args[0], args[1], _dim(int(args[2]), len(args[0].shape))
+    i = _position(L, as_size(args[3]), base.shape[dim], "the index", clamp=False)
     shape = list(base.shape)
     shape[dim] = 1
-    return _scatter(L, base, L.reshape(src, shape), dim, i + base.shape[dim] if i < 0 else i, 1)
+    return _scatter(L, base, L.reshape(src, shape), dim, i, 1)
 
 
 def _scatter(L, base: Value, src: Value, dim: int, start: int, step: int) -> Value:
@@ -1010,7 +1174,7 @@ def _pool(L, out_shape, name, x, kernel, stride, padding, dilation, ceil_mode, i
 @handles(aten.max_pool2d_with_indices.default)
 def _max_pool(L, node, args, kwargs):
     a = list(args) + [None] * 6
-    out_shape = tuple(int(d) for d in node.meta["val"][0].shape)
+    out_shape = tuple(_size(d, node) for d in node.meta["val"][0].shape)
     y = _pool(L, out_shape, "max_pool", a[0], a[1], a[2], a[3] or [0], a[4] or [1], a[5] or False, 0)
     return [y, None]  # the indices are not produced: using them fails in getitem
 
@@ -1049,7 +1213,7 @@ def _gather(L, node, args, kwargs):
 
 def _select_op(L, node, x: Value, name: str, dim: int, iattr_rest: list):
     """sort / topk: [values, indices] along dim (0-d x: itself and index 0)."""
-    shapes = [tuple(int(d) for d in v.shape) for v in node.meta["val"][:2]]
+    shapes = [tuple(_size(d, node) for d in v.shape) for v in node.meta["val"][:2]]
     if not x.shape:
         return [x, _fill(L, 0, I64, ())]
     dim = _dim(dim, len(x.shape))
@@ -1073,7 +1237,7 @@ def _sort(L, node, args, kwargs):
 @handles(aten.topk.default)
 def _topk(L, node, args, kwargs):
     a = list(args) + [None] * 5
-    k = int(a[1])
+    k = _static(L, a[1], "k of topk")
     dim = kwargs.get("dim", a[2] if a[2] is not None else -1)
     largest = kwargs.get("largest", a[3] if a[3] is not None else True)
     # sorted=False leaves the order to the implementation: tandem's is sorted
@@ -1084,7 +1248,7 @@ def _topk(L, node, args, kwargs):
 def _repeat(L, node, args, kwargs):
     """x.repeat(r0, r1, ...): x viewed with a size-1 dim before each repeated dim, expanded to r_i
     there, and read as the merged dims (one expand copy)."""
-    x, reps = args[0], [int(r) for r in args[1]]
+    x, reps = args[0], [_static(L, r, "a repeat count") for r in args[1]]
     out_shape = _shape_of(node)
     shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
     if math.prod(out_shape) == 0:
@@ -1115,7 +1279,13 @@ def _var(L, x: Value, dims, correction, keepdim: bool):
     dev = L.emit("sub", [x, mean], F32, x.shape)
     sq = L.emit("sum", [L.emit("mul", [dev, dev], F32, x.shape)], F32, keep, iattr=dims)
     c = 1.0 if correction is None else float(correction)
-    var = L.emit("div", [sq, L.scalar(max(0.0, n - c), F32)], F32, keep)
+    if isinstance(n, SymDim):  # the count depends on the dims: max(0, N - correction) per call
+        if c != int(c):
+            L.fail(f"var/std over a dynamic dim with a fractional correction ({c}) is not supported; use an integer one")
+        den = L.emit("maximum", [L.scalar(n - int(c), F32), L.scalar(0.0, F32)], F32, ())
+    else:
+        den = L.scalar(max(0.0, n - c), F32)
+    var = L.emit("div", [sq, den], F32, keep)
     return var, mean
 
 
@@ -1128,7 +1298,7 @@ def _var_handler(L, node, args, kwargs):
     var, mean = _var(L, x, dims, kwargs.get("correction"), bool(kwargs.get("keepdim", False)))
     if node.target == aten.var.correction:
         return L.reshape(var, _shape_of(node))
-    shape = tuple(int(d) for d in node.meta["val"][0].shape)
+    shape = tuple(_size(d, node) for d in node.meta["val"][0].shape)
     return [L.reshape(var, shape), L.reshape(mean, shape)]
 
 
@@ -1136,7 +1306,7 @@ def _var_handler(L, node, args, kwargs):
 def _constant_pad(L, node, args, kwargs):
     """Padding pairs (before, after) from the last dim backward: a negative amount crops (a slice),
     a positive one adds constant blocks around x (a cat); dims without padding cost nothing."""
-    x, pad = args[0], [int(p) for p in args[1]]
+    x, pad = args[0], [_static(L, p, "a padding amount") for p in args[1]]
     value = kwargs.get("value", args[2] if len(args) > 2 else 0)
     out_shape, dt = _shape_of(node), x.dtype
     if math.prod(out_shape) == 0 or math.prod(x.shape) == 0:
@@ -1165,7 +1335,7 @@ def _group_norm(L, node, args, kwargs):
     """Group norm as a layer norm over each group's channels and positions, then the per-channel
     weight and bias: x [N, C, *] -> [N, G, C/G * HW] -> layer_norm -> [N, C, HW] * w[C, 1] + b[C, 1]."""
     x, w, b, N, C, HW, G, eps = args[:8]
-    N, C, HW, G = int(N), int(C), int(HW), int(G)
+    N, C, HW, G = as_size(N), _static(L, C, "the channel count"), as_size(HW), _static(L, G, "the group count")
     if x.dtype != F32:
         L.fail("group norm is supported on float32")
     if N * C * HW == 0:
@@ -1192,6 +1362,26 @@ def _scalar_tensor(L, node, args, kwargs):
 FOLDABLE_EXTRA = {aten.arange.start_step, aten.arange.default, aten.arange.start}
 
 
+@handles(*FOLDABLE_EXTRA)
+def _arange(L, node, args, kwargs):
+    """arange whose start (or end and start) is a size, so not folded: start + step * k for k in
+    [0, length), from a constant 0, 1, ... (as long as the longest length over the dims' range)
+    viewed at the call's length."""
+    if node.target == aten.arange.default:
+        start, step = 0, 1
+    else:
+        start = args[0]
+        step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+    step = _static(L, step, "arange's step") if isinstance(step, (SymDim, torch.SymInt)) else step
+    dt = _dtype_of(node)
+    (length,) = _shape_of(node)
+    longest = max(int(length.expr.subs(c)) for c in _corners()) if isinstance(length, SymDim) else int(length)
+    k = L.const(torch.arange(max(longest, 1), dtype=TORCH_DTYPE[dt])).view((length,))
+    if step != 1:
+        k = L.emit("mul", [k, L.scalar(step, dt)], dt, (length,))
+    return L.emit("add", [k, L.scalar(start, dt)], dt, (length,))
+
+
 def _fold(L: Lowering, node, args, kwargs):
     """Run the node with torch on constant inputs; returns a Value or None."""
     def conv(a):
@@ -1201,6 +1391,8 @@ def _fold(L: Lowering, node, args, kwargs):
             return type(a)(conv(x) for x in a)
         return a
     shape = _shape_of(node) if _meta(node) is not None else ()
+    if _has_size((args, kwargs)) and not (node.target in FOLDABLE_EXTRA and any(isinstance(d, SymDim) for d in shape)):
+        return None  # a size used as a value: computed per call by the handler, never frozen at the maximum
     if any(isinstance(d, SymDim) for d in shape):
         # A result whose size depends on a dim is folded only when the result at any size is the
         # start of the result at the maximum: arange with a static start and step, a dynamic end.
@@ -1222,11 +1414,54 @@ def _fold(L: Lowering, node, args, kwargs):
     return None
 
 
+# Python arithmetic on sizes that gives a float (n / 2, n * 0.5) or a bool (n > 3): computed per call.
+SIZE_OPS = {operator.mul: "mul", operator.add: "add", operator.sub: "sub", operator.truediv: "div", operator.neg: "neg",
+            operator.gt: "gt", operator.ge: "ge", operator.lt: "lt", operator.le: "le", operator.eq: "eq", operator.ne: "ne",
+            torch.sym_float: None}
+
+
+def _size_op(L, node, args) -> Value:
+    name = SIZE_OPS[node.target]
+    if name is None:  # sym_float(n)
+        return L.operand(args[0], F32)
+    if name in COMPARE:
+        cd = F32 if any(isinstance(a, float) or isinstance(a, Value) and a.dtype == F32 for a in args) else I64
+        return L.emit(name, [L.operand(a, cd) for a in args], BOOL, ())
+    return L.emit(name, [L.operand(a, F32) for a in args], F32, ())
+
+
+def _unread_items(graph) -> set:
+    """`.item()` nodes whose value reaches only torch's own assertions on it (through size
+    arithmetic), with those nodes: what is left of a bool() that tandem specialized with a guard
+    (runtime_values.py) after torch read the value; nothing a method computes depends on them."""
+    out = set()
+    for node in graph.nodes:
+        if node.target is not aten._local_scalar_dense.default:
+            continue
+        chain, todo, ok = {node}, list(node.users), True
+        while todo and ok:
+            u = todo.pop()
+            if u in chain:
+                continue
+            chain.add(u)
+            if u.target is aten._assert_scalar.default:
+                continue
+            ok = isinstance(u.meta.get("val"), (torch.SymInt, torch.SymBool, torch.SymFloat))
+            todo.extend(u.users)
+        if ok:
+            out |= chain
+    return out
+
+
 def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list = ()) -> MethodIR:
     """Lower one exported (and decomposed) program to a MethodIR with unplanned scratch. `dims`:
     the method's dynamic dims, [(name, min, max, sympy symbol)]."""
     _DIM_MAX.clear()
     _DIM_MAX.update({sym: mx for _, _, mx, sym in dims})
+    _DIM_MIN.clear()
+    _DIM_MIN.update({sym: mn for _, mn, _, sym in dims})
+    _DIM_NAMES.clear()
+    _DIM_NAMES.update({sym: n for n, _, _, sym in dims})
     L = Lowering(name, states, key_of)
     gm = ep.graph_module
     sig = ep.graph_signature
@@ -1234,6 +1469,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     env: dict = {}
     inputs = []
     state_values: dict = {}  # StateSpec -> Value of its old contents
+    unread = _unread_items(gm.graph)
     for node in gm.graph.nodes:
         L.node = node
         if node.op == "placeholder":
@@ -1263,11 +1499,18 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             args = torch.fx.node.map_arg(node.args, lambda n: env[n])
             kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
             val = node.meta.get("val")
+            if node in unread:  # read and unused (a branch tandem specialized, runtime_values.py)
+                env[node] = None
+                continue
             if node.target is aten._local_scalar_dense.default:
                 _require_static(node)  # .item(): says what to do instead
             if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and node.target is not operator.getitem:
                 L.node = node
                 env[node] = _size(val, node)  # a size (sym_size, n + 1, ...): an int or a SymDim
+                continue
+            if isinstance(val, (torch.SymFloat, torch.SymBool)) and node.target in SIZE_OPS:
+                L.node = node  # a float or a comparison computed from sizes: a 0-d value per call
+                env[node] = _size_op(L, node, args)
                 continue
             if isinstance(val, torch.SymBool) or node.target in (torch.ops.aten.sym_constrain_range_for_size.default,):
                 env[node] = None  # a guard on sizes: the verifier checks sizes over the dims' bounds
@@ -1309,7 +1552,12 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             if not isinstance(o, torch.fx.Node):
                 raise ExportError(f"method '{name}' returns {o!r}; methods return tensors, a tuple of tensors or None (a method "
                                   "that takes no inputs, changes no state and returns only constants is stored as metadata)")
-            user_outputs.append((spec.arg.name, env[o]))
+            v = env[o]
+            if isinstance(v, int) and not isinstance(v, bool):  # a size returned: a 0-d int64 tensor of its value per call
+                L.node = o
+                v = L.scalar(v, I64)
+                L.node = None
+            user_outputs.append((spec.arg.name, v))
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             t = tensors[next(s.arg.name for s in sig.input_specs if s.target == spec.target)]
             mutations.append((states[key_of(t)], env[o]))

@@ -11,7 +11,7 @@ from .ir import ExportError
 # Names starting with '_' are reserved as well.
 RESERVED = frozenset("""
     then call profile fork dispose
-    methods state metadata tokenizer stateBytes scratchBytes memoryBytes threads simd dims
+    methods state metadata tokenizer stateBytes scratchBytes memoryBytes threads simd device deviceReason dims
     readState writeState saveState loadState resetState
     constructor toString toLocaleString valueOf hasOwnProperty isPrototypeOf propertyIsEnumerable
     run read_state reset_state

@@ -131,6 +131,8 @@ OPS = [
     OpDef("matmul_q8"), OpDef("matmul_q4"), OpDef("embedding_q8"), OpDef("embedding_q4"),
     # MobileNetV3's activations as one pass each (instead of 4-5 elementwise ops).
     *_elementwise("hardswish", "hardsigmoid"),
+    # A Python branch on a tensor value, specialized at export: fails the call unless cond is true.
+    OpDef("guard", can_fail=True),
     # scatter_ (moshi's ring KV cache) may update input 0 in place; isnan/isinf/isfinite give bool.
     OpDef("scatter", inplace="first"), OpDef("isnan"), OpDef("isinf"), OpDef("isfinite"),
 ]

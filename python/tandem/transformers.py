@@ -17,7 +17,8 @@ fails with TDM_ERR_INDEX and leaves the state unchanged.
 Metadata (`model.metadata`; `metadata=` adds entries): model_type, vocab_size, num_layers,
 max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sample_top_k (K of
 decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
-of positions in use), bos_token_id, eos_token_id.
+of positions in use), bos_token_id, eos_token_id, and unused_options (the arguments given that do
+not apply to the model, e.g. a Mamba LM's max_cache_len) when there are any.
 
 A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
 holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
@@ -123,8 +124,8 @@ class MambaLM(nn.Module):
     own prefill starts the SSM from zero, so it cannot continue a sequence). The math is transformers'
     slow path (MambaMixer without kernels), on the model's own modules and weights."""
 
-    def __init__(self, model: nn.Module):
-        super().__init__()
+    def __init__(self, model: nn.Module, max_cache_len: int | None = None):
+        super().__init__()  # max_cache_len: taken like CausalLM's; a Mamba state has no length
         self.model = model
         c = model.config
         self.states = nn.ModuleList(_MambaLayerState(c.intermediate_size, c.conv_kernel, c.state_size)
@@ -390,28 +391,36 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
     the metadata. decode_topk returns the K = min(sample_top_k, vocab_size) largest logits and their
     ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
     decode_topk.
-    `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip."""
+    Every family takes the same arguments: one that does not apply to the model (max_cache_len of a
+    Mamba LM, which has no cache) is accepted and recorded in the metadata entry `unused_options`.
+    `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip;
+    any other name is an ExportError naming it."""
+    _check_options("export_causal_lm", options)
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
     model_type = getattr(config, "model_type", "")
+    unused = {}
     if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
                           f"got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
+    _check_int("max_prompt_len", max_prompt_len)
+    if max_cache_len is not None:
+        _check_int("max_cache_len", max_cache_len)
     if model_type != "mamba":
         _refuse_unsupported_state(model)
     if model_type != "mamba" and is_recurrent(model):
         return _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options)
     if model_type == "mamba":
-        if max_cache_len is not None:
-            raise ExportError(f"max_cache_len={max_cache_len}: a Mamba model keeps a fixed-size state, not a KV cache, so "
-                              "any number of tokens fits; pass max_cache_len=None")
+        if max_cache_len is not None:  # a fixed-size state, not a KV cache: any number of tokens fits
+            unused["max_cache_len"] = int(max_cache_len)
+            max_cache_len = None
         if max_prompt_len < 1:
             raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
         # The selective scan steps through the tokens one at a time (a Python loop unrolled at
         # export); tandem has no loop op and an affine size cannot stand for a count of unrolled
         # steps, so a Mamba prefill keeps fixed lengths: power-of-two prefill_<n> chunks.
-        lm, position_state = MambaLM(model), "position"
+        lm, position_state = MambaLM(model, max_cache_len), "position"
         chunks = prefill_chunks(max_prompt_len)
         methods = {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}
         extra = {"prefill_chunks": chunks}
@@ -442,8 +451,25 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         "position_state": position_state,
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+        **({"unused_options": unused} if unused else {}),
         **(metadata or {}),
     }, **options)
+
+
+_EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip")
+
+
+def _check_options(recipe: str, options: dict) -> None:
+    unknown = sorted(set(options) - set(_EXPORT_OPTIONS))
+    if unknown:
+        raise ExportError(f"{recipe}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; it takes the "
+                          f"model, max_cache_len, max_prompt_len, metadata, sample_top_k and tandem.export's "
+                          f"{', '.join(_EXPORT_OPTIONS)}")
+
+
+def _check_int(name: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ExportError(f"{name} must be an int, got {v!r}")
 
 
 class Seq2Seq(nn.Module):
@@ -525,16 +551,21 @@ class Seq2Seq(nn.Module):
 
 
 def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tuple | None = None,
-                   metadata: dict | None = None, max_source_len: int | None = None, **options) -> Program:
+                   metadata: dict | None = None, max_source_len: int | None = None, max_prompt_len: int | None = None,
+                   sample_top_k: int | None = None, **options) -> Program:
     """Export a transformers encoder-decoder whose decoder uses an EncoderDecoderCache (Whisper, T5,
     BART, Marian, mBART, Pegasus, Speech2Text, ...) as encode(input), decode(token) and reset() over its
     caches (see the module's docstring). The encoder input is what the model's forward takes
     (`model.main_input_name`): token ids [1, n] with 1 <= n <= max_source_len (a dynamic length;
     default min(max_position_embeddings, 512)), or features / samples of a fixed encoder_input_shape
     (Whisper's default: [1, num_mel_bins, 2 * max_source_positions]; other audio models: give it).
-    `options` go to tandem.export, e.g. quantize="int8"."""
+    max_prompt_len and sample_top_k (export_causal_lm's; this recipe has no prefill and no
+    decode_topk) are accepted and recorded in the metadata entry `unused_options`.
+    `options` go to tandem.export, e.g. quantize="int8"; any other name is an ExportError."""
     from transformers.cache_utils import EncoderDecoderCache  # noqa: F401  (the decoder's cache class)
 
+    _check_options("export_seq2seq", options)
+    unused = {k: v for k, v in (("max_prompt_len", max_prompt_len), ("sample_top_k", sample_top_k)) if v is not None}
     model = model.eval().float()
     config = model.config
     name = type(model).__name__
@@ -598,6 +629,7 @@ def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tu
         "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
         "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
         "decoder_start_token_id": _token_id(getattr(config, "decoder_start_token_id", None)),
+        **({"unused_options": unused} if unused else {}),
         **(metadata or {}),
     }, **options)
 
@@ -609,26 +641,32 @@ def _token_id(v):
 
 
 def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
-    """Append tokens [1, n] (1 <= n <= max_prompt_len) to a loaded model's cache (tandem.load) with one
-    `prefill` call (a program without one, Mamba's or one of an earlier version: its prefill_<n>
-    chunks, then decode for a last single token); returns the last position's logits. A prompt that does not fit in the cache raises
-    TDM_ERR_INDEX before anything runs."""
+    """Append tokens [1, n] (any n >= 1) to a loaded model's cache (tandem.load): with `prefill`
+    calls of at most max_prompt_len tokens each, in order, as JS generate() feeds a long prompt (a
+    program without a dynamic `prefill`, Mamba's or one of an earlier version: its prefill_<n>
+    chunks, then decode for a last single token); returns the last position's logits. A prompt that
+    does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
     from .runtime import TandemError
 
     md = model.metadata
+    tokens = tokens.reshape(1, -1)
     n = tokens.shape[-1]
-    if not 1 <= n <= md["max_prompt_len"]:
-        raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"prefill: {n} tokens; give 1 to {md['max_prompt_len']} (max_prompt_len)")
+    if n < 1:
+        raise TandemError("TDM_ERR_INVALID_ARGUMENT", "prefill: no tokens; give at least one")
     used = int(model.read_state(md["position_state"]))
     if md["max_cache_len"] is not None and used + n > md["max_cache_len"]:
         raise TandemError("TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions "
                           "are in use (call reset())")
-    if "prefill" in model.methods:
-        return model.call("prefill", tokens.reshape(1, -1))
-    at, logits = 0, None
-    for c in split_prompt(n, md["prefill_chunks"]):
-        logits = model.call("decode" if c == 1 else f"prefill_{c}", tokens.reshape(1, -1)[:, at:at + c])
-        at += c
+    logits, step = None, int(md["max_prompt_len"])
+    for at in range(0, n, step):
+        piece = tokens[:, at:at + step]
+        if "prefill" in model.methods:
+            logits = model.call("prefill", piece)
+            continue
+        done = 0
+        for c in split_prompt(piece.shape[-1], md["prefill_chunks"]):
+            logits = model.call("decode" if c == 1 else f"prefill_{c}", piece[:, done:done + c])
+            done += c
     return logits
 
 

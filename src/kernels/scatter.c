@@ -37,6 +37,26 @@ static tdm_status check_index_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* guard: cond bool (one element) → (nothing); iattr = [line]. Fails the call (TDM_ERR_GUARD) unless
+ * cond is true: the exporter specialized a Python branch on a tensor value (`if (pad > 0).any():`)
+ * and cond says the branch goes the traced way in this call. `line` is the user's source line of the
+ * branch (0 when unknown), for the message. Like check_index it runs before any state write. */
+static tdm_status guard_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)out;
+  if (!((const uint8_t *)in[0].data)[0])
+    return tdm__fail(TDM_ERR_GUARD, "a branch on a tensor value (the method's line %lld) goes the other way than when it was "
+                     "exported; export again with inputs and state that take this branch, or write it with torch.where",
+                     (long long)op->iattr[0]);
+  return TDM_OK;
+}
+
+static tdm_status guard_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 1 || op->n_fattr != 0) return tdm__rule(op, "takes 1 input, no output, [line]");
+  const tdm_value *c = TDM_VAL(m, op, 0);
+  if (c->dtype != TDM_BOOL || c->numel != 1) return tdm__rule(op, "cond must be one bool");
+  return TDM_OK;
+}
+
 /* index_put: base, index i64 [k], values → out (base's shape); iattr = [dim, accumulate].
  * values has base's shape with dim of size k. out[..., index[i], ...] = values[..., i, ...]
  * (+= when accumulating). Out-of-range indices (already rejected by check_index) are skipped. */
@@ -166,6 +186,7 @@ static tdm_status scatter_check(const tdm_method *m, const tdm_op *op) {
 
 const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(check_index, 0, check_index_check, check_index_run),
+    TDM_OP(guard, 0, guard_check, guard_run),
     TDM_OP(index_put, 0, index_put_check, index_put_run),
     TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
     TDM_OP(scatter, 0, scatter_check, scatter_run),

@@ -9,3 +9,7 @@ export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--
 export function launch(extraArgs = []) {
   return chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: [...CHROMIUM_ARGS, ...extraArgs] });
 }
+
+/** Chromium with WebGPU on SwiftShader (its CPU Vulkan): correctness only, never timings. */
+export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
+  '--use-webgpu-adapter=swiftshader'];

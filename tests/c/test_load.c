@@ -181,6 +181,46 @@ static void check_before_state_write(void) {
   tdm_program_free(p);
 }
 
+/* guard (a specialized Python branch): a false cond fails the call with TDM_ERR_GUARD, naming the
+ * line, before the state is written; placed after a state write it is refused at load. */
+static void guard_fails_before_state_write(void) {
+  tb_program t = {0};
+  t.n_states = 1, t.states[0] = (tb_state){"counter", TDM_I64, 1, {4}};
+  t.n_methods = 1;
+  tb_method *m = &t.methods[0];
+  m->name = "forward";
+  m->scratch = 64;
+  m->n_values = 2;
+  m->values[0] = tb_scratch(TDM_BOOL, 0, 0, 0, 0);               /* cond input, one bool */
+  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}};     /* the state */
+  m->n_inputs = 1, m->inputs[0] = 0;
+  m->n_ops = 2;
+  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}};  /* counter += counter, in place */
+  const tb_op guard = {"guard", 1, 0, 1, 0, {0}, {0}, {7}, {0}};
+  m->ops[0] = add, m->ops[1] = guard;
+  tdm_program *p = NULL;
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_MALFORMED);
+  CHECK(strstr(tdm_last_error(), "after the state was written") != NULL);
+  m->ops[0] = guard, m->ops[1] = add;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_session *s = NULL;
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  int64_t *counter = (int64_t *)((uint8_t *)tdm_session_state(s) + tdm_state_offset(p, 0));
+  for (int i = 0; i < 4; i++) counter[i] = i + 1;
+  *(uint8_t *)tdm_session_input(s, 0, 0) = 1;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_OK);
+  CHECK(counter[0] == 2 && counter[3] == 8);
+  *(uint8_t *)tdm_session_input(s, 0, 0) = 0;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_ERR_GUARD);
+  CHECK(strstr(tdm_last_error(), "line 7") != NULL && strstr(tdm_last_error(), "state is unchanged") != NULL);
+  CHECK(counter[0] == 2 && counter[3] == 8);
+  CHECK(strcmp(tdm_status_string(TDM_ERR_GUARD), "TDM_ERR_GUARD") == 0);
+  tdm_session_free(s);
+  tdm_program_free(p);
+  m->values[0] = tb_scratch(TDM_BOOL, 0, 1, 2, 0); /* cond must be one bool */
+  CHECK_STATUS(tb_load(&t, &p), TDM_ERR_OP_RULE);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   const char *names[] = {"accumulator", "original_report", "state_io", "gru", "initialized"};
@@ -198,5 +238,6 @@ int main(int argc, char **argv) {
   def_before_use();
   scratch_starts_zeroed();
   check_before_state_write();
+  guard_fails_before_state_write();
   return test_report("test_load");
 }

@@ -53,3 +53,20 @@ test('a length out of range is rejected with TDM_ERR_SHAPE and the state unchang
   assert.deepEqual(y.shape, [1, 3, 4]);
   model.dispose();
 });
+
+// tests/cases.py branch_guard: `if bool((pad > 0).any()):` specialized at export (no padding then)
+// with a guard op; a call whose pad takes the other branch is a TDM_ERR_GUARD (the status string
+// comes from the wasm build) and the state stays as it was.
+test('a specialized branch going the other way is TDM_ERR_GUARD and the state unchanged', async () => {
+  const model = await load(fixture('branch_guard').path);
+  const x = new Tensor('float32', new Float32Array([1, 2, 3]), [3]);
+  const [y] = [await model.forward(x, new Tensor('int64', [0n, -1n], [2]))].flat();
+  assert.deepEqual([...y.data], [-1, -3, -5]); // acc -= 2x, + 1
+  const before = await model.saveState();
+  await assert.rejects(model.forward(x, new Tensor('int64', [0n, 4n], [2])),
+    (e) => e instanceof TandemError && e.code === 'TDM_ERR_GUARD' && /other way/.test(e.message));
+  assert.deepEqual(await model.saveState(), before);
+  const [z] = [await model.forward(x, new Tensor('int64', [0n, 0n], [2]))].flat();
+  assert.deepEqual([...z.data], [-3, -7, -11]);
+  model.dispose();
+});

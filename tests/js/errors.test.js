@@ -43,7 +43,7 @@ test('JS_ERROR_CODES: the JS-only codes, none a runtime status, each with its me
 test('every error code in web/ and node/ is a runtime status or in JS_ERROR_CODES', () => {
   const unknown = [];
   for (const dir of ['web', 'node']) {
-    for (const name of readdirSync(join(ROOT, dir)).filter((n) => n.endsWith('.js'))) {
+    for (const name of readdirSync(join(ROOT, dir), { recursive: true }).filter((n) => n.endsWith('.js'))) {
       for (const [, code] of read(`${dir}/${name}`).matchAll(/['"`](TDM_ERR_\w+)/g)) {
         if (!ALL.includes(code)) unknown.push(`${dir}/${name}: ${code}`);
       }

@@ -66,10 +66,26 @@ class Holder(nn.Module):
         return (x.to(torch.int16) + self.steps).float()  # STEPS
 
 
-def test_item_bounded_slice_names_the_line_and_what_to_do():
-    msg = export_error(ItemSlice(), (torch.randn(2, 6), torch.tensor(1)))
-    assert_points_here(msg, ItemSlice.forward, "# ITEM")
-    assert ".item()" in msg and "torch.narrow(x, dim, start, length)" in msg
+def test_item_bounded_slice_exports_and_a_start_out_of_range_fails_the_call():
+    # .item() of a tensor as a slice start is a runtime index (python/tandem/runtime_values.py)
+    m, x = ItemSlice(), torch.randn(2, 6)
+    model = tandem.load(tandem.export(m, {"forward": (x, torch.tensor(1))}).to_bytes())
+    for s in (0, 3, 4):
+        torch.testing.assert_close(model.forward(x, torch.tensor(s)), m(x, torch.tensor(s)))
+    for s in (5, -1):  # eager gives fewer rows (then * 2 works on them); tandem refuses the call
+        with pytest.raises(tandem.TandemError) as e:
+            model.forward(x, torch.tensor(s))
+        assert e.value.code == "TDM_ERR_INDEX"
+
+
+def test_item_of_a_float_names_the_line_and_what_to_do():
+    class FloatItem(nn.Module):
+        def forward(self, x, scale):
+            return x * scale.item()  # FLOAT_ITEM
+
+    msg = export_error(FloatItem(), (torch.randn(2, 6), torch.tensor(0.5)))
+    assert_points_here(msg, FloatItem.forward, "# FLOAT_ITEM")
+    assert ".item()" in msg
 
 
 def test_narrow_with_a_tensor_start_exports_and_a_start_out_of_range_fails_the_call():
@@ -101,10 +117,14 @@ def test_boolean_mask_names_the_line_and_what_to_do():
     assert "x[mask]" in msg and "torch.where(mask, x, 0)" in msg
 
 
-def test_branch_on_a_value_names_the_line():
-    msg = export_error(Branch(), (torch.randn(5),))
-    assert_points_here(msg, Branch.forward, "# BRANCH")
-    assert "torch.where" in msg
+def test_branch_on_a_value_is_specialized_and_the_other_way_names_the_line():
+    # specialized on the example's way, with a guard (docs/ops.md, "Values known at run time")
+    x = torch.ones(5)
+    model = tandem.load(tandem.export(Branch(), {"forward": (x,)}).to_bytes())
+    torch.testing.assert_close(model.forward(x * 3), x * 3 + 1)
+    with pytest.raises(tandem.TandemError) as e:
+        model.forward(-x)
+    assert e.value.code == "TDM_ERR_GUARD" and f"line {line_of(Branch.forward, '# BRANCH')}" in str(e.value)
 
 
 def test_errors_in_a_bound_method_name_the_user_line_not_tandems():

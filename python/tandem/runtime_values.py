@@ -1,0 +1,354 @@
+"""Integers read from tensors while tracing (`int(offset.view(-1)[0].item())`) used as runtime
+offsets, without torch.export's unbacked symbols (which `int()` cannot take).
+
+While a method is traced, `.item()` of a one-element integer tensor returns a `TensorInt`: a Python
+int that carries the (traced) tensor it came from, with a made-up value far from any real size
+(2^40 and up). Arithmetic with ints and sizes (`off + T`, `off % capacity`) gives another TensorInt
+whose tensor is the same arithmetic on the tensor. `int()` gives a plain int (Python copies int
+subclasses), but its value still says which read it is and by how much it was shifted (`off + T`
+is the read's value + T). Slicing with one, `cache[:, :, off:off + T]` (read) and
+`cache[:, :, off:off + T] = k` (write), is rewritten to index the same rows with a tensor,
+`idx = off + arange(T)` behind `check_index` (a start below 0 or past the end fails the call with
+TDM_ERR_INDEX before any state is written, where eager raises or reads fewer rows). Such a value
+anywhere else torch sees (a shape, `torch.full`'s value, a comparison, `bool()`) is an ExportError
+naming the line.
+
+Python itself may also read the int (`range(off)`, a list index, `int(off) % capacity`), and nothing
+hooks that; so export traces such a method twice with the made-up values one apart: the graphs must
+be equal, else some use froze the value and the export fails naming the `.item()` lines.
+"""
+from __future__ import annotations
+
+import operator
+import traceback
+
+import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+from .ir import ExportError
+
+
+def _user_line() -> str:
+    """' (at file.py:12: code)' for the innermost frame of the user's code on the current stack."""
+    from .lower import is_user_file
+    for f in reversed(traceback.extract_stack()):
+        if is_user_file(f.filename):
+            return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
+    return ""
+
+
+def _called_from_user() -> bool:
+    """Whether the torch function being handled was called by the user's code, not by torch's own
+    (which may branch on a value and catch the error itself)."""
+    from .lower import is_user_file
+    for f in reversed(traceback.extract_stack()[:-1]):
+        if f.filename == __file__ or f.filename.endswith("torch/overrides.py"):
+            continue
+        return is_user_file(f.filename)
+    return False
+
+
+def _fail(what: str):
+    raise ExportError(f"{what}{_user_line()}")
+
+
+def _hint(x) -> int:
+    """An int for a size (a SymInt's example value, without a guard)."""
+    if isinstance(x, torch.SymInt):
+        h = x.node.hint
+        return int(h) if h is not None else 0
+    return int(x)
+
+
+class TensorInt(int):
+    """An int read from a tensor while tracing: `tensor` (0-d int64) is its value in each call; `root`
+    and `shift` say it is root's value + shift (shift an int or a size), so two of them from one
+    read have a known difference (a slice's length)."""
+
+    def __new__(cls, value: int, tensor: torch.Tensor, root=None, shift=0):
+        obj = super().__new__(cls, value)
+        obj.tensor = tensor
+        obj.root = root if root is not None else obj
+        obj.shift = shift
+        return obj
+
+    def _arith(self, other, f, reflected=False):
+        mine = int.__int__(self)
+        if isinstance(other, TensorInt):
+            a, b = (other, self) if reflected else (self, other)
+            return TensorInt(f(int.__int__(a), int.__int__(b)), f(a.tensor, b.tensor))
+        if not isinstance(other, (int, torch.SymInt)) or isinstance(other, bool):
+            return NotImplemented
+        o = _hint(other)
+        value = f(o, mine) if reflected else f(mine, o)
+        t = f(other, self.tensor) if reflected else f(self.tensor, other)
+        if f is operator.add:  # the same read, shifted: a slice's end
+            return TensorInt(value, t, self.root, self.shift + other)
+        if f is operator.sub and not reflected:
+            return TensorInt(value, t, self.root, self.shift - other)
+        return TensorInt(value, t)
+
+    def __add__(self, o): return self._arith(o, operator.add)
+    def __radd__(self, o): return self._arith(o, operator.add, reflected=True)
+    def __sub__(self, o): return self._arith(o, operator.sub)
+    def __rsub__(self, o): return self._arith(o, operator.sub, reflected=True)
+    def __mul__(self, o): return self._arith(o, operator.mul)
+    def __rmul__(self, o): return self._arith(o, operator.mul, reflected=True)
+    def __mod__(self, o): return self._arith(o, operator.mod)
+    def __rmod__(self, o): return self._arith(o, operator.mod, reflected=True)
+    def __floordiv__(self, o): return self._arith(o, operator.floordiv)
+    def __rfloordiv__(self, o): return self._arith(o, operator.floordiv, reflected=True)
+    def __neg__(self): return TensorInt(-int.__int__(self), -self.tensor)
+    def __pos__(self): return self
+
+    def _refuse(self, *_):
+        _fail("a value read from a tensor with .item() / int() decides something in Python (a comparison, an `if`, a "
+              "float, a power or a bit operation); tandem exports one graph, computed per call only through tensors and "
+              "slices: use torch.where on tensors instead")
+
+    __bool__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
+    __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = __abs__ = __round__ = _refuse
+
+    def __eq__(self, o):
+        if isinstance(o, (int, TensorInt)):
+            self._refuse()
+        return NotImplemented
+
+    __ne__ = __eq__
+    __hash__ = int.__hash__
+
+
+MAGIC = 1 << 40  # read k's made-up value: MAGIC * (k + 1) + bias
+NEAR = 1 << 31  # a plain int within this of a read's value is that read, shifted
+
+
+class _Reads:
+    """The reads of one trace: made-up value -> tensor."""
+
+    def __init__(self, bias: int):
+        self.bias = bias
+        self.values: list = []  # [(value, tensor, user line)]
+        self.seen: dict = {}  # (id, version) of a tensor read -> (value, tensor)
+        self.keep: list = []
+
+    def new(self, src: torch.Tensor, line: str) -> TensorInt:
+        """A read of src: the same value as an earlier read of the same tensor, unchanged since
+        (`x[:, s.item():s.item() + 2]`), so two reads make one slice."""
+        key = (id(src), src._version)
+        if key in self.seen:
+            value, t = self.seen[key]
+        else:
+            value, t = MAGIC * (len(self.values) + 1) + self.bias, src.reshape(()).to(torch.long)
+            self.values.append((value, t, line))
+            self.seen[key] = (value, t)
+            self.keep.append(src)  # so its id is not reused while tracing
+        return TensorInt(value, t, root=value)  # the read's value names it, as for the plain ints int() gives
+
+    def find(self, x):
+        """(root, shift, tensor) when x is a read (a TensorInt, or an int or size near a read's value)."""
+        if isinstance(x, TensorInt):
+            return x.root, x.shift, x.tensor
+        if isinstance(x, bool) or not isinstance(x, (int, torch.SymInt)):
+            return None
+        h = _hint(x)
+        for value, t, _ in self.values:
+            if abs(h - value) < NEAR:
+                shift = x - value
+                return value, shift, t + shift
+        return None
+
+    def has(self, obj) -> bool:
+        if self.find(obj) is not None:
+            return True
+        if isinstance(obj, slice):
+            return any(self.has(v) for v in (obj.start, obj.stop, obj.step))
+        if isinstance(obj, (list, tuple)):
+            return any(self.has(x) for x in obj)
+        if isinstance(obj, dict):
+            return any(self.has(x) for x in obj.values())
+        return False
+
+    def plain(self, obj):
+        """obj with every read replaced by its tensor (where torch takes a tensor)."""
+        r = self.find(obj)
+        if r is not None:
+            return r[2]
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.plain(x) for x in obj)
+        return obj
+
+    def slice_of(self, x: torch.Tensor, index):
+        """(view, dim, idx) when `index` has one slice between two reads: view = x indexed with that
+        slice made whole, dim = the slice's dim in view, idx its rows as a tensor; else None."""
+        items = list(index) if isinstance(index, tuple) else [index]
+        hits = [i for i, it in enumerate(items) if isinstance(it, slice) and self.has(it)]
+        if not hits:
+            return None
+        if len(hits) > 1:
+            _fail("two slices of one tensor at values read from tensors; tandem rewrites one per indexing: split it")
+        k = hits[0]
+        s = items[k]
+        if s.step not in (None, 1):
+            _fail("a slice with a step at a value read from a tensor is not supported; use a step of 1")
+        start, stop = self.find(s.start), self.find(s.stop)
+        if start is None or stop is None or not _same(start[0], stop[0]):
+            _fail("a slice whose length depends on a value read from a tensor (e.g. cache[:, :offset + T]) has a size "
+                  "known only at run time; tandem exports fixed shapes: slice a fixed length, cache[:, offset:offset + T], "
+                  "or read the whole cache and mask it (torch.where, an attention mask)")
+        if any(isinstance(it, torch.Tensor) or self.has(it) for i, it in enumerate(items) if i != k):
+            _fail("indexing with a slice at a value read from a tensor and also a tensor or another such value is not "
+                  "supported: index in two steps")
+        length = stop[1] - start[1]
+        if Ellipsis in items:
+            e = items.index(Ellipsis)
+            used = sum(1 for it in items if it is not None and it is not Ellipsis)
+            items[e:e + 1] = [slice(None)] * (x.dim() - used)
+            k = next(i for i, it in enumerate(items) if it is s)
+        # the slice's dim in x and in the result of the basic indexing (ints drop a dim, None adds one)
+        src_dim = sum(1 for it in items[:k] if it is not None)
+        dim = sum(1 for it in items[:k] if not isinstance(it, int) or isinstance(it, bool))
+        items[k] = slice(None)
+        view = x[tuple(items)]
+        st = start[2]
+        st = torch.where(st < 0, x.shape[src_dim], st)  # a negative start is out of range (eager counts it from the end)
+        return view, dim, st + torch.arange(length, dtype=st.dtype)
+
+
+def _same(a, b) -> bool:
+    """Whether two reads' roots are one (a made-up value, or a TensorInt, compared without its __eq__)."""
+    return a is b or (type(a) is int and type(b) is int and int.__eq__(a, b))
+
+
+# Tensor arithmetic that takes a read as its tensor (`arange(T) + off`, `x * off`, `pos.fill_(off)`).
+_TENSOR_OPERANDS = {torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.__sub__, torch.Tensor.__rsub__,
+                    torch.Tensor.__mul__, torch.Tensor.__rmul__, torch.Tensor.__mod__, torch.Tensor.__floordiv__,
+                    torch.Tensor.__rfloordiv__, torch.Tensor.add, torch.Tensor.sub, torch.Tensor.mul, torch.Tensor.remainder,
+                    torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.mul_, torch.Tensor.fill_,
+                    torch.add, torch.sub, torch.mul, torch.remainder, torch.where, torch.minimum, torch.maximum,
+                    torch.Tensor.__eq__, torch.Tensor.__ne__, torch.Tensor.__lt__, torch.Tensor.__le__,
+                    torch.Tensor.__gt__, torch.Tensor.__ge__}
+
+
+class NeedBranches(Exception):
+    """Raised by the first trace at a Python branch on a tensor value: export then runs the method
+    eagerly on a copy of the module to learn which way each branch goes (BranchRecorder)."""
+
+
+class BranchRecorder(torch.overrides.TorchFunctionMode):
+    """Eager: records bool() of each one-element tensor, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.values: list = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if _is_branch(func, args) and _called_from_user():
+            self.values.append(bool(out))
+        return out
+
+
+def _is_branch(func, args) -> bool:
+    """bool(t) of a one-element tensor, or .item() of a one-element bool tensor (`if (s > 0).item():`)."""
+    if not args or not isinstance(args[0], torch.Tensor) or args[0].numel() != 1:
+        return False
+    return func is torch.Tensor.__bool__ or (func is torch.Tensor.item and args[0].dtype == torch.bool)
+
+
+def _line_number(line: str) -> int:
+    """12 of ' (at file.py:12: code)', else 0."""
+    try:
+        return int(line.split(":")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+class RuntimeValues(torch.overrides.TorchFunctionMode):
+    """The tracing mode (see the module's docstring), also rewriting torch.narrow with a tensor start:
+    x.index_select(dim, s + arange(length)), s = start (+ size when negative).
+
+    A Python branch on a tensor value (`if (pad > 0).any():`, bool(t)) is specialized: with
+    `branches` (the values bool() gave, in order, when the method ran eagerly at export on a copy of
+    the module with the example inputs) each bool() returns its value, and the graph gets
+    `torch._assert_async(cond)` (cond = t, or not t), which tandem runs as a `guard` op: a call in
+    which the branch would go the other way fails with TDM_ERR_GUARD before any state is written.
+    Without `branches`, the first such bool() raises NeedBranches."""
+
+    def __init__(self, bias: int = 0, branches=None):
+        super().__init__()
+        self.r = _Reads(bias)
+        self.branches = branches
+        self.taken = 0
+
+    @property
+    def reads(self) -> list:
+        """The user's lines that read an int from a tensor."""
+        return [line for _, _, line in self.r.values]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        r = self.r
+        if _is_branch(func, args) and _called_from_user():
+            k = self.taken  # the k-th bool() of the method, as BranchRecorder counts them
+            self.taken += 1
+            try:
+                out = func(*args, **kwargs)
+                if not isinstance(out, torch.SymBool):
+                    return out  # known while tracing (a constant): no guard needed
+            except GuardOnDataDependentSymNode:
+                pass
+            if self.branches is None:
+                raise NeedBranches()
+            line = _user_line()
+            if k >= len(self.branches):
+                _fail("a branch on a tensor value that the method did not reach when it ran eagerly at export (the traced "
+                      "and the eager runs branch differently); write it with torch.where")
+            value = self.branches[k]
+            cond = args[0].reshape(()).to(torch.bool)
+            torch._assert_async(cond if value else torch.logical_not(cond), f"tandem-guard {_line_number(line)}")
+            return value
+        if func in (torch.Tensor.item, torch.Tensor.__int__, torch.Tensor.__index__) and isinstance(args[0], torch.Tensor):
+            t = args[0]
+            if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and t.numel() == 1:
+                return r.new(t, _user_line())
+        if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and (isinstance(args[2], torch.Tensor) or r.has(args[2])):
+            x, dim, start = args[0], int(args[1]), r.plain(args[2])
+            length = args[3] if len(args) > 3 else kwargs["length"]
+            if r.has(length):
+                _fail("torch.narrow with a length read from a tensor has a size known only at run time; use a fixed length")
+            size = x.shape[dim]
+            s = torch.where(start < 0, start + size, start).reshape(())
+            s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
+            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
+        if func is torch.Tensor.__getitem__ and r.has(args[1]):
+            hit = r.slice_of(args[0], args[1])
+            if hit is None:
+                _fail("indexing at a value read from a tensor (x[off]) is not supported; slice it, x[off:off + 1], or use "
+                      "torch.index_select with a tensor index")
+            view, dim, idx = hit
+            return view[(slice(None),) * dim + (idx,)]
+        if func is torch.Tensor.__setitem__ and (r.has(args[1]) or r.has(args[2])):
+            x, index, value = args
+            value = r.plain(value)
+            if not r.has(index):
+                return x.__setitem__(index, value)
+            hit = r.slice_of(x, index)
+            if hit is None:
+                _fail("writing at a value read from a tensor (x[off] = v) is not supported; slice it, x[off:off + 1] = v")
+            view, dim, idx = hit
+            view[(slice(None),) * dim + (idx,)] = value
+            return None
+        if r.has((args, kwargs)):
+            if func in _TENSOR_OPERANDS:
+                return func(*r.plain(tuple(args)), **{k: r.plain(v) for k, v in kwargs.items()})
+            if func in (torch.tensor, torch.as_tensor, torch.scalar_tensor) and args:
+                dtype = kwargs.get("dtype") or torch.long
+                if r.find(args[0]) is not None:  # torch.tensor(off)
+                    return r.plain(args[0]).to(dtype).clone()
+                if isinstance(args[0], (list, tuple)) and all(isinstance(v, int) for v in args[0]):  # torch.tensor([off, off + 1])
+                    return torch.stack([r.plain(v) if r.find(v) is not None else torch.tensor(v) for v in args[0]]).to(dtype)
+            name = getattr(func, "__name__", str(func))
+            _fail(f"'{name}' takes a value read from a tensor with .item() / int() where it needs a Python number (a size, "
+                  "a dim, a fill value); tandem computes such values per call only as tensors and slice starts: pass a "
+                  "tensor (torch.tensor(off)) or slice cache[:, off:off + T]")
+        return func(*args, **kwargs)

@@ -1,0 +1,120 @@
+// The WebGPU backend (web/webgpu/) in headless Chromium on SwiftShader: op cases against the wasm
+// backend in the same page, model fixtures over their call sequences against PyTorch eager, the
+// state operations, and the device fallback and refusal. Tolerance: 1e-3 of the largest |value|
+// of each output (exact for integer and bool outputs). SwiftShader is slow: small cases, no timing.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync } from 'node:fs';
+import { launch, WEBGPU_ARGS } from './chromium.js';
+import { serve } from '../../scripts/serve.mjs';
+import { FIXTURES, fixture } from '../js/helpers.js';
+
+let server, browser, page;
+
+before(async () => {
+  server = await serve({ index: '/tests/browser/webgpu.html' });
+  browser = await launch(WEBGPU_ARGS);
+  page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  await page.goto(`${server.url}/tests/browser/webgpu.html`);
+  await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
+  assert.deepEqual(errors, []);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+const num = (x) => (typeof x === 'string' ? ({ inf: Infinity, '-inf': -Infinity, nan: NaN }[x] ?? Number(x)) : x);
+
+/** got within 1e-3 of want's largest |value| (NaN where NaN; exact for integers and bools). */
+function near(got, want, where) {
+  assert.equal(got.dtype, want.dtype, `${where}: dtype`);
+  assert.deepEqual(got.shape, want.shape, `${where}: shape`);
+  if (want.dtype !== 'float32') {
+    assert.deepEqual(got.data.map(String), want.data.map(String), `${where}: values`);
+    return;
+  }
+  const w = want.data.map(num), g = got.data.map(num);
+  const scale = Math.max(1e-6, ...w.filter(Number.isFinite).map(Math.abs));
+  for (let i = 0; i < w.length; i++) {
+    if (Number.isNaN(w[i])) assert.ok(Number.isNaN(g[i]), `${where}[${i}]: ${g[i]}, expected NaN`);
+    else if (!Number.isFinite(w[i])) assert.equal(g[i], w[i], `${where}[${i}]`);
+    else assert.ok(Math.abs(g[i] - w[i]) <= 1e-3 * scale, `${where}[${i}]: ${g[i]}, expected ${w[i]} (scale ${scale})`);
+  }
+}
+
+test('op cases: every case whose ops have WebGPU kernels equals the wasm backend', { timeout: 600000 }, async () => {
+  // one case per op family (the first recorded), to keep SwiftShader's time small
+  const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => f.endsWith('.tandem')).map((f) => f.slice(0, -7)))];
+  const first = new Map();
+  for (const n of names.sort()) {
+    const fam = n.replace(/-\d+$/, '');
+    if (!first.has(fam)) first.set(fam, n);
+  }
+  const res = await page.evaluate((ns) => window.gpuOps(ns), [...first.values()]);
+  const ran = res.filter((r) => r.device === 'webgpu');
+  const failures = [];
+  // WGSL lets a GPU flush float32 subnormals to zero (SwiftShader does): these two cases feed or
+  // produce subnormals on purpose, so they differ from the wasm kernels' IEEE results
+  const SUBNORMAL = new Set(['exp_denormal', 'exp_underflows']);
+  for (const r of ran.filter((x) => !SUBNORMAL.has(x.name.replace(/-\d+$/, '')))) {
+    try {
+      assert.equal(r.error, null, `${r.name}: ${r.error}`);
+      assert.equal(r.got.length, r.want.length);
+      r.got.forEach((g, k) => near(g, r.want[k], `${r.name} output ${k}`));
+    } catch (e) {
+      failures.push(e.message.split('\n')[0]);
+    }
+  }
+  assert.deepEqual(failures, []);
+  for (const r of res.filter((x) => x.device === 'wasm')) assert.match(r.reason, /ops without a WebGPU kernel: /, r.name);
+  console.log(`# op cases on WebGPU: ${ran.length} of ${res.length}; on wasm (no kernel): ` +
+    `${res.filter((r) => r.device === 'wasm').map((r) => r.name).join(' ')}`);
+  // the families this slice covers must all be among those that ran
+  const must = ['add-0', 'matmul', 'linear', 'softmax', 'layer_norm', 'rms_norm_plain', 'embedding', 'index_put', 'cat', 'expand',
+    'permute', 'sum', 'sdpa', 'sdpa_causal', 'sdpa_gqa', 'conv1d', 'slice_scatter', 'where', 'gelu'];
+  const gotNames = new Set(ran.map((r) => r.name.replace(/-\d+$/, '')));
+  for (const m of must) assert.ok(gotNames.has(m.replace(/-\d+$/, '')), `${m} did not run on WebGPU`);
+});
+
+for (const name of ['transformer', 'streaming_conv']) {
+  test(`${name} on WebGPU equals eager over its call sequence`, { timeout: 600000 }, async () => {
+    const { spec } = fixture(name);
+    const r = await page.evaluate((n) => window.gpuCase(n, 'webgpu'), name);
+    assert.equal(r.device, 'webgpu');
+    assert.equal(r.outs.length, spec.calls.length);
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k],
+      `call ${i} (${spec.calls[i].method}) output ${k}`)));
+  });
+
+  test(`${name} on WebGPU: saveState/loadState, fork, readState, writeState, resetState`, { timeout: 600000 }, async () => {
+    const { spec } = fixture(name);
+    const k = 3;
+    const r = await page.evaluate(([n, kk]) => window.gpuState(n, kk), [name, k]);
+    r.a.forEach((o, j) => near(o, r.c[j], `call ${k} vs wasm`));
+    assert.deepEqual(r.f, r.a, 'the fork (copied state) gives the same bits');
+    assert.deepEqual(r.b, r.a, 'after loadState the call gives the same bits');
+    r.states.forEach(([g, c], j) => near(g, c, `state ${j} vs wasm`));
+    if (r.val) assert.deepEqual(r.written.data, r.val);
+    r.reset.forEach((o, j) => near(o, spec.calls[0].outputs[j], 'first call after resetState vs eager'));
+    assert.equal(r.bad, 'TDM_ERR_INVALID_ARGUMENT');
+  });
+}
+
+test("device 'auto' runs a program with an op without a kernel on wasm and says why", async () => {
+  const { spec } = fixture('cnn');
+  const r = await page.evaluate(() => window.gpuCase('cnn', 'auto'));
+  assert.equal(r.device, 'wasm');
+  assert.match(r.deviceReason, /ops without a WebGPU kernel: .*max_pool/);
+  r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `call ${i}`)));
+});
+
+test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops", async () => {
+  const e = await page.evaluate(() => window.gpuRefuses('cnn'));
+  assert.equal(e.code, 'TDM_ERR_DEVICE');
+  assert.equal(e.name, 'TandemError');
+  assert.match(e.message, /max_pool/);
+});

@@ -1,0 +1,380 @@
+"""Values only known at run time (docs/ops.md, "Values known at run time"), natively and in wasm,
+against PyTorch eager:
+
+1. A symbolic size used as a value (fill_(n), += x.shape[1], arange(n) + pos, new_full(..., n),
+   full((2,), n), a size written into state or returned, n - 1, 2*n, n // 2) is computed per call;
+   each case runs at the minimum, a middle value and the maximum of the dim (and more), so a size
+   frozen at its maximum fails.
+"""
+import copy
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.export import Dim
+
+import tandem
+import tandem.runtime as runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+LO, HI = 1, 32
+SIZES = (3, LO, HI, 17, 2, 3)  # the minimum, a middle value, the maximum, and repeats
+
+
+@pytest.fixture(params=["native", "wasm"])
+def backend(request, monkeypatch):
+    if request.param == "wasm":
+        pytest.importorskip("wasmtime")
+        from tandem.wasm import WasmLibrary
+        wasm = ROOT / "web" / "tandem.wasm"
+        assert wasm.exists(), "web/tandem.wasm is missing: run `npm run build`"
+        monkeypatch.setattr(runtime, "_lib", WasmLibrary(wasm))
+        monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    return request.param
+
+
+class SizeCase(nn.Module):
+    """forward(x [1, n, 4]) over an int64 position, an int32 counter, a float vector and a cache."""
+
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("cnt", torch.zeros(2, dtype=torch.int32))
+        self.register_buffer("f", torch.zeros(3))
+        self.register_buffer("cache", torch.zeros(1, HI + 2, 4))
+
+    def forward(self, x):
+        return self.body(self, x, x.shape[1])
+
+
+def _fill(s, x, n):
+    s.pos.fill_(n)
+    return x * 2
+
+
+def _add(s, x, n):
+    s.pos += x.shape[1]
+    s.cnt.add_(n)
+    return s.pos + 0
+
+
+def _arange_pos(s, x, n):
+    y = torch.arange(n) + s.pos
+    s.pos.add_(n)
+    return y
+
+
+def _new_full(s, x, n):
+    return x.new_full((3,), n), x.new_full((2, 2), n - 1, dtype=torch.long)
+
+
+def _full(s, x, n):
+    return torch.full((2,), n), torch.full((100,), 2 * n, dtype=torch.float32), torch.full((n,), n)
+
+
+def _into_state(s, x, n):
+    s.f[0] = n
+    s.f[2] = n // 2
+    s.cnt[1] = n * 3 - 1
+    return s.f * 1
+
+
+def _returned(s, x, n):
+    return x + 1, n, 2 * n - 1, n // 2, n % 5
+
+
+def _arith(s, x, n):
+    return x.sum() * (2 * n) + n // 2, x * (n - 1), x / n, (x * 0).long() + n * n
+
+
+def _mean_by_hand(s, x, n):
+    return x.sum(1) / x.shape[1], x.var(1), x.std(1, correction=0)
+
+
+def _cache_at_size(s, x, n):
+    s.cache[:, n - 1:n] = x[:, :1]  # the row at n - 1 (a symbolic start)
+    s.cache[:, n + 1:n + 2] = x[:, -1:]
+    return s.cache[:, :n].sum(1), x[:, n - 1]
+
+
+def _arange_start(s, x, n):
+    return torch.arange(n, 2 * n), torch.arange(1, n + 1, dtype=torch.float32) * 0.5, torch.arange(n - 1, HI + 3)
+
+
+def _numel(s, x, n):
+    return x.numel() + s.pos, torch.scalar_tensor(x.shape[1] - 1)
+
+
+def _split(s, x, n):
+    a, b = torch.split(s.cache, [n, HI + 2 - n], 1)
+    return a.sum(1) + 1, b.sum(1) - 1
+
+
+def _group_norm(s, x, n):
+    return torch.nn.functional.group_norm(x.transpose(1, 2), 2)
+
+
+def _float_of_size(s, x, n):
+    s.f += x.shape[1] * 0.5
+    return x.new_full((2,), n / 2), x * (n / 4), torch.full((3,), n > 3), x.sum() * (n * n) + (n % 4) + max(n, 3)
+
+
+def _decreasing(s, x, n):
+    s.cnt[0] = HI - n
+    s.cache[:, n:] += 1  # a size that shrinks as n grows: planned for n's minimum
+    return s.cache[:, HI - n] + 1, torch.full((2,), -n), s.cache[:, n:] * 2
+
+
+CASES = {"float_of_size": _float_of_size, "decreasing": _decreasing, "fill": _fill, "add": _add, "arange_pos": _arange_pos, "new_full": _new_full, "full": _full,
+         "into_state": _into_state, "returned": _returned, "arith": _arith, "mean_by_hand": _mean_by_hand,
+         "cache_at_size": _cache_at_size, "arange_start": _arange_start, "numel": _numel, "split": _split,
+         "group_norm": _group_norm}
+STATES = ("pos", "cnt", "f", "cache")
+
+
+def _check_case(body, sizes=SIZES):
+    torch.manual_seed(0)
+    model = SizeCase(body)
+    eager = copy.deepcopy(model)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 5, 4),),
+                                                               dynamic_shapes=({1: Dim("n", min=LO, max=HI)},))})
+    m = tandem.load(program.to_bytes())
+    states = [n for n in STATES if any(st.name == n for st in program.states)]
+    for n in sizes:
+        x = torch.randn(1, n, 4)
+        got, want = m.forward(x), eager(x)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        assert len(got) == len(want), n
+        for i, (g, w) in enumerate(zip(got, want)):
+            w = torch.as_tensor(w)
+            assert g.dtype == w.dtype and g.shape == w.shape, (n, i, g, w)
+            torch.testing.assert_close(g, w, equal_nan=True, atol=1e-4, rtol=1e-4, msg=lambda s: f"n={n} output {i}: {s}")
+        for name in states:
+            torch.testing.assert_close(m.read_state(name), getattr(eager, name), msg=lambda s: f"n={n} state {name}: {s}")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_size_used_as_a_value_is_computed_per_call(case, backend):
+    _check_case(CASES[case])
+
+
+def _topk_by_size(s, x, n):
+    return torch.topk(x.flatten(), n)[0]
+
+
+def _strided_arange(s, x, n):
+    return torch.arange(n - 1, HI + 3, 3)
+
+
+def _index_at_size(s, x, n):
+    s.cache[:, n - 1] = x[:, 0]
+    return x * 1
+
+
+REFUSED = {"topk_by_size": (_topk_by_size, r"k of topk is the size n, which depends on a dynamic dim"),
+           "strided_arange": (_strided_arange, r"\(38 - n\)//3.*not an integer affine form"),
+           "index_at_size": (_index_at_size, r"torch.export failed.*Constraints violated \(n\)")}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_size_tandem_cannot_compute_per_call_is_an_export_error(case):
+    body, message = REFUSED[case]
+    with pytest.raises(tandem.ExportError, match=message):
+        _check_case(body)
+
+
+# ---- 2. ints read from state (.item(), int()) as offsets ------------------------------------------
+
+CAP = 8
+
+
+class OffsetCache(nn.Module):
+    """pocket-tts' linear KV cache: the write offset read with int(offset.view(-1)[0].item()), rows
+    written with cache[i, :, off:off + T] = k, and the new rows read back at the same offset."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(1, dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(2, 1, CAP, 4))
+
+    def forward(self, k):
+        off = int(self.offset.view(-1)[0].item())
+        self.cache[0, :, off:off + k.shape[1]] = k
+        self.cache[1, :, off:off + k.shape[1]] = -2 * k
+        rows = self.cache[:, :, off:off + k.shape[1]]
+        self.offset += k.shape[1]
+        return rows * 3, self.cache.sum(2)
+
+    def reset(self):
+        self.offset.zero_()
+        self.cache.zero_()
+
+
+class RingCache(nn.Module):
+    """A ring buffer: the position read with .item() (kept a TensorInt), written at pos % capacity;
+    and rows read back by an index built from the same value (arange + off)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("ring", torch.zeros(CAP, 3))
+
+    def forward(self, x):
+        at = self.pos.item() % CAP
+        self.ring[at:at + 1] = x
+        back = self.ring.index_select(0, (torch.arange(2) + at + CAP - 1) % CAP)
+        self.pos.add_(1)
+        return back, torch.tensor(at) * 10
+
+
+def _calls(m, eager, name, inputs, states):
+    for x in inputs:
+        got, want = getattr(m, name)(x), getattr(eager, name)(x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+            torch.testing.assert_close(g, torch.as_tensor(w))
+        for s in states:
+            torch.testing.assert_close(m.read_state(s), getattr(eager, s))
+
+
+def test_an_offset_read_with_item_writes_and_reads_the_cache_at_run_time(backend):
+    torch.manual_seed(0)
+    model = OffsetCache()
+    eager = copy.deepcopy(model)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 4),),
+                                                               dynamic_shapes=({1: Dim("t", min=1, max=CAP)},)),
+                                    "reset": ()})
+    m = tandem.load(program.to_bytes())
+    _calls(m, eager, "forward", [torch.randn(1, t, 4) for t in (3, 1, 2)], ("offset", "cache"))
+    # 6 rows written of 8: 3 more do not fit; eager raises, tandem fails the call and changes nothing
+    before = (m.read_state("offset").clone(), m.read_state("cache").clone())
+    with pytest.raises(RuntimeError):
+        copy.deepcopy(eager)(torch.randn(1, 3, 4))
+    with pytest.raises(tandem.TandemError) as e:
+        m.forward(torch.randn(1, 3, 4))
+    assert e.value.code == "TDM_ERR_INDEX"
+    torch.testing.assert_close(m.read_state("offset"), before[0])
+    torch.testing.assert_close(m.read_state("cache"), before[1])
+    _calls(m, eager, "forward", [torch.randn(1, 2, 4)], ("offset", "cache"))  # exactly fills it
+    m.reset()
+    eager.reset()
+    _calls(m, eager, "forward", [torch.randn(1, CAP, 4)], ("offset", "cache"))
+
+
+def test_a_ring_position_read_with_item_wraps_at_run_time(backend):
+    torch.manual_seed(0)
+    model = RingCache()
+    eager = copy.deepcopy(model)
+    m = tandem.load(tandem.export(model, {"forward": (torch.randn(1, 3),)}).to_bytes())
+    _calls(m, eager, "forward", [torch.randn(1, 3) for _ in range(CAP * 2 + 3)], ("pos", "ring"))
+
+
+class _Reader(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+        self.register_buffer("off", torch.zeros(1, dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(1, CAP, 4))
+
+    def forward(self, k):
+        return self.body(self, k)
+
+
+def _variable_length(s, k):
+    off = int(s.off[0].item())
+    s.cache[:, off:off + 2] = k
+    return s.cache[:, :off + 2]
+
+
+def _int_then_mod(s, k):
+    off = int(s.off[0].item()) % CAP
+    s.cache[:, off:off + 2] = k
+    return k * 1
+
+
+def _as_fill_value(s, k):
+    off = s.off[0].item()
+    return torch.full((2,), off)
+
+
+def _branch(s, k):
+    off = s.off[0].item()
+    if off > 3:
+        return k * 2
+    return k
+
+
+def _python_loop(s, k):
+    off = int(s.off[0].item())
+    return sum(k for _ in range(off % 3))  # Python reads the int itself
+
+
+READ_REFUSED = {
+    "variable_length": (_variable_length, r"length depends on a value read from a tensor.*at test_runtime_values.py:\d+: "
+                                          r"return s.cache\[:, :off \+ 2\]"),
+    "int_then_mod": (_int_then_mod, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int\(s.off\[0\].item\(\)\) % CAP"),
+    "as_fill_value": (_as_fill_value, r"'full' takes a value read from a tensor.*at test_runtime_values.py:\d+: "
+                                      r"return torch.full\(\(2,\), off\)"),
+    "branch": (_branch, r"decides something in Python.*at test_runtime_values.py:\d+: if off > 3:"),
+    "python_loop": (_python_loop, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(READ_REFUSED))
+def test_an_int_read_from_a_tensor_used_otherwise_is_an_export_error_naming_the_line(case):
+    body, message = READ_REFUSED[case]
+    model = _Reader(body)
+    with pytest.raises(tandem.ExportError, match=message):
+        tandem.export(model, {"forward": (torch.randn(1, 2, 4),)})
+
+
+# ---- 3. a Python branch on a tensor value: specialized, with a guard ---------------------------
+
+def test_a_branch_on_a_tensor_value_is_specialized_and_guarded(backend):
+    import cases
+    module, spec, eager, calls = cases.branch_guard()
+    program = tandem.export(module, spec)
+    ops = [op.name for op in program.method("forward").ops]
+    assert ops.index("guard") < min(i for i, op in enumerate(program.method("forward").ops)
+                                    if any(v.storage.kind == 2 for v in op.outs))  # before the first state write
+    m = tandem.load(program.to_bytes())
+    twin = copy.deepcopy(eager["forward"].__self__)
+    for name, inputs in calls:  # the exported way: equal to eager
+        torch.testing.assert_close(m.call(name, *inputs), eager[name](*inputs))
+        twin(*inputs)
+    before = (m.read_state("pad").clone(), m.read_state("acc").clone())
+    x = torch.randn(3)
+    with pytest.raises(tandem.TandemError) as e:  # pad > 0: eager would take the other branch
+        m.forward(x, torch.tensor([0, 3]))
+    assert e.value.code == "TDM_ERR_GUARD" and "other way" in str(e.value)
+    assert f"line {cases.Gated.forward.__code__.co_firstlineno + 2}" in str(e.value)
+    torch.testing.assert_close(m.read_state("pad"), before[0])
+    torch.testing.assert_close(m.read_state("acc"), before[1])
+    torch.testing.assert_close(m.forward(x, torch.tensor([0, 0])), twin(x, torch.tensor([0, 0])))  # still usable
+
+
+class _Twice(nn.Module):
+    """Two branches, the second on a value computed after a state update."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.n += 1
+        y = x * 2 if self.n > 1 else x * 3  # eager at export: n becomes 1, so x * 3
+        if (y.sum() > 100).item():
+            return y - 100
+        return y
+
+
+def test_each_branch_gets_a_guard_on_the_value_it_saw_at_export(backend):
+    model = _Twice()
+    m = tandem.load(tandem.export(model, {"forward": (torch.ones(2),)}).to_bytes())
+    torch.testing.assert_close(m.forward(torch.ones(2)), torch.full((2,), 3.0))  # n: 0 -> 1, x * 3
+    with pytest.raises(tandem.TandemError) as e:  # n: 1 -> 2 would take x * 2
+        m.forward(torch.ones(2))
+    assert e.value.code == "TDM_ERR_GUARD"
+    assert int(m.read_state("n")) == 1

@@ -1,0 +1,475 @@
+// The WebGPU backend: a model whose state region and scratch arena live in one GPU buffer per
+// session and whose constants (the program's data section) are uploaded once into a buffer every
+// fork shares. The wasm runtime stays the loader and verifier: the program's ops, values and memory
+// plan are read from it (tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never parsed
+// here. A call validates its inputs, then encodes every op of the method into one command
+// submission and reads back only its outputs (and a 4-byte failure flag).
+import { unsupported, compile, operand, WG } from './kernels.js';
+
+const ALIGN = 256;
+const up = (n, a) => Math.ceil(n / a) * a;
+
+/** Reads method m's plan as the wasm session has it bound: { name, ops, values, inputs, outputs }. */
+function readPlan(rt, handle, session, m, info) {
+  const x = rt.x;
+  const values = [];
+  const nv = x.tdm_method_value_count(handle, m) >>> 0;
+  for (let v = 0; v < nv; v++) {
+    rt.check(x.tdm_session_value_info(session, m, v, info));
+    const f = new BigInt64Array(x.memory.buffer, info, 13);
+    const rank = Number(f[4]);
+    values.push({ dtype: rt.dtypeNames[Number(f[0])], region: Number(f[1]), ref: Number(f[2]), offset: Number(f[3]),
+      shape: Array.from(f.subarray(5, 5 + rank), Number) });
+  }
+  const ops = [];
+  const nops = x.tdm_method_op_count(handle, m) >>> 0;
+  for (let k = 0; k < nops; k++) {
+    const operands = (io) => Array.from({ length: x.tdm_method_op_operand_count(handle, m, k, io) >>> 0 },
+      (_, j) => x.tdm_method_op_operand(handle, m, k, io, j) >>> 0);
+    ops.push({
+      name: rt.str(x.tdm_method_op_name(handle, m, k) >>> 0), in: operands(0), out: operands(1),
+      iattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 },
+        (_, j) => Number(x.tdm_session_op_iattr(session, m, k, j))),
+      fattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 1) >>> 0 }, (_, j) => x.tdm_method_op_fattr(handle, m, k, j)),
+    });
+  }
+  const io = (k) => Array.from({ length: x.tdm_method_io_count(handle, m, k) >>> 0 },
+    (_, i) => x.tdm_method_io_value(handle, m, k, i) >>> 0);
+  return { m, ops, values, inputs: io(0), outputs: io(1) };
+}
+
+const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.values[v]), outs: op.out.map((v) => plan.values[v]) });
+
+/** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
+ * ('auto'), or TDM_ERR_DEVICE ('webgpu'). */
+export async function onDevice(model, device, h) {
+  const fail = (reason) => {
+    if (device === 'webgpu') {
+      model.dispose();
+      throw new h.TandemError('TDM_ERR_DEVICE',
+        `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
+    }
+    model[h.DEVICE_REASON] = reason;
+    return model;
+  };
+  const gpu = globalThis.navigator?.gpu;
+  if (!gpu) return fail('this engine has no WebGPU (navigator.gpu is missing)');
+  let adapter;
+  try {
+    adapter = await gpu.requestAdapter();
+  } catch (e) {
+    return fail(`requestAdapter failed: ${e.message}`);
+  }
+  if (!adapter) return fail('no WebGPU adapter');
+  const { program, session } = model[h.INTERNALS]();
+  const rt = program.rt, handle = program.handle;
+  const info = rt.malloc(13 * 8);
+  const plans = [], bad = new Set();
+  try {
+    for (let m = 0; m < program.methodSpecs.length; m++) {
+      const plan = readPlan(rt, handle, session, m, info);
+      plans.push(plan);
+      for (const op of plan.ops) {
+        const why = unsupported(resolved(plan, op));
+        if (why) bad.add(why);
+      }
+    }
+  } finally {
+    rt.x.tdm_free(info);
+  }
+  if (bad.size) return fail(`ops without a WebGPU kernel: ${[...bad].join(', ')}`);
+  const scratchBase = up(program.stateBytes, ALIGN), sessionBytes = up(scratchBase + program.scratchBytes, 4) || 4;
+  const dataSize = rt.x.tdm_program_data_size(handle) >>> 0;
+  const lim = adapter.limits;
+  const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  if (sessionBytes > cap) return fail(`state and scratch take ${sessionBytes} bytes, above this adapter's storage buffer limit (${cap})`);
+  if (dataSize > cap) return fail(`the constants take ${dataSize} bytes, above this adapter's storage buffer limit (${cap}); one buffer ` +
+    `per constant is not done yet`);
+  let dev;
+  try {
+    dev = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
+      maxBufferSize: lim.maxBufferSize } });
+  } catch (e) {
+    return fail(`requestDevice failed: ${e.message}`);
+  }
+  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, dataSize);
+  return new GpuModel(gp, model);
+}
+
+/** What every session of a program shares: the device, the constants' buffer, the pipelines and
+ * each plan's compiled dispatches. */
+class GpuProgram {
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, dataSize) {
+    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes });
+    this.rt = program.rt;
+    this.layout = dev.createBindGroupLayout({
+      entries: [
+        { binding: 0, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
+        { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+        { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
+        { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+      ],
+    });
+    this.pipeLayout = dev.createPipelineLayout({ bindGroupLayouts: [this.layout] });
+    this.pipelines = new Map();
+    this.consts = dev.createBuffer({ size: up(Math.max(dataSize, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
+    for (let at = 0; at < dataSize; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
+      const n = Math.min(1 << 24, dataSize - at);
+      const chunk = new Uint8Array(up(n, 4));
+      chunk.set(this.rt.bytes(data + at, n));
+      dev.queue.writeBuffer(this.consts, at, chunk);
+    }
+    // the initial state region, from the wasm session (fresh: its state is the initial values)
+    const { session } = wasmModel[h.INTERNALS]();
+    this.initial = new Uint8Array(up(program.stateBytes, 4));
+    this.initial.set(this.rt.bytes(this.rt.x.tdm_session_state(session) >>> 0, program.stateBytes));
+    this.dynamic = new Map(); // method -> Map(dims key -> plan)
+  }
+
+  /** The plan's dispatches with their pipelines and parameter buffer (built on first use). */
+  async compiled(plan) {
+    if (plan.compiled) return plan.compiled;
+    const mBase = [this.scratchBase, 0, 0];
+    const A = (v) => operand(plan.values[v], mBase);
+    const list = [];
+    plan.ops.forEach((op, k) => {
+      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k)) if (d.count > 0) list.push(d);
+    });
+    let words = 0;
+    for (const d of list) {
+      d.at = words * 4;
+      words += up(d.params.length * 4, ALIGN) / 4;
+    }
+    const params = new Uint32Array(Math.max(words, 4));
+    for (const d of list) params.set(d.params.map((p) => p >>> 0), d.at / 4);
+    const buf = this.dev.createBuffer({ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    this.dev.queue.writeBuffer(buf, 0, params);
+    for (const d of list) d.pipeline = await this.pipeline(d);
+    plan.compiled = { list, params: buf };
+    return plan.compiled;
+  }
+
+  async pipeline(d) {
+    let p = this.pipelines.get(d.key);
+    if (!p) {
+      const module = this.dev.createShaderModule({ code: d.code() });
+      p = this.dev.createComputePipelineAsync({ layout: this.pipeLayout, compute: { module, entryPoint: 'main' } }).catch(async (e) => {
+        const info = await module.getCompilationInfo();
+        throw new Error(`${e.message} ${info.messages.map((m) => `line ${m.lineNum}: ${m.message}`).join('; ')}`);
+      });
+      this.pipelines.set(d.key, p);
+    }
+    try {
+      return await p;
+    } catch (e) {
+      this.pipelines.delete(d.key);
+      throw new this.h.TandemError('TDM_ERR_DEVICE', `a WebGPU kernel failed to compile (${d.key}): ${e.message}`);
+    }
+  }
+}
+
+function isOptions(v) {
+  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).every((k) => k === 'signal')
+    && !('data' in v);
+}
+
+/** A model on WebGPU: the wasm model's API (methods, state, metadata, tokenizer, fork, ...), its
+ * calls run on the GPU. Calls and state operations run in the order made (a FIFO queue); a call
+ * that fails rejects without holding up the next one. */
+export class GpuModel {
+  #gp; #wasm; #buf; #flag; #tail = Promise.resolve(); #disposed = false; #groups = new WeakMap(); #index = new Map();
+
+  constructor(gp, wasm) {
+    this.#gp = gp;
+    this.#wasm = wasm;
+    const dev = gp.dev;
+    this.#buf = dev.createBuffer({ size: gp.sessionBytes,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    this.#flag = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(this.#buf, 0, gp.initial);
+    gp.program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
+    this[gp.h.PREPARE] = () => wasm[gp.h.PREPARE]();
+    this[gp.h.TOKENIZER_TEXT] = () => wasm[gp.h.TOKENIZER_TEXT]();
+    for (const { name } of wasm.methods) {
+      if (!(name in this) && name !== 'then') Object.defineProperty(this, name,
+        { value: (...a) => this.call(name, ...a), enumerable: true });
+    }
+  }
+
+  get device() { return 'webgpu'; }
+  get deviceReason() { return null; }
+  get methods() { return this.#wasm.methods; }
+  get state() { return this.#wasm.state; }
+  get metadata() { return this.#wasm.metadata; }
+  get tokenizer() { return this.#wasm.tokenizer; }
+  get threads() { return 1; }
+  get simd() { return this.#wasm.simd; }
+  get memoryBytes() { return this.#wasm.memoryBytes; }
+  get stateBytes() { return this.#wasm.stateBytes; }
+  get scratchBytes() { return this.#wasm.scratchBytes; }
+
+  #err(code, msg) { return new this.#gp.h.TandemError(code, msg); }
+  #alive(what) { if (this.#disposed) throw this.#err('TDM_ERR_DISPOSED', `${what}(): the model was disposed`); }
+
+  /** Runs fn after every earlier call and state operation; its failure rejects this one only. */
+  #enqueue(what, fn) {
+    const p = this.#tail.then(() => {
+      this.#alive(what);
+      return fn();
+    });
+    this.#tail = p.catch(() => {});
+    return p;
+  }
+
+  call(name, ...args) {
+    let job;
+    try {
+      const opts = args.length && isOptions(args[args.length - 1]) ? args.pop() : {};
+      this.#alive(name);
+      if (opts.signal?.aborted) throw Object.assign(this.#err('TDM_ERR_ABORTED', `${name}() was aborted before it ran`),
+        { name: 'AbortError' });
+      job = this.#prepare(name, args);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#enqueue(name, () => this.#execute(name, job));
+  }
+
+  profile(name) {
+    return Promise.reject(this.#err('TDM_ERR_DEVICE',
+      `profile('${name}'): per-op timing is not available on WebGPU yet; load with device: 'wasm' to profile`));
+  }
+
+  /** Validates the inputs and binds the method's dims now (so the call reads its inputs when it is
+   * made, and a bad input rejects before anything runs). */
+  #prepare(name, inputs) {
+    const gp = this.#gp, h = gp.h, program = gp.program, rt = gp.rt, x = rt.x;
+    const m = this.#index.get(name);
+    if (m === undefined) throw this.#err('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
+    const spec = program.methodSpecs[m];
+    if (inputs.length !== spec.inputs.length) throw this.#err('TDM_ERR_INVALID_ARGUMENT',
+      `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
+    const tensors = inputs.map((v, i) => {
+      const s = spec.inputs[i];
+      const where = () => `${name}() input ${i} '${s.name}'`;
+      const t = h.toTensor(v, s, where);
+      h.checkTensor(t, s, where);
+      h.checkBytes(t, s.dynamic ? h.numelOf(t.shape) * t.data.BYTES_PER_ELEMENT : s.nbytes, where);
+      return t;
+    });
+    let plan = gp.plans[m];
+    if (spec.inputs.some((s) => s.dynamic)) {
+      const { session } = this.#wasm[h.INTERNALS]();
+      const key = tensors.map((t) => t.shape.join(',')).join(';');
+      let cache = gp.dynamic.get(m);
+      if (!cache) gp.dynamic.set(m, (cache = new Map()));
+      plan = cache.get(key);
+      if (!plan) {
+        const dims = rt.malloc(8 * 8 + 13 * 8);
+        try {
+          tensors.forEach((t, i) => {
+            if (!spec.inputs[i].dynamic) return;
+            new BigInt64Array(x.memory.buffer, dims, 8).set(t.shape.map((d) => BigInt(d)));
+            rt.check(x.tdm_session_set_input_shape(session, m, i, dims, t.shape.length));
+          });
+          rt.check(x.tdm_session_bind(session, m));
+          plan = readPlan(rt, program.handle, session, m, dims + 64);
+        } finally {
+          x.tdm_free(dims);
+        }
+        cache.set(key, plan);
+      }
+    }
+    // the inputs' bytes, copied now (the caller may refill its arrays once call() returns)
+    return { plan, data: tensors.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).slice()) };
+  }
+
+  async #execute(name, { plan, data }) {
+    const gp = this.#gp, dev = gp.dev, h = gp.h;
+    const { list, params } = await gp.compiled(plan);
+    const base = (v) => (v.region === 2 ? 0 : gp.scratchBase) + v.offset;
+    // inputs (all in scratch, not overlapping): one image over their span, word aligned; the other
+    // scratch bytes in it are dead at a call's start (each is written before it is read)
+    if (data.length) {
+      const spans = plan.inputs.map((v, i) => [base(plan.values[v]), data[i]]);
+      const lo = Math.min(...spans.map(([o]) => o)) & ~3, hi = up(Math.max(...spans.map(([o, d]) => o + d.length)), 4);
+      if (hi > lo) {
+        const img = new Uint8Array(hi - lo);
+        for (const [o, d] of spans) img.set(d, o - lo);
+        dev.queue.writeBuffer(this.#buf, lo, img);
+      }
+    }
+    dev.queue.writeBuffer(this.#flag, 0, new Uint32Array(4));
+    let groups = this.#groups.get(plan);
+    if (!groups) {
+      groups = list.map((d) => dev.createBindGroup({
+        layout: gp.layout,
+        entries: [
+          { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: { buffer: gp.consts } },
+          { binding: 2, resource: { buffer: this.#flag } },
+          { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
+        ],
+      }));
+      this.#groups.set(plan, groups);
+    }
+    const enc = dev.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    list.forEach((d, k) => {
+      pass.setPipeline(d.pipeline);
+      pass.setBindGroup(0, groups[k]);
+      const wgs = Math.ceil(d.count / WG);
+      pass.dispatchWorkgroups(Math.min(wgs, 65535), Math.ceil(wgs / 65535));
+    });
+    pass.end();
+    // read back the outputs (each its word-aligned span) and the flag
+    let at = 16;
+    const outs = plan.outputs.map((v) => {
+      const val = plan.values[v], nbytes = val.shape.reduce((a, b) => a * b, 1) * ({ float32: 4, int32: 4, int64: 8, bool: 1 })[val.dtype];
+      const src = val.region === 1 ? gp.consts : this.#buf, o = val.region === 1 ? val.offset : base(val);
+      const lo = o & ~3, size = up(o + nbytes, 4) - lo;
+      const r = { val, nbytes, skip: o - lo, at, src, lo, size };
+      at += up(size, 4);
+      return r;
+    });
+    const staging = dev.createBuffer({ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
+    for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
+    dev.queue.submit([enc.finish()]);
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+      const bytes = new Uint8Array(staging.getMappedRange()).slice();
+      staging.unmap();
+      const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
+      if (flag) {
+        throw this.#err('TDM_ERR_INDEX',
+          `method '${name}' op ${flag - 1} (check_index): an index is out of range (the state is unchanged)`);
+      }
+      const tensors = outs.map((r) => {
+        const Arr = h.ARRAY_OF[r.val.dtype];
+        const a = new Arr(r.nbytes / Arr.BYTES_PER_ELEMENT);
+        new Uint8Array(a.buffer).set(bytes.subarray(r.at + r.skip, r.at + r.skip + r.nbytes));
+        return new h.Tensor(r.val.dtype, a, r.val.shape);
+      });
+      return tensors.length === 0 ? undefined : tensors.length === 1 ? tensors[0] : tensors;
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  /** `n` bytes of this session's buffer from byte `at` (a multiple of 4). */
+  async #download(at, n) {
+    const dev = this.#gp.dev, size = up(n, 4) || 4;
+    const staging = dev.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const enc = dev.createCommandEncoder();
+    enc.copyBufferToBuffer(this.#buf, at, staging, 0, size);
+    dev.queue.submit([enc.finish()]);
+    try {
+      await staging.mapAsync(GPUMapMode.READ);
+      return new Uint8Array(staging.getMappedRange()).slice(0, n);
+    } finally {
+      staging.destroy();
+    }
+  }
+
+  #stateSpec(name) {
+    this.#alive('state');
+    const layout = this.#gp.program.stateLayout, s = layout.find((t) => t.name === name);
+    if (!s) throw this.#err('TDM_ERR_NOT_FOUND',
+      `no state tensor '${name}'; the program has ${layout.map((t) => t.name).join(', ') || 'none'}`);
+    return s;
+  }
+
+  readState(name) {
+    let s;
+    try {
+      s = this.#stateSpec(name);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#enqueue('readState', async () => {
+      const b = await this.#download(s.offset, s.nbytes);
+      const Arr = this.#gp.h.ARRAY_OF[s.dtype];
+      return new this.#gp.h.Tensor(s.dtype, new Arr(b.buffer, 0, s.nbytes / Arr.BYTES_PER_ELEMENT), s.shape);
+    });
+  }
+
+  writeState(name, value) {
+    let bytes, s;
+    try {
+      const h = this.#gp.h;
+      s = this.#stateSpec(name);
+      const where = () => `writeState('${name}')`;
+      const t = h.toTensor(value, s, where);
+      h.checkTensor(t, s, where);
+      h.checkBytes(t, s.nbytes, where);
+      bytes = new Uint8Array(up(s.nbytes, 4)); // past a state's bytes, up to the next 64, is padding
+      bytes.set(new Uint8Array(t.data.buffer, t.data.byteOffset, s.nbytes));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#enqueue('writeState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, s.offset, bytes); });
+  }
+
+  /** The wasm session's state region: the staging place of saveState and loadState, whose header
+   * checks are the wasm model's. */
+  #mirror() {
+    const { session } = this.#wasm[this.#gp.h.INTERNALS]();
+    return this.#gp.rt.bytes(this.#gp.rt.x.tdm_session_state(session) >>> 0, this.#gp.program.stateBytes);
+  }
+
+  saveState() {
+    return this.#enqueue('saveState', async () => {
+      const b = await this.#download(0, this.#gp.program.stateBytes);
+      this.#mirror().set(b);
+      return this.#wasm.saveState();
+    });
+  }
+
+  loadState(bytes) {
+    let done, snap;
+    try {
+      this.#alive('loadState');
+      done = this.#wasm.loadState(bytes); // checks the header; on success the mirror holds the bytes
+      snap = new Uint8Array(up(this.#gp.program.stateBytes, 4));
+      snap.set(this.#mirror());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#enqueue('loadState', async () => {
+      await done;
+      this.#gp.dev.queue.writeBuffer(this.#buf, 0, snap);
+    });
+  }
+
+  resetState() {
+    return this.#enqueue('resetState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, 0, this.#gp.initial); });
+  }
+
+  /** A new model on the same program and constants' buffer: its own state (initial, or with
+   * { state: 'copy' } a copy of this one's after every earlier call), copied on the GPU. */
+  fork(options) {
+    return this.#enqueue('fork', async () => {
+      const w = await this.#wasm.fork(options?.state === 'copy' ? { ...options, state: 'initial' } : options); // checks the options
+      const f = new GpuModel(this.#gp, w);
+      if (options?.state === 'copy' && this.#gp.program.stateBytes > 0) {
+        const enc = this.#gp.dev.createCommandEncoder();
+        enc.copyBufferToBuffer(this.#buf, 0, f.#buf, 0, up(this.#gp.program.stateBytes, 4));
+        this.#gp.dev.queue.submit([enc.finish()]);
+      }
+      return f;
+    });
+  }
+
+  dispose() {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#wasm.dispose();
+    this.#tail.then(() => {
+      this.#buf.destroy();
+      this.#flag.destroy();
+    });
+  }
+
+  [Symbol.dispose]() { this.dispose(); }
+}
