@@ -115,7 +115,9 @@ if (want('gemm')) {
     const g = gemm[`mm_${n}x${n}`];
     const gf = (ms) => g.flops / ms / 1e6;
     if (!g.rMs) {
-      row('GEMM relaxed SIMD', `${n}³ GFLOP/s`, '—', '—', 'this engine has no relaxed SIMD (Node 20: run with --experimental-wasm-relaxed-simd, as npm run bench does)', '≥ 1.25× best', false);
+      row('GEMM relaxed SIMD', `${n}³ GFLOP/s`, '—', '—',
+        'this engine has no relaxed SIMD (Node 20: run with --experimental-wasm-relaxed-simd, as npm run bench does)', '≥ 1.25× best',
+        false);
       continue;
     }
     const ratio = gf(g.rMs) / Math.max(gf(g.oMs), gf(g.tfMs));
@@ -129,7 +131,8 @@ if (want('gemm')) {
     const copy = await copyBandwidth(4 * n * n); // a copy of as many bytes as the weights
     const ratio = gbs(g.tMs) / best, ofCopy = gbs(g.tMs) / copy;
     row('GEMV', `1×${n}×${n} GB/s of weights`, f(gbs(g.tMs)), `ort ${f(gbs(g.oMs))}, tfjs ${f(gbs(g.tfMs))}`,
-      `${f(ratio)}× best; ${f(100 * ofCopy, 0)}% of a ${f(copy, 1)} GB/s copy of ${(4 * n * n) >> 20 || '<1'} MiB`, '≥ 1.0× and ≥ 50%', ratio >= 1 && ofCopy >= 0.5);
+      `${f(ratio)}× best; ${f(100 * ofCopy, 0)}% of a ${f(copy, 1)} GB/s copy of ${(4 * n * n) >> 20 || '<1'} MiB`, '≥ 1.0× and ≥ 50%',
+      ratio >= 1 && ofCopy >= 0.5);
   }
 }
 
@@ -167,12 +170,14 @@ if (want('decode')) {
     const tok = new BigInt64Array([7n]);
     let k = new ort.Tensor('float32', new Float32Array(CACHE.reduce((a, b) => a * b)), CACHE);
     let v = new ort.Tensor('float32', new Float32Array(CACHE.reduce((a, b) => a * b)), CACHE);
-    const feeds = { token: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), pos: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1]) };
+    const feeds = { token: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]),
+      pos: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1]) };
     const { tMs, oMs } = await compare({
       tMs: async () => { await lm.writeState('pos', posT); await lm.decode(tok); },
       oMs: async () => { const r = await lmOrt.run({ ...feeds, k, v }); k = r.k_out; v = r.v_out; },
     });
-    if (warmed.has(fill)) row('Decode step', `LM, cache fill ${fill} (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5);
+    if (warmed.has(fill)) row('Decode step', `LM, cache fill ${fill} (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`,
+      '≤ 0.5×', tMs / oMs <= 0.5);
     warmed.add(fill);
   }
   await lmOrt.release();
@@ -196,7 +201,8 @@ if (want('smollm')) {
     await smol.resetState();
     let left = fill;
     if (smol.methods.some((m) => m.name === 'prefill')) { // one prefill of a dynamic length (up to max_prompt_len)
-      for (let c; left > 1; left -= c) await smol.call('prefill', new BigInt64Array((c = Math.min(left, smol.metadata.max_prompt_len))).fill(5n));
+      for (let c; left > 1; left -= c) await smol.call('prefill',
+        new BigInt64Array((c = Math.min(left, smol.metadata.max_prompt_len))).fill(5n));
     }
     for (const c of chunks) while (left >= c) { await smol.call(`prefill_${c}`, new BigInt64Array(c).fill(5n)); left -= c; }
     while (left-- > 0) await smol.decode(new BigInt64Array([5n]));
@@ -204,14 +210,16 @@ if (want('smollm')) {
   const lengthStates = smol.state.filter((s) => smolInfo.positions.includes(s.name));
   for (const fill of [32, 480]) {
     await smolFill(fill);
-    const lengths = lengthStates.map((s) => [s.name, new Tensor(s.dtype, new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)), s.shape)]);
+    const lengths = lengthStates.map((s) => [s.name,
+      new Tensor(s.dtype, new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)), s.shape)]);
     const tok = new BigInt64Array([7n]);
     const feeds = {
       input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]),
       position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]),
     };
     for (let i = 0; i < L; i++) {
-      for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);
+      for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)),
+        [1, HKV, fill, HID / HEADS]);
     }
     const { tMs, oMs, rMs } = await compare({
       tMs: async () => { for (const [name, t] of lengths) await smol.writeState(name, t); await smol.decode(tok); },
@@ -221,18 +229,23 @@ if (want('smollm')) {
     const readGBs = read.bytes / rMs / 1e6, boundMs = smolInfo.weight_bytes_per_token / readGBs / 1e6;
     for (const [name, t] of lengths) await smol.writeState(name, t);
     smolProfiles[fill] = await smol.profile('decode', tok);
-    row('SmolLM-135M shape', `decode tokens/s, cache fill ${fill}`, f(1000 / tMs, 1), `ort ${f(1000 / oMs, 1)}`, `${f(oMs / tMs)}× ort`, '≥ 1.5×', oMs / tMs >= 1.5);
+    row('SmolLM-135M shape', `decode tokens/s, cache fill ${fill}`, f(1000 / tMs, 1), `ort ${f(1000 / oMs, 1)}`, `${f(oMs / tMs)}× ort`,
+      '≥ 1.5×', oMs / tMs >= 1.5);
     row('SmolLM-135M shape', `decode ms vs the bound, fill ${fill}`, f(tMs, 1), `bound ${f(boundMs, 1)}`,
-      `${f(100 * boundMs / tMs, 0)}% of the bound (${f(smolInfo.weight_bytes_per_token / 1e6, 0)} MB at ${f(readGBs, 1)} GB/s, ${read.streams} streams)`, '≥ 85%', boundMs / tMs >= 0.85);
+      `${f(100 * boundMs / tMs, 0)}% of the bound (${f(smolInfo.weight_bytes_per_token / 1e6, 0)} MB at ${f(readGBs, 1)} GB/s, ` +
+      `${read.streams} streams)`, '≥ 85%', boundMs / tMs >= 0.85);
   }
   {
     const p = smolProfiles[32], rows = smolInfo.new_kv_bytes_per_token;
     row('SmolLM-135M shape', 'bytes written per decode step (KB)', f(p.bytesWritten / 1024, 1),
       `new K/V rows ${f(rows / 1024, 1)}, state ${f(p.stateBytes / 2 ** 20, 1)} MiB`,
-      `state ${f(p.stateBytesWritten / 1024, 1)} KB = ${f(p.stateBytesWritten / rows)}× the rows; activations ${f((p.bytesWritten - p.stateBytesWritten) / 1024, 1)} KB; ${p.flagged.length} ops over 5% of the state`,
+      `state ${f(p.stateBytesWritten / 1024, 1)} KB = ${f(p.stateBytesWritten / rows)}× the rows; activations ` +
+      `${f((p.bytesWritten - p.stateBytesWritten) / 1024, 1)} KB; ${p.flagged.length} ops over 5% of the state`,
       'state ≤ 2× rows, none flagged', p.stateBytesWritten <= 2 * rows && p.flagged.length === 0);
-    row('SmolLM-135M shape', 'file size (MB)', f(smolBytes / 1e6, 1), `weights ${f(smolInfo.weight_bytes_per_token / 1e6, 1)} (untied ${f(smolInfo.untied_weight_bytes / 1e6, 1)})`,
-      `${f(smolBytes / smolInfo.weight_bytes_per_token, 3)}× the weights`, 'each weight once (≤ 1.02×)', smolBytes <= 1.02 * smolInfo.weight_bytes_per_token);
+    row('SmolLM-135M shape', 'file size (MB)', f(smolBytes / 1e6, 1),
+      `weights ${f(smolInfo.weight_bytes_per_token / 1e6, 1)} (untied ${f(smolInfo.untied_weight_bytes / 1e6, 1)})`,
+      `${f(smolBytes / smolInfo.weight_bytes_per_token, 3)}× the weights`, 'each weight once (≤ 1.02×)',
+      smolBytes <= 1.02 * smolInfo.weight_bytes_per_token);
   }
   smol.dispose();
   await smolOrt.release();
@@ -248,7 +261,8 @@ if (want('conv')) {
     cMs: () => conv.forward(chunk),
     coMs: async () => { const r = await convOrt.run({ chunk: chunkT, context }); context = r.context_out; },
   });
-  row('Streaming chunk', 'conv block, 128 ch × 64 frames (ms)', f(cMs, 3), `ort ${f(coMs, 3)}`, `${f(cMs / coMs)}× ort's time`, '≤ 0.5×', cMs / coMs <= 0.5);
+  row('Streaming chunk', 'conv block, 128 ch × 64 frames (ms)', f(cMs, 3), `ort ${f(coMs, 3)}`, `${f(cMs / coMs)}× ort's time`, '≤ 0.5×',
+    cMs / coMs <= 0.5);
   await convOrt.release();
   conv.dispose();
 }
@@ -263,7 +277,8 @@ if (want('image')) {
     const a = (await tm.forward(image)).data, b = (await os.run({ x: xT })).y.data;
     const diff = a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
     const { tMs, oMs } = await compare({ tMs: () => tm.forward(image), oMs: () => os.run({ x: xT }) }, { rounds: 7, minMs: 300 });
-    row('Image model', `${name}, 1×3×224×224 (ms)`, f(tMs, 1), `ort ${f(oMs, 1)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.8×', tMs / oMs <= 0.8,
+    row('Image model', `${name}, 1×3×224×224 (ms)`, f(tMs, 1), `ort ${f(oMs, 1)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.8×',
+      tMs / oMs <= 0.8,
       `(outputs differ by ${diff.toExponential(1)})`);
     tm.dispose();
     await os.release();
@@ -300,12 +315,14 @@ if (want('codec')) {
       }
       const { tMs, oMs } = await compare({ tMs: () => codecT[step](x), oMs: ortStep });
       times[step] = tMs;
-      row('Codec step', `${step}, 1920 samples / 4 frames (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×', tMs / oMs <= 0.5,
+      row('Codec step', `${step}, 1920 samples / 4 frames (ms)`, f(tMs, 3), `ort ${f(oMs, 3)}`, `${f(tMs / oMs)}× ort's time`, '≤ 0.5×',
+        tMs / oMs <= 0.5,
         `(first 3 steps' outputs differ by ${diff.toExponential(1)})`);
       await os.release();
     }
     const both = times.encode_step + times.decode_step;
-    row('Codec step', 'encode + decode of one 80 ms chunk (ms)', f(both, 2), '—', `${f(both / 80 * 100, 1)}% of real time`, '< 20 ms', both < 20);
+    row('Codec step', 'encode + decode of one 80 ms chunk (ms)', f(both, 2), '—', `${f(both / 80 * 100, 1)}% of real time`, '< 20 ms',
+      both < 20);
     codecT.dispose();
   }
 }
@@ -321,7 +338,8 @@ if (want('memory')) {
     const after = m.memoryBytes;
     const budget = bytes + m.stateBytes + m.scratchBytes + (2 << 20);
     row('Memory', `${name}: linear memory after load / after 100 calls (MiB)`, `${f(loaded / 2 ** 20)} / ${f(after / 2 ** 20)}`,
-      `file + state + scratch ${f((bytes + m.stateBytes + m.scratchBytes) / 2 ** 20)}`, `${f((loaded - bytes - m.stateBytes - m.scratchBytes) / 2 ** 20)} MiB over`,
+      `file + state + scratch ${f((bytes + m.stateBytes + m.scratchBytes) / 2 ** 20)}`,
+      `${f((loaded - bytes - m.stateBytes - m.scratchBytes) / 2 ** 20)} MiB over`,
       '≤ +2 MiB, no growth', loaded <= budget && after === loaded);
     m.dispose();
   }
@@ -344,10 +362,14 @@ if (want('load')) {
 }
 
 console.log(`Machine: ${cpus()[0].model}, ${cpus().length} cores; Node ${process.version}; single thread for every runtime.`);
-console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s at the start (each GEMM row has its own, measured in its rounds); linear-memory copy ${[...copyAt].map(([b, g]) => `${f(g, 1)} GB/s at ${b >> 20 || '<1'} MiB`).join(', ')}; SIMD128 read of 256 MiB ${Object.entries(readBy).map(([n, g]) => `${f(g, 1)}`).join(' / ')} GB/s as ${Object.keys(readBy).join(' / ')} streams (the bound uses the best).\n`);
+console.log(`Reference: SIMD128 multiply-add peak ${f(peakGflops)} GFLOP/s at the start (each GEMM row has its own, measured in its ` +
+  `rounds); linear-memory copy ${[...copyAt].map(([b, g]) => `${f(g, 1)} GB/s at ${b >> 20 || '<1'} MiB`).join(', ')}; SIMD128 read of ` +
+  `256 MiB ${Object.values(readBy).map((g) => `${f(g, 1)}`).join(' / ')} GB/s as ${Object.keys(readBy).join(' / ')} streams (the ` +
+  `bound uses the best).\n`);
 console.log('| section | work | tandem | peers | ratio | target | met |');
 console.log('|---|---|---|---|---|---|---|');
-for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met ? 'yes' : '**no**'} |`);
+for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ` +
+  `${r.met ? 'yes' : '**no**'} |`);
 
 // The SmolLM-shaped decode step, op by op (one profiled call at fill 32 and 480), summed per op kind.
 for (const fill of Object.keys(smolProfiles)) {
@@ -356,10 +378,13 @@ for (const fill of Object.keys(smolProfiles)) {
     const e = byName.get(o.name) ?? { n: 0, ms: 0, bytes: 0, state: 0 };
     byName.set(o.name, { n: e.n + 1, ms: e.ms + o.ms, bytes: e.bytes + o.bytesWritten, state: e.state + o.stateBytesWritten });
   }
-  console.log(`\nSmolLM-135M-shaped decode step at cache fill ${fill}, one profiled call: ${f(p.totalMs, 1)} ms, ${p.ops.length} ops, ${f(p.bytesWritten / 1024, 1)} KB written (${f(p.stateBytesWritten / 1024, 1)} KB into the ${f(p.stateBytes / 2 ** 20, 1)} MiB state)\n`);
+  console.log(`\nSmolLM-135M-shaped decode step at cache fill ${fill}, one profiled call: ${f(p.totalMs, 1)} ms, ${p.ops.length} ops, ` +
+    `${f(p.bytesWritten / 1024, 1)} KB written (${f(p.stateBytesWritten / 1024, 1)} KB into the ${f(p.stateBytes / 2 ** 20, 1)} MiB ` +
+    `state)\n`);
   console.log('| op | count | ms | % of the step | KB written | of which state |');
   console.log('|---|---|---|---|---|---|');
   for (const [name, e] of [...byName].sort((a, b) => b[1].ms - a[1].ms)) {
-    console.log(`| ${name} | ${e.n} | ${f(e.ms, 3)} | ${f(100 * e.ms / p.totalMs, 1)} | ${f(e.bytes / 1024, 1)} | ${f(e.state / 1024, 1)} |`);
+    const kib = (bytes) => f(bytes / 1024, 1);
+    console.log(`| ${name} | ${e.n} | ${f(e.ms, 3)} | ${f(100 * e.ms / p.totalMs, 1)} | ${kib(e.bytes)} | ${kib(e.state)} |`);
   }
 }

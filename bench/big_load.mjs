@@ -17,12 +17,14 @@ for (const worker of [false, true]) {
     arrayBuffers = Math.max(arrayBuffers, m.arrayBuffers - base.arrayBuffers);
     heap = Math.max(heap, m.heapUsed - base.heapUsed);
   };
-  const res = new Response(Readable.toWeb(createReadStream(path, { highWaterMark: 1 << 20 })), { headers: { 'content-length': String(size) } });
+  const res = new Response(Readable.toWeb(createReadStream(path, { highWaterMark: 1 << 20 })),
+    { headers: { 'content-length': String(size) } });
   const t = performance.now();
   const model = await load(res, { threads: 1, worker, onProgress: sample });
   sample();
   const ms = performance.now() - t;
   await model.forward(new Float32Array(model.methods[0].inputs[0].shape.reduce((a, b) => a * b, 1)));
-  console.log(JSON.stringify({ worker, programMB: +(size / 1e6).toFixed(0), loadMs: Math.round(ms), jsArrayBuffersPeakMB: +(arrayBuffers / 1e6).toFixed(1), jsHeapPeakMB: +(heap / 1e6).toFixed(1) }));
+  console.log(JSON.stringify({ worker, programMB: +(size / 1e6).toFixed(0), loadMs: Math.round(ms),
+    jsArrayBuffersPeakMB: +(arrayBuffers / 1e6).toFixed(1), jsHeapPeakMB: +(heap / 1e6).toFixed(1) }));
   model.dispose();
 }

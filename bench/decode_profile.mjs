@@ -44,10 +44,13 @@ console.log(`transformer family, decode step at fill ${FILL}: mean of ${REPS} pr
 console.log('op'.padEnd(14), 'cap 256'.padStart(10), 'cap 2048'.padStart(10), 'ratio'.padStart(8), 'KB written'.padStart(11));
 for (const name of [...a.ops.keys()].sort((x, y) => b.ops.get(y) - b.ops.get(x))) {
   const x = a.ops.get(name), y = b.ops.get(name);
-  console.log(name.padEnd(14), x.toFixed(4).padStart(10), y.toFixed(4).padStart(10), (y / x).toFixed(2).padStart(8), kb(b.bytes.get(name)).padStart(11));
+  console.log(name.padEnd(14), x.toFixed(4).padStart(10), y.toFixed(4).padStart(10), (y / x).toFixed(2).padStart(8),
+    kb(b.bytes.get(name)).padStart(11));
 }
-console.log('total'.padEnd(14), a.total.toFixed(4).padStart(10), b.total.toFixed(4).padStart(10), (b.total / a.total).toFixed(2).padStart(8));
-console.log(`cache update (index_put) 2048/256 ratio: ${(b.ops.get('index_put') / a.ops.get('index_put')).toFixed(2)}; ops flagged (> ${flagFraction} of the state): ${a.flagged} / ${b.flagged}`);
+console.log('total'.padEnd(14), a.total.toFixed(4).padStart(10), b.total.toFixed(4).padStart(10),
+  (b.total / a.total).toFixed(2).padStart(8));
+console.log(`cache update (index_put) 2048/256 ratio: ${(b.ops.get('index_put') / a.ops.get('index_put')).toFixed(2)}; ops flagged (> ` +
+  `${flagFraction} of the state): ${a.flagged} / ${b.flagged}`);
 
 if (existsSync(`${dir}/smollm.tandem`)) {
   const info = JSON.parse(readFileSync(`${dir}/smollm.json`, 'utf8'));
@@ -73,14 +76,16 @@ if (existsSync(`${dir}/smollm.tandem`)) {
       byName.set(o.name, { n: e.n + 1, ms: e.ms + o.ms, bytes: e.bytes + o.bytesWritten, state: e.state + o.stateBytesWritten });
     }
     console.log(`\nSmolLM-135M-shaped decode step at cache fill ${fill} (the median of 5 profiled calls): ${p.totalMs.toFixed(1)} ms, ` +
-      `${p.ops.length} ops, ${kb(p.bytesWritten)} KB written, ${kb(p.stateBytesWritten)} KB of it into the ${(p.stateBytes / 2 ** 20).toFixed(1)} MiB state ` +
+      `${p.ops.length} ops, ${kb(p.bytesWritten)} KB written, ${kb(p.stateBytesWritten)} KB of it into the ` +
+      `${(p.stateBytes / 2 ** 20).toFixed(1)} MiB state ` +
       `(new K/V rows: ${kb(info.new_kv_bytes_per_token)} KB)`);
     console.log('| op | count | ms | % of the step | KB written | of which state |');
     console.log('|---|---|---|---|---|---|');
     for (const [name, e] of [...byName].sort((x, y) => y[1].ms - x[1].ms)) {
       console.log(`| ${name} | ${e.n} | ${e.ms.toFixed(3)} | ${(100 * e.ms / p.totalMs).toFixed(1)} | ${kb(e.bytes)} | ${kb(e.state)} |`);
     }
-    console.log(p.flagged.length ? `flagged (> ${flagFraction} of the state): ${p.flagged.map((o) => `op ${o.index} ${o.name} ${kb(o.bytesWritten)} KB`).join(', ')}`
+    console.log(p.flagged.length ? `flagged (> ${flagFraction} of the state): ${p.flagged.map((o) => `op ${o.index} ${o.name} ` +
+      `${kb(o.bytesWritten)} KB`).join(', ')}`
       : `no op writes more than ${flagFraction} of the state`);
   }
   model.dispose();

@@ -26,7 +26,8 @@ const row = (section, work, tandem, peer, ratio, target, met) => {
 };
 
 const server = await serve({ index: '/bench/llm.html' });
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: [...CHROMIUM_ARGS, '--js-flags=--expose-gc'] });
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  args: [...CHROMIUM_ARGS, '--js-flags=--expose-gc'] });
 const version = browser.version();
 const results = {};
 try {
@@ -45,10 +46,11 @@ try {
     try {
       results[width] = await page.evaluate((s) => window.runWidth(s), spec);
     } catch (e) {
-      throw new Error(`${width}: ${e.message}\n${errors.join('\n')}`);
+      throw new Error(`${width}: ${e.message}\n${errors.join('\n')}`, { cause: e });
     }
     results[width].sizes = Object.fromEntries(Object.entries(files).map(([k, v]) => [k, statSync(`${DIR}/${v}`).size]));
-    console.error(`llm ${width}: ${((Date.now() - t0) / 1000).toFixed(0)} s; wllama ${results[width].wllama.error ?? `threads ${results[width].wllama.threads}, llama.cpp ${results[width].wllama.version}`}`);
+    console.error(`llm ${width}: ${((Date.now() - t0) / 1000).toFixed(0)} s; wllama ` +
+      `${results[width].wllama.error ?? `threads ${results[width].wllama.threads}, llama.cpp ${results[width].wllama.version}`}`);
     await page.close();
   }
 } finally {
@@ -86,24 +88,33 @@ for (const [width, r] of Object.entries(results)) {
     const want = width === 'int8' ? 2 : 3;
     for (const fill of FILLS) {
       const x = results.float32.tandem.decodeMs[fill] / r.tandem.decodeMs[fill];
-      row(sec, `decode vs tandem's float32, fill ${fill}`, f(tps(r.tandem.decodeMs[fill]), 1), `float32 ${f(tps(results.float32.tandem.decodeMs[fill]), 1)}`,
+      row(sec, `decode vs tandem's float32, fill ${fill}`, f(tps(r.tandem.decodeMs[fill]), 1),
+        `float32 ${f(tps(results.float32.tandem.decodeMs[fill]), 1)}`,
         `${f(x)}× float32`, `≥ ${want}×`, x >= want);
     }
   }
   const s = r.sizes;
-  row(sec, 'file size (MB)', MB(s.tandem), `ort ${MB(s.onnx)}, llama.cpp ${MB(s.gguf)}`, `${f(s.tandem / s.onnx)}× ort's, ${f(s.tandem / s.gguf)}× llama.cpp's`, '—', null);
+  row(sec, 'file size (MB)', MB(s.tandem), `ort ${MB(s.onnx)}, llama.cpp ${MB(s.gguf)}`,
+    `${f(s.tandem / s.onnx)}× ort's, ${f(s.tandem / s.gguf)}× llama.cpp's`, '—', null);
   row(sec, 'wasm memory after load (MiB)', MiB(r.tandem.memoryBytes),
     `ort ${MiB(r.ort.memoryBytes)}, ${wErr ?? `llama.cpp ${MiB(r.wllama.memoryBytes)} (its buffers, from its log)`}`,
-    `${f(r.tandem.memoryBytes / r.ort.memoryBytes)}× ort's${wErr ? '' : `, ${f(r.tandem.memoryBytes / r.wllama.memoryBytes)}× llama.cpp's`}`, '—', null);
-  row(sec, 'load time from the page (ms)', f(r.tandem.loadMs, 0), `ort ${f(r.ort.loadMs, 0)}, ${wErr ?? `llama.cpp ${f(r.wllama.loadMs, 0)}`}`,
+    `${f(r.tandem.memoryBytes / r.ort.memoryBytes)}× ort's${wErr ? '' : `, ${f(r.tandem.memoryBytes / r.wllama.memoryBytes)}× ` +
+    `llama.cpp's`}`, '—', null);
+  row(sec, 'load time from the page (ms)', f(r.tandem.loadMs, 0),
+    `ort ${f(r.ort.loadMs, 0)}, ${wErr ?? `llama.cpp ${f(r.wllama.loadMs, 0)}`}`,
     `${f(r.tandem.loadMs / r.ort.loadMs)}× ort's${wErr ? '' : `, ${f(r.tandem.loadMs / r.wllama.loadMs)}× llama.cpp's`}`, '—', null);
 }
 
 const any = Object.values(results)[0];
-console.log(`\nLLM table: SmolLM-135M-shaped Llama (${smol.config.num_hidden_layers} layers, ${(smol.parameters / 1e6).toFixed(1)} M parameters, random weights), headless ${version}, single thread each; ` +
-  `onnxruntime-web (wasm EP) and @wllama/wllama (llama.cpp ${any?.wllama.version ?? '?'}) in the same page; medians of ${ROUNDS} interleaved rounds. ` +
-  `SIMD128 read of 256 MiB at the start: ${Object.entries(results).map(([w, r]) => `${w} page ${Object.values(r.read.byStreams).map((g) => f(g, 1)).join(' / ')} GB/s`).join('; ')} (1 / 2 / 4 / 8 / 16 streams; the bound uses the best stream count, measured again inside each decode row's rounds).\n`);
+console.log(`\nLLM table: SmolLM-135M-shaped Llama (${smol.config.num_hidden_layers} layers, ${(smol.parameters / 1e6).toFixed(1)} M ` +
+  `parameters, random weights), headless ${version}, single thread each; ` +
+  `onnxruntime-web (wasm EP) and @wllama/wllama (llama.cpp ${any?.wllama.version ?? '?'}) in the same page; medians of ${ROUNDS} ` +
+  `interleaved rounds. ` +
+  `SIMD128 read of 256 MiB at the start: ${Object.entries(results).map(([w, r]) => `${w} page ` +
+  `${Object.values(r.read.byStreams).map((g) => f(g, 1)).join(' / ')} GB/s`).join('; ')} (1 / 2 / 4 / 8 / 16 streams; the bound uses ` +
+  `the best stream count, measured again inside each decode row's rounds).\n`);
 console.log('| section | work | tandem | peers | ratio | target | met |');
 console.log('|---|---|---|---|---|---|---|');
-for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ${r.met === null ? '—' : r.met ? 'yes' : '**no**'} |`);
+for (const r of rows) console.log(`| ${r.section} | ${r.work} | ${r.tandem} | ${r.peer} | ${r.ratio} | ${r.target} | ` +
+  `${r.met === null ? '—' : r.met ? 'yes' : '**no**'} |`);
 for (const [width, r] of Object.entries(results)) if (r.log?.length) console.error(`llama.cpp log (${width}):\n  ${r.log.join('\n  ')}`);

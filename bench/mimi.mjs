@@ -29,9 +29,12 @@ for (const threads of [1, 2]) {
     y.data.forEach((v, j) => { pcmDiff = Math.max(pcmDiff, Math.abs(v - frames.pcm[i][j])); });
   }
   const k = n - 2, total = (enc + dec) / k;
-  console.log(`| Mimi (moshi 0.2.13, full size) | encode_step + decode_step of one 80 ms frame, ${threads} thread${threads > 1 ? 's' : ''} (ms) | ` +
-    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} | moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ${f(eagerMs)} | ` +
-    `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
+  console.log(`| Mimi (moshi 0.2.13, full size) | encode_step + decode_step of one 80 ms frame, ${threads} ` +
+    `thread${threads > 1 ? 's' : ''} (ms) | ` +
+    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} | moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ` +
+    `${f(eagerMs)} | ` +
+    `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ` +
+    `${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
     `pcm max |diff| ${pcmDiff.toExponential(1)} |`);
   m.dispose();
 }

@@ -32,7 +32,8 @@ async function step(m, frames, i, acc) {
 
 const frames = JSON.parse(readFileSync(`${dirB}/mimi_frames.json`, 'utf8'));
 const eager = JSON.parse(readFileSync(`${dirB}/mimi_eager.json`, 'utf8'));
-console.log(`moshi eager torch 1 thread (bench/mimi.py, ${dirB}): ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ${f(eager.encode_ms + eager.decode_ms)} ms`);
+const eagerMs = `${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ${f(eager.encode_ms + eager.decode_ms)} ms`;
+console.log(`moshi eager torch 1 thread (bench/mimi.py, ${dirB}): ${eagerMs}`);
 for (const threads of [1, 2]) {
   const [a, b] = [await open(dirA, threads), await open(dirB, threads)];
   const acc = [a, b].map(() => ({ enc: 0, dec: 0, n: 0, miss: 0, pcm: 0 }));

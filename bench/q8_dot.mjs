@@ -15,12 +15,14 @@ execFileSync('emcc', ['-O3', '-msimd128', ...(relaxed ? ['-mrelaxed-simd'] : [])
 const wasi = { proc_exit() {}, fd_write() { return 0; }, fd_close() { return 0; }, fd_seek() { return 0; },
   environ_get() { return 0; }, environ_sizes_get() { return 0; }, clock_time_get() { return 0; } };
 for (const [n, k] of [[49152, 576], [576, 1536], [1536, 576]]) {
-  const { instance } = await WebAssembly.instantiate(readFileSync(out), { wasi_snapshot_preview1: wasi, env: { emscripten_notify_memory_growth() {} } });
+  const { instance } = await WebAssembly.instantiate(readFileSync(out),
+    { wasi_snapshot_preview1: wasi, env: { emscripten_notify_memory_growth() {} } });
   const x = instance.exports;
   x._initialize?.();
   if (!x.setup(n, k)) throw new Error('out of memory');
   const reps = Math.max(1, Math.round(2e7 / (n * k)));
   const t = await compare({ float: async () => x.run_float(reps), dot: async () => x.run_dot(reps) });
   const ns = (ms) => ((ms * 1e6) / reps / (n * k)).toFixed(3);
-  console.log(`K=${k} N=${n}: float activations ${ns(t.float)} ns/weight, int8 dot ${ns(t.dot)} ns/weight, ${(t.float / t.dot).toFixed(2)}x`);
+  console.log(`K=${k} N=${n}: float activations ${ns(t.float)} ns/weight, int8 dot ${ns(t.dot)} ns/weight, ` +
+    `${(t.float / t.dot).toFixed(2)}x`);
 }

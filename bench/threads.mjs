@@ -47,7 +47,8 @@ const row = (work, one, many, peer, target, met) => {
   const tn = await load(`${DIR}/smollm.tandem`, { threads: T });
   const prompt = BigInt64Array.from({ length: 128 }, (_, i) => BigInt((i * 7919) % 49152));
   // one prefill of a dynamic length (export_causal_lm), or the 128-token chunk of older files
-  const prefillOf = (m, tokens) => (m.methods.some((x) => x.name === 'prefill') ? m.call('prefill', tokens) : m.call(`prefill_${tokens.length}`, tokens));
+  const prefillOf = (m, tokens) => (m.methods.some((x) => x.name === 'prefill') ? m.call('prefill', tokens)
+    : m.call(`prefill_${tokens.length}`, tokens));
   const prefill = async (m) => { await m.resetState(); await prefillOf(m, prompt); };
   const p = await compare({ one: () => prefill(t1), many: () => prefill(tn) }, { rounds: 5, minMs: 400 });
   // onnxruntime-web's prefill: bench/smollm.py's smollm_prefill.onnx (the prompt into an empty
@@ -60,21 +61,28 @@ const row = (work, one, many, peer, target, met) => {
   };
   p.peer = (await compare({ many: () => prefill(tn), peer: () => ps.run(pfeeds) }, { rounds: 5, minMs: 400 })).peer;
   await ps.release();
-  row('SmolLM-135M shape: prefill 128 tokens (tokens/s)', f(128000 / p.one, 0), f(128000 / p.many, 0), `ort ${T} threads ${f(128000 / p.peer, 0)}`,
+  row('SmolLM-135M shape: prefill 128 tokens (tokens/s)', f(128000 / p.one, 0), f(128000 / p.many, 0),
+    `ort ${T} threads ${f(128000 / p.peer, 0)}`,
     `≥ 1.7× 1 thread (${f(p.one / p.many)}×); ≥ 1.5× ort (${f(p.peer / p.many)}×)`, p.one / p.many >= 1.7 && p.peer / p.many >= 1.5);
 
   const fill = 32;
   const lengths = tn.state.filter((s) => info.positions.includes(s.name));
-  const setFill = async (m) => { for (const s of lengths) await m.writeState(s.name, { dtype: s.dtype, shape: s.shape, data: new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)) }); };
+  const setFill = async (m) => {
+    for (const s of lengths) await m.writeState(s.name,
+      { dtype: s.dtype, shape: s.shape, data: new BigInt64Array(s.shape.reduce((a, b) => a * b, 1)).fill(BigInt(fill)) });
+  };
   for (const m of [t1, tn]) { await m.resetState(); await prefillOf(m, prompt.slice(0, 32)); }
   const os = await ort.InferenceSession.create(`${DIR}/smollm.onnx`, { executionProviders: ['wasm'] });
-  const feeds = { input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]), position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]) };
-  for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);
+  const feeds = { input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]),
+    position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]) };
+  for (let i = 0; i < L; i++) for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32',
+    rand(HKV * fill * (HID / HEADS)), [1, HKV, fill, HID / HEADS]);
   const tok = new BigInt64Array([7n]);
   const step = async (m) => { await setFill(m); await m.decode(tok); };
   const d = await compare({ one: () => step(t1), many: () => step(tn) }, { rounds: 7, minMs: 300 });
   d.peer = (await compare({ many: () => step(tn), peer: () => os.run(feeds) }, { rounds: 7, minMs: 300 })).peer;
-  row(`SmolLM-135M shape: decode tokens/s, fill ${fill}`, f(1000 / d.one, 1), f(1000 / d.many, 1), `ort ${T} threads ${f(1000 / d.peer, 1)}`,
+  row(`SmolLM-135M shape: decode tokens/s, fill ${fill}`, f(1000 / d.one, 1), f(1000 / d.many, 1),
+    `ort ${T} threads ${f(1000 / d.peer, 1)}`,
     `≥ 1.3× 1 thread (${f(d.one / d.many)}×); ≥ 1.5× ort (${f(d.peer / d.many)}×)`, d.one / d.many >= 1.3 && d.peer / d.many >= 1.5);
   t1.dispose();
   tn.dispose();

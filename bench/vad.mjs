@@ -10,7 +10,8 @@ import * as ort from 'onnxruntime-web';
 import { load, Tensor } from '../node/index.js';
 
 const DEMO = new URL('../build/demo/', import.meta.url);
-const ONNX = execFileSync(process.env.TANDEM_PYTHON ?? `${process.env.HOME}/.cache/tandem-venv/bin/python`, ['-c', 'import sys; sys.path.insert(0, "demo"); import vad_model; print(vad_model.shipped_onnx_path())'], { encoding: 'utf8' }).trim();
+const ONNX = execFileSync(process.env.TANDEM_PYTHON ?? `${process.env.HOME}/.cache/tandem-venv/bin/python`,
+  ['-c', 'import sys; sys.path.insert(0, "demo"); import vad_model; print(vad_model.shipped_onnx_path())'], { encoding: 'utf8' }).trim();
 ort.env.wasm.numThreads = 1;
 
 const wav = readFileSync(new URL('recording.wav', DEMO));

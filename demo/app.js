@@ -7,7 +7,8 @@ const $ = (id) => document.getElementById(id);
 const SAVE_KEY = 'tandem-demo-state';
 
 // A tiny module using a SIMD128 instruction: if it does not validate, the runtime cannot load.
-const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253,
+  98, 11]);
 
 const ui = {
   setBusy(busy) {
@@ -108,7 +109,10 @@ async function reset() {
   ui.message('reset(): the KV cache and the position are cleared.');
 }
 
-const toBase64 = (bytes) => { let s = ''; for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000)); return btoa(s); };
+const toBase64 = (bytes) => {
+  let s = ''; for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i
+  + 0x8000)); return btoa(s);
+};
 const fromBase64 = (text) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
 
 async function save() {
@@ -166,7 +170,8 @@ async function main() {
   $('state-bytes').textContent = lm.stateBytes.toLocaleString('en-US');
   $('threads').textContent = `${lm.threads}${globalThis.crossOriginIsolated ? '' : ' (the page is not cross-origin isolated)'}`;
   $('capacity').textContent = String(meta.capacity);
-  $('model-info').textContent = `${(meta.parameters / 1e6).toFixed(2)} M parameters, ${meta.layers} layers, trained ${meta.train_minutes} min on ${meta.corpus}`;
+  $('model-info').textContent = `${(meta.parameters / 1e6).toFixed(2)} M parameters, ${meta.layers} layers, ` +
+    `trained ${meta.train_minutes} min on ${meta.corpus}`;
   $('loading').hidden = true;
   $('app').hidden = false;
   $('generate').onclick = run;

@@ -23,7 +23,8 @@ function wavSamples(buffer) {
   while (at + 8 <= view.byteLength) {
     const id = String.fromCharCode(...new Uint8Array(buffer, at, 4)), size = view.getUint32(at + 4, true);
     if (id === 'fmt ') {
-      if (view.getUint16(at + 8, true) !== 1 || view.getUint16(at + 10, true) !== 1 || view.getUint16(at + 22, true) !== 16) throw new Error('recording.wav: not mono 16-bit PCM');
+      const pcm16 = view.getUint16(at + 8, true) === 1 && view.getUint16(at + 10, true) === 1 && view.getUint16(at + 22, true) === 16;
+      if (!pcm16) throw new Error('recording.wav: not mono 16-bit PCM');
       rate = view.getUint32(at + 12, true);
     } else if (id === 'data') {
       data = new Int16Array(buffer.slice(at + 8, at + 8 + size));
@@ -39,7 +40,8 @@ let controller = null;
 
 async function stream(source, options) {
   await model.reset();
-  run = { probs: [], wave: [], ms: [], dropped: 0, length: source instanceof Float32Array ? source.length : 0, live: !(source instanceof Float32Array) };
+  const file = source instanceof Float32Array;
+  run = { probs: [], wave: [], ms: [], dropped: 0, length: file ? source.length : 0, live: !file };
   draw(); // clears the last run's plot and figures
   const t0 = performance.now();
   let pending = false;
@@ -99,7 +101,8 @@ function draw() {
   $('dropped').textContent = String(run.dropped);
   $('wall').textContent = run.wallMs === undefined ? '…' : `${(run.wallMs / 1000).toFixed(2)} s`;
   $('speed').textContent = run.live ? 'live' : run.wallMs === undefined ? '…' : `${((audio * 1000) / run.wallMs).toFixed(1)}×`;
-  $('segments').textContent = segments.length ? `speech: ${segments.map(([s, e]) => `${(s / RATE).toFixed(2)}–${(e / RATE).toFixed(2)} s`).join(', ')}` : 'no speech yet';
+  const spans = segments.map(([s, e]) => `${(s / RATE).toFixed(2)}–${(e / RATE).toFixed(2)} s`);
+  $('segments').textContent = segments.length ? `speech: ${spans.join(', ')}` : 'no speech yet';
 }
 
 function busy(on) {
@@ -139,7 +142,9 @@ const extent = (a) => { let lo = 0, hi = 0; for (const v of a) { lo = Math.min(l
 
 async function streamCodec(source, options) {
   await codec.reset();
-  codecRun = { input: [], output: [], decoded: [], inputs: [], ms: [], live: !(source instanceof Float32Array), frames: source instanceof Float32Array ? Math.ceil((source.length * CODEC_RATE) / RATE / FRAME) : 0 };
+  const file = source instanceof Float32Array;
+  const frames = file ? Math.ceil((source.length * CODEC_RATE) / RATE / FRAME) : 0;
+  codecRun = { input: [], output: [], decoded: [], inputs: [], ms: [], live: !file, frames };
   drawCodec();
   const t0 = performance.now();
   let decoding = Promise.resolve(), pending = false;
@@ -248,9 +253,11 @@ $('codec-mic').onclick = async () => {
 };
 $('codec-stop').onclick = () => codecController?.abort();
 $('play-codec').onclick = () => playDecoded().catch((e) => { $('codec-message').textContent = `playback: ${e.message}`; });
-$('codec-info').textContent = `${codec.simd}, ${(codec.stateBytes / 1024).toFixed(1)} KiB of state, ${CODEC_RATE / 1000} kHz, ${FRAME}-sample frames (${(1000 * FRAME) / CODEC_RATE} ms)`;
+$('codec-info').textContent = `${codec.simd}, ${(codec.stateBytes / 1024).toFixed(1)} KiB of state, `
+  + `${CODEC_RATE / 1000} kHz, ${FRAME}-sample frames (${(1000 * FRAME) / CODEC_RATE} ms)`;
 
-$('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, ${RATE / 1000} kHz, ${CHUNK}-sample chunks`;
+$('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, `
+  + `${RATE / 1000} kHz, ${CHUNK}-sample chunks`;
 $('loading').hidden = true;
 $('app').hidden = false;
 window.audioDemo = {

@@ -28,8 +28,9 @@ function bubble(role, text) {
 function fit(maxTokens) {
   const capacity = model.metadata.max_cache_len;
   let drop = 0;
-  while (drop < messages.length - 1 &&
-         model.tokenizer.applyChatTemplate(messages.slice(drop), { addGenerationPrompt: true, tokenize: true }).length + maxTokens > capacity) drop += 1;
+  const template = { addGenerationPrompt: true, tokenize: true };
+  const promptLength = (from) => model.tokenizer.applyChatTemplate(messages.slice(from), template).length;
+  while (drop < messages.length - 1 && promptLength(drop) + maxTokens > capacity) drop += 1;
   return drop;
 }
 

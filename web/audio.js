@@ -5,7 +5,8 @@
 // into exact chunks (optionally with context samples carried over from the audio before each chunk)
 // and given to the method one chunk at a time, in order; each result comes back with its chunk's
 // timestamps. A model in a worker (load(src, { worker: true })) is called the same way.
-import { Tensor, TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
+import { Tensor } from './tensor.js';
 
 const now = () => (globalThis.performance ?? Date).now();
 
@@ -14,7 +15,8 @@ function invalid(message) {
 }
 
 function positiveInteger(value, what) {
-  if (!Number.isInteger(value) || value <= 0) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what} must be a positive integer, given ${String(value)}`);
+  if (!Number.isInteger(value) || value <= 0) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+    `${what} must be a positive integer, given ${String(value)}`);
   return value;
 }
 
@@ -75,7 +77,8 @@ export class Resampler {
     const max = Math.max(this.up, this.down);
     this.half = max === 1 ? 0 : 10 * max;
     const taps = 2 * this.half + 1;
-    if (taps > 1 << 24) throw new TandemError('TDM_ERR_LIMIT', `Resampler: ${fromRate} Hz to ${toRate} Hz needs a ${taps}-tap filter; resample between rates with a larger common divisor`);
+    if (taps > 1 << 24) throw new TandemError('TDM_ERR_LIMIT',
+      `Resampler: ${fromRate} Hz to ${toRate} Hz needs a ${taps}-tap filter; resample between rates with a larger common divisor`);
     const h = max === 1 ? Float64Array.of(1) : kaiserLowpass(taps, 1 / max, 5);
     // phases[p][j] = up·h[p + j·up]: the taps that meet input samples for outputs of phase p.
     this.phases = [];
@@ -96,7 +99,8 @@ export class Resampler {
 
   /** Resamples the next piece of the signal; returns the outputs it completes (maybe none). */
   push(samples) {
-    if (!(samples instanceof Float32Array)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'Resampler.push: samples must be a Float32Array');
+    if (!(samples instanceof Float32Array)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      'Resampler.push: samples must be a Float32Array');
     if (this.len + samples.length > this.buf.length) {
       const grown = new Float32Array(Math.max(2 * this.buf.length, this.len + samples.length));
       grown.set(this.buf.subarray(0, this.len));
@@ -184,7 +188,8 @@ class Chunker {
   }
 }
 
-const isAudioBuffer = (s) => s !== null && typeof s === 'object' && typeof s.getChannelData === 'function' && typeof s.numberOfChannels === 'number';
+const isAudioBuffer = (s) => s !== null && typeof s === 'object' && typeof s.getChannelData === 'function'
+  && typeof s.numberOfChannels === 'number';
 const isMediaStream = (s) => s !== null && typeof s === 'object' && typeof s.getAudioTracks === 'function';
 const isReadableStream = (s) => s !== null && typeof s === 'object' && typeof s.getReader === 'function';
 
@@ -206,16 +211,19 @@ function mono(buffer) {
 function defaultArgs(spec, length, methodName) {
   const input = spec.inputs[0];
   if (!input || input.dtype !== 'float32') {
-    throw invalid(`method '${methodName}' does not take float32 samples as its first input: give options.args(samples, index) to build its inputs`);
+    throw invalid(`method '${methodName}' does not take float32 samples as its first input: give options.args(samples, index) to build ` +
+      `its inputs`);
   }
   const fixed = input.shape.filter((d) => typeof d === 'number').reduce((a, b) => a * b, 1);
   const dynamic = input.shape.filter((d) => typeof d !== 'number').length;
   if ((dynamic === 0 && fixed !== length) || dynamic > 1 || length % fixed !== 0) {
-    throw invalid(`a chunk of ${length} samples (chunk + context) does not fit method '${methodName}''s input of shape [${input.shape.join(', ')}]: set chunk and context to match, or give options.args`);
+    throw invalid(`a chunk of ${length} samples (chunk + context) does not fit method '${methodName}''s input of shape ` +
+      `[${input.shape.join(', ')}]: set chunk and context to match, or give options.args`);
   }
   const shape = input.shape.map((d) => (typeof d === 'number' ? d : length / fixed));
   const extra = spec.inputs.length - 1;
-  if (extra > 0) throw invalid(`method '${methodName}' takes ${spec.inputs.length} inputs: give options.args(samples, index) returning all of them`);
+  if (extra > 0) throw invalid(`method '${methodName}' takes ${spec.inputs.length} inputs: give options.args(samples, index) returning ` +
+    `all of them`);
   return (samples) => [new Tensor('float32', samples, shape)];
 }
 
@@ -229,9 +237,12 @@ export async function streamAudio(model, method, source, options = {}) {
     sampleRate = model?.metadata?.sample_rate, context = 0, inputRate, backpressure = 'queue', maxQueue = 4,
     tail = 'pad', onResult, onDrop, signal, audioContext, blockSize = 4096,
   } = options;
-  if (!model || !Array.isArray(model.methods) || typeof model.call !== 'function') throw invalid('model must be a loaded model (load(...))');
+  if (!model || !Array.isArray(model.methods) || typeof model.call !== 'function') {
+    throw invalid('model must be a loaded model (load(...))');
+  }
   const spec = model.methods.find((m) => m.name === method);
-  if (!spec) throw new TandemError('TDM_ERR_NOT_FOUND', `streamAudio: the model has no method '${method}' (it has ${model.methods.map((m) => m.name).join(', ')})`);
+  if (!spec) throw new TandemError('TDM_ERR_NOT_FOUND',
+    `streamAudio: the model has no method '${method}' (it has ${model.methods.map((m) => m.name).join(', ')})`);
   positiveInteger(sampleRate, 'streamAudio: sampleRate (the model\'s rate; or the program\'s sample_rate metadata)');
   if (!Number.isInteger(context) || context < 0) throw invalid(`context must be a whole number of samples, given ${String(context)}`);
   let { chunk } = options;
@@ -241,13 +252,17 @@ export async function streamAudio(model, method, source, options = {}) {
     chunk = shape.reduce((a, b) => a * b, 1) - context;
   }
   positiveInteger(chunk, 'streamAudio: chunk');
-  if (backpressure !== 'queue' && backpressure !== 'drop') throw invalid(`backpressure must be 'queue' or 'drop', given ${String(backpressure)}`);
+  if (backpressure !== 'queue' && backpressure !== 'drop') {
+    throw invalid(`backpressure must be 'queue' or 'drop', given ${String(backpressure)}`);
+  }
   positiveInteger(maxQueue, 'streamAudio: maxQueue');
   positiveInteger(blockSize, 'streamAudio: blockSize');
   if (tail !== 'pad' && tail !== 'drop') throw invalid(`tail must be 'pad' or 'drop', given ${String(tail)}`);
   if (onResult !== undefined && typeof onResult !== 'function') throw invalid('onResult must be a function');
   if (onDrop !== undefined && typeof onDrop !== 'function') throw invalid('onDrop must be a function');
-  if (signal !== undefined && !(typeof signal?.aborted === 'boolean' && typeof signal.addEventListener === 'function')) throw invalid('signal must be an AbortSignal');
+  if (signal !== undefined && !(typeof signal?.aborted === 'boolean' && typeof signal.addEventListener === 'function')) {
+    throw invalid('signal must be an AbortSignal');
+  }
   const args = options.args ?? defaultArgs(spec, chunk + context, method);
   if (typeof args !== 'function') throw invalid('args must be a function (samples, index) => inputs');
 
@@ -265,7 +280,8 @@ export async function streamAudio(model, method, source, options = {}) {
   let index = 0, results = 0, dropped = 0, ended = false, failed = null, aborted = signal?.aborted ?? false;
   let wakeRunner = null, wakeReader = null;
   const wake = (which) => { const w = which === 'runner' ? wakeRunner : wakeReader; if (w) w(); };
-  let resampler, chunker = new Chunker(chunk, context);
+  let resampler;
+  const chunker = new Chunker(chunk, context);
   const cut = (samples) => {
     const start = index * chunk;
     const item = { index: index++, start: start / sampleRate, end: (start + chunk) / sampleRate, input: samples };
@@ -353,13 +369,15 @@ export async function streamAudio(model, method, source, options = {}) {
             finish();
             break;
           }
-          if (!(next.value instanceof Float32Array)) throw invalid(`the ReadableStream gave ${Object.prototype.toString.call(next.value)}: it must give Float32Array blocks of samples`);
+          if (!(next.value instanceof Float32Array)) throw invalid(`the ReadableStream gave ` +
+            `${Object.prototype.toString.call(next.value)}: it must give Float32Array blocks of samples`);
           feed(next.value);
           await room();
         }
       } else {
         const live = (block) => { if (!stopped()) try { feed(block); } catch (e) { fail(e); } };
-        cleanup = await captureMedia(source, audioContext, blockSize, (rateOfContext) => { resampler = new Resampler(rateOfContext, sampleRate); }, live);
+        cleanup = await captureMedia(source, audioContext, blockSize,
+          (rateOfContext) => { resampler = new Resampler(rateOfContext, sampleRate); }, live);
         await stopPromise; // a live source ends when the signal aborts (or a call fails)
       }
     }
@@ -383,13 +401,15 @@ export async function streamAudio(model, method, source, options = {}) {
 async function captureMedia(stream, given, blockSize, onRate, feed) {
   const AudioContextClass = globalThis.AudioContext ?? globalThis.webkitAudioContext;
   if (stream.getAudioTracks().length === 0) throw invalid('the MediaStream has no audio track (getUserMedia({ audio: true }) gives one)');
-  if (!given && !AudioContextClass) throw invalid('a MediaStream source needs Web Audio (AudioContext), which this environment lacks: give an AudioBuffer, a Float32Array or a ReadableStream');
+  if (!given && !AudioContextClass) throw invalid('a MediaStream source needs Web Audio (AudioContext), which this environment lacks: ' +
+    'give an AudioBuffer, a Float32Array or a ReadableStream');
   const ctx = given ?? new AudioContextClass();
   let input, node;
   try {
     await ctx.audioWorklet.addModule(new URL('./audio-worklet.js', import.meta.url));
     input = ctx.createMediaStreamSource(stream);
-    node = new AudioWorkletNode(ctx, 'tandem-capture', { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], processorOptions: { blockSize } });
+    node = new AudioWorkletNode(ctx, 'tandem-capture',
+      { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], processorOptions: { blockSize } });
   } catch (e) {
     if (!given) ctx.close().catch(() => {});
     throw e;

@@ -7,7 +7,8 @@
 // What the method signatures do not say comes from model.metadata (max_cache_len, max_prompt_len,
 // position_state, eos_token_id), or from options (maxCacheLen, positionState) for a program without
 // it. max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.
-import { Tensor, TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
+import { Tensor } from './tensor.js';
 
 const invalid = (message) => new TandemError('TDM_ERR_INVALID_ARGUMENT', message);
 
@@ -18,18 +19,21 @@ function describe(model, options, what) {
   const methods = new Map((model.methods || []).map((m) => [m.name, m]));
   const decode = methods.get('decode');
   if (!decode || decode.inputs.length !== 1 || decode.outputs.length !== 1) {
-    throw invalid(`${what}: the program has no 'decode' method (token [1, 1] -> logits [1, vocab]); export it with tandem.transformers.export_causal_lm, or give a hand-written model one`);
+    throw invalid(`${what}: the program has no 'decode' method (token [1, 1] -> logits [1, vocab]); export it with ` +
+      `tandem.transformers.export_causal_lm, or give a hand-written model one`);
   }
   const maxCacheLen = options.maxCacheLen !== undefined ? options.maxCacheLen : md.max_cache_len;
   if (maxCacheLen === undefined) {
-    throw invalid(`${what}: the program has no 'max_cache_len' metadata; pass { maxCacheLen } (the positions its cache holds, null for a state of fixed size), or export it with tandem.transformers.export_causal_lm`);
+    throw invalid(`${what}: the program has no 'max_cache_len' metadata; pass { maxCacheLen } (the positions its cache holds, null for a ` +
+      `state of fixed size), or export it with tandem.transformers.export_causal_lm`);
   }
   if (maxCacheLen !== null && !(Number.isInteger(maxCacheLen) && maxCacheLen >= 1)) {
     throw invalid(`${what}: maxCacheLen must be a positive integer or null, given ${maxCacheLen}`);
   }
   const positionState = options.positionState ?? md.position_state;
   if (positionState !== undefined && !(model.state || []).some((s) => s.name === positionState)) {
-    throw invalid(`${what}: no state tensor '${positionState}' (positionState); the program has ${(model.state || []).map((s) => `'${s.name}'`).join(', ') || 'none'}`);
+    throw invalid(`${what}: no state tensor '${positionState}' (positionState); the program has ` +
+      `${(model.state || []).map((s) => `'${s.name}'`).join(', ') || 'none'}`);
   }
   // prefill: one call of a dynamic length, or fixed-length chunks (length -> method) then decode
   const prefill = methods.get('prefill');
@@ -61,7 +65,8 @@ function toIds(tokens, what) {
   throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${what}: tokens must be a Tensor, a BigInt64Array or an array of integer ids`);
 }
 
-const isMessages = (p) => Array.isArray(p) && p.length > 0 && p.every((m) => m && typeof m === 'object' && !ArrayBuffer.isView(m) && 'role' in m);
+const isMessages = (p) => Array.isArray(p) && p.length > 0
+  && p.every((m) => m && typeof m === 'object' && !ArrayBuffer.isView(m) && 'role' in m);
 
 /** A prompt's token ids: ids as given; a string through the file's tokenizer (as transformers'
  * `tokenizer(text)`, special tokens added); chat messages [{ role, content }] through its chat
@@ -70,9 +75,11 @@ function promptIds(model, prompt) {
   if (typeof prompt !== 'string' && !isMessages(prompt)) return toIds(prompt, 'generate()');
   const tokenizer = model.tokenizer;
   if (!tokenizer) {
-    throw invalid(`generate(): the prompt is ${typeof prompt === 'string' ? 'text' : 'chat messages'}, but the file carries no tokenizer; export the checkpoint with \`python -m tandem export\` (which stores its tokenizer), or give token ids`);
+    throw invalid(`generate(): the prompt is ${typeof prompt === 'string' ? 'text' : 'chat messages'}, but the file carries no ` +
+      `tokenizer; export the checkpoint with \`python -m tandem export\` (which stores its tokenizer), or give token ids`);
   }
-  const ids = typeof prompt === 'string' ? tokenizer.encode(prompt) : tokenizer.applyChatTemplate(prompt, { addGenerationPrompt: true, tokenize: true });
+  const ids = typeof prompt === 'string' ? tokenizer.encode(prompt)
+    : tokenizer.applyChatTemplate(prompt, { addGenerationPrompt: true, tokenize: true });
   return BigInt64Array.from(ids, (t) => BigInt(t));
 }
 
@@ -92,7 +99,8 @@ export function splitPrompt(n, chunks) {
  * options.positionState, for a program without that metadata). */
 export async function position(model, options = {}) {
   const name = options.positionState ?? (model.metadata || {}).position_state;
-  if (!name) throw invalid("position(): the program has no 'position_state' metadata; pass { positionState } (the name of the state tensor counting the positions in use)");
+  if (!name) throw invalid("position(): the program has no 'position_state' metadata; pass { positionState } (the name of the state " +
+    'tensor counting the positions in use)');
   return Number((await model.readState(name)).data[0]);
 }
 
@@ -108,11 +116,13 @@ export async function prefill(model, tokens, options = {}) {
 
 async function prefillWith(model, lm, ids) {
   if (ids.length < 1 || ids.length > lm.maxPromptLen) {
-    throw invalid(`prefill(): ${ids.length} tokens; give 1 to ${lm.maxPromptLen} (max_prompt_len), or use generate(), which feeds longer prompts in pieces`);
+    throw invalid(`prefill(): ${ids.length} tokens; give 1 to ${lm.maxPromptLen} (max_prompt_len), or use generate(), which feeds longer ` +
+      `prompts in pieces`);
   }
   const used = lm.positionState ? await position(model, lm) : 0;
   if (lm.maxCacheLen !== null && used + ids.length > lm.maxCacheLen) {
-    throw new TandemError('TDM_ERR_INDEX', `prefill(): ${ids.length} tokens do not fit: ${used} of ${lm.maxCacheLen} cache positions are in use (call reset())`);
+    throw new TandemError('TDM_ERR_INDEX',
+      `prefill(): ${ids.length} tokens do not fit: ${used} of ${lm.maxCacheLen} cache positions are in use (call reset())`);
   }
   if (lm.dynamic) return model.call('prefill', new Tensor('int64', ids.slice(), [1, ids.length]));
   let at = 0, logits;
@@ -224,7 +234,8 @@ export function generate(model, prompt, options = {}) {
      * character): `for await (const piece of run.text())`. Joined, they equal
      * model.tokenizer.decode(ids, { skipSpecialTokens }) of the generated ids. Iterates the run. */
     async *text({ skipSpecialTokens = true } = {}) {
-      if (!model.tokenizer) throw invalid('generate(): text() needs the tokenizer the file carries, and this file has none (export it with `python -m tandem export`, which stores it); iterate the run for token ids');
+      if (!model.tokenizer) throw invalid('generate(): text() needs the tokenizer the file carries, and this file has none (export it ' +
+        'with `python -m tandem export`, which stores it); iterate the run for token ids');
       const stream = model.tokenizer.streamDecoder({ skipSpecialTokens });
       for await (const id of run) {
         const piece = stream.push(id);
@@ -235,7 +246,8 @@ export function generate(model, prompt, options = {}) {
     },
     async *[Symbol.asyncIterator]() {
       let logits;
-      for (let at = 0; at < ids.length; at += lm.maxPromptLen) logits = await prefillWith(model, lm, ids.subarray(at, at + lm.maxPromptLen));
+      for (let at = 0; at < ids.length; at += lm.maxPromptLen) logits = await prefillWith(model, lm,
+        ids.subarray(at, at + lm.maxPromptLen));
       let used = lm.positionState ? await position(model, lm) : ids.length;
       let next = () => sample(logits, how, rand);
       for (let count = 0; ; count++) {

@@ -54,7 +54,9 @@ export async function startPool(x, module, n, spawn, check) {
         port.onMessage((m) => (m === 'ready' ? resolve() : m?.error && reject(new Error(`thread ${i}: ${m.error}`))));
         port.onError((why) => reject(new Error(`thread ${i} ${why}`)));
       }));
-      port.post({ module, memory: x.memory, index: i, stackTop: block + STACK_BYTES, ws: block + STACK_BYTES, self: block + STACK_BYTES + WS_BYTES });
+      port.post({
+        module, memory: x.memory, index: i, stackTop: block + STACK_BYTES, ws: block + STACK_BYTES, self: block + STACK_BYTES + WS_BYTES,
+      });
     }
     await Promise.all(ready);
     ports.forEach((p) => p.busy?.(false)); // an idle pool does not keep a Node process alive

@@ -4,7 +4,7 @@
 // reimplementation: @huggingface/tokenizers (encode/decode) and @huggingface/jinja (chat templates),
 // imported only when a file has a tokenizer. In a browser without a bundler, map the two names to
 // their files with an import map (tests/browser/page.html does).
-import { TandemError } from './tandem.js';
+import { TandemError } from './errors.js';
 
 let libraries;
 
@@ -12,7 +12,10 @@ let libraries;
 function importLibraries() {
   libraries ??= Promise.all([import('@huggingface/tokenizers'), import('@huggingface/jinja')]).catch((e) => {
     libraries = undefined;
-    throw new TandemError('TDM_ERR_NOT_FOUND', `the file carries a tokenizer, and loading it needs the packages @huggingface/tokenizers and @huggingface/jinja, which could not be imported (${e.message}); install them (npm install, they are dependencies of tandem-runtime), map them in the page's import map, or load with { tokenizer: false }`);
+    throw new TandemError('TDM_ERR_NOT_FOUND',
+      'the file carries a tokenizer, and loading it needs the packages @huggingface/tokenizers and @huggingface/jinja, which could ' +
+      `not be imported (${e.message}); install them (npm install, they are dependencies of tandem-runtime), map them in the page's ` +
+      'import map, or load with { tokenizer: false }');
   });
   return libraries;
 }
@@ -28,7 +31,9 @@ export async function createTokenizer(text) {
     throw new TandemError('TDM_ERR_MALFORMED', "metadata 'tokenizer' is not JSON: the file is corrupt");
   }
   if (!entry || entry.version !== 1 || typeof entry.json !== 'object' || !entry.json || typeof entry.config !== 'object' || !entry.config) {
-    throw new TandemError('TDM_ERR_MALFORMED', "metadata 'tokenizer' is not a tokenizer entry of version 1 ({ version: 1, json, config }): the file is corrupt or newer than this tandem");
+    throw new TandemError('TDM_ERR_MALFORMED',
+      "metadata 'tokenizer' is not a tokenizer entry of version 1 ({ version: 1, json, config }): the file is corrupt or newer than this " +
+      'tandem');
   }
   const [{ Tokenizer: HFTokenizer }, { Template }] = await importLibraries();
   let impl;
@@ -70,7 +75,8 @@ export class Tokenizer {
   /** Token ids of `text`, as transformers' `tokenizer(text)["input_ids"]` (special tokens added by the
    * post-processor, e.g. a BOS, unless addSpecialTokens is false). */
   encode(text, { addSpecialTokens = true } = {}) {
-    if (typeof text !== 'string') throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `encode(): text must be a string, given ${typeof text}`);
+    if (typeof text !== 'string') throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `encode(): text must be a string, given ${typeof text}`);
     return this.#impl.encode(text, { add_special_tokens: addSpecialTokens }).ids;
   }
 
@@ -86,7 +92,8 @@ export class Tokenizer {
    * Options: addGenerationPrompt, tokenize, chatTemplate (the name of one of several templates),
    * tools, documents, and any other variables the template reads (`variables`). */
   applyChatTemplate(messages, { addGenerationPrompt = false, tokenize = false, chatTemplate, tools, documents, variables = {} } = {}) {
-    if (!Array.isArray(messages)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'applyChatTemplate(): messages must be an array of { role, content }');
+    if (!Array.isArray(messages)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      'applyChatTemplate(): messages must be an array of { role, content }');
     const source = this.#templateSource(chatTemplate, tools);
     let template = this.#templates.get(source);
     if (!template) {
@@ -102,7 +109,8 @@ export class Tokenizer {
       text = template.render({
         ...Object.fromEntries(Object.entries(this.specialTokens).filter(([, v]) => v !== null)),
         ...(this.#config.additional_special_tokens ? { additional_special_tokens: this.#config.additional_special_tokens } : {}),
-        messages, add_generation_prompt: addGenerationPrompt, tools: tools ?? null, documents: documents ?? null, // as transformers passes None
+        // as transformers passes None
+        messages, add_generation_prompt: addGenerationPrompt, tools: tools ?? null, documents: documents ?? null,
         ...variables, // raise_exception and strftime_now are @huggingface/jinja's own globals
 
       });
@@ -115,12 +123,15 @@ export class Tokenizer {
 
   #templateSource(name, tools) {
     const t = this.#config.chat_template;
-    if (t == null) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'applyChatTemplate(): the tokenizer has no chat template (its tokenizer_config.json had none)');
+    if (t == null) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      'applyChatTemplate(): the tokenizer has no chat template (its tokenizer_config.json had none)');
     if (typeof t === 'string') return t;
     // several named templates (a dict, or transformers' list of { name, template }), as transformers picks one
     const named = new Map(Array.isArray(t) ? t.map((x) => [x.name, x.template]) : Object.entries(t));
     const pick = name ?? (tools && named.has('tool_use') ? 'tool_use' : 'default');
-    if (!named.has(pick)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `applyChatTemplate(): no chat template '${pick}'; the tokenizer has ${[...named.keys()].map((k) => `'${k}'`).join(', ')} (pass { chatTemplate: name })`);
+    if (!named.has(pick)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      `applyChatTemplate(): no chat template '${pick}'; the tokenizer has ${[...named.keys()].map((k) => `'${k}'`).join(', ')} ` +
+      '(pass { chatTemplate: name })');
     return named.get(pick);
   }
 

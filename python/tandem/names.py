@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .ir import ExportError
 
-# The one list. Every name a JS model object answers to (web/tandem.js Model and WorkerModel,
+# The one list. Every name a JS model object answers to (web/model.js Model and web/remote.js WorkerModel,
 # with what they inherit from Object.prototype), every public name of the Python
 # tandem.runtime.Model, and `then`: `await load()` treats an object with a `then` method as a
 # promise and never settles. tests/js/package.test.js checks the JS objects against this list and

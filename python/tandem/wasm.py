@@ -17,7 +17,7 @@ from pathlib import Path
 import wasmtime
 
 # Exports whose result is a pointer or a size_t (unsigned in C, an i32 in wasm); the same list as
-# web/tandem.js's UNSIGNED_RESULTS.
+# web/runtime.js's UNSIGNED_RESULTS.
 _UNSIGNED = {
     "tdm_dtype_size", "tdm_malloc", "tdm_method_io_nbytes", "tdm_state_offset", "tdm_state_nbytes",
     "tdm_program_state_size", "tdm_program_scratch_size", "tdm_session_state", "tdm_session_input",

@@ -21,9 +21,11 @@ let server, browser, page;
 const errors = [];
 
 before(async () => {
-  assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`) && existsSync(`${DEMO}/codec.tandem`), 'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
+  assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`) && existsSync(`${DEMO}/codec.tandem`),
+    'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
   server = await serve();
-  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
+  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+    '--autoplay-policy=no-user-gesture-required']);
   page = await browser.newPage();
   page.on('pageerror', (e) => errors.push(e));
   await page.goto(`${server.url}/demo/audio.html`);
@@ -50,7 +52,8 @@ test("the audio page finds the shipped ONNX model's speech segments on the recor
   const speed = (r.audioSeconds * 1000) / r.wallMs;
   assert.ok(speed > 1, `${r.audioSeconds} s of audio took ${r.wallMs} ms`);
   console.log(`# audio demo: ${r.audioSeconds.toFixed(2)} s of audio in ${r.wallMs.toFixed(0)} ms (${speed.toFixed(1)}x real time), `
-    + `${(r.chunkMs.reduce((a, b) => a + b, 0) / r.chunkMs.length).toFixed(2)} ms per 32 ms chunk, worst probability difference ${worst.toExponential(1)}`);
+    + `${(r.chunkMs.reduce((a, b) => a + b, 0) / r.chunkMs.length).toFixed(2)} ms per 32 ms chunk, `
+    + `worst probability difference ${worst.toExponential(1)}`);
   // the page drew what it found
   const text = await page.textContent('#segments');
   assert.ok(text.startsWith('speech: ') && text.split(',').length === want.segments.length, text);
@@ -114,7 +117,8 @@ test('the codec panel streams the recording through encode_step and decode_step 
   assert.ok(peak > 1e-3, `the decoded audio is silent (peak ${peak})`);
   assert.ok(worst <= 1e-4 * peak, `decoded samples differ by up to ${worst} (peak ${peak})`);
   const mean = r.chunkMs.reduce((a, b) => a + b, 0) / r.chunkMs.length;
-  console.log(`# codec panel: ${frames} frames of 80 ms in ${r.wallMs.toFixed(0)} ms, ${mean.toFixed(1)} ms per frame (encode + decode, ${(mean / 0.8).toFixed(0)}% of real time), `
+  console.log(`# codec panel: ${frames} frames of 80 ms in ${r.wallMs.toFixed(0)} ms, `
+    + `${mean.toFixed(1)} ms per frame (encode + decode, ${(mean / 0.8).toFixed(0)}% of real time), `
     + `${codes.size} distinct codes, worst difference ${worst.toExponential(1)} of peak ${peak.toFixed(3)}`);
   assert.ok(r.wallMs < frames * 80, `slower than real time: ${r.wallMs} ms for ${frames * 80} ms of audio`);
   assert.match(await page.textContent('#codec-realtime'), /% of 80 ms/);

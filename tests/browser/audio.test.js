@@ -16,7 +16,8 @@ let server, browser, page;
 before(async () => {
   assert.ok(existsSync(`${FIXTURES}/audio_vad.tandem`), 'missing audio_vad.tandem: run tests/fixtures/make.py first (npm test does)');
   server = await serve({ index: '/tests/browser/page.html' });
-  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream', '--autoplay-policy=no-user-gesture-required']);
+  browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
+    '--autoplay-policy=no-user-gesture-required']);
   page = await browser.newPage();
   await page.goto(`${server.url}/tests/browser/page.html`);
   await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });

@@ -54,10 +54,12 @@ for (const name of ['original_report', 'gru', 'transformer']) {
         outs.forEach((o, k) => {
           const n = want[i][k];
           assert.deepEqual(o.shape, n.shape);
-          assert.deepEqual(o.data, Array.from(n.data, (v) => (typeof v === 'bigint' ? String(v) : v)), `call ${i} output ${k}: browser vs Node`);
+          assert.deepEqual(o.data, Array.from(n.data, (v) => (typeof v === 'bigint' ? String(v) : v)),
+            `call ${i} output ${k}: browser vs Node`);
           assertClose(n, spec.calls[i].outputs[k], `call ${i} output ${k}: vs eager`);
           const r = relaxed[i][k];
-          assertClose({ ...r, data: r.dtype === 'int64' ? r.data.map(BigInt) : r.data }, spec.calls[i].outputs[k], `call ${i} output ${k}: relaxed build vs eager`);
+          assertClose({ ...r, data: r.dtype === 'int64' ? r.data.map(BigInt) : r.data }, spec.calls[i].outputs[k],
+            `call ${i} output ${k}: relaxed build vs eager`);
         });
       });
     });
@@ -76,7 +78,7 @@ test('threads in an isolated page give the same bits as one thread, inline and i
   const simd128 = await callAll(node);
   node.dispose();
   const dflt = await page.evaluate(() => window.callAll('parallel', { threads: 1 }));
-  assert.equal(dflt.simd, 'relaxed', "Chromium has relaxed SIMD: it is the default there");
+  assert.equal(dflt.simd, 'relaxed', 'Chromium has relaxed SIMD: it is the default there');
   for (const [simd, want] of [['simd128', simd128], ['relaxed', dflt.bytes]]) {
     for (const options of [{ threads: 1, simd }, { threads: 2, simd }, { threads: 2, worker: true, simd }]) {
       const got = await page.evaluate((o) => window.callAll('parallel', o), options);

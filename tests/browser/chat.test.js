@@ -45,7 +45,8 @@ async function say(text) {
   const before = await page.locator('.msg.user').count();
   await page.fill('#input', text);
   await page.click('#send');
-  await page.waitForFunction((n) => document.querySelectorAll('.msg.user').length > n && document.body.dataset.busy === '0', before, { timeout: 60000 });
+  await page.waitForFunction((n) => document.querySelectorAll('.msg.user').length > n && document.body.dataset.busy === '0', before,
+    { timeout: 60000 });
   assert.equal(await page.locator('.msg.assistant').count(), before + 1, `a reply (status: ${await page.textContent('#status')})`);
   return page.locator('.msg.assistant').nth(before).textContent();
 }

@@ -11,4 +11,5 @@ export function launch(extraArgs = []) {
 }
 
 /** Chromium with WebGPU on SwiftShader (its CPU Vulkan): correctness only, never timings. */
-export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
+export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
+  '--use-webgpu-adapter=swiftshader'];

@@ -37,7 +37,8 @@ async function inNode(prompt, chars, sampling = {}) {
     const ids = Array.from(prompt, (c) => meta.vocab.indexOf(c));
     assert.ok(ids.every((i) => i >= 0), 'the prompt is in the vocabulary');
     let text = '';
-    for await (const id of generate(lm, ids, { maxCacheLen: meta.capacity, positionState: 'pos', maxTokens: chars, ...sampling })) text += meta.vocab[id];
+    for await (const id of generate(lm, ids,
+      { maxCacheLen: meta.capacity, positionState: 'pos', maxTokens: chars, ...sampling })) text += meta.vocab[id];
     return text;
   } finally {
     lm.dispose();
@@ -65,7 +66,8 @@ test('the demo generates, resets, saves, reloads and restores', async () => {
   assert.ok(Number((await page.textContent('#state-bytes')).replace(/,/g, '')) > 0);
   assert.match(await page.textContent('#load-time'), /\d+ ms/);
   const cores = await page.evaluate(() => navigator.hardwareConcurrency);
-  assert.equal(await page.textContent('#threads'), String(Math.min(4, cores)), 'served cross-origin isolated (as npm start does), the model runs on the cores');
+  assert.equal(await page.textContent('#threads'), String(Math.min(4, cores)),
+    'served cross-origin isolated (as npm start does), the model runs on the cores');
 
   const prompt = await page.inputValue('#prompt');
   const first = await generateOnPage(50);

@@ -71,9 +71,11 @@ test('op cases: every case whose ops have WebGPU kernels equals the wasm backend
   }
   assert.deepEqual(failures, []);
   for (const r of res.filter((x) => x.device === 'wasm')) assert.match(r.reason, /ops without a WebGPU kernel: /, r.name);
-  console.log(`# op cases on WebGPU: ${ran.length} of ${res.length}; on wasm (no kernel): ${res.filter((r) => r.device === 'wasm').map((r) => r.name).join(' ')}`);
+  console.log(`# op cases on WebGPU: ${ran.length} of ${res.length}; on wasm (no kernel): ` +
+    `${res.filter((r) => r.device === 'wasm').map((r) => r.name).join(' ')}`);
   // the families this slice covers must all be among those that ran
-  const must = ['add-0', 'matmul', 'linear', 'softmax', 'layer_norm', 'rms_norm_plain', 'embedding', 'index_put', 'cat', 'expand', 'permute', 'sum', 'sdpa', 'sdpa_causal', 'sdpa_gqa', 'conv1d', 'slice_scatter', 'where', 'gelu'];
+  const must = ['add-0', 'matmul', 'linear', 'softmax', 'layer_norm', 'rms_norm_plain', 'embedding', 'index_put', 'cat', 'expand',
+    'permute', 'sum', 'sdpa', 'sdpa_causal', 'sdpa_gqa', 'conv1d', 'slice_scatter', 'where', 'gelu'];
   const gotNames = new Set(ran.map((r) => r.name.replace(/-\d+$/, '')));
   for (const m of must) assert.ok(gotNames.has(m.replace(/-\d+$/, '')), `${m} did not run on WebGPU`);
 });
@@ -84,7 +86,8 @@ for (const name of ['transformer', 'streaming_conv']) {
     const r = await page.evaluate((n) => window.gpuCase(n, 'webgpu'), name);
     assert.equal(r.device, 'webgpu');
     assert.equal(r.outs.length, spec.calls.length);
-    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `call ${i} (${spec.calls[i].method}) output ${k}`)));
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k],
+      `call ${i} (${spec.calls[i].method}) output ${k}`)));
   });
 
   test(`${name} on WebGPU: saveState/loadState, fork, readState, writeState, resetState`, { timeout: 600000 }, async () => {

@@ -20,7 +20,8 @@ for (const { name: mode, opts } of MODES) {
     const ctrl = new AbortController();
     ctrl.abort(new Error('user left'));
     const signal = ctrl.signal;
-    await assert.rejects(m.forward1(5, { signal }), (e) => isAbort(e) && /before it ran/.test(e.message) && e.cause?.message === 'user left');
+    await assert.rejects(m.forward1(5, { signal }), (e) => isAbort(e) && /before it ran/.test(e.message)
+      && e.cause?.message === 'user left');
     await assert.rejects(m.call('forward1', 5, { signal }), isAbort);
     await assert.rejects(m.profile('forward1', 5, { signal }), isAbort);
     await assert.rejects(m.forward1(new Float32Array([5]), { signal: AbortSignal.abort() }), isAbort);
@@ -89,7 +90,8 @@ for (const { name: mode, opts } of MODES) {
     const calls = xs.map((x) => m.forward1(x, { signal: ctrl.signal }));
     await calls[0].then(() => ctrl.abort(), () => ctrl.abort());
     const settled = await Promise.allSettled(calls);
-    const status = settled.map((s) => (s.status === 'fulfilled' ? 'ok' : isAbort(s.reason) ? (/while it ran/.test(s.reason.message) ? 'ran' : 'removed') : String(s.reason)));
+    const status = settled.map((s) => (s.status === 'fulfilled' ? 'ok' : isAbort(s.reason)
+      ? (/while it ran/.test(s.reason.message) ? 'ran' : 'removed') : String(s.reason)));
     // In a worker, when the first reply arrives the second call is sent at once, before the abort:
     // it runs to the end (its result dropped); the three behind it are removed.
     assert.deepEqual(status, mode === 'inline' ? ['ok', 'ok', 'ok', 'ok', 'ok'] : ['ok', 'ran', 'removed', 'removed', 'removed']);
@@ -105,11 +107,13 @@ for (const { name: mode, opts } of MODES) {
     const y = await m.forward1({ dtype: 'float32', data: new Float32Array([2]), shape: [1] });
     assert.deepEqual([...y.data], [INITIAL + 2]);
     assert.deepEqual([...(await m.forward1(new Tensor('float32', [1], [1]), { signal: undefined })).data], [INITIAL + 3]);
-    await assert.rejects(m.forward1(1, { signal: 'stop' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /options.signal must be an AbortSignal/.test(e.message));
+    await assert.rejects(m.forward1(1, { signal: 'stop' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /options.signal must be an AbortSignal/.test(e.message));
     await assert.rejects(m.forward1(1, { signl: new AbortController().signal }),
       (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /takes 1 input\(s\), 2 given/.test(e.message));
     await assert.rejects(m.forward1({ signl: 1 }),
-      (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /given object with keys signl \(call options are the last argument and take only: signal\)/.test(e.message));
+      (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+        && /given object with keys signl \(call options are the last argument and take only: signal\)/.test(e.message));
     assert.equal(await value(m), INITIAL + 3);
     m.dispose();
   });

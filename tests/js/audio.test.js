@@ -87,7 +87,10 @@ test('the resampler equals scipy.signal.resample_poly, fed whole or in pieces of
 test('resampling a tone: in band it is the same tone at the new rate, above the new Nyquist it is gone', () => {
   const from = 44100, to = 16000, n = 44100;
   const tone = (f, rate, count) => Float32Array.from({ length: count }, (_, i) => Math.sin((2 * Math.PI * f * i) / rate));
-  const run = (x) => { const r = new Resampler(from, to); const a = r.push(x); const b = r.flush(); const y = new Float32Array(a.length + b.length); y.set(a); y.set(b, a.length); return y; };
+  const run = (x) => {
+    const r = new Resampler(from, to); const a = r.push(x); const b = r.flush(); const y = new Float32Array(a.length
+    + b.length); y.set(a); y.set(b, a.length); return y;
+  };
   const y = run(tone(1000, from, n));
   assert.equal(y.length, Math.ceil((n * to) / from));
   const want = tone(1000, to, y.length);
@@ -109,7 +112,8 @@ test('a Float32Array streams in exact chunks with context; results equal calling
     const m = await load(VAD, { worker });
     const got = [];
     const summary = await streamAudio(m, 'forward', x, { context: CONTEXT, onResult: (r) => got.push(r) });
-    assert.deepEqual(summary, { chunks: chunks.length, results: chunks.length, dropped: 0, seconds: (chunks.length * CHUNK) / RATE, reason: 'end' });
+    assert.deepEqual(summary, { chunks: chunks.length, results: chunks.length, dropped: 0, seconds: (chunks.length * CHUNK) / RATE,
+      reason: 'end' });
     assert.deepEqual(got.map((r) => r.index), chunks.map((_, i) => i));
     assert.deepEqual(got.map((r) => r.input), chunks, 'the chunks given to the method');
     assert.deepEqual(got.map((r) => r.output.data[0]), want, `worker: ${worker}`);
@@ -125,7 +129,8 @@ test('a Float32Array streams in exact chunks with context; results equal calling
 
 test('an AudioBuffer is mixed to mono; a ReadableStream at 48 kHz is resampled as resample_poly does', async () => {
   const left = signal(8000, RATE, 1), right = signal(8000, RATE, 2);
-  const buffer = { sampleRate: RATE, numberOfChannels: 2, length: left.length, duration: left.length / RATE, getChannelData: (c) => [left, right][c] };
+  const buffer = { sampleRate: RATE, numberOfChannels: 2, length: left.length, duration: left.length / RATE,
+    getChannelData: (c) => [left, right][c] };
   const monoSignal = left.map((v, i) => (v + right[i]) / 2);
   const m = await load(VAD);
   const fromBuffer = [];
@@ -164,7 +169,8 @@ test('an AbortSignal stops a live stream: it resolves as aborted, no result afte
   assert.ok(cancelled, 'the source stream was cancelled');
   assert.equal(results, 3);
   // an already-aborted signal: nothing runs
-  const none = await streamAudio(m, 'forward', signal(RATE, RATE), { context: CONTEXT, signal: AbortSignal.abort(), onResult: () => assert.fail('ran') });
+  const none = await streamAudio(m, 'forward', signal(RATE, RATE),
+    { context: CONTEXT, signal: AbortSignal.abort(), onResult: () => assert.fail('ran') });
   assert.deepEqual(none, { chunks: 0, results: 0, dropped: 0, seconds: 0, reason: 'aborted' });
   m.dispose();
 });
@@ -201,13 +207,20 @@ test('mistakes are typed errors naming what to change', async () => {
   const m = await load(VAD);
   const x = signal(1000, RATE);
   await assert.rejects(streamAudio(m, 'nope', x), (e) => e.code === 'TDM_ERR_NOT_FOUND' && /no method 'nope'.*forward/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', x, { chunk: 100 }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /100 samples.*\[1, 320\]/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, backpressure: 'wait' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'queue' or 'drop'/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', [1, 2, 3]), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /MediaStream, an AudioBuffer/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [] }, { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /no audio track/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [{}] }, { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /needs Web Audio/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', readable([new Float64Array(4)]), { context: CONTEXT }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /Float64Array/.test(e.message));
-  await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, onResult: () => { throw new Error('from onResult'); } }), /from onResult/);
+  await assert.rejects(streamAudio(m, 'forward', x, { chunk: 100 }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+    && /100 samples.*\[1, 320\]/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, backpressure: 'wait' }),
+    (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'queue' or 'drop'/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', [1, 2, 3]), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+    && /MediaStream, an AudioBuffer/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [] }, { context: CONTEXT }),
+    (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /no audio track/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', { getAudioTracks: () => [{}] }, { context: CONTEXT }),
+    (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /needs Web Audio/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', readable([new Float64Array(4)]), { context: CONTEXT }),
+    (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /Float64Array/.test(e.message));
+  await assert.rejects(streamAudio(m, 'forward', x, { context: CONTEXT, onResult: () => { throw new Error('from onResult'); } }),
+    /from onResult/);
   const plain = await load(fixture('streaming_conv').path); // no sample_rate metadata
   await assert.rejects(streamAudio(plain, 'forward', x), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /sampleRate/.test(e.message));
   plain.dispose();

@@ -17,7 +17,7 @@ function documented() {
   const names = new Map();
   const lines = doc.split('\n');
   for (const [i, line] of lines.entries()) {
-    const h = line.match(/^#{2,4} `([\w.$<>\[\]]+)/);
+    const h = line.match(/^#{2,4} `([\w.$<>[\]]+)/);
     if (h) {
       let end = i + 1;
       while (end < lines.length && !/^#{1,4} /.test(lines[end])) end++;
@@ -56,7 +56,8 @@ test('docs/api.md names every member of Model and WorkerModel', async () => {
     m.dispose();
   }
   assert.ok(members.has('fork') && members.has('readState') && members.has('memoryBytes'), [...members].join(' '));
-  const missing = [...members].filter((n) => n === '[Symbol.dispose]' ? !/model\[Symbol\.dispose\]\(\)/.test(doc) : !names.has(`model.${n}`));
+  const missing = [...members].filter((n) => n === '[Symbol.dispose]' ? !/model\[Symbol\.dispose\]\(\)/.test(doc)
+    : !names.has(`model.${n}`));
   assert.deepEqual(missing, [], 'Model / WorkerModel members without a `model.<name>` entry in docs/api.md');
   assert.ok(names.has('model.<method>'), 'docs/api.md describes calling a program method');
   for (const n of members) {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { load, TandemError } from '../../node/index.js';
-import { fixture, fromJson, assertClose, checkSequence } from './helpers.js';
+import { fixture, checkSequence } from './helpers.js';
 
 const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender'];
 
@@ -45,7 +45,8 @@ test('int32 inputs, outputs and state: Int32Array in, Int32Array out, wrapping l
     await model.forward(new Int32Array([0, 0, 0]));
     const [wrapped] = await model.forward(new Int32Array([0, 0, 0]));
     assert.deepEqual([...wrapped.data], [-(2 ** 31), 8]); // 2^31 - 1 + 1 wraps
-    await assert.rejects(model.forward(new Float32Array([1, 2, 3])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /expected int32\[3\]/.test(e.message));
+    await assert.rejects(model.forward(new Float32Array([1, 2, 3])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /expected int32\[3\]/.test(e.message));
   } finally {
     model.dispose();
   }
@@ -63,7 +64,8 @@ test('bytes, ArrayBuffer and Response sources load', async () => {
 test('a truncated file fails to load with TDM_ERR_TRUNCATED', async () => {
   const bytes = readFileSync(fixture('gru').path);
   for (const cut of [40, 200, bytes.length - 1]) {
-    await assert.rejects(load(bytes.subarray(0, cut)), (e) => e instanceof TandemError && e.code === 'TDM_ERR_TRUNCATED' && /truncated/.test(e.message));
+    await assert.rejects(load(bytes.subarray(0, cut)), (e) => e instanceof TandemError && e.code === 'TDM_ERR_TRUNCATED'
+      && /truncated/.test(e.message));
   }
 });
 

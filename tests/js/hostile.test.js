@@ -21,7 +21,9 @@ test('every malformed file fails to load with its expected status (wasm)', async
       for (const spec of m.methods) {
         // a dynamic dim (a string: its name or expression) at the dim's maximum
         const sizes = (s) => s.shape.map((d) => (typeof d === 'string' ? (spec.dims[d] ? spec.dims[d].max : 1) : d));
-        await m.call(spec.name, ...spec.inputs.map((s) => new Tensor(s.dtype, new ({ float32: Float32Array, int64: BigInt64Array, bool: Uint8Array, int32: Int32Array })[s.dtype](sizes(s).reduce((a, b) => a * b, 1)), sizes(s))))
+        await m.call(spec.name, ...spec.inputs.map((s) => new Tensor(s.dtype,
+          new ({ float32: Float32Array, int64: BigInt64Array, bool: Uint8Array,
+            int32: Int32Array })[s.dtype](sizes(s).reduce((a, b) => a * b, 1)), sizes(s))))
           .catch((e) => assert.ok(['TDM_ERR_INDEX', 'TDM_ERR_SHAPE'].includes(e.code), `${name}: ${e}`));
       }
       m.dispose();

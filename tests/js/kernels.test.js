@@ -17,7 +17,8 @@ test('every relaxed-SIMD kernel matches its scalar reference on tail sizes and s
     import { instantiateRuntime } from '${ROOT}web/loader.js';
     const x = await instantiateRuntime(await WebAssembly.compile(readFileSync('${path}')));
     console.log(x.tdm_kernel_selftest());`;
-  const out = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  const out = execFileSync(process.execPath, ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e', script],
+    { encoding: 'utf8' });
   assert.equal(out.trim(), '0', 'mismatches in the relaxed-SIMD kernel self-test');
 });
 

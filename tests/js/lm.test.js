@@ -33,7 +33,8 @@ for (const mode of ['inline', 'worker']) {
     assert.equal(md.eos_token_id, 5);
     assert.equal(md.vocab_size, 64);
     assert.equal(md.sample_top_k, 16);
-    assert.deepEqual(m.methods.find((x) => x.name === 'decode_topk').outputs.map((o) => [o.dtype, o.shape]), [['float32', [1, 16]], ['int64', [1, 16]]]);
+    assert.deepEqual(m.methods.find((x) => x.name === 'decode_topk').outputs.map((o) => [o.dtype, o.shape]),
+      [['float32', [1, 16]], ['int64', [1, 16]]]);
     assert.ok(Object.isFrozen(md));
     m.dispose();
   });
@@ -160,10 +161,12 @@ for (const mode of ['inline', 'worker']) {
       const b = await tokensOf(full.model, spec.prompt.slice(0, 5), s);
       assert.deepEqual(a, b, JSON.stringify(s));
       assert.ok(a.ids.length >= 6, `${JSON.stringify(s)}: ${a.ids.length} tokens`); // then eos_token_id, or 11
-      assert.deepEqual(device.calls, ['prefill', ...Array(a.ids.length).fill('decode_topk')], `${JSON.stringify(s)}: sampled on the device`);
+      assert.deepEqual(device.calls, ['prefill', ...Array(a.ids.length).fill('decode_topk')],
+        `${JSON.stringify(s)}: sampled on the device`);
       assert.deepEqual(full.calls, ['prefill', ...Array(a.ids.length).fill('decode')]);
     }
-    assert.deepEqual((await tokensOf(device.model, spec.prompt, { maxTokens: 30 })).ids, spec.greedy, 'greedy from decode_topk equals eager');
+    assert.deepEqual((await tokensOf(device.model, spec.prompt, { maxTokens: 30 })).ids, spec.greedy,
+      'greedy from decode_topk equals eager');
     // more than K = 16 candidates: the full logits
     device.calls.length = 0;
     await tokensOf(device.model, spec.prompt.slice(0, 5), { maxTokens: 3, temperature: 1, topK: 17, seed: 1 });
@@ -172,47 +175,50 @@ for (const mode of ['inline', 'worker']) {
     m.dispose();
   });
 
-  test(`${mode}: a hand-written program without metadata (fixed-length prefill, ties, NaN) generates with { maxCacheLen, positionState }`, async () => {
-    const { path: tied, spec: t } = fixture('tied_lm');
-    const m = await load(tied, opts);
-    assert.deepEqual(m.metadata, {});
-    const lmOpts = { maxCacheLen: 16, positionState: 'pos' };
-    await assert.rejects(async () => generate(m, t.prompt), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /maxCacheLen/.test(e.message));
-    await assert.rejects(async () => generate(m, t.prompt, { maxCacheLen: 16, positionState: 'nope' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'pos'/.test(e.message));
-    await assert.rejects(position(m), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /positionState/.test(e.message));
+  test(`${mode}: a hand-written program without metadata (fixed-length prefill, ties, NaN) generates with { maxCacheLen, positionState }`,
+    async () => {
+      const { path: tied, spec: t } = fixture('tied_lm');
+      const m = await load(tied, opts);
+      assert.deepEqual(m.metadata, {});
+      const lmOpts = { maxCacheLen: 16, positionState: 'pos' };
+      await assert.rejects(async () => generate(m, t.prompt),
+        (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /maxCacheLen/.test(e.message));
+      await assert.rejects(async () => generate(m, t.prompt, { maxCacheLen: 16, positionState: 'nope' }),
+        (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'pos'/.test(e.message));
+      await assert.rejects(position(m), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /positionState/.test(e.message));
 
-    // decode_topk ranks ties and NaN as sample() does, and as a stable sort of the table's rows
-    const table = fromJson(t.table).data;
-    for (let token = 0; token < 12; token++) {
-      await m.reset();
-      const row = table.subarray(((token + 1) % 12) * 12, ((token + 1) % 12 + 1) * 12);
-      const logits = await m.decode(new Tensor('int64', BigInt64Array.of(BigInt(token)), [1, 1]));
-      assert.deepEqual(Array.from(logits.data), Array.from(row));
-      await m.reset();
-      const [, ids] = await m.decode_topk(new Tensor('int64', BigInt64Array.of(BigInt(token)), [1, 1]));
-      assert.deepEqual(Array.from(ids.data, Number), ranking(row).slice(0, 4), `row of token ${token}`);
-      assert.equal(sample(logits, { temperature: 0 }), ranking(row)[0]);
-    }
+      // decode_topk ranks ties and NaN as sample() does, and as a stable sort of the table's rows
+      const table = fromJson(t.table).data;
+      for (let token = 0; token < 12; token++) {
+        await m.reset();
+        const row = table.subarray(((token + 1) % 12) * 12, ((token + 1) % 12 + 1) * 12);
+        const logits = await m.decode(new Tensor('int64', BigInt64Array.of(BigInt(token)), [1, 1]));
+        assert.deepEqual(Array.from(logits.data), Array.from(row));
+        await m.reset();
+        const [, ids] = await m.decode_topk(new Tensor('int64', BigInt64Array.of(BigInt(token)), [1, 1]));
+        assert.deepEqual(Array.from(ids.data, Number), ranking(row).slice(0, 4), `row of token ${token}`);
+        assert.equal(sample(logits, { temperature: 0 }), ranking(row)[0]);
+      }
 
-    // the prompt of 6 runs as prefill (its fixed 4) + decode + decode; 16 positions: 11 tokens fit
-    const device = spy(m), full = spy(m, ['decode_topk']);
-    const greedy = await tokensOf(device.model, t.prompt, lmOpts);
-    assert.deepEqual(greedy, { ids: t.greedy.slice(0, 11), reason: 'capacity' });
-    assert.deepEqual(device.calls, ['prefill', 'decode', 'decode', ...Array(10).fill('decode_topk')]);
-    assert.equal(await position(m, lmOpts), 16);
-    assert.deepEqual(await tokensOf(full.model, t.prompt, lmOpts), greedy);
-    assert.deepEqual(full.calls, ['prefill', 'decode', 'decode', ...Array(10).fill('decode')]);
-    for (const s of [{ temperature: 0.7, topK: 4, seed: 11 }, { temperature: 2, topK: 3, topP: 0.8, seed: 5 }]) {
-      const a = await tokensOf(device.model, t.prompt, { ...lmOpts, ...s });
-      assert.deepEqual(a, await tokensOf(full.model, t.prompt, { ...lmOpts, ...s }), JSON.stringify(s));
-    }
-    // prefill() of any length, by the fixed chunk and decode; a prompt that does not fit is refused
-    await m.reset();
-    await prefill(m, t.prompt.concat(t.prompt), lmOpts);
-    assert.equal(await position(m, lmOpts), 12);
-    await assert.rejects(prefill(m, t.prompt, lmOpts), (e) => e.code === 'TDM_ERR_INDEX' && /12 of 16/.test(e.message));
-    m.dispose();
-  });
+      // the prompt of 6 runs as prefill (its fixed 4) + decode + decode; 16 positions: 11 tokens fit
+      const device = spy(m), full = spy(m, ['decode_topk']);
+      const greedy = await tokensOf(device.model, t.prompt, lmOpts);
+      assert.deepEqual(greedy, { ids: t.greedy.slice(0, 11), reason: 'capacity' });
+      assert.deepEqual(device.calls, ['prefill', 'decode', 'decode', ...Array(10).fill('decode_topk')]);
+      assert.equal(await position(m, lmOpts), 16);
+      assert.deepEqual(await tokensOf(full.model, t.prompt, lmOpts), greedy);
+      assert.deepEqual(full.calls, ['prefill', 'decode', 'decode', ...Array(10).fill('decode')]);
+      for (const s of [{ temperature: 0.7, topK: 4, seed: 11 }, { temperature: 2, topK: 3, topP: 0.8, seed: 5 }]) {
+        const a = await tokensOf(device.model, t.prompt, { ...lmOpts, ...s });
+        assert.deepEqual(a, await tokensOf(full.model, t.prompt, { ...lmOpts, ...s }), JSON.stringify(s));
+      }
+      // prefill() of any length, by the fixed chunk and decode; a prompt that does not fit is refused
+      await m.reset();
+      await prefill(m, t.prompt.concat(t.prompt), lmOpts);
+      assert.equal(await position(m, lmOpts), 12);
+      await assert.rejects(prefill(m, t.prompt, lmOpts), (e) => e.code === 'TDM_ERR_INDEX' && /12 of 16/.test(e.message));
+      m.dispose();
+    });
 }
 
 test('sample: ties go to the lower id, NaN ranks above every number', () => {

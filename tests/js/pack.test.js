@@ -14,7 +14,8 @@ test('npm pack, install into an empty project, run a model there', () => {
     const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: ROOT, encoding: 'utf8' });
     const [{ filename, files }] = JSON.parse(out.slice(out.indexOf('[')));
     const paths = files.map((f) => f.path);
-    for (const p of ['web/tandem.wasm', 'web/tandem.js', 'web/tandem.d.ts', 'web/worker.js', 'web/audio.js', 'web/audio-worklet.js', 'node/index.js', 'package.json', 'LICENSE']) {
+    for (const p of ['web/tandem.wasm', 'web/tandem.js', 'web/tandem.d.ts', 'web/worker.js', 'web/audio.js', 'web/audio-worklet.js',
+      'node/index.js', 'package.json', 'LICENSE']) {
       assert.ok(paths.includes(p), `the package holds ${p}`);
     }
     assert.ok(!paths.some((p) => p.startsWith('src/') || p.startsWith('tests/')), 'sources and tests stay out');

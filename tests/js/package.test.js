@@ -107,20 +107,23 @@ for (const { name: mode, opts } of MODES) {
     await assert.rejects(m.loadState(new Uint8Array(10)), (e) => e.code === 'TDM_ERR_STATE_MISMATCH');
     const v1 = saved.slice();
     new DataView(v1.buffer).setUint32(4, 1, true); // an earlier saved-state format
-    await assert.rejects(m.loadState(v1), (e) => e.code === 'TDM_ERR_STATE_MISMATCH' && /format 1; this tandem reads format 2/.test(e.message));
+    await assert.rejects(m.loadState(v1), (e) => e.code === 'TDM_ERR_STATE_MISMATCH'
+      && /format 1; this tandem reads format 2/.test(e.message));
     assert.equal((await m.readState('pos')).data[0], pos);
     // another program over the same state layout (the model re-exported with one more method)
     // reads the saved state, and goes on as the original would
     const plus = await load(`${path.slice(0, -'.tandem'.length)}_plus.tandem`, opts);
     await plus.loadState(saved);
-    for (let i = 6; i <= 10; i++) assertClose(await plus.decode(fromJson(calls[i].inputs[0])), calls[i].outputs[0], `decode ${i} in the other program`);
+    for (let i = 6; i <= 10; i++) assertClose(await plus.decode(fromJson(calls[i].inputs[0])), calls[i].outputs[0],
+      `decode ${i} in the other program`);
     const header = new DataView(saved.buffer, saved.byteOffset);
     const fromPlus = new DataView((await plus.saveState()).buffer);
     assert.equal(fromPlus.getBigUint64(8, true), header.getBigUint64(8, true), 'same layout fingerprint');
     assert.notEqual(fromPlus.getBigUint64(16, true), header.getBigUint64(16, true), 'each records the program that wrote it');
     plus.dispose();
     // writeState checks dtype and shape, then writes
-    await assert.rejects(m.writeState('pos', new Tensor('float32', f32(1), [])), (e) => /expected int64\[\], given float32\[\]/.test(e.message));
+    await assert.rejects(m.writeState('pos', new Tensor('float32', f32(1), [])),
+      (e) => /expected int64\[\], given float32\[\]/.test(e.message));
     await assert.rejects(m.writeState('nope', 1), (e) => e.code === 'TDM_ERR_NOT_FOUND');
     await m.writeState('pos', new Tensor('int64', new BigInt64Array([3n]), []));
     assert.equal((await m.readState('pos')).data[0], 3n);
@@ -164,7 +167,8 @@ for (const { name: mode, opts } of MODES) {
     Reflect.set(fwd.inputs[0], 'dtype', 'int64');
     Reflect.set(state.shape, 0, 4);
     assert.deepEqual([...(await m.forward(f32(1, 2, 3))).data], [2, 4, 6]);
-    await assert.rejects(m.forward(new Float32Array(4)), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /expected float32\[3\]/.test(e.message));
+    await assert.rejects(m.forward(new Float32Array(4)), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /expected float32\[3\]/.test(e.message));
     await assert.rejects(m.forward(new Tensor('float32', new Float32Array(4), [4])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
     await assert.rejects(m.forward(new Tensor('int64', new BigInt64Array(3), [3])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
     await assert.rejects(m.writeState('state', new Float32Array(4)), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
@@ -250,7 +254,8 @@ for (const { name: mode, opts } of MODES) {
     await m.resetState();
     assert.equal((await m.readState('pos')).data[0], 0n);
     assert.notEqual((await copy.readState('pos')).data[0], 0n);
-    await assert.rejects(m.fork({ state: 'share' }), (e) => e instanceof TandemError && e.code === 'TDM_ERR_INVALID_ARGUMENT' && /state must be 'initial' or 'copy'/.test(e.message));
+    await assert.rejects(m.fork({ state: 'share' }), (e) => e instanceof TandemError && e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /state must be 'initial' or 'copy'/.test(e.message));
     await assert.rejects(m.fork({ copy: true }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /unknown option 'copy'/.test(e.message));
     await assert.rejects(m.fork('copy'), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
     for (const x of [m, fresh, copy, plain, same]) x.dispose();
@@ -266,7 +271,8 @@ test('50 sessions grow memory by about 49 x (state + scratch), not 49 x weights'
   const fifty = m.memoryBytes;
   const perSession = m.stateBytes + m.scratchBytes;
   const growth = fifty - one;
-  console.log(`sessions: 1 -> ${one} bytes, 50 -> ${fifty} bytes; growth ${growth} = ${(growth / perSession).toFixed(1)} x (state ${m.stateBytes} + scratch ${m.scratchBytes}); weights ${weights}`);
+  console.log(`sessions: 1 -> ${one} bytes, 50 -> ${fifty} bytes; growth ${growth} = ${(growth / perSession).toFixed(1)} x (state ` +
+    `${m.stateBytes} + scratch ${m.scratchBytes}); weights ${weights}`);
   assert.ok(growth <= 49 * perSession + 512 * 1024, `growth ${growth} vs 49 x ${perSession}`);
   assert.ok(growth < weights, 'the weights were not copied per session');
   // each session computes independently
@@ -293,8 +299,10 @@ test('sessions above 2 GiB of linear memory work; past 4 GiB, out of memory is a
   // 15 sessions of 256 MiB fit in 4 GiB of linear memory: 7 of them lie above 2 GiB
   assert.ok(sessions.length === 15 && m.memoryBytes > 3.5 * 2 ** 30, `${sessions.length} sessions in ${m.memoryBytes} bytes`);
   // every session, above 2 GiB too: distinct values in, its own values back
-  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(i, i + 0.5, 100 - i, 1))).data], [i, i + 0.5, 100 - i, 1], `session ${i}`);
-  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(1, 1, 1, 1))).data], [i + 1, i + 1.5, 101 - i, 2], `session ${i}`);
+  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(i, i + 0.5, 100 - i, 1))).data],
+    [i, i + 0.5, 100 - i, 1], `session ${i}`);
+  for (const [i, s] of sessions.entries()) assert.deepEqual([...(await s.forward(f32(1, 1, 1, 1))).data], [i + 1, i + 1.5, 101 - i, 2],
+    `session ${i}`);
   const last = sessions.at(-1);
   const big = new Float32Array(64 * 1024 * 1024);
   big.set([7, 8, 9, 10]);
@@ -318,7 +326,8 @@ test('worker: a worker that dies rejects pending and later calls with TDM_ERR_WO
     else worker.postMessage(null);
     const pending = [m.forward(f32(1, 1, 1)), m.reset(), f.forward(f32(1, 1, 1)), m.readState('state')];
     const settled = await within(Promise.allSettled(pending), 10000, `calls pending when the worker died (${kill})`);
-    for (const s of settled) assert.ok(s.status === 'rejected' && s.reason instanceof TandemError && s.reason.code === 'TDM_ERR_WORKER_DIED', `${kill}: ${s.reason ?? s.status}`);
+    for (const s of settled) assert.ok(s.status === 'rejected' && s.reason instanceof TandemError
+      && s.reason.code === 'TDM_ERR_WORKER_DIED', `${kill}: ${s.reason ?? s.status}`);
     assert.ok(/worker/.test(settled[0].reason.message) && /load it again/.test(settled[0].reason.message));
     // the model reports itself unusable: later calls reject at once, with the same code
     for (const later of [() => m.forward(f32(1, 1, 1)), () => f.call('reset'), () => m.saveState(), () => m.fork()]) {
@@ -380,8 +389,10 @@ test('errors name what was wrong', async () => {
   const m = await load(fixture('gru').path);
   await assert.rejects(m.call('nope'), (e) => e.code === 'TDM_ERR_NOT_FOUND' && /no method 'nope'/.test(e.message));
   await assert.rejects(m.forward(), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /takes 1 input/.test(e.message));
-  await assert.rejects(m.forward(new Tensor('int64', new BigInt64Array(16), [1, 16])), (e) => /expected float32\[1,16\], given int64\[1,16\]/.test(e.message));
-  await assert.rejects(m.forward(new Tensor('float32', new Float32Array(16), [16])), (e) => /expected float32\[1,16\], given float32\[16\]/.test(e.message));
+  await assert.rejects(m.forward(new Tensor('int64', new BigInt64Array(16), [1, 16])),
+    (e) => /expected float32\[1,16\], given int64\[1,16\]/.test(e.message));
+  await assert.rejects(m.forward(new Tensor('float32', new Float32Array(16), [16])),
+    (e) => /expected float32\[1,16\], given float32\[16\]/.test(e.message));
   await assert.rejects(load(new Uint8Array([1, 2, 3, 4, 5])), (e) => e.code === 'TDM_ERR_BAD_MAGIC');
   await assert.rejects(load('/nonexistent/model.tandem'), (e) => e.code === 'TDM_ERR_NOT_FOUND');
   m.dispose();

@@ -38,10 +38,12 @@ test("simd: 'simd128' runs the SIMD128 build; 'relaxed' runs the relaxed one or 
       relaxed.dispose();
     } else {
       await assert.rejects(load(fixture('transformer').path, { threads, simd: 'relaxed' }),
-        (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /no relaxed SIMD/.test(e.message) && /experimental-wasm-relaxed-simd/.test(e.message));
+        (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /no relaxed SIMD/.test(e.message)
+          && /experimental-wasm-relaxed-simd/.test(e.message));
     }
   }
-  await assert.rejects(load(fixture('transformer').path, { simd: 'avx' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /'relaxed' or 'simd128'/.test(e.message));
+  await assert.rejects(load(fixture('transformer').path, { simd: 'avx' }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+    && /'relaxed' or 'simd128'/.test(e.message));
 });
 
 test('model.simd is read from the build itself, also for a build given as options.wasm', async () => {
@@ -59,7 +61,8 @@ test('the relaxed build agrees with eager on every fixture call sequence (run in
   const script = `
     import { load } from '${ROOT}node/index.js';
     import { checkSequence } from '${ROOT}tests/js/helpers.js';
-    for (const name of ['accumulator', 'original_report', 'gru', 'lstm', 'transformer', 'streaming_conv', 'cnn', 'codec', 'big_weights']) await checkSequence(name, { simd: 'relaxed', threads: 2 });
+    for (const name of ['accumulator', 'original_report', 'gru', 'lstm', 'transformer', 'streaming_conv', 'cnn', 'codec',
+      'big_weights']) await checkSequence(name, { simd: 'relaxed', threads: 2 });
     const m = await load('${fixture('transformer').path}', { simd: 'relaxed' });
     console.log(m.simd);`;
   // A file, not -e: the pool's worker threads inherit the process's flags, and --input-type with them.

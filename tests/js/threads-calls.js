@@ -17,7 +17,8 @@ function input(spec, i) {
   return new Tensor(spec.dtype, data, spec.shape);
 }
 
-const hex = (view) => Array.from(new Uint8Array(view.buffer, view.byteOffset, view.byteLength), (b) => b.toString(16).padStart(2, '0')).join('');
+const hex = (view) => Array.from(new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
+  (b) => b.toString(16).padStart(2, '0')).join('');
 
 export async function callAll(model) {
   const parts = [];

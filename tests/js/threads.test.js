@@ -87,7 +87,8 @@ test('errors from the threaded build carry their message (thread-local in C)', a
 test('thread counts out of range are refused with a typed error', async () => {
   const { path } = fixture('original_report');
   for (const threads of [0, -1, 1.5, 65, '2', null]) {
-    await assert.rejects(load(path, { threads }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /threads/.test(e.message), String(threads));
+    await assert.rejects(load(path, { threads }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /threads/.test(e.message),
+      String(threads));
   }
 });
 
@@ -98,7 +99,8 @@ test('an explicit count whose workers cannot start rejects the load, naming why'
     port.post = () => port.terminate(); // the worker exits before it is ready
     return port;
   };
-  await assert.rejects(load(path, { threads: 2, _spawnThread: broken }), (e) => e.code === 'TDM_ERR_WORKER' && /threads: 2 requested/.test(e.message));
+  await assert.rejects(load(path, { threads: 2, _spawnThread: broken }), (e) => e.code === 'TDM_ERR_WORKER'
+    && /threads: 2 requested/.test(e.message));
   // the default count falls back to one thread instead
   const m = await load(path, { _spawnThread: broken });
   assert.equal(m.threads, 1);

@@ -15,9 +15,11 @@ const spec = JSON.parse(readFileSync(`${FIXTURES}/tok_llama.json`, 'utf8'));
 export function checkTokenizer(tok, spec) {
   for (const c of spec.texts) {
     assert.deepEqual(tok.encode(c.text), c.ids, `encode(${JSON.stringify(c.text)})`);
-    assert.deepEqual(tok.encode(c.text, { addSpecialTokens: false }), c.ids_no_special, `encode(${JSON.stringify(c.text)}, no special tokens)`);
+    assert.deepEqual(tok.encode(c.text, { addSpecialTokens: false }), c.ids_no_special,
+      `encode(${JSON.stringify(c.text)}, no special tokens)`);
     assert.equal(tok.decode(c.ids), c.decoded, `decode of ${JSON.stringify(c.text)}`);
-    assert.equal(tok.decode(c.ids, { skipSpecialTokens: true }), c.decoded_skip, `decode of ${JSON.stringify(c.text)}, special tokens skipped`);
+    assert.equal(tok.decode(c.ids, { skipSpecialTokens: true }), c.decoded_skip,
+      `decode of ${JSON.stringify(c.text)}, special tokens skipped`);
   }
   for (const c of spec.chats) {
     const opts = { addGenerationPrompt: c.add_generation_prompt };
@@ -98,7 +100,8 @@ test('a file without a tokenizer: model.tokenizer is null, generate() asks for i
   const plain = await load(fixture('hf_llama').path);
   try {
     assert.equal(plain.tokenizer, null);
-    assert.throws(() => generate(plain, 'some text'), (e) => e instanceof TandemError && e.code === 'TDM_ERR_INVALID_ARGUMENT' && /carries no tokenizer/.test(e.message));
+    assert.throws(() => generate(plain, 'some text'), (e) => e instanceof TandemError && e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /carries no tokenizer/.test(e.message));
   } finally {
     plain.dispose();
   }
@@ -117,7 +120,8 @@ test('a file without a tokenizer: model.tokenizer is null, generate() asks for i
 test('applyChatTemplate: a role the template rejects raises its message; bad arguments are TandemErrors', async () => {
   const m = await load(path);
   try {
-    assert.throws(() => m.tokenizer.applyChatTemplate([{ role: 'robot', content: 'x' }]), (e) => e instanceof TandemError && /unknown role robot/.test(e.message));
+    assert.throws(() => m.tokenizer.applyChatTemplate([{ role: 'robot', content: 'x' }]), (e) => e instanceof TandemError
+      && /unknown role robot/.test(e.message));
     assert.throws(() => m.tokenizer.applyChatTemplate('hi'), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
     assert.throws(() => m.tokenizer.encode(42), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');
     assert.throws(() => m.tokenizer.decode([1, -2]), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT');

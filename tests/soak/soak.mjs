@@ -39,7 +39,8 @@ function inputsFor(call) {
   return call.inputs.map((t) => {
     const n = t.shape.reduce((a, b) => a * b, 1);
     if (t.dtype === 'float32') return new Tensor('float32', Float32Array.from({ length: n }, () => rand() * 2 - 1), t.shape);
-    if (t.dtype === 'int64') return new Tensor('int64', BigInt64Array.from(t.data.map((v) => BigInt(v))), t.shape); // ids: keep the recorded ones
+    // ids: keep the recorded ones
+    if (t.dtype === 'int64') return new Tensor('int64', BigInt64Array.from(t.data.map((v) => BigInt(v))), t.shape);
     if (t.dtype === 'int32') return new Tensor('int32', Int32Array.from(t.data.map(Number)), t.shape);
     return new Tensor(t.dtype, Uint8Array.from(t.data.map(Number)), t.shape);
   });
@@ -91,9 +92,14 @@ async function step(actors) {
       }
       stats.calls++;
       const g = got[i];
-      if (g.status !== want.status) fail(`${a.label}: ${calls[i].method} ${g.status} (${g.reason ?? ''}), the replay ${want.status} (${want.reason ?? ''})`);
-      else if (g.status === 'rejected' && (g.reason?.code !== want.reason?.code || !(g.reason instanceof TandemError))) fail(`${a.label}: ${calls[i].method} rejected with ${g.reason}, the replay with ${want.reason}`);
-      else if (g.status === 'fulfilled' && !sameOutputs(g.value, want.value)) fail(`${a.label}: ${calls[i].method} differs from the single-session replay`);
+      const what = `${a.label}: ${calls[i].method}`;
+      if (g.status !== want.status) {
+        fail(`${what} ${g.status} (${g.reason ?? ''}), the replay ${want.status} (${want.reason ?? ''})`);
+      } else if (g.status === 'rejected' && (g.reason?.code !== want.reason?.code || !(g.reason instanceof TandemError))) {
+        fail(`${what} rejected with ${g.reason}, the replay with ${want.reason}`);
+      } else if (g.status === 'fulfilled' && !sameOutputs(g.value, want.value)) {
+        fail(`${what} differs from the single-session replay`);
+      }
     }
     if (rand() < 0.15) { // now and then a reset, so positions and caches do not stay full
       const reset = a.program.calls.find((c) => c.method === 'reset');
@@ -125,7 +131,9 @@ async function step(actors) {
     const origin = copy ? await within(a.model.saveState(), 'saveState for fork') : null;
     const f = await within(a.model.fork(copy ? { state: 'copy' } : undefined), `${a.label} fork`);
     const sf = await a.shadow.fork(copy ? { state: 'copy' } : undefined);
-    if (origin && !sameBytes(await within(f.saveState(), 'fork saveState'), origin)) fail(`${a.label}: fork({state:'copy'}) differs from the state it copied`);
+    if (origin && !sameBytes(await within(f.saveState(), 'fork saveState'), origin)) {
+      fail(`${a.label}: fork({state:'copy'}) differs from the state it copied`);
+    }
     actors.push({ ...a, model: f, shadow: sf, saved: null, label: `${a.label}+fork` });
     stats.forks++;
   } else if (r < 0.86) { // save, and later restore
@@ -152,7 +160,9 @@ async function step(actors) {
     const c = pick(a.program.calls);
     a.group.handle.terminate();
     const s = await within(Promise.allSettled([a.model[c.method](...inputsFor(c))]), `${a.label} call after death`);
-    if (s[0].status !== 'rejected' || s[0].reason?.code !== 'TDM_ERR_WORKER_DIED') fail(`${a.label}: a call after the worker died gave ${s[0].status} ${s[0].reason ?? ''}`);
+    if (s[0].status !== 'rejected' || s[0].reason?.code !== 'TDM_ERR_WORKER_DIED') {
+      fail(`${a.label}: a call after the worker died gave ${s[0].status} ${s[0].reason ?? ''}`);
+    }
     for (let i = actors.length - 1; i >= 0; i--) {
       if (actors[i].group === a.group) {
         actors[i].model.dispose();
@@ -191,7 +201,8 @@ async function run() {
   for (const a of actors) { a.model.dispose(); a.shadow.dispose(); }
   const growth = rssWarm ? (rssEnd - rssWarm) / rssWarm : 0;
   console.log(`soak: ${MINUTES} min, seed ${arg('seed', 1)}: ${JSON.stringify(stats)}`);
-  console.log(`soak: RSS after warm-up ${(rssWarm / 2 ** 20).toFixed(1)} MiB, at the end ${(rssEnd / 2 ** 20).toFixed(1)} MiB (${(growth * 100).toFixed(1)}%)`);
+  console.log(`soak: RSS after warm-up ${(rssWarm / 2 ** 20).toFixed(1)} MiB, at the end ${(rssEnd / 2 ** 20).toFixed(1)} MiB ` +
+    `(${(growth * 100).toFixed(1)}%)`);
   for (const f of failures) console.log(`FAIL ${f}`);
   const ok = stats.mismatches === 0 && stats.hangs === 0 && growth <= 0.05;
   console.log(ok ? 'soak: 1 passed, 0 failed' : 'soak: 0 passed, 1 failed');

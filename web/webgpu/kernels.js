@@ -14,7 +14,6 @@
 
 export const WG = 64;
 const SIZE = { float32: 4, int32: 4, int64: 8, bool: 1 };
-const WTYPE = { float32: 'f32', int32: 'i32', int64: 'vec2<u32>', bool: 'u32' };
 
 const contiguous = (shape) => {
   const s = new Array(shape.length);
@@ -67,7 +66,8 @@ function writer(name, dtype) {
     case 'float32': return `fn ${name}(e: u32, v: f32) { M[e] = bitcast<u32>(v); }\n`;
     case 'int32': return `fn ${name}(e: u32, v: i32) { M[e] = bitcast<u32>(v); }\n`;
     case 'int64': return `fn ${name}(e: u32, v: vec2<u32>) { M[2u * e] = v.x; M[2u * e + 1u] = v.y; }\n`;
-    case 'bool': return `fn ${name}(e: u32, v: u32) { let sh = (e & 3u) * 8u; atomicAnd(&M[e >> 2u], ~(0xffu << sh)); atomicOr(&M[e >> 2u], (v & 0xffu) << sh); }\n`;
+    case 'bool': return `fn ${name}(e: u32, v: u32) { let sh = (e & 3u) * 8u; atomicAnd(&M[e >> 2u], ~(0xffu << sh)); ` +
+      'atomicOr(&M[e >> 2u], (v & 0xffu) << sh); }\n';
   }
   throw new Error(dtype);
 }
@@ -165,7 +165,9 @@ function mapCode(types, srcs, expr, reduce, extra = '') {
   for (var t = 0u; t < n; t++) {
     ${rzero}
     var rr = t;
-    for (var dd = 0u; dd < P[${3 + MAXR}u]; dd++) { let d = P[${3 + MAXR}u] - 1u - dd; let c = rr % P[${4 + MAXR}u + d]; rr = rr / P[${4 + MAXR}u + d]; ${rsteps} }
+    for (var dd = 0u; dd < P[${3 + MAXR}u]; dd++) {
+      let d = P[${3 + MAXR}u] - 1u - dd; let c = rr % P[${4 + MAXR}u + d]; rr = rr / P[${4 + MAXR}u + d]; ${rsteps}
+    }
     ${reads}
     ${reduce.step}
   }
@@ -186,7 +188,8 @@ const F32_UNARY = {
   hardswish: 'a0 * min(max(a0 + 3.0, 0.0), 6.0) / 6.0', hardsigmoid: 'min(max(a0 + 3.0, 0.0), 6.0) / 6.0',
 };
 const I32_UNARY = { neg: '-a0', abs: 'abs(a0)', relu: 'max(a0, 0)', floor: 'a0', ceil: 'a0' };
-const I64_UNARY = { neg: 'neg64(a0)', floor: 'a0', ceil: 'a0', relu: 'select(a0, vec2<u32>(0u, 0u), bitcast<i32>(a0.y) < 0)', abs: 'select(a0, neg64(a0), bitcast<i32>(a0.y) < 0)' };
+const I64_UNARY = { neg: 'neg64(a0)', floor: 'a0', ceil: 'a0', relu: 'select(a0, vec2<u32>(0u, 0u), bitcast<i32>(a0.y) < 0)',
+  abs: 'select(a0, neg64(a0), bitcast<i32>(a0.y) < 0)' };
 const F32_BINARY = {
   add: 'a0 + a1', sub: 'a0 - a1', mul: 'a0 * a1', div: 'a0 / a1', maximum: 'max_(a0, a1)', minimum: 'min_(a0, a1)',
   pow: 'select(pow(a0, a1), 1.0, a1 == 0.0)', remainder: 'a0 - a1 * floor(a0 / a1)',
@@ -224,7 +227,8 @@ const ELEMENTWISE_UNARY = new Set([...Object.keys(F32_UNARY), 'logical_not', 'is
 function binaryExpr(name, dt) {
   if (CMP[name]) return dt === 'int64' ? `select(0u, 1u, ${CMP64[name]})` : `select(0u, 1u, a0 ${CMP[name]} a1)`;
   if (name === 'logical_and' || name === 'logical_or') {
-    const t = (a) => (dt === 'float32' ? `${a} != 0.0` : dt === 'int64' ? `(${a}.x | ${a}.y) != 0u` : dt === 'int32' ? `${a} != 0` : `${a} != 0u`);
+    const t = (a) => (dt === 'float32' ? `${a} != 0.0` : dt === 'int64' ? `(${a}.x | ${a}.y) != 0u`
+      : dt === 'int32' ? `${a} != 0` : `${a} != 0u`);
     return `select(0u, 1u, (${t('a0')}) ${name === 'logical_and' ? '&&' : '||'} (${t('a1')}))`;
   }
   return { float32: F32_BINARY, int32: I32_BINARY, int64: I64_BINARY }[dt]?.[name] ?? null;
@@ -304,12 +308,14 @@ export function compile(op, A, opIndex) {
   if (ELEMENTWISE_BINARY.has(name) || name === 'where') {
     const args = ins.map((x) => ({ base: x.base, strides: broadcastStrides(x.shape, y.shape) }));
     const expr = name === 'where' ? 'select(a2, a1, a0 != 0u)' : binaryExpr(name, ins[0].dtype);
-    return [mapDispatch([y.dtype, ...ins.map((x) => x.dtype)], ['M', ...ins.map((x) => x.src)], expr, null, y.shape, [], [{ base: y.base, strides: yst }, ...args])];
+    return [mapDispatch([y.dtype, ...ins.map((x) => x.dtype)], ['M', ...ins.map((x) => x.src)], expr, null, y.shape, [],
+      [{ base: y.base, strides: yst }, ...args])];
   }
   if (ELEMENTWISE_UNARY.has(name) || name === 'cast') {
     const x = ins[0];
     const expr = name === 'cast' ? castExpr(x.dtype, y.dtype) : unaryExpr(name, x.dtype);
-    return [mapDispatch([y.dtype, x.dtype], ['M', x.src], expr, null, [numel(y.shape)], [], [{ base: y.base, strides: [1] }, { base: x.base, strides: [1] }])];
+    return [mapDispatch([y.dtype, x.dtype], ['M', x.src], expr, null, [numel(y.shape)], [],
+      [{ base: y.base, strides: [1] }, { base: x.base, strides: [1] }])];
   }
   switch (name) {
     case 'copy': return [copyDispatch(y, [1], ins[0], [1], [numel(y.shape)])];
@@ -348,7 +354,8 @@ export function compile(op, A, opIndex) {
         amin: { init: 'pinf_()', step: 'acc = min_(acc, a0);', fin: 'acc' },
       }[name];
       return [mapDispatch(['float32', 'float32'], ['M', x.src], '', reduce, dims, rdims,
-        [{ base: y.base, strides: contiguous(dims) }, { base: x.base, strides: keep.map((d) => xs[d]), rstrides: iattr.map((d) => xs[d]) }])];
+        [{ base: y.base, strides: contiguous(dims) },
+          { base: x.base, strides: keep.map((d) => xs[d]), rstrides: iattr.map((d) => xs[d]) }])];
     }
     case 'matmul': {
       const [a, b] = ins, r = y.shape.length, K = a.shape[a.shape.length - 1], N = y.shape[r - 1];
@@ -358,8 +365,10 @@ export function compile(op, A, opIndex) {
         return batch.map((n, d) => { const e = d - (batch.length - xr); return e < 0 || (x.shape[e] === 1 && n !== 1) ? 0 : xs[e]; });
       };
       const sa = [...bs(a), K, 0], sb = [...bs(b), 0, 1];
-      return [mapDispatch(['float32', 'float32', 'float32'], ['M', a.src, b.src], '', { init: '0.0', step: 'acc = fma(a0, a1, acc);', fin: 'acc' },
-        y.shape, [K], [{ base: y.base, strides: yst }, { base: a.base, strides: sa, rstrides: [1] }, { base: b.base, strides: sb, rstrides: [N] }])];
+      return [mapDispatch(['float32', 'float32', 'float32'], ['M', a.src, b.src], '',
+        { init: '0.0', step: 'acc = fma(a0, a1, acc);', fin: 'acc' },
+        y.shape, [K], [{ base: y.base, strides: yst }, { base: a.base, strides: sa, rstrides: [1] },
+          { base: b.base, strides: sb, rstrides: [N] }])];
     }
     case 'matmul_packed': {
       const [a, bp] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], rows = numel(y.shape) / (N || 1);
@@ -375,7 +384,8 @@ export function compile(op, A, opIndex) {
     }
     case 'embedding_packed': {
       const [bp, idx] = ins, N = iattr[0], K = y.shape[y.shape.length - 1], cnt = numel(idx.shape);
-      const code = () => header(false) + reader('rb', 'float32', bp.src) + indexReader('ri', idx.dtype, idx.src) + writer('wr', 'float32') + MAIN(`
+      const code = () => header(false) + reader('rb', 'float32', bp.src) + indexReader('ri', idx.dtype, idx.src) + writer('wr', 'float32')
+        + MAIN(`
   let N = P[0]; let K = P[1];
   if (i >= P[2]) { return; }
   let j = i / K; let k = i % K;
@@ -389,7 +399,8 @@ export function compile(op, A, opIndex) {
     case 'index_select': {
       const [x, idx] = ins, dim = iattr[0], n = x.shape[dim];
       const inner = numel(x.shape.slice(dim + 1)), cnt = numel(idx.shape), total = numel(y.shape);
-      const code = () => header(y.dtype === 'bool') + reader('rx', x.dtype, x.src) + indexReader('ri', idx.dtype, idx.src) + writer('wr', y.dtype) + MAIN(`
+      const code = () => header(y.dtype === 'bool') + reader('rx', x.dtype, x.src) + indexReader('ri', idx.dtype, idx.src)
+        + writer('wr', y.dtype) + MAIN(`
   if (i >= P[0]) { return; }
   let n = P[1]; let inner = P[2]; let cnt = P[3];
   let o = i / (cnt * inner); let j = (i / inner) % cnt; let e = i % inner;
@@ -404,7 +415,8 @@ export function compile(op, A, opIndex) {
       const list = [];
       if (base.base !== y.base || base.src !== 'M') list.push(copyDispatch(y, [1], base, [1], [numel(y.shape)]));
       const inner = numel(base.shape.slice(dim + 1)), cnt = numel(idx.shape), total = numel(vals.shape);
-      const code = () => header(y.dtype === 'bool') + reader('rv', vals.dtype, vals.src) + indexReader('ri', idx.dtype, idx.src) + writer('wr', y.dtype) + MAIN(`
+      const code = () => header(y.dtype === 'bool') + reader('rv', vals.dtype, vals.src) + indexReader('ri', idx.dtype, idx.src)
+        + writer('wr', y.dtype) + MAIN(`
   if (i >= P[0]) { return; }
   let n = P[1]; let inner = P[2]; let cnt = P[3];
   let o = i / (cnt * inner); let j = (i / inner) % cnt; let e = i % inner;
@@ -412,13 +424,15 @@ export function compile(op, A, opIndex) {
   if (t < 0 && t != -2147483647 - 1) { t += i32(n); }
   if (t < 0 || t >= i32(n)) { return; }
   wr(P[4] + (o * n + u32(t)) * inner + e, rv(P[5] + i));`);
-      if (total > 0) list.push(special(`iput|${vals.dtype}${vals.src}|${idx.dtype}${idx.src}`, code, [total, n, inner, cnt, y.base, vals.base, idx.base], total));
+      if (total > 0) list.push(special(`iput|${vals.dtype}${vals.src}|${idx.dtype}${idx.src}`, code,
+        [total, n, inner, cnt, y.base, vals.base, idx.base], total));
       return list;
     }
     case 'slice_scatter': {
       const [base, src] = ins, [dim, start, step] = iattr, list = [];
       if (base.base !== y.base || base.src !== 'M') list.push(copyDispatch(y, [1], base, [1], [numel(y.shape)]));
-      if (numel(src.shape) > 0) list.push(copyDispatch({ ...y, base: y.base + start * yst[dim] }, yst.map((s, d) => (d === dim ? s * step : s)), src, contiguous(src.shape), src.shape));
+      if (numel(src.shape) > 0) list.push(copyDispatch({ ...y, base: y.base + start * yst[dim] },
+        yst.map((s, d) => (d === dim ? s * step : s)), src, contiguous(src.shape), src.shape));
       return list;
     }
     case 'check_index': {
@@ -454,7 +468,8 @@ export function compile(op, A, opIndex) {
       const S = numel(x.shape.slice(axis, axis + ndim)), inner = numel(x.shape.slice(axis + ndim)), rows = numel(x.shape) / (S || 1);
       const w = hasW ? ins[1] : null, bb = hasB ? ins[hasW ? 2 : 1] : null;
       const rms = name === 'rms_norm';
-      const code = () => header(false) + reader('rx', 'float32', x.src) + (w ? reader('rw', 'float32', w.src) : '') + (bb ? reader('rb', 'float32', bb.src) : '') + writer('wr', 'float32') + MAIN(`
+      const code = () => header(false) + reader('rx', 'float32', x.src) + (w ? reader('rw', 'float32', w.src) : '')
+        + (bb ? reader('rb', 'float32', bb.src) : '') + writer('wr', 'float32') + MAIN(`
   if (i >= P[0]) { return; }
   let S = P[1]; let inner = P[2];
   let b = (i / inner) * S * inner + i % inner;
@@ -469,7 +484,8 @@ export function compile(op, A, opIndex) {
     ${bb ? 'o = o + rb(P[6] + t);' : ''}
     wr(P[3] + b + t * inner, o);
   }`);
-      return [special(`${name}|${x.src}${w?.src}${bb?.src}`, code, [rows, S, inner, y.base, x.base, w?.base ?? 0, bb?.base ?? 0, f32bits(fattr[0])], rows)];
+      return [special(`${name}|${x.src}${w?.src}${bb?.src}`, code,
+        [rows, S, inner, y.base, x.base, w?.base ?? 0, bb?.base ?? 0, f32bits(fattr[0])], rows)];
     }
     case 'attention': return attention(op, ins, y, iattr, fattr);
     case 'conv': return conv(ins, y, iattr);
@@ -538,10 +554,12 @@ function conv(ins, y, iattr) {
   const [N, Cin] = x.shape, O = y.shape[1];
   const H = r === 2 ? x.shape[2] : 1, W = x.shape[r + 1], OH = r === 2 ? y.shape[2] : 1, OW = y.shape[r + 1];
   const KH = r === 2 ? w.shape[2] : 1, KW = w.shape[r + 1], Cg = Cin / groups, Og = O / groups;
-  const [sh, sw] = r === 2 ? stride : [1, stride[0]], [ph, pw] = r === 2 ? padding : [0, padding[0]], [dh, dw] = r === 2 ? dilation : [1, dilation[0]];
+  const [sh, sw] = r === 2 ? stride : [1, stride[0]], [ph, pw] = r === 2 ? padding : [0, padding[0]];
+  const [dh, dw] = r === 2 ? dilation : [1, dilation[0]];
   const actExpr = act === 1 ? 'max(acc, 0.0)' : act === 2 ? 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0' : 'acc';
   const total = N * O * OH * OW;
-  const code = () => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', w.src) + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(`
+  const code = () => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', w.src)
+    + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(`
   if (i >= P[0]) { return; }
   let OW = P[1]; let OH = P[2]; let O = P[3]; let Cg = P[4]; let Og = P[5]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
   let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);

@@ -24,14 +24,17 @@ function readPlan(rt, handle, session, m, info) {
   const ops = [];
   const nops = x.tdm_method_op_count(handle, m) >>> 0;
   for (let k = 0; k < nops; k++) {
-    const operands = (io) => Array.from({ length: x.tdm_method_op_operand_count(handle, m, k, io) >>> 0 }, (_, j) => x.tdm_method_op_operand(handle, m, k, io, j) >>> 0);
+    const operands = (io) => Array.from({ length: x.tdm_method_op_operand_count(handle, m, k, io) >>> 0 },
+      (_, j) => x.tdm_method_op_operand(handle, m, k, io, j) >>> 0);
     ops.push({
       name: rt.str(x.tdm_method_op_name(handle, m, k) >>> 0), in: operands(0), out: operands(1),
-      iattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 }, (_, j) => Number(x.tdm_session_op_iattr(session, m, k, j))),
+      iattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 },
+        (_, j) => Number(x.tdm_session_op_iattr(session, m, k, j))),
       fattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 1) >>> 0 }, (_, j) => x.tdm_method_op_fattr(handle, m, k, j)),
     });
   }
-  const io = (k) => Array.from({ length: x.tdm_method_io_count(handle, m, k) >>> 0 }, (_, i) => x.tdm_method_io_value(handle, m, k, i) >>> 0);
+  const io = (k) => Array.from({ length: x.tdm_method_io_count(handle, m, k) >>> 0 },
+    (_, i) => x.tdm_method_io_value(handle, m, k, i) >>> 0);
   return { m, ops, values, inputs: io(0), outputs: io(1) };
 }
 
@@ -43,7 +46,8 @@ export async function onDevice(model, device, h) {
   const fail = (reason) => {
     if (device === 'webgpu') {
       model.dispose();
-      throw new h.TandemError('TDM_ERR_DEVICE', `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
+      throw new h.TandemError('TDM_ERR_DEVICE',
+        `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
     }
     model[h.DEVICE_REASON] = reason;
     return model;
@@ -79,10 +83,12 @@ export async function onDevice(model, device, h) {
   const lim = adapter.limits;
   const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
   if (sessionBytes > cap) return fail(`state and scratch take ${sessionBytes} bytes, above this adapter's storage buffer limit (${cap})`);
-  if (dataSize > cap) return fail(`the constants take ${dataSize} bytes, above this adapter's storage buffer limit (${cap}); one buffer per constant is not done yet`);
+  if (dataSize > cap) return fail(`the constants take ${dataSize} bytes, above this adapter's storage buffer limit (${cap}); one buffer ` +
+    `per constant is not done yet`);
   let dev;
   try {
-    dev = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize, maxBufferSize: lim.maxBufferSize } });
+    dev = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
+      maxBufferSize: lim.maxBufferSize } });
   } catch (e) {
     return fail(`requestDevice failed: ${e.message}`);
   }
@@ -164,7 +170,8 @@ class GpuProgram {
 }
 
 function isOptions(v) {
-  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).every((k) => k === 'signal') && !('data' in v);
+  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).every((k) => k === 'signal')
+    && !('data' in v);
 }
 
 /** A model on WebGPU: the wasm model's API (methods, state, metadata, tokenizer, fork, ...), its
@@ -177,14 +184,16 @@ export class GpuModel {
     this.#gp = gp;
     this.#wasm = wasm;
     const dev = gp.dev;
-    this.#buf = dev.createBuffer({ size: gp.sessionBytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    this.#buf = dev.createBuffer({ size: gp.sessionBytes,
+      usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.#flag = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     dev.queue.writeBuffer(this.#buf, 0, gp.initial);
     gp.program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
     this[gp.h.PREPARE] = () => wasm[gp.h.PREPARE]();
     this[gp.h.TOKENIZER_TEXT] = () => wasm[gp.h.TOKENIZER_TEXT]();
     for (const { name } of wasm.methods) {
-      if (!(name in this) && name !== 'then') Object.defineProperty(this, name, { value: (...a) => this.call(name, ...a), enumerable: true });
+      if (!(name in this) && name !== 'then') Object.defineProperty(this, name,
+        { value: (...a) => this.call(name, ...a), enumerable: true });
     }
   }
 
@@ -218,7 +227,8 @@ export class GpuModel {
     try {
       const opts = args.length && isOptions(args[args.length - 1]) ? args.pop() : {};
       this.#alive(name);
-      if (opts.signal?.aborted) throw Object.assign(this.#err('TDM_ERR_ABORTED', `${name}() was aborted before it ran`), { name: 'AbortError' });
+      if (opts.signal?.aborted) throw Object.assign(this.#err('TDM_ERR_ABORTED', `${name}() was aborted before it ran`),
+        { name: 'AbortError' });
       job = this.#prepare(name, args);
     } catch (e) {
       return Promise.reject(e);
@@ -227,7 +237,8 @@ export class GpuModel {
   }
 
   profile(name) {
-    return Promise.reject(this.#err('TDM_ERR_DEVICE', `profile('${name}'): per-op timing is not available on WebGPU yet; load with device: 'wasm' to profile`));
+    return Promise.reject(this.#err('TDM_ERR_DEVICE',
+      `profile('${name}'): per-op timing is not available on WebGPU yet; load with device: 'wasm' to profile`));
   }
 
   /** Validates the inputs and binds the method's dims now (so the call reads its inputs when it is
@@ -237,7 +248,8 @@ export class GpuModel {
     const m = this.#index.get(name);
     if (m === undefined) throw this.#err('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
     const spec = program.methodSpecs[m];
-    if (inputs.length !== spec.inputs.length) throw this.#err('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
+    if (inputs.length !== spec.inputs.length) throw this.#err('TDM_ERR_INVALID_ARGUMENT',
+      `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
     const tensors = inputs.map((v, i) => {
       const s = spec.inputs[i];
       const where = () => `${name}() input ${i} '${s.name}'`;
@@ -295,7 +307,8 @@ export class GpuModel {
         layout: gp.layout,
         entries: [
           { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: { buffer: gp.consts } },
-          { binding: 2, resource: { buffer: this.#flag } }, { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
+          { binding: 2, resource: { buffer: this.#flag } },
+          { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
         ],
       }));
       this.#groups.set(plan, groups);
@@ -329,7 +342,8 @@ export class GpuModel {
       staging.unmap();
       const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
       if (flag) {
-        throw this.#err('TDM_ERR_INDEX', `method '${name}' op ${flag - 1} (check_index): an index is out of range (the state is unchanged)`);
+        throw this.#err('TDM_ERR_INDEX',
+          `method '${name}' op ${flag - 1} (check_index): an index is out of range (the state is unchanged)`);
       }
       const tensors = outs.map((r) => {
         const Arr = h.ARRAY_OF[r.val.dtype];
@@ -361,7 +375,8 @@ export class GpuModel {
   #stateSpec(name) {
     this.#alive('state');
     const layout = this.#gp.program.stateLayout, s = layout.find((t) => t.name === name);
-    if (!s) throw this.#err('TDM_ERR_NOT_FOUND', `no state tensor '${name}'; the program has ${layout.map((t) => t.name).join(', ') || 'none'}`);
+    if (!s) throw this.#err('TDM_ERR_NOT_FOUND',
+      `no state tensor '${name}'; the program has ${layout.map((t) => t.name).join(', ') || 'none'}`);
     return s;
   }
 

@@ -1,0 +1,116 @@
+// runtime.js — the runtime builds (which file for which SIMD level and thread count) and Runtime,
+// the wasm instance's exports with helpers for strings and memory.
+import { TandemError } from './errors.js';
+import { byteView } from './tensor.js';
+
+// The four builds beside this module: [one thread, threads] for each SIMD level (CMakeLists.txt).
+export const BUILDS = { simd128: ['tandem.wasm', 'tandem-mt.wasm'], relaxed: ['tandem-relaxed.wasm', 'tandem-mt-relaxed.wasm'] };
+export const besideThisModule = (name) => new URL(`./${name}`, import.meta.url);
+
+// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd)
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
+  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
+let relaxed;
+/** Whether this engine runs relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with
+ * --experimental-wasm-relaxed-simd), which the relaxed builds need. */
+function relaxedSimdAvailable() {
+  relaxed ??= WebAssembly.validate(RELAXED_PROBE);
+  return relaxed;
+}
+
+/** options.simd: undefined (relaxed SIMD where the engine has it), 'relaxed' or 'simd128'. */
+export function simdLevel(simd) {
+  if (simd === undefined) return relaxedSimdAvailable() ? 'relaxed' : 'simd128';
+  if (simd !== 'relaxed' && simd !== 'simd128') {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
+  }
+  if (simd === 'relaxed' && !relaxedSimdAvailable()) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with " +
+      '--experimental-wasm-relaxed-simd); leave simd unset to use it where available');
+  }
+  return simd;
+}
+
+// Exports that return a pointer or a size_t: wasm gives them as i32, negative from 2 GiB up.
+const UNSIGNED_RESULTS = [
+  'tdm_status_string', 'tdm_last_error', 'tdm_dtype_size', 'tdm_dtype_name', 'tdm_malloc',
+  'tdm_program_method_name', 'tdm_method_io_name', 'tdm_method_io_nbytes', 'tdm_state_name',
+  'tdm_program_metadata_name', 'tdm_program_metadata_value',
+  'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
+  'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
+  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written', 'tdm_session_io_nbytes', 'tdm_method_dim_name',
+];
+
+/** The runtime's exports with helpers for strings and memory. */
+export class Runtime {
+  constructor(exports) {
+    this.x = { ...exports };
+    for (const name of UNSIGNED_RESULTS) {
+      const f = exports[name];
+      this.x[name] = (a, b, c, d) => f(a, b, c, d) >>> 0; // at most 4 parameters; extra ones are ignored
+    }
+    this.dtypeNames = {};
+    // Dtype codes are append-only but not contiguous (4 and 5 are weight-only dtypes a build may
+    // lack): every code below 64 that the runtime knows.
+    for (let code = 1; code < 64; code++) {
+      if (exports.tdm_dtype_size(code) > 0) this.dtypeNames[code] = this.str(exports.tdm_dtype_name(code));
+    }
+  }
+  /** Threads the runtime's methods run on (the pool, web/threads.js, when more than one). */
+  get threads() { return this.pool?.threads ?? 1; }
+  /** 'relaxed' when the build's kernels use relaxed SIMD (fused multiply-add), else 'simd128'. */
+  get simd() { return this.x.tdm_build_features() & 2 ? 'relaxed' : 'simd128'; }
+  bytes(ptr, n) { return new Uint8Array(this.x.memory.buffer, ptr, n); }
+  /** A view of all of linear memory as Arr (cached, renewed when memory grows): copies in and out
+   * of the heap then need no new view per call. */
+  heap(Arr) {
+    const buf = this.x.memory.buffer;
+    if (this.heapBuffer !== buf) {
+      this.heapBuffer = buf;
+      this.heaps = new Map();
+    }
+    let h = this.heaps.get(Arr);
+    if (!h) this.heaps.set(Arr, (h = new Arr(buf)));
+    return h;
+  }
+  /** Copies typed array `a` into linear memory at ptr. */
+  write(ptr, a) {
+    const size = a.BYTES_PER_ELEMENT;
+    if (ptr % size === 0) this.heap(a.constructor).set(a, ptr / size);
+    else this.bytes(ptr, a.byteLength).set(byteView(a));
+  }
+  /** A new Arr holding the n elements at ptr. */
+  read(ptr, Arr, n) {
+    const size = Arr.BYTES_PER_ELEMENT;
+    if (ptr % size === 0) return this.heap(Arr).slice(ptr / size, ptr / size + n);
+    const a = new Arr(n);
+    byteView(a).set(this.bytes(ptr, n * size));
+    return a;
+  }
+  str(ptr) {
+    if (!ptr) return '';
+    const mem = new Uint8Array(this.x.memory.buffer);
+    let end = ptr;
+    while (mem[end] !== 0) end++;
+    return new TextDecoder().decode(mem.slice(ptr, end)); // a copy: TextDecoder refuses shared memory
+  }
+  error(status) { return new TandemError(this.str(this.x.tdm_status_string(status)), this.str(this.x.tdm_last_error())); }
+  check(status) { if (status !== 0) throw this.error(status); }
+  malloc(n) {
+    // wasm32 addresses 4 GiB; a larger size would wrap in the i32 argument
+    const p = n < 2 ** 32 ? this.x.tdm_malloc(n) : 0;
+    if (!p) throw new TandemError('TDM_ERR_OUT_OF_MEMORY', `out of memory allocating ${n} bytes in the wasm heap`);
+    return p;
+  }
+  /** Runs fn(ptr) with a temporary u32 out-parameter; returns [fn's result, the u32]. */
+  withOut(fn) {
+    const out = this.malloc(8);
+    try {
+      const r = fn(out);
+      return [r, new Uint32Array(this.x.memory.buffer, out, 1)[0]];
+    } finally {
+      this.x.tdm_free(out);
+    }
+  }
+}
