@@ -537,7 +537,9 @@ class Seq2Seq(nn.Module):
             self.hidden.index_copy_(1, torch.arange(n), hidden)
         self.source_length.zero_()
         self.source_length.add_(n)
-        self._empty([self.cache.cross_attention_cache])
+        # both caches emptied first: the one decoder step below (which makes each layer write its cross-attention
+        # keys and values) must find room even when the previous audio's decode filled the self-attention cache
+        self._empty([self.cache.self_attention_cache, self.cache.cross_attention_cache])
         self._run(self.start, cross_ready=False)
         self._empty([self.cache.self_attention_cache])
 
