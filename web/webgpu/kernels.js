@@ -558,7 +558,9 @@ function conv(ins, y, iattr) {
   const KH = r === 2 ? w.shape[2] : 1, KW = w.shape[r + 1], Cg = Cin / groups, Og = O / groups;
   const [sh, sw] = r === 2 ? stride : [1, stride[0]], [ph, pw] = r === 2 ? padding : [0, padding[0]];
   const [dh, dw] = r === 2 ? dilation : [1, dilation[0]];
-  const actExpr = act === 1 ? 'max(acc, 0.0)' : act === 2 ? 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0' : 'acc';
+  // the conv activations of src/kernels/conv.c: none, relu, hardswish, elu (alpha 1: max(y, exp(min(y, 0)) - 1))
+  const actExpr = ['acc', 'max(acc, 0.0)', 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0', 'max(acc, exp(min(acc, 0.0)) - 1.0)'][act];
+  if (actExpr === undefined) throw new Error(`conv: activation ${act} has no WebGPU kernel`);
   const total = N * O * OH * OW;
   const code = () => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', w.src)
     + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(`

@@ -112,7 +112,10 @@ class GpuProgram {
     });
     this.pipeLayout = dev.createPipelineLayout({ bindGroupLayouts: [this.layout] });
     this.pipelines = new Map();
-    this.consts = dev.createBuffer({ size: up(Math.max(dataSize, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    // COPY_SRC: an output may be a constant itself (a method whose result folded at export), read back from here
+    this.consts = dev.createBuffer({
+      size: up(Math.max(dataSize, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+    });
     const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
     for (let at = 0; at < dataSize; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
       const n = Math.min(1 << 24, dataSize - at);
@@ -335,7 +338,14 @@ export class GpuModel {
     const staging = dev.createBuffer({ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
     for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
+    // a command the device refuses is reported, never a silently unrun call (it read back zeros)
+    dev.pushErrorScope('validation');
     dev.queue.submit([enc.finish()]);
+    const refused = await dev.popErrorScope();
+    if (refused) {
+      staging.destroy();
+      throw this.#err('TDM_ERR_DEVICE', `method '${name}': the GPU refused the call's commands: ${refused.message}`);
+    }
     try {
       await staging.mapAsync(GPUMapMode.READ);
       const bytes = new Uint8Array(staging.getMappedRange()).slice();
