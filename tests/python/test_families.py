@@ -14,27 +14,6 @@ import tandem.transformers as tt
 
 transformers = pytest.importorskip("transformers")
 
-WASM = Path(__file__).resolve().parents[2] / "web" / "tandem.wasm"
-
-
-@pytest.fixture(scope="module")
-def wasm_lib():
-    pytest.importorskip("wasmtime")
-    from tandem.wasm import WasmLibrary
-    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(WASM)
-
-
-@pytest.fixture(params=["native", "wasm"])
-def backend(request, monkeypatch):
-    import tandem.runtime as runtime
-    if request.param == "wasm":
-        monkeypatch.setattr(runtime, "_lib", request.getfixturevalue("wasm_lib"))
-        monkeypatch.setattr(runtime, "BACKEND", "wasm")
-    else:
-        assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
-    return request.param
-
 
 # ---- encoder-decoders ----------------------------------------------------------------------------
 

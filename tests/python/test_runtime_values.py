@@ -7,7 +7,6 @@ against PyTorch eager:
    frozen at its maximum fails.
 """
 import copy
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,21 +16,8 @@ from torch.export import Dim
 import tandem
 import tandem.runtime as runtime
 
-ROOT = Path(__file__).resolve().parents[2]
 LO, HI = 1, 32
 SIZES = (3, LO, HI, 17, 2, 3)  # the minimum, a middle value, the maximum, and repeats
-
-
-@pytest.fixture(params=["native", "wasm"])
-def backend(request, monkeypatch):
-    if request.param == "wasm":
-        pytest.importorskip("wasmtime")
-        from tandem.wasm import WasmLibrary
-        wasm = ROOT / "web" / "tandem.wasm"
-        assert wasm.exists(), "web/tandem.wasm is missing: run `npm run build`"
-        monkeypatch.setattr(runtime, "_lib", WasmLibrary(wasm))
-        monkeypatch.setattr(runtime, "BACKEND", "wasm")
-    return request.param
 
 
 class SizeCase(nn.Module):

@@ -14,26 +14,6 @@ from torch import nn
 import tandem
 import tandem.runtime as runtime
 
-WASM = Path(__file__).resolve().parents[2] / "web" / "tandem.wasm"
-
-
-@pytest.fixture(scope="module")
-def wasm_lib():
-    pytest.importorskip("wasmtime")
-    from tandem.wasm import WasmLibrary
-    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(WASM)
-
-
-@pytest.fixture(params=["native", "wasm"])
-def backend(request, monkeypatch):
-    if request.param == "wasm":
-        monkeypatch.setattr(runtime, "_lib", request.getfixturevalue("wasm_lib"))
-        monkeypatch.setattr(runtime, "BACKEND", "wasm")
-    else:
-        assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
-    return request.param
-
 
 def _outs(out):
     if out is None:

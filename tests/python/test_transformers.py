@@ -207,28 +207,6 @@ def test_metadata_values_must_be_json_data():
 # Whisper (encoder-decoder) and Mamba (recurrent state), natively and on the wasm backend (the same
 # tandem.wasm the browser runs, through wasmtime).
 
-WASM = __import__("pathlib").Path(__file__).resolve().parents[2] / "web" / "tandem.wasm"
-
-
-@pytest.fixture(scope="module")
-def wasm_lib():
-    pytest.importorskip("wasmtime")
-    from tandem.wasm import WasmLibrary
-    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(WASM)
-
-
-@pytest.fixture(params=["native", "wasm"])
-def backend(request, monkeypatch):
-    import tandem.runtime as runtime
-    if request.param == "wasm":
-        lib = request.getfixturevalue("wasm_lib")
-        monkeypatch.setattr(runtime, "_lib", lib)
-        monkeypatch.setattr(runtime, "BACKEND", "wasm")
-    else:
-        assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
-    return request.param
-
 
 def _whisper():
     torch.manual_seed(0)
