@@ -135,6 +135,9 @@ OPS = [
     OpDef("guard", can_fail=True),
     # scatter_ (moshi's ring KV cache) may update input 0 in place; isnan/isinf/isfinite give bool.
     OpDef("scatter", inplace="first"), OpDef("isnan"), OpDef("isinf"), OpDef("isfinite"),
+    # Random sampling (docs/ops.md, "Random sampling"): read the program's `__rng__` state slot, never
+    # write it (the exporter advances its counter once per call); multinomial rejects bad weights.
+    OpDef("random"), OpDef("multinomial", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
