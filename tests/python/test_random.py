@@ -202,3 +202,53 @@ def test_a_program_without_randomness_has_no_generator():
     m = tandem.load(tandem.export(Plain(), {"forward": (torch.zeros(3),)}).to_bytes())
     with pytest.raises(tandem.TandemError, match="draws no random numbers"):
         m.seed(1)
+
+
+def test_pocket_tts_noise_and_methods_share_one_counter(backend):
+    # pocket-tts' flow LM: noise = torch.empty(shape); torch.nn.init.normal_(noise, mean=0.0, std=temp ** 0.5),
+    # with a dynamic batch; a second method that draws, and one that does not (it leaves the counter).
+    from torch.export import Dim
+
+    class Flow(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+        def forward(self, h):
+            noise = torch.empty(h.shape[:-1] + (8,), dtype=h.dtype)
+            torch.nn.init.normal_(noise, mean=0.0, std=0.7 ** 0.5)
+            self.steps.add_(1)
+            return h[..., :8] + noise
+
+        def coin(self, p):
+            return torch.bernoulli(p)
+
+        def plain(self, x):
+            return x * 2
+
+    f = Flow()
+    program = tandem.export(f, {"forward": tandem.Method(f.forward, (torch.zeros(4, 16),), ({0: Dim("b", min=1, max=4)},)),
+                                "coin": (torch.full((6,), 0.5),), "plain": (torch.zeros(2),)})
+    m = tandem.load(program.to_bytes())
+    std = np.float64(0.7 ** 0.5)
+    y = m.forward(torch.zeros(3, 16))  # a batch below the maximum: the first 24 numbers of the stream
+    assert y.shape == (3, 8) and np.array_equal(y.numpy().reshape(-1), ref_normal(24, 0.0, std, calls=0))
+    c = m.coin(torch.full((6,), 0.5))
+    assert np.array_equal(c.numpy(), (ref_uniform(6, calls=1) < 0.5).astype(np.float32))
+    m.plain(torch.zeros(2))
+    assert m.read_state("__rng__").tolist() == [0, 2]  # a method that draws nothing leaves the generator
+    y = m.forward(torch.zeros(4, 16))
+    assert np.array_equal(y.numpy().reshape(-1), ref_normal(32, 0.0, std, calls=2))
+    assert m.read_state("steps").item() == 2
+
+
+def test_inspect_names_the_generator(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "noise.tandem"
+    export_noise().save(path)
+    out = subprocess.run([sys.executable, "-W", "ignore", "-m", "tandem", "inspect", str(path)], capture_output=True, text=True,
+                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(tandem.__file__).parents[1])})
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "__rng__" in ln)
+    assert "int64[2]" in line.replace(" ", "") and "not torch's stream" in line
