@@ -88,3 +88,12 @@ test('writeState of the generator sets its seed and call count', async () => {
     model.dispose();
   }
 });
+
+test('the threaded build gives the same stream (and the relaxed-SIMD one, where the engine has it)', async () => {
+  const model = await load(path, { threads: 2 });
+  try {
+    for (let c = 0; c < 2; c++) assertStream(await model.forward(x()), spec.calls['0'][c], `${model.simd}, 2 threads, call ${c}`);
+  } finally {
+    model.dispose();
+  }
+});
