@@ -142,3 +142,112 @@ CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
 QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"))
+
+
+# ---- the C ABI -----------------------------------------------------------------------------------
+
+# Every function include/tandem.h marks TDM_API, in its order, as C prototypes without parameter
+# names. tests/python/test_schema.py checks tandem.h, CMakeLists.txt's wasm exports (TDM_EXPORTS),
+# the exports of the built libtandem.so (tests/c/check_exports.sh, against tandem.h) and of
+# web/tandem.wasm against it; python/tandem/runtime.py (ctypes) and wasm.py take their signatures
+# and result kinds from it, and web/runtime.js from the generated web/schema.js.
+_API = [
+    "const char* tdm_status_string(tdm_status)",
+    "const char* tdm_last_error()",
+    "size_t tdm_dtype_size(int)",
+    "const char* tdm_dtype_name(int)",
+    "void* tdm_malloc(size_t)",
+    "void tdm_free(void*)",
+    "void tdm_set_max_declared_bytes(uint64_t)",
+    "tdm_status tdm_program_load(const void*, size_t, tdm_program**)",
+    "tdm_status tdm_program_load_owned(void*, size_t, tdm_program**)",
+    "void tdm_program_free(tdm_program*)",
+    "uint32_t tdm_program_method_count(const tdm_program*)",
+    "const char* tdm_program_method_name(const tdm_program*, uint32_t)",
+    "int32_t tdm_program_find_method(const tdm_program*, const char*)",
+    "uint32_t tdm_method_io_count(const tdm_program*, uint32_t, int)",
+    "const char* tdm_method_io_name(const tdm_program*, uint32_t, int, uint32_t)",
+    "int tdm_method_io_dtype(const tdm_program*, uint32_t, int, uint32_t)",
+    "int tdm_method_io_rank(const tdm_program*, uint32_t, int, uint32_t)",
+    "int64_t tdm_method_io_dim(const tdm_program*, uint32_t, int, uint32_t, int)",
+    "size_t tdm_method_io_nbytes(const tdm_program*, uint32_t, int, uint32_t)",
+    "uint32_t tdm_program_state_count(const tdm_program*)",
+    "const char* tdm_state_name(const tdm_program*, uint32_t)",
+    "int tdm_state_dtype(const tdm_program*, uint32_t)",
+    "int tdm_state_rank(const tdm_program*, uint32_t)",
+    "int64_t tdm_state_dim(const tdm_program*, uint32_t, int)",
+    "size_t tdm_state_offset(const tdm_program*, uint32_t)",
+    "size_t tdm_state_nbytes(const tdm_program*, uint32_t)",
+    "size_t tdm_program_state_size(const tdm_program*)",
+    "size_t tdm_program_scratch_size(const tdm_program*)",
+    "uint64_t tdm_program_fingerprint(const tdm_program*)",
+    "uint64_t tdm_program_id(const tdm_program*)",
+    "uint32_t tdm_program_metadata_count(const tdm_program*)",
+    "const char* tdm_program_metadata_name(const tdm_program*, uint32_t)",
+    "const char* tdm_program_metadata_value(const tdm_program*, uint32_t)",
+    "tdm_status tdm_session_create(const tdm_program*, tdm_session**)",
+    "void tdm_session_free(tdm_session*)",
+    "void tdm_session_reset_state(tdm_session*)",
+    "void* tdm_session_state(tdm_session*)",
+    "void* tdm_session_input(tdm_session*, uint32_t, uint32_t)",
+    "tdm_status tdm_session_run(tdm_session*, uint32_t)",
+    "const void* tdm_session_output(tdm_session*, uint32_t, uint32_t)",
+    "uint32_t tdm_method_dim_count(const tdm_program*, uint32_t)",
+    "const char* tdm_method_dim_name(const tdm_program*, uint32_t, uint32_t)",
+    "int64_t tdm_method_dim_min(const tdm_program*, uint32_t, uint32_t)",
+    "int64_t tdm_method_dim_max(const tdm_program*, uint32_t, uint32_t)",
+    "size_t tdm_method_io_dim_expr(const tdm_program*, uint32_t, int, uint32_t, int, char*, size_t)",
+    "tdm_status tdm_session_set_input_shape(tdm_session*, uint32_t, uint32_t, const int64_t*, int)",
+    "int64_t tdm_session_io_dim(const tdm_session*, uint32_t, int, uint32_t, int)",
+    "size_t tdm_session_io_nbytes(const tdm_session*, uint32_t, int, uint32_t)",
+    "uint32_t tdm_method_op_count(const tdm_program*, uint32_t)",
+    "const char* tdm_method_op_name(const tdm_program*, uint32_t, uint32_t)",
+    "tdm_status tdm_session_run_profiled(tdm_session*, uint32_t, double*)",
+    "size_t tdm_method_op_bytes_written(const tdm_program*, uint32_t, uint32_t)",
+    "size_t tdm_method_op_state_bytes_written(const tdm_program*, uint32_t, uint32_t)",
+    "const void* tdm_program_data(const tdm_program*)",
+    "size_t tdm_program_data_size(const tdm_program*)",
+    "uint32_t tdm_method_value_count(const tdm_program*, uint32_t)",
+    "uint32_t tdm_method_io_value(const tdm_program*, uint32_t, int, uint32_t)",
+    "tdm_status tdm_session_bind(tdm_session*, uint32_t)",
+    "tdm_status tdm_session_value_info(const tdm_session*, uint32_t, uint32_t, int64_t*)",
+    "uint32_t tdm_method_op_operand_count(const tdm_program*, uint32_t, uint32_t, int)",
+    "uint32_t tdm_method_op_operand(const tdm_program*, uint32_t, uint32_t, int, uint32_t)",
+    "uint32_t tdm_method_op_attr_count(const tdm_program*, uint32_t, uint32_t, int)",
+    "int64_t tdm_session_op_iattr(const tdm_session*, uint32_t, uint32_t, uint32_t)",
+    "double tdm_method_op_fattr(const tdm_program*, uint32_t, uint32_t, uint32_t)",
+    "tdm_status tdm_threads_start(int32_t, int32_t)",
+    "void tdm_thread_worker(int32_t, void*)",
+    "void tdm_threads_stop()",
+    "int32_t tdm_threads_count()",
+    "int32_t tdm_build_features()",
+]
+
+
+class Fn(NamedTuple):
+    ret: str  # a C type, spaced as "const char*"
+    name: str
+    params: tuple  # C types
+
+
+def _parse_fn(decl: str) -> Fn:
+    ret_name, params = decl[:-1].split("(")
+    ret, name = ret_name.rsplit(" ", 1)
+    return Fn(ret, name, tuple(p.strip() for p in params.split(",")) if params else ())
+
+
+API = [_parse_fn(d) for d in _API]
+API_BY_NAME = {f.name: f for f in API}
+# What tandem.wasm imports from its host (web/loader.js, python/tandem/wasm.py), besides Emscripten's.
+HOST_IMPORTS = ("tdm_now_ms",)
+
+
+def result_kind(c_type: str) -> str:
+    """How a binding reads a C result: 'void', 'str' (a C string), 'ptr', 'size' (size_t: unsigned,
+    32-bit in wasm), 'u32', 'i32', 'i64', 'u64' (an i64 in wasm, unsigned in C) or 'f64'."""
+    kinds = {"void": "void", "const char*": "str", "size_t": "size", "uint32_t": "u32", "int": "i32",
+             "int32_t": "i32", "tdm_status": "i32", "int64_t": "i64", "uint64_t": "u64", "double": "f64"}
+    if c_type in kinds:
+        return kinds[c_type]
+    assert c_type.endswith("*"), c_type
+    return "ptr"

@@ -137,3 +137,70 @@ def test_format_doc_header_sections_and_dtypes_match_the_schema():
     assert {int(n) for n in re.findall(r"multiple of (\d+)", FORMAT_MD)} == {S.ALIGN}
     dtypes = re.search(r"u8 dtype \(([^)]*)\)", FORMAT_MD).group(1)
     assert {int(c): n for c, n in re.findall(r"(\d+) (\w+)", dtypes)} == {d.code: d.name for d in S.DTYPES}
+
+
+# ---- the C ABI: include/tandem.h, CMakeLists.txt, runtime.py, wasm.py, web/ -----------------------
+
+def _c_type(text: str) -> str:
+    return re.sub(r"\s*\*", "*", re.sub(r"\s+", " ", text)).strip()
+
+
+def test_public_header_declares_exactly_the_schema_functions():
+    h = (ROOT / "include" / "tandem.h").read_text()
+    declared = []
+    for ret, name, params in re.findall(r"^TDM_API\s+(.+?)\b(tdm_\w+)\((.*?)\);", h, re.M | re.S):
+        types = () if params.strip() == "void" else tuple(_c_type(re.sub(r"\w+$", "", p.strip())) for p in params.split(","))
+        declared.append(S.Fn(_c_type(ret), name, types))
+    missing = [f.name for f in S.API if f not in declared]
+    extra = [f.name for f in declared if f not in S.API]
+    assert not missing and not extra, f"schema.API and include/tandem.h differ: only in the schema {missing}, only in tandem.h {extra}"
+    assert declared == S.API, "include/tandem.h declares the functions in another order than schema.API"
+    assert len(S.API_BY_NAME) == len(S.API)
+
+
+def test_wasm_build_exports_exactly_the_schema_functions():
+    cmake = (ROOT / "CMakeLists.txt").read_text()
+    block = re.search(r"set\(TDM_EXPORTS(.*?)\)", cmake, re.S).group(1)
+    listed = re.findall(r"_(tdm_\w+)", block)
+    assert sorted(listed) == sorted(set(listed)), "CMakeLists.txt's TDM_EXPORTS lists a function twice"
+    want = {f.name for f in S.API}
+    assert set(listed) == want, (f"CMakeLists.txt TDM_EXPORTS: missing {sorted(want - set(listed))}, "
+                                 f"not in schema.API {sorted(set(listed) - want)}")
+
+
+def test_built_wasm_module_exports_and_imports_match_the_schema():
+    wasmtime = pytest.importorskip("wasmtime")
+    path = ROOT / "web" / "tandem.wasm"
+    if not path.exists():
+        pytest.skip("web/tandem.wasm is not built (scripts/build.sh)")
+    module = wasmtime.Module.from_file(wasmtime.Engine(), str(path))
+    exported = {e.name for e in module.exports if e.name.startswith("tdm_")}
+    assert exported == {f.name for f in S.API}
+    imported = {i.name for i in module.imports if i.name.startswith("tdm_")}
+    assert imported <= set(S.HOST_IMPORTS), imported
+
+
+def test_python_bindings_follow_the_schema():
+    from tandem import runtime, wasm
+    for f in S.API:  # every C type has a ctypes type
+        runtime._ctype(f.ret), [runtime._ctype(t) for t in f.params]
+    assert set(S.HOST_IMPORTS) <= set(wasm._host_functions())
+    assert wasm._STRINGS and wasm._UNSIGNED and wasm._U64 == {"tdm_program_fingerprint", "tdm_program_id"}
+    known = set(S.API_BY_NAME) | set(S.HOST_IMPORTS)
+    for path in sorted((ROOT / "python" / "tandem").glob("*.py")):
+        used = set(re.findall(r"\b(tdm_[a-z0-9_]+)\(", path.read_text()))
+        assert used <= known, f"{path.name} calls functions schema.API does not declare: {sorted(used - known)}"
+
+
+def test_javascript_uses_only_the_schema_functions():
+    known = set(S.API_BY_NAME) | set(S.HOST_IMPORTS)
+    for path in sorted((ROOT / "web").rglob("*.js")) + sorted((ROOT / "node").rglob("*.js")):
+        used = set(re.findall(r"\b(tdm_[a-z0-9_]*[a-z0-9])\b(?!\*)", path.read_text()))  # not tdm_x_*
+        assert used <= known, f"{path.relative_to(ROOT)} names functions schema.API does not declare: {sorted(used - known)}"
+    runtime_js = (ROOT / "web" / "runtime.js").read_text()
+    assert "from './schema.js'" in runtime_js and "'tdm_" not in runtime_js, "web/runtime.js takes its lists from web/schema.js"
+
+
+def test_committed_js_schema_is_generated_from_the_schema():
+    assert (ROOT / "web" / "schema.js").read_text() == _gen().render_js(S), \
+        "web/schema.js is stale: run python3 scripts/gen_schema.py and commit it"
