@@ -35,6 +35,13 @@ def render(S) -> str:
         "#ifndef TDM_SCHEMA_H",
         "#define TDM_SCHEMA_H",
         "",
+        "#include \"tandem.h\"",
+        "",
+        "/* The public header's copy of the maximum rank must be the schema's. */",
+        f"#if TDM_MAX_RANK != {S.MAX_RANK}",
+        "#error \"include/tandem.h's TDM_MAX_RANK differs from python/tandem/schema.py's MAX_RANK\"",
+        "#endif",
+        "",
         "/* Dtypes: X(code, enumerator suffix: TDM_<suffix> in include/tandem.h, name, element size). */",
         "#define TDM_SCHEMA_DTYPES(X) \\",
         *[f"  X({d.code}, {d.c}, \"{d.name}\", {d.size}) \\" for d in S.DTYPES],
@@ -57,12 +64,28 @@ def render(S) -> str:
         "/* Bytes of each fixed-size record (a tensor record is followed by rank x 8 bytes of dims). */",
         *[f"#define TDM_{name.upper()}_SIZE {rec.size} /* {' '.join(rec.names)} */" for name, rec in S.RECORDS.items()],
         "",
+        "/* Where a value's bytes live (a value record's region byte). */",
+        "typedef enum tdm_region {",
+        *[f"  TDM_REGION_{c} = {code}," for code, (c, _) in S.REGIONS.items()],
+        "} tdm_region;",
+        "/* A state's initial value (a state record's init byte). */",
+        "enum {",
+        *[f"  TDM_INIT_{c} = {code}," for code, (c, _) in S.STATE_INITS.items()],
+        f"  TDM_INIT_COUNT = {len(S.STATE_INITS)}",
+        "};",
+        "",
         "/* Dynamic dims (version 3): what a symbolic size stands for, and limits. */",
         "enum {",
         *[f"  TDM_SYM_{k.upper()} = {i}," for i, k in enumerate(S.SYM_KINDS)],
         "};",
         f"#define TDM_MAX_DIMS {S.MAX_DIMS}",
         f"#define TDM_MAX_SYM_COEF {S.MAX_SYM_COEF}ll",
+        "",
+        "/* conv's optional last integer attribute: the activation applied to each block of its output. */",
+        "enum {",
+        *[f"  TDM_CONV_ACT_{a.upper()} = {i}," for i, a in enumerate(S.CONV_ACTIVATIONS)],
+        f"  TDM_CONV_ACT_COUNT = {len(S.CONV_ACTIVATIONS)}",
+        "};",
         "",
         "/* Which input an op's output may be exactly (an update in place). */",
         "enum {",
@@ -107,8 +130,22 @@ def render_js(S) -> str:
         *_js_list("UNSIGNED_RESULTS", unsigned,
                   "Exports whose result is a pointer, a C string or a size_t: wasm gives them as i32, negative from 2 GiB up."),
         "",
+        "// The saved-state header (saveState / loadState, docs/format.md \"Saved state\"), little-endian:",
+        "// magic (the 4 bytes as a u32), format, then the byte offset of each field; the state follows.",
+        "export const SAVED_STATE = Object.freeze({",
+        f"  magic: 0x{int.from_bytes(S.SAVED_STATE_MAGIC, 'little'):08x}, // '{S.SAVED_STATE_MAGIC.decode()}'",
+        f"  format: {S.SAVED_STATE_FORMAT},",
+        f"  bytes: {S.SAVED_STATE.size},",
+        "  offset: Object.freeze({ " + ", ".join(f"{_camel(n)}: {o}" for n, o in S.SAVED_STATE.offset.items()) + " }),",
+        "});",
+        "",
     ]
     return "\n".join(out)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
 
 
 def main() -> int:

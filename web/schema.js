@@ -29,3 +29,12 @@ export const UNSIGNED_RESULTS = [
   'tdm_session_io_nbytes', 'tdm_method_op_name', 'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written',
   'tdm_program_data', 'tdm_program_data_size',
 ];
+
+// The saved-state header (saveState / loadState, docs/format.md "Saved state"), little-endian:
+// magic (the 4 bytes as a u32), format, then the byte offset of each field; the state follows.
+export const SAVED_STATE = Object.freeze({
+  magic: 0x534d4454, // 'TDMS'
+  format: 2,
+  bytes: 32,
+  offset: Object.freeze({ magic: 0, format: 4, fingerprint: 8, programId: 16, nbytes: 24 }),
+});

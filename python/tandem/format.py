@@ -8,8 +8,8 @@ import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
 from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, DIM, HEADER, IO, MAGIC, MAX_DIMS, MAX_SYM_COEF, METADATA_ENTRY,
-                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD,
-                     STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION)
+                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE,
+                     STATE_INIT_CODE, STATES_HEAD, STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION)
 
 
 def _pad(n: int, a: int = ALIGN) -> int:
@@ -173,7 +173,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
     for st in states:
         zero = not bool(st.init.any())
         init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
-        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
+        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), STATE_INIT_CODE["ZEROS" if zero else "DATA"], 0,
                                      st.offset, st.nbytes, init_off) + _dims(st.shape))
 
     const_sec = [CONSTANTS_HEAD.pack(len(consts))]

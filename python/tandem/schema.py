@@ -37,6 +37,7 @@ DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "
           Dtype(6, "int32", 4, "I32")]
 CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
+MAX_RANK = 8  # dims of a tensor (include/tandem.h TDM_MAX_RANK, which src/schema.h checks at compile time)
 PANEL = 8  # columns per panel of a packed weight (matmul_packed, embedding_packed): [ceil(N/8), K, 8]
 QUANT_GROUP = 32  # default int4 group size along K (matmul_q4, embedding_q4)
 
@@ -86,8 +87,20 @@ SYMS_HEAD = Record("count:I")
 SYM = Record("kind:B", "reserved:B", "index:H", "target:I", "n_terms:I", "reserved2:I", "constant:q")  # + n_terms x TERM
 TERM = Record("dim:I", "reserved:I", "coef:q")
 SYM_KINDS = ("dim", "offset", "iattr")  # codes 0, 1, 2: a value's dim, a value's offset, an op's integer attribute
+# A value's u8 region (VALUE.region): code -> (C enumerator TDM_REGION_<c>, docs/format.md's word).
+REGIONS = {0: ("SCRATCH", "scratch"), 1: ("CONST", "constant"), 2: ("STATE", "state")}
+REGION_CODE = {c: code for code, (c, _) in REGIONS.items()}  # "SCRATCH" -> 0
+# A state's u8 init kind (STATE.init): code -> (C enumerator TDM_INIT_<c>, docs/format.md's words).
+STATE_INITS = {0: ("ZEROS", "all zeros"), 1: ("DATA", "bytes in the data section")}
+STATE_INIT_CODE = {c: code for code, (c, _) in STATE_INITS.items()}  # "ZEROS" -> 0
 MAX_DIMS = 8  # dynamic dims per method
 MAX_SYM_COEF = 1 << 32  # |coefficient| and |constant| of a symbolic size; dims are below 2^31
+
+# The header of saved state (the JS saveState() / loadState(), docs/format.md "Saved state"), then
+# nbytes bytes of the state region. web/model.js reads it from the generated web/schema.js.
+SAVED_STATE_MAGIC = b"TDMS"
+SAVED_STATE_FORMAT = 2  # format 1 (24 bytes, no program id) is not read
+SAVED_STATE = Record("magic:4s", "format:I", "fingerprint:Q", "program_id:Q", "nbytes:Q")
 
 RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "string": STRING,
            "constants_head": CONSTANTS_HEAD, "constant": CONSTANT, "states_head": STATES_HEAD, "state": STATE,
@@ -97,6 +110,10 @@ RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "
 
 
 # ---- runtime operators ---------------------------------------------------------------------------
+
+# conv's optional last integer attribute: the activation applied to each block of its output
+# (python/tandem/fuse.py fuses it, src/kernels/conv.c applies it, docs/ops.md's conv row): codes 0, 1, ...
+CONV_ACTIVATIONS = ("none", "relu", "hardswish", "elu")
 
 INPLACE_KINDS = ("none", "first", "any")  # codes 0, 1, 2 (TDM_INPLACE_NONE, _FIRST, _ANY)
 

@@ -204,3 +204,57 @@ def test_javascript_uses_only_the_schema_functions():
 def test_committed_js_schema_is_generated_from_the_schema():
     assert (ROOT / "web" / "schema.js").read_text() == _gen().render_js(S), \
         "web/schema.js is stale: run python3 scripts/gen_schema.py and commit it"
+
+
+# ---- region and state-init codes: schema.h (program.h, format.c, tests/c/builder.h), ir.py, docs ------
+
+def test_region_and_init_codes_follow_the_schema():
+    from tandem import ir
+    assert (ir.SCRATCH, ir.CONST, ir.STATE) == tuple(S.REGION_CODE[c] for c in ("SCRATCH", "CONST", "STATE"))
+    region = re.search(r"`u8 region` \(([^)]*)\)", FORMAT_MD).group(1)
+    assert {int(c): w for c, w in re.findall(r"(\d+) (\w+)", region)} == {code: w for code, (_, w) in S.REGIONS.items()}
+    init = re.search(r"u8 init kind: ([^|]*)\|", FORMAT_MD).group(1)
+    assert {int(c): w.strip() for c, w in re.findall(r"(\d+) ([^,\d]+)", init)} == {c: w for c, (_, w) in S.STATE_INITS.items()}
+    # The C copies come from src/schema.h: none of them may spell the codes out again.
+    for path, pattern in [("src/program.h", r"TDM_REGION_\w+\s*="), ("tests/c/builder.h", r"TB_\w+\s*=\s*\d"),
+                          ("src/format.c", r"init\s*[<>=!]=?\s*\d")]:
+        assert not re.search(pattern, (ROOT / path).read_text()), f"{path} writes a region or init code as a number"
+
+
+# ---- max rank, conv activation codes -------------------------------------------------------------
+
+def test_max_rank_follows_the_schema():
+    h = (ROOT / "include" / "tandem.h").read_text()
+    assert int(re.search(r"#define TDM_MAX_RANK (\d+)", h).group(1)) == S.MAX_RANK  # src/schema.h also #errors
+    lower = (ROOT / "python" / "tandem" / "lower.py").read_text()
+    assert not re.search(r"maximum rank \d|len\(\w+\) > 8\b", lower), "lower.py spells the maximum rank as a number"
+
+
+def test_conv_activation_codes_follow_the_schema():
+    from tandem import fuse
+    assert fuse.CONV_ACTIVATIONS == {"relu": 1, "hardswish": 2} and fuse.CONV_ELU == 3  # values pinned: in files
+    assert all(S.CONV_ACTIVATIONS[c] == a for a, c in fuse.CONV_ACTIVATIONS.items())
+    assert S.CONV_ACTIVATIONS[fuse.CONV_ELU] == "elu"
+    conv_c = (ROOT / "src" / "kernels" / "conv.c").read_text()
+    assert not re.search(r"\benum\s*\{\s*CONV_ACT", conv_c), "conv.c declares its own activation codes"
+    rule = re.search(r'"activation must be ([^"]*)"', conv_c).group(1)
+    assert re.findall(r"(\d+) \((\w+)\)", rule) == [(str(i), a) for i, a in enumerate(S.CONV_ACTIVATIONS)]
+    conv_row = next(r for r in _table_rows(OPS_MD, "## Runtime operators") if _names(r[0]) == ["conv"])
+    listed = re.search(r"activation \(optional\) ([^(]*)", conv_row[3]).group(1)
+    codes = [(int(c), w.lower()) for c, w in re.findall(r"(?:^|, )(\d+) `?(\w+)", listed)]
+    assert codes == list(enumerate(S.CONV_ACTIVATIONS)), f"docs/ops.md's conv row lists activations {codes}"
+
+
+# ---- the saved-state header: docs/format.md, web/schema.js -> web/model.js -------------------------
+
+def test_saved_state_header_follows_the_schema():
+    part = _between("## Saved state", "## Invariants")
+    rows = re.findall(r"^\| (\d+) \| (\d+|n) \| (.*?) \|$", part, re.M)
+    rec = S.SAVED_STATE
+    want = [(rec.offset[f], struct.calcsize("<" + c)) for f, c in zip(rec.names, rec.codes)] + [(rec.size, "n")]
+    assert [(int(o), int(n) if n != "n" else n) for o, n, _ in rows] == want
+    assert f"magic `{S.SAVED_STATE_MAGIC.decode()}`" in part and f"saved-state format (= {S.SAVED_STATE_FORMAT})" in part
+    assert f"with a {rec.size}-byte header" in part and f"whose format is {S.SAVED_STATE_FORMAT}," in part
+    model_js = (ROOT / "web" / "model.js").read_text()
+    assert "SAVED_STATE" in model_js and "0x534d4454" not in model_js and not re.search(r"[gs]et(Big)?Uint(32|64)\(\d", model_js), \
+        "web/model.js spells the saved-state header's layout out instead of reading web/schema.js"
