@@ -268,3 +268,93 @@ def result_kind(c_type: str) -> str:
         return kinds[c_type]
     assert c_type.endswith("*"), c_type
     return "ptr"
+
+
+# ---- operator signatures -------------------------------------------------------------------------
+
+class OpSig(NamedTuple):
+    """What an op takes: input and output counts (lo, hi; hi None: any number), its integer and
+    float attributes by name ("name?" optional and last; None: a list whose length varies, e.g. the
+    dims of a reduction) and the dtypes of its input 0, or of its result when it has no input
+    ("any", or a set of DTYPES names). docs/ops.md's table states the same (test_schema.py)."""
+    ins: tuple
+    outs: tuple
+    iattr: object  # tuple of names, or None
+    fattr: tuple
+    dtypes: object  # "any" or frozenset of dtype names
+
+
+_F, _INT = ("float32",), ("float32", "int64", "int32")
+
+
+def _sig(names: str, ins, outs=1, iattr=(), fattr=(), dtypes="any") -> dict:
+    rng = lambda n: n if isinstance(n, tuple) else (n, n)  # noqa: E731
+    d = dtypes if dtypes == "any" else frozenset(dtypes)
+    return {n: OpSig(rng(ins), rng(outs), iattr, fattr, d) for n in names.split()}
+
+
+SIGS = {
+    **_sig("add sub mul maximum minimum remainder pow", 2, dtypes=_INT),
+    **_sig("div", 2, dtypes=_F),
+    **_sig("floor_divide trunc_divide", 2, dtypes=("int64", "int32")),
+    **_sig("eq ne lt le gt ge logical_and logical_or", 2),
+    **_sig("neg abs relu floor ceil", 1, dtypes=_INT),
+    **_sig("exp log sqrt rsqrt sin cos tanh sigmoid gelu gelu_tanh silu erf reciprocal log1p hardswish hardsigmoid", 1,
+           dtypes=_F),
+    **_sig("logical_not cast copy expand", 1),
+    **_sig("where", 3),
+    **_sig("fill", 0, iattr=("value?",), fattr=("value?",)),
+    **_sig("matmul", 2, dtypes=_F),
+    **_sig("matmul_packed", 2, iattr=("N",), dtypes=_F),
+    **_sig("embedding_packed", 2, iattr=("N",), dtypes=_F),
+    **_sig("permute", 1, iattr=None),
+    **_sig("slice", 1, iattr=("dim", "start", "step")),
+    **_sig("cat", (1, None), iattr=("dim",)),
+    **_sig("index_select gather", 2, iattr=("dim",)),
+    **_sig("index_put", 3, iattr=("dim", "accumulate")),
+    **_sig("slice_scatter", 2, iattr=("dim", "start", "step")),
+    **_sig("scatter", 3, iattr=("dim",)),
+    **_sig("check_index", 1, 0, iattr=("n",), dtypes=("int64", "int32")),
+    **_sig("guard", 1, 0, iattr=("line",), dtypes=("bool",)),
+    **_sig("isnan isinf isfinite", 1, dtypes=_F),
+    **_sig("sum amax amin", 1, iattr=None, dtypes=("float32", "int64")),
+    **_sig("mean", 1, iattr=None, dtypes=_F),
+    **_sig("any all", 1, iattr=None, dtypes=("bool",)),
+    **_sig("argmax argmin", 1, iattr=("dim",), dtypes=("float32", "int64")),
+    **_sig("cumsum", 1, iattr=("dim",), dtypes=_INT),
+    **_sig("sort", 1, 2, iattr=("dim", "descending"), dtypes=_INT),
+    **_sig("topk", 1, 2, iattr=("dim", "k", "largest"), dtypes=_INT),
+    **_sig("softmax log_softmax", 1, iattr=("dim",), dtypes=_F),
+    **_sig("layer_norm", (1, 3), iattr=("normalized ndim", "has w", "has b", "axis?"), fattr=("eps",), dtypes=_F),
+    **_sig("rms_norm", (1, 2), iattr=("has w",), fattr=("eps",), dtypes=_F),
+}
+# Not declared yet (their *_check in src/kernels/ and docs/ops.md are the only statement): attention,
+# conv, conv_transpose, pooling and the quantized ops, whose attribute lists depend on rank and options.
+SIG_NOT_YET = frozenset(("attention", "conv", "conv_transpose", "max_pool", "avg_pool",
+                         "matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"))
+
+
+def _count_ok(n: int, lohi: tuple) -> bool:
+    return lohi[0] <= n and (lohi[1] is None or n <= lohi[1])
+
+
+def _attr_range(names) -> tuple:
+    return (0, None) if names is None else (sum(not a.endswith("?") for a in names), len(names))
+
+
+def check_op(name: str, in_dtypes, out_dtypes, n_iattr: int, n_fattr: int):
+    """None when an op with these operands (dtype codes) and attribute counts fits its signature,
+    else what does not. Ops in SIG_NOT_YET pass unchecked."""
+    sig = SIGS.get(name)
+    if sig is None:
+        return None if name in SIG_NOT_YET else f"op '{name}' has no signature in schema.SIGS"
+    problems = []
+    for what, n, rng in (("inputs", len(in_dtypes), sig.ins), ("outputs", len(out_dtypes), sig.outs),
+                         ("integer attributes", n_iattr, _attr_range(sig.iattr)), ("float attributes", n_fattr, _attr_range(sig.fattr))):
+        if not _count_ok(n, rng):
+            problems.append(f"{n} {what}, the schema says {rng[0]}..{'' if rng[1] is None else rng[1]}")
+    first = in_dtypes[0] if in_dtypes else (out_dtypes[0] if out_dtypes else None)
+    names = {d.code: d.name for d in DTYPES}
+    if sig.dtypes != "any" and first is not None and names.get(first) not in sig.dtypes:
+        problems.append(f"dtype {names.get(first, first)}, the schema allows {sorted(sig.dtypes)}")
+    return f"op '{name}': " + "; ".join(problems) if problems else None

@@ -258,3 +258,76 @@ def test_saved_state_header_follows_the_schema():
     model_js = (ROOT / "web" / "model.js").read_text()
     assert "SAVED_STATE" in model_js and "0x534d4454" not in model_js and not re.search(r"[gs]et(Big)?Uint(32|64)\(\d", model_js), \
         "web/model.js spells the saved-state header's layout out instead of reading web/schema.js"
+
+
+# ---- operator signatures: docs/ops.md, and every op of the fixture programs ----------------------
+
+def test_every_op_has_a_signature_or_is_listed_as_not_yet():
+    assert set(S.SIGS) | S.SIG_NOT_YET == set(S.OP_BY_NAME) and not set(S.SIGS) & S.SIG_NOT_YET
+    assert all(o in S.OP_BY_NAME for o in S.SIGS)
+
+
+def _bracket(cell: str, kind: str):
+    m = re.search(rf"{kind} \[([^\]]*)\]", cell)
+    return None if m is None else [a.strip(" ()") for a in re.split(r",|\(,", m.group(1)) if a.strip(" ()")]
+
+
+DOC_DTYPE = {"f32": "float32", "i64": "int64", "i32": "int32", "bool": "bool"}
+
+
+def test_ops_doc_attributes_and_dtypes_match_the_signatures():
+    checked = set()
+    for row in _table_rows(OPS_MD, "## Runtime operators"):
+        names = [n for n in _names(row[0]) if n in S.SIGS]
+        if not names:
+            continue
+        sigs = [S.SIGS[n] for n in names]
+        for kind, field in (("iattr", "iattr"), ("fattr", "fattr")):
+            declared = {tuple(a.rstrip("?") for a in getattr(s, field)) for s in sigs if getattr(s, field) is not None}
+            doc = _bracket(row[2], kind)
+            if declared and declared != {()}:
+                assert len(declared) == 1 and doc is not None and tuple(doc) == declared.pop(), \
+                    f"docs/ops.md {names} {kind}: {doc}, schema.SIGS: {[getattr(s, field) for s in sigs]}"
+            elif kind == "iattr" and all(getattr(s, field) == () for s in sigs):
+                assert row[2] == "—" or doc is None, f"docs/ops.md gives {names} attributes the schema does not"
+        plain = re.sub(r"\s+,", ",", re.sub(r"\([^)]*\)", "", row[3]))  # without its parentheses
+        # a dtypes cell that opens with a plain list ("f32, i64 and i32 (wrapping)", "i64 and i32 only; ...", "any")
+        head = re.match(r"^((?:f32|i64|i32|bool|any)(?:(?:, | and |; )(?:f32|i64|i32|bool|any)\b)*)(?: only)?(?:[;( ]|$)", plain)
+        if head:
+            toks = re.findall(r"f32|i64|i32|bool|any", head.group(1))
+            union = set().union(*({"any"} if s.dtypes == "any" else s.dtypes for s in sigs))
+            assert ({"any"} if toks == ["any"] else {DOC_DTYPE[t] for t in toks}) == union, f"docs/ops.md {names}: {toks} vs {union}"
+            checked |= set(names)
+    assert len(checked) >= 40, sorted(checked)
+
+
+def test_fixture_programs_ops_match_the_signatures():
+    fixtures = sorted((ROOT / "build" / "fixtures").glob("*.tandem"))
+    lib_path = ROOT / "build" / "native" / "libtandem.so"
+    if not fixtures or not lib_path.exists():
+        pytest.skip("no fixtures or native library (tests/fixtures/make.py build/fixtures; scripts/build.sh)")
+    import ctypes
+    from tandem.runtime import NativeLibrary
+    lib = NativeLibrary(lib_path)
+    seen, problems = set(), []
+    info = (ctypes.c_int64 * 13)()
+    for path in fixtures:
+        status, p = lib.load_program(path.read_bytes())
+        assert status == 0, path.name
+        status, s = lib.session_create(p)
+        assert status == 0, path.name
+        for m in range(lib.tdm_program_method_count(p)):
+            assert lib.tdm_session_bind(s, m) == 0
+            dtype = lambda v: lib.tdm_session_value_info(s, m, v, info) or info[0]  # noqa: E731
+            for k in range(lib.tdm_method_op_count(p, m)):
+                name = lib.tdm_method_op_name(p, m, k).decode()
+                ins = [dtype(lib.tdm_method_op_operand(p, m, k, 0, j)) for j in range(lib.tdm_method_op_operand_count(p, m, k, 0))]
+                outs = [dtype(lib.tdm_method_op_operand(p, m, k, 1, j)) for j in range(lib.tdm_method_op_operand_count(p, m, k, 1))]
+                problem = S.check_op(name, ins, outs, lib.tdm_method_op_attr_count(p, m, k, 0), lib.tdm_method_op_attr_count(p, m, k, 1))
+                seen.add(name)
+                if problem:
+                    problems.append(f"{path.name}: {problem}")
+        lib.tdm_session_free(s)
+        lib.tdm_program_free(p)
+    assert not problems, "\n".join(sorted(set(problems)))
+    assert len(seen & set(S.SIGS)) >= 20, sorted(seen)
