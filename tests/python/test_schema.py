@@ -267,9 +267,11 @@ def test_every_op_has_a_signature_or_is_listed_as_not_yet():
     assert all(o in S.OP_BY_NAME for o in S.SIGS)
 
 
-def _bracket(cell: str, kind: str):
-    m = re.search(rf"{kind} \[([^\]]*)\]", cell)
-    return None if m is None else [a.strip(" ()") for a in re.split(r",|\(,", m.group(1)) if a.strip(" ()")]
+def _brackets(cell: str, kind: str) -> list:
+    """The attribute lists after "iattr " or "fattr ": one, or one per op ("iattr [N] / [N, G]")."""
+    m = re.search(rf"{kind} ((?:\[[^\]]*\](?: / )?)+)", cell)
+    lists = re.findall(r"\[([^\]]*)\]", m.group(1)) if m else []
+    return [tuple(a.strip(" ()") for a in re.split(r",|\(,", x) if a.strip(" ()")) for x in lists]
 
 
 DOC_DTYPE = {"f32": "float32", "i64": "int64", "i32": "int32", "bool": "bool"}
@@ -282,17 +284,20 @@ def test_ops_doc_attributes_and_dtypes_match_the_signatures():
         if not names:
             continue
         sigs = [S.SIGS[n] for n in names]
-        for kind, field in (("iattr", "iattr"), ("fattr", "fattr")):
-            declared = {tuple(a.rstrip("?") for a in getattr(s, field)) for s in sigs if getattr(s, field) is not None}
-            doc = _bracket(row[2], kind)
-            if declared and declared != {()}:
-                assert len(declared) == 1 and doc is not None and tuple(doc) == declared.pop(), \
-                    f"docs/ops.md {names} {kind}: {doc}, schema.SIGS: {[getattr(s, field) for s in sigs]}"
-            elif kind == "iattr" and all(getattr(s, field) == () for s in sigs):
-                assert row[2] == "—" or doc is None, f"docs/ops.md gives {names} attributes the schema does not"
+        for kind in ("iattr", "fattr"):
+            declared = [getattr(s, kind) for s in sigs]
+            if any(d is None for d in declared):  # a rank-dependent list: the docs name it, the schema counts nothing
+                continue
+            declared = [tuple(a.rstrip("?") for a in d) for d in declared]
+            docs = _brackets(row[2], kind)
+            if any(declared):
+                want = docs * len(names) if len(docs) == 1 else docs
+                assert want == declared, f"docs/ops.md {names} {kind}: {docs}, schema.SIGS: {declared}"
+            elif kind == "iattr":
+                assert row[2] == "—" or not docs, f"docs/ops.md gives {names} attributes the schema does not"
         plain = re.sub(r"\s+,", ",", re.sub(r"\([^)]*\)", "", row[3]))  # without its parentheses
         # a dtypes cell that opens with a plain list ("f32, i64 and i32 (wrapping)", "i64 and i32 only; ...", "any")
-        head = re.match(r"^((?:f32|i64|i32|bool|any)(?:(?:, | and |; )(?:f32|i64|i32|bool|any)\b)*)(?: only)?(?:[;( ]|$)", plain)
+        head = re.match(r"^((?:f32|i64|i32|bool|any)(?:(?:, | and |; )(?:f32|i64|i32|bool|any)\b)*)(?:\s*$|\s*[;(]|\s+only\b|\s+exact\b)", plain)
         if head:
             toks = re.findall(r"f32|i64|i32|bool|any", head.group(1))
             union = set().union(*({"any"} if s.dtypes == "any" else s.dtypes for s in sigs))
