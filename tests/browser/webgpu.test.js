@@ -104,6 +104,43 @@ for (const name of ['transformer', 'streaming_conv']) {
   });
 }
 
+// the causal-LM recipe's models (tests/fixtures/make.py): against eager where the fixture has it,
+// else against the wasm backend in the same page
+for (const name of ['hf_llama', 'hf_mamba']) {
+  test(`${name} on WebGPU: prefill, greedy generation, decode_topk, save/restore, fork, a refused decode`, { timeout: 600000 },
+    async () => {
+      const { spec } = fixture(name);
+      const r = await page.evaluate((n) => window.gpuLM(n), name);
+      assert.equal(r.device, 'webgpu');
+      for (const n of Object.keys(spec.logits ?? {})) {
+        near(r.prefill[n], { ...spec.logits[n], shape: [1, spec.logits[n].shape.at(-1)] }, `prefill of ${n} vs eager`);
+        near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+      }
+      if (spec.greedy) {
+        assert.deepEqual(r.greedy.slice(0, spec.greedy.length), spec.greedy, 'greedy tokens');
+        if (spec.reason) assert.equal(r.reason, spec.reason);
+      }
+      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+      assert.ok(r.restored, 'after loadState the decode gives the same bits');
+      assert.ok(r.forked, 'the fork (copied state) gives the same bits');
+      if (r.topk) {
+        near(r.topk[0], r.cpuTopk[0], 'decode_topk values');
+        assert.deepEqual(r.topk[1], r.cpuTopk[1], 'decode_topk ids');
+      }
+      if (r.refused !== undefined) {
+        assert.equal(r.refused, 'TDM_ERR_INDEX');
+        assert.ok(r.unchanged, 'the refused decode left the state as it was');
+      }
+    });
+}
+
+test('hf_whisper on WebGPU: encode, decodes, new audio, decodes, reset: every step equals eager', { timeout: 600000 }, async () => {
+  const { spec } = fixture('hf_whisper');
+  const r = await page.evaluate(() => window.gpuSeq2seq('hf_whisper'));
+  assert.equal(r.device, 'webgpu');
+  for (const [run, i, o] of r.outs) near(o, spec.runs[run].logits[i], `audio ${run} token ${i}`);
+});
+
 test("device 'auto' runs a program with an op without a kernel on wasm and says why", async () => {
   const { spec } = fixture('cnn');
   const r = await page.evaluate(() => window.gpuCase('cnn', 'auto'));

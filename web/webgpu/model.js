@@ -352,8 +352,14 @@ export class GpuModel {
       staging.unmap();
       const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
       if (flag) {
-        throw this.#err('TDM_ERR_INDEX',
-          `method '${name}' op ${flag - 1} (check_index): an index is out of range (the state is unchanged)`);
+        const op = plan.ops[flag - 1];
+        if (op?.name === 'guard') {
+          throw this.#err('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (guard): a branch on a tensor value (the method's line ` +
+            `${op.iattr[0]}) goes the other way than when it was exported; export again with inputs and state that take this ` +
+            'branch, or write it with torch.where (the state is unchanged)');
+        }
+        throw this.#err('TDM_ERR_INDEX', `method '${name}' op ${flag - 1} (check_index): an index is out of range for a dimension ` +
+          `of size ${op?.iattr[0]} (the state is unchanged)`);
       }
       const tensors = outs.map((r) => {
         const Arr = h.ARRAY_OF[r.val.dtype];
