@@ -104,6 +104,17 @@ for (const name of ['transformer', 'streaming_conv']) {
   });
 }
 
+// more model fixtures (pooling, the codec's transposed convolutions, an LSTM's state) over their call sequences
+for (const name of ['cnn', 'codec', 'lstm']) {
+  test(`${name} on WebGPU equals eager over its call sequence`, { timeout: 600000 }, async () => {
+    const { spec } = fixture(name);
+    const r = await page.evaluate((n) => window.gpuCase(n, 'webgpu'), name);
+    assert.equal(r.device, 'webgpu');
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k],
+      `call ${i} (${spec.calls[i].method}) output ${k}`)));
+  });
+}
+
 // the causal-LM recipe's models (tests/fixtures/make.py): against eager where the fixture has it,
 // else against the wasm backend in the same page
 for (const name of ['hf_llama', 'hf_mamba']) {
@@ -141,17 +152,35 @@ test('hf_whisper on WebGPU: encode, decodes, new audio, decodes, reset: every st
   for (const [run, i, o] of r.outs) near(o, spec.runs[run].logits[i], `audio ${run} token ${i}`);
 });
 
+test('a branch going the other way (guard) is TDM_ERR_GUARD on WebGPU and the state is unchanged', async () => {
+  const r = await page.evaluate(() => window.gpuGuard());
+  assert.equal(r.device, 'webgpu');
+  assert.deepEqual(r.y.data, [-1, -3, -5]);
+  assert.equal(r.err?.code, 'TDM_ERR_GUARD');
+  assert.match(r.err.message, /other way/);
+  assert.ok(r.unchanged, 'the state after the refused call is the state before it');
+  assert.deepEqual(r.z.data, [-3, -7, -11]);
+});
+
+test('a lost device (device.destroy()) rejects calls and state reads with TDM_ERR_DEVICE_LOST; a state saved before it '
+  + 'carries on elsewhere', { timeout: 600000 }, async () => {
+  const r = await page.evaluate(() => window.gpuLoss());
+  assert.deepEqual([r.inFlight, r.later, r.save, r.read], Array(4).fill('TDM_ERR_DEVICE_LOST'));
+  // the saved state (written by WebGPU's kernels), loaded on wasm, decodes as a model run on wasm throughout
+  near(r.restored, r.reference, 'decode after loadState of the state saved before the loss');
+});
+
 test("device 'auto' runs a program with an op without a kernel on wasm and says why", async () => {
-  const { spec } = fixture('cnn');
-  const r = await page.evaluate(() => window.gpuCase('cnn', 'auto'));
+  const { spec } = fixture('gpu_fallback');
+  const r = await page.evaluate(() => window.gpuCase('gpu_fallback', 'auto'));
   assert.equal(r.device, 'wasm');
-  assert.match(r.deviceReason, /ops without a WebGPU kernel: .*max_pool/);
+  assert.match(r.deviceReason, /ops without a WebGPU kernel: .*isnan/);
   r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `call ${i}`)));
 });
 
 test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops", async () => {
-  const e = await page.evaluate(() => window.gpuRefuses('cnn'));
+  const e = await page.evaluate(() => window.gpuRefuses('gpu_fallback'));
   assert.equal(e.code, 'TDM_ERR_DEVICE');
   assert.equal(e.name, 'TandemError');
-  assert.match(e.message, /max_pool/);
+  assert.match(e.message, /isnan/);
 });
