@@ -4,7 +4,7 @@
 // of each output (exact for integer and bool outputs). SwiftShader is slow: small cases, no timing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { launch, WEBGPU_ARGS } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { FIXTURES, fixture } from '../js/helpers.js';
@@ -151,6 +151,19 @@ test('hf_whisper on WebGPU: encode, decodes, new audio, decodes, reset: every st
   assert.equal(r.device, 'webgpu');
   for (const [run, i, o] of r.outs) near(o, spec.runs[run].logits[i], `audio ${run} token ${i}`);
 });
+
+test('constants above the adapter\'s storage binding limit are split into buffers (hf_llama under a 64 KiB limit)',
+  { timeout: 600000 }, async () => {
+    const { path, spec } = fixture('hf_llama');
+    assert.ok(statSync(path).size > 65536, 'the constants need more than one buffer');
+    const r = await page.evaluate((n) => window.gpuSplit(n), 65536);
+    assert.equal(r.device, 'webgpu', r.reason);
+    for (const n of Object.keys(spec.logits)) near(r.prefill[n], { ...spec.logits[n], shape: [1, 64] }, `prefill of ${n}`);
+    // one op's constants above the limit: 'auto' falls back to wasm and says so
+    const small = await page.evaluate((n) => window.gpuSplit(n), 4096);
+    assert.equal(small.device, 'wasm');
+    assert.match(small.reason, /storage|limit/);
+  });
 
 test('a branch going the other way (guard) is TDM_ERR_GUARD on WebGPU and the state is unchanged', async () => {
   const r = await page.evaluate(() => window.gpuGuard());

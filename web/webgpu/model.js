@@ -133,13 +133,15 @@ export async function onDevice(model, device, h) {
   if (layout.error) return fail(layout.error);
   let dev;
   try {
-    dev = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
-      maxBufferSize: lim.maxBufferSize } });
+    // the adapter's largest buffers (never below WebGPU's defaults, which every device has)
+    dev = await adapter.requestDevice({ requiredLimits: {
+      maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
+    } });
   } catch (e) {
     return fail(`requestDevice failed: ${e.message}`);
   }
   dev.pushErrorScope('out-of-memory');
-  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks);
+  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
   const gm = new GpuModel(gp, model);
   const oom = await dev.popErrorScope();
   if (oom) {
@@ -158,7 +160,7 @@ export async function onDevice(model, device, h) {
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks) {
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding) {
     Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
@@ -179,7 +181,7 @@ class GpuProgram {
     // the data section in one buffer or more (constLayout); COPY_SRC: an output may be a constant
     // itself (a method whose result folded at export), read back from here
     const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
-    this.maxBinding = dev.limits.maxStorageBufferBindingSize;
+    this.maxBinding = maxBinding; // the adapter's (the device asked for it)
     this.consts = chunks.map(([start, end]) => {
       const buffer = dev.createBuffer({
         size: up(Math.max(end - start, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
