@@ -145,6 +145,25 @@ for (const name of ['hf_llama', 'hf_mamba']) {
     });
 }
 
+// the same Llama with int8 and int4 weights (dequantized in the WebGPU kernels; matmul_q8's one-row
+// path quantizes the activations as wasm does): against the wasm backend, over the same calls
+for (const q of ['int8', 'int4']) {
+  test(`hf_llama_${q} on WebGPU equals wasm: prefill, decode, decode_topk, save/restore, fork, a refused decode`,
+    { timeout: 600000 }, async () => {
+      const { spec } = fixture('hf_llama');
+      const r = await page.evaluate(([n, s]) => window.gpuLM(n, s), [`hf_llama_${q}`, 'hf_llama']);
+      assert.equal(r.device, 'webgpu');
+      for (const n of Object.keys(spec.logits)) near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+      assert.ok(r.restored, 'after loadState the decode gives the same bits');
+      assert.ok(r.forked, 'the fork (copied state) gives the same bits');
+      near(r.topk[0], r.cpuTopk[0], 'decode_topk values');
+      assert.deepEqual(r.topk[1], r.cpuTopk[1], 'decode_topk ids');
+      assert.equal(r.refused, 'TDM_ERR_INDEX');
+      assert.ok(r.unchanged, 'the refused decode left the state as it was');
+    });
+}
+
 test('hf_whisper on WebGPU: encode, decodes, new audio, decodes, reset: every step equals eager', { timeout: 600000 }, async () => {
   const { spec } = fixture('hf_whisper');
   const r = await page.evaluate(() => window.gpuSeq2seq('hf_whisper'));
