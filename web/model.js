@@ -303,7 +303,8 @@ export class Model {
       this.#alive('seed');
       const big = typeof n === 'bigint' ? n : Number.isSafeInteger(n) ? BigInt(n) : null;
       if (big === null || big < -(2n ** 63n) || big >= 2n ** 64n) {
-        throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `seed(${String(n)}): a seed is a 64-bit integer (a Number that is a safe integer, or a BigInt)`);
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+          `seed(${String(n)}): a seed is a 64-bit integer (a Number that is a safe integer, or a BigInt)`);
       }
       if (!this.#program.stateLayout.some((t) => t.name === '__rng__')) {
         throw new TandemError('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state; " +
