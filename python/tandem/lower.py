@@ -1459,6 +1459,7 @@ def _scalar_tensor(L, node, args, kwargs):
 
 # Evaluated at export when every tensor input is a constant (or there is none).
 FOLDABLE_EXTRA = {aten.arange.start_step, aten.arange.default, aten.arange.start}
+NO_FOLD: set = set()  # ops never run at export on constant inputs (random sampling: lower_normal.py)
 
 
 @handles(*FOLDABLE_EXTRA)
@@ -1635,7 +1636,8 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             _require_static(node)
             all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
             handler = HANDLERS.get(node.target)
-            if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None:
+            if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None \
+                    and node.target not in NO_FOLD:
                 folded = _fold(L, node, args, kwargs)
                 if folded is not None:
                     env[node] = folded

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .lower import HANDLERS, _dtype_of, _fill, _shape_of
+from .lower import HANDLERS, NO_FOLD, _dtype_of, _fill, _shape_of
 
 aten = torch.ops.aten
 
@@ -28,3 +28,4 @@ def _normal(L, node, args, kwargs):
 
 for _op in (aten.normal_functional.default,):
     HANDLERS.setdefault(_op, _normal)
+    NO_FOLD.add(_op)  # its noise is drawn per call, never once at export
