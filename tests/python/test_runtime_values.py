@@ -308,6 +308,24 @@ def test_a_cache_prefix_up_to_an_offset_from_the_state_is_a_dim_bound_in_each_ca
     torch.testing.assert_close(m.read_state("cache"), before[1], equal_nan=True)
 
 
+def test_a_dim_bound_from_a_state_that_is_not_an_int64_state_is_malformed(backend):
+    import struct
+    model = PrefixCache()
+    t = Dim("t", min=1, max=3)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)),
+                                                               dynamic_shapes=({2: t}, {1: t}))})
+    names = [s.name for s in program.states]
+    data = program.to_bytes()
+    record = struct.pack("<Iqq", names.index("offset") + 1, 0, CAP - 3)  # source, min, max of the offset's dim
+    assert data.count(record) == 1
+    tandem.load(data)
+    for source in (names.index("cache") + 1, len(names) + 1):  # a float32 state; no such state
+        bad = data.replace(record, struct.pack("<Iqq", source, 0, CAP - 3))
+        with pytest.raises(tandem.TandemError) as e:
+            tandem.load(bad)
+        assert e.value.code == "TDM_ERR_MALFORMED" and "not an int64 state" in str(e.value), str(e.value)
+
+
 def test_a_prefix_offset_held_in_a_dict_of_state_advanced_by_another_method(backend):
     """pocket-tts' layout: the offset and cache in a dict of dicts given to the step function, the
     offset advanced by a separate function of the module (increment_steps); the method that reads
