@@ -5,10 +5,12 @@
  * and the AVX-512 GEMM tiles where it also has AVX-512F (the same bits as the AVX2 ones), checked
  * once; TANDEM_NATIVE_ISA=simd128 in the environment keeps the SIMD128 ones (to compare, or to get
  * the SIMD128 build's bits on such a CPU), TANDEM_NATIVE_ISA=avx2 stops at AVX2.
- * The elementwise, reduction, convolution-row and attention kernels are still picked at build time
- * beside their ops (TDM_SIMD128 in their files). */
+ * The elementwise, reduction and attention kernels are picked at build time, at the end of this file;
+ * the convolution-row and pooling kernels are still picked beside their op (conv.c). */
 #include "gemm.h"
 #include "variants.h"
+
+#include <stddef.h>
 
 #if TDM_X86_AVX2
 #include <stdatomic.h>
@@ -85,4 +87,30 @@ const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
+#endif
+
+/* Elementwise, reductions and normalization, attention: SIMD128 (elementwise_simd128.c,
+ * reduce_simd128.c, attention_simd128.c) or the scalar references. */
+#if TDM_SIMD128
+/* The SIMD128 unary kernel covers most codes; the rest (log, sin, cos, ...) run the reference. */
+static void unary__simd128_or_scalar(int code, const float *x, float *y, int64_t n) {
+  if (!tdm_f32_unary__simd128(code, x, y, n)) tdm_f32_unary__scalar(code, x, y, n);
+}
+const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__simd128;
+const tdm_f32_unary_fn tdm_f32_unary = unary__simd128_or_scalar;
+const tdm_f32_sum_row_fn tdm_f32_sum_trailing = tdm_f32_sum_row__simd128;
+const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__simd128;
+const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__simd128;
+const tdm_f32_layer_norm_4groups_fn tdm_f32_layer_norm_4groups = tdm_f32_layer_norm_4groups__simd128;
+const tdm_f32_rms_norm_row_fn tdm_f32_rms_norm_row = tdm_f32_rms_norm_row__simd128;
+const tdm_f32_attention_rows_fn tdm_f32_attention_rows = tdm_f32_attention_rows__simd128;
+#else
+const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__scalar;
+const tdm_f32_unary_fn tdm_f32_unary = tdm_f32_unary__scalar;
+const tdm_f32_sum_row_fn tdm_f32_sum_trailing = NULL;
+const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__scalar;
+const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__scalar;
+const tdm_f32_layer_norm_4groups_fn tdm_f32_layer_norm_4groups = tdm_f32_layer_norm_4groups__scalar;
+const tdm_f32_rms_norm_row_fn tdm_f32_rms_norm_row = tdm_f32_rms_norm_row__scalar;
+const tdm_f32_attention_rows_fn tdm_f32_attention_rows = tdm_f32_attention_rows__scalar;
 #endif

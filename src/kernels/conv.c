@@ -611,7 +611,6 @@ static bool conv_padded_exact(const float *w, int64_t nw, const float *bias, int
 /* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
  * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1), applied in place by the elementwise kernels to each block of y right
  * after it is written (still in cache), so the results are those of the separate op. */
-enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_ELU, CONV_ACT_COUNT };
 
 #if TDM_SIMD128
 #define conv_binary_row tdm_f32_binary_row__simd128
@@ -640,12 +639,12 @@ static void conv_elu(float *y, int64_t n) {
 }
 
 static void conv_activate(int act, float *y, int64_t n) {
-  if (act == CONV_ACT_NONE) return;
-  if (act == CONV_ACT_ELU) {
+  if (act == TDM_CONV_ACT_NONE) return;
+  if (act == TDM_CONV_ACT_ELU) {
     conv_elu(y, n);
     return;
   }
-  const int code = act == CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH;
+  const int code = act == TDM_CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH;
 #if TDM_SIMD128
   if (tdm_f32_unary__simd128(code, y, y, n)) return;
 #endif
@@ -663,7 +662,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   read_geom(r, op->iattr + 3, in[0].shape, out->shape, r == 2 ? ws->dims[2] : 1, ws->dims[1 + r], &g);
   const int64_t O = ws->dims[0], Cg = ws->dims[1], Og = O / groups;
   const float *x = in[0].data, *w = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
-  const int act = op->n_iattr == 4 + 3 * (uint32_t)r ? (int)op->iattr[3 + 3 * r] : CONV_ACT_NONE;
+  const int act = op->n_iattr == 4 + 3 * (uint32_t)r ? (int)op->iattr[3 + 3 * r] : TDM_CONV_ACT_NONE;
   float *y = out->data;
   if (g.KH == 1 && g.KW == 1 && groups == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
     const int64_t HW = g.H * g.W;
@@ -748,7 +747,7 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
   if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 3 * (uint32_t)r && op->n_iattr != 4 + 3 * (uint32_t)r) ||
       op->n_in != 2 + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
-  if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= CONV_ACT_COUNT))
+  if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= TDM_CONV_ACT_COUNT))
     return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");

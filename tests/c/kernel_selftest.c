@@ -691,6 +691,42 @@ static int check_pool(void) {
 }
 #endif
 
+/* The row and four-group forms of the scalar references (what config.c picks without SIMD128):
+ * bit for bit the group kernels at stride 1 and four groups in turn, in every build. */
+static int check_row_forms(void) {
+  enum { S = 5 };
+  static float x[MAXN * S], y[MAXN * S], ref[MAXN * S];
+  float w[MAXN], b[MAXN];
+  int bad = 0;
+  for (int kind = 0; kind < 3; kind++)
+    for (int s = 1; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n * S, 3, false, 0);
+      fill(w, n, 1.5f, false, 0), fill(b, n, 1, false, 0);
+      if (kind == 1) x[n / 2] = NAN, x[n - 1] = -INFINITY;
+      if (kind == 2)
+        for (int64_t i = 1; i < n; i += 3) x[i] = -INFINITY; /* masked scores */
+      const float *wv = kind == 1 ? NULL : w;
+      for (int logp = 0; logp < 2; logp++) {
+        tdm_f32_softmax_group__scalar(x, ref, n, 1, logp);
+        tdm_f32_softmax_row__scalar(x, y, n, logp);
+        if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_SOFTMAX, "softmax row (scalar form)", n, -1, 0, y[0], ref[0]);
+      }
+      tdm_f32_layer_norm_group__scalar(x, ref, n, 1, wv, b, 1e-5f);
+      tdm_f32_layer_norm_row__scalar(x, y, n, wv, b, 1e-5f);
+      if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_NORM, "layer_norm row (scalar form)", n, -1, 0, y[0], ref[0]);
+      tdm_f32_rms_norm_group__scalar(x, ref, n, 1, wv, 1e-6f);
+      tdm_f32_rms_norm_row__scalar(x, y, n, wv, 1e-6f);
+      if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_NORM, "rms_norm row (scalar form)", n, -1, 0, y[0], ref[0]);
+      memset(ref, 0, sizeof ref), memset(y, 0, sizeof y);
+      for (int j = 0; j < 4; j++) tdm_f32_layer_norm_group__scalar(x + j, ref + j, n, S, wv, b, 1e-5f);
+      tdm_f32_layer_norm_4groups__scalar(x, y, n, S, wv, b, 1e-5f);
+      if (memcmp(y, ref, (size_t)(n * S) * sizeof(float))) bad += mismatch(F_NORM, "layer_norm 4 groups (scalar form)", n, -1, 0, y[0], ref[0]);
+    }
+  return bad;
+}
+
+
 /* Grouped attention rows: the scalar reference against a plain double-precision softmax here, and
  * (wasm) the SIMD128 variant against the scalar reference, and against itself one head at a time
  * (bit for bit: a head's values must not depend on how many heads run together). Head dims with
@@ -1017,7 +1053,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows();
+  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
