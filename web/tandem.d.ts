@@ -106,6 +106,8 @@ interface ModelApi {
   saveState(): Promise<Uint8Array>;
   loadState(bytes: Uint8Array | ArrayBuffer): Promise<void>;
   resetState(): Promise<void>;
+  /** Restart the random generator (the `__rng__` state) at a 64-bit seed; TDM_ERR_NOT_FOUND if the program draws none. */
+  seed(n: number | bigint): Promise<void>;
   dispose(): void;
   [Symbol.dispose](): void;
 }

@@ -152,6 +152,9 @@ OPS = [
     OpDef("guard", can_fail=True),
     # scatter_ (moshi's ring KV cache) may update input 0 in place; isnan/isinf/isfinite give bool.
     OpDef("scatter", inplace="first"), OpDef("isnan"), OpDef("isinf"), OpDef("isfinite"),
+    # Random sampling (docs/ops.md, "Random sampling"): read the program's `__rng__` state slot, never
+    # write it (the exporter advances its counter once per call); multinomial rejects bad weights.
+    OpDef("random"), OpDef("multinomial", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -339,7 +342,7 @@ SIGS = {
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
 }
 # Ops without a signature yet (the test requires every op to be in SIGS or here).
-SIG_NOT_YET = frozenset()
+SIG_NOT_YET = frozenset({"random", "multinomial"})  # from branch rng, merged before main had SIGS
 
 
 def _count_ok(n: int, lohi: tuple) -> bool:

@@ -586,6 +586,12 @@ export class GpuModel {
     });
   }
 
+  /** The random ops run on wasm only (kernels.js refuses them, so such a program stays on wasm and
+   * deviceReason names the op): a program on WebGPU has no generator to seed. */
+  seed() {
+    return Promise.reject(this.#err('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state)"));
+  }
+
   resetState() {
     return this.#enqueue('resetState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, 0, this.#gp.initial); });
   }
