@@ -60,9 +60,14 @@ def _trace_values(name: str, root, inputs, dynamic):
         # the bound signature (without self): wraps copied the function's own __signature__, if any
         forward.__signature__ = inspect.signature(inner)
         root.forward = forward
+        import logging
+        shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+        level = shapes_log.level  # its warning for each unbacked size (a dim bound from the state) is noise here
+        shapes_log.setLevel(logging.ERROR)
         try:
             return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
         finally:
+            shapes_log.setLevel(level)
             if own is None:
                 del root.forward
             else:
