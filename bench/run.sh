@@ -3,7 +3,7 @@
 # the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads, llm, mimi, vad, native) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# memory, load, threads, llm, mimi, pocket, vad, native) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
 # bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/llm.mjs)
 # runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
 # @wllama/wllama. native (bench/native.py) runs tandem from Python, native scalar / native SIMD /
@@ -21,8 +21,8 @@ mkdir -p build/bench
 emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
-# bench.mjs has every section but threads, llm, mimi, vad and native: it runs unless those are all that was asked for.
-if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e vad -e native -e '')" ]; then
+# bench.mjs has every section but threads, llm, mimi, pocket, vad and native: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
@@ -39,6 +39,13 @@ fi
 if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
   "$PY" -W ignore bench/mimi.py build/bench >&2
   node bench/mimi.mjs build/bench
+fi
+# pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/pocket.py, then
+# run in wasm on 1 and 2 threads by bench/pocket.mjs, in the same run. Only when asked
+# (TANDEM_BENCH=pocket): the full-size export takes minutes.
+if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
+  "$PY" -W ignore bench/pocket.py build/bench >&2
+  node bench/pocket.mjs build/bench
 fi
 # The LLM table: tandem, onnxruntime-web and llama.cpp (@wllama/wllama) in one Chromium page per width.
 if wants llm; then

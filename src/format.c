@@ -410,7 +410,13 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
     if (r->bad) return truncated(r);
     snprintf(ctx, sizeof ctx, "method '%s' dim %u", m->name, d);
     if ((s = string_ref(p, name, &dim->name, ctx))) return s;
-    if (res != 0 || !dim->name[0]) return tdm__fail(TDM_ERR_MALFORMED, "%s: empty name or nonzero reserved field", ctx);
+    if (!dim->name[0]) return tdm__fail(TDM_ERR_MALFORMED, "%s: empty name", ctx);
+    dim->state = -1;
+    if (res != 0) { /* 1 + the index of the int64 state whose first element the dim is */
+      if (res - 1 >= p->n_states || p->states[res - 1].dtype != TDM_I64 || p->states[res - 1].nbytes < 8)
+        return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bound from state %u, which is not an int64 state of the program", ctx, dim->name, res - 1);
+      dim->state = (int32_t)(res - 1);
+    }
     if (dim->min < 0 || dim->min > dim->max || dim->max > INT32_MAX)
       return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bounds [%lld, %lld] are not 0 <= min <= max < 2^31", ctx, dim->name, (long long)dim->min, (long long)dim->max);
     for (uint32_t e = 0; e < d; e++)
@@ -482,7 +488,7 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
     }
   }
   for (uint32_t d = 0; d < m->n_dims; d++)
-    if (m->dims[d].axis < 0)
+    if (m->dims[d].axis < 0 && m->dims[d].state < 0)
       return tdm__fail(TDM_ERR_MALFORMED, "method '%s' dim '%s' is not the size of any input dim, so no call can give it", m->name, m->dims[d].name);
   if (m->n_dims == 0) return TDM_OK;
   /* Verify at the minimum of every dim, and at every corner when there are few dims. */

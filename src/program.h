@@ -55,6 +55,7 @@ typedef struct tdm_dim {
   int64_t min, max;
   uint32_t input; /* binder: input index */
   int32_t axis;   /* binder: dim of that input */
+  int32_t state;  /* -1, or the int64 state whose first element gives the dim's value in a call */
 } tdm_dim;
 
 typedef struct tdm_term {

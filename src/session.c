@@ -155,6 +155,13 @@ static tdm_status bind_call(tdm_session *s, uint32_t method) {
   int64_t dims[TDM_MAX_DIMS];
   for (uint32_t d = 0; d < m->n_dims; d++) {
     const tdm_dim *dim = &m->dims[d];
+    if (dim->state >= 0) { /* bound from the state (an offset): its first element, as int64 */
+      memcpy(&dims[d], s->state + s->program->states[dim->state].offset, 8);
+      if (dims[d] < dim->min || dims[d] > dim->max)
+        return tdm__fail(TDM_ERR_INDEX, "method '%s': dim '%s' is %lld (read from the state); it must be between %lld and %lld, so that the slices it "
+                         "makes stay inside their tensors (the state is unchanged)", m->name, dim->name, (long long)dims[d], (long long)dim->min, (long long)dim->max);
+      continue;
+    }
     dims[d] = b->in_dims[(size_t)dim->input * TDM_MAX_RANK + dim->axis];
     if (dims[d] < dim->min || dims[d] > dim->max)
       return tdm__fail(TDM_ERR_SHAPE, "method '%s': dim '%s' is %lld (input '%s' dim %d); it is declared between %lld and %lld (the state is unchanged)",

@@ -60,9 +60,14 @@ def _trace_values(name: str, root, inputs, dynamic):
         # the bound signature (without self): wraps copied the function's own __signature__, if any
         forward.__signature__ = inspect.signature(inner)
         root.forward = forward
+        import logging
+        shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+        level = shapes_log.level  # its warning for each unbacked size (a dim bound from the state) is noise here
+        shapes_log.setLevel(logging.ERROR)
         try:
             return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
         finally:
+            shapes_log.setLevel(level)
             if own is None:
                 del root.forward
             else:
@@ -84,6 +89,7 @@ def _trace_values(name: str, root, inputs, dynamic):
         # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
         # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
         return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+    ep._tandem_limits = [(u.node.expr, cap, n, line) for u, cap, n, line in mode.limits]
     if mode.reads:
         other = trace(RuntimeValues(bias=1, branches=branches))
 
@@ -192,6 +198,60 @@ def _method_dims(name: str, ep) -> list:
 
 _dim_names: dict = {}  # (method, (input index, dim)) -> the user's Dim name, filled while exporting
 
+# aten ops through which a `.item()` may read one element of a state tensor (offset.view(-1)[0])
+_ELEMENT_CHAIN = {"view", "_unsafe_view", "reshape", "select", "squeeze", "unsqueeze", "_to_copy", "clone", "alias",
+                  "slice", "expand", "flatten"}
+
+
+def _state_dims(name: str, ep, root: Traced, limits: list, dims: list, name_of: dict) -> list:
+    """The method's dims bound from the state (runtime_values._Reads.prefix): each `.item()` of a
+    state tensor whose value is the unbacked size of a slice's length, [(name, min, max, symbol)];
+    the tensor each one reads is recorded in ep._tandem_dim_tensors for the lowering (the file
+    stores its state's index: the runtime reads its first element at the start of every call).
+    The maximum is the tightest `off + n <= size` of the slices, at the largest n of the dims."""
+    if not limits:
+        return []
+    buffers = {s.arg.name: s.target for s in ep.graph_signature.input_specs if s.kind == InputKind.BUFFER}
+    out, tensors = [], {}
+    for node in ep.graph.nodes:
+        if node.target is not torch.ops.aten._local_scalar_dense.default:
+            continue
+        val = node.meta.get("val")
+        expr = getattr(getattr(val, "node", None), "expr", None)
+        mine = [(cap, n) for e, cap, n, _ in limits if e == expr]
+        if not mine:
+            continue
+        src, where = node.args[0], next(line for e, _, _, line in limits if e == expr)
+        while isinstance(src, torch.fx.Node) and src.op == "call_function":
+            op = getattr(src.target, "__name__", "").split(".")[0]
+            if op not in _ELEMENT_CHAIN or (op == "select" and src.args[2] != 0) or (op == "slice" and src.args[2] not in (0, None)):
+                raise ExportError(f"method '{name}' slices a length read with .item() / int() from a value tandem cannot bind "
+                                  f"at the start of a call{where}; it binds a state tensor's first element "
+                                  f"(offset.view(-1)[0].item()): read it directly from the state")
+            src = src.args[0]
+        target = buffers.get(getattr(src, "name", None))
+        if target is None:
+            raise ExportError(f"method '{name}' slices a length read with .item() / int() from a tensor that is not state "
+                              f"(an input or a value it computes){where}; tandem binds such lengths only from state tensors "
+                              "at the start of a call")
+        t = root.get_buffer(target)
+        if t.dtype != torch.long:
+            raise ExportError(f"method '{name}' slices a length read from '{name_of.get(_tensor_key(t), target)}', of dtype "
+                              f"{t.dtype}{where}; keep the offset an int64 tensor (torch.long)")
+        hi = None
+        for cap, n_max in mine:
+            if n_max is None:
+                raise ExportError(f"method '{name}' slices cache[:off + n] with an n that has no maximum{where}")
+            hi = cap - n_max if hi is None else min(hi, cap - n_max)
+        if hi < 0:
+            raise ExportError(f"method '{name}': a slice cache[:off + n]{where} is longer than the tensor ({mine[0][0]}) at the "
+                              "largest n: no offset fits")
+        label = name_of.get(_tensor_key(t), target)
+        out.append((label, 0, hi, expr))
+        tensors[expr] = (t, where)
+    ep._tandem_dim_tensors = tensors
+    return out
+
 
 def _parameters(modules: list) -> list:
     """(name, tensor) for every parameter of the modules, under each of its names."""
@@ -292,8 +352,10 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
             root.code = ep.graph_module.code
             if root.perturb:
                 return None  # a check of the graph only (_check_counters)
+            limits = getattr(ep, "_tandem_limits", [])
             ep = ep.run_decompositions(_decompositions())
             dims = _method_dims(name, ep)
+            dims += _state_dims(name, ep, root, limits, dims, name_of)
         except ExportError:
             raise
         except Exception as e:  # torch's messages are long; keep the first lines
@@ -420,10 +482,14 @@ def _traced(name: str, fn, inputs: tuple) -> Traced:
         owner, call_owner, target = fn, True, fn.forward
     else:
         owner = getattr(fn, "__self__", None)
+        if owner is None and isinstance(fn, functools.partial):
+            # a function of a module: functools.partial(increment_steps, model.mimi, increment=16)
+            owner = next((a for a in list(fn.args) + list(fn.keywords.values()) if isinstance(a, nn.Module)), None)
         if not isinstance(owner, nn.Module):
             raise ExportError(
                 f"method '{name}': {fn!r} is neither an nn.Module nor a bound method of one; "
-                "pass tandem.Method(module, inputs) or tandem.Method(module.some_method, inputs)")
+                "pass tandem.Method(module, inputs), tandem.Method(module.some_method, inputs), or for a function "
+                "that takes the module, tandem.Method(functools.partial(function, module), inputs)")
         call_owner, target = getattr(fn, "__name__", None) == "forward", fn
     held = {i: x for i, x in enumerate(inputs) if is_held(x)}
     return traced(name, fn, owner, call_owner, inputs, held, arg_names(target))

@@ -171,7 +171,9 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
                        + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
                        + b"".join(struct.pack("<q", int(a)) for a in op.iattr)
                        + b"".join(struct.pack("<d", a) for a in op.fattr))
-        dims = b"".join(DIM.pack(strings(n), 0, lo, hi) for n, lo, hi, _ in m.dims)
+        # the reserved field: 0 for a dim an input gives, else 1 + the index of the state it is bound from
+        dims = b"".join(DIM.pack(strings(n), state_index[m.dim_states[sym]] + 1 if sym in m.dim_states else 0, lo, hi)
+                        for n, lo, hi, sym in m.dims)
         syms = _syms(m, values, vindex, lambda v: v.storage.offset + v.offset if v.storage.kind == SCRATCH else v.offset)
         sym = [SYMS_HEAD.pack(len(syms))]
         for kind, index, target, const, terms in syms:

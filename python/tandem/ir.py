@@ -173,3 +173,4 @@ class MethodIR:
     ops: list
     scratch_size: int = 0
     dims: list = field(default_factory=list)  # [(name, min, max, sympy symbol)] dynamic dims
+    dim_states: dict = field(default_factory=dict)  # sympy symbol -> StateSpec: a dim bound from that state's value

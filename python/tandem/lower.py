@@ -608,6 +608,14 @@ def _permute(L, node, args, kwargs):
     return L.emit("permute", [x], x.dtype, _shape_of(node), iattr=perm)
 
 
+def _same_size(a, b) -> bool:
+    """Whether two sizes are equal in every call: a SymDim equals a static size only at its maximum
+    (x[:, :off + T] of a cache is not the whole cache)."""
+    if isinstance(a, SymDim) or isinstance(b, SymDim):
+        return isinstance(a, SymDim) and isinstance(b, SymDim) and int(a) == int(b) and a.expr == b.expr
+    return a == b
+
+
 def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> Value:
     shape = list(x.shape)
     shape[dim] = length
@@ -617,8 +625,9 @@ def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> V
     inner = DTYPE_SIZE[x.dtype]
     for d in x.shape[dim + 1:]:
         inner *= d
-    if (step == 1 or length <= 1) and (outer == 1 or length == x.shape[dim]):
-        if length == x.shape[dim] and start == 0:
+    whole = _same_size(length, x.shape[dim])
+    if (step == 1 or length <= 1) and (outer == 1 or whole):
+        if whole and start == 0:
             return x
         return x.view(shape, start * inner)
     return L.emit("slice", [x], x.dtype, shape, iattr=[dim, start, step])
@@ -633,7 +642,7 @@ def _is_slice_of(base: Value, v: Value, dim: int, start: int, step: int) -> bool
         return False
     outer = math.prod(base.shape[:dim])
     inner = DTYPE_SIZE[base.dtype] * math.prod(base.shape[dim + 1:])
-    contiguous = (step == 1 or length <= 1) and (outer == 1 or length == base.shape[dim])
+    contiguous = (step == 1 or length <= 1) and (outer == 1 or _same_size(length, base.shape[dim]))
     return contiguous and v.offset == base.offset + start * inner
 
 
@@ -1562,6 +1571,14 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     inputs = []
     state_values: dict = {}  # StateSpec -> Value of its old contents
     unread = _unread_items(gm.graph)
+    dim_states = {}  # a dim bound from the state at the start of a call (export._state_dims): its .item() is no op
+    for sym, (t, where) in getattr(ep, "_tandem_dim_tensors", {}).items():
+        if key_of(t) not in states:
+            raise ExportError(f"method '{name}' slices a length read from a tensor that no method changes"
+                              f"{where}; tandem binds such a length from the state "
+                              "at the start of each call: keep the offset in state that a method advances, or slice a "
+                              "fixed length")
+        dim_states[sym] = states[key_of(t)]
     for node in gm.graph.nodes:
         L.node = node
         if node.op == "placeholder":
@@ -1593,6 +1610,9 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             val = node.meta.get("val")
             if node in unread:  # read and unused (a branch tandem specialized, runtime_values.py)
                 env[node] = None
+                continue
+            if node.target is aten._local_scalar_dense.default and getattr(getattr(val, "node", None), "expr", None) in dim_states:
+                env[node] = _size(val, node)  # bound by the runtime before the first op
                 continue
             if node.target is aten._local_scalar_dense.default:
                 _require_static(node)  # .item(): says what to do instead
@@ -1658,7 +1678,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     mutations += [finish() for finish in L.at_end]
     _finish(L, user_outputs, mutations)
     outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)]
-    return MethodIR(name, inputs, outputs, L.ops, dims=list(dims))
+    return MethodIR(name, inputs, outputs, L.ops, dims=list(dims), dim_states=dim_states)
 
 
 def _stand_in(L, val):

@@ -60,6 +60,14 @@ def _hint(x) -> int:
     return int(x)
 
 
+def _upper(n):
+    """The largest value of a size (its dims' bounds), or None when unbounded."""
+    if not isinstance(n, torch.SymInt):
+        return int(n)
+    hi = n.node.shape_env.bound_sympy(n.node.expr).upper
+    return int(hi) if getattr(hi, "is_Integer", False) or isinstance(hi, int) else None
+
+
 class TensorInt(int):
     """An int read from a tensor while tracing: `tensor` (0-d int64) is its value in each call; `root`
     and `shift` say it is root's value + shift (shift an int or a size), so two of them from one
@@ -130,6 +138,9 @@ class _Reads:
         self.values: list = []  # [(value, tensor, user line)]
         self.seen: dict = {}  # (id, version) of a tensor read -> (value, tensor)
         self.keep: list = []
+        self.sizes: dict = {}  # id of a read's tensor -> the unbacked size standing for it (prefix)
+        self.bound: list = []  # [(unbacked size, tensor read, user line)]: dims bound from the state
+        self.limits: list = []  # [(unbacked size, size of the dim sliced, largest length added to it, user line)]
 
     def new(self, src: torch.Tensor, line: str) -> TensorInt:
         """A read of src: the same value as an earlier read of the same tensor, unchanged since
@@ -191,6 +202,8 @@ class _Reads:
         if s.step not in (None, 1):
             _fail("a slice with a step at a value read from a tensor is not supported; use a step of 1")
         start, stop = self.find(s.start), self.find(s.stop)
+        if stop is not None and start is None and (s.start is None or (type(s.start) is int and s.start == 0)):
+            return self.prefix(x, items, k, stop)
         if start is None or stop is None or not _same(start[0], stop[0]):
             _fail("a slice whose length depends on a value read from a tensor (e.g. cache[:, :offset + T]) has a size "
                   "known only at run time; tandem exports fixed shapes: slice a fixed length, cache[:, offset:offset + T], "
@@ -212,6 +225,40 @@ class _Reads:
         st = start[2]
         st = torch.where(st < 0, x.shape[src_dim], st)  # a negative start is out of range (eager counts it from the end)
         return view, dim, st + torch.arange(length, dtype=st.dtype)
+
+
+    def prefix(self, x: torch.Tensor, items: list, k: int, stop):
+        """x[..., :off + n] (pocket-tts' `cache[:, :, :offset + T]`): a slice whose length is a read
+        plus a size. It becomes a dim of the method bound from the state at the start of each call:
+        the read's tensor `.item()` gives torch an unbacked size u, checked to keep the slice inside
+        x (0 <= u and u + n <= x's size), so torch traces the shapes that follow as functions of u
+        and the runtime binds u from the state tensor it reads before any op runs (the dim is
+        bounded by those checks; a call whose offset is outside them fails with TDM_ERR_INDEX)."""
+        root, shift, _ = stop
+        if Ellipsis in items:
+            e = items.index(Ellipsis)
+            used = sum(1 for it in items if it is not None and it is not Ellipsis)
+            items[e:e + 1] = [slice(None)] * (x.dim() - used)
+            k = next(i for i, it in enumerate(items) if isinstance(it, slice) and self.has(it))
+        src_dim = sum(1 for it in items[:k] if it is not None)
+        u = self.sizes.get(id(self._root_tensor(root)))
+        tensor = self._root_tensor(root)
+        if u is None:
+            u = tensor.item()  # an unbacked size: the mode is off inside its own handler
+            self.sizes[id(tensor)] = u
+            self.bound.append((u, tensor, _user_line()))
+        torch._check(u >= 0)
+        torch._check(u + shift <= x.shape[src_dim])
+        self.limits.append((u, _hint(x.shape[src_dim]), _upper(shift), _user_line()))
+        items[k] = slice(None, u + shift)
+        return x[tuple(items)]
+
+    def _root_tensor(self, root):
+        for value, t, _ in self.values:
+            if _same(value, root) or (isinstance(root, TensorInt) and root.tensor is t):
+                return t
+        _fail("a slice of a length read from a tensor, with arithmetic tandem cannot follow; slice cache[:, :off + T] "
+              "with off read by one .item() / int()")
 
 
 def _same(a, b) -> bool:
@@ -248,9 +295,15 @@ class BranchRecorder(torch.overrides.TorchFunctionMode):
         return out
 
 
+def _one_element(t: torch.Tensor) -> bool:
+    """Whether t has one element, False when that depends on a size bound from the state."""
+    from torch.fx.experimental.symbolic_shapes import guard_or_false
+    return guard_or_false(t.numel() == 1)
+
+
 def _is_branch(func, args) -> bool:
     """bool(t) of a one-element tensor, or .item() of a one-element bool tensor (`if (s > 0).item():`)."""
-    if not args or not isinstance(args[0], torch.Tensor) or args[0].numel() != 1:
+    if not args or not isinstance(args[0], torch.Tensor) or not _one_element(args[0]):
         return False
     return func is torch.Tensor.__bool__ or (func is torch.Tensor.item and args[0].dtype == torch.bool)
 
@@ -281,6 +334,15 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
         self.taken = 0
 
     @property
+    def bound(self) -> list:
+        """[(unbacked size, tensor read, user line)]: the dims bound from the state (_Reads.prefix)."""
+        return self.r.bound
+
+    @property
+    def limits(self) -> list:
+        return self.r.limits
+
+    @property
     def reads(self) -> list:
         """The user's lines that read an int from a tensor."""
         return [line for _, _, line in self.r.values]
@@ -309,7 +371,7 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             return value
         if func in (torch.Tensor.item, torch.Tensor.__int__, torch.Tensor.__index__) and isinstance(args[0], torch.Tensor):
             t = args[0]
-            if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and t.numel() == 1:
+            if not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and _one_element(t):
                 return r.new(t, _user_line())
         if func in (torch.narrow, torch.Tensor.narrow) and len(args) >= 3 and (isinstance(args[2], torch.Tensor) or r.has(args[2])):
             x, dim, start = args[0], int(args[1]), r.plain(args[2])
@@ -322,6 +384,8 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
         if func is torch.Tensor.__getitem__ and r.has(args[1]):
             hit = r.slice_of(args[0], args[1])
+            if isinstance(hit, torch.Tensor):  # a prefix of a length read from the state
+                return hit
             if hit is None:
                 _fail("indexing at a value read from a tensor (x[off]) is not supported; slice it, x[off:off + 1], or use "
                       "torch.index_select with a tensor index")
@@ -333,6 +397,9 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             if not r.has(index):
                 return x.__setitem__(index, value)
             hit = r.slice_of(x, index)
+            if isinstance(hit, torch.Tensor):
+                _fail("writing a slice whose length is read from a tensor (x[:off + T] = v) is not supported; write the new "
+                      "rows at their offset, x[off:off + T] = v")
             if hit is None:
                 _fail("writing at a value read from a tensor (x[off] = v) is not supported; slice it, x[off:off + 1] = v")
             view, dim, idx = hit

@@ -316,17 +316,27 @@ class Traced(nn.Module):
         self._tandem_method = method
         self.__dict__["_tandem_fn"] = fn  # not a submodule, even when fn is the owner
         self._tandem_call_owner = call_owner
-        self._tandem_args = args          # the example inputs: tensors/None are run-time inputs, the rest held
-        self._tandem_held = held          # position -> the container given there
         self.tree = None                  # set by bind()
         # What each trace found, kept outside the module: torch.export puts back the attributes of the
-        # module it traces (copies of them) after the trace.
+        # module it traces (copies of them) after the trace. So are the example inputs and the held
+        # containers, which must stay the very objects the user gave (a copy of a dict of state
+        # would not see the stand-ins put in the original during a second trace).
         self._tandem_token = next(_TOKENS)
-        _FOUND[self._tandem_token] = {"created": [], "observed": {}}
+        # args: the example inputs (tensors/None are run-time inputs, the rest held); held: position ->
+        # the container given there
+        _FOUND[self._tandem_token] = {"created": [], "observed": {}, "args": args, "held": held}
         self._arg_names = arg_names
         self.perturb: dict = {}           # place -> amount added to that int for this trace
         self.fill: set = set()            # places whose int the method sets (to a constant), not counts up
         self.code = ""                    # the last trace's graph code (before decompositions)
+
+    @property
+    def _tandem_args(self) -> tuple:
+        return _FOUND[self._tandem_token]["args"]
+
+    @property
+    def _tandem_held(self) -> dict:
+        return _FOUND[self._tandem_token]["held"]
 
     @property
     def created(self) -> list:

@@ -257,6 +257,112 @@ def test_a_ring_position_read_with_item_wraps_at_run_time(backend):
     _calls(m, eager, "forward", [torch.randn(1, 3) for _ in range(CAP * 2 + 3)], ("pos", "ring"))
 
 
+class PrefixCache(nn.Module):
+    """pocket-tts' attention over its linear cache: the new rows written at the offset read from the
+    state, then the cache read up to the offset plus the new rows, `cache[:, :, :off + T]` (a length
+    known only in each call), attended over with a mask built from arange of that length; T is a
+    dynamic dim too."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.zeros(1, dtype=torch.long))
+        self.register_buffer("cache", torch.full((2, 1, CAP, 2, 4), float("nan")))
+
+    def forward(self, q, k):
+        off = int(self.offset.view(-1)[0].item())
+        self.cache[0, :, off:off + k.shape[1]] = k
+        self.cache[1, :, off:off + k.shape[1]] = k * -0.5
+        valid = self.cache[:, :, :off + k.shape[1]]
+        keys, values = valid[0].transpose(1, 2), valid[1].transpose(1, 2)
+        pos_k = torch.arange(keys.shape[2]).view(1, -1)
+        pos_q = self.offset.view(-1, 1) + torch.arange(q.shape[2]).view(1, -1)
+        mask = (pos_q[:, :, None] >= pos_k[:, None, :])[:, None]
+        out = torch.nn.functional.scaled_dot_product_attention(q, keys, values, mask)
+        self.offset += k.shape[1]
+        return out, valid.sum(2), torch.tensor(keys.shape[2])
+
+
+def test_a_cache_prefix_up_to_an_offset_from_the_state_is_a_dim_bound_in_each_call(backend):
+    torch.manual_seed(0)
+    model = PrefixCache()
+    eager = copy.deepcopy(model)
+    t = Dim("t", min=1, max=3)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)),
+                                                               dynamic_shapes=({2: t}, {1: t}))})
+    # the offset is a dim bound from the state: off + t <= CAP at the largest t
+    assert [(n, lo, hi) for n, lo, hi, _ in program.method("forward").dims] == [("t", 1, 3), ("offset", 0, CAP - 3)]
+    m = tandem.load(program.to_bytes())
+    for n in (2, 1, 2, 3):  # offsets 0, 2, 3, 5 (the largest, with t = 3 fills all 8 rows)
+        q, k = torch.randn(1, 2, n, 4), torch.randn(1, n, 2, 4)
+        got, want = m.forward(q, k), eager(q, k)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+        torch.testing.assert_close(m.read_state("offset"), eager.offset)
+        torch.testing.assert_close(m.read_state("cache"), eager.cache, equal_nan=True)
+    # at offset 8 (above CAP - 3): the call fails before any op, the state unchanged
+    before = (m.read_state("offset").clone(), m.read_state("cache").clone())
+    with pytest.raises(tandem.TandemError) as e:
+        m.forward(torch.randn(1, 2, 1, 4), torch.randn(1, 1, 2, 4))
+    assert e.value.code == "TDM_ERR_INDEX" and "offset" in str(e.value)
+    torch.testing.assert_close(m.read_state("offset"), before[0])
+    torch.testing.assert_close(m.read_state("cache"), before[1], equal_nan=True)
+
+
+def test_a_dim_bound_from_a_state_that_is_not_an_int64_state_is_malformed(backend):
+    import struct
+    model = PrefixCache()
+    t = Dim("t", min=1, max=3)
+    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)),
+                                                               dynamic_shapes=({2: t}, {1: t}))})
+    names = [s.name for s in program.states]
+    data = program.to_bytes()
+    record = struct.pack("<Iqq", names.index("offset") + 1, 0, CAP - 3)  # source, min, max of the offset's dim
+    assert data.count(record) == 1
+    tandem.load(data)
+    for source in (names.index("cache") + 1, len(names) + 1):  # a float32 state; no such state
+        bad = data.replace(record, struct.pack("<Iqq", source, 0, CAP - 3))
+        with pytest.raises(tandem.TandemError) as e:
+            tandem.load(bad)
+        assert e.value.code == "TDM_ERR_MALFORMED" and "not an int64 state" in str(e.value), str(e.value)
+
+
+def test_a_prefix_offset_held_in_a_dict_of_state_advanced_by_another_method(backend):
+    """pocket-tts' layout: the offset and cache in a dict of dicts given to the step function, the
+    offset advanced by a separate function of the module (increment_steps); the method that reads
+    the offset is traced twice (the ints it reads moved), and both traces see the same state
+    (it failed so: torch.export put a copy of the dict back after the first trace)."""
+    import functools
+
+    class Step(nn.Module):
+        def forward(self, k, state):
+            st = state["attn"]
+            off = int(st["offset"].view(-1)[0].item())
+            st["cache"][0, :, off:off + k.shape[1]] = k
+            valid = st["cache"][:, :, :off + k.shape[1]]
+            return valid[0].sum(1) * 2, torch.arange(valid.shape[2]).sum()
+
+    def advance(module, state, increment):
+        state["attn"]["offset"] += increment
+
+    def init():
+        return {"attn": {"offset": torch.zeros(1, dtype=torch.long), "cache": torch.zeros(2, 1, 4, 3)}}
+
+    step, state, eager_state = Step(), init(), init()
+    program = tandem.export(None, {"step": tandem.Method(step.forward, (torch.zeros(1, 1, 3), state)),
+                                   "advance": tandem.Method(functools.partial(advance, step, increment=1), (state,))})
+    assert [(n, lo, hi) for n, lo, hi, _ in program.method("step").dims] == [("state.attn.offset", 0, 3)]
+    m = tandem.load(program.to_bytes())
+    for i in range(4):
+        k = torch.randn(1, 1, 3)
+        for g, w in zip(m.step(k), step(k, eager_state)):
+            torch.testing.assert_close(g, w, msg=lambda s: f"step {i}: {s}")
+        m.advance()
+        advance(step, eager_state, 1)
+    with pytest.raises(tandem.TandemError) as e:
+        m.step(torch.randn(1, 1, 3))
+    assert e.value.code == "TDM_ERR_INDEX"
+
+
 class _Reader(nn.Module):
     def __init__(self, body):
         super().__init__()
@@ -298,8 +404,8 @@ def _python_loop(s, k):
 
 
 READ_REFUSED = {
-    "variable_length": (_variable_length, r"length depends on a value read from a tensor.*at test_runtime_values.py:\d+: "
-                                          r"return s.cache\[:, :off \+ 2\]"),
+    "variable_length": (_variable_length, r"slices a length read from a tensor that no method changes.*"
+                                          r"at test_runtime_values.py:\d+: return s.cache\[:, :off \+ 2\]"),
     "int_then_mod": (_int_then_mod, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int\(s.off\[0\].item\(\)\) % CAP"),
     "as_fill_value": (_as_fill_value, r"'full' takes a value read from a tensor.*at test_runtime_values.py:\d+: "
                                       r"return torch.full\(\(2,\), off\)"),
