@@ -1,0 +1,30 @@
+/* conv.h — what the convolution files share (src/kernels/ only): reading an op's geometry, the
+ * threaded GEMM / dot-product drivers, and the run/check functions of the ops in tdm__conv_ops
+ * (conv.c holds the table). The files: conv.c (the conv op), conv_gemm.c (im2col / im2row, the conv
+ * GEMM and dot products), conv_rows.c (direct convolution and pooling per output plane, the scalar
+ * reference and SIMD128 variants), conv_transpose.c, pool.c. */
+#ifndef TDM_CONV_H
+#define TDM_CONV_H
+
+#include "../ops.h"
+#include "variants.h"
+
+/* g from x [N, C, (H,) W], y [N, O, (OH,) OW] (r = 1 or 2 spatial dims), the kernel's r sizes k
+ * and a = [stride(r), padding(r), dilation(r)]. */
+void tdm__conv_geom(tdm_conv_geom *g, int r, const tdm_shape *x, const tdm_shape *y, const int64_t *k, const int64_t *a);
+/* in + 2p covers the kernel's span and out is the floor-mode output size. */
+bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
+
+/* The conv GEMM (tdm_f32_conv_gemm, rows in blocks of 4) or the dot products (tdm_f32_conv_dot,
+ * rows in blocks of 8) over threads; any split gives the same values. */
+void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                             int64_t ldy);
+void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                            int64_t ldy);
+
+tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);
+tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
+
+#endif

@@ -1,0 +1,262 @@
+/* conv_gemm.c — convolution as a GEMM: im2col into 8-column panels and the packed conv GEMM with
+ * register tiles (the bias as the accumulators' start), and, at few output positions (a streaming
+ * step), im2row and dot products along k; the scalar references and SIMD128 variants (picked in
+ * config.c: tdm_f32_conv_gemm, tdm_f32_conv_dot), and their drivers over threads. */
+#include "../threads.h"
+#include "conv.h"
+#include "gemm.h"
+#include "vec.h"
+
+#include <string.h>
+
+typedef tdm_conv_geom geom;
+
+int64_t tdm_conv_gemm_chunk(int64_t K, int64_t N) {
+  int64_t per = TDM_CONV_CHUNK_FLOATS / (K > 0 ? K : 1) / TDM_PANEL * TDM_PANEL;
+  if (per < TDM_PANEL) per = TDM_PANEL;
+  const int64_t all = (N + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL;
+  return per < all ? per : all;
+}
+
+void tdm_f32_im2col_packed(const geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp) {
+  const int64_t K = Cg * g->KH * g->KW, HW = g->H * g->W;
+  for (int64_t q = 0; q < nc; q += TDM_PANEL) {
+    int64_t ih0[TDM_PANEL], iw0[TDM_PANEL];
+    const int64_t m = nc - q < TDM_PANEL ? nc - q : TDM_PANEL;
+    for (int64_t t = 0; t < TDM_PANEL; t++) {
+      const int64_t p = n0 + q + (t < m ? t : m - 1), oh = p / g->OW, ow = p % g->OW;
+      ih0[t] = t < m ? oh * g->sh - g->ph : -(INT64_MAX / 4); /* columns past the chunk read nothing: zeros */
+      iw0[t] = ow * g->sw - g->pw;
+    }
+    /* The whole panel in one output row with every tap inside the row: plain strided copies. */
+    const bool row = m == TDM_PANEL && ih0[0] == ih0[TDM_PANEL - 1] && iw0[0] >= 0 &&
+                     iw0[TDM_PANEL - 1] + (g->KW - 1) * g->dw < g->W;
+    float *dst = colp + (q / TDM_PANEL) * K * TDM_PANEL;
+    for (int64_t c = 0; c < Cg; c++) {
+      const float *xc = xg + c * HW;
+      for (int64_t kh = 0; kh < g->KH; kh++) {
+        if (row) {
+          const int64_t ih = ih0[0] + kh * g->dh;
+          if (ih < 0 || ih >= g->H) {
+            memset(dst, 0, sizeof(float) * TDM_PANEL * (size_t)g->KW);
+            dst += TDM_PANEL * g->KW;
+            continue;
+          }
+          const float *xr = xc + ih * g->W + iw0[0];
+          for (int64_t kw = 0; kw < g->KW; kw++, dst += TDM_PANEL) {
+            const float *s = xr + kw * g->dw;
+            if (g->sw == 1) /* a loop, not memcpy: the compiler makes it two vector moves */
+              for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = s[t];
+            else
+              for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = s[t * g->sw];
+          }
+          continue;
+        }
+        for (int64_t kw = 0; kw < g->KW; kw++, dst += TDM_PANEL)
+          for (int64_t t = 0; t < TDM_PANEL; t++) {
+            const int64_t ih = ih0[t] + kh * g->dh, iw = iw0[t] + kw * g->dw;
+            dst[t] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xc[ih * g->W + iw] : 0.0f;
+          }
+      }
+    }
+  }
+}
+
+void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                               int64_t ldy) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const float *col = bp + (j / TDM_PANEL) * K * TDM_PANEL + j % TDM_PANEL;
+      float acc = bias ? bias[i] : 0.0f;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * col[k * TDM_PANEL];
+      y[i * ldy + j] = acc;
+    }
+}
+
+#if TDM_SIMD128
+/* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
+ * the bias (first block) or at what the previous block stored. */
+#define CONV_TILE(R)                                                                               \
+  do {                                                                                             \
+    v128_t c[4][2];                                                                                \
+    for (int r = 0; r < R; r++) {                                                                  \
+      if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f);                \
+      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
+    }                                                                                              \
+    const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel;       \
+    for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                  \
+      const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);                          \
+      v128_t x = wasm_f32x4_splat(*a0);                                                            \
+      c[0][0] = tdm_madd(x, b0, c[0][0]);                                     \
+      c[0][1] = tdm_madd(x, b1, c[0][1]);                                     \
+      if (R > 1) {                                                                                 \
+        x = wasm_f32x4_splat(*a1);                                                                 \
+        c[1][0] = tdm_madd(x, b0, c[1][0]);                                   \
+        c[1][1] = tdm_madd(x, b1, c[1][1]);                                   \
+      }                                                                                            \
+      if (R > 2) {                                                                                 \
+        x = wasm_f32x4_splat(*a2);                                                                 \
+        c[2][0] = tdm_madd(x, b0, c[2][0]);                                   \
+        c[2][1] = tdm_madd(x, b1, c[2][1]);                                   \
+      }                                                                                            \
+      if (R > 3) {                                                                                 \
+        x = wasm_f32x4_splat(*a3);                                                                 \
+        c[3][0] = tdm_madd(x, b0, c[3][0]);                                   \
+        c[3][1] = tdm_madd(x, b1, c[3][1]);                                   \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
+  } while (0)
+
+/* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row
+ * tile walks it, and rows in blocks of CONV_MC so that the weights' block [CONV_MC, CONV_KC] (64 KiB)
+ * stays in L2 while every panel is walked: without the row blocks, a tall weight matrix's block
+ * ([512 or 1280 or 3072 rows, 256]: Mimi's SEANet at a streaming step) was read from memory once per
+ * panel. Each output's products are summed in the same order either way (the same bits). */
+#define CONV_KC 256
+#define CONV_MC 64
+void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
+                                    float *y, int64_t ldy) {
+  for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
+    const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
+    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
+      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
+      for (int64_t j = 0; j < N; j += TDM_PANEL) {
+        const float *panel = bp + (j / TDM_PANEL) * K * TDM_PANEL + k0 * TDM_PANEL;
+        const int64_t n = N - j;
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) CONV_TILE(4);
+        for (; i < i1; i++) CONV_TILE(1);
+      }
+    }
+  }
+}
+#endif
+
+/* ---- few output positions: dot products along k ------------------------------------------------ */
+
+void tdm_f32_im2row(const geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt) {
+  const int64_t K = Cg * g->KH * g->KW;
+  for (int64_t j = 0; j < nc; j++) {
+    const int64_t p = n0 + j, ih0 = p / g->OW * g->sh - g->ph, iw0 = p % g->OW * g->sw - g->pw;
+    float *dst = colt + j * K;
+    for (int64_t c = 0; c < Cg; c++)
+      for (int64_t kh = 0; kh < g->KH; kh++) {
+        const int64_t ih = ih0 + kh * g->dh;
+        const float *xr = xg + (c * g->H + ih) * g->W;
+        for (int64_t kw = 0; kw < g->KW; kw++, dst++) {
+          const int64_t iw = iw0 + kw * g->dw;
+          *dst = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xr[iw] : 0.0f;
+        }
+      }
+  }
+}
+
+void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                              int64_t ldy) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * colt[j * K + k];
+      y[i * ldy + j] = acc + (bias ? bias[i] : 0.0f);
+    }
+}
+
+#if TDM_SIMD128
+/* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
+ * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
+ * products and the bias added in order. */
+#define CONV_DOT_TILE(R, P)                                                                        \
+  do {                                                                                             \
+    v128_t s[R][P];                                                                                \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f);                                \
+    const float *ar = a + i * K;                                                                   \
+    int64_t k = 0;                                                                                 \
+    for (; k + 4 <= K; k += 4) {                                                                   \
+      v128_t c[P];                                                                                 \
+      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k);                         \
+      for (int r = 0; r < R; r++) {                                                                \
+        const v128_t w = wasm_v128_load(ar + r * K + k);                                           \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]);                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) {                                                                \
+        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +    \
+                  (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));     \
+        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk];                 \
+        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f);                                    \
+      }                                                                                            \
+  } while (0)
+
+#define CONV_DOT_ROWS(R, P)                                                                        \
+  do {                                                                                             \
+    int64_t i = 0;                                                                                 \
+    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P);                                            \
+    for (; i < M; i++) CONV_DOT_TILE(1, P);                                                        \
+  } while (0)
+
+void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                               int64_t ldy) {
+  for (int64_t j = 0; j < N;) {
+    const int64_t left = N - j;
+    if (left >= 4) {
+      CONV_DOT_ROWS(2, 4);
+      j += 4, colt += 4 * K, y += 4;
+    } else if (left == 3) {
+      CONV_DOT_ROWS(2, 3);
+      j += 3, colt += 3 * K, y += 3;
+    } else if (left == 2) {
+      CONV_DOT_ROWS(4, 2);
+      j += 2, colt += 2 * K, y += 2;
+    } else {
+      CONV_DOT_ROWS(8, 1);
+      j += 1, colt += K, y += 1;
+    }
+  }
+}
+#endif
+
+void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
+  for (int64_t j = 0; j < N; j += TDM_PANEL) {
+    const int64_t m = N - j < TDM_PANEL ? N - j : TDM_PANEL;
+    float *dst = bp + (j / TDM_PANEL) * K * TDM_PANEL;
+    for (int64_t k = 0; k < K; k++, dst += TDM_PANEL) {
+      const float *src = b + k * N + j;
+      if (m == TDM_PANEL)
+        for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = src[t];
+      else
+        for (int64_t t = 0; t < TDM_PANEL; t++) dst[t] = t < m ? src[t] : 0.0f;
+    }
+  }
+}
+
+/* ---- over threads ------------------------------------------------------------------------------- */
+
+typedef struct {
+  tdm_conv_gemm_fn fn; /* tdm_f32_conv_gemm or tdm_f32_conv_dot: the same arguments */
+  int64_t N, K, ldy;
+  const float *a, *b, *bias;
+  float *y;
+} conv_job;
+
+static void conv_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const conv_job *j = c;
+  (void)t, (void)ws;
+  j->fn(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+}
+
+/* Rows split in blocks of the kernel's tallest register tile (4 for the GEMM, 8 for the dots), so
+ * any split gives the same values. */
+void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                             int64_t ldy) {
+  conv_job j = {tdm_f32_conv_gemm, N, K, ldy, a, bp, bias, y};
+  tdm__parallel(M, 4, conv_part, &j);
+}
+
+void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                            int64_t ldy) {
+  conv_job j = {tdm_f32_conv_dot, N, K, ldy, a, colt, bias, y};
+  tdm__parallel(M, 8, conv_part, &j);
+}
