@@ -43,34 +43,6 @@ bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t 
 }
 
 
-/* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
- * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1), applied in place by the elementwise kernels to each block of y right
- * after it is written (still in cache), so the results are those of the separate op. */
-enum { CONV_ACT_NONE, CONV_ACT_RELU, CONV_ACT_HARDSWISH, CONV_ACT_ELU, CONV_ACT_COUNT };
-
-/* ELU (alpha 1) as the exporter lowers it: maximum(y, exp(minimum(y, 0)) - 1), by the same
- * elementwise kernels in the same order, a block at a time through a stack buffer while y's block
- * is in cache. The same floats as the four ops, except that the last n % 4 values of a block take
- * the exp kernel's scalar tail (expf) where the separate op may have run them in its 4-lane
- * polynomial (within its 5e-7 relative error). */
-static void conv_elu(float *y, int64_t n) {
-  const float zero = 0.0f, one = 1.0f;
-  float t[256];
-  for (int64_t i = 0; i < n; i += 256) {
-    const int64_t m = n - i < 256 ? n - i : 256;
-    tdm_f32_binary_row(TDM_B_MIN, y + i, 1, &zero, 0, t, m);
-    tdm_f32_unary(TDM_U_EXP, t, t, m);
-    tdm_f32_binary_row(TDM_B_SUB, t, 1, &one, 0, t, m);
-    tdm_f32_binary_row(TDM_B_MAX, y + i, 1, t, 1, y + i, m);
-  }
-}
-
-static void conv_activate(int act, float *y, int64_t n) {
-  if (act == CONV_ACT_NONE) return;
-  if (act == CONV_ACT_ELU) conv_elu(y, n);
-  else tdm_f32_unary(act == CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH, y, y, n);
-}
-
 /* conv: x [N, C, (H,) W], w [O, C/groups, (KH,) KW][, bias [O]] → y [N, O, (OH,) OW][, workspace].
  * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)[, activation]]. See the top of
  * the file for the three paths. */
@@ -82,20 +54,20 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   tdm__conv_geom(&g, r, in[0].shape, out->shape, ws->dims + 2, op->iattr + 3);
   const int64_t O = ws->dims[0], Cg = ws->dims[1], Og = O / groups;
   const float *x = in[0].data, *w = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
-  const int act = op->n_iattr == 4 + 3 * (uint32_t)r ? (int)op->iattr[3 + 3 * r] : CONV_ACT_NONE;
+  const int act = op->n_iattr == 4 + 3 * (uint32_t)r ? (int)op->iattr[3 + 3 * r] : TDM_CONV_ACT_NONE;
   float *y = out->data;
   if (g.KH == 1 && g.KW == 1 && groups == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0) {
     const int64_t HW = g.H * g.W;
     for (int64_t n = 0; n < g.N; n++) {
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
-        tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1);
+        tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1, TDM_CONV_ACT_NONE);
       else
         tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
       for (int64_t o = 0; o < O; o++) {
         if (bias)
           for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
-        conv_activate(act, yn + o * HW, HW);
+        tdm__conv_activate(act, yn + o * HW, HW);
       }
     }
     return TDM_OK;
@@ -109,15 +81,13 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
         float *yg = y + (n * O + gi * Og) * N;
         if (N <= TDM_CONV_DOT_MAX_N) { /* few output positions (a streaming step): patches as rows, dot products */
           tdm_f32_im2row(&g, xg, Cg, 0, N, colp);
-          tdm__conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N);
-          for (int64_t o = 0; o < Og; o++) conv_activate(act, yg + o * N, N);
+          tdm__conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N, act);
           continue;
         }
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
-          tdm_f32_im2col_packed(&g, xg, Cg, n0, nc, colp);
-          tdm__conv_gemm_parallel(Og, nc, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg + n0, N);
-          for (int64_t o = 0; o < Og; o++) conv_activate(act, yg + o * N + n0, nc);
+          tdm__im2col_parallel(&g, xg, Cg, n0, nc, colp);
+          tdm__conv_gemm_parallel(Og, nc, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg + n0, N, act);
         }
       }
     return TDM_OK;
@@ -127,7 +97,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     for (int64_t o = 0; o < O; o++) {
       float *yc = y + (n * O + o) * OHW;
       tdm_f32_conv_plane(&g, x + (n * g.C + (o / Og) * Cg) * g.H * g.W, w + o * KK, Cg, bias ? bias[o] : 0.0f, yc);
-      conv_activate(act, yc, OHW);
+      tdm__conv_activate(act, yc, OHW);
     }
   return TDM_OK;
 }
@@ -139,7 +109,7 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
   if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 3 * (uint32_t)r && op->n_iattr != 4 + 3 * (uint32_t)r) ||
       op->n_in != 2 + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
-  if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= CONV_ACT_COUNT))
+  if (op->n_iattr == 4 + 3 * (uint32_t)r && (op->iattr[3 + 3 * r] < 0 || op->iattr[3 + 3 * r] >= TDM_CONV_ACT_COUNT))
     return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");

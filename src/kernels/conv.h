@@ -15,12 +15,22 @@ void tdm__conv_geom(tdm_conv_geom *g, int r, const tdm_shape *x, const tdm_shape
 /* in + 2p covers the kernel's span and out is the floor-mode output size. */
 bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
 
+/* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
+ * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1). */
+enum { TDM_CONV_ACT_NONE, TDM_CONV_ACT_RELU, TDM_CONV_ACT_HARDSWISH, TDM_CONV_ACT_ELU, TDM_CONV_ACT_COUNT };
+/* y[0 .. n) = act(y), in place, by the elementwise kernels (so the values of the separate ops;
+ * ELU: see conv_gemm.c). */
+void tdm__conv_activate(int act, float *y, int64_t n);
+
 /* The conv GEMM (tdm_f32_conv_gemm, rows in blocks of 4) or the dot products (tdm_f32_conv_dot,
- * rows in blocks of 8) over threads; any split gives the same values. */
+ * rows in blocks of 8) over threads, each thread then applying the activation to the N columns of
+ * its own rows while they are in its cache; any split gives the same values. */
 void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy);
+                             int64_t ldy, int act);
 void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                            int64_t ldy);
+                            int64_t ldy, int act);
+/* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
+void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 
 tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);

@@ -232,6 +232,31 @@ void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
   }
 }
 
+/* ---- the fused activation ---------------------------------------------------------------------- */
+
+/* ELU (alpha 1) as the exporter lowers it: maximum(y, exp(minimum(y, 0)) - 1), by the same
+ * elementwise kernels in the same order, a block at a time through a stack buffer while y's block
+ * is in cache. The same floats as the four ops, except that the last n % 4 values of a block take
+ * the exp kernel's scalar tail (expf) where the separate op may have run them in its 4-lane
+ * polynomial (within its 5e-7 relative error). */
+static void conv_elu(float *y, int64_t n) {
+  const float zero = 0.0f, one = 1.0f;
+  float t[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t m = n - i < 256 ? n - i : 256;
+    tdm_f32_binary_row(TDM_B_MIN, y + i, 1, &zero, 0, t, m);
+    tdm_f32_unary(TDM_U_EXP, t, t, m);
+    tdm_f32_binary_row(TDM_B_SUB, t, 1, &one, 0, t, m);
+    tdm_f32_binary_row(TDM_B_MAX, y + i, 1, t, 1, y + i, m);
+  }
+}
+
+void tdm__conv_activate(int act, float *y, int64_t n) {
+  if (act == TDM_CONV_ACT_NONE) return;
+  if (act == TDM_CONV_ACT_ELU) conv_elu(y, n);
+  else tdm_f32_unary(act == TDM_CONV_ACT_RELU ? TDM_U_RELU : TDM_U_HARDSWISH, y, y, n);
+}
+
 /* ---- over threads ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -239,24 +264,49 @@ typedef struct {
   int64_t N, K, ldy;
   const float *a, *b, *bias;
   float *y;
+  int act;
 } conv_job;
 
 static void conv_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const conv_job *j = c;
   (void)t, (void)ws;
   j->fn(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+  if (j->act != TDM_CONV_ACT_NONE)
+    for (int64_t i = lo; i < hi; i++) tdm__conv_activate(j->act, j->y + i * j->ldy, j->N);
 }
 
 /* Rows split in blocks of the kernel's tallest register tile (4 for the GEMM, 8 for the dots), so
  * any split gives the same values. */
 void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy) {
-  conv_job j = {tdm_f32_conv_gemm, N, K, ldy, a, bp, bias, y};
+                             int64_t ldy, int act) {
+  conv_job j = {tdm_f32_conv_gemm, N, K, ldy, a, bp, bias, y, act};
   tdm__parallel(M, 4, conv_part, &j);
 }
 
 void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                            int64_t ldy) {
-  conv_job j = {tdm_f32_conv_dot, N, K, ldy, a, colt, bias, y};
+                            int64_t ldy, int act) {
+  conv_job j = {tdm_f32_conv_dot, N, K, ldy, a, colt, bias, y, act};
   tdm__parallel(M, 8, conv_part, &j);
+}
+
+typedef struct {
+  const tdm_conv_geom *g;
+  const float *xg;
+  int64_t Cg, n0, nc;
+  float *colp;
+} im2col_job;
+
+static void im2col_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const im2col_job *j = c;
+  (void)t, (void)ws;
+  const int64_t K = j->Cg * j->g->KH * j->g->KW, p0 = lo * TDM_PANEL, p1 = hi * TDM_PANEL < j->nc ? hi * TDM_PANEL : j->nc;
+  tdm_f32_im2col_packed(j->g, j->xg, j->Cg, j->n0 + p0, p1 - p0, j->colp + lo * K * TDM_PANEL);
+}
+
+/* Below about 64 K floats a thread's share costs less than waking it. */
+void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp) {
+  const int64_t K = Cg * g->KH * g->KW, panels = (nc + TDM_PANEL - 1) / TDM_PANEL;
+  im2col_job j = {g, xg, Cg, n0, nc, colp};
+  if (K * nc < 65536) im2col_part(&j, 0, panels, 0, NULL);
+  else tdm__parallel(panels, 1, im2col_part, &j);
 }

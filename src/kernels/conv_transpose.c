@@ -81,10 +81,10 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
       if (HW <= TDM_CONV_DOT_MAX_N) { /* few input positions: x's group transposed, then dot products */
         for (int64_t c = 0; c < Cg; c++)
           for (int64_t p = 0; p < HW; p++) xp[p * Cg + c] = xg[c * HW + p];
-        tdm__conv_dot_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+        tdm__conv_dot_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW, TDM_CONV_ACT_NONE);
       } else {
         tdm_f32_pack_panels(Cg, HW, xg, xp);
-        tdm__conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW);
+        tdm__conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW, TDM_CONV_ACT_NONE);
       }
       tdm_f32_col2im_add(&g, Og, z, yg);
     }
