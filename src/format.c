@@ -804,7 +804,7 @@ static tdm_status parse(tdm_program *p) {
     int64_t numel;
     if (rst.bad) return truncated(&rst);
     if ((s = string_ref(p, name, &st->name, ctx)) || (s = read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx))) return s;
-    if (res != 0 || init > 1 || nbytes != st->nbytes)
+    if (res != 0 || init >= TDM_INIT_COUNT || nbytes != st->nbytes)
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bad size, init kind or reserved byte", st->name);
     if (TDM_DTYPE_CONST_ONLY(st->dtype))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': dtype %s is for constants only", st->name, tdm_dtype_name(st->dtype));
@@ -813,7 +813,7 @@ static tdm_status parse(tdm_program *p) {
                        st->name, (unsigned long long)off, (unsigned long long)nbytes, p->state_size);
     st->offset = (size_t)off;
     state_end = st->offset + st->nbytes;
-    st->init_zero = init == 0;
+    st->init_zero = init == TDM_INIT_ZEROS;
     if (!st->init_zero && (init_off % TDM_FILE_ALIGN || !range_inside(init_off, nbytes, p->data_size)))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': its initial value lies outside the data section", st->name);
     if (st->init_zero && init_off != 0) return tdm__fail(TDM_ERR_MALFORMED, "state '%s': an all-zero state has a data offset", st->name);

@@ -6,8 +6,7 @@
 #include "schema.h"
 #include <stdbool.h>
 
-/* Where a value's bytes live. */
-typedef enum tdm_region { TDM_REGION_SCRATCH = 0, TDM_REGION_CONST = 1, TDM_REGION_STATE = 2 } tdm_region;
+/* Where a value's bytes live: tdm_region, TDM_REGION_* (src/schema.h). */
 
 typedef struct tdm_shape {
   int32_t rank;

@@ -5,6 +5,13 @@
 #ifndef TDM_SCHEMA_H
 #define TDM_SCHEMA_H
 
+#include "tandem.h"
+
+/* The public header's copy of the maximum rank must be the schema's. */
+#if TDM_MAX_RANK != 8
+#error "include/tandem.h's TDM_MAX_RANK differs from python/tandem/schema.py's MAX_RANK"
+#endif
+
 /* Dtypes: X(code, enumerator suffix: TDM_<suffix> in include/tandem.h, name, element size). */
 #define TDM_SCHEMA_DTYPES(X) \
   X(1, F32, "float32", 4) \
@@ -55,6 +62,19 @@ enum {
 #define TDM_SYM_SIZE 24 /* kind reserved index target n_terms reserved2 constant */
 #define TDM_TERM_SIZE 16 /* dim reserved coef */
 
+/* Where a value's bytes live (a value record's region byte). */
+typedef enum tdm_region {
+  TDM_REGION_SCRATCH = 0,
+  TDM_REGION_CONST = 1,
+  TDM_REGION_STATE = 2,
+} tdm_region;
+/* A state's initial value (a state record's init byte). */
+enum {
+  TDM_INIT_ZEROS = 0,
+  TDM_INIT_DATA = 1,
+  TDM_INIT_COUNT = 2
+};
+
 /* Dynamic dims (version 3): what a symbolic size stands for, and limits. */
 enum {
   TDM_SYM_DIM = 0,
@@ -63,6 +83,15 @@ enum {
 };
 #define TDM_MAX_DIMS 8
 #define TDM_MAX_SYM_COEF 4294967296ll
+
+/* conv's optional last integer attribute: the activation applied to each block of its output. */
+enum {
+  TDM_CONV_ACT_NONE = 0,
+  TDM_CONV_ACT_RELU = 1,
+  TDM_CONV_ACT_HARDSWISH = 2,
+  TDM_CONV_ACT_ELU = 3,
+  TDM_CONV_ACT_COUNT = 4
+};
 
 /* Which input an op's output may be exactly (an update in place). */
 enum {

@@ -7,10 +7,11 @@ import { ARRAY_OF, Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView 
 import { DEFAULT_FLAG_FRACTION, splitOptions, forkState } from './options.js';
 import { Runtime } from './runtime.js';
 import { streamInto } from './source.js';
+import { SAVED_STATE } from './schema.js';
 
-const STATE_MAGIC = 0x534d4454; // 'TDMS' little-endian: saved-state bytes
-const STATE_VERSION = 2;
-const STATE_HEADER = 32; // magic u32, version u32, layout fingerprint u64, writer's program id u64, byte count u64 (docs/format.md)
+// The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
+// layout fingerprint u64, the writer's program id u64, byte count u64.
+const { magic: STATE_MAGIC, format: STATE_VERSION, bytes: STATE_HEADER, offset: AT } = SAVED_STATE;
 
 export const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no option parsing
 
@@ -256,11 +257,11 @@ export class Model {
       const p = this.#program, n = p.stateBytes;
       const out = new Uint8Array(STATE_HEADER + n);
       const dv = new DataView(out.buffer);
-      dv.setUint32(0, STATE_MAGIC, true);
-      dv.setUint32(4, STATE_VERSION, true);
-      dv.setBigUint64(8, p.fingerprint, true);
-      dv.setBigUint64(16, p.programId, true);
-      dv.setBigUint64(24, BigInt(n), true);
+      dv.setUint32(AT.magic, STATE_MAGIC, true);
+      dv.setUint32(AT.format, STATE_VERSION, true);
+      dv.setBigUint64(AT.fingerprint, p.fingerprint, true);
+      dv.setBigUint64(AT.programId, p.programId, true);
+      dv.setBigUint64(AT.nbytes, BigInt(n), true);
       out.set(p.rt.bytes(this.#stateBase(), n), STATE_HEADER);
       return out;
     });
@@ -275,18 +276,18 @@ export class Model {
       const b = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : ArrayBuffer.isView(bytes) ? byteView(bytes) : null;
       if (!b) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'loadState(bytes): give the Uint8Array that saveState returned');
       const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
-      if (b.length < 8 || dv.getUint32(0, true) !== STATE_MAGIC) {
+      if (b.length < AT.format + 4 || dv.getUint32(AT.magic, true) !== STATE_MAGIC) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: these bytes are not saved tandem state');
       }
-      if (dv.getUint32(4, true) !== STATE_VERSION || b.length < STATE_HEADER) {
+      if (dv.getUint32(AT.format, true) !== STATE_VERSION || b.length < STATE_HEADER) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH',
-          `loadState: saved-state format ${dv.getUint32(4, true)}; this tandem reads format ${STATE_VERSION}: save the state again with ` +
-          `this version`);
+          `loadState: saved-state format ${dv.getUint32(AT.format, true)}; this tandem reads format ${STATE_VERSION}: ` +
+          'save the state again with this version');
       }
-      if (dv.getBigUint64(8, true) !== p.fingerprint) {
+      if (dv.getBigUint64(AT.fingerprint, true) !== p.fingerprint) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: the state was saved from a program with another state layout');
       }
-      if (dv.getBigUint64(24, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
+      if (dv.getBigUint64(AT.nbytes, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH',
           `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
       }

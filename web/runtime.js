@@ -1,6 +1,7 @@
 // runtime.js — the runtime builds (which file for which SIMD level and thread count) and Runtime,
 // the wasm instance's exports with helpers for strings and memory.
 import { TandemError } from './errors.js';
+import { UNSIGNED_RESULTS } from './schema.js';
 import { byteView } from './tensor.js';
 
 // The four builds beside this module: [one thread, threads] for each SIMD level (CMakeLists.txt).
@@ -32,23 +33,14 @@ export function simdLevel(simd) {
   return simd;
 }
 
-// Exports that return a pointer or a size_t: wasm gives them as i32, negative from 2 GiB up.
-const UNSIGNED_RESULTS = [
-  'tdm_status_string', 'tdm_last_error', 'tdm_dtype_size', 'tdm_dtype_name', 'tdm_malloc',
-  'tdm_program_method_name', 'tdm_method_io_name', 'tdm_method_io_nbytes', 'tdm_state_name',
-  'tdm_program_metadata_name', 'tdm_program_metadata_value',
-  'tdm_state_offset', 'tdm_state_nbytes', 'tdm_program_state_size', 'tdm_program_scratch_size',
-  'tdm_session_state', 'tdm_session_input', 'tdm_session_output', 'tdm_method_op_name',
-  'tdm_method_op_bytes_written', 'tdm_method_op_state_bytes_written', 'tdm_session_io_nbytes', 'tdm_method_dim_name',
-];
-
 /** The runtime's exports with helpers for strings and memory. */
 export class Runtime {
   constructor(exports) {
     this.x = { ...exports };
     for (const name of UNSIGNED_RESULTS) {
       const f = exports[name];
-      this.x[name] = (a, b, c, d) => f(a, b, c, d) >>> 0; // at most 4 parameters; extra ones are ignored
+      // UNSIGNED_RESULTS (web/schema.js): pointers, C strings and size_t, unsigned in C.
+      this.x[name] = f.length <= 4 ? (a, b, c, d) => f(a, b, c, d) >>> 0 : (...args) => f(...args) >>> 0;
     }
     this.dtypeNames = {};
     // Dtype codes are append-only but not contiguous (4 and 5 are weight-only dtypes a build may

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
 from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, DIM, HEADER, IO, MAGIC, MAX_DIMS, MAX_SYM_COEF, METADATA_ENTRY,
-                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD,
-                     STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION)
+                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE,
+                     STATE_INIT_CODE, STATES_HEAD, STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION,
+                     check_op)
+
+# TANDEM_CHECK_OPS=1 (set by the tests) checks each op written against schema.SIGS.
+CHECK_OPS = os.environ.get("TANDEM_CHECK_OPS") == "1"
 
 
 def _pad(n: int, a: int = ALIGN) -> int:
@@ -157,6 +162,11 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         io += b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.outputs)
         ops = []
         for op in m.ops:
+            if CHECK_OPS:  # tests (conftest.py): every op against its signature in the schema
+                problem = check_op(op.name, [v.dtype for v in op.ins], [v.dtype for v in op.outs], len(op.iattr), len(op.fattr))
+                if problem:
+                    raise ExportError(f"method '{m.name}': {problem} (the exporter and python/tandem/schema.py's SIGS "
+                                      f"disagree: a bug in tandem){op.where or ''}")
             ops.append(OP_HEADER.pack(strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
                        + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
                        + b"".join(struct.pack("<q", int(a)) for a in op.iattr)
@@ -173,7 +183,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
     for st in states:
         zero = not bool(st.init.any())
         init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
-        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), 0 if zero else 1, 0,
+        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), STATE_INIT_CODE["ZEROS" if zero else "DATA"], 0,
                                      st.offset, st.nbytes, init_off) + _dims(st.shape))
 
     const_sec = [CONSTANTS_HEAD.pack(len(consts))]

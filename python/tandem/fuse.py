@@ -27,6 +27,7 @@ from collections import defaultdict
 
 import torch
 
+from . import schema
 from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
 from .lower import PANEL, pack_panels
 
@@ -295,7 +296,10 @@ def _eager_attention(ops, i, readers, producer):
     return chain, Op("attention", ins, [y, ws], [int(mask is not None), 0], [scale], ops[j].where)
 
 
-CONV_ACTIVATIONS = {"relu": 1, "hardswish": 2}  # conv's optional last attribute (src/kernels/conv.c)
+# conv's optional last attribute, codes from schema.CONV_ACTIVATIONS: the single ops fused as one step
+# (relu, hardswish), and ELU, which is fused from its four-op lowering (_conv_elu).
+CONV_ACTIVATIONS = {a: schema.CONV_ACTIVATIONS.index(a) for a in ("relu", "hardswish")}
+CONV_ELU = schema.CONV_ACTIVATIONS.index("elu")
 
 
 def _conv_activation(ops, i, readers, producer):
@@ -310,8 +314,6 @@ def _conv_activation(ops, i, readers, producer):
     return [i, i + 1], Op("conv", conv.ins, [act.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ACTIVATIONS[act.name]],
                           conv.fattr, conv.where)
 
-
-CONV_ELU = 3
 
 
 def _conv_elu(ops, i, readers, producer):

@@ -30,7 +30,7 @@ SUPPORTED_DTYPES = ", ".join(d.name for d in schema.DTYPES)  # for messages
 AS_FLOAT32 = (torch.float64, torch.float16, torch.bfloat16)
 AS_INT32 = (torch.uint8, torch.int8, torch.int16)  # integer constants stored as int32 (exact)
 
-SCRATCH, CONST, STATE = 0, 1, 2  # tdm_region
+SCRATCH, CONST, STATE = (schema.REGION_CODE[c] for c in ("SCRATCH", "CONST", "STATE"))  # tdm_region, from schema.py
 
 
 class ExportError(Exception):

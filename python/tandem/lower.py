@@ -1351,8 +1351,8 @@ def _repeat(L, node, args, kwargs):
         else:
             src.append(d)
             big.append(r * d)
-    if len(big) > 8:
-        L.fail(f"repeat over {len(big)} dims after splitting is above tandem's maximum rank 8")
+    if len(big) > schema.MAX_RANK:
+        L.fail(f"repeat over {len(big)} dims after splitting is above tandem's maximum rank {schema.MAX_RANK}")
     return L.reshape(L.expand(L.reshape(x, src), big), out_shape)
 
 

@@ -19,6 +19,7 @@ from typing import NamedTuple, Union
 import torch
 
 from .ir import DTYPE_CODE, DTYPE_NAME, TORCH_DTYPE
+from .schema import API, result_kind
 
 _PACKAGE = Path(__file__).resolve().parent
 _REPO = _PACKAGE.parents[1]  # the clone, when the package is run from python/ in one
@@ -62,48 +63,28 @@ def _choose_backend() -> str:
 BACKEND: str = _choose_backend()
 
 
+# ctypes for the C types of include/tandem.h (schema.API): pointers as ints, strings as bytes.
+_CTYPES = {"void": None, "str": ctypes.c_char_p, "ptr": ctypes.c_void_p, "size": ctypes.c_size_t, "u32": ctypes.c_uint32,
+           "i32": ctypes.c_int, "i64": ctypes.c_int64, "u64": ctypes.c_uint64, "f64": ctypes.c_double}
+_POINTERS = {"char*": ctypes.c_char_p, "tdm_program**": ctypes.POINTER(ctypes.c_void_p),
+             "tdm_session**": ctypes.POINTER(ctypes.c_void_p), "double*": ctypes.POINTER(ctypes.c_double),
+             "int64_t*": ctypes.POINTER(ctypes.c_int64), "const int64_t*": ctypes.POINTER(ctypes.c_int64)}
+
+
+def _ctype(c_type: str):
+    return _POINTERS[c_type] if c_type in _POINTERS else _CTYPES[result_kind(c_type)]
+
+
 class NativeLibrary:
     """libtandem through ctypes: each tdm_* function with its C signature (pointers as ints,
     strings as bytes), and the helpers the wasm backend has too."""
 
     def __init__(self, path: Path):
         lib = ctypes.CDLL(str(path))
-        P, S, U32, I64, C = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int64, ctypes.c_char_p
-        sigs = {
-            "tdm_status_string": (C, [ctypes.c_int]), "tdm_last_error": (C, []),
-            "tdm_program_load": (ctypes.c_int, [P, S, ctypes.POINTER(P)]), "tdm_program_free": (None, [P]),
-            "tdm_program_method_count": (U32, [P]), "tdm_program_method_name": (C, [P, U32]),
-            "tdm_method_io_count": (U32, [P, U32, ctypes.c_int]), "tdm_method_io_name": (C, [P, U32, ctypes.c_int, U32]),
-            "tdm_method_io_dtype": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
-            "tdm_method_io_rank": (ctypes.c_int, [P, U32, ctypes.c_int, U32]),
-            "tdm_method_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
-            "tdm_method_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
-            "tdm_program_state_count": (U32, [P]), "tdm_state_name": (C, [P, U32]),
-            "tdm_state_dtype": (ctypes.c_int, [P, U32]), "tdm_state_rank": (ctypes.c_int, [P, U32]),
-            "tdm_state_dim": (I64, [P, U32, ctypes.c_int]), "tdm_state_offset": (S, [P, U32]),
-            "tdm_state_nbytes": (S, [P, U32]), "tdm_program_state_size": (S, [P]),
-            "tdm_session_create": (ctypes.c_int, [P, ctypes.POINTER(P)]), "tdm_session_free": (None, [P]),
-            "tdm_session_reset_state": (None, [P]), "tdm_session_state": (P, [P]),
-            "tdm_session_input": (P, [P, U32, U32]), "tdm_session_run": (ctypes.c_int, [P, U32]),
-            "tdm_session_output": (P, [P, U32, U32]),
-            "tdm_method_op_count": (U32, [P, U32]), "tdm_method_op_name": (C, [P, U32, U32]),
-            "tdm_session_run_profiled": (ctypes.c_int, [P, U32, ctypes.POINTER(ctypes.c_double)]),
-            "tdm_program_metadata_count": (U32, [P]), "tdm_program_metadata_name": (C, [P, U32]),
-            "tdm_program_metadata_value": (C, [P, U32]),
-            "tdm_dtype_name": (C, [ctypes.c_int]), "tdm_program_scratch_size": (S, [P]),
-            "tdm_program_fingerprint": (ctypes.c_uint64, [P]), "tdm_program_id": (ctypes.c_uint64, [P]),
-            "tdm_method_op_bytes_written": (S, [P, U32, U32]), "tdm_method_op_state_bytes_written": (S, [P, U32, U32]),
-            "tdm_method_dim_count": (U32, [P, U32]), "tdm_method_dim_name": (C, [P, U32, U32]),
-            "tdm_method_dim_min": (I64, [P, U32, U32]), "tdm_method_dim_max": (I64, [P, U32, U32]),
-            "tdm_method_io_dim_expr": (S, [P, U32, ctypes.c_int, U32, ctypes.c_int, C, S]),
-            "tdm_session_set_input_shape": (ctypes.c_int, [P, U32, U32, ctypes.POINTER(I64), ctypes.c_int]),
-            "tdm_session_io_dim": (I64, [P, U32, ctypes.c_int, U32, ctypes.c_int]),
-            "tdm_session_io_nbytes": (S, [P, U32, ctypes.c_int, U32]),
-        }
-        for name, (res, args) in sigs.items():
-            f = getattr(lib, name)
-            f.restype, f.argtypes = res, args
-            setattr(self, name, f)
+        for fn in API:  # every function of include/tandem.h, as python/tandem/schema.py declares it
+            f = getattr(lib, fn.name)
+            f.restype, f.argtypes = _ctype(fn.ret), [_ctype(t) for t in fn.params]
+            setattr(self, fn.name, f)
         self._cdll = lib
 
     @staticmethod

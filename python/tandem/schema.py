@@ -37,6 +37,7 @@ DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "
           Dtype(6, "int32", 4, "I32")]
 CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
+MAX_RANK = 8  # dims of a tensor (include/tandem.h TDM_MAX_RANK, which src/schema.h checks at compile time)
 PANEL = 8  # columns per panel of a packed weight (matmul_packed, embedding_packed): [ceil(N/8), K, 8]
 QUANT_GROUP = 32  # default int4 group size along K (matmul_q4, embedding_q4)
 
@@ -86,8 +87,20 @@ SYMS_HEAD = Record("count:I")
 SYM = Record("kind:B", "reserved:B", "index:H", "target:I", "n_terms:I", "reserved2:I", "constant:q")  # + n_terms x TERM
 TERM = Record("dim:I", "reserved:I", "coef:q")
 SYM_KINDS = ("dim", "offset", "iattr")  # codes 0, 1, 2: a value's dim, a value's offset, an op's integer attribute
+# A value's u8 region (VALUE.region): code -> (C enumerator TDM_REGION_<c>, docs/format.md's word).
+REGIONS = {0: ("SCRATCH", "scratch"), 1: ("CONST", "constant"), 2: ("STATE", "state")}
+REGION_CODE = {c: code for code, (c, _) in REGIONS.items()}  # "SCRATCH" -> 0
+# A state's u8 init kind (STATE.init): code -> (C enumerator TDM_INIT_<c>, docs/format.md's words).
+STATE_INITS = {0: ("ZEROS", "all zeros"), 1: ("DATA", "bytes in the data section")}
+STATE_INIT_CODE = {c: code for code, (c, _) in STATE_INITS.items()}  # "ZEROS" -> 0
 MAX_DIMS = 8  # dynamic dims per method
 MAX_SYM_COEF = 1 << 32  # |coefficient| and |constant| of a symbolic size; dims are below 2^31
+
+# The header of saved state (the JS saveState() / loadState(), docs/format.md "Saved state"), then
+# nbytes bytes of the state region. web/model.js reads it from the generated web/schema.js.
+SAVED_STATE_MAGIC = b"TDMS"
+SAVED_STATE_FORMAT = 2  # format 1 (24 bytes, no program id) is not read
+SAVED_STATE = Record("magic:4s", "format:I", "fingerprint:Q", "program_id:Q", "nbytes:Q")
 
 RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "string": STRING,
            "constants_head": CONSTANTS_HEAD, "constant": CONSTANT, "states_head": STATES_HEAD, "state": STATE,
@@ -97,6 +110,10 @@ RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "
 
 
 # ---- runtime operators ---------------------------------------------------------------------------
+
+# conv's optional last integer attribute: the activation applied to each block of its output
+# (python/tandem/fuse.py fuses it, src/kernels/conv.c applies it, docs/ops.md's conv row): codes 0, 1, ...
+CONV_ACTIVATIONS = ("none", "relu", "hardswish", "elu")
 
 INPLACE_KINDS = ("none", "first", "any")  # codes 0, 1, 2 (TDM_INPLACE_NONE, _FIRST, _ANY)
 
@@ -142,3 +159,210 @@ CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
 QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"))
+
+
+# ---- the C ABI -----------------------------------------------------------------------------------
+
+# Every function include/tandem.h marks TDM_API, in its order, as C prototypes without parameter
+# names. tests/python/test_schema.py checks tandem.h, CMakeLists.txt's wasm exports (TDM_EXPORTS),
+# the exports of the built libtandem.so (tests/c/check_exports.sh, against tandem.h) and of
+# web/tandem.wasm against it; python/tandem/runtime.py (ctypes) and wasm.py take their signatures
+# and result kinds from it, and web/runtime.js from the generated web/schema.js.
+_API = [
+    "const char* tdm_status_string(tdm_status)",
+    "const char* tdm_last_error()",
+    "size_t tdm_dtype_size(int)",
+    "const char* tdm_dtype_name(int)",
+    "void* tdm_malloc(size_t)",
+    "void tdm_free(void*)",
+    "void tdm_set_max_declared_bytes(uint64_t)",
+    "tdm_status tdm_program_load(const void*, size_t, tdm_program**)",
+    "tdm_status tdm_program_load_owned(void*, size_t, tdm_program**)",
+    "void tdm_program_free(tdm_program*)",
+    "uint32_t tdm_program_method_count(const tdm_program*)",
+    "const char* tdm_program_method_name(const tdm_program*, uint32_t)",
+    "int32_t tdm_program_find_method(const tdm_program*, const char*)",
+    "uint32_t tdm_method_io_count(const tdm_program*, uint32_t, int)",
+    "const char* tdm_method_io_name(const tdm_program*, uint32_t, int, uint32_t)",
+    "int tdm_method_io_dtype(const tdm_program*, uint32_t, int, uint32_t)",
+    "int tdm_method_io_rank(const tdm_program*, uint32_t, int, uint32_t)",
+    "int64_t tdm_method_io_dim(const tdm_program*, uint32_t, int, uint32_t, int)",
+    "size_t tdm_method_io_nbytes(const tdm_program*, uint32_t, int, uint32_t)",
+    "uint32_t tdm_program_state_count(const tdm_program*)",
+    "const char* tdm_state_name(const tdm_program*, uint32_t)",
+    "int tdm_state_dtype(const tdm_program*, uint32_t)",
+    "int tdm_state_rank(const tdm_program*, uint32_t)",
+    "int64_t tdm_state_dim(const tdm_program*, uint32_t, int)",
+    "size_t tdm_state_offset(const tdm_program*, uint32_t)",
+    "size_t tdm_state_nbytes(const tdm_program*, uint32_t)",
+    "size_t tdm_program_state_size(const tdm_program*)",
+    "size_t tdm_program_scratch_size(const tdm_program*)",
+    "uint64_t tdm_program_fingerprint(const tdm_program*)",
+    "uint64_t tdm_program_id(const tdm_program*)",
+    "uint32_t tdm_program_metadata_count(const tdm_program*)",
+    "const char* tdm_program_metadata_name(const tdm_program*, uint32_t)",
+    "const char* tdm_program_metadata_value(const tdm_program*, uint32_t)",
+    "tdm_status tdm_session_create(const tdm_program*, tdm_session**)",
+    "void tdm_session_free(tdm_session*)",
+    "void tdm_session_reset_state(tdm_session*)",
+    "void* tdm_session_state(tdm_session*)",
+    "void* tdm_session_input(tdm_session*, uint32_t, uint32_t)",
+    "tdm_status tdm_session_run(tdm_session*, uint32_t)",
+    "const void* tdm_session_output(tdm_session*, uint32_t, uint32_t)",
+    "uint32_t tdm_method_dim_count(const tdm_program*, uint32_t)",
+    "const char* tdm_method_dim_name(const tdm_program*, uint32_t, uint32_t)",
+    "int64_t tdm_method_dim_min(const tdm_program*, uint32_t, uint32_t)",
+    "int64_t tdm_method_dim_max(const tdm_program*, uint32_t, uint32_t)",
+    "size_t tdm_method_io_dim_expr(const tdm_program*, uint32_t, int, uint32_t, int, char*, size_t)",
+    "tdm_status tdm_session_set_input_shape(tdm_session*, uint32_t, uint32_t, const int64_t*, int)",
+    "int64_t tdm_session_io_dim(const tdm_session*, uint32_t, int, uint32_t, int)",
+    "size_t tdm_session_io_nbytes(const tdm_session*, uint32_t, int, uint32_t)",
+    "uint32_t tdm_method_op_count(const tdm_program*, uint32_t)",
+    "const char* tdm_method_op_name(const tdm_program*, uint32_t, uint32_t)",
+    "tdm_status tdm_session_run_profiled(tdm_session*, uint32_t, double*)",
+    "size_t tdm_method_op_bytes_written(const tdm_program*, uint32_t, uint32_t)",
+    "size_t tdm_method_op_state_bytes_written(const tdm_program*, uint32_t, uint32_t)",
+    "const void* tdm_program_data(const tdm_program*)",
+    "size_t tdm_program_data_size(const tdm_program*)",
+    "uint32_t tdm_method_value_count(const tdm_program*, uint32_t)",
+    "uint32_t tdm_method_io_value(const tdm_program*, uint32_t, int, uint32_t)",
+    "tdm_status tdm_session_bind(tdm_session*, uint32_t)",
+    "tdm_status tdm_session_value_info(const tdm_session*, uint32_t, uint32_t, int64_t*)",
+    "uint32_t tdm_method_op_operand_count(const tdm_program*, uint32_t, uint32_t, int)",
+    "uint32_t tdm_method_op_operand(const tdm_program*, uint32_t, uint32_t, int, uint32_t)",
+    "uint32_t tdm_method_op_attr_count(const tdm_program*, uint32_t, uint32_t, int)",
+    "int64_t tdm_session_op_iattr(const tdm_session*, uint32_t, uint32_t, uint32_t)",
+    "double tdm_method_op_fattr(const tdm_program*, uint32_t, uint32_t, uint32_t)",
+    "tdm_status tdm_threads_start(int32_t, int32_t)",
+    "void tdm_thread_worker(int32_t, void*)",
+    "void tdm_threads_stop()",
+    "int32_t tdm_threads_count()",
+    "int32_t tdm_build_features()",
+]
+
+
+class Fn(NamedTuple):
+    ret: str  # a C type, spaced as "const char*"
+    name: str
+    params: tuple  # C types
+
+
+def _parse_fn(decl: str) -> Fn:
+    ret_name, params = decl[:-1].split("(")
+    ret, name = ret_name.rsplit(" ", 1)
+    return Fn(ret, name, tuple(p.strip() for p in params.split(",")) if params else ())
+
+
+API = [_parse_fn(d) for d in _API]
+API_BY_NAME = {f.name: f for f in API}
+# What tandem.wasm imports from its host (web/loader.js, python/tandem/wasm.py), besides Emscripten's.
+HOST_IMPORTS = ("tdm_now_ms",)
+
+
+def result_kind(c_type: str) -> str:
+    """How a binding reads a C result: 'void', 'str' (a C string), 'ptr', 'size' (size_t: unsigned,
+    32-bit in wasm), 'u32', 'i32', 'i64', 'u64' (an i64 in wasm, unsigned in C) or 'f64'."""
+    kinds = {"void": "void", "const char*": "str", "size_t": "size", "uint32_t": "u32", "int": "i32",
+             "int32_t": "i32", "tdm_status": "i32", "int64_t": "i64", "uint64_t": "u64", "double": "f64"}
+    if c_type in kinds:
+        return kinds[c_type]
+    assert c_type.endswith("*"), c_type
+    return "ptr"
+
+
+# ---- operator signatures -------------------------------------------------------------------------
+
+class OpSig(NamedTuple):
+    """What an op takes: input and output counts (lo, hi; hi None: any number), its integer and
+    float attributes by name ("name?" optional and last; None: a list whose length varies, e.g. the
+    dims of a reduction) and the dtypes of its input 0, or of its result when it has no input
+    ("any", or a set of DTYPES names). docs/ops.md's table states the same (test_schema.py)."""
+    ins: tuple
+    outs: tuple
+    iattr: object  # tuple of names, or None
+    fattr: tuple
+    dtypes: object  # "any" or frozenset of dtype names
+
+
+_F, _INT = ("float32",), ("float32", "int64", "int32")
+
+
+def _sig(names: str, ins, outs=1, iattr=(), fattr=(), dtypes="any") -> dict:
+    rng = lambda n: n if isinstance(n, tuple) else (n, n)  # noqa: E731
+    d = dtypes if dtypes == "any" else frozenset(dtypes)
+    return {n: OpSig(rng(ins), rng(outs), iattr, fattr, d) for n in names.split()}
+
+
+SIGS = {
+    **_sig("add sub mul maximum minimum remainder pow", 2, dtypes=_INT),
+    **_sig("div", 2, dtypes=_F),
+    **_sig("floor_divide trunc_divide", 2, dtypes=("int64", "int32")),
+    **_sig("eq ne lt le gt ge logical_and logical_or", 2),
+    **_sig("neg abs relu floor ceil", 1, dtypes=_INT),
+    **_sig("exp log sqrt rsqrt sin cos tanh sigmoid gelu gelu_tanh silu erf reciprocal log1p hardswish hardsigmoid", 1,
+           dtypes=_F),
+    **_sig("logical_not cast copy expand", 1),
+    **_sig("where", 3),
+    **_sig("fill", 0, iattr=("value?",), fattr=("value?",)),
+    **_sig("matmul", 2, dtypes=_F),
+    **_sig("matmul_packed", 2, iattr=("N",), dtypes=_F),
+    **_sig("embedding_packed", 2, iattr=("N",), dtypes=_F),
+    **_sig("permute", 1, iattr=None),
+    **_sig("slice", 1, iattr=("dim", "start", "step")),
+    **_sig("cat", (1, None), iattr=("dim",)),
+    **_sig("index_select gather", 2, iattr=("dim",)),
+    **_sig("index_put", 3, iattr=("dim", "accumulate")),
+    **_sig("slice_scatter", 2, iattr=("dim", "start", "step")),
+    **_sig("scatter", 3, iattr=("dim",)),
+    **_sig("check_index", 1, 0, iattr=("n",), dtypes=("int64", "int32")),
+    **_sig("guard", 1, 0, iattr=("line",), dtypes=("bool",)),
+    **_sig("isnan isinf isfinite", 1, dtypes=_F),
+    **_sig("sum amax amin", 1, iattr=None, dtypes=("float32", "int64")),
+    **_sig("mean", 1, iattr=None, dtypes=_F),
+    **_sig("any all", 1, iattr=None, dtypes=("bool",)),
+    **_sig("argmax argmin", 1, iattr=("dim",), dtypes=("float32", "int64")),
+    **_sig("cumsum", 1, iattr=("dim",), dtypes=_INT),
+    **_sig("sort", 1, 2, iattr=("dim", "descending"), dtypes=_INT),
+    **_sig("topk", 1, 2, iattr=("dim", "k", "largest"), dtypes=_INT),
+    **_sig("softmax log_softmax", 1, iattr=("dim",), dtypes=_F),
+    **_sig("layer_norm", (1, 3), iattr=("normalized ndim", "has w", "has b", "axis?"), fattr=("eps",), dtypes=_F),
+    **_sig("rms_norm", (1, 2), iattr=("has w",), fattr=("eps",), dtypes=_F),
+    **_sig("attention", (3, 4), 2, iattr=("has_mask", "is_causal"), fattr=("scale",), dtypes=_F),
+    **_sig("matmul_q8", 3, iattr=("N",), dtypes=_F),
+    **_sig("matmul_q4", 3, iattr=("N", "G"), dtypes=_F),
+    **_sig("embedding_q8", 3, iattr=("N",), dtypes=("int8",)),
+    **_sig("embedding_q4", 3, iattr=("N", "G"), dtypes=("int4x2",)),
+    # Attribute lists whose length depends on the spatial rank r (docs/ops.md names them): counted
+    # by their *_check in src/kernels/conv.c, not here.
+    **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
+    **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
+    **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
+}
+# Ops without a signature yet (the test requires every op to be in SIGS or here).
+SIG_NOT_YET = frozenset()
+
+
+def _count_ok(n: int, lohi: tuple) -> bool:
+    return lohi[0] <= n and (lohi[1] is None or n <= lohi[1])
+
+
+def _attr_range(names) -> tuple:
+    return (0, None) if names is None else (sum(not a.endswith("?") for a in names), len(names))
+
+
+def check_op(name: str, in_dtypes, out_dtypes, n_iattr: int, n_fattr: int):
+    """None when an op with these operands (dtype codes) and attribute counts fits its signature,
+    else what does not. Ops in SIG_NOT_YET pass unchecked."""
+    sig = SIGS.get(name)
+    if sig is None:
+        return None if name in SIG_NOT_YET else f"op '{name}' has no signature in schema.SIGS"
+    problems = []
+    for what, n, rng in (("inputs", len(in_dtypes), sig.ins), ("outputs", len(out_dtypes), sig.outs),
+                         ("integer attributes", n_iattr, _attr_range(sig.iattr)), ("float attributes", n_fattr, _attr_range(sig.fattr))):
+        if not _count_ok(n, rng):
+            problems.append(f"{n} {what}, the schema says {rng[0]}..{'' if rng[1] is None else rng[1]}")
+    first = in_dtypes[0] if in_dtypes else (out_dtypes[0] if out_dtypes else None)
+    names = {d.code: d.name for d in DTYPES}
+    if sig.dtypes != "any" and first is not None and names.get(first) not in sig.dtypes:
+        problems.append(f"dtype {names.get(first, first)}, the schema allows {sorted(sig.dtypes)}")
+    return f"op '{name}': " + "; ".join(problems) if problems else None

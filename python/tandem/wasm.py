@@ -16,22 +16,15 @@ from pathlib import Path
 
 import wasmtime
 
-# Exports whose result is a pointer or a size_t (unsigned in C, an i32 in wasm); the same list as
-# web/runtime.js's UNSIGNED_RESULTS.
-_UNSIGNED = {
-    "tdm_dtype_size", "tdm_malloc", "tdm_method_io_nbytes", "tdm_state_offset", "tdm_state_nbytes",
-    "tdm_program_state_size", "tdm_program_scratch_size", "tdm_session_state", "tdm_session_input",
-    "tdm_session_output", "tdm_method_op_bytes_written", "tdm_method_op_state_bytes_written",
-    "tdm_session_io_nbytes", "tdm_method_io_dim_expr",
-}
-# Exports returning a C string, read out of linear memory into bytes (None for NULL).
-_STRINGS = {
-    "tdm_status_string", "tdm_last_error", "tdm_dtype_name", "tdm_program_method_name",
-    "tdm_method_io_name", "tdm_state_name", "tdm_program_metadata_name", "tdm_program_metadata_value",
-    "tdm_method_op_name", "tdm_method_dim_name",
-}
-# uint64_t results: an i64 in wasm, signed on the way out.
-_U64 = {"tdm_program_fingerprint", "tdm_program_id"}
+from .schema import API, result_kind
+
+# How each export's result is read, from the C types python/tandem/schema.py declares (web/runtime.js
+# reads the same through web/schema.js): a pointer or size_t is unsigned in C and an i32 in wasm; a
+# C string is read out of linear memory into bytes (None for NULL); a uint64_t is an i64 in wasm,
+# signed on the way out.
+_UNSIGNED = {f.name for f in API if result_kind(f.ret) in ("ptr", "size")}
+_STRINGS = {f.name for f in API if result_kind(f.ret) == "str"}
+_U64 = {f.name for f in API if result_kind(f.ret) == "u64"}
 
 _MASK32 = 0xFFFFFFFF
 _MASK64 = (1 << 64) - 1

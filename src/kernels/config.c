@@ -5,11 +5,12 @@
  * and the AVX-512 GEMM tiles where it also has AVX-512F (the same bits as the AVX2 ones), checked
  * once; TANDEM_NATIVE_ISA=simd128 in the environment keeps the SIMD128 ones (to compare, or to get
  * the SIMD128 build's bits on such a CPU), TANDEM_NATIVE_ISA=avx2 stops at AVX2.
- * The convolution family (conv_rows.c, conv_gemm.c) and the elementwise kernels it fuses are
- * picked here too (build time); the reduction and attention kernels are still picked at build time
- * beside their ops (TDM_SIMD128 in their files). */
+ * The elementwise, reduction, attention and convolution-family kernels are picked at build time,
+ * at the end of this file. */
 #include "gemm.h"
 #include "variants.h"
+
+#include <stddef.h>
 
 #if TDM_X86_AVX2
 #include <stdatomic.h>
@@ -88,20 +89,40 @@ const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 
-/* Convolution and pooling planes, the conv's dot products at few positions, and the elementwise
- * kernels a conv's fused activation runs (variants.h). */
+/* Convolution and pooling planes (conv_rows.c) and the conv's dot products at few positions
+ * (conv_gemm.c). */
 #if TDM_SIMD128
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__simd128;
-const tdm_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__simd128;
-void tdm_f32_unary(int code, const float *x, float *y, int64_t n) {
-  if (!tdm_f32_unary__simd128(code, x, y, n)) tdm_f32_unary__scalar(code, x, y, n);
-}
 #else
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
-const tdm_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__scalar;
-void tdm_f32_unary(int code, const float *x, float *y, int64_t n) { tdm_f32_unary__scalar(code, x, y, n); }
+#endif
+
+/* Elementwise, reductions and normalization, attention: SIMD128 (elementwise_simd128.c,
+ * reduce_simd128.c, attention_simd128.c) or the scalar references. */
+#if TDM_SIMD128
+/* The SIMD128 unary kernel covers most codes; the rest (log, sin, cos, ...) run the reference. */
+static void unary__simd128_or_scalar(int code, const float *x, float *y, int64_t n) {
+  if (!tdm_f32_unary__simd128(code, x, y, n)) tdm_f32_unary__scalar(code, x, y, n);
+}
+const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__simd128;
+const tdm_f32_unary_fn tdm_f32_unary = unary__simd128_or_scalar;
+const tdm_f32_sum_row_fn tdm_f32_sum_trailing = tdm_f32_sum_row__simd128;
+const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__simd128;
+const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__simd128;
+const tdm_f32_layer_norm_4groups_fn tdm_f32_layer_norm_4groups = tdm_f32_layer_norm_4groups__simd128;
+const tdm_f32_rms_norm_row_fn tdm_f32_rms_norm_row = tdm_f32_rms_norm_row__simd128;
+const tdm_f32_attention_rows_fn tdm_f32_attention_rows = tdm_f32_attention_rows__simd128;
+#else
+const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__scalar;
+const tdm_f32_unary_fn tdm_f32_unary = tdm_f32_unary__scalar;
+const tdm_f32_sum_row_fn tdm_f32_sum_trailing = NULL;
+const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__scalar;
+const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__scalar;
+const tdm_f32_layer_norm_4groups_fn tdm_f32_layer_norm_4groups = tdm_f32_layer_norm_4groups__scalar;
+const tdm_f32_rms_norm_row_fn tdm_f32_rms_norm_row = tdm_f32_rms_norm_row__scalar;
+const tdm_f32_attention_rows_fn tdm_f32_attention_rows = tdm_f32_attention_rows__scalar;
 #endif

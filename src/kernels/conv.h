@@ -16,8 +16,7 @@ void tdm__conv_geom(tdm_conv_geom *g, int r, const tdm_shape *x, const tdm_shape
 bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
 
 /* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
- * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1). */
-enum { TDM_CONV_ACT_NONE, TDM_CONV_ACT_RELU, TDM_CONV_ACT_HARDSWISH, TDM_CONV_ACT_ELU, TDM_CONV_ACT_COUNT };
+ * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1): TDM_CONV_ACT_* in schema.h. */
 /* y[0 .. n) = act(y), in place, by the elementwise kernels (so the values of the separate ops;
  * ELU: see conv_gemm.c). */
 void tdm__conv_activate(int act, float *y, int64_t n);

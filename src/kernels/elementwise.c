@@ -101,39 +101,6 @@ void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const flo
   for (int64_t i = 0; i < n; i++) y[i] = f32_binary(code, x0[i * sa], x1[i * sb]);
 }
 
-#if TDM_SIMD128
-#include "vec.h"
-
-static inline v128_t f32x4_binary(int code, v128_t a, v128_t b) {
-  switch (code) {
-    case TDM_B_ADD: return wasm_f32x4_add(a, b);
-    case TDM_B_SUB: return wasm_f32x4_sub(a, b);
-    case TDM_B_MUL: return wasm_f32x4_mul(a, b);
-    case TDM_B_DIV: return wasm_f32x4_div(a, b);
-    /* a > b ? a : b (pmax(b, a)), and NaN where either is NaN: the scalar results bit for bit up
-     * to the NaN's payload, signed zeros included (f32x4.max would give +0 for max(+0, -0) and
-     * max(-0, +0); the scalar kernel and PyTorch give the second operand) */
-    case TDM_B_MAX: return wasm_v128_or(wasm_f32x4_pmax(b, a), wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)));
-    default: return wasm_v128_or(wasm_f32x4_pmin(b, a), wasm_v128_or(wasm_f32x4_ne(a, a), wasm_f32x4_ne(b, b)));
-  }
-}
-
-/* The arithmetic ops four lanes at a time; pow and remainder (and the tail) stay scalar. */
-void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n) {
-  int64_t i = 0;
-  if (code <= TDM_B_MIN) {
-    const v128_t ba = wasm_f32x4_splat(x0[0]), bb = wasm_f32x4_splat(x1[0]);
-    for (; i + 4 <= n; i += 4) {
-      const v128_t a = sa ? wasm_v128_load(x0 + i) : ba, b = sb ? wasm_v128_load(x1 + i) : bb;
-      wasm_v128_store(y + i, f32x4_binary(code, a, b));
-    }
-  }
-  tdm_f32_binary_row__scalar(code, x0 + i * sa, sa, x1 + i * sb, sb, y + i, n - i);
-}
-#define f32_binary_row tdm_f32_binary_row__simd128
-#else
-#define f32_binary_row tdm_f32_binary_row__scalar
-#endif
 
 /* Integer division, exact over the whole int64 range. C's `/` and `%` are undefined (and trap in
  * wasm) for a zero divisor and for INT64_MIN / -1, so both are defined here and never reach the
@@ -243,7 +210,7 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
     } else if (out->dtype == TDM_F32) {
       const float *x0 = (const float *)in[0].data + oa, *x1 = (const float *)in[1].data + ob;
       float *y = (float *)out->data + o;
-      f32_binary_row(code, x0, sa, x1, sb, y, n);
+      tdm_f32_binary_row(code, x0, sa, x1, sb, y, n);
     } else if (out->dtype == TDM_I32) {
       /* int32 through the exact int64 arithmetic, wrapped back to 32 bits like PyTorch (the
        * product of two int32 fits in int64; pow wraps mod 2^64, so mod 2^32 too) */
@@ -334,52 +301,6 @@ void tdm_f32_unary__scalar(int code, const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = f32_unary(code, x[i]);
 }
 
-#if TDM_SIMD128
-/* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil,
- * hardswish, hardsigmoid give the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
- * their documented error). Other codes return false (scalar: log, sin, cos). */
-bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
-  const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
-  const v128_t three = wasm_f32x4_splat(3.0f), six = wasm_f32x4_splat(6.0f);
-  int64_t i = 0;
-#define UNARY_LOOP(EXPR)                                                            \
-  for (; i + 4 <= n; i += 4) {                                                      \
-    const v128_t v = wasm_v128_load(x + i);                                         \
-    wasm_v128_store(y + i, (EXPR));                                                 \
-  }                                                                                 \
-  break
-  switch (code) {
-    case TDM_U_NEG: UNARY_LOOP(wasm_f32x4_neg(v));
-    case TDM_U_ABS: UNARY_LOOP(wasm_f32x4_abs(v));
-    case TDM_U_RELU: /* x > 0 or NaN: x; else 0 */
-      UNARY_LOOP(wasm_v128_and(v, wasm_v128_or(wasm_f32x4_gt(v, zero), wasm_f32x4_ne(v, v))));
-    case TDM_U_SQRT: UNARY_LOOP(wasm_f32x4_sqrt(v));
-    case TDM_U_RSQRT: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_sqrt(v)));
-    case TDM_U_RECIP: UNARY_LOOP(wasm_f32x4_div(one, v));
-    case TDM_U_FLOOR: UNARY_LOOP(wasm_f32x4_floor(v));
-    case TDM_U_CEIL: UNARY_LOOP(wasm_f32x4_ceil(v));
-    case TDM_U_EXP: UNARY_LOOP(tdm_f32x4_exp(v));
-    case TDM_U_ERF: UNARY_LOOP(tdm_f32x4_erf(v));
-    case TDM_U_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
-      UNARY_LOOP(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
-                                wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f))))));
-    case TDM_U_TANH: /* 1 - 2 / (e^2x + 1); x itself where |x| < 4e-4 (tanh x = x (1 - x²/3 ...): keeps -0 and tiny x) */
-      UNARY_LOOP(wasm_v128_bitselect(v, wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))),
-                                     wasm_f32x4_lt(wasm_f32x4_abs(v), wasm_f32x4_splat(4e-4f))));
-    case TDM_U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
-    case TDM_U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
-    /* pmax(t, 0) = t < 0 ? 0 : t and pmin(t, 6) = 6 < t ? 6 : t: the scalar clamp, NaN kept; exact */
-    case TDM_U_HARDSWISH:
-      UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_mul(v, wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six)), six));
-    case TDM_U_HARDSIGMOID:
-      UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six), six));
-    default: return false;
-  }
-#undef UNARY_LOOP
-  for (; i < n; i++) y[i] = f32_unary(code, x[i]);
-  return true;
-}
-#endif
 
 static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int code = op->def->code;
@@ -390,10 +311,7 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   } else if (out->dtype == TDM_F32) {
     const float *x = in[0].data;
     float *y = out->data;
-#if TDM_SIMD128
-    if (tdm_f32_unary__simd128(code, x, y, n)) return TDM_OK;
-#endif
-    tdm_f32_unary__scalar(code, x, y, n);
+    tdm_f32_unary(code, x, y, n);
   } else if (out->dtype == TDM_I32) {
     const int32_t *x = in[0].data;
     int32_t *y = out->data;

@@ -7,24 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_ANY, R_ALL };
 
-#if TDM_SIMD128
-#include "vec.h"
-
-static inline float hmax(v128_t v) {
-  float m = wasm_f32x4_extract_lane(v, 0);
-  for (int i = 1; i < 4; i++) {
-    const float x = i == 1 ? wasm_f32x4_extract_lane(v, 1) : i == 2 ? wasm_f32x4_extract_lane(v, 2) : wasm_f32x4_extract_lane(v, 3);
-    m = (x > m || x != x) ? x : m;
-  }
-  return m;
-}
-
-static inline float hsum(v128_t v) {
-  return wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1) + wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3);
-}
-#endif
 
 
 float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
@@ -33,17 +16,6 @@ float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
   return sum;
 }
 
-#if TDM_SIMD128
-/* Four partial sums, then the tail: the order differs from the scalar reference. */
-float tdm_f32_sum_row__simd128(const float *x, int64_t n) {
-  v128_t s4 = wasm_f32x4_splat(0);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
-  float sum = hsum(s4);
-  for (; i < n; i++) sum += x[i];
-  return sum;
-}
-#endif
 
 /* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
 static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
@@ -62,25 +34,24 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   int64_t st[TDM_MAX_RANK], idx[TDM_MAX_RANK] = {0}, off = 0;
   reduce_strides(xs, op->iattr, op->n_iattr, st);
   const int64_t count = out->numel ? in[0].numel / out->numel : 0;
-#if TDM_SIMD128
   /* Sum or mean over trailing dims, so each output sums one contiguous row of `count` values (RMS
-   * norm's mean of squares over the last dim, squeeze-excite's mean over H·W): rows at a time. */
+   * norm's mean of squares over the last dim, squeeze-excite's mean over H·W): rows at a time,
+   * where the build has a row-sum variant (config.c; without one, the generic order below). */
   bool trailing = true;
   for (uint32_t i = 0; i < op->n_iattr; i++) trailing &= op->iattr[i] == xs->rank - (int64_t)op->n_iattr + (int64_t)i;
-  if (out->dtype == TDM_F32 && (code == R_SUM || code == R_MEAN) && trailing && count > 0) {
+  if (tdm_f32_sum_trailing && out->dtype == TDM_F32 && (code == TDM_R_SUM || code == TDM_R_MEAN) && trailing && count > 0) {
     const float *x = in[0].data;
     float *y = out->data;
     for (int64_t r = 0; r < out->numel; r++) {
-      const float sum = tdm_f32_sum_row__simd128(x + r * count, count);
-      y[r] = code == R_MEAN ? sum / (float)count : sum;
+      const float sum = tdm_f32_sum_trailing(x + r * count, count);
+      y[r] = code == TDM_R_MEAN ? sum / (float)count : sum;
     }
     return TDM_OK;
   }
-#endif
   if (out->dtype == TDM_BOOL) {
     uint8_t *y = out->data;
     const uint8_t *x = in[0].data;
-    const bool all = code == R_ALL;
+    const bool all = code == TDM_R_ALL;
     memset(y, all, (size_t)out->numel);
     for (int64_t t = 0; t < in[0].numel; t++) {
       if (all) y[off] &= x[t] != 0;
@@ -94,13 +65,13 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   } else if (out->dtype == TDM_F32) {
     float *y = out->data;
     const float *x = in[0].data;
-    const float init = code == R_AMAX ? -INFINITY : code == R_AMIN ? INFINITY : 0.0f;
+    const float init = code == TDM_R_AMAX ? -INFINITY : code == TDM_R_AMIN ? INFINITY : 0.0f;
     for (int64_t i = 0; i < out->numel; i++) y[i] = init;
     for (int64_t t = 0; t < in[0].numel; t++) {
       const float v = x[t];
       float *a = &y[off];
-      if (code == R_AMAX) *a = (v > *a || v != v) ? v : *a;
-      else if (code == R_AMIN) *a = (v < *a || v != v) ? v : *a;
+      if (code == TDM_R_AMAX) *a = (v > *a || v != v) ? v : *a;
+      else if (code == TDM_R_AMIN) *a = (v < *a || v != v) ? v : *a;
       else *a += v;
       for (int i = xs->rank - 1; i >= 0; i--) {
         if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
@@ -108,18 +79,18 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
         idx[i] = 0;
       }
     }
-    if (code == R_MEAN)
+    if (code == TDM_R_MEAN)
       for (int64_t i = 0; i < out->numel; i++) y[i] = count ? y[i] / (float)count : NAN;
   } else {
     int64_t *y = out->data;
     const int64_t *x = in[0].data;
-    const int64_t init = code == R_AMAX ? INT64_MIN : code == R_AMIN ? INT64_MAX : 0;
+    const int64_t init = code == TDM_R_AMAX ? INT64_MIN : code == TDM_R_AMIN ? INT64_MAX : 0;
     for (int64_t i = 0; i < out->numel; i++) y[i] = init;
     for (int64_t t = 0; t < in[0].numel; t++) {
       const int64_t v = x[t];
       int64_t *a = &y[off];
-      if (code == R_AMAX) *a = v > *a ? v : *a;
-      else if (code == R_AMIN) *a = v < *a ? v : *a;
+      if (code == TDM_R_AMAX) *a = v > *a ? v : *a;
+      else if (code == TDM_R_AMIN) *a = v < *a ? v : *a;
       else *a = (int64_t)((uint64_t)*a + (uint64_t)v);
       for (int i = xs->rank - 1; i >= 0; i--) {
         if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
@@ -137,8 +108,8 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 1 || op->n_iattr < 1) return tdm__rule(op, "takes 1 input, 1 output, dims");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != y->dtype) return tdm__rule(op, "output dtype differs");
-  const bool logical = op->def->code == R_ANY || op->def->code == R_ALL;
-  if (logical ? x->dtype != TDM_BOOL : (x->dtype != TDM_F32 && !(x->dtype == TDM_I64 && op->def->code != R_MEAN)))
+  const bool logical = op->def->code == TDM_R_ANY || op->def->code == TDM_R_ALL;
+  if (logical ? x->dtype != TDM_BOOL : (x->dtype != TDM_F32 && !(x->dtype == TDM_I64 && op->def->code != TDM_R_MEAN)))
     return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
   bool red[TDM_MAX_RANK] = {false};
   for (uint32_t i = 0; i < op->n_iattr; i++) {
@@ -146,7 +117,7 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
     if (d < 0 || d >= x->shape.rank || (i > 0 && d <= op->iattr[i - 1])) return tdm__rule(op, "dims must be ascending and in range");
     red[d] = true;
   }
-  if ((op->def->code == R_AMAX || op->def->code == R_AMIN) && x->numel == 0)
+  if ((op->def->code == TDM_R_AMAX || op->def->code == TDM_R_AMIN) && x->numel == 0)
     return tdm__rule(op, "cannot reduce an empty tensor");
   tdm_shape keep = x->shape, drop = {0};
   for (int i = 0; i < x->shape.rank; i++) {
@@ -158,42 +129,6 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-#if TDM_SIMD128
-/* One contiguous row of softmax / log_softmax, four lanes at a time (sum in float lanes; masked
- * -inf scores give exactly 0). */
-void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp) {
-  v128_t m4 = wasm_f32x4_splat(-INFINITY);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) m4 = wasm_f32x4_max(m4, wasm_v128_load(x + i)); /* NaN propagates */
-  float mx = hmax(m4);
-  for (; i < n; i++) mx = (x[i] > mx || x[i] != x[i]) ? x[i] : mx;
-  if (mx == -INFINITY) mx = 0;
-  const v128_t mv = wasm_f32x4_splat(mx), ninf = wasm_f32x4_splat(-INFINITY), zero = wasm_f32x4_splat(0);
-  v128_t s4 = zero;
-  for (i = 0; i + 4 <= n; i += 4) {
-    const v128_t v = wasm_v128_load(x + i);
-    const v128_t e = wasm_v128_bitselect(zero, tdm_f32x4_exp(wasm_f32x4_sub(v, mv)), wasm_f32x4_eq(v, ninf));
-    if (!logp) wasm_v128_store(y + i, e);
-    s4 = wasm_f32x4_add(s4, e);
-  }
-  float sum = hsum(s4);
-  for (; i < n; i++) {
-    const float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
-    if (!logp) y[i] = e;
-    sum += e;
-  }
-  if (logp) {
-    const v128_t c = wasm_f32x4_splat(mx + logf(sum));
-    for (i = 0; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_sub(wasm_v128_load(x + i), c));
-    for (; i < n; i++) y[i] = x[i] - (mx + logf(sum));
-  } else {
-    const float r = 1.0f / sum;
-    const v128_t rv = wasm_f32x4_splat(r);
-    for (i = 0; i + 4 <= n; i += 4) wasm_v128_store(y + i, wasm_f32x4_mul(wasm_v128_load(y + i), rv));
-    for (; i < n; i++) y[i] *= r;
-  }
-}
-#endif
 
 void tdm_f32_softmax_group__scalar(const float *x, float *y, int64_t n, int64_t stride, bool logp) {
   float mx = -INFINITY;
@@ -227,13 +162,11 @@ static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
   const float *x = in[0].data;
   float *y = out->data;
-  const bool logp = op->def->code == 1;
-#if TDM_SIMD128
+  const bool logp = op->def->code == TDM_SM_LOG_SOFTMAX;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; o++) tdm_f32_softmax_row__simd128(x + o * n, y + o * n, n, logp);
+    for (int64_t o = 0; o < outer; o++) tdm_f32_softmax_row(x + o * n, y + o * n, n, logp);
     return TDM_OK;
   }
-#endif
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) tdm_f32_softmax_group__scalar(x + o * n * inner + j, y + o * n * inner + j, n, inner, logp);
   return TDM_OK;
@@ -282,77 +215,20 @@ void tdm_f32_rms_norm_group__scalar(const float *x, float *y, int64_t n, int64_t
   }
 }
 
-#if TDM_SIMD128
-void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
-  v128_t s4 = wasm_f32x4_splat(0);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
-  float sum = hsum(s4);
-  for (; i < n; i++) sum += x[i];
-  const float mu = sum / (float)n;
-  const v128_t muv = wasm_f32x4_splat(mu);
-  v128_t q4 = wasm_f32x4_splat(0);
-  for (i = 0; i + 4 <= n; i += 4) {
-    const v128_t d = wasm_f32x4_sub(wasm_v128_load(x + i), muv);
-    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(d, d));
-  }
-  float q = hsum(q4);
-  for (; i < n; i++) q += (x[i] - mu) * (x[i] - mu);
-  const float rstd = 1.0f / sqrtf(q / (float)n + eps);
-  const v128_t rv = wasm_f32x4_splat(rstd);
-  for (i = 0; i + 4 <= n; i += 4) {
-    v128_t v = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(x + i), muv), rv);
-    if (w) v = wasm_f32x4_mul(v, wasm_v128_load(w + i));
-    if (b) v = wasm_f32x4_add(v, wasm_v128_load(b + i));
-    wasm_v128_store(y + i, v);
-  }
-  for (; i < n; i++) {
-    float v = (x[i] - mu) * rstd;
-    if (w) v *= w[i];
-    if (b) v += b[i];
-    y[i] = v;
-  }
-}
 
-/* Four groups at x, x+1, x+2, x+3, each n values `stride` apart. */
-void tdm_f32_layer_norm_4groups__simd128(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
-  v128_t s4 = wasm_f32x4_splat(0);
-  for (int64_t i = 0; i < n; i++) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i * stride));
-  const v128_t mu = wasm_f32x4_div(s4, wasm_f32x4_splat((float)n));
-  v128_t q4 = wasm_f32x4_splat(0);
-  for (int64_t i = 0; i < n; i++) {
-    const v128_t d = wasm_f32x4_sub(wasm_v128_load(x + i * stride), mu);
-    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(d, d));
-  }
-  const v128_t one = wasm_f32x4_splat(1.0f);
-  const v128_t rstd = wasm_f32x4_div(one, wasm_f32x4_sqrt(wasm_f32x4_add(wasm_f32x4_div(q4, wasm_f32x4_splat((float)n)), wasm_f32x4_splat(eps))));
-  for (int64_t i = 0; i < n; i++) {
-    v128_t v = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(x + i * stride), mu), rstd);
-    if (w) v = wasm_f32x4_mul(v, wasm_f32x4_splat(w[i]));
-    if (b) v = wasm_f32x4_add(v, wasm_f32x4_splat(b[i]));
-    wasm_v128_store(y + i * stride, v);
-  }
+/* The row and four-group forms of the references, which config.c picks where the build has no
+ * SIMD128: the group kernels at stride 1, and four groups one after another (the same bits as the
+ * op's scalar loop over groups). */
+void tdm_f32_softmax_row__scalar(const float *x, float *y, int64_t n, bool logp) { tdm_f32_softmax_group__scalar(x, y, n, 1, logp); }
+void tdm_f32_layer_norm_row__scalar(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
+  tdm_f32_layer_norm_group__scalar(x, y, n, 1, w, b, eps);
 }
-
-void tdm_f32_rms_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, float eps) {
-  v128_t q4 = wasm_f32x4_splat(0);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const v128_t v = wasm_v128_load(x + i);
-    q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(v, v));
-  }
-  float q = hsum(q4);
-  for (; i < n; i++) q += x[i] * x[i];
-  const float rstd = 1.0f / sqrtf(q / (float)n + eps);
-  const v128_t rv = wasm_f32x4_splat(rstd);
-  for (i = 0; i + 4 <= n; i += 4) {
-    v128_t v = wasm_f32x4_mul(wasm_v128_load(x + i), rv);
-    if (w) v = wasm_f32x4_mul(v, wasm_v128_load(w + i));
-    wasm_v128_store(y + i, v);
-  }
-  for (; i < n; i++) y[i] = w ? x[i] * rstd * w[i] : x[i] * rstd;
+void tdm_f32_layer_norm_4groups__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps) {
+  for (int i = 0; i < 4; i++) tdm_f32_layer_norm_group__scalar(x + i, y + i, n, stride, w, b, eps);
 }
-#endif
+void tdm_f32_rms_norm_row__scalar(const float *x, float *y, int64_t n, const float *w, float eps) {
+  tdm_f32_rms_norm_group__scalar(x, y, n, 1, w, eps);
+}
 
 /* x viewed as [outer, n, inner], normalized over n: the dims [axis, axis + ndim). */
 static void norm_layout(const tdm_shape *s, int64_t axis, int64_t ndim, int64_t *outer, int64_t *n, int64_t *inner) {
@@ -379,15 +255,13 @@ static tdm_status layer_norm_run(const tdm_op *op, const tdm_tensor *in, const t
     const float *x = (const float *)in[0].data + o * n * inner;
     float *y = (float *)out->data + o * n * inner;
     int64_t j = 0;
-#if TDM_SIMD128
     if (n <= NORM_SIMD_MAX) {
       if (inner == 1) {
-        tdm_f32_layer_norm_row__simd128(x, y, n, w, b, eps);
+        tdm_f32_layer_norm_row(x, y, n, w, b, eps);
         continue;
       }
-      for (; j + 4 <= inner; j += 4) tdm_f32_layer_norm_4groups__simd128(x + j, y + j, n, inner, w, b, eps);
+      for (; j + 4 <= inner; j += 4) tdm_f32_layer_norm_4groups(x + j, y + j, n, inner, w, b, eps);
     }
-#endif
     for (; j < inner; j++) tdm_f32_layer_norm_group__scalar(x + j, y + j, n, inner, w, b, eps);
   }
   return TDM_OK;
@@ -430,12 +304,10 @@ static tdm_status rms_norm_run(const tdm_op *op, const tdm_tensor *in, const tdm
   for (int64_t r = 0; r < rows; r++) {
     const float *x = (const float *)in[0].data + r * n;
     float *y = (float *)out->data + r * n;
-#if TDM_SIMD128
     if (n <= NORM_SIMD_MAX) {
-      tdm_f32_rms_norm_row__simd128(x, y, n, w, eps);
+      tdm_f32_rms_norm_row(x, y, n, w, eps);
       continue;
     }
-#endif
     tdm_f32_rms_norm_group__scalar(x, y, n, 1, w, eps);
   }
   return TDM_OK;
@@ -459,7 +331,7 @@ static tdm_status arg_run(const tdm_op *op, const tdm_tensor *in, const tdm_tens
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; i++) outer *= s->dims[i];
   for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
-  const bool mx = op->def->code == 0;
+  const bool mx = op->def->code == TDM_ARG_MAX;
   int64_t *y = out->data;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
@@ -500,16 +372,16 @@ static tdm_status arg_check(const tdm_method *m, const tdm_op *op) {
 }
 
 const tdm_opdef tdm__reduce_ops[] = {
-    TDM_OP(any, R_ANY, reduce_check, reduce_run),
-    TDM_OP(all, R_ALL, reduce_check, reduce_run),
-    TDM_OP(argmax, 0, arg_check, arg_run),
-    TDM_OP(argmin, 1, arg_check, arg_run),
-    TDM_OP(sum, R_SUM, reduce_check, reduce_run),
-    TDM_OP(mean, R_MEAN, reduce_check, reduce_run),
-    TDM_OP(amax, R_AMAX, reduce_check, reduce_run),
-    TDM_OP(amin, R_AMIN, reduce_check, reduce_run),
-    TDM_OP(softmax, 0, softmax_check, softmax_run),
-    TDM_OP(log_softmax, 1, softmax_check, softmax_run),
+    TDM_OP(any, TDM_R_ANY, reduce_check, reduce_run),
+    TDM_OP(all, TDM_R_ALL, reduce_check, reduce_run),
+    TDM_OP(argmax, TDM_ARG_MAX, arg_check, arg_run),
+    TDM_OP(argmin, TDM_ARG_MIN, arg_check, arg_run),
+    TDM_OP(sum, TDM_R_SUM, reduce_check, reduce_run),
+    TDM_OP(mean, TDM_R_MEAN, reduce_check, reduce_run),
+    TDM_OP(amax, TDM_R_AMAX, reduce_check, reduce_run),
+    TDM_OP(amin, TDM_R_AMIN, reduce_check, reduce_run),
+    TDM_OP(softmax, TDM_SM_SOFTMAX, softmax_check, softmax_run),
+    TDM_OP(log_softmax, TDM_SM_LOG_SOFTMAX, softmax_check, softmax_run),
     TDM_OP(layer_norm, 0, layer_norm_check, layer_norm_run),
     TDM_OP(rms_norm, 0, rms_norm_check, rms_norm_run),
     TDM_OP_END,

@@ -1,9 +1,11 @@
 /* variants.h — the kernels that have a SIMD128 variant, each beside its scalar reference (src/
  * only). Both are non-static so that tests/c/kernel_selftest.c, built into a test-only wasm module,
  * and the native ctest of the same name can run the two on the same inputs (tail sizes, NaN, ±inf,
- * ±0) and compare. The runtime picks the variant at build time: the SIMD128 one where TDM_SIMD128
- * (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers below are
- * set in config.c (the ops call through them, with no ISA test of their own). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+ * ±0) and compare. The runtime picks the variant once, in config.c: the SIMD128 one where
+ * TDM_SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers
+ * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (or, for the
+ * convolution family and the quantized kernels, beside the scalar ones in conv_rows.c, conv_gemm.c
+ * and quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
 #ifndef TDM_VARIANTS_H
 #define TDM_VARIANTS_H
 
@@ -12,12 +14,39 @@
 
 #include "simd.h"
 
-/* Sub-operation codes of the elementwise families (tdm_opdef.code). */
+/* Sub-operation codes (tdm_opdef.code), one enum per family: binary and unary elementwise ops, the
+ * reductions over dims, softmax, argmax / argmin. */
 enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM, TDM_B_EQ, TDM_B_NE,
        TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
 enum { TDM_U_NEG, TDM_U_ABS, TDM_U_EXP, TDM_U_LOG, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_SIN, TDM_U_COS, TDM_U_TANH,
        TDM_U_SIGMOID, TDM_U_RELU, TDM_U_GELU, TDM_U_GELU_TANH, TDM_U_SILU, TDM_U_ERF, TDM_U_RECIP, TDM_U_FLOOR,
        TDM_U_CEIL, TDM_U_NOT, TDM_U_LOG1P, TDM_U_HARDSWISH, TDM_U_HARDSIGMOID };
+enum { TDM_R_SUM, TDM_R_MEAN, TDM_R_AMAX, TDM_R_AMIN, TDM_R_ANY, TDM_R_ALL };
+enum { TDM_SM_SOFTMAX, TDM_SM_LOG_SOFTMAX };
+enum { TDM_ARG_MAX, TDM_ARG_MIN };
+
+/* The variants the runtime calls, picked once in config.c (SIMD128 where the build has it, else the
+ * scalar reference); the ops call through these and test no instruction set themselves. */
+typedef void (*tdm_f32_binary_row_fn)(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
+typedef void (*tdm_f32_unary_fn)(int code, const float *x, float *y, int64_t n);
+typedef float (*tdm_f32_sum_row_fn)(const float *x, int64_t n);
+typedef void (*tdm_f32_softmax_row_fn)(const float *x, float *y, int64_t n, bool logp);
+typedef void (*tdm_f32_layer_norm_row_fn)(const float *x, float *y, int64_t n, const float *w, const float *b, float eps);
+typedef void (*tdm_f32_layer_norm_4groups_fn)(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b,
+                                              float eps);
+typedef void (*tdm_f32_rms_norm_row_fn)(const float *x, float *y, int64_t n, const float *w, float eps);
+struct tdm_attn_rows;
+typedef void (*tdm_f32_attention_rows_fn)(const struct tdm_attn_rows *a, float *ws);
+extern const tdm_f32_binary_row_fn tdm_f32_binary_row;
+extern const tdm_f32_unary_fn tdm_f32_unary;
+/* Sum or mean of contiguous rows; NULL where the build has none (the reduction's generic order). */
+extern const tdm_f32_sum_row_fn tdm_f32_sum_trailing;
+extern const tdm_f32_softmax_row_fn tdm_f32_softmax_row;
+/* Layer and RMS norm of groups of at most NORM_SIMD_MAX (reduce.c) values. */
+extern const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row;
+extern const tdm_f32_layer_norm_4groups_fn tdm_f32_layer_norm_4groups;
+extern const tdm_f32_rms_norm_row_fn tdm_f32_rms_norm_row;
+extern const tdm_f32_attention_rows_fn tdm_f32_attention_rows;
 
 /* y[i] = x0[i*sa] op x1[i*sb] for one row of a float32 binary op; sa, sb are 0 (broadcast) or 1. */
 void tdm_f32_binary_row__scalar(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
@@ -31,6 +60,11 @@ void tdm_f32_softmax_group__scalar(const float *x, float *y, int64_t n, int64_t 
 /* Layer norm and RMS norm over n values `stride` apart (statistics in double); w, b may be NULL. */
 void tdm_f32_layer_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps);
 void tdm_f32_rms_norm_group__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, float eps);
+/* The row and four-group forms of the references (the group kernels at stride 1, four groups in turn). */
+void tdm_f32_softmax_row__scalar(const float *x, float *y, int64_t n, bool logp);
+void tdm_f32_layer_norm_row__scalar(const float *x, float *y, int64_t n, const float *w, const float *b, float eps);
+void tdm_f32_layer_norm_4groups__scalar(const float *x, float *y, int64_t n, int64_t stride, const float *w, const float *b, float eps);
+void tdm_f32_rms_norm_row__scalar(const float *x, float *y, int64_t n, const float *w, float eps);
 
 /* The geometry of a convolution: x [N, C, H, W], y [N, O, OH, OW], kernel KH × KW. */
 typedef struct tdm_conv_geom {
@@ -81,14 +115,10 @@ typedef void (*tdm_conv_plane_fn)(const tdm_conv_geom *g, const float *xg, const
 typedef void (*tdm_pool_plane_fn)(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, float *yc);
 typedef void (*tdm_conv_dot_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                 int64_t ldy);
-typedef void (*tdm_binary_row_fn)(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
-/* The variants the runtime uses (config.c). tdm_f32_unary: the SIMD128 variant where it has the
- * code, else the scalar one. */
+/* The variants the runtime uses (config.c). */
 extern const tdm_conv_plane_fn tdm_f32_conv_plane;
 extern const tdm_pool_plane_fn tdm_f32_pool_plane;
 extern const tdm_conv_dot_fn tdm_f32_conv_dot;
-extern const tdm_binary_row_fn tdm_f32_binary_row;
-void tdm_f32_unary(int code, const float *x, float *y, int64_t n);
 /* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
 void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
 
@@ -133,6 +163,11 @@ typedef struct tdm_attn_rows {
   const float *mf;   /* float mask or NULL */
   int64_t mhead, mstep;
 } tdm_attn_rows;
+/* Head g's query, output and mask in a tdm_attn_rows. */
+#define TDM_ATTN_Q(a, g) ((a)->q + (g) * (a)->qstride)
+#define TDM_ATTN_Y(a, g) ((a)->y + (g) * (a)->ystride)
+#define TDM_ATTN_MB(a, g) ((a)->mb ? (a)->mb + (g) * (a)->mhead : NULL)
+#define TDM_ATTN_MF(a, g) ((a)->mf ? (a)->mf + (g) * (a)->mhead : NULL)
 /* The reference: one head after another. ws: jend floats. */
 void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 

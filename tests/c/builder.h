@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "tandem.h"
+#include "schema.h" /* TDM_REGION_*, TDM_INIT_* */
 
-enum { TB_SCRATCH = 0, TB_STATE = 2 };
+enum { TB_SCRATCH = TDM_REGION_SCRATCH, TB_STATE = TDM_REGION_STATE };
 
 typedef struct tb_value {
   int dtype, rank, region; /* region: TB_SCRATCH or TB_STATE */
@@ -129,7 +130,7 @@ static unsigned char *tb_build(const tb_program *p, size_t *size) {
     tb_u32(&states, tb_str(&st, s->name));
     tb_u8(&states, (uint8_t)s->dtype);
     tb_u8(&states, (uint8_t)s->rank);
-    tb_u8(&states, 0); /* all zeros */
+    tb_u8(&states, TDM_INIT_ZEROS);
     tb_u8(&states, 0);
     tb_u64(&states, state_off[i]);
     tb_u64(&states, tb_nbytes(s->dtype, s->rank, s->dims));

@@ -691,7 +691,7 @@ static int check_pool(void) {
 }
 #endif
 
-/* The plane variants the runtime calls (tdm_f32_conv_plane, tdm_f32_pool_plane: config.c) against
+/* The plane variants the runtime calls (tdm_f32_conv_plane, tdm_f32_pool_plane: config.c; SIMD128 where built) against
  * the scalar plane, value by value: short rows (the padded path), long rows (the row kernel between
  * scalar border columns), strides 1–3, and the cases the padded path must leave to the exact one:
  * a weight of +inf in the channel (0·inf would be NaN where the reference adds nothing) and a bias
@@ -712,7 +712,11 @@ static int check_planes(void) {
           fill(w, C * KH * KW, 1, false, KW);
           if (kind == 1) w[KW / 2] = INFINITY; /* a tap of channel 0 that borders read past */
           const float b = kind == 1 ? 0.5f : kind == 2 ? -0.0f : 0.25f;
+#if TDM_SIMD128
+          tdm_f32_conv_plane__simd128(&g, x, w, C, b, y); /* what config.c picks in this build */
+#else
           tdm_f32_conv_plane(&g, x, w, C, b, y);
+#endif
           tdm_f32_conv_plane__scalar(&g, x, w, C, b, ref);
           cases++;
           for (int64_t i = 0; i < g.OH * g.OW; i++)
@@ -722,7 +726,11 @@ static int check_planes(void) {
             const bool is_max = pk == 0, include_pad = pk == 1;
             tdm_conv_geom p = g;
             p.C = 1;
+#if TDM_SIMD128
+            tdm_f32_pool_plane__simd128(&p, is_max, include_pad, x, y);
+#else
             tdm_f32_pool_plane(&p, is_max, include_pad, x, y);
+#endif
             tdm_f32_pool_plane__scalar(&p, is_max, include_pad, x, ref);
             for (int64_t i = 0; i < p.OH * p.OW; i++)
               if (!same(y[i], ref[i])) bad += mismatch(F_POOL, "pool plane", W * 10 + s, i, (double)(KW * 10 + pk), y[i], ref[i]);
@@ -731,6 +739,42 @@ static int check_planes(void) {
   if (cases == 0) bad += mismatch(F_CONV, "no conv plane cases", 0, 0, 0, 0, 0);
   return bad;
 }
+
+/* The row and four-group forms of the scalar references (what config.c picks without SIMD128):
+ * bit for bit the group kernels at stride 1 and four groups in turn, in every build. */
+static int check_row_forms(void) {
+  enum { S = 5 };
+  static float x[MAXN * S], y[MAXN * S], ref[MAXN * S];
+  float w[MAXN], b[MAXN];
+  int bad = 0;
+  for (int kind = 0; kind < 3; kind++)
+    for (int s = 1; s < N_SIZES; s++) {
+      const int64_t n = SIZES[s];
+      fill(x, n * S, 3, false, 0);
+      fill(w, n, 1.5f, false, 0), fill(b, n, 1, false, 0);
+      if (kind == 1) x[n / 2] = NAN, x[n - 1] = -INFINITY;
+      if (kind == 2)
+        for (int64_t i = 1; i < n; i += 3) x[i] = -INFINITY; /* masked scores */
+      const float *wv = kind == 1 ? NULL : w;
+      for (int logp = 0; logp < 2; logp++) {
+        tdm_f32_softmax_group__scalar(x, ref, n, 1, logp);
+        tdm_f32_softmax_row__scalar(x, y, n, logp);
+        if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_SOFTMAX, "softmax row (scalar form)", n, -1, 0, y[0], ref[0]);
+      }
+      tdm_f32_layer_norm_group__scalar(x, ref, n, 1, wv, b, 1e-5f);
+      tdm_f32_layer_norm_row__scalar(x, y, n, wv, b, 1e-5f);
+      if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_NORM, "layer_norm row (scalar form)", n, -1, 0, y[0], ref[0]);
+      tdm_f32_rms_norm_group__scalar(x, ref, n, 1, wv, 1e-6f);
+      tdm_f32_rms_norm_row__scalar(x, y, n, wv, 1e-6f);
+      if (memcmp(y, ref, (size_t)n * sizeof(float))) bad += mismatch(F_NORM, "rms_norm row (scalar form)", n, -1, 0, y[0], ref[0]);
+      memset(ref, 0, sizeof ref), memset(y, 0, sizeof y);
+      for (int j = 0; j < 4; j++) tdm_f32_layer_norm_group__scalar(x + j, ref + j, n, S, wv, b, 1e-5f);
+      tdm_f32_layer_norm_4groups__scalar(x, y, n, S, wv, b, 1e-5f);
+      if (memcmp(y, ref, (size_t)(n * S) * sizeof(float))) bad += mismatch(F_NORM, "layer_norm 4 groups (scalar form)", n, -1, 0, y[0], ref[0]);
+    }
+  return bad;
+}
+
 
 /* Grouped attention rows: the scalar reference against a plain double-precision softmax here, and
  * (wasm) the SIMD128 variant against the scalar reference, and against itself one head at a time
@@ -1058,7 +1102,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_planes();
+  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

@@ -1,9 +1,11 @@
+import os
 import sys
 import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+os.environ.setdefault("TANDEM_CHECK_OPS", "1")  # python/tandem/format.py checks every op against schema.SIGS
 sys.path.insert(0, str(ROOT / "tests"))
 warnings.filterwarnings("ignore", message=".*erase_node.*")
 

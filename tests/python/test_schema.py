@@ -137,3 +137,202 @@ def test_format_doc_header_sections_and_dtypes_match_the_schema():
     assert {int(n) for n in re.findall(r"multiple of (\d+)", FORMAT_MD)} == {S.ALIGN}
     dtypes = re.search(r"u8 dtype \(([^)]*)\)", FORMAT_MD).group(1)
     assert {int(c): n for c, n in re.findall(r"(\d+) (\w+)", dtypes)} == {d.code: d.name for d in S.DTYPES}
+
+
+# ---- the C ABI: include/tandem.h, CMakeLists.txt, runtime.py, wasm.py, web/ -----------------------
+
+def _c_type(text: str) -> str:
+    return re.sub(r"\s*\*", "*", re.sub(r"\s+", " ", text)).strip()
+
+
+def test_public_header_declares_exactly_the_schema_functions():
+    h = (ROOT / "include" / "tandem.h").read_text()
+    declared = []
+    for ret, name, params in re.findall(r"^TDM_API\s+(.+?)\b(tdm_\w+)\((.*?)\);", h, re.M | re.S):
+        types = () if params.strip() == "void" else tuple(_c_type(re.sub(r"\w+$", "", p.strip())) for p in params.split(","))
+        declared.append(S.Fn(_c_type(ret), name, types))
+    missing = [f.name for f in S.API if f not in declared]
+    extra = [f.name for f in declared if f not in S.API]
+    assert not missing and not extra, f"schema.API and include/tandem.h differ: only in the schema {missing}, only in tandem.h {extra}"
+    assert declared == S.API, "include/tandem.h declares the functions in another order than schema.API"
+    assert len(S.API_BY_NAME) == len(S.API)
+
+
+def test_wasm_build_exports_exactly_the_schema_functions():
+    cmake = (ROOT / "CMakeLists.txt").read_text()
+    block = re.search(r"set\(TDM_EXPORTS(.*?)\)", cmake, re.S).group(1)
+    listed = re.findall(r"_(tdm_\w+)", block)
+    assert sorted(listed) == sorted(set(listed)), "CMakeLists.txt's TDM_EXPORTS lists a function twice"
+    want = {f.name for f in S.API}
+    assert set(listed) == want, (f"CMakeLists.txt TDM_EXPORTS: missing {sorted(want - set(listed))}, "
+                                 f"not in schema.API {sorted(set(listed) - want)}")
+
+
+def test_built_wasm_module_exports_and_imports_match_the_schema():
+    wasmtime = pytest.importorskip("wasmtime")
+    path = ROOT / "web" / "tandem.wasm"
+    if not path.exists():
+        pytest.skip("web/tandem.wasm is not built (scripts/build.sh)")
+    module = wasmtime.Module.from_file(wasmtime.Engine(), str(path))
+    exported = {e.name for e in module.exports if e.name.startswith("tdm_")}
+    assert exported == {f.name for f in S.API}
+    imported = {i.name for i in module.imports if i.name.startswith("tdm_")}
+    assert imported <= set(S.HOST_IMPORTS), imported
+
+
+def test_python_bindings_follow_the_schema():
+    from tandem import runtime, wasm
+    for f in S.API:  # every C type has a ctypes type
+        runtime._ctype(f.ret), [runtime._ctype(t) for t in f.params]
+    assert set(S.HOST_IMPORTS) <= set(wasm._host_functions())
+    assert wasm._STRINGS and wasm._UNSIGNED and wasm._U64 == {"tdm_program_fingerprint", "tdm_program_id"}
+    known = set(S.API_BY_NAME) | set(S.HOST_IMPORTS)
+    for path in sorted((ROOT / "python" / "tandem").glob("*.py")):
+        used = set(re.findall(r"\b(tdm_[a-z0-9_]+)\(", path.read_text()))
+        assert used <= known, f"{path.name} calls functions schema.API does not declare: {sorted(used - known)}"
+
+
+def test_javascript_uses_only_the_schema_functions():
+    known = set(S.API_BY_NAME) | set(S.HOST_IMPORTS)
+    for path in sorted((ROOT / "web").rglob("*.js")) + sorted((ROOT / "node").rglob("*.js")):
+        used = set(re.findall(r"\b(tdm_[a-z0-9_]*[a-z0-9])\b(?!\*)", path.read_text()))  # not tdm_x_*
+        assert used <= known, f"{path.relative_to(ROOT)} names functions schema.API does not declare: {sorted(used - known)}"
+    runtime_js = (ROOT / "web" / "runtime.js").read_text()
+    assert "from './schema.js'" in runtime_js and "'tdm_" not in runtime_js, "web/runtime.js takes its lists from web/schema.js"
+
+
+def test_committed_js_schema_is_generated_from_the_schema():
+    assert (ROOT / "web" / "schema.js").read_text() == _gen().render_js(S), \
+        "web/schema.js is stale: run python3 scripts/gen_schema.py and commit it"
+
+
+# ---- region and state-init codes: schema.h (program.h, format.c, tests/c/builder.h), ir.py, docs ------
+
+def test_region_and_init_codes_follow_the_schema():
+    from tandem import ir
+    assert (ir.SCRATCH, ir.CONST, ir.STATE) == tuple(S.REGION_CODE[c] for c in ("SCRATCH", "CONST", "STATE"))
+    region = re.search(r"`u8 region` \(([^)]*)\)", FORMAT_MD).group(1)
+    assert {int(c): w for c, w in re.findall(r"(\d+) (\w+)", region)} == {code: w for code, (_, w) in S.REGIONS.items()}
+    init = re.search(r"u8 init kind: ([^|]*)\|", FORMAT_MD).group(1)
+    assert {int(c): w.strip() for c, w in re.findall(r"(\d+) ([^,\d]+)", init)} == {c: w for c, (_, w) in S.STATE_INITS.items()}
+    # The C copies come from src/schema.h: none of them may spell the codes out again.
+    for path, pattern in [("src/program.h", r"TDM_REGION_\w+\s*="), ("tests/c/builder.h", r"TB_\w+\s*=\s*\d"),
+                          ("src/format.c", r"init\s*[<>=!]=?\s*\d")]:
+        assert not re.search(pattern, (ROOT / path).read_text()), f"{path} writes a region or init code as a number"
+
+
+# ---- max rank, conv activation codes -------------------------------------------------------------
+
+def test_max_rank_follows_the_schema():
+    h = (ROOT / "include" / "tandem.h").read_text()
+    assert int(re.search(r"#define TDM_MAX_RANK (\d+)", h).group(1)) == S.MAX_RANK  # src/schema.h also #errors
+    lower = (ROOT / "python" / "tandem" / "lower.py").read_text()
+    assert not re.search(r"maximum rank \d|len\(\w+\) > 8\b", lower), "lower.py spells the maximum rank as a number"
+
+
+def test_conv_activation_codes_follow_the_schema():
+    from tandem import fuse
+    assert fuse.CONV_ACTIVATIONS == {"relu": 1, "hardswish": 2} and fuse.CONV_ELU == 3  # values pinned: in files
+    assert all(S.CONV_ACTIVATIONS[c] == a for a, c in fuse.CONV_ACTIVATIONS.items())
+    assert S.CONV_ACTIVATIONS[fuse.CONV_ELU] == "elu"
+    conv_c = (ROOT / "src" / "kernels" / "conv.c").read_text()
+    assert not re.search(r"\benum\s*\{\s*CONV_ACT", conv_c), "conv.c declares its own activation codes"
+    rule = re.search(r'"activation must be ([^"]*)"', conv_c).group(1)
+    assert re.findall(r"(\d+) \((\w+)\)", rule) == [(str(i), a) for i, a in enumerate(S.CONV_ACTIVATIONS)]
+    conv_row = next(r for r in _table_rows(OPS_MD, "## Runtime operators") if _names(r[0]) == ["conv"])
+    listed = re.search(r"activation \(optional\) ([^(]*)", conv_row[3]).group(1)
+    codes = [(int(c), w.lower()) for c, w in re.findall(r"(?:^|, )(\d+) `?(\w+)", listed)]
+    assert codes == list(enumerate(S.CONV_ACTIVATIONS)), f"docs/ops.md's conv row lists activations {codes}"
+
+
+# ---- the saved-state header: docs/format.md, web/schema.js -> web/model.js -------------------------
+
+def test_saved_state_header_follows_the_schema():
+    part = _between("## Saved state", "## Invariants")
+    rows = re.findall(r"^\| (\d+) \| (\d+|n) \| (.*?) \|$", part, re.M)
+    rec = S.SAVED_STATE
+    want = [(rec.offset[f], struct.calcsize("<" + c)) for f, c in zip(rec.names, rec.codes)] + [(rec.size, "n")]
+    assert [(int(o), int(n) if n != "n" else n) for o, n, _ in rows] == want
+    assert f"magic `{S.SAVED_STATE_MAGIC.decode()}`" in part and f"saved-state format (= {S.SAVED_STATE_FORMAT})" in part
+    assert f"with a {rec.size}-byte header" in part and f"whose format is {S.SAVED_STATE_FORMAT}," in part
+    model_js = (ROOT / "web" / "model.js").read_text()
+    assert "SAVED_STATE" in model_js and "0x534d4454" not in model_js and not re.search(r"[gs]et(Big)?Uint(32|64)\(\d", model_js), \
+        "web/model.js spells the saved-state header's layout out instead of reading web/schema.js"
+
+
+# ---- operator signatures: docs/ops.md, and every op of the fixture programs ----------------------
+
+def test_every_op_has_a_signature_or_is_listed_as_not_yet():
+    assert set(S.SIGS) | S.SIG_NOT_YET == set(S.OP_BY_NAME) and not set(S.SIGS) & S.SIG_NOT_YET
+    assert all(o in S.OP_BY_NAME for o in S.SIGS)
+
+
+def _brackets(cell: str, kind: str) -> list:
+    """The attribute lists after "iattr " or "fattr ": one, or one per op ("iattr [N] / [N, G]")."""
+    m = re.search(rf"{kind} ((?:\[[^\]]*\](?: / )?)+)", cell)
+    lists = re.findall(r"\[([^\]]*)\]", m.group(1)) if m else []
+    return [tuple(a.strip(" ()") for a in re.split(r",|\(,", x) if a.strip(" ()")) for x in lists]
+
+
+DOC_DTYPE = {"f32": "float32", "i64": "int64", "i32": "int32", "bool": "bool"}
+
+
+def test_ops_doc_attributes_and_dtypes_match_the_signatures():
+    checked = set()
+    for row in _table_rows(OPS_MD, "## Runtime operators"):
+        names = [n for n in _names(row[0]) if n in S.SIGS]
+        if not names:
+            continue
+        sigs = [S.SIGS[n] for n in names]
+        for kind in ("iattr", "fattr"):
+            declared = [getattr(s, kind) for s in sigs]
+            if any(d is None for d in declared):  # a rank-dependent list: the docs name it, the schema counts nothing
+                continue
+            declared = [tuple(a.rstrip("?") for a in d) for d in declared]
+            docs = _brackets(row[2], kind)
+            if any(declared):
+                want = docs * len(names) if len(docs) == 1 else docs
+                assert want == declared, f"docs/ops.md {names} {kind}: {docs}, schema.SIGS: {declared}"
+            elif kind == "iattr":
+                assert row[2] == "—" or not docs, f"docs/ops.md gives {names} attributes the schema does not"
+        plain = re.sub(r"\s+,", ",", re.sub(r"\([^)]*\)", "", row[3]))  # without its parentheses
+        # a dtypes cell that opens with a plain list ("f32, i64 and i32 (wrapping)", "i64 and i32 only; ...", "any")
+        head = re.match(r"^((?:f32|i64|i32|bool|any)(?:(?:, | and |; )(?:f32|i64|i32|bool|any)\b)*)(?:\s*$|\s*[;(]|\s+only\b|\s+exact\b)", plain)
+        if head:
+            toks = re.findall(r"f32|i64|i32|bool|any", head.group(1))
+            union = set().union(*({"any"} if s.dtypes == "any" else s.dtypes for s in sigs))
+            assert ({"any"} if toks == ["any"] else {DOC_DTYPE[t] for t in toks}) == union, f"docs/ops.md {names}: {toks} vs {union}"
+            checked |= set(names)
+    assert len(checked) >= 40, sorted(checked)
+
+
+def test_fixture_programs_ops_match_the_signatures():
+    fixtures = sorted((ROOT / "build" / "fixtures").glob("*.tandem"))
+    lib_path = ROOT / "build" / "native" / "libtandem.so"
+    if not fixtures or not lib_path.exists():
+        pytest.skip("no fixtures or native library (tests/fixtures/make.py build/fixtures; scripts/build.sh)")
+    import ctypes
+    from tandem.runtime import NativeLibrary
+    lib = NativeLibrary(lib_path)
+    seen, problems = set(), []
+    info = (ctypes.c_int64 * 13)()
+    for path in fixtures:
+        status, p = lib.load_program(path.read_bytes())
+        assert status == 0, path.name
+        status, s = lib.session_create(p)
+        assert status == 0, path.name
+        for m in range(lib.tdm_program_method_count(p)):
+            assert lib.tdm_session_bind(s, m) == 0
+            dtype = lambda v: lib.tdm_session_value_info(s, m, v, info) or info[0]  # noqa: E731
+            for k in range(lib.tdm_method_op_count(p, m)):
+                name = lib.tdm_method_op_name(p, m, k).decode()
+                ins = [dtype(lib.tdm_method_op_operand(p, m, k, 0, j)) for j in range(lib.tdm_method_op_operand_count(p, m, k, 0))]
+                outs = [dtype(lib.tdm_method_op_operand(p, m, k, 1, j)) for j in range(lib.tdm_method_op_operand_count(p, m, k, 1))]
+                problem = S.check_op(name, ins, outs, lib.tdm_method_op_attr_count(p, m, k, 0), lib.tdm_method_op_attr_count(p, m, k, 1))
+                seen.add(name)
+                if problem:
+                    problems.append(f"{path.name}: {problem}")
+        lib.tdm_session_free(s)
+        lib.tdm_program_free(p)
+    assert not problems, "\n".join(sorted(set(problems)))
+    assert len(seen & set(S.SIGS)) >= 20, sorted(seen)
