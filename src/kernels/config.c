@@ -89,8 +89,8 @@ const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 
-/* Convolution and pooling planes (conv_rows.c) and the conv's dot products at few positions
- * (conv_gemm.c). */
+/* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,
+ * conv_gemm.c; SIMD128: conv_simd128.c). */
 #if TDM_SIMD128
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;

@@ -1,8 +1,9 @@
 /* conv.h — what the convolution files share (src/kernels/ only): reading an op's geometry, the
  * threaded GEMM / dot-product drivers, and the run/check functions of the ops in tdm__conv_ops
  * (conv.c holds the table). The files: conv.c (the conv op), conv_gemm.c (im2col / im2row, the conv
- * GEMM and dot products), conv_rows.c (direct convolution and pooling per output plane, the scalar
- * reference and SIMD128 variants), conv_transpose.c, pool.c. */
+ * GEMM and dot products, the fused activation, the drivers over threads), conv_rows.c (direct
+ * convolution and pooling per output plane: the scalar references), conv_simd128.c (the SIMD128
+ * variants of both), conv_transpose.c, pool.c. */
 #ifndef TDM_CONV_H
 #define TDM_CONV_H
 

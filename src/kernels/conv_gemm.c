@@ -1,7 +1,7 @@
-/* conv_gemm.c — convolution as a GEMM: im2col into 8-column panels and the packed conv GEMM with
- * register tiles (the bias as the accumulators' start), and, at few output positions (a streaming
- * step), im2row and dot products along k; the scalar references and SIMD128 variants (picked in
- * config.c: tdm_f32_conv_gemm, tdm_f32_conv_dot), and their drivers over threads. */
+/* conv_gemm.c — convolution as a GEMM: im2col into 8-column panels and the packed conv GEMM (the
+ * bias as the accumulators' start), and, at few output positions (a streaming step), im2row and dot
+ * products along k; the scalar references (the SIMD128 variants are in conv_simd128.c; config.c
+ * picks: tdm_f32_conv_gemm, tdm_f32_conv_dot), the fused activation and the drivers over threads. */
 #include "../threads.h"
 #include "conv.h"
 #include "gemm.h"
@@ -73,66 +73,6 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
     }
 }
 
-#if TDM_SIMD128
-/* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
- * the bias (first block) or at what the previous block stored. */
-#define CONV_TILE(R)                                                                               \
-  do {                                                                                             \
-    v128_t c[4][2];                                                                                \
-    for (int r = 0; r < R; r++) {                                                                  \
-      if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f);                \
-      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
-    }                                                                                              \
-    const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel;       \
-    for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                  \
-      const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);                          \
-      v128_t x = wasm_f32x4_splat(*a0);                                                            \
-      c[0][0] = tdm_madd(x, b0, c[0][0]);                                     \
-      c[0][1] = tdm_madd(x, b1, c[0][1]);                                     \
-      if (R > 1) {                                                                                 \
-        x = wasm_f32x4_splat(*a1);                                                                 \
-        c[1][0] = tdm_madd(x, b0, c[1][0]);                                   \
-        c[1][1] = tdm_madd(x, b1, c[1][1]);                                   \
-      }                                                                                            \
-      if (R > 2) {                                                                                 \
-        x = wasm_f32x4_splat(*a2);                                                                 \
-        c[2][0] = tdm_madd(x, b0, c[2][0]);                                   \
-        c[2][1] = tdm_madd(x, b1, c[2][1]);                                   \
-      }                                                                                            \
-      if (R > 3) {                                                                                 \
-        x = wasm_f32x4_splat(*a3);                                                                 \
-        c[3][0] = tdm_madd(x, b0, c[3][0]);                                   \
-        c[3][1] = tdm_madd(x, b1, c[3][1]);                                   \
-      }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
-  } while (0)
-
-/* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row
- * tile walks it, and rows in blocks of CONV_MC so that the weights' block [CONV_MC, CONV_KC] (64 KiB)
- * stays in L2 while every panel is walked: without the row blocks, a tall weight matrix's block
- * ([512 or 1280 or 3072 rows, 256]: Mimi's SEANet at a streaming step) was read from memory once per
- * panel. Each output's products are summed in the same order either way (the same bits). */
-#define CONV_KC 256
-#define CONV_MC 64
-void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
-                                    float *y, int64_t ldy) {
-  for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
-    const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
-    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
-      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
-      for (int64_t j = 0; j < N; j += TDM_PANEL) {
-        const float *panel = bp + (j / TDM_PANEL) * K * TDM_PANEL + k0 * TDM_PANEL;
-        const int64_t n = N - j;
-        int64_t i = i0;
-        for (; i + 4 <= i1; i += 4) CONV_TILE(4);
-        for (; i < i1; i++) CONV_TILE(1);
-      }
-    }
-  }
-}
-#endif
-
 /* ---- few output positions: dot products along k ------------------------------------------------ */
 
 void tdm_f32_im2row(const geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt) {
@@ -161,62 +101,6 @@ void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, c
       y[i * ldy + j] = acc + (bias ? bias[i] : 0.0f);
     }
 }
-
-#if TDM_SIMD128
-/* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
- * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
- * products and the bias added in order. */
-#define CONV_DOT_TILE(R, P)                                                                        \
-  do {                                                                                             \
-    v128_t s[R][P];                                                                                \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f);                                \
-    const float *ar = a + i * K;                                                                   \
-    int64_t k = 0;                                                                                 \
-    for (; k + 4 <= K; k += 4) {                                                                   \
-      v128_t c[P];                                                                                 \
-      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k);                         \
-      for (int r = 0; r < R; r++) {                                                                \
-        const v128_t w = wasm_v128_load(ar + r * K + k);                                           \
-        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]);                          \
-      }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int q = 0; q < P; q++) {                                                                \
-        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +    \
-                  (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));     \
-        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk];                 \
-        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f);                                    \
-      }                                                                                            \
-  } while (0)
-
-#define CONV_DOT_ROWS(R, P)                                                                        \
-  do {                                                                                             \
-    int64_t i = 0;                                                                                 \
-    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P);                                            \
-    for (; i < M; i++) CONV_DOT_TILE(1, P);                                                        \
-  } while (0)
-
-void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                               int64_t ldy) {
-  for (int64_t j = 0; j < N;) {
-    const int64_t left = N - j;
-    if (left >= 4) {
-      CONV_DOT_ROWS(2, 4);
-      j += 4, colt += 4 * K, y += 4;
-    } else if (left == 3) {
-      CONV_DOT_ROWS(2, 3);
-      j += 3, colt += 3 * K, y += 3;
-    } else if (left == 2) {
-      CONV_DOT_ROWS(4, 2);
-      j += 2, colt += 2 * K, y += 2;
-    } else {
-      CONV_DOT_ROWS(8, 1);
-      j += 1, colt += K, y += 1;
-    }
-  }
-}
-#endif
 
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
   for (int64_t j = 0; j < N; j += TDM_PANEL) {

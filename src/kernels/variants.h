@@ -3,9 +3,8 @@
  * and the native ctest of the same name can run the two on the same inputs (tail sizes, NaN, ±inf,
  * ±0) and compare. The runtime picks the variant once, in config.c: the SIMD128 one where
  * TDM_SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers
- * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (or, for the
- * convolution family and the quantized kernels, beside the scalar ones in conv_rows.c, conv_gemm.c
- * and quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+ * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (conv_simd128.c for
+ * the convolution family; the quantized kernels' still in quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
 #ifndef TDM_VARIANTS_H
 #define TDM_VARIANTS_H
 
