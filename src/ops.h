@@ -67,6 +67,7 @@ extern const tdm_opdef tdm__scatter_ops[];
 extern const tdm_opdef tdm__attention_ops[];
 extern const tdm_opdef tdm__conv_ops[];
 extern const tdm_opdef tdm__select_ops[];
+extern const tdm_opdef tdm__random_ops[]; /* random.c: the generator's state is the `__rng__` slot */
 
 /* An index tensor's element i (int64 or int32; the rules admit only those). */
 static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {

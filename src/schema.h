@@ -187,8 +187,10 @@ enum {
   X(isnan, 0, TDM_INPLACE_NONE) \
   X(isinf, 0, TDM_INPLACE_NONE) \
   X(isfinite, 0, TDM_INPLACE_NONE) \
+  X(random, 0, TDM_INPLACE_NONE) \
+  X(multinomial, 1, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 85
+#define TDM_SCHEMA_OP_COUNT 87
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add              false, TDM_INPLACE_ANY
@@ -276,5 +278,7 @@ enum {
 #define TDM__OPFLAGS_isnan            false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_isinf            false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_isfinite         false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_random           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_multinomial      true, TDM_INPLACE_NONE
 
 #endif

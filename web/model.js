@@ -295,6 +295,26 @@ export class Model {
     });
   }
 
+  /** Restart the program's random generator at seed `n` (an integer Number or a BigInt, 64 bits):
+   * writes its `__rng__` state, [seed, calls], as [n, 0] (docs/ops.md, Random sampling). The same
+   * seed gives the same numbers here, natively and in Python (model.seed(n)). */
+  seed(n) {
+    return settle(() => {
+      this.#alive('seed');
+      const big = typeof n === 'bigint' ? n : Number.isSafeInteger(n) ? BigInt(n) : null;
+      if (big === null || big < -(2n ** 63n) || big >= 2n ** 64n) {
+        throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+          `seed(${String(n)}): a seed is a 64-bit integer (a Number that is a safe integer, or a BigInt)`);
+      }
+      if (!this.#program.stateLayout.some((t) => t.name === '__rng__')) {
+        throw new TandemError('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state; " +
+          'tandem adds it when a method uses torch.randn, normal_, rand, ...)');
+      }
+      const s = this.#stateSpec('__rng__');
+      this.#program.rt.write(this.#stateBase() + s.offset, new BigInt64Array([BigInt.asIntN(64, big), 0n]));
+    });
+  }
+
   /** Put every state tensor back to its initial value. */
   resetState() {
     return settle(() => {

@@ -117,6 +117,7 @@ export class WorkerModel {
   saveState() { return this.#request('saveState'); }
   loadState(bytes) { return this.#request('loadState', [bytes]); }
   resetState() { return this.#request('resetState'); }
+  seed(n) { return this.#request('seed', [n]); }
   /** Bytes of the worker's wasm linear memory. */
   memoryBytes() { return this.#request('memoryBytes'); }
 
@@ -315,6 +316,7 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
           case 'saveState': result = await m.saveState(); break;
           case 'loadState': result = await m.loadState(a[0]); break;
           case 'resetState': result = await m.resetState(); break;
+          case 'seed': result = await m.seed(a[0]); break;
           case 'memoryBytes': result = m.memoryBytes; break;
           case 'fork': result = add(await m.fork(a[0])); break;
           default: throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `unknown request ${msg.type}`);

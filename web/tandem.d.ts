@@ -11,7 +11,7 @@ export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
   | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_GUARD' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
-  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE';
+  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE' | 'TDM_ERR_DEVICE_LOST';
 
 export class TandemError extends Error {
   /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
@@ -106,6 +106,8 @@ interface ModelApi {
   saveState(): Promise<Uint8Array>;
   loadState(bytes: Uint8Array | ArrayBuffer): Promise<void>;
   resetState(): Promise<void>;
+  /** Restart the random generator (the `__rng__` state) at a 64-bit seed; TDM_ERR_NOT_FOUND if the program draws none. */
+  seed(n: number | bigint): Promise<void>;
   dispose(): void;
   [Symbol.dispose](): void;
 }

@@ -155,7 +155,10 @@ def _print_inspect(path: str, info: dict) -> None:
     print(f"state: {_n(len(info['state']), 'tensor')}, {_size(info['state_bytes'])} per session (layout fingerprint {info['fingerprint']})")
     width = max([len(s["name"]) for s in info["state"]] + [4])
     for s in info["state"]:
-        print(f"  {s['name']:<{width}}  {_t(s):<20} {s['bytes']} bytes")
+        note = ""
+        if s["name"] == "__rng__":  # lower_random.py: the program's random generator
+            note = "  random generator [seed, calls] (Philox4x32-10; not torch's stream; model.seed(n))"
+        print(f"  {s['name']:<{width}}  {_t(s):<20} {s['bytes']} bytes{note}")
     print(f"scratch: {_size(info['scratch_bytes'])} per session")
     if info["metadata"]:
         print(f"metadata: {len(info['metadata'])} entries")

@@ -20,6 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .fuse import fuse_method, tie_embeddings
 from .lower import is_user_file, lower_method, source_line
+from .lower_random import add_rng_state
 from .names import check_method_name
 from .plan import plan_method
 from .quantize import Skip, quantize_methods
@@ -199,7 +200,8 @@ def _parameters(modules: list) -> list:
 
 
 def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None, *,
-           quantize: Optional[str] = None, quantize_group: int = QUANT_GROUP, quantize_skip: Skip = None) -> Program:
+           quantize: Optional[str] = None, quantize_group: int = QUANT_GROUP, quantize_skip: Skip = None,
+           seed: int = 0) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
     A constant method (no inputs, changes no state, returns only Python constants, e.g.
@@ -208,7 +210,10 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
     quantize: None (float32 weights), "int8" (per output channel) or "int4" (per output channel and
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
-    some in float32: name substrings, or a function (parameter name, shape) -> True to skip."""
+    some in float32: name substrings, or a function (parameter name, shape) -> True to skip.
+
+    seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
+    method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
     specs = _normalize(module, methods)
     roots = {name: _traced(name, fn, inputs) for name, (fn, inputs, _) in specs.items()}
     for fn, _, _ in specs.values():
@@ -251,6 +256,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
+    add_rng_state(states, exported, seed)  # the random generator's slot, when a method draws (lower_random.py)
     for method, path, line, deps in created:
         for key in deps:
             if key in states:

@@ -116,6 +116,7 @@ class Lowering:
         self.sizes: dict = {}  # sympy expression (srepr) -> its Value (Lowering.size_value)
         self.empty: set = set()  # storages of torch.empty() results: written by no op (yet)
         self.env: dict = {}  # FX node -> Value while lowering (set by lower_method)
+        self.at_end: list = []  # () -> (StateSpec, Value): state writes a handler adds (lower_random's counter)
 
     # ---- values ---------------------------------------------------------------------------
     def fail(self, msg: str):
@@ -1615,6 +1616,8 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             _require_static(node)
             all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
             handler = HANDLERS.get(node.target)
+            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+                all_const = False  # a random op draws in every call: never folded into a constant
             if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None:
                 folded = _fold(L, node, args, kwargs)
                 if folded is not None:
@@ -1652,6 +1655,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             t = tensors[next(s.arg.name for s in sig.input_specs if s.target == spec.target)]
             mutations.append((states[key_of(t)], env[o]))
+    mutations += [finish() for finish in L.at_end]
     _finish(L, user_outputs, mutations)
     outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)]
     return MethodIR(name, inputs, outputs, L.ops, dims=list(dims))
@@ -1864,3 +1868,6 @@ def _where_as_slice_scatter(L, node, args, dt):
             return None
         src = _slice_value(L, a, d, i, 1, 1)
     return _scatter(L, base, src, d, i, 1)
+
+
+from . import lower_random  # noqa: E402,F401  (random sampling: registers its handlers)

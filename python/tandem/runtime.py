@@ -299,15 +299,67 @@ class Model:
         """Put every state tensor back to its initial value."""
         self._lib.tdm_session_reset_state(self._session)
 
-    def read_state(self, name: str) -> torch.Tensor:
+    def _state_slot(self, name: str):
+        """(index, shape, torch dtype) of the state tensor `name`."""
         lib, p = self._lib, self._program
+        names = []
         for i in range(lib.tdm_program_state_count(p)):
-            if lib.tdm_state_name(p, i).decode() == name:
-                shape = tuple(lib.tdm_state_dim(p, i, d) for d in range(lib.tdm_state_rank(p, i)))
-                t = torch.empty(shape, dtype=TORCH_DTYPE[lib.tdm_state_dtype(p, i)])
-                lib.read(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
-                return t
-        raise TandemError("TDM_ERR_NOT_FOUND", f"no state tensor named '{name}'")
+            names.append(lib.tdm_state_name(p, i).decode())
+            if names[-1] == name:
+                return i, tuple(lib.tdm_state_dim(p, i, d) for d in range(lib.tdm_state_rank(p, i))), TORCH_DTYPE[lib.tdm_state_dtype(p, i)]
+        raise TandemError("TDM_ERR_NOT_FOUND", f"no state tensor named '{name}'; the program has {', '.join(names) or 'none'}")
+
+    def read_state(self, name: str) -> torch.Tensor:
+        """A copy of one state tensor."""
+        lib, p = self._lib, self._program
+        i, shape, dtype = self._state_slot(name)
+        t = torch.empty(shape, dtype=dtype)
+        lib.read(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
+        return t
+
+    def write_state(self, name: str, value) -> None:
+        """Overwrite one state tensor with `value` (its dtype and shape, as read_state gives)."""
+        lib, p = self._lib, self._program
+        i, shape, dtype = self._state_slot(name)
+        t = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
+        if t.dtype != dtype or tuple(t.shape) != shape:
+            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"write_state('{name}'): expected {DTYPE_NAME[DTYPE_CODE[dtype]]}"
+                              f"{list(shape)}, given {t.dtype}{list(t.shape)}")
+        t = t.detach().contiguous().cpu()
+        if t.numel():
+            lib.write(lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), t.data_ptr(), lib.tdm_state_nbytes(p, i))
+
+    def seed(self, n: int) -> None:
+        """Restart the program's random generator (its `__rng__` state: [seed, calls]) at seed n, as
+        the JS model.seed(n) does: the same seed gives the same numbers natively and in wasm."""
+        n = int(n)
+        if not -2**63 <= n < 2**64:
+            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"seed({n}): a seed is a 64-bit integer")
+        try:
+            self._state_slot("__rng__")
+        except TandemError:
+            raise TandemError("TDM_ERR_NOT_FOUND", "seed(): this program draws no random numbers (it has no '__rng__' "
+                              "state; tandem adds it when a method uses torch.randn, normal_, rand, ...)") from None
+        self.write_state("__rng__", torch.tensor([n - 2**64 if n >= 2**63 else n, 0], dtype=torch.long))
+
+    def save_state(self) -> bytes:
+        """The whole state region's bytes, for load_state on a model of the same program."""
+        lib = self._lib
+        n = lib.tdm_program_state_size(self._program)
+        t = torch.empty(n, dtype=torch.uint8)
+        if n:
+            lib.read(t.data_ptr(), lib.tdm_session_state(self._session), n)
+        return bytes(t.numpy().tobytes())
+
+    def load_state(self, data: bytes) -> None:
+        """Put back state that save_state gave (of this program: the sizes must match)."""
+        lib = self._lib
+        n = lib.tdm_program_state_size(self._program)
+        if len(data) != n:
+            raise TandemError("TDM_ERR_STATE_MISMATCH", f"load_state: expected {n} bytes of state, given {len(data)}")
+        if n:
+            t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            lib.write(lib.tdm_session_state(self._session), t.data_ptr(), n)
 
     def __del__(self):
         lib = getattr(self, "_lib", None)

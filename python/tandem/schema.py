@@ -152,6 +152,9 @@ OPS = [
     OpDef("guard", can_fail=True),
     # scatter_ (moshi's ring KV cache) may update input 0 in place; isnan/isinf/isfinite give bool.
     OpDef("scatter", inplace="first"), OpDef("isnan"), OpDef("isinf"), OpDef("isfinite"),
+    # Random sampling (docs/ops.md, "Random sampling"): read the program's `__rng__` state slot, never
+    # write it (the exporter advances its counter once per call); multinomial rejects bad weights.
+    OpDef("random"), OpDef("multinomial", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -337,6 +340,9 @@ SIGS = {
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
+    # input 0 is the rng state (int64 [2]: seed, calls); docs/ops.md, Random sampling
+    **_sig("random", 1, iattr=("kind", "stream", "lo", "hi"), fattr=("a", "b"), dtypes=("int64",)),
+    **_sig("multinomial", 2, iattr=("stream", "replacement"), dtypes=("int64",)),
 }
 # Ops without a signature yet (the test requires every op to be in SIGS or here).
 SIG_NOT_YET = frozenset()

@@ -4,7 +4,7 @@
 // of each output (exact for integer and bool outputs). SwiftShader is slow: small cases, no timing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { launch, WEBGPU_ARGS } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { FIXTURES, fixture } from '../js/helpers.js';
@@ -104,17 +104,115 @@ for (const name of ['transformer', 'streaming_conv']) {
   });
 }
 
+// more model fixtures (pooling, the codec's transposed convolutions, an LSTM's state) over their call sequences
+for (const name of ['cnn', 'codec', 'lstm']) {
+  test(`${name} on WebGPU equals eager over its call sequence`, { timeout: 600000 }, async () => {
+    const { spec } = fixture(name);
+    const r = await page.evaluate((n) => window.gpuCase(n, 'webgpu'), name);
+    assert.equal(r.device, 'webgpu');
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k],
+      `call ${i} (${spec.calls[i].method}) output ${k}`)));
+  });
+}
+
+// the causal-LM recipe's models (tests/fixtures/make.py): against eager where the fixture has it,
+// else against the wasm backend in the same page
+for (const name of ['hf_llama', 'hf_mamba']) {
+  test(`${name} on WebGPU: prefill, greedy generation, decode_topk, save/restore, fork, a refused decode`, { timeout: 600000 },
+    async () => {
+      const { spec } = fixture(name);
+      const r = await page.evaluate((n) => window.gpuLM(n), name);
+      assert.equal(r.device, 'webgpu');
+      for (const n of Object.keys(spec.logits ?? {})) {
+        near(r.prefill[n], { ...spec.logits[n], shape: [1, spec.logits[n].shape.at(-1)] }, `prefill of ${n} vs eager`);
+        near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+      }
+      if (spec.greedy) {
+        assert.deepEqual(r.greedy.slice(0, spec.greedy.length), spec.greedy, 'greedy tokens');
+        if (spec.reason) assert.equal(r.reason, spec.reason);
+      }
+      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+      assert.ok(r.restored, 'after loadState the decode gives the same bits');
+      assert.ok(r.forked, 'the fork (copied state) gives the same bits');
+      if (r.topk) {
+        near(r.topk[0], r.cpuTopk[0], 'decode_topk values');
+        assert.deepEqual(r.topk[1], r.cpuTopk[1], 'decode_topk ids');
+      }
+      if (r.refused !== undefined) {
+        assert.equal(r.refused, 'TDM_ERR_INDEX');
+        assert.ok(r.unchanged, 'the refused decode left the state as it was');
+      }
+    });
+}
+
+// the same Llama with int8 and int4 weights (dequantized in the WebGPU kernels; matmul_q8's one-row
+// path quantizes the activations as wasm does): against the wasm backend, over the same calls
+for (const q of ['int8', 'int4']) {
+  test(`hf_llama_${q} on WebGPU equals wasm: prefill, decode, decode_topk, save/restore, fork, a refused decode`,
+    { timeout: 600000 }, async () => {
+      const { spec } = fixture('hf_llama');
+      const r = await page.evaluate(([n, s]) => window.gpuLM(n, s), [`hf_llama_${q}`, 'hf_llama']);
+      assert.equal(r.device, 'webgpu');
+      for (const n of Object.keys(spec.logits)) near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+      assert.ok(r.restored, 'after loadState the decode gives the same bits');
+      assert.ok(r.forked, 'the fork (copied state) gives the same bits');
+      near(r.topk[0], r.cpuTopk[0], 'decode_topk values');
+      assert.deepEqual(r.topk[1], r.cpuTopk[1], 'decode_topk ids');
+      assert.equal(r.refused, 'TDM_ERR_INDEX');
+      assert.ok(r.unchanged, 'the refused decode left the state as it was');
+    });
+}
+
+test('hf_whisper on WebGPU: encode, decodes, new audio, decodes, reset: every step equals eager', { timeout: 600000 }, async () => {
+  const { spec } = fixture('hf_whisper');
+  const r = await page.evaluate(() => window.gpuSeq2seq('hf_whisper'));
+  assert.equal(r.device, 'webgpu');
+  for (const [run, i, o] of r.outs) near(o, spec.runs[run].logits[i], `audio ${run} token ${i}`);
+});
+
+test('constants above the adapter\'s storage binding limit are split into buffers (hf_llama under a 64 KiB limit)',
+  { timeout: 600000 }, async () => {
+    const { path, spec } = fixture('hf_llama');
+    assert.ok(statSync(path).size > 65536, 'the constants need more than one buffer');
+    const r = await page.evaluate((n) => window.gpuSplit(n), 65536);
+    assert.equal(r.device, 'webgpu', r.reason);
+    for (const n of Object.keys(spec.logits)) near(r.prefill[n], { ...spec.logits[n], shape: [1, 64] }, `prefill of ${n}`);
+    // one op's constants above the limit: 'auto' falls back to wasm and says so
+    const small = await page.evaluate((n) => window.gpuSplit(n), 4096);
+    assert.equal(small.device, 'wasm');
+    assert.match(small.reason, /storage|limit/);
+  });
+
+test('a branch going the other way (guard) is TDM_ERR_GUARD on WebGPU and the state is unchanged', async () => {
+  const r = await page.evaluate(() => window.gpuGuard());
+  assert.equal(r.device, 'webgpu');
+  assert.deepEqual(r.y.data, [-1, -3, -5]);
+  assert.equal(r.err?.code, 'TDM_ERR_GUARD');
+  assert.match(r.err.message, /other way/);
+  assert.ok(r.unchanged, 'the state after the refused call is the state before it');
+  assert.deepEqual(r.z.data, [-3, -7, -11]);
+});
+
+test('a lost device (device.destroy()) rejects calls and state reads with TDM_ERR_DEVICE_LOST; a state saved before it '
+  + 'carries on elsewhere', { timeout: 600000 }, async () => {
+  const r = await page.evaluate(() => window.gpuLoss());
+  assert.deepEqual([r.inFlight, r.later, r.save, r.read], Array(4).fill('TDM_ERR_DEVICE_LOST'));
+  // the saved state (written by WebGPU's kernels), loaded on wasm, decodes as a model run on wasm throughout
+  near(r.restored, r.reference, 'decode after loadState of the state saved before the loss');
+});
+
 test("device 'auto' runs a program with an op without a kernel on wasm and says why", async () => {
-  const { spec } = fixture('cnn');
-  const r = await page.evaluate(() => window.gpuCase('cnn', 'auto'));
+  const { spec } = fixture('gpu_fallback');
+  const r = await page.evaluate(() => window.gpuCase('gpu_fallback', 'auto'));
   assert.equal(r.device, 'wasm');
-  assert.match(r.deviceReason, /ops without a WebGPU kernel: .*max_pool/);
+  assert.match(r.deviceReason, /ops without a WebGPU kernel: .*isnan/);
   r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `call ${i}`)));
 });
 
 test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops", async () => {
-  const e = await page.evaluate(() => window.gpuRefuses('cnn'));
+  const e = await page.evaluate(() => window.gpuRefuses('gpu_fallback'));
   assert.equal(e.code, 'TDM_ERR_DEVICE');
   assert.equal(e.name, 'TandemError');
-  assert.match(e.message, /max_pool/);
+  assert.match(e.message, /isnan/);
 });

@@ -24,6 +24,8 @@ async function main(source: Source): Promise<void> {
   await model.writeState('h', new Tensor('int64', new BigInt64Array([1n]), []));
   const h: Tensor = await model.readState('h');
   await model.resetState();
+  await model.seed(42);
+  await model.seed(42n);
   const tok: Tokenizer | null = model.tokenizer;
   if (tok) {
     const chat: ChatMessage[] = [{ role: 'user', content: 'hi' }];

@@ -4,7 +4,7 @@
 // plan are read from it (tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never parsed
 // here. A call validates its inputs, then encodes every op of the method into one command
 // submission and reads back only its outputs (and a 4-byte failure flag).
-import { unsupported, compile, operand, WG } from './kernels.js';
+import { unsupported, compile, operand, workgroupSize } from './kernels.js';
 
 const ALIGN = 256;
 const up = (n, a) => Math.ceil(n / a) * a;
@@ -39,6 +39,52 @@ function readPlan(rt, handle, session, m, info) {
 }
 
 const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.values[v]), outs: op.out.map((v) => plan.values[v]) });
+const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1 };
+const nbytesOf = (v) => v.shape.reduce((a, b) => a * b, 1) * BYTES[v.dtype];
+
+/** The byte span [lo, hi) of op's constant operands (the data section), or null. */
+function constSpan(plan, op) {
+  let lo = Infinity, hi = -Infinity;
+  for (const v of [...op.in, ...op.out].map((j) => plan.values[j])) {
+    if (v.region !== 1) continue;
+    lo = Math.min(lo, v.offset);
+    hi = Math.max(hi, v.offset + nbytesOf(v));
+  }
+  return lo < hi ? [lo, hi] : null;
+}
+
+/** How the data section goes into GPU buffers: one buffer when it fits a binding, else several
+ * of at most maxBufferSize, cut between the byte spans of the ops' constants (so each op's
+ * constants lie in one buffer), each dispatch binding a window of at most
+ * maxStorageBufferBindingSize over its own. Returns { chunks: [[start, end]] } or { error }. */
+export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
+  if (dataSize <= Math.min(maxBuffer, maxBinding)) return { chunks: [[0, dataSize]] };
+  const spans = [];
+  for (const plan of plans) {
+    for (const op of plan.ops) {
+      const s = constSpan(plan, op);
+      if (s) spans.push(s);
+    }
+    for (const v of plan.outputs.map((j) => plan.values[j])) if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v)]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const [lo, hi] of spans) {
+    const last = merged[merged.length - 1];
+    if (last && lo < last[1]) last[1] = Math.max(last[1], hi);
+    else merged.push([lo, hi]);
+  }
+  const chunks = [];
+  for (const [lo, hi] of merged) {
+    if (hi - lo + ALIGN > Math.min(maxBuffer, maxBinding)) {
+      return { error: `one op's constants take ${hi - lo} bytes, above this adapter's storage binding limit (${maxBinding})` };
+    }
+    const last = chunks[chunks.length - 1];
+    if (last && hi - last[0] <= maxBuffer) last[1] = hi;
+    else chunks.push([Math.floor(lo / ALIGN) * ALIGN, hi]);
+  }
+  return { chunks };
+}
 
 /** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
  * ('auto'), or TDM_ERR_DEVICE ('webgpu'). */
@@ -83,23 +129,38 @@ export async function onDevice(model, device, h) {
   const lim = adapter.limits;
   const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
   if (sessionBytes > cap) return fail(`state and scratch take ${sessionBytes} bytes, above this adapter's storage buffer limit (${cap})`);
-  if (dataSize > cap) return fail(`the constants take ${dataSize} bytes, above this adapter's storage buffer limit (${cap}); one buffer ` +
-    `per constant is not done yet`);
+  const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize);
+  if (layout.error) return fail(layout.error);
   let dev;
   try {
-    dev = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize: lim.maxStorageBufferBindingSize,
-      maxBufferSize: lim.maxBufferSize } });
+    // the adapter's largest buffers (never below WebGPU's defaults, which every device has)
+    dev = await adapter.requestDevice({ requiredLimits: {
+      maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
+    } });
   } catch (e) {
     return fail(`requestDevice failed: ${e.message}`);
   }
-  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, dataSize);
-  return new GpuModel(gp, model);
+  dev.pushErrorScope('out-of-memory');
+  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
+  const gm = new GpuModel(gp, model);
+  const oom = await dev.popErrorScope();
+  if (oom) {
+    dev.destroy();
+    if (device === 'webgpu') {
+      model.dispose();
+      throw new h.TandemError('TDM_ERR_OUT_OF_MEMORY', `device 'webgpu': the GPU has no room for the constants ` +
+        `(${dataSize} bytes) and the state and scratch (${sessionBytes} bytes): ${oom.message}; load with device: 'wasm'`);
+    }
+    model[h.DEVICE_REASON] = `out of GPU memory for the constants and state (${oom.message})`;
+    return model;
+  }
+  return gm;
 }
 
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, dataSize) {
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding) {
     Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
@@ -112,17 +173,27 @@ class GpuProgram {
     });
     this.pipeLayout = dev.createPipelineLayout({ bindGroupLayouts: [this.layout] });
     this.pipelines = new Map();
-    // COPY_SRC: an output may be a constant itself (a method whose result folded at export), read back from here
-    this.consts = dev.createBuffer({
-      size: up(Math.max(dataSize, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
-    });
+    this.users = 0; // models (the loaded one and its forks) on this program: the last one disposed destroys the device
+    this.lost = null; // set when the device is lost: every later call and state operation rejects
+    dev.lost.then((info) => { this.lost = info; });
+    this.wg = workgroupSize(dev.limits);
+    this.maxGroups = dev.limits.maxComputeWorkgroupsPerDimension;
+    // the data section in one buffer or more (constLayout); COPY_SRC: an output may be a constant
+    // itself (a method whose result folded at export), read back from here
     const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
-    for (let at = 0; at < dataSize; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
-      const n = Math.min(1 << 24, dataSize - at);
-      const chunk = new Uint8Array(up(n, 4));
-      chunk.set(this.rt.bytes(data + at, n));
-      dev.queue.writeBuffer(this.consts, at, chunk);
-    }
+    this.maxBinding = maxBinding; // the adapter's (the device asked for it)
+    this.consts = chunks.map(([start, end]) => {
+      const buffer = dev.createBuffer({
+        size: up(Math.max(end - start, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+      });
+      for (let at = start; at < end; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
+        const n = Math.min(1 << 24, end - at);
+        const chunk = new Uint8Array(up(n, 4));
+        chunk.set(this.rt.bytes(data + at, n));
+        dev.queue.writeBuffer(buffer, at - start, chunk);
+      }
+      return { start, end, buffer };
+    });
     // the initial state region, from the wasm session (fresh: its state is the initial values)
     const { session } = wasmModel[h.INTERNALS]();
     this.initial = new Uint8Array(up(program.stateBytes, 4));
@@ -134,10 +205,21 @@ class GpuProgram {
   async compiled(plan) {
     if (plan.compiled) return plan.compiled;
     const mBase = [this.scratchBase, 0, 0];
-    const A = (v) => operand(plan.values[v], mBase);
     const list = [];
     plan.ops.forEach((op, k) => {
-      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k)) if (d.count > 0) list.push(d);
+      // the window of the constants' buffer this op binds: its constants' span, from a 256-byte boundary
+      const span = constSpan(plan, op);
+      const c = span ? this.consts.find((b) => span[0] >= b.start && span[1] <= b.end) : this.consts[0];
+      const off = span ? Math.floor((span[0] - c.start) / ALIGN) * ALIGN : 0;
+      const size = Math.min(up(Math.max(c.end - c.start - off, 4), 4), Math.floor(this.maxBinding / 4) * 4);
+      const cwin = { buffer: c.buffer, offset: off, size };
+      const A = (v) => {
+        const val = plan.values[v];
+        return operand(val.region === 1 ? { ...val, offset: val.offset - c.start - off } : val, mBase);
+      };
+      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k)) {
+        if (d.count > 0) list.push(Object.assign(d, { cwin }));
+      }
     });
     let words = 0;
     for (const d of list) {
@@ -154,19 +236,20 @@ class GpuProgram {
   }
 
   async pipeline(d) {
-    let p = this.pipelines.get(d.key);
+    const key = `${d.key}|${this.wg}`;
+    let p = this.pipelines.get(key);
     if (!p) {
-      const module = this.dev.createShaderModule({ code: d.code() });
+      const module = this.dev.createShaderModule({ code: d.code(this.wg) });
       p = this.dev.createComputePipelineAsync({ layout: this.pipeLayout, compute: { module, entryPoint: 'main' } }).catch(async (e) => {
         const info = await module.getCompilationInfo();
         throw new Error(`${e.message} ${info.messages.map((m) => `line ${m.lineNum}: ${m.message}`).join('; ')}`);
       });
-      this.pipelines.set(d.key, p);
+      this.pipelines.set(key, p);
     }
     try {
       return await p;
     } catch (e) {
-      this.pipelines.delete(d.key);
+      this.pipelines.delete(key);
       throw new this.h.TandemError('TDM_ERR_DEVICE', `a WebGPU kernel failed to compile (${d.key}): ${e.message}`);
     }
   }
@@ -187,6 +270,7 @@ export class GpuModel {
     this.#gp = gp;
     this.#wasm = wasm;
     const dev = gp.dev;
+    gp.users++;
     this.#buf = dev.createBuffer({ size: gp.sessionBytes,
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.#flag = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
@@ -215,11 +299,31 @@ export class GpuModel {
   #err(code, msg) { return new this.#gp.h.TandemError(code, msg); }
   #alive(what) { if (this.#disposed) throw this.#err('TDM_ERR_DISPOSED', `${what}(): the model was disposed`); }
 
+  #lostError(what) {
+    const why = this.#gp.lost?.message || this.#gp.lost?.reason || 'destroyed';
+    return this.#err('TDM_ERR_DEVICE_LOST', `${what}(): the GPU device was lost (${why}); this model's state on the GPU is gone: ` +
+      'load the model again and loadState() a state saved before the loss');
+  }
+
+  #present(what) { if (this.#gp.lost) throw this.#lostError(what); }
+
+  /** A WebGPU failure as a TandemError: a rejected mapAsync or a lost device is TDM_ERR_DEVICE_LOST. */
+  #mapped(what, e) {
+    if (e instanceof this.#gp.h.TandemError) return e;
+    if (this.#gp.lost || e?.name === 'AbortError' || e?.name === 'OperationError') return this.#lostError(what);
+    return e;
+  }
+
   /** Runs fn after every earlier call and state operation; its failure rejects this one only. */
   #enqueue(what, fn) {
-    const p = this.#tail.then(() => {
+    const p = this.#tail.then(async () => {
       this.#alive(what);
-      return fn();
+      this.#present(what);
+      try {
+        return await fn();
+      } catch (e) {
+        throw this.#mapped(what, e);
+      }
     });
     this.#tail = p.catch(() => {});
     return p;
@@ -303,13 +407,13 @@ export class GpuModel {
         dev.queue.writeBuffer(this.#buf, lo, img);
       }
     }
-    dev.queue.writeBuffer(this.#flag, 0, new Uint32Array(4));
+    dev.queue.writeBuffer(this.#flag, 0, Uint32Array.of(0, 0xffffffff, 0, 0)); // [failed op + 1, first bad index position]
     let groups = this.#groups.get(plan);
     if (!groups) {
       groups = list.map((d) => dev.createBindGroup({
         layout: gp.layout,
         entries: [
-          { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: { buffer: gp.consts } },
+          { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: d.cwin },
           { binding: 2, resource: { buffer: this.#flag } },
           { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
         ],
@@ -321,30 +425,41 @@ export class GpuModel {
     list.forEach((d, k) => {
       pass.setPipeline(d.pipeline);
       pass.setBindGroup(0, groups[k]);
-      const wgs = Math.ceil(d.count / WG);
-      pass.dispatchWorkgroups(Math.min(wgs, 65535), Math.ceil(wgs / 65535));
+      const wgs = Math.ceil(d.count / gp.wg);
+      pass.dispatchWorkgroups(Math.min(wgs, gp.maxGroups), Math.ceil(wgs / gp.maxGroups));
     });
     pass.end();
     // read back the outputs (each its word-aligned span) and the flag
     let at = 16;
     const outs = plan.outputs.map((v) => {
-      const val = plan.values[v], nbytes = val.shape.reduce((a, b) => a * b, 1) * ({ float32: 4, int32: 4, int64: 8, bool: 1 })[val.dtype];
-      const src = val.region === 1 ? gp.consts : this.#buf, o = val.region === 1 ? val.offset : base(val);
+      const val = plan.values[v], nbytes = nbytesOf(val);
+      const c = val.region === 1 ? gp.consts.find((b) => val.offset >= b.start && val.offset + nbytes <= b.end) ?? gp.consts[0] : null;
+      const src = c ? c.buffer : this.#buf, o = c ? val.offset - c.start : base(val);
       const lo = o & ~3, size = up(o + nbytes, 4) - lo;
       const r = { val, nbytes, skip: o - lo, at, src, lo, size };
       at += up(size, 4);
       return r;
     });
+    // out of memory for the read-back buffer: refused before anything is submitted (state unchanged)
+    dev.pushErrorScope('out-of-memory');
     const staging = dev.createBuffer({ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const oom = await dev.popErrorScope();
+    if (oom) {
+      staging.destroy();
+      throw this.#err('TDM_ERR_OUT_OF_MEMORY', `method '${name}': no GPU memory for the outputs' ${at} bytes (${oom.message}); ` +
+        'nothing ran, the state is unchanged');
+    }
     enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
     for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
-    // a command the device refuses is reported, never a silently unrun call (it read back zeros)
+    // a command the device refuses is reported, never a silently unrun call (it read back zeros);
+    // a refused submission runs nothing, so the state is unchanged
     dev.pushErrorScope('validation');
     dev.queue.submit([enc.finish()]);
     const refused = await dev.popErrorScope();
     if (refused) {
       staging.destroy();
-      throw this.#err('TDM_ERR_DEVICE', `method '${name}': the GPU refused the call's commands: ${refused.message}`);
+      throw this.#err('TDM_ERR_DEVICE', `method '${name}': the GPU refused the call's commands (nothing ran, the state is ` +
+        `unchanged): ${refused.message}`);
     }
     try {
       await staging.mapAsync(GPUMapMode.READ);
@@ -352,8 +467,22 @@ export class GpuModel {
       staging.unmap();
       const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
       if (flag) {
-        throw this.#err('TDM_ERR_INDEX',
-          `method '${name}' op ${flag - 1} (check_index): an index is out of range (the state is unchanged)`);
+        const op = plan.ops[flag - 1];
+        if (op?.name === 'guard') {
+          throw this.#err('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (guard): a branch on a tensor value (the method's line ` +
+            `${op.iattr[0]}) goes the other way than when it was exported; export again with inputs and state that take this ` +
+            'branch, or write it with torch.where (the state is unchanged)');
+        }
+        // nothing after the failed check ran, so its index is still where it was: read the first bad one
+        const pos = new Uint32Array(bytes.buffer, 4, 1)[0], idx = plan.values[op.in[0]];
+        const w = idx.dtype === 'int64' ? 8 : 4, at = base(idx) + pos * w;
+        let value = '(a constant)';
+        if (idx.region !== 1) {
+          const dv = new DataView((await this.#read(at, w)).buffer);
+          value = idx.dtype === 'int64' ? dv.getBigInt64(0, true) : dv.getInt32(0, true);
+        }
+        throw this.#err('TDM_ERR_INDEX', `method '${name}' op ${flag - 1}: index ${value} is out of range for a dimension ` +
+          `of size ${op.iattr[0]} (the state is unchanged)`);
       }
       const tensors = outs.map((r) => {
         const Arr = h.ARRAY_OF[r.val.dtype];
@@ -365,6 +494,11 @@ export class GpuModel {
     } finally {
       staging.destroy();
     }
+  }
+
+  /** n bytes of this session's buffer from byte at (a multiple of 4), clipped to the buffer. */
+  async #read(at, n) {
+    return this.#download(at, Math.min(n, this.#gp.sessionBytes - at));
   }
 
   /** `n` bytes of this session's buffer from byte `at` (a multiple of 4). */
@@ -452,6 +586,12 @@ export class GpuModel {
     });
   }
 
+  /** The random ops run on wasm only (kernels.js refuses them, so such a program stays on wasm and
+   * deviceReason names the op): a program on WebGPU has no generator to seed. */
+  seed() {
+    return Promise.reject(this.#err('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state)"));
+  }
+
   resetState() {
     return this.#enqueue('resetState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, 0, this.#gp.initial); });
   }
@@ -478,6 +618,10 @@ export class GpuModel {
     this.#tail.then(() => {
       this.#buf.destroy();
       this.#flag.destroy();
+      if (--this.#gp.users === 0) {
+        for (const c of this.#gp.consts) c.buffer.destroy();
+        this.#gp.dev.destroy();
+      }
     });
   }
 

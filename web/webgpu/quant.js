@@ -1,0 +1,82 @@
+// WebGPU kernels of the int8/int4 weight formats (docs/ops.md, Quantized weights): matmul_q8/_q4 and
+// embedding_q8/_q4, the weights dequantized as the kernels read them.
+import { numel, header, reader, writer, indexReader, MAIN, special } from './wgsl.js';
+
+/** Byte and nibble readers of int8 / int4x2 weights (element e = byte e of the buffer). */
+function byteReaders(src) {
+  const w = src === 'C' ? 'cw' : 'mw';
+  return `fn rbyte(e: u32) -> u32 { return (${w}(e >> 2u) >> ((e & 3u) * 8u)) & 0xffu; }
+fn rq8(e: u32) -> i32 { return bitcast<i32>(rbyte(e) << 24u) >> 24u; }
+fn rq4(e: u32, hi: u32) -> i32 { return bitcast<i32>(((rbyte(e) >> (hi * 4u)) & 0xfu) << 28u) >> 28u; }
+`;
+}
+
+/** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
+ * dequantized as they are read. matmul_q8 with one row of K <= 8192 finite values quantizes the row
+ * to int8 per block of 32 and sums in int32 per block, as the wasm kernel does (the same values up
+ * to float32 rounding). */
+export function matmulQ(q4, ins, y, iattr) {
+  const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
+  const total = rows * N, dot = !q4 && rows === 1 && K <= 8192 ? 1 : 0;
+  const body = q4 ? `
+  let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
+  let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
+  var acc = 0.0;
+  for (var g = 0u; g < NG; g++) {
+    var s = 0.0;
+    for (var k = g * G; k < min(K, g * G + G); k++) { s = fma(ra(pa + k), f32(rq4(col + (k / 2u) * 8u, k & 1u)), s); }
+    acc += s * rs(scb + g * 8u);
+  }
+  wr(P[3] + i, acc);` : `
+  let col = P[5] + (j / 8u) * K * 8u + j % 8u;
+  if (P[7] != 0u) {
+    var finite = true;
+    for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
+    if (finite) {
+      var acc = 0.0;
+      for (var k0 = 0u; k0 < K; k0 += 32u) {
+        let k1 = min(K, k0 + 32u);
+        var m = 0.0;
+        for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
+        let d = m / 127.0;
+        var s = 0;
+        for (var k = k0; k < k1; k++) {
+          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
+          s += i32(xq) * rq8(col + k * 8u);
+        }
+        acc = acc + f32(s) * d;
+      }
+      wr(P[3] + i, acc * rs(P[6] + j));
+      return;
+    }
+  }
+  var acc = 0.0;
+  for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), f32(rq8(col + k * 8u)), acc); }
+  wr(P[3] + i, acc * rs(P[6] + j));`;
+  const code = (wg) => header(false) + reader('ra', 'float32', a.src) + reader('rs', 'float32', sc.src) + byteReaders(q.src)
+    + `fn raw(e: u32) -> u32 { return ${a.src === 'C' ? 'cw' : 'mw'}(e); }\n` + writer('wr', 'float32') + MAIN(wg, `
+  if (i >= P[2]) { return; }
+  let N = P[0]; let K = P[1];
+  let r = i / N; let j = i % N; let pa = P[4] + r * K;${body}`);
+  return special(`mmq${q4 ? 4 : 8}|${a.src}${q.src}${sc.src}`, code, [N, K, total, y.base, a.base, q.base, sc.base, q4 ? G : dot], total);
+}
+
+/** embedding_q8 / embedding_q4: rows of the table the quantized weights hold, dequantized. */
+export function embeddingQ(q4, ins, y, iattr) {
+  const [q, sc, idx] = ins, N = iattr[0], G = q4 ? iattr[1] : 1, K = y.shape[y.shape.length - 1], total = numel(y.shape);
+  const code = (wg) => header(false) + reader('rs', 'float32', sc.src) + byteReaders(q.src) + indexReader('ri', idx.dtype, idx.src)
+    + writer('wr', 'float32') + MAIN(wg, `
+  if (i >= P[2]) { return; }
+  let N = P[0]; let K = P[1]; let G = P[7];
+  let row = i / K; let k = i % K;
+  var t = ri(P[6] + row);
+  if (t < 0 && t != -2147483647 - 1) { t += i32(N); }
+  if (t < 0 || t >= i32(N)) { wr(P[3] + i, 0.0); return; }
+  let n = u32(t);
+  ${q4 ? `let KB = (K + 1u) / 2u; let NG = (K + G - 1u) / G;
+  let w = f32(rq4(P[4] + (n / 8u) * KB * 8u + (k / 2u) * 8u + n % 8u, k & 1u));
+  wr(P[3] + i, w * rs(P[5] + (n / 8u) * NG * 8u + (k / G) * 8u + n % 8u));`
+  : 'wr(P[3] + i, f32(rq8(P[4] + (n / 8u) * K * 8u + k * 8u + n % 8u)) * rs(P[5] + n));'}`);
+  return special(`embq${q4 ? 4 : 8}|${q.src}${sc.src}|${idx.dtype}${idx.src}`, code,
+    [N, K, total, y.base, q.base, sc.base, idx.base, G], total);
+}

@@ -1,0 +1,170 @@
+// WebGPU kernels over spatial windows: attention over the KV state, conv, conv_transpose and pooling
+// (web/webgpu/kernels.js dispatches them; the semantics are src/kernels/attention.c's and conv.c's).
+import { numel, broadcastStrides, header, reader, writer, MAIN, MATH, f32bits, special } from './wgsl.js';
+
+export function attention(op, ins, y, iattr, fattr) {
+  const [q, k, v] = ins, mask = iattr[0] ? ins[3] : null, r = q.shape.length;
+  const Tq = q.shape[r - 2], D = q.shape[r - 1], Tk = k.shape[r - 2], Dv = v.shape[r - 1];
+  const H = r >= 3 ? q.shape[r - 3] : 1, Hkv = r >= 3 ? k.shape[r - 3] : 1, G = Math.max(1, H / Hkv);
+  const heads = numel(q.shape.slice(0, r - 2));
+  let mst = [];
+  if (mask) mst = broadcastStrides(mask.shape, [...q.shape.slice(0, r - 1), Tk]);
+  // mask offset of head index b: b unravelled over q's batch dims (rank r - 2)
+  const bdims = q.shape.slice(0, r - 2);
+  const code = (wg) => header(false) + MATH + reader('rq', 'float32', q.src) + reader('rk', 'float32', k.src)
+    + reader('rv', 'float32', v.src)
+    + (mask ? reader('rm', mask.dtype, mask.src) : '') + writer('wr', 'float32') + MAIN(wg, `
+  if (i >= P[0]) { return; }
+  let Tq = P[1]; let D = P[2]; let Tk = P[3]; let Dv = P[4]; let G = P[5]; let causal = P[6]; let scale = bitcast<f32>(P[7]);
+  let b = i / Tq; let qi = i % Tq; let kvh = b / G;
+  let qo = P[9] + (b * Tq + qi) * D; let ko = P[10] + kvh * Tk * D; let vo = P[11] + kvh * Tk * Dv;
+  var mo = P[12] + qi * P[29];
+  var rest = b;
+  for (var dd = 0u; dd < P[14]; dd++) { let d = P[14] - 1u - dd; mo += (rest % P[15u + d]) * P[21u + d]; rest = rest / P[15u + d]; }
+  var jend = Tk;
+  if (causal != 0u && qi + 1u < Tk) { jend = qi + 1u; }
+  var acc: array<f32, 256>;
+  for (var e = 0u; e < Dv; e++) { acc[e] = 0.0; }
+  var m = ninf_(); var s = 0.0;
+  for (var j = 0u; j < jend; j++) {
+    var sc = 0.0;
+    for (var e = 0u; e < D; e++) { sc = fma(rq(qo + e), rk(ko + j * D + e), sc); }
+    sc = sc * scale;
+    ${mask ? (mask.dtype === 'bool' ? 'if (rm(mo + j * P[30]) == 0u) { continue; }' : 'sc = sc + rm(mo + j * P[30]);') : ''}
+    if (sc == ninf_()) { continue; }
+    let mn = max(m, sc);
+    let c = exp(m - mn); let p = exp(sc - mn);
+    s = s * c + p;
+    for (var e = 0u; e < Dv; e++) { acc[e] = acc[e] * c + p * rv(vo + j * Dv + e); }
+    m = mn;
+  }
+  let inv = select(0.0, 1.0 / s, s > 0.0);
+  for (var e = 0u; e < Dv; e++) { wr(P[8] + (b * Tq + qi) * Dv + e, acc[e] * inv); }`);
+  // params: 0 count, 1 Tq, 2 D, 3 Tk, 4 Dv, 5 G, 6 causal, 7 scale, 8 y, 9 q, 10 k, 11 v, 12 mask
+  // base, 14 batch rank (at most 6), 15..20 batch dims, 21..26 the mask's strides over them, 29 its
+  // query-row stride, 30 its key stride.
+  const p = new Array(31).fill(0);
+  p[0] = heads * Tq; p[1] = Tq; p[2] = D; p[3] = Tk; p[4] = Dv; p[5] = G; p[6] = iattr[1] ? 1 : 0; p[7] = f32bits(fattr[0]);
+  p[8] = y.base; p[9] = q.base; p[10] = k.base; p[11] = v.base; p[12] = mask ? mask.base : 0;
+  p[14] = bdims.length;
+  bdims.forEach((d, j) => { p[15 + j] = d; });
+  if (mask) {
+    bdims.forEach((_, j) => { p[21 + j] = mst[j]; });
+    p[29] = mst[r - 2]; p[30] = mst[r - 1];
+  }
+  if (bdims.length > 6) throw new Error('attention: rank above 8');
+  return [special(`attn|${q.src}${k.src}${v.src}|${mask ? mask.dtype + mask.src : ''}`, code, p, heads * Tq)];
+}
+
+export function conv(ins, y, iattr) {
+  const [x, w] = ins, r = iattr[0], hasBias = iattr[1], groups = iattr[2];
+  const stride = iattr.slice(3, 3 + r), padding = iattr.slice(3 + r, 3 + 2 * r), dilation = iattr.slice(3 + 2 * r, 3 + 3 * r);
+  const act = iattr.length > 3 + 3 * r ? iattr[3 + 3 * r] : 0;
+  const bias = hasBias ? ins[2] : null;
+  const [N, Cin] = x.shape, O = y.shape[1];
+  const H = r === 2 ? x.shape[2] : 1, W = x.shape[r + 1], OH = r === 2 ? y.shape[2] : 1, OW = y.shape[r + 1];
+  const KH = r === 2 ? w.shape[2] : 1, KW = w.shape[r + 1], Cg = Cin / groups, Og = O / groups;
+  const [sh, sw] = r === 2 ? stride : [1, stride[0]], [ph, pw] = r === 2 ? padding : [0, padding[0]];
+  const [dh, dw] = r === 2 ? dilation : [1, dilation[0]];
+  // the conv activations of src/kernels/conv.c: none, relu, hardswish, elu (alpha 1: max(y, exp(min(y, 0)) - 1))
+  const actExpr = ['acc', 'max(acc, 0.0)', 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0', 'max(acc, exp(min(acc, 0.0)) - 1.0)'][act];
+  if (actExpr === undefined) throw new Error(`conv: activation ${act} has no WebGPU kernel`);
+  const total = N * O * OH * OW;
+  const code = (wg) => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', w.src)
+    + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(wg, `
+  if (i >= P[0]) { return; }
+  let OW = P[1]; let OH = P[2]; let O = P[3]; let Cg = P[4]; let Og = P[5]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
+  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
+  let grp = o / Og;
+  var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
+  for (var c = 0u; c < Cg; c++) {
+    let ci = grp * Cg + c;
+    for (var kh = 0u; kh < KH; kh++) {
+      let ih = i32(oh * P[10] + kh * P[12]) - i32(P[14]);
+      if (ih < 0 || ih >= i32(H)) { continue; }
+      for (var kw = 0u; kw < KW; kw++) {
+        let iw = i32(ow * P[11] + kw * P[13]) - i32(P[15]);
+        if (iw < 0 || iw >= i32(W)) { continue; }
+        acc = fma(rx(P[17] + ((nb * P[20] + ci) * H + u32(ih)) * W + u32(iw)), rw(P[18] + ((o * Cg + c) * KH + kh) * KW + kw), acc);
+      }
+    }
+  }
+  wr(P[16] + i, ${actExpr});`);
+  return [special(`conv|${x.src}${w.src}${bias?.src}|${act}`, code,
+    [total, OW, OH, O, Cg, Og, H, W, KH, KW, sh, sw, dh, dw, ph, pw, y.base, x.base, w.base, bias?.base ?? 0, Cin], total)];
+}
+
+/** max_pool / avg_pool (floor mode): one thread per output; the max lets a NaN through, the mean
+ * divides by the taps inside (or, with count_include_pad, the window clipped to the padded input). */
+export function pool(isMax, x, y, iattr) {
+  const r = iattr[0], k = iattr.slice(1, 1 + r), st = iattr.slice(1 + r, 1 + 2 * r), pd = iattr.slice(1 + 2 * r, 1 + 3 * r);
+  const dl = iattr.slice(1 + 3 * r, 1 + 4 * r), incl = iattr[1 + 4 * r] ? 1 : 0;
+  const two = (a, one) => (r === 2 ? a : [one, a[0]]);
+  const [KH, KW] = two(k, 1), [sh, sw] = two(st, 1), [ph, pw] = two(pd, 0), [dh, dw] = two(dl, 1);
+  const H = r === 2 ? x.shape[2] : 1, W = x.shape[r + 1], OH = r === 2 ? y.shape[2] : 1, OW = y.shape[r + 1];
+  const total = numel(y.shape);
+  const code = (wg) => header(false) + MATH + `fn rx(e: u32) -> u32 { return ${x.src === 'C' ? 'cw' : 'mw'}(e); }\n`
+    + writer('wr', 'float32')
+    + MAIN(wg, `
+  if (i >= P[0]) { return; }
+  let OW = P[1]; let OH = P[2]; let H = P[3]; let W = P[4];
+  let ow = i % OW; let oh = (i / OW) % OH; let nc = i / (OW * OH);
+  let xb = P[15] + nc * H * W;
+  var acc = ${isMax ? 'ninf_()' : '0.0'}; var accb = 0u; var nan = false; var count = 0;
+  let h0 = i32(oh * P[7]) - i32(P[9]); let w0 = i32(ow * P[8]) - i32(P[10]);
+  for (var kh = 0u; kh < P[5]; kh++) {
+    let ih = h0 + i32(kh * P[11]);
+    if (ih < 0 || ih >= i32(H)) { continue; }
+    for (var kw = 0u; kw < P[6]; kw++) {
+      let iw = w0 + i32(kw * P[12]);
+      if (iw < 0 || iw >= i32(W)) { continue; }
+      let b = rx(xb + u32(ih) * W + u32(iw)); let v = bitcast<f32>(b);
+      ${isMax ? 'let bn = (b & 0x7fffffffu) > 0x7f800000u; if (!nan && (bn || v > acc)) { acc = v; accb = b; nan = bn; }' : 'acc += v;'}
+      count++;
+    }
+  }
+  ${isMax ? 'if (nan) { M[P[14] + i] = accb; return; }' : `
+  var div = count;
+  if (P[13] != 0u) {
+    let h1 = min(h0 + i32(P[5]), i32(H + P[9])); let w1 = min(w0 + i32(P[6]), i32(W + P[10]));
+    div = (h1 - h0) * (w1 - w0);
+  }
+  acc = select(0.0, acc / f32(div), div != 0);`}
+  wr(P[14] + i, acc);`);
+  return special(`pool${isMax}|${x.src}`, code, [total, OW, OH, H, W, KH, KW, sh, sw, ph, pw, dh, dw, incl, y.base, x.base], total);
+}
+
+/** conv_transpose: one thread per output, summing the input positions and taps that land on it;
+ * wt is [groups, Og·KH·KW, Cg] (src/kernels/conv.c). */
+export function convTranspose(ins, y, iattr) {
+  const [x, wt] = ins, r = iattr[0], hasBias = iattr[1], groups = iattr[2];
+  const at = (j) => iattr.slice(3 + j * r, 3 + (j + 1) * r);
+  const two = (a, one) => (r === 2 ? a : [one, a[0]]);
+  const [KH, KW] = two(at(0), 1), [sh, sw] = two(at(1), 1), [ph, pw] = two(at(2), 0), [dh, dw] = two(at(3), 1);
+  const bias = hasBias ? ins[2] : null, [, C] = x.shape, O = y.shape[1];
+  const H = r === 2 ? x.shape[2] : 1, W = x.shape[r + 1], OH = r === 2 ? y.shape[2] : 1, OW = y.shape[r + 1];
+  const Cg = C / groups, Og = O / groups, total = numel(y.shape);
+  const code = (wg) => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', wt.src)
+    + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(wg, `
+  if (i >= P[0]) { return; }
+  let OW = P[1]; let OH = P[2]; let O = P[3]; let Cg = P[4]; let Og = P[5]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
+  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
+  let gi = o / Og; let ol = o % Og;
+  var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
+  for (var kh = 0u; kh < KH; kh++) {
+    let th = i32(oh + P[14]) - i32(kh * P[12]);
+    if (th < 0 || th % i32(P[10]) != 0 || th / i32(P[10]) >= i32(H)) { continue; }
+    let ih = u32(th) / P[10];
+    for (var kw = 0u; kw < KW; kw++) {
+      let tw = i32(ow + P[15]) - i32(kw * P[13]);
+      if (tw < 0 || tw % i32(P[11]) != 0 || tw / i32(P[11]) >= i32(W)) { continue; }
+      let iw = u32(tw) / P[11];
+      let wb = P[18] + ((gi * Og + ol) * KH * KW + kh * KW + kw) * Cg;
+      let xb = P[17] + ((nb * P[20] + gi * Cg) * H + ih) * W + iw;
+      for (var c = 0u; c < Cg; c++) { acc = fma(rx(xb + c * H * W), rw(wb + c), acc); }
+    }
+  }
+  wr(P[16] + i, acc);`);
+  return special(`convt|${x.src}${wt.src}${bias?.src}`, code,
+    [total, OW, OH, O, Cg, Og, H, W, KH, KW, sh, sw, dh, dw, ph, pw, y.base, x.base, wt.base, bias?.base ?? 0, C], total);
+}
