@@ -1,7 +1,8 @@
 """Mimi's streaming steps op by op on the wasm backend (wasmtime, one thread): bench/mimi.py's
 exported file (and its op listing, mimi_ops.json, for the shapes), a few frames, then each method profiled over `rounds` frames. Prints the time per
 op kind and the slowest single ops with their shapes (read from the file), to see which kernels a
-change moves. Usage: python bench/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm]."""
+change moves. Usage: python bench/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
+for example mimi_int8]."""
 import json
 import sys
 from collections import defaultdict
@@ -19,8 +20,9 @@ DIR = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 runtime._lib = WasmLibrary(Path(sys.argv[3]) if len(sys.argv) > 3 else ROOT / "web" / "tandem.wasm")
 runtime.BACKEND = "wasm"
-blob = (DIR / "mimi.tandem").read_bytes()
-listing = json.loads((DIR / "mimi_ops.json").read_text()) if (DIR / "mimi_ops.json").exists() else None
+NAME = sys.argv[4] if len(sys.argv) > 4 else "mimi"
+blob = (DIR / f"{NAME}.tandem").read_bytes()
+listing = json.loads((DIR / f"{NAME}_ops.json").read_text()) if (DIR / f"{NAME}_ops.json").exists() else None
 frames = json.loads((DIR / "mimi_frames.json").read_text())
 model = tandem.load(blob)
 shape = frames["codes_shape"]

@@ -37,7 +37,7 @@ fi
 # then run in wasm on 1 and 2 threads by bench/mimi.mjs, in the same run. Only when asked
 # (TANDEM_BENCH=mimi): the full-size export takes minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
-  "$PY" -W ignore bench/mimi.py build/bench >&2
+  "$PY" -W ignore bench/mimi.py build/bench 20 float32,int8 >&2
   node bench/mimi.mjs build/bench
 fi
 # pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/pocket.py, then

@@ -1141,7 +1141,7 @@ CONV_CHUNK_FLOATS = 262144  # src/kernels/variants.h TDM_CONV_CHUNK_FLOATS
 
 
 def conv_gemm_chunk(K: int, N: int) -> int:
-    """Output positions per im2col chunk (src/kernels/conv.c tdm_conv_gemm_chunk): whole 8-column
+    """Output positions per im2col chunk (src/kernels/conv_gemm.c tdm_conv_gemm_chunk): whole 8-column
     panels, about CONV_CHUNK_FLOATS floats of patches, at least one panel, at most every position."""
     per = max(PANEL, CONV_CHUNK_FLOATS // max(K, 1) // PANEL * PANEL)
     return min(per, (N + PANEL - 1) // PANEL * PANEL)

@@ -336,7 +336,7 @@ SIGS = {
     **_sig("embedding_q8", 3, iattr=("N",), dtypes=("int8",)),
     **_sig("embedding_q4", 3, iattr=("N", "G"), dtypes=("int4x2",)),
     # Attribute lists whose length depends on the spatial rank r (docs/ops.md names them): counted
-    # by their *_check in src/kernels/conv.c, not here.
+    # by their *_check in src/kernels/conv.c, conv_transpose.c and pool.c, not here.
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),

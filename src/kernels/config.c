@@ -5,8 +5,8 @@
  * and the AVX-512 GEMM tiles where it also has AVX-512F (the same bits as the AVX2 ones), checked
  * once; TANDEM_NATIVE_ISA=simd128 in the environment keeps the SIMD128 ones (to compare, or to get
  * the SIMD128 build's bits on such a CPU), TANDEM_NATIVE_ISA=avx2 stops at AVX2.
- * The elementwise, reduction and attention kernels are picked at build time, at the end of this file;
- * the convolution-row and pooling kernels are still picked beside their op (conv.c). */
+ * The elementwise, reduction, attention and convolution-family kernels are picked at build time,
+ * at the end of this file. */
 #include "gemm.h"
 #include "variants.h"
 
@@ -87,6 +87,18 @@ const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
+#endif
+
+/* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,
+ * conv_gemm.c; SIMD128: conv_simd128.c). */
+#if TDM_SIMD128
+const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
+const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
+const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__simd128;
+#else
+const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
+const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
+const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
 #endif
 
 /* Elementwise, reductions and normalization, attention: SIMD128 (elementwise_simd128.c,

@@ -3,8 +3,8 @@
  * and the native ctest of the same name can run the two on the same inputs (tail sizes, NaN, ±inf,
  * ±0) and compare. The runtime picks the variant once, in config.c: the SIMD128 one where
  * TDM_SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers
- * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (or, for conv and
- * the quantized kernels, still in conv.c and quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+ * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (conv_simd128.c for
+ * the convolution family; the quantized kernels' still in quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
 #ifndef TDM_VARIANTS_H
 #define TDM_VARIANTS_H
 
@@ -104,6 +104,20 @@ void tdm_f32_conv_transpose__scalar(const tdm_conv_geom *g, int64_t groups, int6
                                     const float *bias, float *y);
 /* One output value of max_pool / avg_pool over xc [H, W] (the reference). */
 float tdm_f32_pool_point__scalar(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, int64_t ow);
+/* Direct convolution of one output channel's plane yc [OH, OW] (depthwise, tiny kernels: conv.c's
+ * path without a workspace): xg [Cg, H, W] the group's input, wo [Cg, KH, KW], bias b. The scalar
+ * reference is tdm_f32_conv_point__scalar at every position. */
+void tdm_f32_conv_plane__scalar(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc);
+/* Pooling of one channel's plane xc [H, W] into yc [OH, OW]: tdm_f32_pool_point__scalar at every position. */
+void tdm_f32_pool_plane__scalar(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, float *yc);
+typedef void (*tdm_conv_plane_fn)(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc);
+typedef void (*tdm_pool_plane_fn)(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, float *yc);
+typedef void (*tdm_conv_dot_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                                int64_t ldy);
+/* The variants the runtime uses (config.c). */
+extern const tdm_conv_plane_fn tdm_f32_conv_plane;
+extern const tdm_pool_plane_fn tdm_f32_pool_plane;
+extern const tdm_conv_dot_fn tdm_f32_conv_dot;
 /* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
 void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
 
@@ -198,6 +212,12 @@ int64_t tdm_f32_conv_row__simd128(const tdm_conv_geom *g, const float *xg, const
 #define TDM_CONV_PAD_FLOATS 4096
 bool tdm_f32_conv_plane_padded__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
                                         float *buf, int64_t cap);
+/* A plane as tdm_f32_conv_plane__scalar: over zero-padded rows where the row kernel would leave more
+ * than 1/8 of the columns to the scalar one and the padded path is exact for this channel (every
+ * weight finite, b not −0), else the row kernel between the scalar border columns. */
+void tdm_f32_conv_plane__simd128(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc);
+/* A plane as tdm_f32_pool_plane__scalar, the row kernel between the scalar border columns (exact). */
+void tdm_f32_pool_plane__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, float *yc);
 /* Each K and V row loaded once for the G heads. ws: G·jend floats; a head's values do not depend
  * on G (the heads of a group may run together or one by one: the same bits). */
 void tdm_f32_attention_rows__simd128(const tdm_attn_rows *a, float *ws);

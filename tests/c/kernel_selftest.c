@@ -81,6 +81,23 @@ static bool near(float y, float ref, float rtol, float atol) {
   return fabsf(y - ref) <= rtol * fabsf(ref) + atol;
 }
 
+/* The bound fused_near takes for one output of a direct convolution: the bias's and the products'
+ * absolute values summed, times the number of terms (a rounding each). */
+static float conv_point_magnitude(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float b) {
+  float mag = fabsf(b);
+  int64_t terms = 1;
+  for (int64_t c = 0; c < Cg; c++)
+    for (int64_t kh = 0; kh < g->KH; kh++) {
+      const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+      if (ih < 0 || ih >= g->H) continue;
+      for (int64_t kw = 0; kw < g->KW; kw++) {
+        const int64_t iw = ow * g->sw - g->pw + kw * g->dw;
+        if (iw >= 0 && iw < g->W) mag += fabsf(wo[(c * g->KH + kh) * g->KW + kw] * xg[(c * g->H + ih) * g->W + iw]), terms++;
+      }
+    }
+  return mag * (float)terms;
+}
+
 /* The first mismatch of each family: n, i, x, the kernel's value, the reference's. */
 static double first_bad[F_COUNT][5];
 
@@ -535,23 +552,6 @@ static int check_norms(void) {
 
 /* ---- attention and convolution ------------------------------------------------------------------ */
 
-/* The bound fused_near takes for one output of a direct convolution: the bias's and the products'
- * absolute values summed, times the number of terms (a rounding each). */
-static float conv_point_magnitude(const tdm_conv_geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, int64_t ow, float b) {
-  float mag = fabsf(b);
-  int64_t terms = 1;
-  for (int64_t c = 0; c < Cg; c++)
-    for (int64_t kh = 0; kh < g->KH; kh++) {
-      const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
-      if (ih < 0 || ih >= g->H) continue;
-      for (int64_t kw = 0; kw < g->KW; kw++) {
-        const int64_t iw = ow * g->sw - g->pw + kw * g->dw;
-        if (iw >= 0 && iw < g->W) mag += fabsf(wo[(c * g->KH + kh) * g->KW + kw] * xg[(c * g->H + ih) * g->W + iw]), terms++;
-      }
-    }
-  return mag * (float)terms;
-}
-
 static int check_attention(void) {
   float a[MAXN], b[MAXN], y[MAXN], ref[MAXN];
   int bad = 0;
@@ -690,6 +690,55 @@ static int check_pool(void) {
   return bad;
 }
 #endif
+
+/* The plane variants the runtime calls (tdm_f32_conv_plane, tdm_f32_pool_plane: config.c; SIMD128 where built) against
+ * the scalar plane, value by value: short rows (the padded path), long rows (the row kernel between
+ * scalar border columns), strides 1–3, and the cases the padded path must leave to the exact one:
+ * a weight of +inf in the channel (0·inf would be NaN where the reference adds nothing) and a bias
+ * of −0 (−0 + +0 = +0). Pooling exact. */
+static int check_planes(void) {
+  enum { C = 2, MAXH = 6, MAXW = 70 };
+  static float x[C * MAXH * MAXW], w[C * 3 * 5], y[MAXH * MAXW], ref[MAXH * MAXW];
+  static const int64_t Ws[] = {3, 7, 14, 33, 70};
+  int bad = 0, cases = 0;
+  for (size_t wi = 0; wi < sizeof Ws / sizeof Ws[0]; wi++)
+    for (int s = 1; s <= 3; s++)
+      for (int KW = 1; KW <= 5; KW += 2)
+        for (int kind = 0; kind < 3; kind++) {
+          const int64_t W = Ws[wi], H = kind == 2 ? 1 : MAXH, KH = H == 1 ? 1 : 3, pad = KW / 2, ph = H == 1 ? 0 : 1;
+          tdm_conv_geom g = {1, C, H, W, (H + 2 * ph - KH) / (H == 1 ? 1 : s) + 1, (W + 2 * pad - KW) / s + 1, KH, KW,
+                             H == 1 ? 1 : s, s, ph, pad, 1, 1};
+          fill(x, C * H * W, 2, W % 7 == 0, (int)W + s);
+          fill(w, C * KH * KW, 1, false, KW);
+          if (kind == 1) w[KW / 2] = INFINITY; /* a tap of channel 0 that borders read past */
+          const float b = kind == 1 ? 0.5f : kind == 2 ? -0.0f : 0.25f;
+#if TDM_SIMD128
+          tdm_f32_conv_plane__simd128(&g, x, w, C, b, y); /* what config.c picks in this build */
+#else
+          tdm_f32_conv_plane(&g, x, w, C, b, y);
+#endif
+          tdm_f32_conv_plane__scalar(&g, x, w, C, b, ref);
+          cases++;
+          for (int64_t i = 0; i < g.OH * g.OW; i++)
+            if (!fused_near(y[i], ref[i], conv_point_magnitude(&g, x, w, C, i / g.OW, i % g.OW, b)))
+              bad += mismatch(F_CONV, "conv plane", W * 10 + s, i, (double)(KW * 10 + kind), y[i], ref[i]);
+          for (int pk = 0; pk < 3; pk++) {
+            const bool is_max = pk == 0, include_pad = pk == 1;
+            tdm_conv_geom p = g;
+            p.C = 1;
+#if TDM_SIMD128
+            tdm_f32_pool_plane__simd128(&p, is_max, include_pad, x, y);
+#else
+            tdm_f32_pool_plane(&p, is_max, include_pad, x, y);
+#endif
+            tdm_f32_pool_plane__scalar(&p, is_max, include_pad, x, ref);
+            for (int64_t i = 0; i < p.OH * p.OW; i++)
+              if (!same(y[i], ref[i])) bad += mismatch(F_POOL, "pool plane", W * 10 + s, i, (double)(KW * 10 + pk), y[i], ref[i]);
+          }
+        }
+  if (cases == 0) bad += mismatch(F_CONV, "no conv plane cases", 0, 0, 0, 0, 0);
+  return bad;
+}
 
 /* The row and four-group forms of the scalar references (what config.c picks without SIMD128):
  * bit for bit the group kernels at stride 1 and four groups in turn, in every build. */
@@ -1053,7 +1102,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
          check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms();
+  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

@@ -7,7 +7,7 @@
 
 #include "testing.h"
 
-static const char *const FIXTURES[] = {"parallel", "parallel_int8", "parallel_int4", "transformer", "hf_llama", "cnn", "codec", "gru", "lstm", "streaming_conv"};
+static const char *const FIXTURES[] = {"parallel", "parallel_conv", "parallel_int8", "parallel_int4", "transformer", "hf_llama", "cnn", "codec", "gru", "lstm", "streaming_conv"};
 
 /* Deterministic inputs: floats in [-1, 1], integers 0..2 (valid token ids, indices and lengths in
  * every fixture), bools alternating. */

@@ -12,7 +12,7 @@ const fixture = (name) => ({ path: `${FIXTURES}/${name}.tandem` });
 import { callAll } from './threads-calls.js';
 
 // Every op with a parallel path at uneven sizes (float32, int8, int4), and whole models.
-const PROGRAMS = ['parallel', 'parallel_int8', 'parallel_int4', 'transformer', 'hf_llama', 'codec', 'cnn', 'lstm'];
+const PROGRAMS = ['parallel', 'parallel_conv', 'parallel_int8', 'parallel_int4', 'transformer', 'hf_llama', 'codec', 'cnn', 'lstm'];
 
 for (const name of PROGRAMS) {
   test(`${name}: 2, 3 and 5 threads give the same bits as 1`, async () => {

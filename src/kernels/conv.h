@@ -1,0 +1,40 @@
+/* conv.h — what the convolution files share (src/kernels/ only): reading an op's geometry, the
+ * threaded GEMM / dot-product drivers, and the run/check functions of the ops in tdm__conv_ops
+ * (conv.c holds the table). The files: conv.c (the conv op), conv_gemm.c (im2col / im2row, the conv
+ * GEMM and dot products, the fused activation, the drivers over threads), conv_rows.c (direct
+ * convolution and pooling per output plane: the scalar references), conv_simd128.c (the SIMD128
+ * variants of both), conv_transpose.c, pool.c. */
+#ifndef TDM_CONV_H
+#define TDM_CONV_H
+
+#include "../ops.h"
+#include "variants.h"
+
+/* g from x [N, C, (H,) W], y [N, O, (OH,) OW] (r = 1 or 2 spatial dims), the kernel's r sizes k
+ * and a = [stride(r), padding(r), dilation(r)]. */
+void tdm__conv_geom(tdm_conv_geom *g, int r, const tdm_shape *x, const tdm_shape *y, const int64_t *k, const int64_t *a);
+/* in + 2p covers the kernel's span and out is the floor-mode output size. */
+bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t out);
+
+/* The activation fused into a conv's output (its optional last attribute; python/tandem/fuse.py):
+ * 0 none, 1 relu, 2 hardswish, 3 elu (alpha 1): TDM_CONV_ACT_* in schema.h. */
+/* y[0 .. n) = act(y), in place, by the elementwise kernels (so the values of the separate ops;
+ * ELU: see conv_gemm.c). */
+void tdm__conv_activate(int act, float *y, int64_t n);
+
+/* The conv GEMM (tdm_f32_conv_gemm, rows in blocks of 4) or the dot products (tdm_f32_conv_dot,
+ * rows in blocks of 8) over threads, each thread then applying the activation to the N columns of
+ * its own rows while they are in its cache; any split gives the same values. */
+void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                             int64_t ldy, int act);
+void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                            int64_t ldy, int act);
+/* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
+void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
+
+tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);
+tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
+
+#endif

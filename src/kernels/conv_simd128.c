@@ -1,0 +1,320 @@
+/* conv_simd128.c — the convolution family's SIMD128 variants (variants.h declares them beside their
+ * scalar references in conv_rows.c and conv_gemm.c; config.c picks them; tests/c/kernel_selftest.c
+ * checks each against its reference):
+ *  - direct convolution: 16, then 4 output columns at a time for column strides 1 and 2; for convs
+ *    whose rows are short, the group's rows first copied with zero columns on both sides into a
+ *    stack buffer, a band of rows at a time, so every column runs in vectors with no bounds checks;
+ *  - pooling rows, 4 columns at a time;
+ *  - the conv GEMM's register tiles over packed panels, and the dot products at few positions. */
+#include "conv_rows.h"
+#include "gemm.h"
+#include "vec.h"
+
+#include <math.h>
+#include <string.h>
+
+#if TDM_SIMD128
+typedef tdm_conv_geom geom;
+
+/* x[p], x[p + S], x[p + 2S], x[p + 3S] for S = 1 or 2 (S = 2 reads p[7] too). */
+#define LOAD4S(p, S) ((S) == 1 ? wasm_v128_load(p) : wasm_i32x4_shuffle(wasm_v128_load(p), wasm_v128_load((p) + 4), 0, 2, 4, 6))
+
+/* Output columns ow0 .. ow0 + 4V - 1 of one row (column stride S, every tap inside x), V vectors
+ * of accumulators in registers over all channels and taps, stored at dst. */
+#define CONV_BLOCK(V, S, dst)                                                                      \
+  do {                                                                                             \
+    v128_t a0 = wasm_f32x4_splat(b), a1 = a0, a2 = a0, a3 = a0;                                    \
+    for (int64_t c = 0; c < Cg; c++)                                                               \
+      for (int64_t kh = 0; kh < g->KH; kh++) {                                                     \
+        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;                                        \
+        if (ih < 0 || ih >= g->H) continue;                                                        \
+        const float *xr = xg + (c * g->H + ih) * g->W + ow0 * (S) - g->pw, *wr = wo + (c * g->KH + kh) * g->KW; \
+        for (int64_t kw = 0; kw < g->KW; kw++) {                                                   \
+          const v128_t wv = wasm_f32x4_splat(wr[kw]);                                              \
+          const float *p = xr + kw * g->dw;                                                        \
+          a0 = tdm_madd(wv, LOAD4S(p, S), a0);                               \
+          if (V > 1) a1 = tdm_madd(wv, LOAD4S(p + 4 * (S), S), a1);          \
+          if (V > 2) a2 = tdm_madd(wv, LOAD4S(p + 8 * (S), S), a2);          \
+          if (V > 3) a3 = tdm_madd(wv, LOAD4S(p + 12 * (S), S), a3);         \
+        }                                                                                          \
+      }                                                                                            \
+    wasm_v128_store((dst), a0);                                                                    \
+    if (V > 1) wasm_v128_store((dst) + 4, a1);                                                     \
+    if (V > 2) wasm_v128_store((dst) + 8, a2);                                                     \
+    if (V > 3) wasm_v128_store((dst) + 12, a3);                                                    \
+  } while (0)
+
+int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
+                                 float *yr, int64_t lo, int64_t hi) {
+  int64_t ow0 = lo;
+  if (g->sw == 1) {
+    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 1, yr + ow0);
+    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 1, yr + ow0);
+  } else if (g->sw == 2) {
+    for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 2, yr + ow0);
+    for (; ow0 + 4 <= hi; ow0 += 4) CONV_BLOCK(1, 2, yr + ow0);
+  }
+  return ow0;
+}
+
+/* The last, partial block of a row: columns ow0 .. OW - 1 (fewer than 4) into a temporary. */
+static void conv_tail__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
+                               int64_t ow0) {
+  float t[4];
+  if (g->sw == 1) CONV_BLOCK(1, 1, t);
+  else CONV_BLOCK(1, 2, t);
+  for (int64_t i = ow0; i < g->OW; i++) yr[i] = t[i - ow0];
+}
+
+bool tdm_f32_conv_plane_padded__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
+                                        float *buf, int64_t cap) {
+  const int64_t S = g->sw;
+  if ((S != 1 && S != 2) || g->OW < 1 || g->OH < 1) return false;
+  /* A padded row: pw zeros, the W values, then zeros up to the last vector block's last read
+   * (its first column (ceil4(OW) - 4)·S, the last tap, and for stride 2 a second load of 4). */
+  int64_t Wp = ((g->OW + 3) / 4 * 4 - 4) * S + (g->KW - 1) * g->dw + 4 * S;
+  if (Wp < g->pw + g->W) Wp = g->pw + g->W;
+  const int64_t span = (g->KH - 1) * g->dh + 1; /* input rows one output row reads */
+  if (Cg < 1 || Wp > cap / Cg || cap / Cg / Wp < span) return false;
+  const int64_t per_band = (cap / Cg / Wp - span) / g->sh + 1; /* output rows whose input rows fit */
+  /* The band's buffer is x with padded rows: the same geometry, W = Wp, no column padding, and
+   * rows [r0, r1) of x at rows 0 .. r1 - r0 (the row padding and the skip of rows outside x stay). */
+  geom p = *g;
+  p.W = Wp;
+  p.pw = 0;
+  for (int64_t oh0 = 0; oh0 < g->OH; oh0 += per_band) {
+    const int64_t oh1 = oh0 + per_band < g->OH ? oh0 + per_band : g->OH;
+    int64_t r0 = oh0 * g->sh - g->ph, r1 = (oh1 - 1) * g->sh - g->ph + span;
+    if (r0 < 0) r0 = 0;
+    if (r1 > g->H) r1 = g->H;
+    const int64_t rows = r1 > r0 ? r1 - r0 : 0;
+    for (int64_t c = 0; c < Cg; c++)
+      for (int64_t r = 0; r < rows; r++) {
+        float *d = buf + (c * rows + r) * Wp;
+        memset(d, 0, sizeof(float) * (size_t)g->pw);
+        memcpy(d + g->pw, xg + (c * g->H + r0 + r) * g->W, sizeof(float) * (size_t)g->W);
+        memset(d + g->pw + g->W, 0, sizeof(float) * (size_t)(Wp - g->pw - g->W));
+      }
+    p.H = rows;
+    p.ph = g->ph + r0;
+    for (int64_t oh = oh0; oh < oh1; oh++) {
+      float *yr = yc + oh * g->OW;
+      const int64_t end = tdm_f32_conv_row__simd128(&p, buf, wo, Cg, oh, b, yr, 0, g->OW);
+      if (end < g->OW) conv_tail__simd128(&p, buf, wo, Cg, oh, b, yr, end);
+    }
+  }
+  return true;
+}
+
+/* The direct path over zero-padded rows pays when the row path would leave more than 1/8 of the
+ * columns to the scalar point kernel (short rows: depthwise convs on 14×14 and 7×7 maps). */
+static bool conv_padded_pays(const geom *g, int64_t lo, int64_t hi) {
+  if (g->sw != 1 && g->sw != 2) return false;
+  int64_t vec = 0;
+  if (lo < hi) vec = (hi - lo) / 16 * 16 + (hi - lo) % 16 / 4 * 4;
+  return (g->OW - vec) * 8 > g->OW;
+}
+
+/* Zero-padding adds 0·w for each tap outside x where the reference adds nothing: the same result
+ * bit for bit while every weight of the channel is finite (0·inf would be NaN) and its bias is not
+ * −0 (the one start from which adding +0 changes the sum: −0 + +0 = +0). Otherwise the exact row
+ * path runs. */
+static bool conv_padded_exact(const float *wo, int64_t nw, float b) {
+  for (int64_t i = 0; i < nw; i++)
+    if (!isfinite(wo[i])) return false;
+  return !(b == 0.0f && signbit(b));
+}
+
+void tdm_f32_conv_plane__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc) {
+  int64_t lo, hi;
+  tdm__inside_columns(g, &lo, &hi);
+  if (conv_padded_pays(g, lo, hi) && conv_padded_exact(wo, Cg * g->KH * g->KW, b)) {
+    float buf[TDM_CONV_PAD_FLOATS];
+    if (tdm_f32_conv_plane_padded__simd128(g, xg, wo, Cg, b, yc, buf, TDM_CONV_PAD_FLOATS)) return;
+  }
+  const bool vec = (g->sw == 1 || g->sw == 2) && lo < hi;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    float *yr = yc + oh * g->OW;
+    int64_t ow = 0;
+    if (vec) {
+      for (; ow < lo; ow++) yr[ow] = tdm_f32_conv_point__scalar(g, xg, wo, Cg, oh, ow, b);
+      ow = tdm_f32_conv_row__simd128(g, xg, wo, Cg, oh, b, yr, lo, hi);
+    }
+    for (; ow < g->OW; ow++) yr[ow] = tdm_f32_conv_point__scalar(g, xg, wo, Cg, oh, ow, b);
+  }
+}
+
+/* ---- pooling ------------------------------------------------------------------------------------ */
+
+#define POOL_BLOCK(S)                                                                              \
+  do {                                                                                             \
+    v128_t acc = wasm_f32x4_splat(is_max ? -INFINITY : 0.0f);                                      \
+    for (int64_t kh = 0; kh < g->KH; kh++) {                                                       \
+      const int64_t ih = oh * g->sh - g->ph + kh * g->dh;                                          \
+      if (ih < 0 || ih >= g->H) continue;                                                          \
+      const float *xr = xc + ih * g->W + ow0 * (S) - g->pw;                                        \
+      for (int64_t kw = 0; kw < g->KW; kw++) {                                                     \
+        const v128_t v = LOAD4S(xr + kw * g->dw, S);                                               \
+        if (is_max) acc = wasm_v128_bitselect(v, acc, wasm_v128_or(wasm_f32x4_gt(v, acc), wasm_f32x4_ne(v, v))); \
+        else acc = wasm_f32x4_add(acc, v);                                                         \
+      }                                                                                            \
+    }                                                                                              \
+    if (!is_max) {                                                                                 \
+      float d[4];                                                                                  \
+      for (int t = 0; t < 4; t++) {                                                                \
+        const int64_t div = tdm__pool_div(g, include_pad, oh, ow0 + t, rows * g->KW);                   \
+        d[t] = div ? (float)div : NAN;                                                             \
+      }                                                                                            \
+      acc = wasm_f32x4_div(acc, wasm_v128_load(d));                                                \
+    }                                                                                              \
+    wasm_v128_store(yr + ow0, acc);                                                                \
+  } while (0)
+
+/* Output columns [lo, hi) of row oh of one channel (column stride 1 or 2, every tap of the row
+ * inside x), 4 at a time, in the scalar reference's order of taps; returns the first column not
+ * written. */
+int64_t tdm_f32_pool_row__simd128(const geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, float *yr,
+                                 int64_t lo, int64_t hi) {
+  int64_t rows = 0;
+  for (int64_t kh = 0; kh < g->KH; kh++) {
+    const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
+    rows += ih >= 0 && ih < g->H;
+  }
+  if (rows == 0) return lo; /* the reference's 0 divisor: left to it */
+  int64_t ow0 = lo;
+  if (g->sw == 1)
+    for (; ow0 + 4 <= hi; ow0 += 4) POOL_BLOCK(1);
+  else if (g->sw == 2)
+    for (; ow0 + 4 <= hi; ow0 += 4) POOL_BLOCK(2);
+  return ow0;
+}
+
+void tdm_f32_pool_plane__simd128(const geom *g, bool is_max, bool include_pad, const float *xc, float *yc) {
+  int64_t lo, hi;
+  tdm__inside_columns(g, &lo, &hi);
+  const bool vec = (g->sw == 1 || g->sw == 2) && lo + 4 <= hi;
+  for (int64_t oh = 0; oh < g->OH; oh++) {
+    float *yr = yc + oh * g->OW;
+    int64_t ow = 0;
+    if (vec) {
+      for (; ow < lo; ow++) yr[ow] = tdm_f32_pool_point__scalar(g, is_max, include_pad, xc, oh, ow);
+      ow = tdm_f32_pool_row__simd128(g, is_max, include_pad, xc, oh, yr, lo, hi);
+    }
+    for (; ow < g->OW; ow++) yr[ow] = tdm_f32_pool_point__scalar(g, is_max, include_pad, xc, oh, ow);
+  }
+}
+
+/* ---- convolution as a GEMM, and dot products at few positions ------------------------------------ */
+
+/* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
+ * the bias (first block) or at what the previous block stored. */
+#define CONV_TILE(R)                                                                               \
+  do {                                                                                             \
+    v128_t c[4][2];                                                                                \
+    for (int r = 0; r < R; r++) {                                                                  \
+      if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f);                \
+      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
+    }                                                                                              \
+    const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel;       \
+    for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                  \
+      const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);                          \
+      v128_t x = wasm_f32x4_splat(*a0);                                                            \
+      c[0][0] = tdm_madd(x, b0, c[0][0]);                                     \
+      c[0][1] = tdm_madd(x, b1, c[0][1]);                                     \
+      if (R > 1) {                                                                                 \
+        x = wasm_f32x4_splat(*a1);                                                                 \
+        c[1][0] = tdm_madd(x, b0, c[1][0]);                                   \
+        c[1][1] = tdm_madd(x, b1, c[1][1]);                                   \
+      }                                                                                            \
+      if (R > 2) {                                                                                 \
+        x = wasm_f32x4_splat(*a2);                                                                 \
+        c[2][0] = tdm_madd(x, b0, c[2][0]);                                   \
+        c[2][1] = tdm_madd(x, b1, c[2][1]);                                   \
+      }                                                                                            \
+      if (R > 3) {                                                                                 \
+        x = wasm_f32x4_splat(*a3);                                                                 \
+        c[3][0] = tdm_madd(x, b0, c[3][0]);                                   \
+        c[3][1] = tdm_madd(x, b1, c[3][1]);                                   \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
+  } while (0)
+
+/* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row
+ * tile walks it, and rows in blocks of CONV_MC so that the weights' block [CONV_MC, CONV_KC] (64 KiB)
+ * stays in L2 while every panel is walked: without the row blocks, a tall weight matrix's block
+ * ([512 or 1280 or 3072 rows, 256]: Mimi's SEANet at a streaming step) was read from memory once per
+ * panel. Each output's products are summed in the same order either way (the same bits). */
+#define CONV_KC 256
+#define CONV_MC 64
+void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
+                                    float *y, int64_t ldy) {
+  for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
+    const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
+    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
+      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
+      for (int64_t j = 0; j < N; j += TDM_PANEL) {
+        const float *panel = bp + (j / TDM_PANEL) * K * TDM_PANEL + k0 * TDM_PANEL;
+        const int64_t n = N - j;
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) CONV_TILE(4);
+        for (; i < i1; i++) CONV_TILE(1);
+      }
+    }
+  }
+}
+
+/* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
+ * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
+ * products and the bias added in order. */
+#define CONV_DOT_TILE(R, P)                                                                        \
+  do {                                                                                             \
+    v128_t s[R][P];                                                                                \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f);                                \
+    const float *ar = a + i * K;                                                                   \
+    int64_t k = 0;                                                                                 \
+    for (; k + 4 <= K; k += 4) {                                                                   \
+      v128_t c[P];                                                                                 \
+      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k);                         \
+      for (int r = 0; r < R; r++) {                                                                \
+        const v128_t w = wasm_v128_load(ar + r * K + k);                                           \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]);                          \
+      }                                                                                            \
+    }                                                                                              \
+    for (int r = 0; r < R; r++)                                                                    \
+      for (int q = 0; q < P; q++) {                                                                \
+        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +    \
+                  (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));     \
+        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk];                 \
+        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f);                                    \
+      }                                                                                            \
+  } while (0)
+
+#define CONV_DOT_ROWS(R, P)                                                                        \
+  do {                                                                                             \
+    int64_t i = 0;                                                                                 \
+    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P);                                            \
+    for (; i < M; i++) CONV_DOT_TILE(1, P);                                                        \
+  } while (0)
+
+void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                               int64_t ldy) {
+  for (int64_t j = 0; j < N;) {
+    const int64_t left = N - j;
+    if (left >= 4) {
+      CONV_DOT_ROWS(2, 4);
+      j += 4, colt += 4 * K, y += 4;
+    } else if (left == 3) {
+      CONV_DOT_ROWS(2, 3);
+      j += 3, colt += 3 * K, y += 3;
+    } else if (left == 2) {
+      CONV_DOT_ROWS(4, 2);
+      j += 2, colt += 2 * K, y += 2;
+    } else {
+      CONV_DOT_ROWS(8, 1);
+      j += 1, colt += K, y += 1;
+    }
+  }
+}
+#endif
