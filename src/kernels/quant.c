@@ -377,7 +377,7 @@ static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
  * written). Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in
  * magnitude: 16 of them fit), widened into 32-bit sums, minus 8·xsum[g]; then the group's total as
  * the scalar reference adds it. */
-static inline void q4_dot_panels(int np, int64_t K, int64_t G, int64_t KB, int64_t NG, const int8_t *xq, const float *xs,
+static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, int64_t KB, int64_t NG, const int8_t *xq, const float *xs,
                                  const int32_t *xsum, const uint8_t *p, const float *sc, float *y, int64_t n) {
   v128_t t[4] = {wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0)};
   for (int64_t g = 0; g < NG; g++) {
