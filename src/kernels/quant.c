@@ -496,6 +496,39 @@ static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
   *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
 }
 
+#if defined(TDM_RELAXED_SIMD)
+/* The int4 integer-dot GEMV without the relaxed dot (tandem-mt-relaxed.wasm, Emscripten's LLVM 14),
+ * so that the relaxed builds give the same bits at every thread count: per pair of k the codes
+ * q + 8 of both k interleaved as 16-bit lanes (column c's two codes adjacent) and dotted with the
+ * activation pair by i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group
+ * total added as the scalar reference does. One panel at a time. */
+void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *p = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
+        v128_t w0, w1;
+        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
+        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
+        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
+        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
+      }
+      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+      t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
+      t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
+    }
+    tdm_store8(y + j, t0, t1, N - j);
+  }
+}
+#endif
+
+
 #define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
 #define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
 
@@ -750,7 +783,13 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
   return TDM_OK;
 }
 
+#if TDM_RELAXED_DOT || (TDM_SIMD128 && defined(TDM_RELAXED_SIMD))
+#define TDM_Q4_DOT 1
 #if TDM_RELAXED_DOT
+#define q4_gemv_dot tdm_q4_gemv_dot__relaxed
+#else
+#define q4_gemv_dot tdm_q4_gemv_dot_i16__simd128
+#endif
 /* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
 typedef struct {
   int64_t K, G;
@@ -765,7 +804,7 @@ static void q4_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q4_dot_job *j = c;
   (void)t, (void)ws;
   const int64_t KB = (j->K + 1) / 2, NG = j->K / j->G + (j->K % j->G != 0);
-  tdm_q4_gemv_dot__relaxed(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
 }
 #endif
 
@@ -775,8 +814,9 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
-#if TDM_RELAXED_DOT
-  /* one row (a decode step): int8 activations per group, integer dot products over the codes */
+#if defined(TDM_Q4_DOT)
+  /* one row (a decode step) in the relaxed builds: int8 activations per group, integer dot
+   * products over the codes (the same integers, so the same bits, in both relaxed builds) */
   if (in[0].numel == K && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];

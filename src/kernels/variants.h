@@ -114,6 +114,11 @@ void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, 
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                               const uint8_t *qp, const float *scale, float *y);
 #endif
+#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+/* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
+void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y);
+#endif
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
 extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;

@@ -398,6 +398,12 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   for (int64_t j = 0; j < N; j++)
     if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
 #endif
+#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+  if (!TDM_RELAXED_DOT) memcpy(ref, y, sizeof(float) * (size_t)N);
+  tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, q4, s4, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot_i16__simd128", K, j, N, y[j], ref[j]);
+#endif
   const float nonfinite[] = {NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 3 && K > 0; i++) {
     a[(K * (i + 1)) / 4] = nonfinite[i];
