@@ -216,6 +216,14 @@ if want("load"):
     big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
     tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
 
+# ---- one linear layer at SmolLM's shapes, float32 / int8 / int4, for bench/toolchain.mjs's GEMV rows -
+if want("toolchain"):
+    for K, N in [(576, 1536), (1536, 576), (576, 49152)]:
+        lin = nn.Linear(K, N, bias=False)
+        for width in ("float32", "int8", "int4"):
+            tandem.export(lin, {"forward": (torch.randn(1, K),)}, quantize=None if width == "float32" else width).save(
+                OUT / f"gemv_{width}_{K}x{N}.tandem")
+
 # ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
 if want("smollm", "threads", "llm"):
     import smollm  # noqa: E402

@@ -3,7 +3,7 @@
 # the models, then runs bench/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads, llm, mimi, pocket, vad, native) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# memory, load, threads, llm, mimi, pocket, vad, native, toolchain) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
 # bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/llm.mjs)
 # runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
 # @wllama/wllama. native (bench/native.py) runs tandem from Python, native scalar / native SIMD /
@@ -21,8 +21,8 @@ mkdir -p build/bench
 emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/make_models.py build/bench >&2
-# bench.mjs has every section but threads, llm, mimi, pocket, vad and native: it runs unless those are all that was asked for.
-if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e '')" ]; then
+# bench.mjs has every section but threads, llm, mimi, pocket, vad, native and toolchain: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e toolchain -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
@@ -56,6 +56,17 @@ if wants vad; then
   bash scripts/setup.sh espeak-ng >/dev/null
   "$PY" -W ignore demo/build_audio.py build/demo >&2
   TANDEM_PYTHON="$PY" node --experimental-wasm-relaxed-simd bench/vad.mjs
+fi
+# The relaxed build's toolchain (bench/toolchain.mjs, docs/benchmarks.md): clang-19's tandem-relaxed.wasm
+# beside Emscripten's (built here for the comparison only) and SIMD128, GEMM / one-row GEMV / decode
+# (the decode rows need the smollm_int8 / int4 exports of TANDEM_BENCH=llm; skipped without them).
+if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
+  NODE_PATH=/usr/share/nodejs ninja -C build/wasm tandem_relaxed_emcc_wasm >/dev/null
+  if [ -f build/bench/smollm_int4.tandem ]; then
+    node --expose-gc --experimental-wasm-relaxed-simd bench/toolchain.mjs build/bench
+  else
+    for s in gemm gemv; do TANDEM_TOOLCHAIN=$s node --expose-gc --experimental-wasm-relaxed-simd bench/toolchain.mjs build/bench; done
+  fi
 fi
 # The native table: the scalar build beside the shipped one (build/native-scalar, its library renamed
 # so both load into one process), then bench/native.py.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what tandem needs when it is missing, and only then: Emscripten, CMake, Ninja and SIMDe
-# from Debian's packages, torch into a virtual environment outside the clone (reused by every clone on
-# this machine), npm dependencies. Safe to run again; prints the venv's python on its last line.
+# Installs what tandem needs when it is missing, and only then: Emscripten, clang-19 with wasi-libc,
+# CMake, Ninja and SIMDe from Debian's packages, torch into a virtual environment outside the clone
+# (reused by every clone on this machine), npm dependencies. Safe to run again; prints the venv's python on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,12 @@ command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 # SIMDe (header only): the native build's SIMD kernels (src/kernels/simd.h)
 [ -f /usr/include/simde/wasm/simd128.h ] || missing+=(libsimde-dev)
+# tandem-relaxed.wasm: clang-19 and wasm-ld-19 over wasi-libc, with compiler-rt's wasm32 builtins
+# (cmake/wasi-clang.cmake)
+command -v clang-19 >/dev/null 2>&1 || missing+=(clang-19)
+command -v wasm-ld-19 >/dev/null 2>&1 || missing+=(lld-19)
+[ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
+[ -n "$(ls /usr/lib/llvm-19/lib/clang/19/lib/*/libclang_rt.builtins*wasm32*.a 2>/dev/null)" ] || missing+=(libclang-rt-19-dev-wasm32)
 for pkg in "$@"; do  # extra Debian packages a caller needs (e.g. chromium, clang)
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done

@@ -211,9 +211,10 @@ static void view(tdm_session *s, const tdm_value *v, tdm_tensor *t) {
   t->numel = v->numel;
 }
 
-#if defined(__EMSCRIPTEN__)
-/* The host's clock (performance.now() in JS), imported by the wasm module (src/wasm_imports.js). */
-extern double tdm_now_ms(void);
+#if defined(__wasm__)
+/* The host's clock (performance.now() in JS), imported by the wasm module from env (web/loader.js;
+ * Emscripten declares it in src/wasm_imports.js, the wasi build by the attribute). */
+extern double tdm_now_ms(void) __attribute__((import_module("env"), import_name("tdm_now_ms")));
 static double now_ms(void) { return tdm_now_ms(); }
 #else
 #include <time.h>

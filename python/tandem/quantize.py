@@ -7,7 +7,8 @@ constants with float32 scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`e
 - int8: symmetric, per output channel (a column of B [K, N], i.e. a row of a Linear's weight or of
   an embedding table): scale = max|w| / 127, q = round(w / scale) in [-127, 127].
 - int4: symmetric, per output channel and group of `group` consecutive k (default 32): scale =
-  max|w| / 7 over the group, q = round(w / scale) in [-7, 7]. No zero point.
+  max|w| / d over the group, with d in 7, 7.1, ..., 8.5 the one whose q = clamp(round(w / scale),
+  -8, 7) has the least squared error over the group. No zero point.
 
 Only weights that are parameters of the exported module(s) are quantized (a constant computed in the
 method, or a buffer, stays float32), and `skip` keeps chosen ones in float32: a list of substrings
@@ -25,6 +26,8 @@ from .ir import CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
 from .schema import PANEL, QUANT_GROUP
 
 Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
+# int4 scale candidates, amax / d (quantize_weight): d = 7 first (ties keep it), then 7.1 ... 8.5
+INT4_DIVISORS = [7.0] + [7.0 + 0.1 * i for i in range(1, 16)]
 
 
 def quantize_weight(w: torch.Tensor, mode: str, group: int = QUANT_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,10 +45,25 @@ def quantize_weight(w: torch.Tensor, mode: str, group: int = QUANT_GROUP) -> tup
     padded = torch.zeros(NG * G, N)
     padded[:K] = w
     g = padded.reshape(NG, G, N)
-    scale = (g.abs().amax(dim=1) / 7).to(torch.float32)  # [NG, N]
-    s = scale[:, None, :]
-    q = torch.where(s > 0, g / torch.where(s > 0, s, 1), 0).round().clamp(-7, 7)
-    return q.reshape(NG * G, N)[:K].to(torch.int8), scale
+    amax = g.abs().amax(dim=1)  # [NG, N]
+    # The scale of each group is the one of INT4_STEPS candidates, amax / d for d from 7 (amax
+    # itself a code) to 8.5 (codes over the whole [-8, 7], the largest values clipped), with the
+    # least squared error sum (w - scale·q)² over the group: rounding to a finer grid wins where
+    # the group's values are not dominated by one extreme.
+    best_q = best_s = best_err = None
+    for d in INT4_DIVISORS:
+        scale = (amax / d).to(torch.float32)
+        s = scale[:, None, :]
+        q = torch.where(s > 0, g / torch.where(s > 0, s, 1), 0).round().clamp(-8, 7)
+        err = ((q * s - g) ** 2).sum(dim=1)
+        if best_err is None:
+            best_q, best_s, best_err = q, scale, err
+            continue
+        better = err < best_err
+        best_q = torch.where(better[:, None, :], q, best_q)
+        best_s = torch.where(better, scale, best_s)
+        best_err = torch.where(better, err, best_err)
+    return best_q.reshape(NG * G, N)[:K].to(torch.int8), best_s
 
 
 def _panels(x: torch.Tensor) -> torch.Tensor:

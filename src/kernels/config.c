@@ -74,7 +74,10 @@ const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scalar; }
 #endif
 
-/* Quantized weights (quant.c): SIMD128 or scalar. */
+/* Quantized weights (quant.c): SIMD128 or scalar. The int8 GEMV's relaxed-dot variant
+ * (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is self-tested but not picked: its exact scheme needs
+ * two relaxed dots per 16 weights, and a SmolLM-shaped decode ran 17% slower on it than on the
+ * SIMD128 kernel (docs/benchmarks.md). The int4 one is picked in quant.c (matmul_q4, one row). */
 #if TDM_SIMD128
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;

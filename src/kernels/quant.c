@@ -88,6 +88,50 @@ void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const floa
   }
 }
 
+/* ---- int4 weights, int8 activations (variants.h: tdm_q4_quantize_row) --------------------------- */
+
+bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
+  for (int64_t k0 = 0, g = 0; k0 < K; k0 += G, g++) {
+    const int64_t k1 = k0 + G < K ? k0 + G : K;
+    float m = 0;
+    for (int64_t k = k0; k < k1; k++) {
+      const float v = fabsf(a[k]);
+      if (!(v <= FLT_MAX)) return false; /* NaN or ±inf */
+      m = v > m ? v : m;
+    }
+    const float d = m / 127.0f;
+    int32_t sum = 0;
+    xs[g] = d;
+    for (int64_t k = k0; k < k1; k++) {
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f;
+      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+      xq[k] = (int8_t)q;
+      sum += xq[k];
+    }
+    xsum[g] = sum;
+  }
+  xq[K] = 0;
+  return true;
+}
+
+void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  (void)xsum;
+  for (int64_t j = 0; j < N; j++) {
+    const uint8_t *col = qp + (j / TDM_PANEL) * KB * TDM_PANEL + j % TDM_PANEL;
+    const float *sc = scale + (j / TDM_PANEL) * NG * TDM_PANEL + j % TDM_PANEL;
+    float acc = 0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      int32_t s = 0;
+      for (int64_t k = g * G; k < k1; k++) s += (int32_t)xq[k] * nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1));
+      acc = acc + ((float)s * xs[g]) * sc[g * TDM_PANEL];
+    }
+    y[j] = acc;
+  }
+}
+
 #if TDM_SIMD128
 
 /* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
@@ -218,6 +262,171 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
   }
 }
 
+#if TDM_RELAXED_DOT
+/* Rows k..k+3 of a panel (8 columns each) regrouped so that each column's four weights are adjacent:
+ * *lo holds columns 0-3 (bytes 4c..4c+3 = w[k..k+3][c]), *hi columns 4-7. One byte shuffle per pair
+ * of rows (rows k, k+1 interleaved), then one 16-bit interleave per half. */
+static inline void q8_quad(const int8_t *p, v128_t *lo, v128_t *hi) {
+  const v128_t r01 = wasm_v128_load(p), r23 = wasm_v128_load(p + 16);
+  const v128_t a = wasm_i8x16_shuffle(r01, r01, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  const v128_t b = wasm_i8x16_shuffle(r23, r23, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  *lo = wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+  *hi = wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* s += the exact sums over four k of w·x for four columns (w: q8_quad's layout; xp, xn: the
+ * activations' positive and negative parts, four bytes splatted). Both parts are in [0, 127], where
+ * the relaxed dot is exact on every engine; each 16-bit lane of either dot is a sum of two products
+ * of magnitude at most 128·127 (no saturation), and their difference is the true two-term sum, also
+ * within 16 bits (at most 2·128·127 in magnitude), so the wrapping subtract is exact; the pairwise
+ * widening add then sums the column's two halves into 32 bits. */
+static inline v128_t q8_dot_quad(v128_t s, v128_t w, v128_t xp, v128_t xn) {
+  const v128_t d = wasm_i16x8_sub(wasm_i16x8_relaxed_dot_i8x16_i7x16(w, xp), wasm_i16x8_relaxed_dot_i8x16_i7x16(w, xn));
+  return wasm_i32x4_add(s, wasm_i32x4_extadd_pairwise_i16x8(d));
+}
+
+/* xq[k..k+3] (int16 in [-127, 127]) -> its positive parts max(x, 0) and negative parts max(-x, 0)
+ * as four bytes, each splatted over the vector (the same k for every column). */
+static inline void q8_split4(const int16_t *xq, v128_t *xp, v128_t *xn) {
+  const v128_t v = wasm_v128_load64_zero(xq), z = wasm_i16x8_splat(0);
+  const v128_t p = wasm_u8x16_narrow_i16x8(wasm_i16x8_max(v, z), z), n = wasm_u8x16_narrow_i16x8(wasm_i16x8_max(wasm_i16x8_neg(v), z), z);
+  *xp = wasm_i32x4_shuffle(p, p, 0, 0, 0, 0);
+  *xn = wasm_i32x4_shuffle(n, n, 0, 0, 0, 0);
+}
+
+/* As tdm_q8_gemv_dot__simd128 (four panels, then one; exact int32 block sums added unfused in block
+ * order, so the same bits), four k per step on the relaxed dot; a block's last 1 to 3 k (only the
+ * last block can have them) by the SIMD128 pair step. */
+void tdm_q8_gemv_dot__relaxed(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, t4 = t0, t5 = t0, t6 = t0, t7 = t0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+      int64_t k = k0;
+      for (; k + 4 <= k1; k += 4) {
+        v128_t xp, xn, lo, hi;
+        q8_split4(xq + k, &xp, &xn);
+        q8_quad(p0 + k * 8, &lo, &hi);
+        s0 = q8_dot_quad(s0, lo, xp, xn), s1 = q8_dot_quad(s1, hi, xp, xn);
+        q8_quad(p1 + k * 8, &lo, &hi);
+        s2 = q8_dot_quad(s2, lo, xp, xn), s3 = q8_dot_quad(s3, hi, xp, xn);
+        q8_quad(p2 + k * 8, &lo, &hi);
+        s4 = q8_dot_quad(s4, lo, xp, xn), s5 = q8_dot_quad(s5, hi, xp, xn);
+        q8_quad(p3 + k * 8, &lo, &hi);
+        s6 = q8_dot_quad(s6, lo, xp, xn), s7 = q8_dot_quad(s7, hi, xp, xn);
+      }
+      for (; k + 2 <= k1; k += 2) {
+        const v128_t x = wasm_v128_load32_splat(xq + k);
+        q8_dot_pair(wasm_v128_load(p0 + k * 8), x, &s0, &s1);
+        q8_dot_pair(wasm_v128_load(p1 + k * 8), x, &s2, &s3);
+        q8_dot_pair(wasm_v128_load(p2 + k * 8), x, &s4, &s5);
+        q8_dot_pair(wasm_v128_load(p3 + k * 8), x, &s6, &s7);
+      }
+      if (k < k1) {
+        const v128_t x = wasm_v128_load32_splat(xq + k);
+        q8_dot_pair(wasm_v128_load64_zero(p0 + k * 8), x, &s0, &s1);
+        q8_dot_pair(wasm_v128_load64_zero(p1 + k * 8), x, &s2, &s3);
+        q8_dot_pair(wasm_v128_load64_zero(p2 + k * 8), x, &s4, &s5);
+        q8_dot_pair(wasm_v128_load64_zero(p3 + k * 8), x, &s6, &s7);
+      }
+      const v128_t d = wasm_f32x4_splat(xs[b]);
+      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
+      t4 = q8_dot_total(t4, s4, d), t5 = q8_dot_total(t5, s5, d), t6 = q8_dot_total(t6, s6, d), t7 = q8_dot_total(t7, s7, d);
+    }
+    store32_scaled(y + j, scale + j, t0, t1, t2, t3, t4, t5, t6, t7, N - j);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      int64_t k = k0;
+      for (; k + 4 <= k1; k += 4) {
+        v128_t xp, xn, lo, hi;
+        q8_split4(xq + k, &xp, &xn);
+        q8_quad(p + k * 8, &lo, &hi);
+        s0 = q8_dot_quad(s0, lo, xp, xn), s1 = q8_dot_quad(s1, hi, xp, xn);
+      }
+      for (; k + 2 <= k1; k += 2) q8_dot_pair(wasm_v128_load(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
+      if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
+      const v128_t d = wasm_f32x4_splat(xs[b]);
+      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);
+    }
+    tdm_store8(y + j, wasm_f32x4_mul(t0, wasm_v128_load(scale + j)), wasm_f32x4_mul(t1, wasm_v128_load(scale + j + 4)), N - j);
+  }
+}
+#endif
+
+#if TDM_RELAXED_DOT
+/* Byte rows r, r + 1 of an int4 panel (k = 2r .. 2r + 3 of 8 columns) -> the codes biased to q + 8,
+ * in the relaxed dot's pair layout: *a = [u(k, c), u(k + 1, c)] for c = 0..7, *b the same for k + 2,
+ * k + 3 (the xor with 0x88 flips bit 3 of each nibble: q + 8; then a mask, a 16-bit shift, and two
+ * byte interleaves). */
+static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(bytes, wasm_i8x16_splat((int8_t)0x88));
+  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
+  *a = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  *b = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+}
+
+/* np (1 or 2) panels from p (KB byte rows apart), scales sc (NG·8 apart), into y (np·8 columns, n
+ * written). Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in
+ * magnitude: 16 of them fit), widened into 32-bit sums, minus 8·xsum[g]; then the group's total as
+ * the scalar reference adds it. */
+static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, int64_t KB, int64_t NG, const int8_t *xq, const float *xs,
+                                 const int32_t *xsum, const uint8_t *p, const float *sc, float *y, int64_t n) {
+  v128_t t[4] = {wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0)};
+  for (int64_t g = 0; g < NG; g++) {
+    const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+    v128_t s[4] = {wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0), wasm_i32x4_splat(0)};
+    for (int64_t k = g * G; k < k1;) {
+      const int64_t kend = k + 16 < k1 ? k + 16 : k1;
+      v128_t h[2] = {wasm_i16x8_splat(0), wasm_i16x8_splat(0)};
+      for (; k + 4 <= kend; k += 4) {
+        const v128_t x0 = wasm_v128_load16_splat(xq + k), x1 = wasm_v128_load16_splat(xq + k + 2);
+        for (int i = 0; i < np; i++) {
+          v128_t a, b;
+          q4_codes4(wasm_v128_load(p + i * KB * 8 + (k / 2) * 8), &a, &b);
+          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, a), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1, b)));
+        }
+      }
+      for (; k < kend; k += 2) { /* one byte row; past an odd K its high nibble meets the pad 0 of xq */
+        const v128_t x0 = wasm_v128_load16_splat(xq + k);
+        for (int i = 0; i < np; i++) {
+          v128_t a, b;
+          q4_codes4(wasm_v128_load64_zero(p + i * KB * 8 + (k / 2) * 8), &a, &b);
+          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, a));
+        }
+      }
+      for (int i = 0; i < np; i++) {
+        s[2 * i] = wasm_i32x4_add(s[2 * i], wasm_i32x4_extend_low_i16x8(h[i]));
+        s[2 * i + 1] = wasm_i32x4_add(s[2 * i + 1], wasm_i32x4_extend_high_i16x8(h[i]));
+      }
+    }
+    const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+    for (int i = 0; i < 2 * np; i++) {
+      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[i], bias)), d);
+      t[i] = wasm_f32x4_add(t[i], wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * NG * 8 + g * 8 + (i % 2) * 4)));
+    }
+  }
+  tdm_store8(y, t[0], t[1], n);
+  if (np > 1) tdm_store8(y + 8, t[2], t[3], n - 8);
+}
+
+void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16)
+    q4_dot_panels(2, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, N - j);
+  for (; j < N; j += 8) q4_dot_panels(1, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, N - j);
+}
+#endif
+
 /* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
  * rows (R = 1 to 4); the column scales are applied at the end. */
 #define Q8_TILE(R)                                                                                 \
@@ -286,6 +495,39 @@ static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
   *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
   *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
 }
+
+#if defined(TDM_RELAXED_SIMD)
+/* The int4 integer-dot GEMV without the relaxed dot (tandem-mt-relaxed.wasm, Emscripten's LLVM 14),
+ * so that the relaxed builds give the same bits at every thread count: per pair of k the codes
+ * q + 8 of both k interleaved as 16-bit lanes (column c's two codes adjacent) and dotted with the
+ * activation pair by i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group
+ * total added as the scalar reference does. One panel at a time. */
+void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *p = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
+        v128_t w0, w1;
+        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
+        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
+        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
+        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
+      }
+      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+      t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
+      t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
+    }
+    tdm_store8(y + j, t0, t1, N - j);
+  }
+}
+#endif
+
 
 #define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
 #define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
@@ -541,12 +783,51 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
   return TDM_OK;
 }
 
+#if TDM_RELAXED_DOT || (TDM_SIMD128 && defined(TDM_RELAXED_SIMD))
+#define TDM_Q4_DOT 1
+#if TDM_RELAXED_DOT
+#define q4_gemv_dot tdm_q4_gemv_dot__relaxed
+#else
+#define q4_gemv_dot tdm_q4_gemv_dot_i16__simd128
+#endif
+/* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
+typedef struct {
+  int64_t K, G;
+  const int8_t *xq;
+  const float *xs, *scale;
+  const int32_t *xsum;
+  const uint8_t *qp;
+  float *y;
+} q4_dot_job;
+
+static void q4_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const q4_dot_job *j = c;
+  (void)t, (void)ws;
+  const int64_t KB = (j->K + 1) / 2, NG = j->K / j->G + (j->K % j->G != 0);
+  q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+}
+#endif
+
 static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], G = op->iattr[1], K = in[0].shape->dims[in[0].shape->rank - 1];
   if (K == 0) {
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
+#if defined(TDM_Q4_DOT)
+  /* one row (a decode step) in the relaxed builds: int8 activations per group, integer dot
+   * products over the codes (the same integers, so the same bits, in both relaxed builds) */
+  if (in[0].numel == K && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+    int8_t xq[TDM_Q8_DOT_MAX_K + 1];
+    float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
+    int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
+    if (tdm_q4_quantize_row(K, G, in[0].data, xq, xs, xsum)) {
+      q4_dot_job d = {K, G, xq, xs, in[2].data, xsum, in[1].data, out->data};
+      tdm__parallel(N, 32, q4_dot_part, &d);
+      return TDM_OK;
+    }
+  }
+#endif
   q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data};
   q_parallel(in[0].numel / K, &j, q4_part);
   return TDM_OK;

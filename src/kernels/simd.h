@@ -25,6 +25,18 @@
 #define TDM_SIMD128 0
 #endif
 
+/* TDM_RELAXED_DOT: the relaxed integer dot product (i16x8.relaxed_dot_i8x16_i7x16_s) is there, i.e.
+ * wasm with -mrelaxed-simd from a compiler that has the standard instructions (LLVM 15+: clang-19's
+ * tandem-relaxed.wasm; not Emscripten's LLVM 14, whose relaxed build keeps the SIMD128 integer GEMV). */
+#if defined(__wasm_relaxed_simd__) && defined(__has_builtin)
+#if __has_builtin(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8)
+#define TDM_RELAXED_DOT 1
+#endif
+#endif
+#ifndef TDM_RELAXED_DOT
+#define TDM_RELAXED_DOT 0
+#endif
+
 #if TDM_SIMD128 && defined(__x86_64__) && !defined(__wasm__) && (defined(__GNUC__) || defined(__clang__))
 #define TDM_X86_AVX2 1
 #else

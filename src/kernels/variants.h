@@ -144,6 +144,28 @@ bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
+/* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
+ * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
+ * a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1] (the
+ * pad 0) with scales xs [ceil(K/G)] as tdm_q8_quantize_row does per block, and xsum [ceil(K/G)] the
+ * sum of each group's xq (the bias correction); false on a NaN or ±inf (the float path then). The
+ * GEMV sums xq·q exactly in int32 per group, then total = total + (float(sum)·xs[g])·scale[g][j],
+ * unfused, group by group: every variant gives the same bits. */
+#define TDM_Q4_DOT_MIN_G 16
+bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
+void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y);
+#if TDM_RELAXED_DOT
+/* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
+ * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */
+void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y);
+#endif
+#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+/* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
+void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y);
+#endif
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
 extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
@@ -187,6 +209,12 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels (32 columns) side by side, then one panel at a time. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+#if TDM_RELAXED_DOT
+/* The same sums with the relaxed integer dot product (docs/ops.md, "Integer dot products"): each
+ * activation split into its positive and negative parts (both in [0, 127], the range where
+ * i16x8.relaxed_dot_i8x16_i7x16_s is exact on every engine), so bit for bit the scalar reference. */
+void tdm_q8_gemv_dot__relaxed(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+#endif
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);

@@ -25,10 +25,14 @@ static inline void tdm_f32_axpy__scalar(float p, const float *x, float *y, int64
 /* a * b + c for four lanes. The relaxed-SIMD build (TDM_RELAXED_SIMD, web/tandem-relaxed.wasm)
  * makes it one f32x4.relaxed_madd, which engines run as a fused multiply-add where the CPU has one
  * (one rounding; an unfused multiply and add elsewhere: results may differ between machines in the
- * last bits, never between runs or thread counts on one machine). LLVM 14 only has the prototype
- * builtin, whose opcode scripts/relaxed_simd.py rewrites to the standard one after linking. The
- * SIMD128 build multiplies, then adds. */
-#if defined(TDM_RELAXED_SIMD)
+ * last bits, never between runs or thread counts on one machine). clang-19 (tandem-relaxed.wasm)
+ * emits the standard instruction; LLVM 14 (Emscripten's, tandem-mt-relaxed.wasm) only has the
+ * prototype builtin, whose opcode scripts/relaxed_simd.py rewrites to the standard one after
+ * linking. The SIMD128 build multiplies, then adds. */
+#if defined(TDM_RELAXED_SIMD) && defined(__wasm_relaxed_simd__) && __has_builtin(__builtin_wasm_relaxed_madd_f32x4)
+/* LLVM 15+ (tandem-relaxed.wasm, clang-19): the standard instruction from the compiler */
+#define tdm_madd(a, b, c) wasm_f32x4_relaxed_madd((a), (b), (c))
+#elif defined(TDM_RELAXED_SIMD)
 typedef float tdm__f32x4 __attribute__((vector_size(16)));
 #define tdm_madd(a, b, c) ((v128_t)__builtin_wasm_fma_f32x4((tdm__f32x4)(a), (tdm__f32x4)(b), (tdm__f32x4)(c)))
 #else

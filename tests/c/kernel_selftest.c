@@ -336,6 +336,11 @@ static int check_q8_dot(int64_t N, int64_t K) {
   for (int64_t j = 0; j < N; j++)
     if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__simd128", K, j, N, y[j], ref[j]);
 #endif
+#if TDM_RELAXED_DOT
+  tdm_q8_gemv_dot__relaxed(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
+#endif
   const float nonfinite[] = {NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 3 && K > 0; i++) {
     a[(K * (i + 1)) / 4] = nonfinite[i];
@@ -343,6 +348,86 @@ static int check_q8_dot(int64_t N, int64_t K) {
     a[(K * (i + 1)) / 4] = 0;
   }
   free(a), free(s8), free(xs), free(ref), free(y), free(q8), free(xq), free(tol);
+  return bad;
+}
+
+/* The int4 integer-dot GEMV (int8 activations per weight group, variants.h): tdm_q4_quantize_row's
+ * codes, scales and group sums checked against their definition; the scalar reference against the
+ * scheme in double (exact group sums times the activation and weight scales: within float32
+ * rounding of the group totals); where the build has the relaxed integer dot, its variant against
+ * the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
+ * with a zero group, a denormal one and a huge one; NaN / ±inf refused. */
+static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
+  float *xs = malloc(sizeof(float) * (size_t)(NG + 1)), *ref = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+  float *tol = malloc(sizeof(float) * (size_t)N);
+  int32_t *xsum = malloc(sizeof(int32_t) * (size_t)(NG + 1));
+  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  int8_t *xq = malloc((size_t)(K + 1));
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t g = k / G;
+    a[k] = 2 * frand();
+    if (g == 1) a[k] = 0;
+    if (g == 2) a[k] *= 1e-44f;
+    if (g == 3) a[k] *= 1e30f;
+  }
+  for (int64_t j = 0; j < N; j++)
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      const int v4 = (int)((rng >> 8) % 16) - 8;
+      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+      if (k % G == 0) s4[((j / 8) * NG + k / G) * 8 + j % 8] = (frand() + 1.5f) / 7;
+    }
+  int bad = 0;
+  if (!tdm_q4_quantize_row(K, G, a, xq, xs, xsum)) bad += mismatch(F_QUANT, "q4_quantize_row refused finite", K, 0, 0, 0, 0);
+  for (int64_t g = 0; g < NG; g++) {
+    int32_t sum = 0;
+    for (int64_t k = g * G; k < K && k < (g + 1) * G; k++) {
+      const float d = xs[g];
+      sum += xq[k];
+      if (xq[k] < -127 || (d >= FLT_MIN && fabsf(xq[k] * d - a[k]) > 0.5f * d * 1.0001f) || (d == 0 && xq[k] != 0))
+        bad += mismatch(F_QUANT, "q4_quantize_row", K, k, a[k], (float)xq[k], a[k] / d);
+    }
+    if (sum != xsum[g]) bad += mismatch(F_QUANT, "q4_quantize_row group sum", K, g, 0, (float)xsum[g], (float)sum);
+  }
+  if (xq[K] != 0) bad += mismatch(F_QUANT, "q4_quantize_row pad", K, K, 0, xq[K], 0);
+  for (int64_t j = 0; j < N; j++) {
+    double acc = 0, mag = 0;
+    for (int64_t g = 0; g < NG; g++) {
+      int64_t s = 0;
+      for (int64_t k = g * G; k < K && k < (g + 1) * G; k++) {
+        const int b = q4[((j / 8) * KB + k / 2) * 8 + j % 8];
+        s += xq[k] * ((((k % 2 ? b >> 4 : b) & 15) ^ 8) - 8);
+      }
+      const double t = (double)s * xs[g] * s4[((j / 8) * NG + g) * 8 + j % 8];
+      acc += t, mag += fabs(t);
+    }
+    ref[j] = (float)acc;
+    tol[j] = (float)mag;
+  }
+  tdm_q4_gemv_dot__scalar(N, K, G, xq, xs, xsum, q4, s4, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!near(y[j], ref[j], 1e-6f, 2.4e-7f * (float)(NG + 2) * tol[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__scalar", K, j, N, y[j], ref[j]);
+#if TDM_RELAXED_DOT
+  memcpy(ref, y, sizeof(float) * (size_t)N);
+  tdm_q4_gemv_dot__relaxed(N, K, G, xq, xs, xsum, q4, s4, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
+#endif
+#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+  if (!TDM_RELAXED_DOT) memcpy(ref, y, sizeof(float) * (size_t)N);
+  tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, q4, s4, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot_i16__simd128", K, j, N, y[j], ref[j]);
+#endif
+  const float nonfinite[] = {NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 3 && K > 0; i++) {
+    a[(K * (i + 1)) / 4] = nonfinite[i];
+    if (tdm_q4_quantize_row(K, G, a, xq, xs, xsum)) bad += mismatch(F_QUANT, "q4_quantize_row took a non-finite value", K, i, nonfinite[i], 1, 0);
+    a[(K * (i + 1)) / 4] = 0;
+  }
+  free(a), free(s4), free(xs), free(ref), free(y), free(tol), free(xsum), free(q4), free(xq);
   return bad;
 }
 
@@ -1131,6 +1216,13 @@ int tdm_kernel_selftest(void) {
   for (size_t j = 0; j < sizeof dn / sizeof dn[0]; j++)
     for (size_t k = 0; k < sizeof dk / sizeof dk[0]; k++) bad += check_q8_dot(dn[j], dk[k]);
   bad += check_q8_dot(1536, 576) + check_q8_dot(576, 1536);
+  /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
+  const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
+                eg[] = {16, 20, 32, 64};
+  for (size_t j = 0; j < sizeof en / sizeof en[0]; j++)
+    for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
+      for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
+  bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
   return bad;
 }
 

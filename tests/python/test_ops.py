@@ -597,14 +597,29 @@ def test_eager_attention_with_the_mask_scaled_too_is_not_fused():
 
 def ref_dequantize(w: torch.Tensor, mode: str, group: int = 32) -> torch.Tensor:
     """w [N, K] as the module holds it (a Linear's weight, an embedding table) -> q · scale in
-    float64: int8 per row (output channel), int4 per row and group of `group` along K, symmetric."""
+    float64: int8 per row (output channel), int4 per row and group of `group` along K, symmetric
+    (docs/ops.md, "Quantized weights")."""
     w = w.detach().float()
     N, K = w.shape
-    qmax, G = (127, K) if mode == "int8" else (7, group)
+    G = K if mode == "int8" else group
     NG = -(-K // G)
     wg = torch.cat([w, torch.zeros(N, NG * G - K)], 1).reshape(N, NG, G)
-    s = wg.abs().amax(2, keepdim=True) / qmax  # float32, as stored
-    q = torch.where(s > 0, wg / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(wg)).round().clamp(-qmax, qmax)
+    amax = wg.abs().amax(2, keepdim=True)
+
+    def codes(d, lo, hi):
+        s = amax / d  # float32, as stored
+        return torch.where(s > 0, wg / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(wg)).round().clamp(lo, hi), s
+
+    if mode == "int8":
+        q, s = codes(127, -127, 127)
+    else:
+        # each group's scale: amax / d for the d in 7, 7.1, ..., 8.5 with the least squared error
+        # (float32 sums, the first d on ties), codes in [-8, 7]
+        cands = [codes(7.0 + 0.1 * i, -8, 7) for i in range(16)]
+        err = torch.stack([((q * s - wg) ** 2).sum(2, keepdim=True) for q, s in cands])
+        pick = err.argmin(0)  # [N, NG, 1]
+        q = torch.stack([q for q, _ in cands]).gather(0, pick.expand(N, NG, G)[None])[0]
+        s = torch.stack([s for _, s in cands]).gather(0, pick[None])[0]
     return (q.double() * s.double()).reshape(N, NG * G)[:, :K]
 
 
