@@ -17,16 +17,17 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
+from . import lower  # noqa: F401 - registers the handlers of lower_<topic>.py files (see lower.py)
 from .fuse import fuse_method, tie_embeddings
-from .lower import is_user_file, lower_method, source_line
+from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
+from .lowering import is_user_file, lower_method, source_line
 from .names import check_method_name
 from .plan import plan_method
+from .program import Program
 from .quantize import Skip, quantize_methods
+from .runtime import TandemError, verify
 from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
-from .program import Program
-from .runtime import TandemError, verify
 from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
@@ -488,8 +489,9 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
 def _constant_result(name: str, ep, constants: dict) -> bool:
     """A method whose outputs are all Python constants (no tensors, at least one value): puts its
     value (the returned structure, tuples as lists) in constants[name] and says True."""
-    from torch.utils import _pytree as pytree
     from torch.export.graph_signature import ConstantArgument
+    from torch.utils import _pytree as pytree
+
     from .program import check_metadata
 
     specs = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]

@@ -1,4 +1,4 @@
-"""The only writer of .tandem files. docs/format.md is the byte layout; src/format.c reads it.
+"""The only writer of .tandem files. docs/format.md is the byte layout; src/reader.c reads it.
 Section ids, records and alignment are declared in schema.py, which both sides follow."""
 from __future__ import annotations
 
@@ -7,9 +7,35 @@ import json
 import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
-from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, DIM, HEADER, IO, MAGIC, MAX_DIMS, MAX_SYM_COEF, METADATA_ENTRY,
-                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE, STATES_HEAD,
-                     STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION)
+from .schema import (
+    ALIGN,
+    CONSTANT,
+    CONSTANTS_HEAD,
+    DIM,
+    HEADER,
+    IO,
+    MAGIC,
+    MAX_DIMS,
+    MAX_SYM_COEF,
+    METADATA_ENTRY,
+    METADATA_HEAD,
+    METHOD,
+    METHODS_HEAD,
+    OP_HEADER,
+    SECTION,
+    SECTION_ALIGN,
+    SECTIONS,
+    STATE,
+    STATES_HEAD,
+    STRING,
+    STRINGS_HEAD,
+    SYM,
+    SYM_KINDS,
+    SYMS_HEAD,
+    TERM,
+    VALUE,
+    VERSION,
+)
 
 
 def _pad(n: int, a: int = ALIGN) -> int:

@@ -116,13 +116,13 @@ def test_export_runs_the_runtime_verifier(monkeypatch):
     """An export the runtime would reject fails at export, naming the op and the user's line.
     (A 0-d argmax once exported as an argmax op the verifier rejects; the lowering is forced back
     to that here.)"""
-    from tandem import lower
+    from tandem import lowering
     from tandem.ir import I64
 
     def old_argmax(L, node, args, kwargs):
         return L.emit("argmax", [args[0]], I64, (), iattr=[0])
 
-    monkeypatch.setitem(lower.HANDLERS, torch.ops.aten.argmax.default, old_argmax)
+    monkeypatch.setitem(lowering.HANDLERS, torch.ops.aten.argmax.default, old_argmax)
     with pytest.raises(tandem.ExportError) as e:
         tandem.export(_ArgmaxOfScalar(), {"forward": (torch.tensor(2.0),)})
     msg = str(e.value)

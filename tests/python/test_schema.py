@@ -1,10 +1,10 @@
 """python/tandem/schema.py is the one declaration; these fail when something that should follow it
 does not: the committed src/schema.h, include/tandem.h's dtypes, docs/ops.md's operator table and
 docs/format.md's layout. (The C op tables are checked against src/schema.h by tests/c/test_schema.c;
-plan.py, ir.py, lower.py and format.py import the schema.)"""
+plan.py, ir.py, lowering/layout.py and format.py import the schema.)"""
 import importlib.util
-import struct
 import re
+import struct
 from pathlib import Path
 
 import pytest
