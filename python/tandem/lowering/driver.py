@@ -28,7 +28,7 @@ from .core import (
 )
 from .elementwise import COMPARE
 from .provenance import source_line
-from .shape import FOLDABLE_EXTRA
+from .shape import EMPTY, FOLDABLE_EXTRA
 
 
 @handles(aten._assert_tensor_metadata.default, aten._assert_scalar.default)
@@ -200,7 +200,9 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             _require_static(node)
             all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
             handler = HANDLERS.get(node.target)
-            if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None:
+            # torch.empty() has no inputs but is no constant: run here, its uninitialized bytes would be stored
+            if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None \
+                    and node.target not in EMPTY:
                 folded = _fold(L, node, args, kwargs)
                 if folded is not None:
                     env[node] = folded

@@ -241,8 +241,11 @@ def _arange(L, node, args, kwargs):
     return L.emit("add", [k, L.scalar(start, dt)], dt, (length,))
 
 
-@handles(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default,
+EMPTY = (aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default,
          aten.empty_permuted.default)
+
+
+@handles(*EMPTY)
 def _empty(L, node, args, kwargs):
     """torch.empty & co.: uninitialized scratch. Its bytes must be written before they are read
     (checked in lower_method's _check_empty_reads; the verifier checks it again at load)."""
