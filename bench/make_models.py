@@ -8,7 +8,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F

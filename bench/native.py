@@ -12,7 +12,9 @@ under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
     ReLU layers (129→128→64→64→128 channels, two of stride 2), an LSTM cell of 128 carried
     between calls, a 1×1 convolution and a sigmoid.
 
-Each cell is the best over ROUNDS rounds (interleaved across the backends, timeit's rule: the\nmachine may be shared) of the mean time per call; the ratio columns divide native SIMD's time by\nPyTorch's and by wasm's.
+Each cell is the best over ROUNDS rounds (interleaved across the backends, timeit's rule: the
+machine may be shared) of the mean time per call; the ratio columns divide native SIMD's time by
+PyTorch's and by wasm's.
 Also checks every backend's outputs against eager's (max |diff|).
 
     bash bench/run.sh with TANDEM_BENCH=native, or directly:

@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 CONTEXT, CHUNK, RATE = 64, 512, 16000
 

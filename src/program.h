@@ -145,9 +145,36 @@ struct tdm_session {
   void *bound_mem;  /* one allocation holding every bound method's arrays */
 };
 
+/* ---- loading: reader.c and reader_methods.c read, verify.c checks, bind.c evaluates sizes ---- */
+
+/* Whether [off, off + len) lies inside [0, total). */
+static inline bool tdm__range_inside(uint64_t off, uint64_t len, uint64_t total) { return off <= total && len <= total - off; }
+
+static inline bool tdm__ranges_overlap(size_t a, size_t an, size_t b, size_t bn) {
+  return an != 0 && bn != 0 && a < b + bn && b < a + an;
+}
+
+/* Verify op k of m (operands, overlaps, in-place rules, the op's own check); *first_state_write is
+ * the first op that wrote the state so far (-1: none), which no op that can fail may follow (verify.c). */
+tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_write);
+
+/* Def-before-use over m's scratch bytes: every byte an op or the method's outputs read was written
+ * before (verify.c). */
+tdm_status tdm__check_defined(const tdm_method *m);
+
+/* A symbolic size's constant + sum(coef * dims[dim]) into *out; false on int64 overflow (bind.c). */
+bool tdm__eval_sym(const tdm_sym *y, const int64_t *dims, int64_t *out);
+
 /* Evaluate method m's symbolic sizes at `dims` into `dst` (dst->values, dst->ops of m's sizes and
  * `iattrs` of m->n_iattrs are the caller's) and verify every value's bytes and every op's rule at
- * those sizes; with `defined`, also def-before-use (format.c). */
+ * those sizes; with `defined`, also def-before-use (bind.c). */
 tdm_status tdm__bind_method(const tdm_method *m, const int64_t *dims, tdm_method *dst, int64_t *iattrs, bool defined);
+
+/* ---- queries shared by session.c and introspect.c ---- */
+
+static inline const tdm_method *tdm__method_of(const tdm_program *p, uint32_t m) { return p && m < p->n_methods ? &p->methods[m] : NULL; }
+static inline const tdm_op *tdm__op_of(const tdm_method *m, uint32_t op) { return m && op < m->n_ops ? &m->ops[op] : NULL; }
+/* The symbolic size giving dim `axis` of value v, or NULL (a static dim) (introspect.c). */
+const tdm_sym *tdm__dim_sym(const tdm_method *m, uint32_t v, int axis);
 
 #endif

@@ -1,4 +1,5 @@
-/* session.c — sessions (state region + scratch arena), running methods, introspection. */
+/* session.c — sessions (state region + scratch arena), binding a call's shapes, running methods
+ * (the program's queries: introspect.c). */
 #include "ops.h"
 #include "util.h"
 
@@ -96,11 +97,9 @@ static uint8_t *value_ptr(tdm_session *s, const tdm_value *v) {
   }
 }
 
-static const tdm_method *method_of(const tdm_program *p, uint32_t m) { return p && m < p->n_methods ? &p->methods[m] : NULL; }
-
 /* The method as the session runs it: bound at its last call's sizes when it has dims. */
 static const tdm_method *session_method(const tdm_session *s, uint32_t method) {
-  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   return m && m->n_dims ? &s->bound[method].m : m;
 }
 
@@ -116,15 +115,8 @@ const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i) {
   return value_ptr(s, &m->values[m->outputs[i].value]);
 }
 
-/* The sym giving dim `axis` of value v, or NULL (a static dim). */
-static const tdm_sym *dim_sym(const tdm_method *m, uint32_t v, int axis) {
-  for (uint32_t i = 0; i < m->n_syms; i++)
-    if (m->syms[i].kind == TDM_SYM_DIM && m->syms[i].target == v && m->syms[i].index == axis) return &m->syms[i];
-  return NULL;
-}
-
 tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank) {
-  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m || i >= m->n_inputs || (!dims && rank > 0))
     return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_set_input_shape: no method %u input %u, or dims is NULL", method, i);
   const tdm_value *v = &m->values[m->inputs[i].value];
@@ -132,7 +124,7 @@ tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t
   if (rank != v->shape.rank)
     return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' has rank %d, given a shape of rank %d", m->name, in, v->shape.rank, rank);
   for (int d = 0; d < rank; d++) {
-    const tdm_sym *y = m->n_dims ? dim_sym(m, m->inputs[i].value, d) : NULL;
+    const tdm_sym *y = m->n_dims ? tdm__dim_sym(m, m->inputs[i].value, d) : NULL;
     if (!y) {
       if (dims[d] != v->shape.dims[d])
         return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; it must be %lld", m->name, in, d, (long long)dims[d], (long long)v->shape.dims[d]);
@@ -226,7 +218,7 @@ static double now_ms(void) {
 #endif
 
 static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
-  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run: no method %u", method);
   if (m->n_dims) {
     tdm_status st = bind_call(s, method);
@@ -257,176 +249,12 @@ tdm_status tdm_session_run_profiled(tdm_session *s, uint32_t method, double *op_
   return run(s, method, op_ms);
 }
 
-/* ---- introspection ---------------------------------------------------------------------- */
-
-uint32_t tdm_method_op_count(const tdm_program *p, uint32_t method) {
-  const tdm_method *m = method_of(p, method);
-  return m ? m->n_ops : 0;
-}
-
-const char *tdm_method_op_name(const tdm_program *p, uint32_t method, uint32_t op) {
-  const tdm_method *m = method_of(p, method);
-  return m && op < m->n_ops ? m->ops[op].def->name : NULL;
-}
-
-/* Bytes op `k` writes into values of `region` (-1: any region); see tandem.h. */
-static size_t op_bytes_written(const tdm_program *p, uint32_t method, uint32_t k, int region) {
-  const tdm_method *m = method_of(p, method);
-  if (!m || k >= m->n_ops) return 0;
-  const tdm_op *op = &m->ops[k];
-  size_t total = 0;
-  for (uint32_t j = 0; j < op->n_out; j++) {
-    const tdm_value *y = &m->values[op->out[j]];
-    if (region >= 0 && (int)y->region != region) continue;
-    size_t n = y->nbytes;
-    if (j == 0 && op->def->inplace == TDM_INPLACE_FIRST && op->n_in >= 2) {
-      const tdm_value *base = &m->values[op->in[0]];
-      /* the verifier allows an output to be its base only exactly (same place, size, dtype) */
-      if (base->region == y->region && base->offset == y->offset && base->nbytes == y->nbytes)
-        n = m->values[op->in[op->n_in - 1]].nbytes; /* the rows written: the values / src input */
-    }
-    total += n;
-  }
-  return total;
-}
-
-size_t tdm_method_op_bytes_written(const tdm_program *p, uint32_t method, uint32_t op) { return op_bytes_written(p, method, op, -1); }
-size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t method, uint32_t op) {
-  return op_bytes_written(p, method, op, TDM_REGION_STATE);
-}
-
-uint32_t tdm_program_method_count(const tdm_program *p) { return p ? p->n_methods : 0; }
-
-const char *tdm_program_method_name(const tdm_program *p, uint32_t method) {
-  const tdm_method *m = method_of(p, method);
-  return m ? m->name : NULL;
-}
-
-int32_t tdm_program_find_method(const tdm_program *p, const char *name) {
-  if (!p || !name) return -1;
-  for (uint32_t i = 0; i < p->n_methods; i++)
-    if (strcmp(p->methods[i].name, name) == 0) return (int32_t)i;
-  return -1;
-}
-
-static const tdm_value *io_value(const tdm_program *p, uint32_t method, int io, uint32_t i, const char **name) {
-  const tdm_method *m = method_of(p, method);
-  if (!m) return NULL;
-  const tdm_io *list = io ? m->outputs : m->inputs;
-  if (i >= (io ? m->n_outputs : m->n_inputs)) return NULL;
-  if (name) *name = list[i].name;
-  return &m->values[list[i].value];
-}
-
-uint32_t tdm_method_io_count(const tdm_program *p, uint32_t method, int io) {
-  const tdm_method *m = method_of(p, method);
-  return m ? (io ? m->n_outputs : m->n_inputs) : 0;
-}
-
-const char *tdm_method_io_name(const tdm_program *p, uint32_t method, int io, uint32_t i) {
-  const char *name = NULL;
-  io_value(p, method, io, i, &name);
-  return name;
-}
-
-int tdm_method_io_dtype(const tdm_program *p, uint32_t method, int io, uint32_t i) {
-  const tdm_value *v = io_value(p, method, io, i, NULL);
-  return v ? v->dtype : 0;
-}
-
-int tdm_method_io_rank(const tdm_program *p, uint32_t method, int io, uint32_t i) {
-  const tdm_value *v = io_value(p, method, io, i, NULL);
-  return v ? v->shape.rank : -1;
-}
-
-int64_t tdm_method_io_dim(const tdm_program *p, uint32_t method, int io, uint32_t i, int d) {
-  const tdm_value *v = io_value(p, method, io, i, NULL);
-  return v && d >= 0 && d < v->shape.rank ? v->shape.dims[d] : -1;
-}
-
-size_t tdm_method_io_nbytes(const tdm_program *p, uint32_t method, int io, uint32_t i) {
-  const tdm_value *v = io_value(p, method, io, i, NULL);
-  return v ? v->nbytes : 0;
-}
-
-uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method) {
-  const tdm_method *m = method_of(p, method);
-  return m ? m->n_dims : 0;
-}
-static const tdm_dim *dim_of(const tdm_program *p, uint32_t method, uint32_t d) {
-  const tdm_method *m = method_of(p, method);
-  return m && d < m->n_dims ? &m->dims[d] : NULL;
-}
-const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->name : NULL; }
-int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->min : -1; }
-int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->max : -1; }
-
-size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size) {
-  const tdm_method *m = method_of(p, method);
-  char text[512];
-  size_t n = 0;
-  text[0] = 0;
-  const tdm_sym *y = NULL;
-  if (m && i < (io ? m->n_outputs : m->n_inputs)) y = dim_sym(m, (io ? m->outputs : m->inputs)[i].value, d);
-  for (uint32_t t = 0; y && t < y->n_terms && n < sizeof text - 64; t++) {
-    const int64_t c = y->terms[t].coef;
-    const char *sign = t == 0 ? (c < 0 ? "-" : "") : (c < 0 ? " - " : " + ");
-    const long long a = c < 0 ? -(long long)c : (long long)c;
-    if (a == 1) n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", sign, m->dims[y->terms[t].dim].name);
-    else n += (size_t)snprintf(text + n, sizeof text - n, "%s%lld*%s", sign, a, m->dims[y->terms[t].dim].name);
-  }
-  if (y && y->constant && n < sizeof text - 32)
-    n += (size_t)snprintf(text + n, sizeof text - n, " %s %lld", y->constant < 0 ? "-" : "+", y->constant < 0 ? -(long long)y->constant : (long long)y->constant);
-  if (n >= sizeof text) n = sizeof text - 1;
-  if (buf && size) {
-    const size_t k = n < size - 1 ? n : size - 1;
-    memcpy(buf, text, k);
-    buf[k] = 0;
-  }
-  return n;
-}
-
-static const tdm_state *state_of(const tdm_program *p, uint32_t i) { return p && i < p->n_states ? &p->states[i] : NULL; }
-
-uint32_t tdm_program_state_count(const tdm_program *p) { return p ? p->n_states : 0; }
-const char *tdm_state_name(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->name : NULL; }
-int tdm_state_dtype(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->dtype : 0; }
-int tdm_state_rank(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->shape.rank : -1; }
-int64_t tdm_state_dim(const tdm_program *p, uint32_t i, int d) {
-  const tdm_state *s = state_of(p, i);
-  return s && d >= 0 && d < s->shape.rank ? s->shape.dims[d] : -1;
-}
-size_t tdm_state_offset(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->offset : 0; }
-size_t tdm_state_nbytes(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->nbytes : 0; }
-size_t tdm_program_state_size(const tdm_program *p) { return p ? p->state_size : 0; }
-size_t tdm_program_scratch_size(const tdm_program *p) { return p ? p->scratch_size : 0; }
-uint64_t tdm_program_fingerprint(const tdm_program *p) { return p ? p->fingerprint : 0; }
-uint64_t tdm_program_id(const tdm_program *p) { return p ? p->program_id : 0; }
-
-uint32_t tdm_program_metadata_count(const tdm_program *p) { return p ? p->n_metadata : 0; }
-const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i] : NULL; }
-const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i + 1] : NULL; }
-
 /* ---- the plan, for other backends (web/webgpu/) ------------------------------------------ */
 
 tdm_status tdm_session_bind(tdm_session *s, uint32_t method) {
-  const tdm_method *m = s ? method_of(s->program, method) : NULL;
+  const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_bind: no method %u", method);
   return m->n_dims ? bind_call(s, method) : TDM_OK;
-}
-
-const void *tdm_program_data(const tdm_program *p) { return p ? p->data : NULL; }
-size_t tdm_program_data_size(const tdm_program *p) { return p ? p->data_size : 0; }
-
-uint32_t tdm_method_value_count(const tdm_program *p, uint32_t method) {
-  const tdm_method *m = method_of(p, method);
-  return m ? m->n_values : 0;
-}
-
-uint32_t tdm_method_io_value(const tdm_program *p, uint32_t method, int io, uint32_t i) {
-  const tdm_method *m = method_of(p, method);
-  if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return UINT32_MAX;
-  return (io ? m->outputs : m->inputs)[i].value;
 }
 
 tdm_status tdm_session_value_info(const tdm_session *s, uint32_t method, uint32_t v, int64_t *out) {
@@ -442,30 +270,7 @@ tdm_status tdm_session_value_info(const tdm_session *s, uint32_t method, uint32_
   return TDM_OK;
 }
 
-static const tdm_op *op_of(const tdm_method *m, uint32_t op) { return m && op < m->n_ops ? &m->ops[op] : NULL; }
-
-uint32_t tdm_method_op_operand_count(const tdm_program *p, uint32_t method, uint32_t op, int io) {
-  const tdm_op *o = op_of(method_of(p, method), op);
-  return o ? (io ? o->n_out : o->n_in) : 0;
-}
-
-uint32_t tdm_method_op_operand(const tdm_program *p, uint32_t method, uint32_t op, int io, uint32_t j) {
-  const tdm_op *o = op_of(method_of(p, method), op);
-  if (!o || j >= (io ? o->n_out : o->n_in)) return UINT32_MAX;
-  return (io ? o->out : o->in)[j];
-}
-
-uint32_t tdm_method_op_attr_count(const tdm_program *p, uint32_t method, uint32_t op, int kind) {
-  const tdm_op *o = op_of(method_of(p, method), op);
-  return o ? (kind ? o->n_fattr : o->n_iattr) : 0;
-}
-
 int64_t tdm_session_op_iattr(const tdm_session *s, uint32_t method, uint32_t op, uint32_t j) {
-  const tdm_op *o = op_of(session_method(s, method), op);
+  const tdm_op *o = tdm__op_of(session_method(s, method), op);
   return o && j < o->n_iattr ? o->iattr[j] : 0;
-}
-
-double tdm_method_op_fattr(const tdm_program *p, uint32_t method, uint32_t op, uint32_t j) {
-  const tdm_op *o = op_of(method_of(p, method), op);
-  return o && j < o->n_fattr ? o->fattr[j] : 0.0;
 }

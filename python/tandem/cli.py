@@ -3,7 +3,8 @@
 tokenizer: tandem/pretrained.py).
 
 Both load the file with the runtime's own verifier, through the backend tandem.load uses
-(tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm). `inspect` prints what the file holds; `check` also runs every method once on
+(tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm).
+`inspect` prints what the file holds; `check` also runs every method once on
 zero inputs. A file that cannot be read or does not verify is one line on stderr and exit status 1,
 never a traceback.
 """
@@ -16,9 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from .schema import CONSTANT, CONSTANTS_HEAD, HEADER, SECTION, SECTIONS
 from .runtime import TandemError, _library, _load_program
-
+from .schema import CONSTANT, CONSTANTS_HEAD, HEADER, SECTION, SECTIONS
 
 COMMANDS = {
     "inspect": "print methods, state, op counts and sizes",
@@ -75,7 +75,8 @@ def describe(data: bytes) -> dict:
                     for i in range(lib.tdm_method_io_count(p, m, kind))]
 
         def dims(m):  # dynamic dims: shapes above are at their maximum
-            return {lib.tdm_method_dim_name(p, m, d).decode(): {"min": lib.tdm_method_dim_min(p, m, d), "max": lib.tdm_method_dim_max(p, m, d)}
+            return {lib.tdm_method_dim_name(p, m, d).decode(): {"min": lib.tdm_method_dim_min(p, m, d),
+                                                                "max": lib.tdm_method_dim_max(p, m, d)}
                     for d in range(lib.tdm_method_dim_count(p, m))}
 
         methods = [{"name": lib.tdm_program_method_name(p, m).decode(), "ops": lib.tdm_method_op_count(p, m),
@@ -156,7 +157,7 @@ def _print_inspect(path: str, info: dict) -> None:
     width = max([len(s["name"]) for s in info["state"]] + [4])
     for s in info["state"]:
         note = ""
-        if s["name"] == "__rng__":  # lower_random.py: the program's random generator
+        if s["name"] == "__rng__":  # lowering/random.py: the program's random generator
             note = "  random generator [seed, calls] (Philox4x32-10; not torch's stream; model.seed(n))"
         print(f"  {s['name']:<{width}}  {_t(s):<20} {s['bytes']} bytes{note}")
     print(f"scratch: {_size(info['scratch_bytes'])} per session")

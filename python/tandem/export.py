@@ -17,17 +17,17 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .fuse import fuse_method, tie_embeddings
-from .lower import is_user_file, lower_method, source_line
-from .lower_random import add_rng_state
+from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
+from .lowering import is_user_file, lower_method, source_line
+from .lowering.random import add_rng_state
 from .names import check_method_name
 from .plan import plan_method
+from .program import Program
 from .quantize import Skip, quantize_methods
+from .runtime import TandemError, verify
 from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
-from .program import Program
-from .runtime import TandemError, verify
 from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
@@ -316,7 +316,7 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
                                         init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
 
-    add_rng_state(states, exported, seed)  # the random generator's slot, when a method draws (lower_random.py)
+    add_rng_state(states, exported, seed)  # the random generator's slot, when a method draws (lowering/random.py)
     for method, path, line, deps in created:
         for key in deps:
             if key in states:
@@ -560,8 +560,9 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
 def _constant_result(name: str, ep, constants: dict) -> bool:
     """A method whose outputs are all Python constants (no tensors, at least one value): puts its
     value (the returned structure, tuples as lists) in constants[name] and says True."""
-    from torch.utils import _pytree as pytree
     from torch.export.graph_signature import ConstantArgument
+    from torch.utils import _pytree as pytree
+
     from .program import check_metadata
 
     specs = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]

@@ -1,4 +1,4 @@
-"""The only writer of .tandem files. docs/format.md is the byte layout; src/format.c reads it.
+"""The only writer of .tandem files. docs/format.md is the byte layout; src/reader.c reads it.
 Section ids, records and alignment are declared in schema.py, which both sides follow."""
 from __future__ import annotations
 
@@ -8,10 +8,37 @@ import os
 import struct
 
 from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
-from .schema import (ALIGN, CONSTANT, CONSTANTS_HEAD, DIM, HEADER, IO, MAGIC, MAX_DIMS, MAX_SYM_COEF, METADATA_ENTRY,
-                     METADATA_HEAD, METHOD, METHODS_HEAD, OP_HEADER, SECTION, SECTION_ALIGN, SECTIONS, STATE,
-                     STATE_INIT_CODE, STATES_HEAD, STRING, STRINGS_HEAD, SYM, SYM_KINDS, SYMS_HEAD, TERM, VALUE, VERSION,
-                     check_op)
+from .schema import (
+    ALIGN,
+    CONSTANT,
+    CONSTANTS_HEAD,
+    DIM,
+    HEADER,
+    IO,
+    MAGIC,
+    MAX_DIMS,
+    MAX_SYM_COEF,
+    METADATA_ENTRY,
+    METADATA_HEAD,
+    METHOD,
+    METHODS_HEAD,
+    OP_HEADER,
+    SECTION,
+    SECTION_ALIGN,
+    SECTIONS,
+    STATE,
+    STATE_INIT_CODE,
+    STATES_HEAD,
+    STRING,
+    STRINGS_HEAD,
+    SYM,
+    SYM_KINDS,
+    SYMS_HEAD,
+    TERM,
+    VALUE,
+    VERSION,
+    check_op,
+)
 
 # TANDEM_CHECK_OPS=1 (set by the tests) checks each op written against schema.SIGS.
 CHECK_OPS = os.environ.get("TANDEM_CHECK_OPS") == "1"

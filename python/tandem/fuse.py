@@ -5,7 +5,7 @@ replaced by one op that has a kernel of its own (docs/ops.md).
   becomes rms_norm(x[, w]) (what nn.RMSNorm and hand-written RMSNorm modules decompose to).
 - An activation right after a convolution: conv -> relu / hardswish becomes one conv with the
   activation as its last attribute, applied to each block of the output while it is in cache; so
-  does conv -> ELU (alpha 1, as lower._elu writes it: minimum, exp, sub, maximum), SEANet's.
+  does conv -> ELU (alpha 1, as lowering/elementwise.py's _elu writes it: minimum, exp, sub, maximum), SEANet's.
 - Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
@@ -29,7 +29,7 @@ import torch
 
 from . import schema
 from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
-from .lower import PANEL, pack_panels
+from .lowering.layout import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
 
@@ -196,7 +196,8 @@ def _kv_heads(v: Value, producer, ops) -> Value:
         hkv = src.shape[-4]  # repeat_kv
         if out.shape[-4] == hkv and hkv * out.shape[-3] == H:
             return src.view(lead + (hkv, T, D))
-    if len(src.shape) == len(v.shape) and src.shape[-3] == 1 and src.shape[:-3] == lead and src.shape[-2:] == (T, D) and out.shape == v.shape:
+    if (len(src.shape) == len(v.shape) and src.shape[-3] == 1 and src.shape[:-3] == lead and src.shape[-2:] == (T, D)
+            and out.shape == v.shape):
         return src  # one KV head for every query head
     return v
 
@@ -317,7 +318,7 @@ def _conv_activation(ops, i, readers, producer):
 
 
 def _conv_elu(ops, i, readers, producer):
-    """conv, then ELU (alpha 1) of its whole output as lower._elu writes it: minimum(y, 0) -> exp ->
+    """conv, then ELU (alpha 1) of its whole output as lowering/elementwise.py's _elu writes it: minimum(y, 0) -> exp ->
     sub(., 1) -> maximum(y, .), y read by nothing else and each step only by the next: one conv with
     the elu activation (the same kernels in the same order on each block of y while it is in cache)."""
     conv = ops[i]

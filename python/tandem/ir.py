@@ -101,7 +101,7 @@ def size_expr(x):
 
 
 def as_size(x):
-    """int(x) that keeps a SymDim (and reads a torch SymInt through `_SYMS`, see lower.py)."""
+    """int(x) that keeps a SymDim (and reads a torch SymInt through `_SYMS`, see lowering/core.py)."""
     return x if isinstance(x, SymDim) else int(x)
 
 

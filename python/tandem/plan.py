@@ -2,17 +2,17 @@
 
 In place: a mutated buffer's new value is produced directly into its state slot when no later op
 (and no output) reads the slot's old value and no op that can fail on runtime values comes after
-the producer; otherwise it is copied in at the end (see lower._finish). Scratch: storages get
+the producer; otherwise it is copied in at the end (see lowering/driver.py, _finish). Scratch: storages get
 offsets so that two storages alive at the same time never overlap (greedy, largest first).
 """
 from __future__ import annotations
 
-from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR, Storage
-from .schema import ALIGN
-# The op flags the verifier enforces (src/format.c), declared once in schema.py: ops whose kernels
+from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR
+
+# The op flags the verifier enforces (src/verify.c), declared once in schema.py: ops whose kernels
 # may reject runtime values; ops whose output may be input 0; ops whose output may be any input of
 # its dtype and size (elementwise).
-from .schema import CAN_FAIL, IN_PLACE_ANY
+from .schema import ALIGN, CAN_FAIL, IN_PLACE_ANY
 from .schema import IN_PLACE_FIRST as IN_PLACE
 
 

@@ -261,7 +261,8 @@ class Model:
             if not isinstance(x, torch.Tensor):
                 x = torch.tensor(x, dtype=spec.dtype)
             same_rank = x.dim() == len(spec.shape)
-            fixed = same_rank and all(e or a == b for e, a, b in zip(spec.exprs, x.shape, spec.shape))  # dynamic dims: checked by the runtime
+            # dynamic dims: checked by the runtime
+            fixed = same_rank and all(e or a == b for e, a, b in zip(spec.exprs, x.shape, spec.shape))
             if x.dtype != spec.dtype or not fixed:
                 want = [e or d for e, d in zip(spec.exprs, spec.shape)]
                 raise TandemError("TDM_ERR_INVALID_ARGUMENT",

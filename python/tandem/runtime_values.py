@@ -30,7 +30,7 @@ from .ir import ExportError
 
 def _user_line() -> str:
     """' (at file.py:12: code)' for the innermost frame of the user's code on the current stack."""
-    from .lower import is_user_file
+    from .lowering.provenance import is_user_file
     for f in reversed(traceback.extract_stack()):
         if is_user_file(f.filename):
             return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
@@ -40,7 +40,7 @@ def _user_line() -> str:
 def _called_from_user() -> bool:
     """Whether the torch function being handled was called by the user's code, not by torch's own
     (which may branch on a value and catch the error itself)."""
-    from .lower import is_user_file
+    from .lowering.provenance import is_user_file
     for f in reversed(traceback.extract_stack()[:-1]):
         if f.filename == __file__ or f.filename.endswith("torch/overrides.py"):
             continue

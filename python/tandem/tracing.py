@@ -286,12 +286,12 @@ def _placeholders_of(node) -> set:
 
 
 def _node_line(node) -> str:
-    from .lower import source_line
+    from .lowering.provenance import source_line
     return source_line(node)
 
 
 def _stack_line() -> str:
-    from .lower import is_user_file
+    from .lowering.provenance import is_user_file
     frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
     if not frames:
         return ""

@@ -22,7 +22,8 @@ not apply to the model, e.g. a Mamba LM's max_cache_len) when there are any.
 
 A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
 holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
-(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through the same recipe; its state is each layer's convolution
+(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through
+the same recipe; its state is each layer's convolution
 window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
 tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
 steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`

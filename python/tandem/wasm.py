@@ -180,7 +180,8 @@ def _fast_caller(store: "wasmtime.Store", func: "wasmtime.Func"):
     differ from what this expects (then Func.__call__ is used). Not reentrant per function, which
     is enough: the runtime's imports never call back into it."""
     try:
-        from wasmtime import Trap, WasmtimeError, _bindings, _ffi as ffi
+        from wasmtime import Trap, WasmtimeError, _bindings
+        from wasmtime import _ffi as ffi
         raw_call = _bindings._wasmtime_func_call
         def value(c):
             return int(getattr(c, "value", c))

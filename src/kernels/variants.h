@@ -77,7 +77,7 @@ float tdm_f32_conv_point__scalar(const tdm_conv_geom *g, const float *xg, const 
  * packed in 8-column panels, colp[p][k][t] = patch value k of position n0 + 8p + t, zero past nc
  * (k = (c·KH + kh)·KW + kw; K = Cg·KH·KW). A convolution's workspace holds K × chunk floats,
  * chunk = tdm_conv_gemm_chunk(K, OH·OW): whole panels, about TDM_CONV_CHUNK_FLOATS in all (at least
- * one panel, at most every position). python/tandem/lower.py computes the same. */
+ * one panel, at most every position). python/tandem/lowering/conv.py computes the same. */
 #define TDM_CONV_CHUNK_FLOATS 262144
 int64_t tdm_conv_gemm_chunk(int64_t K, int64_t N);
 void tdm_f32_im2col_packed(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);

@@ -151,8 +151,8 @@ def reference_cases(model, tokenizer, max_new_tokens: int = 12) -> dict:
     cut = lambda ids: ids[:ids.index(eos)] if eos in ids else ids  # noqa: E731  generate() stops before eos
     return {
         "texts": texts, "chats": chats,
-        "generate": {"prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": cut(gen), "text": tokenizer.decode(cut(gen), skip_special_tokens=True),
-                     "max_new_tokens": max_new_tokens},
+        "generate": {"prompt": PROMPT, "prompt_ids": prompt_ids, "tokens": cut(gen),
+                     "text": tokenizer.decode(cut(gen), skip_special_tokens=True), "max_new_tokens": max_new_tokens},
         "chat_generate": {"messages": CHATS[0], "prompt_ids": chat_ids, "tokens": cut(chat_gen),
                           "text": tokenizer.decode(cut(chat_gen), skip_special_tokens=True)},
         "special": {"bos_token": tokenizer.bos_token, "eos_token": tokenizer.eos_token, "bos_token_id": tokenizer.bos_token_id,

@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
 # ---- transformer decoder LM with a KV cache ---------------------------------------------------
 
 class RMSNorm(nn.Module):

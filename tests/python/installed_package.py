@@ -22,14 +22,19 @@ assert tandem.runtime.BACKEND == "wasm", tandem.runtime.BACKEND
 assert tandem.runtime._wasm_path() == package / "tandem.wasm"
 assert tandem.__version__ == version, (tandem.__version__, version)
 assert importlib.metadata.version("tandem-runtime") == version
+
+
+def _version_tuple(v: str) -> tuple:
+    return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
+
+
 # Every dependency the wheel declares (outside extras) is installed at a version it allows (all are ">=").
 for req in importlib.metadata.requires("tandem-runtime"):
     if "extra ==" in req:
         continue
     name, minimum = re.fullmatch(r"([\w-]+)\s*>=\s*([\d.]+)", req).groups()
     have = importlib.metadata.version(name)
-    as_tuple_of_ints = lambda v: tuple(int(p) for p in re.findall(r"\d+", v)[:3])
-    assert as_tuple_of_ints(have) >= as_tuple_of_ints(minimum), f"{name} {have} does not satisfy {req}"
+    assert _version_tuple(have) >= _version_tuple(minimum), f"{name} {have} does not satisfy {req}"
 
 # The original report's model: two modules sharing one buffer, over a call sequence.
 _, spec, eager, calls = original_report()
@@ -80,9 +85,10 @@ with torch.no_grad():
         torch.testing.assert_close(s.forward(c), eager(c), msg=lambda m: f"streaming chunk {i}: {m}")
 
 # The command line, in this process (a subprocess would import torch again): inspect and check.
-import contextlib
-import io
-import tandem.cli
+import contextlib  # noqa: E402
+import io  # noqa: E402
+
+import tandem.cli  # noqa: E402
 
 for argv, want in [(["inspect", str(out / "original.tandem")], ["shared_module._v  float32[1]", "forward1: 1 op, 1 input, 1 output"]),
                    (["check", str(out / "streaming.tandem")], ["forward: OK", "reset: OK"])]:

@@ -4,7 +4,6 @@ recurrent LMs over transformers' linear-attention cache layers (Mamba2, FalconMa
 config, natively and on the wasm backend, over call sequences against eager PyTorch on whole sequences.
 Families whose state is not a transformers Cache (RWKV, xLSTM) are refused by name."""
 import functools
-from pathlib import Path
 
 import pytest
 import torch

@@ -5,6 +5,7 @@ from torch import nn
 
 import tandem
 from cases import CASES, as_tuple, original_report, run_eager
+from tandem.ir import CONST
 
 
 def run_native(model, calls):
@@ -116,13 +117,13 @@ def test_export_runs_the_runtime_verifier(monkeypatch):
     """An export the runtime would reject fails at export, naming the op and the user's line.
     (A 0-d argmax once exported as an argmax op the verifier rejects; the lowering is forced back
     to that here.)"""
-    from tandem import lower
+    from tandem import lowering
     from tandem.ir import I64
 
     def old_argmax(L, node, args, kwargs):
         return L.emit("argmax", [args[0]], I64, (), iattr=[0])
 
-    monkeypatch.setitem(lower.HANDLERS, torch.ops.aten.argmax.default, old_argmax)
+    monkeypatch.setitem(lowering.HANDLERS, torch.ops.aten.argmax.default, old_argmax)
     with pytest.raises(tandem.ExportError) as e:
         tandem.export(_ArgmaxOfScalar(), {"forward": (torch.tensor(2.0),)})
     msg = str(e.value)
@@ -205,3 +206,23 @@ def test_what_is_not_a_constant_method_says_so():
         tandem.export(module, {"forward": (torch.ones(2),), "info": ()}, metadata={"info": 1})
     with pytest.raises(tandem.ExportError, match="returns constants only; a program needs at least one method"):
         tandem.export(module, {"get_max_seq_len": ()})
+
+
+class _EmptyThenWritten(nn.Module):
+    def forward(self, a, b):
+        e = torch.empty(5, 3)
+        e[0:2] = a
+        e[2:5] = b
+        return e + 1
+
+
+def test_torch_empty_is_never_stored_as_a_constant():
+    """torch.empty() has no inputs, so it once counted as constant and was run at export: its
+    uninitialized memory went into the file as a constant (different bytes in every export). It is
+    scratch filled with zeros before the first update, and the file holds no 5x3 constant."""
+    a, b = torch.randn(2, 3), torch.randn(3, 3)
+    program = tandem.export(_EmptyThenWritten(), {"forward": (a, b)})
+    ops = program.method("forward").ops
+    assert not [op.name for op in ops for v in op.ins if v.storage.kind == CONST and tuple(v.shape) == (5, 3)]
+    assert ops[0].name == "fill"
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(a, b), torch.cat([a, b]) + 1)

@@ -2,7 +2,6 @@
 properties of their exports: state updated in place, checks before state writes, clear errors."""
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import tandem

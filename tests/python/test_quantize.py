@@ -15,10 +15,9 @@ from torch import nn
 import tandem
 from tandem import schema as S
 from tandem.ir import F32, I8, Op
-from tandem.lower import pack_panels
+from tandem.lowering.layout import pack_panels
 from tandem.quantize import _const, unpack_panels
 from tandem.runtime import verify
-
 from test_ops import Tied, quantize_linear_inputs, ref_dequantize
 
 ROOT = Path(__file__).resolve().parents[2]

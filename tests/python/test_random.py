@@ -13,10 +13,8 @@ import torch
 from torch import nn
 
 import tandem
-from tandem.ir import ExportError
-
 from random_reference import philox, ref_multinomial, ref_normal, ref_randint, ref_uniform
-
+from tandem.ir import ExportError
 
 # ---- models -----------------------------------------------------------------------------------
 

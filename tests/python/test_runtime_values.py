@@ -14,7 +14,6 @@ from torch import nn
 from torch.export import Dim
 
 import tandem
-import tandem.runtime as runtime
 
 LO, HI = 1, 32
 SIZES = (3, LO, HI, 17, 2, 3)  # the minimum, a middle value, the maximum, and repeats
@@ -113,7 +112,8 @@ def _decreasing(s, x, n):
     return s.cache[:, HI - n] + 1, torch.full((2,), -n), s.cache[:, n:] * 2
 
 
-CASES = {"float_of_size": _float_of_size, "decreasing": _decreasing, "fill": _fill, "add": _add, "arange_pos": _arange_pos, "new_full": _new_full, "full": _full,
+CASES = {"float_of_size": _float_of_size, "decreasing": _decreasing, "fill": _fill, "add": _add, "arange_pos": _arange_pos,
+         "new_full": _new_full, "full": _full,
          "into_state": _into_state, "returned": _returned, "arith": _arith, "mean_by_hand": _mean_by_hand,
          "cache_at_size": _cache_at_size, "arange_start": _arange_start, "numel": _numel, "split": _split,
          "group_norm": _group_norm}

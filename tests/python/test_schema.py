@@ -1,10 +1,10 @@
 """python/tandem/schema.py is the one declaration; these fail when something that should follow it
 does not: the committed src/schema.h, include/tandem.h's dtypes, docs/ops.md's operator table and
 docs/format.md's layout. (The C op tables are checked against src/schema.h by tests/c/test_schema.c;
-plan.py, ir.py, lower.py and format.py import the schema.)"""
+plan.py, ir.py, lowering/layout.py and format.py import the schema.)"""
 import importlib.util
-import struct
 import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -206,7 +206,7 @@ def test_committed_js_schema_is_generated_from_the_schema():
         "web/schema.js is stale: run python3 scripts/gen_schema.py and commit it"
 
 
-# ---- region and state-init codes: schema.h (program.h, format.c, tests/c/builder.h), ir.py, docs ------
+# ---- region and state-init codes: schema.h (program.h, reader.c, tests/c/builder.h), ir.py, docs ------
 
 def test_region_and_init_codes_follow_the_schema():
     from tandem import ir
@@ -217,7 +217,7 @@ def test_region_and_init_codes_follow_the_schema():
     assert {int(c): w.strip() for c, w in re.findall(r"(\d+) ([^,\d]+)", init)} == {c: w for c, (_, w) in S.STATE_INITS.items()}
     # The C copies come from src/schema.h: none of them may spell the codes out again.
     for path, pattern in [("src/program.h", r"TDM_REGION_\w+\s*="), ("tests/c/builder.h", r"TB_\w+\s*=\s*\d"),
-                          ("src/format.c", r"init\s*[<>=!]=?\s*\d")]:
+                          ("src/reader.c", r"init\s*[<>=!]=?\s*\d")]:
         assert not re.search(pattern, (ROOT / path).read_text()), f"{path} writes a region or init code as a number"
 
 
@@ -226,8 +226,8 @@ def test_region_and_init_codes_follow_the_schema():
 def test_max_rank_follows_the_schema():
     h = (ROOT / "include" / "tandem.h").read_text()
     assert int(re.search(r"#define TDM_MAX_RANK (\d+)", h).group(1)) == S.MAX_RANK  # src/schema.h also #errors
-    lower = (ROOT / "python" / "tandem" / "lower.py").read_text()
-    assert not re.search(r"maximum rank \d|len\(\w+\) > 8\b", lower), "lower.py spells the maximum rank as a number"
+    for f in sorted((ROOT / "python" / "tandem" / "lowering").glob("*.py")):
+        assert not re.search(r"maximum rank \d|len\(\w+\) > 8\b", f.read_text()), f"{f.name} spells the maximum rank as a number"
 
 
 def test_conv_activation_codes_follow_the_schema():
@@ -297,7 +297,8 @@ def test_ops_doc_attributes_and_dtypes_match_the_signatures():
                 assert row[2] == "—" or not docs, f"docs/ops.md gives {names} attributes the schema does not"
         plain = re.sub(r"\s+,", ",", re.sub(r"\([^)]*\)", "", row[3]))  # without its parentheses
         # a dtypes cell that opens with a plain list ("f32, i64 and i32 (wrapping)", "i64 and i32 only; ...", "any")
-        head = re.match(r"^((?:f32|i64|i32|bool|any)(?:(?:, | and |; )(?:f32|i64|i32|bool|any)\b)*)(?:\s*$|\s*[;(]|\s+only\b|\s+exact\b)", plain)
+        dt = r"(?:f32|i64|i32|bool|any)"
+        head = re.match(rf"^({dt}(?:(?:, | and |; ){dt}\b)*)(?:\s*$|\s*[;(]|\s+only\b|\s+exact\b)", plain)
         if head:
             toks = re.findall(r"f32|i64|i32|bool|any", head.group(1))
             union = set().union(*({"any"} if s.dtypes == "any" else s.dtypes for s in sigs))
@@ -312,6 +313,7 @@ def test_fixture_programs_ops_match_the_signatures():
     if not fixtures or not lib_path.exists():
         pytest.skip("no fixtures or native library (tests/fixtures/make.py build/fixtures; scripts/build.sh)")
     import ctypes
+
     from tandem.runtime import NativeLibrary
     lib = NativeLibrary(lib_path)
     seen, problems = set(), []

@@ -5,14 +5,12 @@ program is checked against PyTorch eager over call sequences, natively and on th
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
 import tandem
-import tandem.runtime as runtime
 
 
 def _outs(out):

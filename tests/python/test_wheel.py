@@ -123,4 +123,5 @@ def test_the_wheel_in_a_fresh_venv_exports_loads_and_runs_outside_the_clone(whee
     assert run.returncode == 0 and run.stdout.strip().endswith("OK"), run.stdout + run.stderr
     # the console script the wheel installs, run from the work folder
     version = subprocess.run([str(venv / "bin" / "tandem"), "--version"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    assert version.stdout.strip() == f"tandem-runtime {PACKAGE_VERSION} (writes .tandem format version {FORMAT_VERSION}; runtime backend: wasm)", version
+    want = f"tandem-runtime {PACKAGE_VERSION} (writes .tandem format version {FORMAT_VERSION}; runtime backend: wasm)"
+    assert version.stdout.strip() == want, version

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .ir import F32, I32, I64, STATE, ExportError, StateSpec, Storage, Value
-from .lower import HANDLERS, _dtype_of, _shape_of, handles, source_line
+from ..ir import F32, I32, I64, STATE, ExportError, StateSpec, Storage, Value
+from .core import HANDLERS, _dtype_of, _shape_of, handles
+from .provenance import source_line
 
 aten = torch.ops.aten
 
