@@ -37,19 +37,19 @@ typedef enum tdm_status {
   TDM_OK = 0,
   TDM_ERR_INVALID_ARGUMENT = 1, /* a NULL handle, an index out of range, ... (caller error) */
   TDM_ERR_OUT_OF_MEMORY = 2,
-  TDM_ERR_TRUNCATED = 3,        /* the file ends before a structure it declares */
-  TDM_ERR_BAD_MAGIC = 4,        /* not a .tandem file */
-  TDM_ERR_VERSION = 5,          /* a format version this runtime does not read */
-  TDM_ERR_MALFORMED = 6,        /* a count, offset, size, index or reference is invalid */
-  TDM_ERR_UNKNOWN_OP = 7,       /* an operator this runtime does not have */
-  TDM_ERR_OP_RULE = 8,          /* an op's operands break its dtype/shape/attribute rule */
-  TDM_ERR_NOT_FOUND = 9,        /* no method or state tensor of that name */
-  TDM_ERR_INDEX = 10,           /* a runtime index value is out of range (state untouched) */
-  TDM_ERR_LIMIT = 11,           /* a declared size is above the configured cap */
-  TDM_ERR_STATE_MISMATCH = 12,  /* state bytes of the wrong size or program */
-  TDM_ERR_SHAPE = 13,           /* an input's size is outside its dim's bounds or disagrees with
+  TDM_ERR_TRUNCATED = 3,       /* the file ends before a structure it declares */
+  TDM_ERR_BAD_MAGIC = 4,       /* not a .tandem file */
+  TDM_ERR_VERSION = 5,         /* a format version this runtime does not read */
+  TDM_ERR_MALFORMED = 6,       /* a count, offset, size, index or reference is invalid */
+  TDM_ERR_UNKNOWN_OP = 7,      /* an operator this runtime does not have */
+  TDM_ERR_OP_RULE = 8,         /* an op's operands break its dtype/shape/attribute rule */
+  TDM_ERR_NOT_FOUND = 9,       /* no method or state tensor of that name */
+  TDM_ERR_INDEX = 10,          /* a runtime index value is out of range (state untouched) */
+  TDM_ERR_LIMIT = 11,          /* a declared size is above the configured cap */
+  TDM_ERR_STATE_MISMATCH = 12, /* state bytes of the wrong size or program */
+  TDM_ERR_SHAPE = 13,          /* an input's size is outside its dim's bounds or disagrees with
                                    another input (state untouched) */
-  TDM_ERR_GUARD = 14            /* a branch the export specialized on would go the other way in this
+  TDM_ERR_GUARD = 14           /* a branch the export specialized on would go the other way in this
                                    call (a `guard` op; state untouched) */
 } tdm_status;
 
@@ -161,8 +161,8 @@ TDM_API const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t
  * until the next run of that method; for a method without dims, the declared ones). */
 TDM_API uint32_t tdm_method_dim_count(const tdm_program *p, uint32_t method);
 TDM_API const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t dim); /* borrowed */
-TDM_API int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
-TDM_API int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t dim);     /* -1 if absent */
+TDM_API int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t dim);      /* -1 if absent */
+TDM_API int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t dim);      /* -1 if absent */
 /* The expression of input/output dim d, e.g. "n", "n + 1", "2*n - 1", written NUL-terminated into
  * buf[size] (truncated to fit); returns its length, 0 for a static dim (buf gets ""). */
 TDM_API size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size);

@@ -20,6 +20,8 @@ command -v clang-19 >/dev/null 2>&1 || missing+=(clang-19)
 command -v wasm-ld-19 >/dev/null 2>&1 || missing+=(lld-19)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
 [ -n "$(ls /usr/lib/llvm-19/lib/clang/19/lib/*/libclang_rt.builtins*wasm32*.a 2>/dev/null)" ] || missing+=(libclang-rt-19-dev-wasm32)
+# the C formatter the test command checks (.clang-format, scripts/format_c.sh)
+command -v clang-format-19 >/dev/null 2>&1 || missing+=(clang-format-19)
 for pkg in "$@"; do  # extra Debian packages a caller needs (e.g. chromium, clang)
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done

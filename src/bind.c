@@ -35,8 +35,9 @@ tdm_status tdm__bind_method(const tdm_method *m, const int64_t *dims, tdm_method
       continue;
     }
     tdm_value *x = &values[y->target];
-    if (v < 0) return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: %s %u is negative (%lld)", m->name, y->target,
-                                y->kind == TDM_SYM_DIM ? "dim" : "offset", y->index, (long long)v);
+    if (v < 0)
+      return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: %s %u is negative (%lld)", m->name, y->target,
+                       y->kind == TDM_SYM_DIM ? "dim" : "offset", y->index, (long long)v);
     if (y->kind == TDM_SYM_DIM) x->shape.dims[y->index] = v;
     else if ((uint64_t)v > SIZE_MAX - y->base || v % (int64_t)tdm_dtype_size(x->dtype))
       return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: offset %lld is out of range or unaligned", m->name, y->target, (long long)v);
@@ -50,7 +51,8 @@ tdm_status tdm__bind_method(const tdm_method *m, const int64_t *dims, tdm_method
     for (int d = 0; d < x->shape.rank; d++)
       if ((uint64_t)x->shape.dims[d] > SIZE_MAX || !tdm__mul_size(n, (size_t)x->shape.dims[d], &n) || n > (size_t)INT64_MAX)
         return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: the element count overflows", m->name, y->target);
-    if (!tdm__mul_size(n, tdm_dtype_size(x->dtype), &nb) || x->offset < y->base || !tdm__range_inside(x->offset - y->base, nb, y->limit - y->base))
+    if (!tdm__mul_size(n, tdm_dtype_size(x->dtype), &nb) || x->offset < y->base ||
+        !tdm__range_inside(x->offset - y->base, nb, y->limit - y->base))
       return tdm__fail(TDM_ERR_OP_RULE, "method '%s' value %u: its bytes lie outside the tensor it views", m->name, y->target);
     x->numel = (int64_t)n;
     x->nbytes = nb;

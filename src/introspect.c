@@ -110,9 +110,18 @@ static const tdm_dim *dim_of(const tdm_program *p, uint32_t method, uint32_t d) 
   const tdm_method *m = tdm__method_of(p, method);
   return m && d < m->n_dims ? &m->dims[d] : NULL;
 }
-const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->name : NULL; }
-int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->min : -1; }
-int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t d) { const tdm_dim *x = dim_of(p, method, d); return x ? x->max : -1; }
+const char *tdm_method_dim_name(const tdm_program *p, uint32_t method, uint32_t d) {
+  const tdm_dim *x = dim_of(p, method, d);
+  return x ? x->name : NULL;
+}
+int64_t tdm_method_dim_min(const tdm_program *p, uint32_t method, uint32_t d) {
+  const tdm_dim *x = dim_of(p, method, d);
+  return x ? x->min : -1;
+}
+int64_t tdm_method_dim_max(const tdm_program *p, uint32_t method, uint32_t d) {
+  const tdm_dim *x = dim_of(p, method, d);
+  return x ? x->max : -1;
+}
 
 size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uint32_t i, int d, char *buf, size_t size) {
   const tdm_method *m = tdm__method_of(p, method);
@@ -129,7 +138,8 @@ size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uin
     else n += (size_t)snprintf(text + n, sizeof text - n, "%s%lld*%s", sign, a, m->dims[y->terms[t].dim].name);
   }
   if (y && y->constant && n < sizeof text - 32)
-    n += (size_t)snprintf(text + n, sizeof text - n, " %s %lld", y->constant < 0 ? "-" : "+", y->constant < 0 ? -(long long)y->constant : (long long)y->constant);
+    n += (size_t)snprintf(text + n, sizeof text - n, " %s %lld", y->constant < 0 ? "-" : "+",
+                          y->constant < 0 ? -(long long)y->constant : (long long)y->constant);
   if (n >= sizeof text) n = sizeof text - 1;
   if (buf && size) {
     const size_t k = n < size - 1 ? n : size - 1;
@@ -142,15 +152,30 @@ size_t tdm_method_io_dim_expr(const tdm_program *p, uint32_t method, int io, uin
 static const tdm_state *state_of(const tdm_program *p, uint32_t i) { return p && i < p->n_states ? &p->states[i] : NULL; }
 
 uint32_t tdm_program_state_count(const tdm_program *p) { return p ? p->n_states : 0; }
-const char *tdm_state_name(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->name : NULL; }
-int tdm_state_dtype(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->dtype : 0; }
-int tdm_state_rank(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->shape.rank : -1; }
+const char *tdm_state_name(const tdm_program *p, uint32_t i) {
+  const tdm_state *s = state_of(p, i);
+  return s ? s->name : NULL;
+}
+int tdm_state_dtype(const tdm_program *p, uint32_t i) {
+  const tdm_state *s = state_of(p, i);
+  return s ? s->dtype : 0;
+}
+int tdm_state_rank(const tdm_program *p, uint32_t i) {
+  const tdm_state *s = state_of(p, i);
+  return s ? s->shape.rank : -1;
+}
 int64_t tdm_state_dim(const tdm_program *p, uint32_t i, int d) {
   const tdm_state *s = state_of(p, i);
   return s && d >= 0 && d < s->shape.rank ? s->shape.dims[d] : -1;
 }
-size_t tdm_state_offset(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->offset : 0; }
-size_t tdm_state_nbytes(const tdm_program *p, uint32_t i) { const tdm_state *s = state_of(p, i); return s ? s->nbytes : 0; }
+size_t tdm_state_offset(const tdm_program *p, uint32_t i) {
+  const tdm_state *s = state_of(p, i);
+  return s ? s->offset : 0;
+}
+size_t tdm_state_nbytes(const tdm_program *p, uint32_t i) {
+  const tdm_state *s = state_of(p, i);
+  return s ? s->nbytes : 0;
+}
 size_t tdm_program_state_size(const tdm_program *p) { return p ? p->state_size : 0; }
 size_t tdm_program_scratch_size(const tdm_program *p) { return p ? p->scratch_size : 0; }
 uint64_t tdm_program_fingerprint(const tdm_program *p) { return p ? p->fingerprint : 0; }

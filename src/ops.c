@@ -6,10 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const tdm_opdef *const families[] = {tdm__elementwise_ops, tdm__linalg_ops, tdm__shape_ops,
-                                            tdm__reduce_ops,      tdm__scatter_ops, tdm__attention_ops,
-                                            tdm__conv_ops,        tdm__select_ops,  tdm__quant_ops,
-                                            tdm__random_ops};
+static const tdm_opdef *const families[] = {tdm__elementwise_ops, tdm__linalg_ops, tdm__shape_ops,  tdm__reduce_ops, tdm__scatter_ops,
+                                            tdm__attention_ops,   tdm__conv_ops,   tdm__select_ops, tdm__quant_ops,  tdm__random_ops};
 
 const tdm_opdef *tdm__find_op(const char *name) {
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)

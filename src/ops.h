@@ -19,8 +19,8 @@ typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, cons
 
 typedef struct tdm_opdef {
   const char *name;
-  int code;      /* sub-operation for families that share a kernel (binary, unary, reduce) */
-  bool can_fail; /* depends on runtime values (indices); validates before writing */
+  int code;        /* sub-operation for families that share a kernel (binary, unary, reduce) */
+  bool can_fail;   /* depends on runtime values (indices); validates before writing */
   uint8_t inplace; /* TDM_INPLACE_*: which inputs its output may be exactly (an update in place) */
   /* can_fail and inplace come from python/tandem/schema.py through src/schema.h: write table
    * entries with TDM_OP, which fails to compile for an op the schema does not declare. */

@@ -37,10 +37,10 @@ struct tdm_opdef;
 typedef struct tdm_op {
   const struct tdm_opdef *def;
   uint32_t n_in, n_out, n_iattr, n_fattr;
-  const uint32_t *in;    /* [n_in] value indices (method-local) */
-  const uint32_t *out;   /* [n_out] */
-  const int64_t *iattr;  /* [n_iattr] */
-  const double *fattr;   /* [n_fattr] */
+  const uint32_t *in;   /* [n_in] value indices (method-local) */
+  const uint32_t *out;  /* [n_out] */
+  const int64_t *iattr; /* [n_iattr] */
+  const double *fattr;  /* [n_fattr] */
 } tdm_op;
 
 typedef struct tdm_io {
@@ -67,8 +67,8 @@ typedef struct tdm_term {
  * from the start of the tensor it views) or an op's integer attribute (TDM_SYM_*). */
 typedef struct tdm_sym {
   uint8_t kind;
-  uint16_t index;   /* the dim (TDM_SYM_DIM) or attribute (TDM_SYM_IATTR) index */
-  uint32_t target;  /* value index (DIM, OFFSET) or op index (IATTR) */
+  uint16_t index;  /* the dim (TDM_SYM_DIM) or attribute (TDM_SYM_IATTR) index */
+  uint32_t target; /* value index (DIM, OFFSET) or op index (IATTR) */
   int64_t constant;
   uint32_t n_terms;
   const tdm_term *terms; /* [n_terms] */
@@ -79,13 +79,13 @@ typedef struct tdm_method {
   const char *name;
   size_t scratch_size;
   uint32_t n_values, n_inputs, n_outputs, n_ops;
-  tdm_value *values;  /* [n_values] shapes and offsets at the maximum of every dim */
-  tdm_io *inputs;     /* [n_inputs] */
-  tdm_io *outputs;    /* [n_outputs] */
-  tdm_op *ops;        /* [n_ops] */
+  tdm_value *values; /* [n_values] shapes and offsets at the maximum of every dim */
+  tdm_io *inputs;    /* [n_inputs] */
+  tdm_io *outputs;   /* [n_outputs] */
+  tdm_op *ops;       /* [n_ops] */
   uint32_t n_dims, n_syms;
-  tdm_dim *dims;      /* [n_dims] */
-  tdm_sym *syms;      /* [n_syms] */
+  tdm_dim *dims;         /* [n_dims] */
+  tdm_sym *syms;         /* [n_syms] */
   const int64_t *iattrs; /* every op's iattrs, contiguous: op->iattr points inside */
   size_t n_iattrs;
 } tdm_method;
@@ -125,7 +125,7 @@ struct tdm_program {
   uint32_t version;
   uint64_t fingerprint; /* of the state layout */
   uint64_t program_id;  /* of every section but the data */
-  void *arena; /* one allocation holding every array above except file */
+  void *arena;          /* one allocation holding every array above except file */
 };
 
 /* A dynamic method as a session last called it: the program's method with every symbolic size
@@ -150,9 +150,7 @@ struct tdm_session {
 /* Whether [off, off + len) lies inside [0, total). */
 static inline bool tdm__range_inside(uint64_t off, uint64_t len, uint64_t total) { return off <= total && len <= total - off; }
 
-static inline bool tdm__ranges_overlap(size_t a, size_t an, size_t b, size_t bn) {
-  return an != 0 && bn != 0 && a < b + bn && b < a + an;
-}
+static inline bool tdm__ranges_overlap(size_t a, size_t an, size_t b, size_t bn) { return an != 0 && bn != 0 && a < b + bn && b < a + an; }
 
 /* Verify op k of m (operands, overlaps, in-place rules, the op's own check); *first_state_write is
  * the first op that wrote the state so far (-1: none), which no op that can fail may follow (verify.c). */

@@ -28,8 +28,9 @@ static const char *const section_names[] = TDM_SECTION_NAMES;
 #define OLDEST_VERSION 1 /* version 1: no metadata section; version 2: no dims */
 
 tdm_status tdm__truncated(const rd *r) {
-  return tdm__fail(TDM_ERR_TRUNCATED, "the %s section ends before the data it declares (at byte %zu of %zu): the file is truncated or corrupt",
-                   r->what, r->pos, r->n);
+  return tdm__fail(TDM_ERR_TRUNCATED,
+                   "the %s section ends before the data it declares (at byte %zu of %zu): the file is truncated or corrupt", r->what,
+                   r->pos, r->n);
 }
 
 tdm_status tdm__read_shape(rd *r, int dtype, int rank, tdm_shape *s, int64_t *numel, size_t *nbytes, const char *ctx) {
@@ -41,8 +42,7 @@ tdm_status tdm__read_shape(rd *r, int dtype, int rank, tdm_shape *s, int64_t *nu
     uint64_t d = rd_u64(r);
     if (r->bad) return tdm__truncated(r);
     if (d > (uint64_t)INT64_MAX) return tdm__fail(TDM_ERR_MALFORMED, "%s: dim %d is negative", ctx, i);
-    if (d > SIZE_MAX || !tdm__mul_size(n, (size_t)d, &n))
-      return tdm__fail(TDM_ERR_MALFORMED, "%s: the element count overflows", ctx);
+    if (d > SIZE_MAX || !tdm__mul_size(n, (size_t)d, &n)) return tdm__fail(TDM_ERR_MALFORMED, "%s: the element count overflows", ctx);
     s->dims[i] = (int64_t)d;
   }
   for (int i = rank; i < TDM_MAX_RANK; i++) s->dims[i] = 0;
@@ -68,21 +68,24 @@ static tdm_status parse(tdm_program *p) {
   const size_t size = p->file_size;
   if (size < 4 || memcmp(f, TDM_FILE_MAGIC, 4) != 0)
     return tdm__fail(TDM_ERR_BAD_MAGIC, "not a .tandem file: it does not start with the bytes '" TDM_FILE_MAGIC "'");
-  if (size < TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the file is %zu bytes, shorter than the %d-byte header: it is truncated", size, TDM_HEADER_SIZE);
+  if (size < TDM_HEADER_SIZE)
+    return tdm__fail(TDM_ERR_TRUNCATED, "the file is %zu bytes, shorter than the %d-byte header: it is truncated", size, TDM_HEADER_SIZE);
   rd h = {f, size, 4, false, "header"};
   const uint32_t version = rd_u32(&h);
   const uint64_t declared = rd_u64(&h);
   const uint32_t n_sec = rd_u32(&h), flags = rd_u32(&h);
   const uint64_t reserved = rd_u64(&h);
   if (version < OLDEST_VERSION || version > TDM_FORMAT_VERSION)
-    return tdm__fail(TDM_ERR_VERSION, "format version %u; this runtime reads versions %d to %u: re-export the model with a matching tandem", version, OLDEST_VERSION, TDM_FORMAT_VERSION);
+    return tdm__fail(TDM_ERR_VERSION, "format version %u; this runtime reads versions %d to %u: re-export the model with a matching tandem",
+                     version, OLDEST_VERSION, TDM_FORMAT_VERSION);
   if (declared != size)
     return tdm__fail(declared > size ? TDM_ERR_TRUNCATED : TDM_ERR_MALFORMED, "the header declares %llu bytes but %zu were given%s",
                      (unsigned long long)declared, size, declared > size ? ": the file is truncated" : "");
   /* version 1 files have every section but the metadata (the last id) */
   const int n_want = version == 1 ? TDM_SEC_COUNT - 1 : TDM_SEC_COUNT;
   if (n_sec != (uint32_t)n_want || flags != 0 || reserved != 0)
-    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, n_want, flags, (unsigned long long)reserved);
+    return tdm__fail(TDM_ERR_MALFORMED, "header: %u sections (expected %d), flags %u, reserved %llu (expected 0)", n_sec, n_want, flags,
+                     (unsigned long long)reserved);
   rd sec[TDM_SEC_COUNT + 1];
   memset(sec, 0, sizeof sec);
   if ((size_t)n_want * TDM_SECTION_SIZE > size - TDM_HEADER_SIZE) return tdm__fail(TDM_ERR_TRUNCATED, "the section table is truncated");
@@ -92,7 +95,8 @@ static tdm_status parse(tdm_program *p) {
     if (id < 1 || id > (uint32_t)n_want || sec[id].p || res != 0)
       return tdm__fail(TDM_ERR_MALFORMED, "section table entry %d: id %u is unknown or repeated", i, id);
     if (off < TDM_HEADER_SIZE + (uint64_t)n_want * TDM_SECTION_SIZE || !tdm__range_inside(off, len, size))
-      return tdm__fail(TDM_ERR_MALFORMED, "the %s section [%llu, +%llu) lies outside the file (%zu bytes)", section_names[id], (unsigned long long)off, (unsigned long long)len, size);
+      return tdm__fail(TDM_ERR_MALFORMED, "the %s section [%llu, +%llu) lies outside the file (%zu bytes)", section_names[id],
+                       (unsigned long long)off, (unsigned long long)len, size);
     sec[id] = (rd){f + off, (size_t)len, 0, false, section_names[id]};
   }
   for (int a = 1; a <= n_want; a++)
@@ -126,17 +130,28 @@ static tdm_status parse(tdm_program *p) {
   if (p->n_methods > MAX_METHODS) return tdm__fail(TDM_ERR_LIMIT, "%u methods, above the maximum %d", p->n_methods, MAX_METHODS);
   const uint64_t cap = tdm__max_declared_bytes();
   if (state_size > cap || state_size > SIZE_MAX)
-    return tdm__fail(TDM_ERR_LIMIT, "the state region declares %llu bytes, above the cap of %llu", (unsigned long long)state_size, (unsigned long long)cap);
+    return tdm__fail(TDM_ERR_LIMIT, "the state region declares %llu bytes, above the cap of %llu", (unsigned long long)state_size,
+                     (unsigned long long)cap);
   p->state_size = (size_t)state_size;
   counts c = {0};
   p->version = version;
   tdm_status s = tdm__count_methods(rm, p->n_methods, version, &c);
   if (s) return s;
   size_t arena = 0, part;
-  const size_t parts[][2] = {{p->n_strings, sizeof(char *)}, {p->n_consts, sizeof(tdm_const)}, {p->n_states, sizeof(tdm_state)},
-                             {p->n_methods, sizeof(tdm_method)}, {p->n_metadata, 2 * sizeof(char *)}, {c.refs, 4}, {c.iattrs, 8}, {c.fattrs, 8},
-                             {c.values, sizeof(tdm_value)}, {c.ios, sizeof(tdm_io)}, {c.ops, sizeof(tdm_op)},
-                             {c.dims, sizeof(tdm_dim)}, {c.syms, sizeof(tdm_sym)}, {c.terms, sizeof(tdm_term)}};
+  const size_t parts[][2] = {{p->n_strings, sizeof(char *)},
+                             {p->n_consts, sizeof(tdm_const)},
+                             {p->n_states, sizeof(tdm_state)},
+                             {p->n_methods, sizeof(tdm_method)},
+                             {p->n_metadata, 2 * sizeof(char *)},
+                             {c.refs, 4},
+                             {c.iattrs, 8},
+                             {c.fattrs, 8},
+                             {c.values, sizeof(tdm_value)},
+                             {c.ios, sizeof(tdm_io)},
+                             {c.ops, sizeof(tdm_op)},
+                             {c.dims, sizeof(tdm_dim)},
+                             {c.syms, sizeof(tdm_sym)},
+                             {c.terms, sizeof(tdm_term)}};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     if (!tdm__mul_size(parts[i][0], parts[i][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(arena, part, &arena))
       return tdm__fail(TDM_ERR_LIMIT, "the file declares more structures than fit in memory");
@@ -169,7 +184,8 @@ static tdm_status parse(tdm_program *p) {
     if ((s = tdm__string_ref(p, key, &p->metadata[2 * i], ctx)) || (s = tdm__string_ref(p, value, &p->metadata[2 * i + 1], ctx))) return s;
     if (!p->metadata[2 * i][0]) return tdm__fail(TDM_ERR_MALFORMED, "%s has an empty name", ctx);
     for (uint32_t e = 0; e < i; e++)
-      if (strcmp(p->metadata[2 * e], p->metadata[2 * i]) == 0) return tdm__fail(TDM_ERR_MALFORMED, "two metadata entries are named '%s'", p->metadata[2 * i]);
+      if (strcmp(p->metadata[2 * e], p->metadata[2 * i]) == 0)
+        return tdm__fail(TDM_ERR_MALFORMED, "two metadata entries are named '%s'", p->metadata[2 * i]);
   }
   if (rd_left(&rmd)) return tdm__fail(TDM_ERR_MALFORMED, "the metadata section has %zu trailing bytes", rd_left(&rmd));
 
@@ -183,10 +199,14 @@ static tdm_status parse(tdm_program *p) {
     const uint64_t off = rd_u64(&rc), nbytes = rd_u64(&rc);
     int64_t numel;
     if (rc.bad) return tdm__truncated(&rc);
-    if ((s = tdm__string_ref(p, name, &k->name, ctx)) || (s = tdm__read_shape(&rc, k->dtype, rank, &k->shape, &numel, &k->nbytes, ctx))) return s;
-    if (res != 0 || nbytes != k->nbytes) return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': declares %llu bytes, its shape needs %zu", k->name, (unsigned long long)nbytes, k->nbytes);
+    if ((s = tdm__string_ref(p, name, &k->name, ctx)) || (s = tdm__read_shape(&rc, k->dtype, rank, &k->shape, &numel, &k->nbytes, ctx)))
+      return s;
+    if (res != 0 || nbytes != k->nbytes)
+      return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': declares %llu bytes, its shape needs %zu", k->name, (unsigned long long)nbytes,
+                       k->nbytes);
     if (off % TDM_FILE_ALIGN || !tdm__range_inside(off, nbytes, p->data_size))
-      return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': bytes [%llu, +%llu) are unaligned or outside the data section", k->name, (unsigned long long)off, (unsigned long long)nbytes);
+      return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': bytes [%llu, +%llu) are unaligned or outside the data section", k->name,
+                       (unsigned long long)off, (unsigned long long)nbytes);
     k->data_offset = (size_t)off;
   }
   if (rd_left(&rc)) return tdm__fail(TDM_ERR_MALFORMED, "the constants section has %zu trailing bytes", rd_left(&rc));
@@ -206,13 +226,16 @@ static tdm_status parse(tdm_program *p) {
     const uint64_t off = rd_u64(&rst), nbytes = rd_u64(&rst), init_off = rd_u64(&rst);
     int64_t numel;
     if (rst.bad) return tdm__truncated(&rst);
-    if ((s = tdm__string_ref(p, name, &st->name, ctx)) || (s = tdm__read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx))) return s;
+    if ((s = tdm__string_ref(p, name, &st->name, ctx)) ||
+        (s = tdm__read_shape(&rst, st->dtype, rank, &st->shape, &numel, &st->nbytes, ctx)))
+      return s;
     if (res != 0 || init >= TDM_INIT_COUNT || nbytes != st->nbytes)
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bad size, init kind or reserved byte", st->name);
     if (TDM_DTYPE_CONST_ONLY(st->dtype))
       return tdm__fail(TDM_ERR_MALFORMED, "state '%s': dtype %s is for constants only", st->name, tdm_dtype_name(st->dtype));
     if (off % TDM_FILE_ALIGN || off < state_end || !tdm__range_inside(off, nbytes, p->state_size))
-      return tdm__fail(TDM_ERR_MALFORMED, "state '%s': bytes [%llu, +%llu) are unaligned, out of order, overlapping or outside the state region (%zu bytes)",
+      return tdm__fail(TDM_ERR_MALFORMED,
+                       "state '%s': bytes [%llu, +%llu) are unaligned, out of order, overlapping or outside the state region (%zu bytes)",
                        st->name, (unsigned long long)off, (unsigned long long)nbytes, p->state_size);
     st->offset = (size_t)off;
     state_end = st->offset + st->nbytes;
@@ -239,7 +262,8 @@ static tdm_status parse(tdm_program *p) {
   if ((s = tdm__read_methods(p, rm, &cv, &c))) return s;
   size_t total;
   if (!tdm__add_size(p->state_size, p->scratch_size, &total) || total > cap)
-    return tdm__fail(TDM_ERR_LIMIT, "state (%zu bytes) plus scratch (%zu bytes) is above the cap of %llu", p->state_size, p->scratch_size, (unsigned long long)cap);
+    return tdm__fail(TDM_ERR_LIMIT, "state (%zu bytes) plus scratch (%zu bytes) is above the cap of %llu", p->state_size, p->scratch_size,
+                     (unsigned long long)cap);
   return TDM_OK;
 }
 

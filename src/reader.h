@@ -23,10 +23,26 @@ static inline bool rd_take(rd *r, void *dst, size_t k) {
   r->pos += k;
   return true;
 }
-static inline uint8_t rd_u8(rd *r) { uint8_t v = 0; rd_take(r, &v, 1); return v; }
-static inline uint16_t rd_u16(rd *r) { uint16_t v = 0; rd_take(r, &v, 2); return v; }
-static inline uint32_t rd_u32(rd *r) { uint32_t v = 0; rd_take(r, &v, 4); return v; }
-static inline uint64_t rd_u64(rd *r) { uint64_t v = 0; rd_take(r, &v, 8); return v; }
+static inline uint8_t rd_u8(rd *r) {
+  uint8_t v = 0;
+  rd_take(r, &v, 1);
+  return v;
+}
+static inline uint16_t rd_u16(rd *r) {
+  uint16_t v = 0;
+  rd_take(r, &v, 2);
+  return v;
+}
+static inline uint32_t rd_u32(rd *r) {
+  uint32_t v = 0;
+  rd_take(r, &v, 4);
+  return v;
+}
+static inline uint64_t rd_u64(rd *r) {
+  uint64_t v = 0;
+  rd_take(r, &v, 8);
+  return v;
+}
 static inline size_t rd_left(const rd *r) { return r->n - r->pos; }
 
 /* The error for a read past the end of r's section. */

@@ -29,7 +29,8 @@ tdm_status tdm__count_methods(rd r, uint32_t n_methods, uint32_t version, counts
       rd_u32(&r);
       rd_u64(&r);
       if (r.bad) return tdm__truncated(&r);
-      if (rank > TDM_MAX_RANK) return tdm__fail(TDM_ERR_MALFORMED, "method %u value %u: rank %u is above the maximum %d", mi, v, rank, TDM_MAX_RANK);
+      if (rank > TDM_MAX_RANK)
+        return tdm__fail(TDM_ERR_MALFORMED, "method %u value %u: rank %u is above the maximum %d", mi, v, rank, TDM_MAX_RANK);
       if ((size_t)rank * 8 > rd_left(&r)) return tdm__truncated(&r);
       r.pos += (size_t)rank * 8;
     }
@@ -48,7 +49,8 @@ tdm_status tdm__count_methods(rd r, uint32_t n_methods, uint32_t version, counts
     }
     if (version >= 3) { /* dims, then symbolic sizes */
       const uint32_t nd = hdr[5];
-      if (nd > TDM_MAX_DIMS) return tdm__fail(TDM_ERR_LIMIT, "method %u declares %u dynamic dims, above the maximum %d", mi, nd, TDM_MAX_DIMS);
+      if (nd > TDM_MAX_DIMS)
+        return tdm__fail(TDM_ERR_LIMIT, "method %u declares %u dynamic dims, above the maximum %d", mi, nd, TDM_MAX_DIMS);
       if ((size_t)nd * TDM_DIM_SIZE > rd_left(&r)) return tdm__truncated(&r);
       r.pos += (size_t)nd * TDM_DIM_SIZE;
       const uint32_t ns = rd_u32(&r);
@@ -59,7 +61,8 @@ tdm_status tdm__count_methods(rd r, uint32_t n_methods, uint32_t version, counts
         r.pos += 8; /* kind, reserved, index, target */
         const uint32_t nt = rd_u32(&r);
         r.pos += 4 + 8; /* reserved2, constant */
-        if (nt > TDM_MAX_DIMS) return tdm__fail(TDM_ERR_MALFORMED, "method %u symbolic size %u has %u terms, above the maximum %d", mi, k, nt, TDM_MAX_DIMS);
+        if (nt > TDM_MAX_DIMS)
+          return tdm__fail(TDM_ERR_MALFORMED, "method %u symbolic size %u has %u terms, above the maximum %d", mi, k, nt, TDM_MAX_DIMS);
         if ((size_t)nt * TDM_TERM_SIZE > rd_left(&r)) return tdm__truncated(&r);
         r.pos += (size_t)nt * TDM_TERM_SIZE;
         c->terms += nt;
@@ -95,13 +98,16 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
     dim->state = -1;
     if (res != 0) { /* 1 + the index of the int64 state whose first element the dim is */
       if (res - 1 >= p->n_states || p->states[res - 1].dtype != TDM_I64 || p->states[res - 1].nbytes < 8)
-        return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bound from state %u, which is not an int64 state of the program", ctx, dim->name, res - 1);
+        return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bound from state %u, which is not an int64 state of the program", ctx, dim->name,
+                         res - 1);
       dim->state = (int32_t)(res - 1);
     }
     if (dim->min < 0 || dim->min > dim->max || dim->max > INT32_MAX)
-      return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bounds [%lld, %lld] are not 0 <= min <= max < 2^31", ctx, dim->name, (long long)dim->min, (long long)dim->max);
+      return tdm__fail(TDM_ERR_MALFORMED, "%s ('%s'): bounds [%lld, %lld] are not 0 <= min <= max < 2^31", ctx, dim->name,
+                       (long long)dim->min, (long long)dim->max);
     for (uint32_t e = 0; e < d; e++)
-      if (strcmp(m->dims[e].name, dim->name) == 0) return tdm__fail(TDM_ERR_MALFORMED, "method '%s': two dims are named '%s'", m->name, dim->name);
+      if (strcmp(m->dims[e].name, dim->name) == 0)
+        return tdm__fail(TDM_ERR_MALFORMED, "method '%s': two dims are named '%s'", m->name, dim->name);
     dim->axis = -1;
     maxs[d] = dim->max;
   }
@@ -119,7 +125,8 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
     if (r->bad) return tdm__truncated(r);
     snprintf(ctx, sizeof ctx, "method '%s' symbolic size %u", m->name, i);
     if (res || res2 || y->kind > TDM_SYM_IATTR || y->n_terms == 0 || y->constant > TDM_MAX_SYM_COEF || y->constant < -TDM_MAX_SYM_COEF)
-      return tdm__fail(TDM_ERR_MALFORMED, "%s: unknown kind %u, no terms, a constant out of range or a nonzero reserved field", ctx, y->kind);
+      return tdm__fail(TDM_ERR_MALFORMED, "%s: unknown kind %u, no terms, a constant out of range or a nonzero reserved field", ctx,
+                       y->kind);
     tdm_term *t = *terms;
     y->terms = t;
     for (uint32_t j = 0; j < y->n_terms; j++) {
@@ -128,7 +135,9 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
       t[j].coef = (int64_t)rd_u64(r);
       if (r->bad) return tdm__truncated(r);
       if (tres || t[j].dim >= m->n_dims || t[j].coef == 0 || t[j].coef > TDM_MAX_SYM_COEF || t[j].coef < -TDM_MAX_SYM_COEF)
-        return tdm__fail(TDM_ERR_MALFORMED, "%s term %u: dim %u out of range (%u dims), a zero or too large coefficient, or a nonzero reserved field", ctx, j, t[j].dim, m->n_dims);
+        return tdm__fail(TDM_ERR_MALFORMED,
+                         "%s term %u: dim %u out of range (%u dims), a zero or too large coefficient, or a nonzero reserved field", ctx, j,
+                         t[j].dim, m->n_dims);
       for (uint32_t e = 0; e < j; e++)
         if (t[e].dim == t[j].dim) return tdm__fail(TDM_ERR_MALFORMED, "%s names dim %u twice", ctx, t[j].dim);
     }
@@ -170,7 +179,8 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
   }
   for (uint32_t d = 0; d < m->n_dims; d++)
     if (m->dims[d].axis < 0 && m->dims[d].state < 0)
-      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' dim '%s' is not the size of any input dim, so no call can give it", m->name, m->dims[d].name);
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' dim '%s' is not the size of any input dim, so no call can give it", m->name,
+                       m->dims[d].name);
   if (m->n_dims == 0) return TDM_OK;
   /* Verify at the minimum of every dim, and at every corner when there are few dims. */
   size_t bytes = m->n_values * sizeof(tdm_value) + m->n_ops * sizeof(tdm_op) + m->n_iattrs * sizeof(int64_t) + 64;
@@ -229,7 +239,8 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
     for (uint32_t e = 0; e < mi; e++)
       if (strcmp(p->methods[e].name, m->name) == 0) return tdm__fail(TDM_ERR_MALFORMED, "two methods are named '%s'", m->name);
     if (scratch > cap || scratch > SIZE_MAX)
-      return tdm__fail(TDM_ERR_LIMIT, "method '%s' declares %llu bytes of scratch, above the cap of %llu", m->name, (unsigned long long)scratch, (unsigned long long)cap);
+      return tdm__fail(TDM_ERR_LIMIT, "method '%s' declares %llu bytes of scratch, above the cap of %llu", m->name,
+                       (unsigned long long)scratch, (unsigned long long)cap);
     m->scratch_size = (size_t)scratch;
     if (m->scratch_size > p->scratch_size) p->scratch_size = m->scratch_size;
     m->values = values;
@@ -254,7 +265,8 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
       if (region == TDM_REGION_SCRATCH) {
         if (ref != 0) return tdm__fail(TDM_ERR_MALFORMED, "%s: a scratch value has a reference", ctx);
         if (!tdm__range_inside(off, val->nbytes, m->scratch_size))
-          return tdm__fail(TDM_ERR_MALFORMED, "%s: bytes [%llu, +%zu) lie outside the method's scratch of %zu bytes", ctx, (unsigned long long)off, val->nbytes, m->scratch_size);
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: bytes [%llu, +%zu) lie outside the method's scratch of %zu bytes", ctx,
+                           (unsigned long long)off, val->nbytes, m->scratch_size);
         val->offset = (size_t)off;
       } else if (region == TDM_REGION_CONST) {
         if (ref >= p->n_consts) return tdm__fail(TDM_ERR_MALFORMED, "%s: constant %u does not exist (%u constants)", ctx, ref, p->n_consts);
@@ -287,7 +299,8 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
         list[i].value = v;
         const tdm_value *val = &m->values[v];
         if (TDM_DTYPE_CONST_ONLY(val->dtype))
-          return tdm__fail(TDM_ERR_MALFORMED, "%s: dtype %s is for constants only, never an input or output", ctx, tdm_dtype_name(val->dtype));
+          return tdm__fail(TDM_ERR_MALFORMED, "%s: dtype %s is for constants only, never an input or output", ctx,
+                           tdm_dtype_name(val->dtype));
         if (!io) {
           if (val->region != TDM_REGION_SCRATCH) return tdm__fail(TDM_ERR_MALFORMED, "%s: inputs must live in scratch", ctx);
           for (uint32_t e = 0; e < i; e++) {
@@ -314,7 +327,9 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
       if ((s = tdm__string_ref(p, nm, &opname, ctx))) return s;
       op->def = tdm__find_op(opname);
       if (!op->def)
-        return tdm__fail(TDM_ERR_UNKNOWN_OP, "method '%s' op %u: unknown operator '%s' (this runtime is older than the exporter, or the file is corrupt)", m->name, k, opname);
+        return tdm__fail(TDM_ERR_UNKNOWN_OP,
+                         "method '%s' op %u: unknown operator '%s' (this runtime is older than the exporter, or the file is corrupt)",
+                         m->name, k, opname);
       op->in = refs;
       for (uint32_t j = 0; j < op->n_in; j++) *refs++ = rd_u32(&r);
       op->out = refs;

@@ -15,7 +15,8 @@ static tdm_status create_bound(tdm_session *s) {
     const tdm_method *m = &p->methods[i];
     if (!m->n_dims) continue;
     any = true;
-    const size_t parts[][2] = {{m->n_values, sizeof(tdm_value)}, {m->n_ops, sizeof(tdm_op)}, {m->n_iattrs, 8}, {m->n_inputs, TDM_MAX_RANK * 8}};
+    const size_t parts[][2] = {
+        {m->n_values, sizeof(tdm_value)}, {m->n_ops, sizeof(tdm_op)}, {m->n_iattrs, 8}, {m->n_inputs, TDM_MAX_RANK * 8}};
     for (size_t k = 0; k < 4; k++)
       if (!tdm__mul_size(parts[k][0], parts[k][1], &part) || !tdm__align_size(part, 16, &part) || !tdm__add_size(bytes, part, &bytes))
         return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "a session's dynamic shapes do not fit in memory");
@@ -38,7 +39,8 @@ static tdm_status create_bound(tdm_session *s) {
     b->in_dims = (int64_t *)TAKE(m->n_inputs * TDM_MAX_RANK * 8);
 #undef TAKE
     for (uint32_t d = 0; d < m->n_dims; d++) b->dims[d] = m->dims[d].max;
-    for (uint32_t k = 0; k < m->n_inputs; k++) memcpy(b->in_dims + k * TDM_MAX_RANK, m->values[m->inputs[k].value].shape.dims, TDM_MAX_RANK * 8);
+    for (uint32_t k = 0; k < m->n_inputs; k++)
+      memcpy(b->in_dims + k * TDM_MAX_RANK, m->values[m->inputs[k].value].shape.dims, TDM_MAX_RANK * 8);
     tdm_status st = tdm__bind_method(m, b->dims, &b->m, b->iattrs, false); /* verified at load */
     if (st) return st;
   }
@@ -57,7 +59,8 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
   s->scratch = tdm__calloc(p->scratch_size);
   if (!s->state || !s->scratch) {
     tdm_session_free(s);
-    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session (%zu bytes of state, %zu of scratch)", p->state_size, p->scratch_size);
+    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session (%zu bytes of state, %zu of scratch)", p->state_size,
+                     p->scratch_size);
   }
   tdm_status st = create_bound(s);
   if (st) {
@@ -127,14 +130,16 @@ tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t
     const tdm_sym *y = m->n_dims ? tdm__dim_sym(m, m->inputs[i].value, d) : NULL;
     if (!y) {
       if (dims[d] != v->shape.dims[d])
-        return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; it must be %lld", m->name, in, d, (long long)dims[d], (long long)v->shape.dims[d]);
+        return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; it must be %lld", m->name, in, d, (long long)dims[d],
+                         (long long)v->shape.dims[d]);
       continue;
     }
     const tdm_dim *dim = y->n_terms == 1 && y->terms[0].coef == 1 && y->constant == 0 ? &m->dims[y->terms[0].dim] : NULL;
     const int64_t lo = dim ? dim->min : 0, hi = dim ? dim->max : v->shape.dims[d];
     if (dims[d] < lo || dims[d] > hi)
-      return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; %s%s%s is between %lld and %lld: give a size in that range", m->name, in, d,
-                       (long long)dims[d], dim ? "its dim '" : "it", dim ? dim->name : "", dim ? "'" : "", (long long)lo, (long long)hi);
+      return tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld; %s%s%s is between %lld and %lld: give a size in that range",
+                       m->name, in, d, (long long)dims[d], dim ? "its dim '" : "it", dim ? dim->name : "", dim ? "'" : "", (long long)lo,
+                       (long long)hi);
   }
   if (m->n_dims) memcpy(s->bound[method].in_dims + (size_t)i * TDM_MAX_RANK, dims, (size_t)rank * 8);
   return TDM_OK;
@@ -150,14 +155,17 @@ static tdm_status bind_call(tdm_session *s, uint32_t method) {
     if (dim->state >= 0) { /* bound from the state (an offset): its first element, as int64 */
       memcpy(&dims[d], s->state + s->program->states[dim->state].offset, 8);
       if (dims[d] < dim->min || dims[d] > dim->max)
-        return tdm__fail(TDM_ERR_INDEX, "method '%s': dim '%s' is %lld (read from the state); it must be between %lld and %lld, so that the slices it "
-                         "makes stay inside their tensors (the state is unchanged)", m->name, dim->name, (long long)dims[d], (long long)dim->min, (long long)dim->max);
+        return tdm__fail(TDM_ERR_INDEX,
+                         "method '%s': dim '%s' is %lld (read from the state); it must be between %lld and %lld, so that the slices it "
+                         "makes stay inside their tensors (the state is unchanged)",
+                         m->name, dim->name, (long long)dims[d], (long long)dim->min, (long long)dim->max);
       continue;
     }
     dims[d] = b->in_dims[(size_t)dim->input * TDM_MAX_RANK + dim->axis];
     if (dims[d] < dim->min || dims[d] > dim->max)
-      return tdm__fail(TDM_ERR_SHAPE, "method '%s': dim '%s' is %lld (input '%s' dim %d); it is declared between %lld and %lld (the state is unchanged)",
-                       m->name, dim->name, (long long)dims[d], m->inputs[dim->input].name, dim->axis, (long long)dim->min, (long long)dim->max);
+      return tdm__fail(
+          TDM_ERR_SHAPE, "method '%s': dim '%s' is %lld (input '%s' dim %d); it is declared between %lld and %lld (the state is unchanged)",
+          m->name, dim->name, (long long)dims[d], m->inputs[dim->input].name, dim->axis, (long long)dim->min, (long long)dim->max);
   }
   const bool again = memcmp(dims, b->dims, m->n_dims * 8) != 0; /* else bound at these sizes already */
   tdm_status st = again ? tdm__bind_method(m, dims, &b->m, b->iattrs, false) : TDM_OK;
@@ -165,8 +173,8 @@ static tdm_status bind_call(tdm_session *s, uint32_t method) {
     const tdm_value *v = &b->m.values[m->inputs[k].value];
     for (int d = 0; d < v->shape.rank && !st; d++)
       if (v->shape.dims[d] != b->in_dims[(size_t)k * TDM_MAX_RANK + d])
-        st = tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld, but the other inputs make it %lld", m->name, m->inputs[k].name, d,
-                       (long long)b->in_dims[(size_t)k * TDM_MAX_RANK + d], (long long)v->shape.dims[d]);
+        st = tdm__fail(TDM_ERR_SHAPE, "method '%s' input '%s' dim %d is %lld, but the other inputs make it %lld", m->name,
+                       m->inputs[k].name, d, (long long)b->in_dims[(size_t)k * TDM_MAX_RANK + d], (long long)v->shape.dims[d]);
   }
   if (st) {
     char msg[400];
@@ -259,7 +267,8 @@ tdm_status tdm_session_bind(tdm_session *s, uint32_t method) {
 
 tdm_status tdm_session_value_info(const tdm_session *s, uint32_t method, uint32_t v, int64_t *out) {
   const tdm_method *m = session_method(s, method);
-  if (!m || v >= m->n_values || !out) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_value_info: no method %u value %u, or out is NULL", method, v);
+  if (!m || v >= m->n_values || !out)
+    return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_value_info: no method %u value %u, or out is NULL", method, v);
   const tdm_value *x = &m->values[v];
   out[0] = x->dtype;
   out[1] = x->region;

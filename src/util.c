@@ -47,14 +47,16 @@ tdm_status tdm__fail(tdm_status s, const char *fmt, ...) {
 }
 
 /* The public enum in include/tandem.h must give every dtype its schema code (src/schema.h). */
-#define X(code, id, name, size) _Static_assert(TDM_##id == code, "include/tandem.h: TDM_" #id " is not " #code " as python/tandem/schema.py declares");
+#define X(code, id, name, size) \
+  _Static_assert(TDM_##id == code, "include/tandem.h: TDM_" #id " is not " #code " as python/tandem/schema.py declares");
 TDM_SCHEMA_DTYPES(X)
 #undef X
 _Static_assert(TDM_FORMAT_VERSION == TDM_FILE_VERSION, "include/tandem.h: TDM_FORMAT_VERSION differs from python/tandem/schema.py");
 
 size_t tdm_dtype_size(int dtype) {
   switch (dtype) {
-#define X(code, id, name, size) case code: return size;
+#define X(code, id, name, size) \
+  case code: return size;
     TDM_SCHEMA_DTYPES(X)
 #undef X
   }
@@ -63,15 +65,16 @@ size_t tdm_dtype_size(int dtype) {
 
 const char *tdm_dtype_name(int dtype) {
   switch (dtype) {
-#define X(code, id, name, size) case code: return name;
+#define X(code, id, name, size) \
+  case code: return name;
     TDM_SCHEMA_DTYPES(X)
 #undef X
   }
   return "?";
 }
 
-static uint64_t fail_countdown; /* 0: never fail */
-static uint64_t alloc_count, alloc_bytes;  /* cumulative, for the resource-bound tests */
+static uint64_t fail_countdown;           /* 0: never fail */
+static uint64_t alloc_count, alloc_bytes; /* cumulative, for the resource-bound tests */
 
 void tdm__alloc_stats(uint64_t *count, uint64_t *bytes) {
   *count = alloc_count;
@@ -103,7 +106,5 @@ void tdm_free(void *p) { tdm__free(p); }
 #define TDM_DEFAULT_MAX_DECLARED ((uint64_t)1 << 30)
 static uint64_t max_declared = TDM_DEFAULT_MAX_DECLARED;
 
-void tdm_set_max_declared_bytes(uint64_t max_bytes) {
-  max_declared = max_bytes ? max_bytes : TDM_DEFAULT_MAX_DECLARED;
-}
+void tdm_set_max_declared_bytes(uint64_t max_bytes) { max_declared = max_bytes ? max_bytes : TDM_DEFAULT_MAX_DECLARED; }
 uint64_t tdm__max_declared_bytes(void) { return max_declared; }

@@ -10,11 +10,13 @@
 tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_write) {
   const tdm_op *op = &m->ops[k];
   if (op->n_in > TDM_MAX_OPERANDS || op->n_out > TDM_MAX_OPERANDS)
-    return tdm__fail(TDM_ERR_LIMIT, "method '%s' op %u (%s) has more than %d inputs or outputs", m->name, k, op->def->name, TDM_MAX_OPERANDS);
+    return tdm__fail(TDM_ERR_LIMIT, "method '%s' op %u (%s) has more than %d inputs or outputs", m->name, k, op->def->name,
+                     TDM_MAX_OPERANDS);
   for (uint32_t j = 0; j < op->n_in + op->n_out; j++) {
     uint32_t v = j < op->n_in ? op->in[j] : op->out[j - op->n_in];
     if (v >= m->n_values)
-      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): value index %u is out of range (%u values)", m->name, k, op->def->name, v, m->n_values);
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): value index %u is out of range (%u values)", m->name, k, op->def->name,
+                       v, m->n_values);
   }
   /* The constant-only dtypes (quantized weights) are read by the quantized ops only, whose rules
    * say at which operand; every other op (copy, index_select, ... take any dtype) rejects them. */
@@ -30,8 +32,7 @@ tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_
     for (uint32_t i = 0; i < op->n_in + j; i++) {
       const tdm_value *x = i < op->n_in ? &m->values[op->in[i]] : &m->values[op->out[i - op->n_in]];
       const bool in_place = j == 0 && i < op->n_in && x->region == y->region && x->offset == y->offset && x->nbytes == y->nbytes &&
-                            x->dtype == y->dtype &&
-                            (op->def->inplace == TDM_INPLACE_ANY || (op->def->inplace == TDM_INPLACE_FIRST && i == 0));
+          x->dtype == y->dtype && (op->def->inplace == TDM_INPLACE_ANY || (op->def->inplace == TDM_INPLACE_FIRST && i == 0));
       if (x->region == y->region && !in_place && tdm__ranges_overlap(x->offset, x->nbytes, y->offset, y->nbytes))
         return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): output %u overlaps one of its operands", m->name, k, op->def->name, j);
     }
@@ -41,7 +42,8 @@ tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_
    * be that op itself: such kernels validate before writing). So a failed call never changes
    * the state. */
   if (op->def->can_fail && *first_state_write >= 0 && *first_state_write != (int64_t)k)
-    return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) can fail on runtime values after the state was written", m->name, k, op->def->name);
+    return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) can fail on runtime values after the state was written", m->name, k,
+                     op->def->name);
   tdm_status s = op->def->check(m, op);
   if (s) {
     char msg[512];

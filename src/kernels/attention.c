@@ -69,7 +69,7 @@ static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
   const int64_t per = t == 0 ? j->ws_heads : j->thread_heads;
   for (int64_t u = lo; u < hi; u++) {
     const int64_t o = u / j->Tq, i = u % j->Tq, b0 = o * j->group; /* KV head o; its first query head b0 */
-    int64_t moff = 0, rest = b0; /* the mask's offset for b0: b0 unravelled over q's batch dims */
+    int64_t moff = 0, rest = b0;                                   /* the mask's offset for b0: b0 unravelled over q's batch dims */
     for (int d = r - 3; d >= 0; d--) {
       moff += rest % qs->dims[d] * j->mst[d];
       rest /= qs->dims[d];
@@ -80,10 +80,16 @@ static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
                        .k = (const float *)in[1].data + o * j->Tk * j->D,
                        .v = (const float *)in[2].data + o * j->Tk * j->Dv,
                        .y = j->y + (b0 * j->Tq + i) * j->Dv,
-                       .qstride = j->Tq * j->D, .ystride = j->Tq * j->Dv, .jend = jend, .D = j->D, .Dv = j->Dv, .scale = j->scale,
+                       .qstride = j->Tq * j->D,
+                       .ystride = j->Tq * j->Dv,
+                       .jend = jend,
+                       .D = j->D,
+                       .Dv = j->Dv,
+                       .scale = j->scale,
                        .mb = j->has_mask && in[3].dtype == TDM_BOOL ? (const uint8_t *)in[3].data + mrow : NULL,
                        .mf = j->has_mask && in[3].dtype == TDM_F32 ? (const float *)in[3].data + mrow : NULL,
-                       .mhead = r >= 3 ? j->mst[r - 3] : 0, .mstep = j->mst[r - 1]};
+                       .mhead = r >= 3 ? j->mst[r - 3] : 0,
+                       .mstep = j->mst[r - 1]};
     for (int64_t g0 = 0; g0 < j->group; g0 += per) {
       tdm_attn_rows part = a;
       part.G = j->group - g0 < per ? j->group - g0 : per;
@@ -105,9 +111,17 @@ static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
 static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const tdm_shape *qs = in[0].shape;
   const int r = qs->rank;
-  attn_job j = {.in = in, .y = out[0].data, .ws = out[1].data, .r = r, .Tq = qs->dims[r - 2], .D = qs->dims[r - 1],
-                .Tk = in[1].shape->dims[r - 2], .Dv = in[2].shape->dims[r - 1], .has_mask = op->iattr[0] != 0,
-                .causal = op->iattr[1] != 0, .scale = (float)op->fattr[0]};
+  attn_job j = {.in = in,
+                .y = out[0].data,
+                .ws = out[1].data,
+                .r = r,
+                .Tq = qs->dims[r - 2],
+                .D = qs->dims[r - 1],
+                .Tk = in[1].shape->dims[r - 2],
+                .Dv = in[2].shape->dims[r - 1],
+                .has_mask = op->iattr[0] != 0,
+                .causal = op->iattr[1] != 0,
+                .scale = (float)op->fattr[0]};
   tdm_shape full = *qs;
   full.dims[r - 1] = j.Tk;
   if (j.has_mask) tdm__broadcast_strides(in[3].shape, &full, j.mst);
@@ -153,7 +167,8 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
     const tdm_value *mk = TDM_VAL(m, op, 3);
     tdm_shape full = q->shape, b;
     full.dims[r - 1] = Tk;
-    if ((mk->dtype != TDM_BOOL && mk->dtype != TDM_F32) || mk->shape.rank > r || !tdm__broadcast(&mk->shape, &full, &b) || !tdm__shape_eq(&b, &full))
+    if ((mk->dtype != TDM_BOOL && mk->dtype != TDM_F32) || mk->shape.rank > r || !tdm__broadcast(&mk->shape, &full, &b) ||
+        !tdm__shape_eq(&b, &full))
       return tdm__rule(op, "mask must be bool or float32 and broadcast to [..., Tq, Tk]");
   }
   return TDM_OK;

@@ -132,7 +132,7 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
       sv = wasm_f32x4_add(sv, e);
     }
     double sum = (double)wasm_f32x4_extract_lane(sv, 0) + wasm_f32x4_extract_lane(sv, 1) + wasm_f32x4_extract_lane(sv, 2) +
-                 wasm_f32x4_extract_lane(sv, 3);
+        wasm_f32x4_extract_lane(sv, 3);
     for (int64_t j = h->s1; j < h->hi; j++) sum += (w[j] = w[j] == -INFINITY ? 0.0f : expf(w[j] - h->mx));
     h->inv = (float)(1.0 / sum);
     if (h->s0 < h->s1) {

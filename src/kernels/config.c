@@ -44,7 +44,9 @@ static void gemm_packed_x86(int64_t M, int64_t N, int64_t K, const float *a, con
 }
 static void gemm_packed_tiles_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   const int l = level();
-  (l == 2 ? tdm_f32_gemm_packed_tiles__avx512 : l ? tdm_f32_gemm_packed_tiles__avx2 : tdm_f32_gemm_packed_tiles_4x8__simd128)(M, N, K, a, bp, y);
+  (l == 2  ? tdm_f32_gemm_packed_tiles__avx512
+       : l ? tdm_f32_gemm_packed_tiles__avx2
+           : tdm_f32_gemm_packed_tiles_4x8__simd128)(M, N, K, a, bp, y);
 }
 static void conv_gemm_x86(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy) {
   const int l = level();

@@ -62,8 +62,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
         tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1, TDM_CONV_ACT_NONE);
-      else
-        tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
+      else tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
       for (int64_t o = 0; o < O; o++) {
         if (bias)
           for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
@@ -113,7 +112,8 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
     return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
-  if (x->shape.rank != r + 2 || w->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x, w and y must have rank %d", (int)r + 2);
+  if (x->shape.rank != r + 2 || w->shape.rank != r + 2 || y->shape.rank != r + 2)
+    return tdm__rule(op, "x, w and y must have rank %d", (int)r + 2);
   const int64_t C = x->shape.dims[1], O = w->shape.dims[0], Cg = w->shape.dims[1];
   if (groups < 1 || C % groups || O % groups || Cg != C / groups) return tdm__rule(op, "channels do not match groups");
   if (y->shape.dims[0] != x->shape.dims[0] || y->shape.dims[1] != O) return tdm__rule(op, "output must be [N, O, ...]");
@@ -130,7 +130,8 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
     size_t no = 0; /* rows of y per channel: N·O, checked (y may have no elements while N and O are large) */
     if (!tdm__mul_size((size_t)y->shape.dims[0], (size_t)O, &no)) return tdm__rule(op, "batch times channels too large");
     const int64_t K = w->numel / (O > 0 ? O : 1), N = no > 0 && no <= (size_t)y->numel ? y->numel / (int64_t)no : 0;
-    if (ws->dtype != TDM_F32 || ws->numel / (K > 0 ? K : 1) < tdm_conv_gemm_chunk(K, N)) return tdm__rule(op, "workspace must be float32 of Cg·KH·KW × chunk floats (docs/ops.md)");
+    if (ws->dtype != TDM_F32 || ws->numel / (K > 0 ? K : 1) < tdm_conv_gemm_chunk(K, N))
+      return tdm__rule(op, "workspace must be float32 of Cg·KH·KW × chunk floats (docs/ops.md)");
   }
   return TDM_OK;
 }

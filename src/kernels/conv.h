@@ -25,10 +25,10 @@ void tdm__conv_activate(int act, float *y, int64_t n);
 /* The conv GEMM (tdm_f32_conv_gemm, rows in blocks of 4) or the dot products (tdm_f32_conv_dot,
  * rows in blocks of 8) over threads, each thread then applying the activation to the N columns of
  * its own rows while they are in its cache; any split gives the same values. */
-void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy, int act);
-void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                            int64_t ldy, int act);
+void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy,
+                             int act);
+void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy,
+                            int act);
 /* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 

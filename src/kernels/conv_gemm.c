@@ -29,8 +29,7 @@ void tdm_f32_im2col_packed(const geom *g, const float *xg, int64_t Cg, int64_t n
       iw0[t] = ow * g->sw - g->pw;
     }
     /* The whole panel in one output row with every tap inside the row: plain strided copies. */
-    const bool row = m == TDM_PANEL && ih0[0] == ih0[TDM_PANEL - 1] && iw0[0] >= 0 &&
-                     iw0[TDM_PANEL - 1] + (g->KW - 1) * g->dw < g->W;
+    const bool row = m == TDM_PANEL && ih0[0] == ih0[TDM_PANEL - 1] && iw0[0] >= 0 && iw0[TDM_PANEL - 1] + (g->KW - 1) * g->dw < g->W;
     float *dst = colp + (q / TDM_PANEL) * K * TDM_PANEL;
     for (int64_t c = 0; c < Cg; c++) {
       const float *xc = xg + c * HW;
@@ -62,8 +61,7 @@ void tdm_f32_im2col_packed(const geom *g, const float *xg, int64_t Cg, int64_t n
   }
 }
 
-void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                               int64_t ldy) {
+void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       const float *col = bp + (j / TDM_PANEL) * K * TDM_PANEL + j % TDM_PANEL;
@@ -161,14 +159,14 @@ static void conv_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 
 /* Rows split in blocks of the kernel's tallest register tile (4 for the GEMM, 8 for the dots), so
  * any split gives the same values. */
-void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy, int act) {
+void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy,
+                             int act) {
   conv_job j = {tdm_f32_conv_gemm, N, K, ldy, a, bp, bias, y, act};
   tdm__parallel(M, 4, conv_part, &j);
 }
 
-void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                            int64_t ldy, int act) {
+void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy,
+                            int act) {
   conv_job j = {tdm_f32_conv_dot, N, K, ldy, a, colt, bias, y, act};
   tdm__parallel(M, 8, conv_part, &j);
 }

@@ -57,4 +57,3 @@ void tdm_f32_pool_plane__scalar(const geom *g, bool is_max, bool include_pad, co
   for (int64_t oh = 0; oh < g->OH; oh++)
     for (int64_t ow = 0; ow < g->OW; ow++) yc[oh * g->OW + ow] = tdm_f32_pool_point__scalar(g, is_max, include_pad, xc, oh, ow);
 }
-

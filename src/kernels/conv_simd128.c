@@ -21,31 +21,31 @@ typedef tdm_conv_geom geom;
 
 /* Output columns ow0 .. ow0 + 4V - 1 of one row (column stride S, every tap inside x), V vectors
  * of accumulators in registers over all channels and taps, stored at dst. */
-#define CONV_BLOCK(V, S, dst)                                                                      \
-  do {                                                                                             \
-    v128_t a0 = wasm_f32x4_splat(b), a1 = a0, a2 = a0, a3 = a0;                                    \
-    for (int64_t c = 0; c < Cg; c++)                                                               \
-      for (int64_t kh = 0; kh < g->KH; kh++) {                                                     \
-        const int64_t ih = oh * g->sh - g->ph + kh * g->dh;                                        \
-        if (ih < 0 || ih >= g->H) continue;                                                        \
+#define CONV_BLOCK(V, S, dst) \
+  do { \
+    v128_t a0 = wasm_f32x4_splat(b), a1 = a0, a2 = a0, a3 = a0; \
+    for (int64_t c = 0; c < Cg; c++) \
+      for (int64_t kh = 0; kh < g->KH; kh++) { \
+        const int64_t ih = oh * g->sh - g->ph + kh * g->dh; \
+        if (ih < 0 || ih >= g->H) continue; \
         const float *xr = xg + (c * g->H + ih) * g->W + ow0 * (S) - g->pw, *wr = wo + (c * g->KH + kh) * g->KW; \
-        for (int64_t kw = 0; kw < g->KW; kw++) {                                                   \
-          const v128_t wv = wasm_f32x4_splat(wr[kw]);                                              \
-          const float *p = xr + kw * g->dw;                                                        \
-          a0 = tdm_madd(wv, LOAD4S(p, S), a0);                               \
-          if (V > 1) a1 = tdm_madd(wv, LOAD4S(p + 4 * (S), S), a1);          \
-          if (V > 2) a2 = tdm_madd(wv, LOAD4S(p + 8 * (S), S), a2);          \
-          if (V > 3) a3 = tdm_madd(wv, LOAD4S(p + 12 * (S), S), a3);         \
-        }                                                                                          \
-      }                                                                                            \
-    wasm_v128_store((dst), a0);                                                                    \
-    if (V > 1) wasm_v128_store((dst) + 4, a1);                                                     \
-    if (V > 2) wasm_v128_store((dst) + 8, a2);                                                     \
-    if (V > 3) wasm_v128_store((dst) + 12, a3);                                                    \
+        for (int64_t kw = 0; kw < g->KW; kw++) { \
+          const v128_t wv = wasm_f32x4_splat(wr[kw]); \
+          const float *p = xr + kw * g->dw; \
+          a0 = tdm_madd(wv, LOAD4S(p, S), a0); \
+          if (V > 1) a1 = tdm_madd(wv, LOAD4S(p + 4 * (S), S), a1); \
+          if (V > 2) a2 = tdm_madd(wv, LOAD4S(p + 8 * (S), S), a2); \
+          if (V > 3) a3 = tdm_madd(wv, LOAD4S(p + 12 * (S), S), a3); \
+        } \
+      } \
+    wasm_v128_store((dst), a0); \
+    if (V > 1) wasm_v128_store((dst) + 4, a1); \
+    if (V > 2) wasm_v128_store((dst) + 8, a2); \
+    if (V > 3) wasm_v128_store((dst) + 12, a3); \
   } while (0)
 
-int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b,
-                                 float *yr, int64_t lo, int64_t hi) {
+int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr, int64_t lo,
+                                  int64_t hi) {
   int64_t ow0 = lo;
   if (g->sw == 1) {
     for (; ow0 + 16 <= hi; ow0 += 16) CONV_BLOCK(4, 1, yr + ow0);
@@ -58,16 +58,15 @@ int64_t tdm_f32_conv_row__simd128(const geom *g, const float *xg, const float *w
 }
 
 /* The last, partial block of a row: columns ow0 .. OW - 1 (fewer than 4) into a temporary. */
-static void conv_tail__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr,
-                               int64_t ow0) {
+static void conv_tail__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, int64_t oh, float b, float *yr, int64_t ow0) {
   float t[4];
   if (g->sw == 1) CONV_BLOCK(1, 1, t);
   else CONV_BLOCK(1, 2, t);
   for (int64_t i = ow0; i < g->OW; i++) yr[i] = t[i - ow0];
 }
 
-bool tdm_f32_conv_plane_padded__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc,
-                                        float *buf, int64_t cap) {
+bool tdm_f32_conv_plane_padded__simd128(const geom *g, const float *xg, const float *wo, int64_t Cg, float b, float *yc, float *buf,
+                                        int64_t cap) {
   const int64_t S = g->sw;
   if ((S != 1 && S != 2) || g->OW < 1 || g->OH < 1) return false;
   /* A padded row: pw zeros, the W values, then zeros up to the last vector block's last read
@@ -146,35 +145,35 @@ void tdm_f32_conv_plane__simd128(const geom *g, const float *xg, const float *wo
 
 /* ---- pooling ------------------------------------------------------------------------------------ */
 
-#define POOL_BLOCK(S)                                                                              \
-  do {                                                                                             \
-    v128_t acc = wasm_f32x4_splat(is_max ? -INFINITY : 0.0f);                                      \
-    for (int64_t kh = 0; kh < g->KH; kh++) {                                                       \
-      const int64_t ih = oh * g->sh - g->ph + kh * g->dh;                                          \
-      if (ih < 0 || ih >= g->H) continue;                                                          \
-      const float *xr = xc + ih * g->W + ow0 * (S) - g->pw;                                        \
-      for (int64_t kw = 0; kw < g->KW; kw++) {                                                     \
-        const v128_t v = LOAD4S(xr + kw * g->dw, S);                                               \
+#define POOL_BLOCK(S) \
+  do { \
+    v128_t acc = wasm_f32x4_splat(is_max ? -INFINITY : 0.0f); \
+    for (int64_t kh = 0; kh < g->KH; kh++) { \
+      const int64_t ih = oh * g->sh - g->ph + kh * g->dh; \
+      if (ih < 0 || ih >= g->H) continue; \
+      const float *xr = xc + ih * g->W + ow0 * (S) - g->pw; \
+      for (int64_t kw = 0; kw < g->KW; kw++) { \
+        const v128_t v = LOAD4S(xr + kw * g->dw, S); \
         if (is_max) acc = wasm_v128_bitselect(v, acc, wasm_v128_or(wasm_f32x4_gt(v, acc), wasm_f32x4_ne(v, v))); \
-        else acc = wasm_f32x4_add(acc, v);                                                         \
-      }                                                                                            \
-    }                                                                                              \
-    if (!is_max) {                                                                                 \
-      float d[4];                                                                                  \
-      for (int t = 0; t < 4; t++) {                                                                \
-        const int64_t div = tdm__pool_div(g, include_pad, oh, ow0 + t, rows * g->KW);                   \
-        d[t] = div ? (float)div : NAN;                                                             \
-      }                                                                                            \
-      acc = wasm_f32x4_div(acc, wasm_v128_load(d));                                                \
-    }                                                                                              \
-    wasm_v128_store(yr + ow0, acc);                                                                \
+        else acc = wasm_f32x4_add(acc, v); \
+      } \
+    } \
+    if (!is_max) { \
+      float d[4]; \
+      for (int t = 0; t < 4; t++) { \
+        const int64_t div = tdm__pool_div(g, include_pad, oh, ow0 + t, rows * g->KW); \
+        d[t] = div ? (float)div : NAN; \
+      } \
+      acc = wasm_f32x4_div(acc, wasm_v128_load(d)); \
+    } \
+    wasm_v128_store(yr + ow0, acc); \
   } while (0)
 
 /* Output columns [lo, hi) of row oh of one channel (column stride 1 or 2, every tap of the row
  * inside x), 4 at a time, in the scalar reference's order of taps; returns the first column not
  * written. */
-int64_t tdm_f32_pool_row__simd128(const geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, float *yr,
-                                 int64_t lo, int64_t hi) {
+int64_t tdm_f32_pool_row__simd128(const geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, float *yr, int64_t lo,
+                                  int64_t hi) {
   int64_t rows = 0;
   for (int64_t kh = 0; kh < g->KH; kh++) {
     const int64_t ih = oh * g->sh - g->ph + kh * g->dh;
@@ -208,36 +207,36 @@ void tdm_f32_pool_plane__simd128(const geom *g, bool is_max, bool include_pad, c
 
 /* Rows i .. i+R-1, the 8 columns of panel j, over k in [k0, k0 + kc): the accumulators start at
  * the bias (first block) or at what the previous block stored. */
-#define CONV_TILE(R)                                                                               \
-  do {                                                                                             \
-    v128_t c[4][2];                                                                                \
-    for (int r = 0; r < R; r++) {                                                                  \
-      if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f);                \
-      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]);                                    \
-    }                                                                                              \
-    const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel;       \
-    for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                  \
-      const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);                          \
-      v128_t x = wasm_f32x4_splat(*a0);                                                            \
-      c[0][0] = tdm_madd(x, b0, c[0][0]);                                     \
-      c[0][1] = tdm_madd(x, b1, c[0][1]);                                     \
-      if (R > 1) {                                                                                 \
-        x = wasm_f32x4_splat(*a1);                                                                 \
-        c[1][0] = tdm_madd(x, b0, c[1][0]);                                   \
-        c[1][1] = tdm_madd(x, b1, c[1][1]);                                   \
-      }                                                                                            \
-      if (R > 2) {                                                                                 \
-        x = wasm_f32x4_splat(*a2);                                                                 \
-        c[2][0] = tdm_madd(x, b0, c[2][0]);                                   \
-        c[2][1] = tdm_madd(x, b1, c[2][1]);                                   \
-      }                                                                                            \
-      if (R > 3) {                                                                                 \
-        x = wasm_f32x4_splat(*a3);                                                                 \
-        c[3][0] = tdm_madd(x, b0, c[3][0]);                                   \
-        c[3][1] = tdm_madd(x, b1, c[3][1]);                                   \
-      }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n);               \
+#define CONV_TILE(R) \
+  do { \
+    v128_t c[4][2]; \
+    for (int r = 0; r < R; r++) { \
+      if (k0 == 0) c[r][0] = c[r][1] = wasm_f32x4_splat(bias ? bias[i + r] : 0.0f); \
+      else tdm_load8(y + (i + r) * ldy + j, n, &c[r][0], &c[r][1]); \
+    } \
+    const float *a0 = a + i * K + k0, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *pb = panel; \
+    for (size_t kk = (size_t)kc; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) { \
+      const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4); \
+      v128_t x = wasm_f32x4_splat(*a0); \
+      c[0][0] = tdm_madd(x, b0, c[0][0]); \
+      c[0][1] = tdm_madd(x, b1, c[0][1]); \
+      if (R > 1) { \
+        x = wasm_f32x4_splat(*a1); \
+        c[1][0] = tdm_madd(x, b0, c[1][0]); \
+        c[1][1] = tdm_madd(x, b1, c[1][1]); \
+      } \
+      if (R > 2) { \
+        x = wasm_f32x4_splat(*a2); \
+        c[2][0] = tdm_madd(x, b0, c[2][0]); \
+        c[2][1] = tdm_madd(x, b1, c[2][1]); \
+      } \
+      if (R > 3) { \
+        x = wasm_f32x4_splat(*a3); \
+        c[3][0] = tdm_madd(x, b0, c[3][0]); \
+        c[3][1] = tdm_madd(x, b1, c[3][1]); \
+      } \
+    } \
+    for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * ldy + j, c[r][0], c[r][1], n); \
   } while (0)
 
 /* K in blocks of CONV_KC so that a panel's block (CONV_KC x 8 floats) stays in L1 while every row
@@ -247,8 +246,8 @@ void tdm_f32_pool_plane__simd128(const geom *g, bool is_max, bool include_pad, c
  * panel. Each output's products are summed in the same order either way (the same bits). */
 #define CONV_KC 256
 #define CONV_MC 64
-void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
-                                    float *y, int64_t ldy) {
+void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                                    int64_t ldy) {
   for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
     const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
     for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
@@ -267,35 +266,35 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 /* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
  * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
  * products and the bias added in order. */
-#define CONV_DOT_TILE(R, P)                                                                        \
-  do {                                                                                             \
-    v128_t s[R][P];                                                                                \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f);                                \
-    const float *ar = a + i * K;                                                                   \
-    int64_t k = 0;                                                                                 \
-    for (; k + 4 <= K; k += 4) {                                                                   \
-      v128_t c[P];                                                                                 \
-      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k);                         \
-      for (int r = 0; r < R; r++) {                                                                \
-        const v128_t w = wasm_v128_load(ar + r * K + k);                                           \
-        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]);                          \
-      }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; r++)                                                                    \
-      for (int q = 0; q < P; q++) {                                                                \
-        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +    \
-                  (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));     \
-        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk];                 \
-        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f);                                    \
-      }                                                                                            \
+#define CONV_DOT_TILE(R, P) \
+  do { \
+    v128_t s[R][P]; \
+    for (int r = 0; r < R; r++) \
+      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f); \
+    const float *ar = a + i * K; \
+    int64_t k = 0; \
+    for (; k + 4 <= K; k += 4) { \
+      v128_t c[P]; \
+      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k); \
+      for (int r = 0; r < R; r++) { \
+        const v128_t w = wasm_v128_load(ar + r * K + k); \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]); \
+      } \
+    } \
+    for (int r = 0; r < R; r++) \
+      for (int q = 0; q < P; q++) { \
+        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
+            (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
+        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
+        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
+      } \
   } while (0)
 
-#define CONV_DOT_ROWS(R, P)                                                                        \
-  do {                                                                                             \
-    int64_t i = 0;                                                                                 \
-    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P);                                            \
-    for (; i < M; i++) CONV_DOT_TILE(1, P);                                                        \
+#define CONV_DOT_ROWS(R, P) \
+  do { \
+    int64_t i = 0; \
+    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P); \
+    for (; i < M; i++) CONV_DOT_TILE(1, P); \
   } while (0)
 
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,

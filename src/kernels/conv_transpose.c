@@ -92,21 +92,24 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
 }
 
 static bool out_size_t_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t out) {
-  if (s < 1 || p < 0 || d < 1 || k < 1 || op < 0 || (op >= s && op >= d) || in < 1 || in > INT64_MAX / 4 / s ||
-      k > INT64_MAX / 4 / d || p > INT64_MAX / 4 || op > INT64_MAX / 4)
+  if (s < 1 || p < 0 || d < 1 || k < 1 || op < 0 || (op >= s && op >= d) || in < 1 || in > INT64_MAX / 4 / s || k > INT64_MAX / 4 / d ||
+      p > INT64_MAX / 4 || op > INT64_MAX / 4)
     return false;
   return out >= 1 && out == (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
 }
 
 tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_out != 2 || op->n_iattr < 3)
-    return tdm__rule(op, "takes x, w[, bias], outputs y and a workspace, [r, has_bias, groups, kernel, stride, padding, dilation, output_padding]");
+    return tdm__rule(
+        op, "takes x, w[, bias], outputs y and a workspace, [r, has_bias, groups, kernel, stride, padding, dilation, output_padding]");
   const int64_t r = op->iattr[0], hb = op->iattr[1], groups = op->iattr[2];
   if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 5 * (uint32_t)r || op->n_in != 2 + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
   const tdm_value *x = TDM_VAL(m, op, 0), *w = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
-  if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
-  if (x->shape.rank != r + 2 || y->shape.rank != r + 2 || w->shape.rank != 3) return tdm__rule(op, "x and y must have rank %d, w rank 3", (int)r + 2);
+  if (x->dtype != TDM_F32 || w->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32)
+    return tdm__rule(op, "operands must be float32");
+  if (x->shape.rank != r + 2 || y->shape.rank != r + 2 || w->shape.rank != 3)
+    return tdm__rule(op, "x and y must have rank %d, w rank 3", (int)r + 2);
   const int64_t *a = op->iattr + 3;
   const int64_t C = x->shape.dims[1], O = y->shape.dims[1];
   if (groups < 1 || C % groups || O % groups) return tdm__rule(op, "channels do not match groups");

@@ -204,8 +204,7 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
         const int32_t *x0 = (const int32_t *)in[0].data + oa, *x1 = (const int32_t *)in[1].data + ob;
         for (int64_t i = 0; i < n; i++) y[i] = i64_compare(code, x0[i * sa], x1[i * sb]);
       } else {
-        for (int64_t i = 0; i < n; i++)
-          y[i] = compare(code, load_as_double(&in[0], oa + i * sa), load_as_double(&in[1], ob + i * sb));
+        for (int64_t i = 0; i < n; i++) y[i] = compare(code, load_as_double(&in[0], oa + i * sa), load_as_double(&in[1], ob + i * sb));
       }
     } else if (out->dtype == TDM_F32) {
       const float *x0 = (const float *)in[0].data + oa, *x1 = (const float *)in[1].data + ob;
@@ -228,8 +227,7 @@ static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
 
 static tdm_status check_arity(const tdm_op *op, uint32_t n_in, uint32_t n_out) {
   if (op->n_in != n_in || op->n_out != n_out)
-    return tdm__rule(op, "takes %u inputs and %u outputs, the file gives %u and %u", n_in, n_out,
-                     op->n_in, op->n_out);
+    return tdm__rule(op, "takes %u inputs and %u outputs, the file gives %u and %u", n_in, n_out, op->n_in, op->n_out);
   return TDM_OK;
 }
 
@@ -239,8 +237,7 @@ static tdm_status binary_check(const tdm_method *m, const tdm_op *op) {
   const tdm_value *a = TDM_VAL(m, op, 0), *b = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   const int code = op->def->code;
   if (a->dtype != b->dtype)
-    return tdm__rule(op, "inputs have dtypes %s and %s; they must match", tdm_dtype_name(a->dtype),
-                     tdm_dtype_name(b->dtype));
+    return tdm__rule(op, "inputs have dtypes %s and %s; they must match", tdm_dtype_name(a->dtype), tdm_dtype_name(b->dtype));
   if (is_compare(code)) {
     if (y->dtype != TDM_BOOL) return tdm__rule(op, "output must be bool");
   } else {
@@ -318,9 +315,9 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
     for (int64_t i = 0; i < n; i++) {
       const int32_t v = x[i];
       y[i] = code == TDM_U_NEG ? (int32_t)(0 - (uint32_t)v)
-           : code == TDM_U_ABS ? (v < 0 ? (int32_t)(0 - (uint32_t)v) : v)
-           : code == TDM_U_RELU ? (v > 0 ? v : 0)
-           : v; /* floor, ceil of integers */
+          : code == TDM_U_ABS  ? (v < 0 ? (int32_t)(0 - (uint32_t)v) : v)
+          : code == TDM_U_RELU ? (v > 0 ? v : 0)
+                               : v; /* floor, ceil of integers */
     }
   } else {
     const int64_t *x = in[0].data;
@@ -328,9 +325,9 @@ static tdm_status unary_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
     for (int64_t i = 0; i < n; i++) {
       int64_t v = x[i];
       y[i] = code == TDM_U_NEG ? (int64_t)(0 - (uint64_t)v)
-           : code == TDM_U_ABS ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
-           : code == TDM_U_RELU ? (v > 0 ? v : 0)
-           : v; /* floor, ceil of integers */
+          : code == TDM_U_ABS  ? (v < 0 ? (int64_t)(0 - (uint64_t)v) : v)
+          : code == TDM_U_RELU ? (v > 0 ? v : 0)
+                               : v; /* floor, ceil of integers */
     }
   }
   return TDM_OK;
@@ -356,16 +353,14 @@ static tdm_status where_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   bcast b;
   bcast_init(&b, out->shape, in, 3);
   bcast_it it;
-  const int64_t n = bcast_rowlen(&b), sc = bcast_inner(&b, 0), sa = bcast_inner(&b, 1),
-                sb = bcast_inner(&b, 2);
+  const int64_t n = bcast_rowlen(&b), sc = bcast_inner(&b, 0), sa = bcast_inner(&b, 1), sb = bcast_inner(&b, 2);
   const size_t es = tdm_dtype_size(out->dtype);
   for (bcast_begin(&b, &it); it.row < it.n_rows; bcast_next(&b, &it)) {
     const uint8_t *c = (const uint8_t *)in[0].data + it.offs[0];
     const uint8_t *x = (const uint8_t *)in[1].data + it.offs[1] * es;
     const uint8_t *z = (const uint8_t *)in[2].data + it.offs[2] * es;
     uint8_t *y = (uint8_t *)out->data + it.row * n * es;
-    for (int64_t i = 0; i < n; i++)
-      memcpy(y + i * es, c[i * sc] ? x + i * sa * es : z + i * sb * es, es);
+    for (int64_t i = 0; i < n; i++) memcpy(y + i * es, c[i * sc] ? x + i * sa * es : z + i * sb * es, es);
   }
   return TDM_OK;
 }
@@ -373,13 +368,11 @@ static tdm_status where_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
 static tdm_status where_check(const tdm_method *m, const tdm_op *op) {
   tdm_status s = check_arity(op, 3, 1);
   if (s) return s;
-  const tdm_value *c = TDM_VAL(m, op, 0), *a = TDM_VAL(m, op, 1), *b = TDM_VAL(m, op, 2),
-                  *y = TDM_OUTVAL(m, op, 0);
+  const tdm_value *c = TDM_VAL(m, op, 0), *a = TDM_VAL(m, op, 1), *b = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
   if (c->dtype != TDM_BOOL) return tdm__rule(op, "condition must be bool");
   if (a->dtype != b->dtype || a->dtype != y->dtype) return tdm__rule(op, "value dtypes must match");
   tdm_shape t, u;
-  if (!tdm__broadcast(&c->shape, &a->shape, &t) || !tdm__broadcast(&t, &b->shape, &u) ||
-      !tdm__shape_eq(&u, &y->shape))
+  if (!tdm__broadcast(&c->shape, &a->shape, &t) || !tdm__broadcast(&t, &b->shape, &u) || !tdm__shape_eq(&u, &y->shape))
     return tdm__rule(op, "shapes do not broadcast to the output shape");
   return TDM_OK;
 }
@@ -417,16 +410,13 @@ static tdm_status cast_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
   const bool from_float = in[0].dtype == TDM_F32;
   for (int64_t i = 0; i < n; i++) {
     switch (out->dtype) {
-      case TDM_F32:
-        ((float *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] : (float)load_as_i64(&in[0], i);
-        break;
+      case TDM_F32: ((float *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] : (float)load_as_i64(&in[0], i); break;
       case TDM_I64: ((int64_t *)out->data)[i] = load_as_i64(&in[0], i); break;
       case TDM_I32:
-        ((int32_t *)out->data)[i] = from_float ? f32_to_i32(((const float *)in[0].data)[i])
-                                               : (int32_t)(uint32_t)(uint64_t)load_as_i64(&in[0], i);
+        ((int32_t *)out->data)[i] =
+            from_float ? f32_to_i32(((const float *)in[0].data)[i]) : (int32_t)(uint32_t)(uint64_t)load_as_i64(&in[0], i);
         break;
-      default:
-        ((uint8_t *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] != 0 : load_as_i64(&in[0], i) != 0;
+      default: ((uint8_t *)out->data)[i] = from_float ? ((const float *)in[0].data)[i] != 0 : load_as_i64(&in[0], i) != 0;
     }
   }
   return TDM_OK;
@@ -481,8 +471,7 @@ static tdm_status copy_check(const tdm_method *m, const tdm_op *op) {
   tdm_status s = check_arity(op, 1, 1);
   if (s) return s;
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
-  if (x->dtype != y->dtype || x->numel != y->numel)
-    return tdm__rule(op, "input and output must have the same dtype and element count");
+  if (x->dtype != y->dtype || x->numel != y->numel) return tdm__rule(op, "input and output must have the same dtype and element count");
   return TDM_OK;
 }
 
@@ -511,17 +500,46 @@ static tdm_status classify_check(const tdm_method *m, const tdm_op *op) {
 #define UN(name, code) TDM_OP(name, code, unary_check, unary_run)
 
 const tdm_opdef tdm__elementwise_ops[] = {
-    BIN(add, TDM_B_ADD), BIN(sub, TDM_B_SUB), BIN(mul, TDM_B_MUL), BIN(div, TDM_B_DIV),
-    BIN(maximum, TDM_B_MAX), BIN(minimum, TDM_B_MIN), BIN(pow, TDM_B_POW), BIN(remainder, TDM_B_REM),
-    BIN(eq, TDM_B_EQ), BIN(ne, TDM_B_NE), BIN(lt, TDM_B_LT), BIN(le, TDM_B_LE), BIN(gt, TDM_B_GT),
-    BIN(ge, TDM_B_GE), BIN(logical_and, TDM_B_AND), BIN(logical_or, TDM_B_OR),
-    BIN(floor_divide, TDM_B_FLOORDIV), BIN(trunc_divide, TDM_B_TRUNCDIV),
-    UN(neg, TDM_U_NEG), UN(abs, TDM_U_ABS), UN(exp, TDM_U_EXP), UN(log, TDM_U_LOG), UN(sqrt, TDM_U_SQRT),
-    UN(rsqrt, TDM_U_RSQRT), UN(sin, TDM_U_SIN), UN(cos, TDM_U_COS), UN(tanh, TDM_U_TANH),
-    UN(sigmoid, TDM_U_SIGMOID), UN(relu, TDM_U_RELU), UN(gelu, TDM_U_GELU),
-    UN(gelu_tanh, TDM_U_GELU_TANH), UN(silu, TDM_U_SILU), UN(erf, TDM_U_ERF),
-    UN(reciprocal, TDM_U_RECIP), UN(floor, TDM_U_FLOOR), UN(ceil, TDM_U_CEIL),
-    UN(logical_not, TDM_U_NOT), UN(log1p, TDM_U_LOG1P), UN(hardswish, TDM_U_HARDSWISH), UN(hardsigmoid, TDM_U_HARDSIGMOID),
+    BIN(add, TDM_B_ADD),
+    BIN(sub, TDM_B_SUB),
+    BIN(mul, TDM_B_MUL),
+    BIN(div, TDM_B_DIV),
+    BIN(maximum, TDM_B_MAX),
+    BIN(minimum, TDM_B_MIN),
+    BIN(pow, TDM_B_POW),
+    BIN(remainder, TDM_B_REM),
+    BIN(eq, TDM_B_EQ),
+    BIN(ne, TDM_B_NE),
+    BIN(lt, TDM_B_LT),
+    BIN(le, TDM_B_LE),
+    BIN(gt, TDM_B_GT),
+    BIN(ge, TDM_B_GE),
+    BIN(logical_and, TDM_B_AND),
+    BIN(logical_or, TDM_B_OR),
+    BIN(floor_divide, TDM_B_FLOORDIV),
+    BIN(trunc_divide, TDM_B_TRUNCDIV),
+    UN(neg, TDM_U_NEG),
+    UN(abs, TDM_U_ABS),
+    UN(exp, TDM_U_EXP),
+    UN(log, TDM_U_LOG),
+    UN(sqrt, TDM_U_SQRT),
+    UN(rsqrt, TDM_U_RSQRT),
+    UN(sin, TDM_U_SIN),
+    UN(cos, TDM_U_COS),
+    UN(tanh, TDM_U_TANH),
+    UN(sigmoid, TDM_U_SIGMOID),
+    UN(relu, TDM_U_RELU),
+    UN(gelu, TDM_U_GELU),
+    UN(gelu_tanh, TDM_U_GELU_TANH),
+    UN(silu, TDM_U_SILU),
+    UN(erf, TDM_U_ERF),
+    UN(reciprocal, TDM_U_RECIP),
+    UN(floor, TDM_U_FLOOR),
+    UN(ceil, TDM_U_CEIL),
+    UN(logical_not, TDM_U_NOT),
+    UN(log1p, TDM_U_LOG1P),
+    UN(hardswish, TDM_U_HARDSWISH),
+    UN(hardsigmoid, TDM_U_HARDSIGMOID),
     TDM_OP(where, 0, where_check, where_run),
     TDM_OP(cast, 0, cast_check, cast_run),
     TDM_OP(fill, 0, fill_check, fill_run),

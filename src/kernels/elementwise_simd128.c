@@ -40,17 +40,16 @@ bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
   const v128_t three = wasm_f32x4_splat(3.0f), six = wasm_f32x4_splat(6.0f);
   int64_t i = 0;
-#define UNARY_LOOP(EXPR)                                                            \
-  for (; i + 4 <= n; i += 4) {                                                      \
-    const v128_t v = wasm_v128_load(x + i);                                         \
-    wasm_v128_store(y + i, (EXPR));                                                 \
-  }                                                                                 \
+#define UNARY_LOOP(EXPR) \
+  for (; i + 4 <= n; i += 4) { \
+    const v128_t v = wasm_v128_load(x + i); \
+    wasm_v128_store(y + i, (EXPR)); \
+  } \
   break
   switch (code) {
     case TDM_U_NEG: UNARY_LOOP(wasm_f32x4_neg(v));
     case TDM_U_ABS: UNARY_LOOP(wasm_f32x4_abs(v));
-    case TDM_U_RELU: /* x > 0 or NaN: x; else 0 */
-      UNARY_LOOP(wasm_v128_and(v, wasm_v128_or(wasm_f32x4_gt(v, zero), wasm_f32x4_ne(v, v))));
+    case TDM_U_RELU: /* x > 0 or NaN: x; else 0 */ UNARY_LOOP(wasm_v128_and(v, wasm_v128_or(wasm_f32x4_gt(v, zero), wasm_f32x4_ne(v, v))));
     case TDM_U_SQRT: UNARY_LOOP(wasm_f32x4_sqrt(v));
     case TDM_U_RSQRT: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_sqrt(v)));
     case TDM_U_RECIP: UNARY_LOOP(wasm_f32x4_div(one, v));
@@ -62,15 +61,15 @@ bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
       UNARY_LOOP(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.5f), v),
                                 wasm_f32x4_add(one, tdm_f32x4_erf(wasm_f32x4_mul(v, wasm_f32x4_splat(0.70710678118654752f))))));
     case TDM_U_TANH: /* 1 - 2 / (e^2x + 1); x itself where |x| < 4e-4 (tanh x = x (1 - x²/3 ...): keeps -0 and tiny x) */
-      UNARY_LOOP(wasm_v128_bitselect(v, wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))),
+      UNARY_LOOP(wasm_v128_bitselect(v,
+                                     wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))),
                                      wasm_f32x4_lt(wasm_f32x4_abs(v), wasm_f32x4_splat(4e-4f))));
     case TDM_U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     case TDM_U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     /* pmax(t, 0) = t < 0 ? 0 : t and pmin(t, 6) = 6 < t ? 6 : t: the scalar clamp, NaN kept; exact */
     case TDM_U_HARDSWISH:
       UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_mul(v, wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six)), six));
-    case TDM_U_HARDSIGMOID:
-      UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six), six));
+    case TDM_U_HARDSIGMOID: UNARY_LOOP(wasm_f32x4_div(wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_add(v, three), zero), six), six));
     default: return false;
   }
 #undef UNARY_LOOP

@@ -39,30 +39,29 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
  * 32-bit counter (indexing with the 64-bit k costs about 6 more integer instructions per step
  * under V8, measured 6-15% slower). Each row's accumulators see the same products in the same
  * order whatever R is, so a row's result does not depend on the tile it falls in. */
-#define GEMM_ROW(R, r)                                                                         \
-  if (R > r) {                                                                                 \
-    x = wasm_f32x4_splat(*a##r);                                                               \
-    c##r##0 = tdm_madd(x, b0, c##r##0);                                                        \
-    c##r##1 = tdm_madd(x, b1, c##r##1);                                                        \
+#define GEMM_ROW(R, r) \
+  if (R > r) { \
+    x = wasm_f32x4_splat(*a##r); \
+    c##r##0 = tdm_madd(x, b0, c##r##0); \
+    c##r##1 = tdm_madd(x, b1, c##r##1); \
   }
-#define GEMM_TILE(R, PB0, PBSTEP, LOADB)                                                       \
-  do {                                                                                         \
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,   \
-           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;                   \
-    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *a4 = a3 + K,       \
-                *a5 = a4 + K, *pb = (PB0);                                                     \
+#define GEMM_TILE(R, PB0, PBSTEP, LOADB) \
+  do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, \
+           c50 = c00, c51 = c00; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *a4 = a3 + K, *a5 = a4 + K, *pb = (PB0); \
     for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, a4++, a5++, pb += (PBSTEP)) { \
-      v128_t b0, b1, x;                                                                        \
-      LOADB;                                                                                   \
-      GEMM_ROW(R, 0) GEMM_ROW(R, 1) GEMM_ROW(R, 2) GEMM_ROW(R, 3) GEMM_ROW(R, 4) GEMM_ROW(R, 5)  \
-    }                                                                                          \
-    const int64_t n = N - j;                                                                   \
-    tdm_store8(y + i * ldy + j, c00, c01, n);                                                  \
-    if (R > 1) tdm_store8(y + (i + 1) * ldy + j, c10, c11, n);                                 \
-    if (R > 2) tdm_store8(y + (i + 2) * ldy + j, c20, c21, n);                                 \
-    if (R > 3) tdm_store8(y + (i + 3) * ldy + j, c30, c31, n);                                 \
-    if (R > 4) tdm_store8(y + (i + 4) * ldy + j, c40, c41, n);                                 \
-    if (R > 5) tdm_store8(y + (i + 5) * ldy + j, c50, c51, n);                                 \
+      v128_t b0, b1, x; \
+      LOADB; \
+      GEMM_ROW(R, 0) GEMM_ROW(R, 1) GEMM_ROW(R, 2) GEMM_ROW(R, 3) GEMM_ROW(R, 4) GEMM_ROW(R, 5) \
+    } \
+    const int64_t n = N - j; \
+    tdm_store8(y + i * ldy + j, c00, c01, n); \
+    if (R > 1) tdm_store8(y + (i + 1) * ldy + j, c10, c11, n); \
+    if (R > 2) tdm_store8(y + (i + 2) * ldy + j, c20, c21, n); \
+    if (R > 3) tdm_store8(y + (i + 3) * ldy + j, c30, c31, n); \
+    if (R > 4) tdm_store8(y + (i + 4) * ldy + j, c40, c41, n); \
+    if (R > 5) tdm_store8(y + (i + 5) * ldy + j, c50, c51, n); \
   } while (0)
 
 /* The tall tile's rows (the last 1 to 3 rows of M in one tile of that height, so a 2-row GEMM
@@ -75,14 +74,14 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
 #else
 #define GEMM_TALL 4
 #endif
-#define GEMM_ROWS(PB0, PBSTEP, LOADB)                                                          \
-  do {                                                                                         \
-    int64_t i = 0;                                                                             \
-    for (; i + GEMM_TALL <= M; i += GEMM_TALL) GEMM_TILE(GEMM_TALL, PB0, PBSTEP, LOADB);        \
-    for (; i + 4 <= M; i += 4) GEMM_TILE(4, PB0, PBSTEP, LOADB);                                \
-    if (M - i == 3) GEMM_TILE(3, PB0, PBSTEP, LOADB);                                           \
-    else if (M - i == 2) GEMM_TILE(2, PB0, PBSTEP, LOADB);                                      \
-    else if (M - i == 1) GEMM_TILE(1, PB0, PBSTEP, LOADB);                                      \
+#define GEMM_ROWS(PB0, PBSTEP, LOADB) \
+  do { \
+    int64_t i = 0; \
+    for (; i + GEMM_TALL <= M; i += GEMM_TALL) GEMM_TILE(GEMM_TALL, PB0, PBSTEP, LOADB); \
+    for (; i + 4 <= M; i += 4) GEMM_TILE(4, PB0, PBSTEP, LOADB); \
+    if (M - i == 3) GEMM_TILE(3, PB0, PBSTEP, LOADB); \
+    else if (M - i == 2) GEMM_TILE(2, PB0, PBSTEP, LOADB); \
+    else if (M - i == 1) GEMM_TILE(1, PB0, PBSTEP, LOADB); \
   } while (0)
 
 #define GEMM_TAIL_K 1024 /* the partial panel's stack copy: at most 32 KiB */
@@ -122,8 +121,7 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
     const float *p0 = bp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8, *ak = a;
     const float *q0 = p0 + half * 8, *q1 = p1 + half * 8, *q2 = p2 + half * 8, *q3 = p3 + half * 8, *bk = a + half;
     v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-#define GEMV_STEP2(S, P, Q, O)                                                                              \
-  S = tdm_madd2(S, x, wasm_v128_load((P) + (O)), z, wasm_v128_load((Q) + (O)))
+#define GEMV_STEP2(S, P, Q, O) S = tdm_madd2(S, x, wasm_v128_load((P) + (O)), z, wasm_v128_load((Q) + (O)))
     for (size_t kk = half; kk > 0; kk--, ak++, bk++, p0 += 8, p1 += 8, p2 += 8, p3 += 8, q0 += 8, q1 += 8, q2 += 8, q3 += 8) {
       const v128_t x = wasm_f32x4_splat(*ak), z = wasm_f32x4_splat(*bk);
       GEMV_STEP2(s0, p0, q0, 0);
@@ -177,47 +175,47 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
  * GEMV), two panels side by side so each splat of a row's a[k] serves 16 columns: four weight
  * streams in flight instead of the tiles' one. A panel's arithmetic is the same whether it runs
  * with a neighbour or alone (the last, odd panel), so any split by columns gives the same bits. */
-#define GEMV2_PANELS(NP)                                                                                      \
-  do {                                                                                                        \
-    const float *p0 = bp + (j / 8) * K * 8, *p1 = p0 + K * 8, *q0 = p0 + half * 8, *q1 = p1 + half * 8;   \
-    const float *ak = a, *bk = a + half;                                                                      \
+#define GEMV2_PANELS(NP) \
+  do { \
+    const float *p0 = bp + (j / 8) * K * 8, *p1 = p0 + K * 8, *q0 = p0 + half * 8, *q1 = p1 + half * 8; \
+    const float *ak = a, *bk = a + half; \
     v128_t s00 = wasm_f32x4_splat(0), s01 = s00, s10 = s00, s11 = s00, t00 = s00, t01 = s00, t10 = s00, t11 = s00; \
-    for (size_t kk = half; kk > 0; kk--, ak++, bk++, p0 += 8, p1 += 8, q0 += 8, q1 += 8) {                   \
-      const v128_t x0 = wasm_f32x4_splat(ak[0]), x1 = wasm_f32x4_splat(ak[K]);                               \
-      const v128_t z0 = wasm_f32x4_splat(bk[0]), z1 = wasm_f32x4_splat(bk[K]);                               \
+    for (size_t kk = half; kk > 0; kk--, ak++, bk++, p0 += 8, p1 += 8, q0 += 8, q1 += 8) { \
+      const v128_t x0 = wasm_f32x4_splat(ak[0]), x1 = wasm_f32x4_splat(ak[K]); \
+      const v128_t z0 = wasm_f32x4_splat(bk[0]), z1 = wasm_f32x4_splat(bk[K]); \
       const v128_t P0 = wasm_v128_load(p0), P1 = wasm_v128_load(p0 + 4), Q0 = wasm_v128_load(q0), Q1 = wasm_v128_load(q0 + 4); \
-      s00 = tdm_madd2(s00, x0, P0, z0, Q0);                                                                  \
-      s01 = tdm_madd2(s01, x0, P1, z0, Q1);                                                                  \
-      t00 = tdm_madd2(t00, x1, P0, z1, Q0);                                                                  \
-      t01 = tdm_madd2(t01, x1, P1, z1, Q1);                                                                  \
-      if (NP > 1) {                                                                                           \
+      s00 = tdm_madd2(s00, x0, P0, z0, Q0); \
+      s01 = tdm_madd2(s01, x0, P1, z0, Q1); \
+      t00 = tdm_madd2(t00, x1, P0, z1, Q0); \
+      t01 = tdm_madd2(t01, x1, P1, z1, Q1); \
+      if (NP > 1) { \
         const v128_t R0 = wasm_v128_load(p1), R1 = wasm_v128_load(p1 + 4), S0 = wasm_v128_load(q1), S1 = wasm_v128_load(q1 + 4); \
-        s10 = tdm_madd2(s10, x0, R0, z0, S0);                                                                \
-        s11 = tdm_madd2(s11, x0, R1, z0, S1);                                                                \
-        t10 = tdm_madd2(t10, x1, R0, z1, S0);                                                                \
-        t11 = tdm_madd2(t11, x1, R1, z1, S1);                                                                \
-      }                                                                                                       \
-    }                                                                                                         \
-    if (K & 1) { /* the last k of an odd K: q0, q1 point at it */                                             \
-      const v128_t x0 = wasm_f32x4_splat(a[K - 1]), x1 = wasm_f32x4_splat(a[2 * K - 1]);                      \
-      s00 = tdm_madd(x0, wasm_v128_load(q0), s00);                                                            \
-      s01 = tdm_madd(x0, wasm_v128_load(q0 + 4), s01);                                                        \
-      t00 = tdm_madd(x1, wasm_v128_load(q0), t00);                                                            \
-      t01 = tdm_madd(x1, wasm_v128_load(q0 + 4), t01);                                                        \
-      if (NP > 1) {                                                                                           \
-        s10 = tdm_madd(x0, wasm_v128_load(q1), s10);                                                          \
-        s11 = tdm_madd(x0, wasm_v128_load(q1 + 4), s11);                                                      \
-        t10 = tdm_madd(x1, wasm_v128_load(q1), t10);                                                          \
-        t11 = tdm_madd(x1, wasm_v128_load(q1 + 4), t11);                                                      \
-      }                                                                                                       \
-    }                                                                                                         \
-    const int64_t n0 = N - j < 8 ? N - j : 8;                                                                 \
-    tdm_store8(y + j, s00, s01, n0);                                                                          \
-    tdm_store8(y + ldy + j, t00, t01, n0);                                                                    \
-    if (NP > 1) {                                                                                             \
-      tdm_store8(y + j + 8, s10, s11, N - j - 8);                                                             \
-      tdm_store8(y + ldy + j + 8, t10, t11, N - j - 8);                                                       \
-    }                                                                                                         \
+        s10 = tdm_madd2(s10, x0, R0, z0, S0); \
+        s11 = tdm_madd2(s11, x0, R1, z0, S1); \
+        t10 = tdm_madd2(t10, x1, R0, z1, S0); \
+        t11 = tdm_madd2(t11, x1, R1, z1, S1); \
+      } \
+    } \
+    if (K & 1) { /* the last k of an odd K: q0, q1 point at it */ \
+      const v128_t x0 = wasm_f32x4_splat(a[K - 1]), x1 = wasm_f32x4_splat(a[2 * K - 1]); \
+      s00 = tdm_madd(x0, wasm_v128_load(q0), s00); \
+      s01 = tdm_madd(x0, wasm_v128_load(q0 + 4), s01); \
+      t00 = tdm_madd(x1, wasm_v128_load(q0), t00); \
+      t01 = tdm_madd(x1, wasm_v128_load(q0 + 4), t01); \
+      if (NP > 1) { \
+        s10 = tdm_madd(x0, wasm_v128_load(q1), s10); \
+        s11 = tdm_madd(x0, wasm_v128_load(q1 + 4), s11); \
+        t10 = tdm_madd(x1, wasm_v128_load(q1), t10); \
+        t11 = tdm_madd(x1, wasm_v128_load(q1 + 4), t11); \
+      } \
+    } \
+    const int64_t n0 = N - j < 8 ? N - j : 8; \
+    tdm_store8(y + j, s00, s01, n0); \
+    tdm_store8(y + ldy + j, t00, t01, n0); \
+    if (NP > 1) { \
+      tdm_store8(y + j + 8, s10, s11, N - j - 8); \
+      tdm_store8(y + ldy + j + 8, t10, t11, N - j - 8); \
+    } \
   } while (0)
 
 static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {

@@ -36,14 +36,12 @@ void tdm_f32_gemm_packed_few_4x8__simd128(int64_t M, int64_t N, int64_t K, const
 void tdm_f32_gemm_rows__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 void tdm_f32_gemm_packed__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 void tdm_f32_gemm_packed_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
-void tdm_f32_conv_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy);
+void tdm_f32_conv_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy);
 /* AVX-512F (and AVX2, FMA): 8x32 tiles over whole groups of four panels, the AVX2 kernel for the
  * rest, the same bits as the AVX2 variants (call only where tdm_cpu_avx512). M = 1 is the AVX2 GEMV. */
 void tdm_f32_gemm_packed__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 void tdm_f32_gemm_packed_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
-void tdm_f32_conv_gemm__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                               int64_t ldy);
+void tdm_f32_conv_gemm__avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy);
 #endif
 
 /* The variants the runtime uses (src/kernels/config.c). */

@@ -39,53 +39,56 @@ static inline AVX2 __m256 load_n(const float *p, int64_t n) {
  * one (P = 1); B's rows are BSTEP floats apart (8 in a packed panel, N in a row-major b). The
  * accumulators start at bias[i + r] or 0; y's rows are ldy apart, n columns of the two panels
  * valid (the rest not stored). LOADB loads b0 (and b1) from pb. */
-#define AVX_ROW(R, P, r)                                                                              \
-  if (R > r) {                                                                                      \
-    x = _mm256_broadcast_ss(a##r);                                                                  \
-    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);                                                      \
-    if (P > 1) c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);                                           \
+#define AVX_ROW(R, P, r) \
+  if (R > r) { \
+    x = _mm256_broadcast_ss(a##r); \
+    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0); \
+    if (P > 1) c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1); \
   }
-#define AVX_INIT(R, P, r)                                                                             \
-  __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = c##r##0;                                          \
-  if (R > r) {                                                                                      \
-    if (k0 > 0) {                                                                                   \
-      c##r##0 = load_n(y + (i + r) * ldy + j, n);                                                   \
-      if (P > 1) c##r##1 = load_n(y + (i + r) * ldy + j + 8, n - 8);                                \
-    } else if (bias) {                                                                              \
-      c##r##0 = c##r##1 = _mm256_set1_ps(bias[i + r]);                                              \
-    }                                                                                               \
+#define AVX_INIT(R, P, r) \
+  __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = c##r##0; \
+  if (R > r) { \
+    if (k0 > 0) { \
+      c##r##0 = load_n(y + (i + r) * ldy + j, n); \
+      if (P > 1) c##r##1 = load_n(y + (i + r) * ldy + j + 8, n - 8); \
+    } else if (bias) { \
+      c##r##0 = c##r##1 = _mm256_set1_ps(bias[i + r]); \
+    } \
   }
-#define AVX_STORE(R, P, r)                                                                            \
-  if (R > r) {                                                                                      \
-    store_n(y + (i + r) * ldy + j, c##r##0, n);                                                     \
-    if (P > 1) store_n(y + (i + r) * ldy + j + 8, c##r##1, n - 8);                                  \
+#define AVX_STORE(R, P, r) \
+  if (R > r) { \
+    store_n(y + (i + r) * ldy + j, c##r##0, n); \
+    if (P > 1) store_n(y + (i + r) * ldy + j + 8, c##r##1, n - 8); \
   }
-#define AVX_TILE(R, P, LOADB, BSTEP)                                                                \
-  do {                                                                                              \
-    AVX_INIT(R, P, 0) AVX_INIT(R, P, 1) AVX_INIT(R, P, 2) AVX_INIT(R, P, 3) AVX_INIT(R, P, 4) AVX_INIT(R, P, 5)     \
-    const float *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda,  \
-                *a5 = a4 + lda, *pb = p0;                                                           \
-    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, a4++, a5++, pb += (BSTEP)) {  \
-      __m256 b0, b1, x;                                                                             \
-      LOADB;                                                                                        \
-      (void)b1;                                                                                     \
-      AVX_ROW(R, P, 0) AVX_ROW(R, P, 1) AVX_ROW(R, P, 2) AVX_ROW(R, P, 3) AVX_ROW(R, P, 4) AVX_ROW(R, P, 5)           \
-    }                                                                                               \
+/* The rows of macro calls below read as a table, which clang-format cannot settle on. */
+/* clang-format off */
+#define AVX_TILE(R, P, LOADB, BSTEP) \
+  do { \
+    AVX_INIT(R, P, 0) AVX_INIT(R, P, 1) AVX_INIT(R, P, 2) AVX_INIT(R, P, 3) AVX_INIT(R, P, 4) AVX_INIT(R, P, 5) \
+    const float *a0 = a + i * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda, *a4 = a3 + lda, *a5 = a4 + lda; \
+    const float *pb = p0; \
+    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, a4++, a5++, pb += (BSTEP)) { \
+      __m256 b0, b1, x; \
+      LOADB; \
+      (void)b1; \
+      AVX_ROW(R, P, 0) AVX_ROW(R, P, 1) AVX_ROW(R, P, 2) AVX_ROW(R, P, 3) AVX_ROW(R, P, 4) AVX_ROW(R, P, 5) \
+    } \
     AVX_STORE(R, P, 0) AVX_STORE(R, P, 1) AVX_STORE(R, P, 2) AVX_STORE(R, P, 3) AVX_STORE(R, P, 4) AVX_STORE(R, P, 5) \
   } while (0)
+/* clang-format on */
 /* Every row of a for the panels at p0 (P of them): 6 rows at a time, then the last M % 6 in one
  * tile (each row's chain is the same in any tile). */
-#define AVX_ROWS(P, LOADB, BSTEP)                                                                   \
-  do {                                                                                              \
-    int64_t i = 0;                                                                                  \
-    for (; i + 6 <= M; i += 6) AVX_TILE(6, P, LOADB, BSTEP);                                        \
-    switch (M - i) {                                                                                \
-      case 5: AVX_TILE(5, P, LOADB, BSTEP); break;                                                  \
-      case 4: AVX_TILE(4, P, LOADB, BSTEP); break;                                                  \
-      case 3: AVX_TILE(3, P, LOADB, BSTEP); break;                                                  \
-      case 2: AVX_TILE(2, P, LOADB, BSTEP); break;                                                  \
-      case 1: AVX_TILE(1, P, LOADB, BSTEP); break;                                                  \
-    }                                                                                               \
+#define AVX_ROWS(P, LOADB, BSTEP) \
+  do { \
+    int64_t i = 0; \
+    for (; i + 6 <= M; i += 6) AVX_TILE(6, P, LOADB, BSTEP); \
+    switch (M - i) { \
+      case 5: AVX_TILE(5, P, LOADB, BSTEP); break; \
+      case 4: AVX_TILE(4, P, LOADB, BSTEP); break; \
+      case 3: AVX_TILE(3, P, LOADB, BSTEP); break; \
+      case 2: AVX_TILE(2, P, LOADB, BSTEP); break; \
+      case 1: AVX_TILE(1, P, LOADB, BSTEP); break; \
+    } \
   } while (0)
 
 #define LOAD_PACKED2 (b0 = _mm256_load_ps_u(pb), b1 = _mm256_load_ps_u(pb + PSTEP))
@@ -98,8 +101,8 @@ static inline AVX2 __m256 load_n(const float *p, int64_t n) {
  * accumulators of a later block start from what the earlier one stored (the same chain: a float
  * stored and loaded again is the same float). */
 #define KC 512
-static AVX2 void packed_tiles(int64_t M, int64_t N, int64_t K0, const float *a0_, int64_t lda, const float *bp, const float *bias,
-                              float *y, int64_t ldy) {
+static AVX2 void packed_tiles(int64_t M, int64_t N, int64_t K0, const float *a0_, int64_t lda, const float *bp, const float *bias, float *y,
+                              int64_t ldy) {
   for (int64_t k0 = 0; k0 < K0; k0 += KC) {
     const int64_t K = K0 - k0 < KC ? K0 - k0 : KC;
     const float *a = a0_ + k0;
@@ -117,7 +120,7 @@ AVX2 void tdm_f32_gemm_packed_tiles__avx2(int64_t M, int64_t N, int64_t K, const
 }
 
 AVX2 void tdm_f32_conv_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                             int64_t ldy) {
+                                  int64_t ldy) {
   packed_tiles(M, N, K, a, K, bp, bias, y, ldy);
 }
 
@@ -221,43 +224,40 @@ static inline AVX512 __m512 load16(const float *lo, const float *hi) {
   return _mm512_castpd_ps(_mm512_insertf64x4(l, _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
 }
 
-#define Z_INIT(R, r)                                                                                \
-  __m512 z##r##0 = _mm512_setzero_ps(), z##r##1 = z##r##0;                                          \
-  if (R > r) {                                                                                      \
-    if (k0 > 0) {                                                                                   \
-      z##r##0 = _mm512_loadu_ps(y + (i + r) * ldy + j);                                             \
-      z##r##1 = _mm512_loadu_ps(y + (i + r) * ldy + j + 16);                                        \
-    } else if (bias) {                                                                              \
-      z##r##0 = z##r##1 = _mm512_set1_ps(bias[i + r]);                                              \
-    }                                                                                               \
+#define Z_INIT(R, r) \
+  __m512 z##r##0 = _mm512_setzero_ps(), z##r##1 = z##r##0; \
+  if (R > r) { \
+    if (k0 > 0) { \
+      z##r##0 = _mm512_loadu_ps(y + (i + r) * ldy + j); \
+      z##r##1 = _mm512_loadu_ps(y + (i + r) * ldy + j + 16); \
+    } else if (bias) { \
+      z##r##0 = z##r##1 = _mm512_set1_ps(bias[i + r]); \
+    } \
   }
-#define Z_ROW(R, r)                                                                                 \
-  if (R > r) {                                                                                      \
-    const __m512 x = _mm512_set1_ps(a[(i + r) * lda + k]);                                          \
-    z##r##0 = _mm512_fmadd_ps(x, b0, z##r##0);                                                      \
-    z##r##1 = _mm512_fmadd_ps(x, b1, z##r##1);                                                      \
+#define Z_ROW(R, r) \
+  if (R > r) { \
+    const __m512 x = _mm512_set1_ps(a[(i + r) * lda + k]); \
+    z##r##0 = _mm512_fmadd_ps(x, b0, z##r##0); \
+    z##r##1 = _mm512_fmadd_ps(x, b1, z##r##1); \
   }
-#define Z_STORE(R, r)                                                                               \
-  if (R > r) {                                                                                      \
-    _mm512_storeu_ps(y + (i + r) * ldy + j, z##r##0);                                               \
-    _mm512_storeu_ps(y + (i + r) * ldy + j + 16, z##r##1);                                          \
+#define Z_STORE(R, r) \
+  if (R > r) { \
+    _mm512_storeu_ps(y + (i + r) * ldy + j, z##r##0); \
+    _mm512_storeu_ps(y + (i + r) * ldy + j + 16, z##r##1); \
   }
-#define Z_TILE(R)                                                                                   \
-  do {                                                                                              \
-    Z_INIT(R, 0) Z_INIT(R, 1) Z_INIT(R, 2) Z_INIT(R, 3) Z_INIT(R, 4) Z_INIT(R, 5) Z_INIT(R, 6)      \
-    Z_INIT(R, 7)                                                                                    \
-    const float *pb = p0;                                                                           \
-    for (int64_t k = 0; k < K; k++, pb += 8) {                                                      \
-      const __m512 b0 = load16(pb, pb + S), b1 = load16(pb + 2 * S, pb + 3 * S);                    \
+#define Z_TILE(R) \
+  do { \
+    Z_INIT(R, 0) Z_INIT(R, 1) Z_INIT(R, 2) Z_INIT(R, 3) Z_INIT(R, 4) Z_INIT(R, 5) Z_INIT(R, 6) Z_INIT(R, 7) const float *pb = p0; \
+    for (int64_t k = 0; k < K; k++, pb += 8) { \
+      const __m512 b0 = load16(pb, pb + S), b1 = load16(pb + 2 * S, pb + 3 * S); \
       Z_ROW(R, 0) Z_ROW(R, 1) Z_ROW(R, 2) Z_ROW(R, 3) Z_ROW(R, 4) Z_ROW(R, 5) Z_ROW(R, 6) Z_ROW(R, 7) \
-    }                                                                                               \
-    Z_STORE(R, 0) Z_STORE(R, 1) Z_STORE(R, 2) Z_STORE(R, 3) Z_STORE(R, 4) Z_STORE(R, 5)             \
-    Z_STORE(R, 6) Z_STORE(R, 7)                                                                     \
+    } \
+    Z_STORE(R, 0) Z_STORE(R, 1) Z_STORE(R, 2) Z_STORE(R, 3) Z_STORE(R, 4) Z_STORE(R, 5) Z_STORE(R, 6) Z_STORE(R, 7) \
   } while (0)
 
 #define KC512 256 /* four panels' block: 32 KiB, in L1 while every row tile walks it */
-static AVX512 void packed_tiles_512(int64_t M, int64_t N32, int64_t K0, const float *a0_, int64_t lda, const float *bp,
-                                    const float *bias, float *y, int64_t ldy) {
+static AVX512 void packed_tiles_512(int64_t M, int64_t N32, int64_t K0, const float *a0_, int64_t lda, const float *bp, const float *bias,
+                                    float *y, int64_t ldy) {
   const int64_t S = K0 * 8;
   for (int64_t k0 = 0; k0 < K0; k0 += KC512) {
     const int64_t K = K0 - k0 < KC512 ? K0 - k0 : KC512;
@@ -280,8 +280,8 @@ static AVX512 void packed_tiles_512(int64_t M, int64_t N32, int64_t K0, const fl
 }
 
 /* The whole columns in groups of 32 by the AVX-512 kernel, the rest by the AVX2 one. */
-static AVX512 void packed_tiles_avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
-                                       float *y, int64_t ldy) {
+static AVX512 void packed_tiles_avx512(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                                       int64_t ldy) {
   const int64_t N32 = N / 32 * 32;
   if (N32) packed_tiles_512(M, N32, K, a, K, bp, bias, y, ldy);
   if (N32 < N) packed_tiles(M, N - N32, K, a, K, bp + N32 * K, bias, y + N32, ldy);

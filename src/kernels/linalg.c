@@ -102,8 +102,12 @@ static void batches_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 static tdm_status matmul_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   const tdm_shape *as = in[0].shape, *bs = in[1].shape, *ys = out->shape;
-  batch_job j = {.M = as->dims[as->rank - 2], .K = as->dims[as->rank - 1], .N = bs->dims[bs->rank - 1],
-                 .a = in[0].data, .b = in[1].data, .y = out->data};
+  batch_job j = {.M = as->dims[as->rank - 2],
+                 .K = as->dims[as->rank - 1],
+                 .N = bs->dims[bs->rank - 1],
+                 .a = in[0].data,
+                 .b = in[1].data,
+                 .y = out->data};
   tdm_shape ab, bb;
   batch_shape(as, &ab);
   batch_shape(bs, &bb);
@@ -119,8 +123,7 @@ static tdm_status matmul_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
 static tdm_status matmul_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 2 || op->n_out != 1) return tdm__rule(op, "takes 2 inputs and 1 output");
   const tdm_value *a = TDM_VAL(m, op, 0), *b = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
-  if (a->dtype != TDM_F32 || b->dtype != TDM_F32 || y->dtype != TDM_F32)
-    return tdm__rule(op, "operands must be float32");
+  if (a->dtype != TDM_F32 || b->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "operands must be float32");
   if (a->shape.rank < 2 || b->shape.rank < 2) return tdm__rule(op, "operands must have rank >= 2");
   const int64_t K = a->shape.dims[a->shape.rank - 1];
   if (b->shape.dims[b->shape.rank - 2] != K) return tdm__rule(op, "inner dimensions differ");
@@ -184,7 +187,8 @@ static tdm_status embedding_packed_check(const tdm_method *m, const tdm_op *op) 
   if (op->n_in != 2 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes packed table, index, 1 output, [N]");
   const tdm_value *b = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   const int64_t N = op->iattr[0];
-  if (b->dtype != TDM_F32 || y->dtype != TDM_F32 || (ix->dtype != TDM_I64 && ix->dtype != TDM_I32)) return tdm__rule(op, "table and output float32, index int64 or int32");
+  if (b->dtype != TDM_F32 || y->dtype != TDM_F32 || (ix->dtype != TDM_I64 && ix->dtype != TDM_I32))
+    return tdm__rule(op, "table and output float32, index int64 or int32");
   if (b->shape.rank != 3 || b->shape.dims[2] != TDM_PANEL || N < 0 || b->shape.dims[0] != N / TDM_PANEL + (N % TDM_PANEL != 0))
     return tdm__rule(op, "table must be [ceil(N/8), K, 8]");
   if (N == 0 && ix->numel > 0) return tdm__rule(op, "indexing an empty table");

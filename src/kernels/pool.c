@@ -16,11 +16,13 @@ tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tenso
 }
 
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr < 1) return tdm__rule(op, "takes 1 input, 1 output, [r, kernel, stride, padding, dilation, count_include_pad]");
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr < 1)
+    return tdm__rule(op, "takes 1 input, 1 output, [r, kernel, stride, padding, dilation, count_include_pad]");
   const int64_t r = op->iattr[0];
   if ((r != 1 && r != 2) || op->n_iattr != 2 + 4 * (uint32_t)r) return tdm__rule(op, "bad spatial rank or attribute count");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
-  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must be float32 of rank %d", (int)r + 2);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || x->shape.rank != r + 2 || y->shape.rank != r + 2)
+    return tdm__rule(op, "x and y must be float32 of rank %d", (int)r + 2);
   if (y->shape.dims[0] != x->shape.dims[0] || y->shape.dims[1] != x->shape.dims[1]) return tdm__rule(op, "output must be [N, C, ...]");
   const int64_t *a = op->iattr + 1;
   for (int i = 0; i < r; i++) {
@@ -30,4 +32,3 @@ tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op) {
   }
   return TDM_OK;
 }
-

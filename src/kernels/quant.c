@@ -114,8 +114,8 @@ bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float
   return true;
 }
 
-void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                             const uint8_t *qp, const float *scale, float *y) {
+void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                             const float *scale, float *y) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   (void)xsum;
   for (int64_t j = 0; j < N; j++) {
@@ -158,8 +158,8 @@ static inline v128_t f32x4_of_q4(v128_t u, int hi) {
 
 /* The 32 columns of four panels' sums s0..s7 times their column scales at y, or only the first n
  * (the fourth panel may be partial: 24 < n). */
-static inline void store32_scaled(float *y, const float *sc, v128_t s0, v128_t s1, v128_t s2, v128_t s3, v128_t s4, v128_t s5,
-                                  v128_t s6, v128_t s7, int64_t n) {
+static inline void store32_scaled(float *y, const float *sc, v128_t s0, v128_t s1, v128_t s2, v128_t s3, v128_t s4, v128_t s5, v128_t s6,
+                                  v128_t s7, int64_t n) {
   tdm_store8(y, wasm_f32x4_mul(s0, wasm_v128_load(sc)), wasm_f32x4_mul(s1, wasm_v128_load(sc + 4)), 8);
   tdm_store8(y + 8, wasm_f32x4_mul(s2, wasm_v128_load(sc + 8)), wasm_f32x4_mul(s3, wasm_v128_load(sc + 12)), 8);
   tdm_store8(y + 16, wasm_f32x4_mul(s4, wasm_v128_load(sc + 16)), wasm_f32x4_mul(s5, wasm_v128_load(sc + 20)), 8);
@@ -177,8 +177,7 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
     v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
     for (size_t kk = (size_t)K; kk > 0; kk--, ak++, p0 += 8, p1 += 8, p2 += 8, p3 += 8) {
       const v128_t x = wasm_f32x4_splat(*ak);
-      const v128_t w0 = wasm_i16x8_load8x8(p0), w1 = wasm_i16x8_load8x8(p1), w2 = wasm_i16x8_load8x8(p2),
-                   w3 = wasm_i16x8_load8x8(p3);
+      const v128_t w0 = wasm_i16x8_load8x8(p0), w1 = wasm_i16x8_load8x8(p1), w2 = wasm_i16x8_load8x8(p2), w3 = wasm_i16x8_load8x8(p3);
       MULADD(s0, x, F32X4_OF_I16_LO(w0));
       MULADD(s1, x, F32X4_OF_I16_HI(w0));
       MULADD(s2, x, F32X4_OF_I16_LO(w1));
@@ -215,7 +214,9 @@ static inline void q8_dot_pair(v128_t b, v128_t x, v128_t *lo, v128_t *hi) {
 }
 
 /* A block's exact int32 sums into the float total, unfused (as the scalar reference rounds). */
-static inline v128_t q8_dot_total(v128_t t, v128_t s, v128_t d) { return wasm_f32x4_add(t, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), d)); }
+static inline v128_t q8_dot_total(v128_t t, v128_t s, v128_t d) {
+  return wasm_f32x4_add(t, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), d));
+}
 
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
   int64_t j = 0;
@@ -377,8 +378,9 @@ static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
  * written). Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in
  * magnitude: 16 of them fit), widened into 32-bit sums, minus 8·xsum[g]; then the group's total as
  * the scalar reference adds it. */
-static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, int64_t KB, int64_t NG, const int8_t *xq, const float *xs,
-                                 const int32_t *xsum, const uint8_t *p, const float *sc, float *y, int64_t n) {
+static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, int64_t KB, int64_t NG, const int8_t *xq,
+                                                                const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
+                                                                float *y, int64_t n) {
   v128_t t[4] = {wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0), wasm_f32x4_splat(0)};
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
@@ -417,50 +419,48 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t 
   if (np > 1) tdm_store8(y + 8, t[2], t[3], n - 8);
 }
 
-void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                              const uint8_t *qp, const float *scale, float *y) {
+void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                              const float *scale, float *y) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   int64_t j = 0;
-  for (; j + 8 < N; j += 16)
-    q4_dot_panels(2, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, N - j);
+  for (; j + 8 < N; j += 16) q4_dot_panels(2, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, N - j);
   for (; j < N; j += 8) q4_dot_panels(1, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, N - j);
 }
 #endif
 
 /* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
  * rows (R = 1 to 4); the column scales are applied at the end. */
-#define Q8_TILE(R)                                                                                 \
-  do {                                                                                             \
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,       \
-           c30 = c00, c31 = c00;                                                                   \
-    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;                         \
-    const int8_t *pb = panel;                                                                      \
-    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) {                   \
-      const v128_t w = wasm_i16x8_load8x8(pb), b0 = F32X4_OF_I16_LO(w), b1 = F32X4_OF_I16_HI(w);   \
-      v128_t x = wasm_f32x4_splat(*a0);                                                            \
-      MULADD(c00, x, b0);                                                                          \
-      MULADD(c01, x, b1);                                                                          \
-      if (R > 1) {                                                                                 \
-        x = wasm_f32x4_splat(*a1);                                                                 \
-        MULADD(c10, x, b0);                                                                        \
-        MULADD(c11, x, b1);                                                                        \
-      }                                                                                            \
-      if (R > 2) {                                                                                 \
-        x = wasm_f32x4_splat(*a2);                                                                 \
-        MULADD(c20, x, b0);                                                                        \
-        MULADD(c21, x, b1);                                                                        \
-      }                                                                                            \
-      if (R > 3) {                                                                                 \
-        x = wasm_f32x4_splat(*a3);                                                                 \
-        MULADD(c30, x, b0);                                                                        \
-        MULADD(c31, x, b1);                                                                        \
-      }                                                                                            \
-    }                                                                                              \
-    const int64_t n = N - j;                                                                       \
-    tdm_store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n);                   \
-    if (R > 1) tdm_store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n);  \
-    if (R > 2) tdm_store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n);  \
-    if (R > 3) tdm_store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n);  \
+#define Q8_TILE(R) \
+  do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K; \
+    const int8_t *pb = panel; \
+    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) { \
+      const v128_t w = wasm_i16x8_load8x8(pb), b0 = F32X4_OF_I16_LO(w), b1 = F32X4_OF_I16_HI(w); \
+      v128_t x = wasm_f32x4_splat(*a0); \
+      MULADD(c00, x, b0); \
+      MULADD(c01, x, b1); \
+      if (R > 1) { \
+        x = wasm_f32x4_splat(*a1); \
+        MULADD(c10, x, b0); \
+        MULADD(c11, x, b1); \
+      } \
+      if (R > 2) { \
+        x = wasm_f32x4_splat(*a2); \
+        MULADD(c20, x, b0); \
+        MULADD(c21, x, b1); \
+      } \
+      if (R > 3) { \
+        x = wasm_f32x4_splat(*a3); \
+        MULADD(c30, x, b0); \
+        MULADD(c31, x, b1); \
+      } \
+    } \
+    const int64_t n = N - j; \
+    tdm_store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n); \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n); \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n); \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n); \
   } while (0)
 
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
@@ -520,8 +520,10 @@ void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t 
         s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
       }
       const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
-      t0 = wasm_f32x4_add(t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
-      t1 = wasm_f32x4_add(t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
+      t0 = wasm_f32x4_add(
+          t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
+      t1 = wasm_f32x4_add(
+          t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
     }
     tdm_store8(y + j, t0, t1, N - j);
   }
@@ -615,32 +617,31 @@ static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, co
 
 /* Rows i..i+R-1, panel j / 8: each byte row's weights are widened and multiplied by their group's
  * scales once, then serve R rows. */
-#define Q4_TILE(R)                                                                                 \
-  do {                                                                                             \
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,       \
-           c30 = c00, c31 = c00;                                                                   \
-    for (int64_t k = 0; k < K; k += 2) {                                                           \
-      const float *sg = sc + (k / G) * 8;                                                          \
-      const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4);                           \
-      v128_t w0, w1;                                                                               \
-      q4_unpack8(panel + (k / 2) * 8, &w0, &w1);                                                   \
+#define Q4_TILE(R) \
+  do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
+    for (int64_t k = 0; k < K; k += 2) { \
+      const float *sg = sc + (k / G) * 8; \
+      const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4); \
+      v128_t w0, w1; \
+      q4_unpack8(panel + (k / 2) * 8, &w0, &w1); \
       const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w0), g1); \
       const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w1), g1); \
-      const bool two = k + 1 < K;                                                                  \
-      for (int r = 0; r < R; r++) {                                                                \
-        const float *ar = a + (i + r) * K + k;                                                     \
-        const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f);     \
-        v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30;                         \
-        v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31;                         \
-        *c0 = tdm_madd2(*c0, x0, b0, x1, d0);                                                   \
-        *c1 = tdm_madd2(*c1, x0, b1, x1, d1);                                                   \
-      }                                                                                            \
-    }                                                                                              \
-    const int64_t n = N - j;                                                                       \
-    tdm_store8(y + i * N + j, c00, c01, n);                                                            \
-    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n);                                           \
-    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n);                                           \
-    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n);                                           \
+      const bool two = k + 1 < K; \
+      for (int r = 0; r < R; r++) { \
+        const float *ar = a + (i + r) * K + k; \
+        const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f); \
+        v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30; \
+        v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31; \
+        *c0 = tdm_madd2(*c0, x0, b0, x1, d0); \
+        *c1 = tdm_madd2(*c1, x0, b1, x1, d1); \
+      } \
+    } \
+    const int64_t n = N - j; \
+    tdm_store8(y + i * N + j, c00, c01, n); \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n); \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n); \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n); \
   } while (0)
 
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
@@ -660,8 +661,7 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
   else tdm_q8_gemm_tiles_4x8__simd128(M, N, K, a, qp, scale, y);
 }
 
-void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
-                              float *y) {
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
   if (M == 1) q4_gemv__simd128(N, K, G, a, qp, scale, y);
   else tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
 }
@@ -670,7 +670,9 @@ void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const 
 
 /* ---- ops --------------------------------------------------------------------------------------- */
 
-static bool packed_n(int64_t N, int64_t panels) { return N >= 1 && N <= INT64_MAX - TDM_PANEL && panels == (N + TDM_PANEL - 1) / TDM_PANEL; }
+static bool packed_n(int64_t N, int64_t panels) {
+  return N >= 1 && N <= INT64_MAX - TDM_PANEL && panels == (N + TDM_PANEL - 1) / TDM_PANEL;
+}
 
 /* The int4 geometry: K values in ceil(K/2) byte rows, groups of G (even, so a group starts on a
  * byte), ceil(K/G) scales per column. */
@@ -721,8 +723,7 @@ static void q8_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const int8_t *qp = j->qp;
   if (j->G < 0) /* columns of a GEMV */
     tdm_q8_gemm(1, hi - lo, j->K, j->a, qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
-  else
-    tdm_q8_gemm_tiles(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+  else tdm_q8_gemm_tiles(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
 static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
@@ -730,10 +731,8 @@ static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   (void)t, (void)ws;
   const uint8_t *qp = j->qp;
   const int64_t G = j->G < 0 ? -j->G : j->G, KB = (j->K + 1) / 2, NG = j->K / G + (j->K % G != 0);
-  if (j->G < 0)
-    tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
-  else
-    tdm_q4_gemm_tiles(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+  if (j->G < 0) tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  else tdm_q4_gemm_tiles(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
 /* The integer-dot GEMV's columns [lo, hi), from the activations quantized once before the split
@@ -839,7 +838,8 @@ static tdm_status embedding_q_check(const tdm_method *m, const tdm_op *op, bool 
     return tdm__rule(op, q4 ? "takes packed q, scales, index, 1 output, [N, G]" : "takes packed q, scales, index, 1 output, [N]");
   const tdm_value *q = TDM_VAL(m, op, 0), *s = TDM_VAL(m, op, 1), *ix = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
   if (s->dtype != TDM_F32 || y->dtype != TDM_F32 || ix->dtype != TDM_I64 || q->dtype != (q4 ? TDM_I4X2 : TDM_I8))
-    return tdm__rule(op, q4 ? "scales and output float32, index int64, weights int4x2" : "scales and output float32, index int64, weights int8");
+    return tdm__rule(
+        op, q4 ? "scales and output float32, index int64, weights int4x2" : "scales and output float32, index int64, weights int8");
   if (ix->shape.rank + 1 > TDM_MAX_RANK || y->shape.rank != ix->shape.rank + 1) return tdm__rule(op, "output must be index.shape + [K]");
   const int64_t N = op->iattr[0], K = y->shape.dims[y->shape.rank - 1];
   if (q4) {

@@ -79,15 +79,44 @@ static double ln_unit(uint32_t k) {
 static void cos_sin_turn(uint32_t j, double *c_out, double *s_out) {
   const uint32_t q = j >> 22;
   const double x = (double)(j & 0x3fffffu) * (1.0 / 4194304.0) * 1.5707963267948966, x2 = x * x;
-  const double s = x * (1.0 + x2 * (-1.0 / 6.0 + x2 * (1.0 / 120.0 + x2 * (-1.0 / 5040.0 + x2 * (1.0 / 362880.0 +
-                   x2 * (-1.0 / 39916800.0 + x2 * (1.0 / 6227020800.0 + x2 * (-1.0 / 1307674368000.0))))))));
-  const double c = 1.0 + x2 * (-1.0 / 2.0 + x2 * (1.0 / 24.0 + x2 * (-1.0 / 720.0 + x2 * (1.0 / 40320.0 +
-                   x2 * (-1.0 / 3628800.0 + x2 * (1.0 / 479001600.0 + x2 * (-1.0 / 87178291200.0 + x2 * (1.0 / 20922789888000.0))))))));
+  const double s = x *
+      (1.0 +
+       x2 *
+           (-1.0 / 6.0 +
+            x2 *
+                (1.0 / 120.0 +
+                 x2 *
+                     (-1.0 / 5040.0 +
+                      x2 * (1.0 / 362880.0 + x2 * (-1.0 / 39916800.0 + x2 * (1.0 / 6227020800.0 + x2 * (-1.0 / 1307674368000.0))))))));
+  const double c = 1.0 +
+      x2 *
+          (-1.0 / 2.0 +
+           x2 *
+               (1.0 / 24.0 +
+                x2 *
+                    (-1.0 / 720.0 +
+                     x2 *
+                         (1.0 / 40320.0 +
+                          x2 *
+                              (-1.0 / 3628800.0 +
+                               x2 * (1.0 / 479001600.0 + x2 * (-1.0 / 87178291200.0 + x2 * (1.0 / 20922789888000.0))))))));
   switch (q) {
-    case 0: *c_out = c; *s_out = s; break;
-    case 1: *c_out = -s; *s_out = c; break;
-    case 2: *c_out = -c; *s_out = -s; break;
-    default: *c_out = s; *s_out = -c; break;
+    case 0:
+      *c_out = c;
+      *s_out = s;
+      break;
+    case 1:
+      *c_out = -s;
+      *s_out = c;
+      break;
+    case 2:
+      *c_out = -c;
+      *s_out = -s;
+      break;
+    default:
+      *c_out = s;
+      *s_out = -c;
+      break;
   }
 }
 
@@ -196,11 +225,12 @@ static tdm_status multinomial_run(const tdm_op *op, const tdm_tensor *in, const 
       positive += x > 0.0f;
       total += x;
     }
-    if (!(total > 0))
-      return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "multinomial: the weights of row %lld sum to 0", (long long)r);
+    if (!(total > 0)) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "multinomial: the weights of row %lld sum to 0", (long long)r);
     if (!replace && positive < k)
-      return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "multinomial: row %lld has %lld positive weights, fewer than the %lld samples "
-                       "drawn without replacement", (long long)r, (long long)positive, (long long)k);
+      return tdm__fail(TDM_ERR_INVALID_ARGUMENT,
+                       "multinomial: row %lld has %lld positive weights, fewer than the %lld samples "
+                       "drawn without replacement",
+                       (long long)r, (long long)positive, (long long)k);
   }
   int64_t *idx = (int64_t *)out->data;
   uint32_t blk[4];

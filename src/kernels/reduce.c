@@ -8,8 +8,6 @@
 #include <string.h>
 
 
-
-
 float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
   float sum = 0;
   for (int64_t i = 0; i < n; i++) sum += x[i];
@@ -57,7 +55,10 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       if (all) y[off] &= x[t] != 0;
       else y[off] |= x[t] != 0;
       for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        if (++idx[i] < xs->dims[i]) {
+          off += st[i];
+          break;
+        }
         off -= st[i] * (xs->dims[i] - 1);
         idx[i] = 0;
       }
@@ -74,7 +75,10 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       else if (code == TDM_R_AMIN) *a = (v < *a || v != v) ? v : *a;
       else *a += v;
       for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        if (++idx[i] < xs->dims[i]) {
+          off += st[i];
+          break;
+        }
         off -= st[i] * (xs->dims[i] - 1);
         idx[i] = 0;
       }
@@ -93,7 +97,10 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       else if (code == TDM_R_AMIN) *a = v < *a ? v : *a;
       else *a = (int64_t)((uint64_t)*a + (uint64_t)v);
       for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) { off += st[i]; break; }
+        if (++idx[i] < xs->dims[i]) {
+          off += st[i];
+          break;
+        }
         off -= st[i] * (xs->dims[i] - 1);
         idx[i] = 0;
       }
@@ -117,15 +124,13 @@ static tdm_status reduce_check(const tdm_method *m, const tdm_op *op) {
     if (d < 0 || d >= x->shape.rank || (i > 0 && d <= op->iattr[i - 1])) return tdm__rule(op, "dims must be ascending and in range");
     red[d] = true;
   }
-  if ((op->def->code == TDM_R_AMAX || op->def->code == TDM_R_AMIN) && x->numel == 0)
-    return tdm__rule(op, "cannot reduce an empty tensor");
+  if ((op->def->code == TDM_R_AMAX || op->def->code == TDM_R_AMIN) && x->numel == 0) return tdm__rule(op, "cannot reduce an empty tensor");
   tdm_shape keep = x->shape, drop = {0};
   for (int i = 0; i < x->shape.rank; i++) {
     if (red[i]) keep.dims[i] = 1;
     else drop.dims[drop.rank++] = x->shape.dims[i];
   }
-  if (!tdm__shape_eq(&keep, &y->shape) && !tdm__shape_eq(&drop, &y->shape))
-    return tdm__rule(op, "output shape is not the reduced shape");
+  if (!tdm__shape_eq(&keep, &y->shape) && !tdm__shape_eq(&drop, &y->shape)) return tdm__rule(op, "output shape is not the reduced shape");
   return TDM_OK;
 }
 
@@ -342,14 +347,20 @@ static tdm_status arg_run(const tdm_op *op, const tdm_tensor *in, const tdm_tens
         float bv = x[base];
         for (int64_t i = 1; i < n && bv == bv; i++) {
           const float v = x[base + i * inner];
-          if (v != v || (mx ? v > bv : v < bv)) { bv = v; best = i; }
+          if (v != v || (mx ? v > bv : v < bv)) {
+            bv = v;
+            best = i;
+          }
         }
       } else {
         const int64_t *x = in[0].data;
         int64_t bv = x[base];
         for (int64_t i = 1; i < n; i++) {
           const int64_t v = x[base + i * inner];
-          if (mx ? v > bv : v < bv) { bv = v; best = i; }
+          if (mx ? v > bv : v < bv) {
+            bv = v;
+            best = i;
+          }
         }
       }
       y[o * inner + j] = best;

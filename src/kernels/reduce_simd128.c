@@ -109,7 +109,8 @@ void tdm_f32_layer_norm_4groups__simd128(const float *x, float *y, int64_t n, in
     q4 = wasm_f32x4_add(q4, wasm_f32x4_mul(d, d));
   }
   const v128_t one = wasm_f32x4_splat(1.0f);
-  const v128_t rstd = wasm_f32x4_div(one, wasm_f32x4_sqrt(wasm_f32x4_add(wasm_f32x4_div(q4, wasm_f32x4_splat((float)n)), wasm_f32x4_splat(eps))));
+  const v128_t rstd =
+      wasm_f32x4_div(one, wasm_f32x4_sqrt(wasm_f32x4_add(wasm_f32x4_div(q4, wasm_f32x4_splat((float)n)), wasm_f32x4_splat(eps))));
   for (int64_t i = 0; i < n; i++) {
     v128_t v = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(x + i * stride), mu), rstd);
     if (w) v = wasm_f32x4_mul(v, wasm_f32x4_splat(w[i]));

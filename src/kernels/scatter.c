@@ -44,7 +44,8 @@ static tdm_status check_index_check(const tdm_method *m, const tdm_op *op) {
 static tdm_status guard_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)out;
   if (!((const uint8_t *)in[0].data)[0])
-    return tdm__fail(TDM_ERR_GUARD, "a branch on a tensor value (the method's line %lld) goes the other way than when it was "
+    return tdm__fail(TDM_ERR_GUARD,
+                     "a branch on a tensor value (the method's line %lld) goes the other way than when it was "
                      "exported; export again with inputs and state that take this branch, or write it with torch.where",
                      (long long)op->iattr[0]);
   return TDM_OK;
@@ -79,9 +80,11 @@ static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const td
       } else if (out->dtype == TDM_F32) {
         for (int64_t e = 0; e < inner; e++) ((float *)dst)[e] += ((const float *)src)[e];
       } else if (out->dtype == TDM_I64) {
-        for (int64_t e = 0; e < inner; e++) ((int64_t *)dst)[e] = (int64_t)((uint64_t)((int64_t *)dst)[e] + (uint64_t)((const int64_t *)src)[e]);
+        for (int64_t e = 0; e < inner; e++)
+          ((int64_t *)dst)[e] = (int64_t)((uint64_t)((int64_t *)dst)[e] + (uint64_t)((const int64_t *)src)[e]);
       } else if (out->dtype == TDM_I32) {
-        for (int64_t e = 0; e < inner; e++) ((int32_t *)dst)[e] = (int32_t)((uint32_t)((int32_t *)dst)[e] + (uint32_t)((const int32_t *)src)[e]);
+        for (int64_t e = 0; e < inner; e++)
+          ((int32_t *)dst)[e] = (int32_t)((uint32_t)((int32_t *)dst)[e] + (uint32_t)((const int32_t *)src)[e]);
       } else {
         for (int64_t e = 0; e < inner; e++) dst[e] |= src[e];
       }
@@ -95,8 +98,10 @@ static tdm_status index_put_check(const tdm_method *m, const tdm_op *op) {
   const int64_t d = op->iattr[0];
   if (d < 0 || d >= b->shape.rank) return tdm__rule(op, "dim out of range");
   if (op->iattr[1] != 0 && op->iattr[1] != 1) return tdm__rule(op, "accumulate must be 0 or 1");
-  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || ix->shape.rank != 1) return tdm__rule(op, "index must be a 1-d int64 or int32 tensor");
-  if (b->dtype != v->dtype || b->dtype != y->dtype || !tdm__shape_eq(&b->shape, &y->shape)) return tdm__rule(op, "base, values and output must match");
+  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || ix->shape.rank != 1)
+    return tdm__rule(op, "index must be a 1-d int64 or int32 tensor");
+  if (b->dtype != v->dtype || b->dtype != y->dtype || !tdm__shape_eq(&b->shape, &y->shape))
+    return tdm__rule(op, "base, values and output must match");
   tdm_shape want = b->shape;
   want.dims[d] = ix->shape.dims[0];
   if (!tdm__shape_eq(&want, &v->shape)) return tdm__rule(op, "values must have base's shape with dim of the index's length");
@@ -115,7 +120,8 @@ static tdm_status slice_scatter_run(const tdm_op *op, const tdm_tensor *in, cons
   const size_t chunk = (size_t)inner * tdm_dtype_size(out->dtype);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < k; i++)
-      memcpy((uint8_t *)out->data + (size_t)(o * n + start + i * step) * chunk, (const uint8_t *)in[1].data + (size_t)(o * k + i) * chunk, chunk);
+      memcpy((uint8_t *)out->data + (size_t)(o * n + start + i * step) * chunk, (const uint8_t *)in[1].data + (size_t)(o * k + i) * chunk,
+             chunk);
   return TDM_OK;
 }
 
@@ -155,8 +161,7 @@ static tdm_status scatter_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   for (int64_t t = 0; t < count; t++) {
     int64_t j = tdm__index_at(&in[1], t);
     if (j < 0) j += n;
-    if (j >= 0 && j < n)
-      memcpy((uint8_t *)out->data + (size_t)(off + j * xst[d]) * es, (const uint8_t *)in[2].data + (size_t)t * es, es);
+    if (j >= 0 && j < n) memcpy((uint8_t *)out->data + (size_t)(off + j * xst[d]) * es, (const uint8_t *)in[2].data + (size_t)t * es, es);
     for (int i = r - 1; i >= 0; i--) {
       if (++idx[i] < is->dims[i]) {
         if (i != d) off += xst[i];

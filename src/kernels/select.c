@@ -70,64 +70,62 @@ static tdm_status gather_check(const tdm_method *m, const tdm_op *op) {
  * "Best": the largest (or smallest) value; equal values by the lower index, so the order is total
  * and equals a stable sort's; NaN is above every number (PyTorch's order). A heap over the output
  * slots keeps the worst kept element at the root: O(n log k), no memory beyond the outputs. */
-#define DEFINE_SELECT(NAME, T, ISNAN)                                                                     \
-  static inline bool NAME##_better(bool largest, T a, int64_t ia, T b, int64_t ib) {                      \
-    const bool an = ISNAN(a), bn = ISNAN(b);                                                                \
-    if (an || bn) {                                                                                         \
-      if (an && bn) return ia < ib;                                                                         \
-      return largest ? an : bn; /* NaN is the largest */                                                   \
-    }                                                                                                       \
-    if (a != b) return largest ? a > b : a < b;                                                             \
-    return ia < ib;                                                                                         \
-  }                                                                                                         \
-  static void NAME##_sift_down(bool largest, T *v, int64_t *id, int64_t so, int64_t size, int64_t p) {    \
-    for (;;) {                                                                                              \
-      int64_t w = p, c = 2 * p + 1;                                                                         \
-      if (c < size && NAME##_better(largest, v[w * so], id[w * so], v[c * so], id[c * so])) w = c;        \
-      if (c + 1 < size && NAME##_better(largest, v[w * so], id[w * so], v[(c + 1) * so], id[(c + 1) * so])) \
-        w = c + 1;                                                                                          \
-      if (w == p) return;                                                                                   \
-      const T tv = v[p * so];                                                                               \
-      const int64_t ti = id[p * so];                                                                        \
-      v[p * so] = v[w * so];                                                                                \
-      id[p * so] = id[w * so];                                                                              \
-      v[w * so] = tv;                                                                                       \
-      id[w * so] = ti;                                                                                      \
-      p = w;                                                                                                \
-    }                                                                                                       \
-  }                                                                                                         \
-  static void NAME##_select(bool largest, const T *x, int64_t sx, int64_t n, T *v, int64_t *id, int64_t so, \
-                            int64_t k) {                                                                    \
-    if (k <= 0) return;                                                                                     \
-    int64_t size = 0;                                                                                       \
-    for (int64_t i = 0; i < n; i++) {                                                                       \
-      const T xv = x[i * sx];                                                                               \
-      if (size < k) { /* push, sift up: a worse element moves toward the root */                           \
-        int64_t p = size++;                                                                                 \
-        while (p > 0) {                                                                                     \
-          const int64_t q = (p - 1) / 2;                                                                    \
-          if (!NAME##_better(largest, v[q * so], id[q * so], xv, i)) break;                                 \
-          v[p * so] = v[q * so];                                                                            \
-          id[p * so] = id[q * so];                                                                          \
-          p = q;                                                                                            \
-        }                                                                                                   \
-        v[p * so] = xv;                                                                                     \
-        id[p * so] = i;                                                                                     \
-      } else if (NAME##_better(largest, xv, i, v[0], id[0])) {                                              \
-        v[0] = xv;                                                                                          \
-        id[0] = i;                                                                                          \
-        NAME##_sift_down(largest, v, id, so, size, 0);                                                      \
-      }                                                                                                     \
-    }                                                                                                       \
-    for (int64_t end = size - 1; end > 0; end--) { /* the worst goes last */                                \
-      const T tv = v[0];                                                                                    \
-      const int64_t ti = id[0];                                                                             \
-      v[0] = v[end * so];                                                                                   \
-      id[0] = id[end * so];                                                                                 \
-      v[end * so] = tv;                                                                                     \
-      id[end * so] = ti;                                                                                    \
-      NAME##_sift_down(largest, v, id, so, end, 0);                                                         \
-    }                                                                                                       \
+#define DEFINE_SELECT(NAME, T, ISNAN) \
+  static inline bool NAME##_better(bool largest, T a, int64_t ia, T b, int64_t ib) { \
+    const bool an = ISNAN(a), bn = ISNAN(b); \
+    if (an || bn) { \
+      if (an && bn) return ia < ib; \
+      return largest ? an : bn; /* NaN is the largest */ \
+    } \
+    if (a != b) return largest ? a > b : a < b; \
+    return ia < ib; \
+  } \
+  static void NAME##_sift_down(bool largest, T *v, int64_t *id, int64_t so, int64_t size, int64_t p) { \
+    for (;;) { \
+      int64_t w = p, c = 2 * p + 1; \
+      if (c < size && NAME##_better(largest, v[w * so], id[w * so], v[c * so], id[c * so])) w = c; \
+      if (c + 1 < size && NAME##_better(largest, v[w * so], id[w * so], v[(c + 1) * so], id[(c + 1) * so])) w = c + 1; \
+      if (w == p) return; \
+      const T tv = v[p * so]; \
+      const int64_t ti = id[p * so]; \
+      v[p * so] = v[w * so]; \
+      id[p * so] = id[w * so]; \
+      v[w * so] = tv; \
+      id[w * so] = ti; \
+      p = w; \
+    } \
+  } \
+  static void NAME##_select(bool largest, const T *x, int64_t sx, int64_t n, T *v, int64_t *id, int64_t so, int64_t k) { \
+    if (k <= 0) return; \
+    int64_t size = 0; \
+    for (int64_t i = 0; i < n; i++) { \
+      const T xv = x[i * sx]; \
+      if (size < k) { /* push, sift up: a worse element moves toward the root */ \
+        int64_t p = size++; \
+        while (p > 0) { \
+          const int64_t q = (p - 1) / 2; \
+          if (!NAME##_better(largest, v[q * so], id[q * so], xv, i)) break; \
+          v[p * so] = v[q * so]; \
+          id[p * so] = id[q * so]; \
+          p = q; \
+        } \
+        v[p * so] = xv; \
+        id[p * so] = i; \
+      } else if (NAME##_better(largest, xv, i, v[0], id[0])) { \
+        v[0] = xv; \
+        id[0] = i; \
+        NAME##_sift_down(largest, v, id, so, size, 0); \
+      } \
+    } \
+    for (int64_t end = size - 1; end > 0; end--) { /* the worst goes last */ \
+      const T tv = v[0]; \
+      const int64_t ti = id[0]; \
+      v[0] = v[end * so]; \
+      id[0] = id[end * so]; \
+      v[end * so] = tv; \
+      id[end * so] = ti; \
+      NAME##_sift_down(largest, v, id, so, end, 0); \
+    } \
   }
 
 #define F32_ISNAN(a) ((a) != (a))
@@ -172,13 +170,15 @@ static tdm_status topk_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
  * shape with dim of size k. */
 static tdm_status select_check_shapes(const tdm_method *m, const tdm_op *op, int64_t d, int64_t k) {
   const tdm_value *x = TDM_VAL(m, op, 0), *v = TDM_OUTVAL(m, op, 0), *ix = TDM_OUTVAL(m, op, 1);
-  if (x->dtype != TDM_F32 && x->dtype != TDM_I64 && x->dtype != TDM_I32) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
+  if (x->dtype != TDM_F32 && x->dtype != TDM_I64 && x->dtype != TDM_I32)
+    return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
   if (v->dtype != x->dtype || ix->dtype != TDM_I64) return tdm__rule(op, "values have x's dtype, indices are int64");
   if (x->shape.rank < 1 || d < 0 || d >= x->shape.rank) return tdm__rule(op, "dim out of range");
   if (k < 0 || k > x->shape.dims[d]) return tdm__rule(op, "k out of range");
   tdm_shape want = x->shape;
   want.dims[d] = k;
-  if (!tdm__shape_eq(&want, &v->shape) || !tdm__shape_eq(&want, &ix->shape)) return tdm__rule(op, "outputs must have x's shape with dim of size k");
+  if (!tdm__shape_eq(&want, &v->shape) || !tdm__shape_eq(&want, &ix->shape))
+    return tdm__rule(op, "outputs must have x's shape with dim of size k");
   return TDM_OK;
 }
 
@@ -230,7 +230,8 @@ static tdm_status cumsum_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
 static tdm_status cumsum_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes x, 1 output, [dim]");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
-  if (x->dtype != TDM_F32 && x->dtype != TDM_I64 && x->dtype != TDM_I32) return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
+  if (x->dtype != TDM_F32 && x->dtype != TDM_I64 && x->dtype != TDM_I32)
+    return tdm__rule(op, "unsupported dtype %s", tdm_dtype_name(x->dtype));
   if (y->dtype != x->dtype || !tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output must have x's dtype and shape");
   if (op->iattr[0] < 0 || op->iattr[0] >= x->shape.rank) return tdm__rule(op, "dim out of range");
   return TDM_OK;

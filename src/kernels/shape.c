@@ -81,8 +81,7 @@ static tdm_status slice_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
 }
 
 static tdm_status slice_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr != 3)
-    return tdm__rule(op, "takes 1 input, 1 output and [dim, start, step]");
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr != 3) return tdm__rule(op, "takes 1 input, 1 output and [dim, start, step]");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
   const int64_t d = op->iattr[0], start = op->iattr[1], step = op->iattr[2];
   if (x->dtype != y->dtype || x->shape.rank != y->shape.rank) return tdm__rule(op, "dtype or rank differs");
@@ -108,8 +107,7 @@ static tdm_status cat_run(const tdm_op *op, const tdm_tensor *in, const tdm_tens
   size_t col = 0;
   for (uint32_t k = 0; k < op->n_in; k++) {
     const size_t chunk = (size_t)(in[k].shape->dims[d] * inner) * es;
-    for (int64_t o = 0; o < outer; o++)
-      memcpy((uint8_t *)out->data + o * row + col, (const uint8_t *)in[k].data + o * chunk, chunk);
+    for (int64_t o = 0; o < outer; o++) memcpy((uint8_t *)out->data + o * row + col, (const uint8_t *)in[k].data + o * chunk, chunk);
     col += chunk;
   }
   return TDM_OK;
@@ -145,8 +143,7 @@ static tdm_status expand_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 1) return tdm__rule(op, "takes 1 input and 1 output");
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
   tdm_shape b;
-  if (x->dtype != y->dtype || x->shape.rank > y->shape.rank || !tdm__broadcast(&x->shape, &y->shape, &b) ||
-      !tdm__shape_eq(&b, &y->shape))
+  if (x->dtype != y->dtype || x->shape.rank > y->shape.rank || !tdm__broadcast(&x->shape, &y->shape, &b) || !tdm__shape_eq(&b, &y->shape))
     return tdm__rule(op, "input does not broadcast to the output shape");
   return TDM_OK;
 }
@@ -180,7 +177,8 @@ static tdm_status index_select_check(const tdm_method *m, const tdm_op *op) {
   const tdm_value *x = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *y = TDM_OUTVAL(m, op, 0);
   const int64_t d = op->iattr[0];
   if (d < 0 || d >= x->shape.rank) return tdm__rule(op, "dim out of range");
-  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || x->dtype != y->dtype) return tdm__rule(op, "index must be int64 or int32, dtypes must match");
+  if ((ix->dtype != TDM_I64 && ix->dtype != TDM_I32) || x->dtype != y->dtype)
+    return tdm__rule(op, "index must be int64 or int32, dtypes must match");
   if (x->shape.rank - 1 + ix->shape.rank > TDM_MAX_RANK) return tdm__rule(op, "result rank too large");
   tdm_shape want = {0};
   for (int i = 0; i < d; i++) want.dims[want.rank++] = x->shape.dims[i];

@@ -15,11 +15,50 @@
 
 /* Sub-operation codes (tdm_opdef.code), one enum per family: binary and unary elementwise ops, the
  * reductions over dims, softmax, argmax / argmin. */
-enum { TDM_B_ADD, TDM_B_SUB, TDM_B_MUL, TDM_B_DIV, TDM_B_MAX, TDM_B_MIN, TDM_B_POW, TDM_B_REM, TDM_B_EQ, TDM_B_NE,
-       TDM_B_LT, TDM_B_LE, TDM_B_GT, TDM_B_GE, TDM_B_AND, TDM_B_OR, TDM_B_FLOORDIV, TDM_B_TRUNCDIV };
-enum { TDM_U_NEG, TDM_U_ABS, TDM_U_EXP, TDM_U_LOG, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_SIN, TDM_U_COS, TDM_U_TANH,
-       TDM_U_SIGMOID, TDM_U_RELU, TDM_U_GELU, TDM_U_GELU_TANH, TDM_U_SILU, TDM_U_ERF, TDM_U_RECIP, TDM_U_FLOOR,
-       TDM_U_CEIL, TDM_U_NOT, TDM_U_LOG1P, TDM_U_HARDSWISH, TDM_U_HARDSIGMOID };
+enum {
+  TDM_B_ADD,
+  TDM_B_SUB,
+  TDM_B_MUL,
+  TDM_B_DIV,
+  TDM_B_MAX,
+  TDM_B_MIN,
+  TDM_B_POW,
+  TDM_B_REM,
+  TDM_B_EQ,
+  TDM_B_NE,
+  TDM_B_LT,
+  TDM_B_LE,
+  TDM_B_GT,
+  TDM_B_GE,
+  TDM_B_AND,
+  TDM_B_OR,
+  TDM_B_FLOORDIV,
+  TDM_B_TRUNCDIV
+};
+enum {
+  TDM_U_NEG,
+  TDM_U_ABS,
+  TDM_U_EXP,
+  TDM_U_LOG,
+  TDM_U_SQRT,
+  TDM_U_RSQRT,
+  TDM_U_SIN,
+  TDM_U_COS,
+  TDM_U_TANH,
+  TDM_U_SIGMOID,
+  TDM_U_RELU,
+  TDM_U_GELU,
+  TDM_U_GELU_TANH,
+  TDM_U_SILU,
+  TDM_U_ERF,
+  TDM_U_RECIP,
+  TDM_U_FLOOR,
+  TDM_U_CEIL,
+  TDM_U_NOT,
+  TDM_U_LOG1P,
+  TDM_U_HARDSWISH,
+  TDM_U_HARDSIGMOID
+};
 enum { TDM_R_SUM, TDM_R_MEAN, TDM_R_AMAX, TDM_R_AMIN, TDM_R_ANY, TDM_R_ALL };
 enum { TDM_SM_SOFTMAX, TDM_SM_LOG_SOFTMAX };
 enum { TDM_ARG_MAX, TDM_ARG_MIN };
@@ -83,8 +122,7 @@ int64_t tdm_conv_gemm_chunk(int64_t K, int64_t N);
 void tdm_f32_im2col_packed(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 /* y[i·ldy + j] = bias[i] (or 0) + a[i, :] · column j of the packed panels bp [ceil(N/8), K, 8], for
  * i < M, j < N. */
-void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
-                               int64_t ldy);
+void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y, int64_t ldy);
 /* Convolution at few output positions (a streaming step: N = OH·OW <= TDM_CONV_DOT_MAX_N), where
  * 8-column panels would be mostly zeros: x's patches as rows, colt[j][k] = patch value k of
  * position n0 + j (tdm_f32_im2row, j < nc), then y[i·ldy + j] = bias[i] (or 0) + a[i, :] · colt[j, :]
@@ -93,15 +131,14 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
  * run with it (any split over threads gives the same bits). */
 #define TDM_CONV_DOT_MAX_N 4
 void tdm_f32_im2row(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt);
-void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
-                              int64_t ldy);
+void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy);
 /* b [K, N] row-major as 8-column panels bp [ceil(N/8), K, 8], zero past N. */
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp);
 /* Transposed convolution, the reference: every input value times every tap added where it lands.
  * g: x [N, C, H, W] the input, [OH, OW] the output's size; wt [groups, Og·KH·KW, Cg] (torch's
  * [C, Og, KH, KW] weight rearranged at export), y [N, O, OH, OW]. */
-void tdm_f32_conv_transpose__scalar(const tdm_conv_geom *g, int64_t groups, int64_t O, const float *x, const float *wt,
-                                    const float *bias, float *y);
+void tdm_f32_conv_transpose__scalar(const tdm_conv_geom *g, int64_t groups, int64_t O, const float *x, const float *wt, const float *bias,
+                                    float *y);
 /* One output value of max_pool / avg_pool over xc [H, W] (the reference). */
 float tdm_f32_pool_point__scalar(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, int64_t ow);
 /* Direct convolution of one output channel's plane yc [OH, OW] (depthwise, tiny kernels: conv.c's
@@ -142,7 +179,8 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm;
 #define TDM_Q8_DOT_MAX_K 8192 /* the runtime quantizes into a stack buffer up to this K */
 bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
-typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                   float *y);
 extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
 /* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
  * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
@@ -153,13 +191,13 @@ extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
  * unfused, group by group: every variant gives the same bits. */
 #define TDM_Q4_DOT_MIN_G 16
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
-void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                             const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                             const float *scale, float *y);
 #if TDM_RELAXED_DOT
 /* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
  * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */
-void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                              const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                              const float *scale, float *y);
 #endif
 #if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
 /* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
@@ -193,8 +231,8 @@ typedef struct tdm_attn_rows {
 void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 
 #if TDM_SIMD128
-void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias,
-                                    float *y, int64_t ldy);
+void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
+                                    int64_t ldy);
 /* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
  * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
@@ -202,8 +240,8 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
  * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
  * written. */
-int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh,
-                                  float *yr, int64_t lo, int64_t hi);
+int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, float *yr, int64_t lo,
+                                  int64_t hi);
 /* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
@@ -216,7 +254,8 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
 void tdm_q8_gemv_dot__relaxed(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 #endif
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
-void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                                    float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
 /* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);

@@ -77,8 +77,7 @@ static inline float tdm_f32_dot__simd128(const float *a, const float *b, int64_t
   v128_t s = wasm_f32x4_splat(0);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) s = tdm_madd(wasm_v128_load(a + i), wasm_v128_load(b + i), s);
-  float r = wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1) + wasm_f32x4_extract_lane(s, 2) +
-            wasm_f32x4_extract_lane(s, 3);
+  float r = wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1) + wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3);
   return r + tdm_f32_dot__scalar(a + i, b + i, n - i);
 }
 

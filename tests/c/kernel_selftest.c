@@ -36,13 +36,30 @@ static float frand(void) {
   return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
 }
 
-enum { F_GEMM, F_BINARY, F_UNARY_EXACT, F_EXP, F_EXP_FAMILY, F_ERF, F_SOFTMAX, F_SUM, F_NORM, F_ATTENTION, F_CONV, F_CONV_GEMM, F_CONV_TRANSPOSE, F_POOL, F_QUANT, F_COUNT };
+enum {
+  F_GEMM,
+  F_BINARY,
+  F_UNARY_EXACT,
+  F_EXP,
+  F_EXP_FAMILY,
+  F_ERF,
+  F_SOFTMAX,
+  F_SUM,
+  F_NORM,
+  F_ATTENTION,
+  F_CONV,
+  F_CONV_GEMM,
+  F_CONV_TRANSPOSE,
+  F_POOL,
+  F_QUANT,
+  F_COUNT
+};
 static int bad_by_family[F_COUNT];
 
 /* Special float32 values every elementwise check mixes into its inputs. */
-static const float SPECIAL[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e-45f, -1e-45f,
-                                1.0f, -1.0f, 0.5f, 1e-8f, -1e-8f, 88.72f, 88.73f, 89.0f, -87.5f, -103.9f, -104.5f, -110.0f, 20.0f,
-                                -20.0f, 7.9f, -9.5f, 4.0f};
+static const float SPECIAL[] = {NAN,     INFINITY, -INFINITY, 0.0f,  -0.0f,  FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, 1e-45f,
+                                -1e-45f, 1.0f,     -1.0f,     0.5f,  1e-8f,  -1e-8f,  88.72f,   88.73f,  89.0f,    -87.5f,
+                                -103.9f, -104.5f,  -110.0f,   20.0f, -20.0f, 7.9f,    -9.5f,    4.0f};
 #define N_SPECIAL (int)(sizeof SPECIAL / sizeof SPECIAL[0])
 
 /* n values: random in [-scale, scale], and with `special` the special values at positions that
@@ -329,7 +346,8 @@ static int check_q8_dot(int64_t N, int64_t K) {
   memcpy(tol, y, sizeof(float) * (size_t)N);
   tdm_q8_gemv_dot__scalar(N, K, xq, xs, q8, s8, y);
   for (int64_t j = 0; j < N; j++)
-    if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
+    if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j]))
+      bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
 #if TDM_SIMD128
   memcpy(ref, y, sizeof(float) * (size_t)N);
   tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
@@ -408,7 +426,8 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   }
   tdm_q4_gemv_dot__scalar(N, K, G, xq, xs, xsum, q4, s4, y);
   for (int64_t j = 0; j < N; j++)
-    if (!near(y[j], ref[j], 1e-6f, 2.4e-7f * (float)(NG + 2) * tol[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__scalar", K, j, N, y[j], ref[j]);
+    if (!near(y[j], ref[j], 1e-6f, 2.4e-7f * (float)(NG + 2) * tol[j]))
+      bad += mismatch(F_QUANT, "q4_gemv_dot__scalar", K, j, N, y[j], ref[j]);
 #if TDM_RELAXED_DOT
   memcpy(ref, y, sizeof(float) * (size_t)N);
   tdm_q4_gemv_dot__relaxed(N, K, G, xq, xs, xsum, q4, s4, y);
@@ -424,7 +443,8 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   const float nonfinite[] = {NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 3 && K > 0; i++) {
     a[(K * (i + 1)) / 4] = nonfinite[i];
-    if (tdm_q4_quantize_row(K, G, a, xq, xs, xsum)) bad += mismatch(F_QUANT, "q4_quantize_row took a non-finite value", K, i, nonfinite[i], 1, 0);
+    if (tdm_q4_quantize_row(K, G, a, xq, xs, xsum))
+      bad += mismatch(F_QUANT, "q4_quantize_row took a non-finite value", K, i, nonfinite[i], 1, 0);
     a[(K * (i + 1)) / 4] = 0;
   }
   free(a), free(s4), free(xs), free(ref), free(y), free(tol), free(xsum), free(q4), free(xq);
@@ -465,8 +485,8 @@ static int check_binary(void) {
 
 /* The unary ops whose SIMD128 variant is the same IEEE operation: bit for bit. */
 static int check_unary_exact(void) {
-  static const int codes[] = {TDM_U_NEG, TDM_U_ABS, TDM_U_RELU, TDM_U_SQRT, TDM_U_RSQRT, TDM_U_RECIP, TDM_U_FLOOR, TDM_U_CEIL,
-                              TDM_U_HARDSWISH, TDM_U_HARDSIGMOID};
+  static const int codes[] = {TDM_U_NEG,   TDM_U_ABS,   TDM_U_RELU, TDM_U_SQRT,      TDM_U_RSQRT,
+                              TDM_U_RECIP, TDM_U_FLOOR, TDM_U_CEIL, TDM_U_HARDSWISH, TDM_U_HARDSIGMOID};
   static const char *names[] = {"neg", "abs", "relu", "sqrt", "rsqrt", "reciprocal", "floor", "ceil", "hardswish", "hardsigmoid"};
   float x[MAXN], y[MAXN], ref[MAXN];
   int bad = 0;
@@ -540,13 +560,13 @@ static int check_exp(void) {
 /* The ops built on exp and erf (docs/ops.md's tolerances). */
 static int check_exp_family(void) {
   return check_unary_approx(F_EXP_FAMILY, TDM_U_SIGMOID, "sigmoid", 1e-6f, 1.5e-45f, 0) +
-         check_unary_approx(F_EXP_FAMILY, TDM_U_SILU, "silu", 1e-6f, 1.5e-45f, 0) +
-         check_unary_approx(F_EXP_FAMILY, TDM_U_TANH, "tanh", 1e-6f, 2e-7f, 0);
+      check_unary_approx(F_EXP_FAMILY, TDM_U_SILU, "silu", 1e-6f, 1.5e-45f, 0) +
+      check_unary_approx(F_EXP_FAMILY, TDM_U_TANH, "tanh", 1e-6f, 2e-7f, 0);
 }
 
 static int check_erf(void) {
-  int bad = check_unary_approx(F_ERF, TDM_U_ERF, "erf", 0, 5e-7f, 0) +
-            check_unary_approx(F_ERF, TDM_U_GELU, "gelu", 1e-6f, 1e-30f, 2.5e-7f);
+  int bad =
+      check_unary_approx(F_ERF, TDM_U_ERF, "erf", 0, 5e-7f, 0) + check_unary_approx(F_ERF, TDM_U_GELU, "gelu", 1e-6f, 1e-30f, 2.5e-7f);
   for (float x = -6.0f; x < 6.0f; x += 0.0031f) {
     float y[4];
     const float xs[4] = {x, -x, x * 0.5f, x * 0.01f};
@@ -613,8 +633,9 @@ static int check_norms(void) {
       const int64_t n = SIZES[s];
       fill(x, n * S, 3, false, 0);
       fill(w, n, 1.5f, false, 0), fill(b, n, 1, false, 0);
-      if (kind == 1) for (int64_t i = 0; i < n * S; i++) x[i] = 2.5f;   /* zero variance */
-      if (kind == 2) x[n / 2] = NAN, x[S * (n / 2) + 1] = NAN;          /* NaN: the row or group is NaN */
+      if (kind == 1)
+        for (int64_t i = 0; i < n * S; i++) x[i] = 2.5f;       /* zero variance */
+      if (kind == 2) x[n / 2] = NAN, x[S * (n / 2) + 1] = NAN; /* NaN: the row or group is NaN */
       if (kind == 3) x[n - 1] = INFINITY, x[S * (n - 1) + 2] = -INFINITY;
       const float *wv = kind % 2 ? NULL : w, *bv = kind == 2 ? NULL : b;
       tdm_f32_layer_norm_group__scalar(x, ref, n, 1, wv, bv, 1e-5f);
@@ -671,26 +692,26 @@ static int check_conv(void) {
     for (int KW = 1; KW <= 5; KW += 2)
       for (int dw = 1; dw <= 2; dw++)
         for (int pw = 0; pw <= 2; pw++) {
-         for (int sw = 1; sw <= 2; sw++) {
-          tdm_conv_geom g = {1, C, H, W, 0, 0, 2, KW, 1, sw, 1, pw, 1, dw};
-          const int64_t span = (int64_t)dw * (KW - 1) + 1;
-          if (W + 2 * pw < span) continue;
-          g.OH = H + 2 * g.ph - (g.dh * (g.KH - 1) + 1) + 1;
-          g.OW = (W + 2 * pw - span) / sw + 1;
-          fill(x, C * H * W, 2, W % 5 == 0, (int)W);
-          /* every tap inside the row, and for stride 2 the value after the last one too */
-          const int64_t last = g.W - 1 - (g.KW - 1) * g.dw - (sw - 1) + g.pw;
-          const int64_t lo = (g.pw + sw - 1) / sw, hi = last < 0 ? 0 : (last / sw + 1 < g.OW ? last / sw + 1 : g.OW);
-          if (lo >= hi) continue;
-          for (int64_t oh = 0; oh < g.OH; oh++) {
-            const int64_t end = tdm_f32_conv_row__simd128(&g, x, w, C, oh, 0.25f, yr, lo, hi);
-            if (end > hi || end < hi - 3 || end < lo) bad += mismatch(F_CONV, "conv row end", W, end, 0, 0, 0);
-            for (int64_t ow = lo; ow < end && ow <= hi; ow++) {
-              const float ref = tdm_f32_conv_point__scalar(&g, x, w, C, oh, ow, 0.25f);
-              if (!near(yr[ow], ref, 1e-5f, 1e-5f * C * 2 * KW)) bad += mismatch(F_CONV, "conv row", W, ow, 0, yr[ow], ref);
+          for (int sw = 1; sw <= 2; sw++) {
+            tdm_conv_geom g = {1, C, H, W, 0, 0, 2, KW, 1, sw, 1, pw, 1, dw};
+            const int64_t span = (int64_t)dw * (KW - 1) + 1;
+            if (W + 2 * pw < span) continue;
+            g.OH = H + 2 * g.ph - (g.dh * (g.KH - 1) + 1) + 1;
+            g.OW = (W + 2 * pw - span) / sw + 1;
+            fill(x, C * H * W, 2, W % 5 == 0, (int)W);
+            /* every tap inside the row, and for stride 2 the value after the last one too */
+            const int64_t last = g.W - 1 - (g.KW - 1) * g.dw - (sw - 1) + g.pw;
+            const int64_t lo = (g.pw + sw - 1) / sw, hi = last < 0 ? 0 : (last / sw + 1 < g.OW ? last / sw + 1 : g.OW);
+            if (lo >= hi) continue;
+            for (int64_t oh = 0; oh < g.OH; oh++) {
+              const int64_t end = tdm_f32_conv_row__simd128(&g, x, w, C, oh, 0.25f, yr, lo, hi);
+              if (end > hi || end < hi - 3 || end < lo) bad += mismatch(F_CONV, "conv row end", W, end, 0, 0, 0);
+              for (int64_t ow = lo; ow < end && ow <= hi; ow++) {
+                const float ref = tdm_f32_conv_point__scalar(&g, x, w, C, oh, ow, 0.25f);
+                if (!near(yr[ow], ref, 1e-5f, 1e-5f * C * 2 * KW)) bad += mismatch(F_CONV, "conv row", W, ow, 0, yr[ow], ref);
+              }
             }
           }
-         }
         }
   return bad;
 }
@@ -716,7 +737,7 @@ static int check_conv_padded(void) {
                 const int64_t spanw = (int64_t)d * (K - 1) + 1, spanh = dh * (KH - 1) + 1;
                 if (W + 2 * pad < spanw || H + 2 * ph < spanh) continue;
                 if (d == 2 && (K == 1 || (H > 3 && W > 9 && W != 14))) continue; /* dilation on a few shapes only */
-                tdm_conv_geom g = {1, Cg, H, W, (H + 2 * ph - spanh) / s + 1, (W + 2 * pad - spanw) / s + 1, KH, K, H == 1 ? 1 : s, s,
+                tdm_conv_geom g = {1,  Cg,  H,  W, (H + 2 * ph - spanh) / s + 1, (W + 2 * pad - spanw) / s + 1, KH, K, H == 1 ? 1 : s, s,
                                    ph, pad, dh, d};
                 fill(x, Cg * H * W, 2, (W + H) % 3 == 0, (int)(W * 7 + H));
                 fill(w, Cg * KH * K, 1, false, K + s);
@@ -733,7 +754,8 @@ static int check_conv_padded(void) {
                   }
                   for (int64_t i = 0; i < g.OH * g.OW; i++) {
                     const float ref = ok ? tdm_f32_conv_point__scalar(&g, x, w, Cg, i / g.OW, i % g.OW, b) : -12345.0f;
-                    if (!fused_near(y[i], ref, ok ? conv_point_magnitude(&g, x, w, Cg, i / g.OW, i % g.OW, b) : 0)) bad += mismatch(F_CONV, "conv padded", W * 1000 + H, i, (double)(K * 100 + s * 10 + pad), y[i], ref);
+                    if (!fused_near(y[i], ref, ok ? conv_point_magnitude(&g, x, w, Cg, i / g.OW, i % g.OW, b) : 0))
+                      bad += mismatch(F_CONV, "conv padded", W * 1000 + H, i, (double)(K * 100 + s * 10 + pad), y[i], ref);
                   }
                 }
               }
@@ -791,8 +813,8 @@ static int check_planes(void) {
       for (int KW = 1; KW <= 5; KW += 2)
         for (int kind = 0; kind < 3; kind++) {
           const int64_t W = Ws[wi], H = kind == 2 ? 1 : MAXH, KH = H == 1 ? 1 : 3, pad = KW / 2, ph = H == 1 ? 0 : 1;
-          tdm_conv_geom g = {1, C, H, W, (H + 2 * ph - KH) / (H == 1 ? 1 : s) + 1, (W + 2 * pad - KW) / s + 1, KH, KW,
-                             H == 1 ? 1 : s, s, ph, pad, 1, 1};
+          tdm_conv_geom g = {1,  C,   H, W, (H + 2 * ph - KH) / (H == 1 ? 1 : s) + 1, (W + 2 * pad - KW) / s + 1, KH, KW, H == 1 ? 1 : s, s,
+                             ph, pad, 1, 1};
           fill(x, C * H * W, 2, W % 7 == 0, (int)W + s);
           fill(w, C * KH * KW, 1, false, KW);
           if (kind == 1) w[KW / 2] = INFINITY; /* a tap of channel 0 that borders read past */
@@ -855,7 +877,8 @@ static int check_row_forms(void) {
       memset(ref, 0, sizeof ref), memset(y, 0, sizeof y);
       for (int j = 0; j < 4; j++) tdm_f32_layer_norm_group__scalar(x + j, ref + j, n, S, wv, b, 1e-5f);
       tdm_f32_layer_norm_4groups__scalar(x, y, n, S, wv, b, 1e-5f);
-      if (memcmp(y, ref, (size_t)(n * S) * sizeof(float))) bad += mismatch(F_NORM, "layer_norm 4 groups (scalar form)", n, -1, 0, y[0], ref[0]);
+      if (memcmp(y, ref, (size_t)(n * S) * sizeof(float)))
+        bad += mismatch(F_NORM, "layer_norm 4 groups (scalar form)", n, -1, 0, y[0], ref[0]);
     }
   return bad;
 }
@@ -917,9 +940,21 @@ static int check_attention_rows(void) {
           }
           if (per_head && G > 1) /* head 1 sees no key at all */
             for (int64_t j = 0; j < T; j++) mb[T + j] = 0, mf[T + j] = -INFINITY;
-          tdm_attn_rows a = {.q = q, .k = k, .v = v, .y = y, .G = G, .qstride = 2 * D + 1, .ystride = 2 * Dv + 3, .jend = T, .D = D,
-                             .Dv = Dv, .scale = 0.3f, .mb = mask == 1 || mask == 2 ? mb : NULL,
-                             .mf = mask == 3 || mask == 4 ? mf : NULL, .mhead = per_head ? T : 0, .mstep = 1};
+          tdm_attn_rows a = {.q = q,
+                             .k = k,
+                             .v = v,
+                             .y = y,
+                             .G = G,
+                             .qstride = 2 * D + 1,
+                             .ystride = 2 * Dv + 3,
+                             .jend = T,
+                             .D = D,
+                             .Dv = Dv,
+                             .scale = 0.3f,
+                             .mb = mask == 1 || mask == 2 ? mb : NULL,
+                             .mf = mask == 3 || mask == 4 ? mf : NULL,
+                             .mhead = per_head ? T : 0,
+                             .mstep = 1};
           const int64_t ny = (G - 1) * a.ystride + Dv;
           for (int64_t i = 0; i < ny; i++) y[i] = ref[i] = one[i] = 7.0f; /* every output value is written */
           tdm_f32_attention_rows__scalar(&a, ws);
@@ -1014,7 +1049,13 @@ static int check_conv_gemm(void) {
                             const float b0 = (Og + s) % 2 ? bias[o] : 0.0f;
                             const float ref = tdm_f32_conv_point__scalar(&g, x + gi * Cg * H * W, w + o * Kk, Cg, oh, ow, b0);
                             const float got = y[o * N + oh * g.OW + ow];
-                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4)) bad += mismatch(F_CONV_GEMM, variant == 3 ? "conv gemm avx512" : variant == 2 ? "conv gemm avx2" : variant ? "conv gemm simd128" : "conv gemm", N, o * N + oh * g.OW + ow, 0, got, ref);
+                            if (!near(got, ref, 1e-5f, 1e-5f * (float)Kk * 4))
+                              bad += mismatch(F_CONV_GEMM,
+                                              variant == 3       ? "conv gemm avx512"
+                                                  : variant == 2 ? "conv gemm avx2"
+                                                  : variant      ? "conv gemm simd128"
+                                                                 : "conv gemm",
+                                              N, o * N + oh * g.OW + ow, 0, got, ref);
                           }
                     }
                 }
@@ -1030,7 +1071,8 @@ static int check_conv_gemm(void) {
     for (int64_t o = 0; o < 5; o++)
       for (int64_t ow = 0; ow < N; ow++) {
         const float ref = tdm_f32_conv_point__scalar(&g, xd, wd + o * Kk, 40, 0, ow, 0.0f);
-        if (!near(yd[o * N + ow], ref, 1e-5f, 1e-5f * (float)Kk)) bad += mismatch(F_CONV_GEMM, "conv gemm deep K", N, o * N + ow, 0, yd[o * N + ow], ref);
+        if (!near(yd[o * N + ow], ref, 1e-5f, 1e-5f * (float)Kk))
+          bad += mismatch(F_CONV_GEMM, "conv gemm deep K", N, o * N + ow, 0, yd[o * N + ow], ref);
       }
   }
   if (cases == 0) bad += mismatch(F_CONV_GEMM, "no cases", 0, 0, 0, 0, 0);
@@ -1078,7 +1120,8 @@ static int check_conv_dot(void) {
                       for (int64_t ow = 0; ow < pos; ow++) {
                         const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, ow, b ? b[o] : 0.0f);
                         if (!near(y[o * pos + ow], ref, 1e-5f, 1e-5f * (float)K * 4))
-                          bad += mismatch(F_CONV_GEMM, variant ? "conv dot simd128" : "conv dot", K, o * pos + ow, (double)(m * 10 + pos), y[o * pos + ow], ref);
+                          bad += mismatch(F_CONV_GEMM, variant ? "conv dot simd128" : "conv dot", K, o * pos + ow, (double)(m * 10 + pos),
+                                          y[o * pos + ow], ref);
                       }
 #if TDM_SIMD128
                     if (variant == 1)
@@ -1120,7 +1163,8 @@ static int check_conv_dot(void) {
             }
             cases++;
             for (int64_t i = 0; i < O * g.OW; i++)
-              if (!near(ytr[i], ref[i], 1e-5f, 1e-5f * (float)Cg * 4)) bad += mismatch(F_CONV_TRANSPOSE, "conv transpose dot", HW, i, (double)s, ytr[i], ref[i]);
+              if (!near(ytr[i], ref[i], 1e-5f, 1e-5f * (float)Cg * 4))
+                bad += mismatch(F_CONV_TRANSPOSE, "conv transpose dot", HW, i, (double)s, ytr[i], ref[i]);
           }
         }
   }
@@ -1169,7 +1213,8 @@ static int check_conv_transpose(void) {
                     tdm_f32_col2im_add(&g, Og, z, yg);
                   }
                   for (int64_t i = 0; i < O * OHW; i++)
-                    if (!near(y[i], ref[i], 1e-5f, 1e-5f * 16)) bad += mismatch(F_CONV_TRANSPOSE, "conv_transpose", OHW, i, 0, y[i], ref[i]);
+                    if (!near(y[i], ref[i], 1e-5f, 1e-5f * 16))
+                      bad += mismatch(F_CONV_TRANSPOSE, "conv_transpose", OHW, i, 0, y[i], ref[i]);
                 }
               }
   return bad;
@@ -1177,7 +1222,9 @@ static int check_conv_transpose(void) {
 
 int tdm_kernel_selftest_family(int family) { return family >= 0 && family < F_COUNT ? bad_by_family[family] : -1; }
 /* Field k (0 n, 1 index, 2 input, 3 kernel's value, 4 reference) of the family's first mismatch. */
-double tdm_kernel_selftest_first(int family, int k) { return family >= 0 && family < F_COUNT && k >= 0 && k < 5 ? first_bad[family][k] : 0; }
+double tdm_kernel_selftest_first(int family, int k) {
+  return family >= 0 && family < F_COUNT && k >= 0 && k < 5 ? first_bad[family][k] : 0;
+}
 
 int tdm_kernel_selftest(void) {
   memset(bad_by_family, 0, sizeof bad_by_family);
@@ -1185,7 +1232,7 @@ int tdm_kernel_selftest(void) {
   int bad = 0;
 #if TDM_SIMD128
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
-         check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
+      check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
   bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
@@ -1200,7 +1247,8 @@ int tdm_kernel_selftest(void) {
   bad += check_gemm(7, 37, 1100) + check_gemm(13, 29, 513) + check_gemm(1, 200, 1100) + check_gemm(1, 257, 77);
   bad += check_gemm(17, 96, 300) + check_gemm(9, 71, 600) + check_gemm(64, 64, 33); /* AVX-512: 8-row tiles, K blocks of 256, N % 32 */
 #if TDM_X86_AVX2
-  REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n", tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
+  REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n",
+         tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
          tdm_cpu_avx512() ? "checked" : "skipped");
 #endif
   /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */

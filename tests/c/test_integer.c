@@ -14,7 +14,7 @@ static const int64_t DIV_CASES[N][5] = {
     {-7, 2, -4, -3, 1},
     {7, -2, -4, -3, -1},
     {-7, -2, 3, 3, -1},
-    {1099511627779LL, 7, 157073089682LL, 157073089682LL, 5},     /* 2^40 + 3 */
+    {1099511627779LL, 7, 157073089682LL, 157073089682LL, 5}, /* 2^40 + 3 */
     {-1099511627779LL, 7, -157073089683LL, -157073089682LL, 2},
     {INT64_MAX, 2, 4611686018427387903LL, 4611686018427387903LL, 1},
     {INT64_MIN, 3, -3074457345618258603LL, -3074457345618258602LL, 1},
@@ -34,9 +34,19 @@ static const int64_t DIV_CASES[N][5] = {
 
 #define NP 13
 static const int64_t POW_CASES[NP][3] = {
-    {2, 62, 4611686018427387904LL}, {2, 63, INT64_MIN}, {3, 41, -420491770248316829LL}, {-3, 3, -27},
-    {1, -5, 1}, {-1, -5, -1}, {-1, -4, 1}, {5, -1, 0}, {0, 0, 1}, {-2, 63, INT64_MIN}, {7, 0, 1},
-    {10, 18, 1000000000000000000LL}, {3, 40, -6289078614652622815LL},
+    {2, 62, 4611686018427387904LL},
+    {2, 63, INT64_MIN},
+    {3, 41, -420491770248316829LL},
+    {-3, 3, -27},
+    {1, -5, 1},
+    {-1, -5, -1},
+    {-1, -4, 1},
+    {5, -1, 0},
+    {0, 0, 1},
+    {-2, 63, INT64_MIN},
+    {7, 0, 1},
+    {10, 18, 1000000000000000000LL},
+    {3, 40, -6289078614652622815LL},
 };
 
 static tb_op binop(const char *name, uint32_t a, uint32_t b, uint32_t y) {
@@ -80,7 +90,10 @@ static void division(void) {
     const int64_t *y = tdm_session_output(s, 0, (uint32_t)k);
     for (int i = 0; i < N; i++)
       if (y[i] != DIV_CASES[i][2 + k]) {
-        fprintf(stderr, "%s(%lld, %lld) = %lld, expected %lld\n", k == 0 ? "floor_divide" : k == 1 ? "trunc_divide" : "remainder",
+        fprintf(stderr, "%s(%lld, %lld) = %lld, expected %lld\n",
+                k == 0       ? "floor_divide"
+                    : k == 1 ? "trunc_divide"
+                             : "remainder",
                 (long long)DIV_CASES[i][0], (long long)DIV_CASES[i][1], (long long)y[i], (long long)DIV_CASES[i][2 + k]);
         tdm_test_failures++;
       }

@@ -20,11 +20,21 @@ static void truncation_everywhere(const unsigned char *bytes, size_t size) {
 static void corrupt_header(const unsigned char *bytes, size_t size) {
   unsigned char *b = malloc(size);
   tdm_program *p;
-  struct { size_t at; unsigned char v; tdm_status want; } cases[] = {
-      {0, 'X', TDM_ERR_BAD_MAGIC}, {4, 4, TDM_ERR_VERSION}, {4, 0, TDM_ERR_VERSION},
-      {4, 1, TDM_ERR_MALFORMED} /* version 1 has 5 sections */, {4, 2, TDM_ERR_TRUNCATED} /* read as version 2: no symbolic sizes after the ops */, {16, 7, TDM_ERR_MALFORMED},  {20, 1, TDM_ERR_MALFORMED}, {32, 9, TDM_ERR_MALFORMED}, /* section id */
-      {47, 0x80, TDM_ERR_MALFORMED},                                                      /* section offset */
-      {55, 0x7f, TDM_ERR_MALFORMED},                                                      /* section size */
+  struct {
+    size_t at;
+    unsigned char v;
+    tdm_status want;
+  } cases[] = {
+      {0, 'X', TDM_ERR_BAD_MAGIC},
+      {4, 4, TDM_ERR_VERSION},
+      {4, 0, TDM_ERR_VERSION},
+      {4, 1, TDM_ERR_MALFORMED} /* version 1 has 5 sections */,
+      {4, 2, TDM_ERR_TRUNCATED} /* read as version 2: no symbolic sizes after the ops */,
+      {16, 7, TDM_ERR_MALFORMED},
+      {20, 1, TDM_ERR_MALFORMED},
+      {32, 9, TDM_ERR_MALFORMED},    /* section id */
+      {47, 0x80, TDM_ERR_MALFORMED}, /* section offset */
+      {55, 0x7f, TDM_ERR_MALFORMED}, /* section size */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     memcpy(b, bytes, size);
@@ -166,11 +176,11 @@ static void check_before_state_write(void) {
   m->name = "forward";
   m->scratch = 64;
   m->n_values = 2;
-  m->values[0] = tb_scratch(TDM_I64, 0, 1, 2, 0);                /* index input */
-  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}};     /* the state */
+  m->values[0] = tb_scratch(TDM_I64, 0, 1, 2, 0);             /* index input */
+  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}}; /* the state */
   m->n_inputs = 1, m->inputs[0] = 0;
   m->n_ops = 2;
-  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}};  /* counter += counter, in place */
+  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}}; /* counter += counter, in place */
   const tb_op check = {"check_index", 1, 0, 1, 0, {0}, {0}, {4}, {0}};
   m->ops[0] = add, m->ops[1] = check;
   tdm_program *p = NULL;
@@ -191,11 +201,11 @@ static void guard_fails_before_state_write(void) {
   m->name = "forward";
   m->scratch = 64;
   m->n_values = 2;
-  m->values[0] = tb_scratch(TDM_BOOL, 0, 0, 0, 0);               /* cond input, one bool */
-  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}};     /* the state */
+  m->values[0] = tb_scratch(TDM_BOOL, 0, 0, 0, 0);            /* cond input, one bool */
+  m->values[1] = (tb_value){TDM_I64, 1, TB_STATE, 0, 0, {4}}; /* the state */
   m->n_inputs = 1, m->inputs[0] = 0;
   m->n_ops = 2;
-  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}};  /* counter += counter, in place */
+  const tb_op add = {"add", 2, 1, 0, 0, {1, 1}, {1}, {0}, {0}}; /* counter += counter, in place */
   const tb_op guard = {"guard", 1, 0, 1, 0, {0}, {0}, {7}, {0}};
   m->ops[0] = add, m->ops[1] = guard;
   tdm_program *p = NULL;

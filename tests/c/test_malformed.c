@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
           tdm_test_failures++;
         }
         for (uint32_t m = 0; m < tdm_program_method_count(p); m++) {
-          for (uint32_t i = 0; i < tdm_method_io_count(p, m, 0); i++) memset(tdm_session_input(sess, m, i), 0, tdm_method_io_nbytes(p, m, 0, i));
+          for (uint32_t i = 0; i < tdm_method_io_count(p, m, 0); i++)
+            memset(tdm_session_input(sess, m, i), 0, tdm_method_io_nbytes(p, m, 0, i));
           (void)tdm_session_run(sess, m);
         }
         tdm_session_free(sess);

@@ -7,18 +7,18 @@
 
 int main(void) {
   size_t declared = 0;
-#define X(name, fails, in_place)                                                                          \
-  do {                                                                                                 \
-    const tdm_opdef *d = tdm__find_op(#name);                                                          \
-    declared++;                                                                                        \
-    if (!d) {                                                                                          \
+#define X(name, fails, in_place) \
+  do { \
+    const tdm_opdef *d = tdm__find_op(#name); \
+    declared++; \
+    if (!d) { \
       fprintf(stderr, "op '%s' is in python/tandem/schema.py but not in the runtime's tables\n", #name); \
-      tdm_test_failures++;                                                                             \
-    } else {                                                                                           \
-      CHECK(d->can_fail == (fails));                                                                   \
-      CHECK(d->inplace == (in_place));                                                                 \
-      CHECK(d->check && d->run);                                                                       \
-    }                                                                                                  \
+      tdm_test_failures++; \
+    } else { \
+      CHECK(d->can_fail == (fails)); \
+      CHECK(d->inplace == (in_place)); \
+      CHECK(d->check && d->run); \
+    } \
   } while (0);
   TDM_SCHEMA_OPS(X)
 #undef X

@@ -60,15 +60,15 @@ static void sort_and_topk_order(void) {
   m->name = "s";
   m->scratch = 2048;
   m->n_values = 5;
-  m->values[0] = tb_scratch(TDM_F32, 0, 1, 7, 0);    /* x [7] */
-  m->values[1] = tb_scratch(TDM_F32, 64, 1, 7, 0);   /* sorted values */
-  m->values[2] = tb_scratch(TDM_I64, 128, 1, 7, 0);  /* sorted indices */
-  m->values[3] = tb_scratch(TDM_F32, 256, 1, 3, 0);  /* top-3 values */
-  m->values[4] = tb_scratch(TDM_I64, 320, 1, 3, 0);  /* top-3 indices */
+  m->values[0] = tb_scratch(TDM_F32, 0, 1, 7, 0);   /* x [7] */
+  m->values[1] = tb_scratch(TDM_F32, 64, 1, 7, 0);  /* sorted values */
+  m->values[2] = tb_scratch(TDM_I64, 128, 1, 7, 0); /* sorted indices */
+  m->values[3] = tb_scratch(TDM_F32, 256, 1, 3, 0); /* top-3 values */
+  m->values[4] = tb_scratch(TDM_I64, 320, 1, 3, 0); /* top-3 indices */
   m->n_inputs = 1, m->inputs[0] = 0;
   m->n_outputs = 4, m->outputs[0] = 1, m->outputs[1] = 2, m->outputs[2] = 3, m->outputs[3] = 4;
   m->n_ops = 2;
-  tb_op sort = {"sort", 1, 2, 2, 0, {0}, {1, 2}, {0, 1}, {0}}; /* descending */
+  tb_op sort = {"sort", 1, 2, 2, 0, {0}, {1, 2}, {0, 1}, {0}};    /* descending */
   tb_op topk = {"topk", 1, 2, 3, 0, {0}, {3, 4}, {0, 3, 0}, {0}}; /* 3 smallest */
   m->ops[0] = sort, m->ops[1] = topk;
   tdm_program *prog;

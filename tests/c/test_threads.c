@@ -7,7 +7,8 @@
 
 #include "testing.h"
 
-static const char *const FIXTURES[] = {"parallel", "parallel_conv", "parallel_int8", "parallel_int4", "transformer", "hf_llama", "cnn", "codec", "gru", "lstm", "streaming_conv"};
+static const char *const FIXTURES[] = {"parallel", "parallel_conv", "parallel_int8", "parallel_int4", "transformer",   "hf_llama",
+                                       "cnn",      "codec",         "gru",           "lstm",          "streaming_conv"};
 
 /* Deterministic inputs: floats in [-1, 1], integers 0..2 (valid token ids, indices and lengths in
  * every fixture), bools alternating. */
@@ -17,10 +18,10 @@ static void fill_inputs(tdm_program *p, tdm_session *s, uint32_t m) {
     const size_t n = tdm_method_io_nbytes(p, m, 0, i), es = tdm_dtype_size(tdm_method_io_dtype(p, m, 0, i));
     for (size_t e = 0; e < n / es; e++) {
       switch (tdm_method_io_dtype(p, m, 0, i)) {
-      case TDM_F32: ((float *)x)[e] = sinf(0.37f * (float)e + (float)i + 1.0f); break;
-      case TDM_I64: ((int64_t *)x)[e] = (int64_t)((e * 7 + 3) % 3); break;
-      case TDM_I32: ((int32_t *)x)[e] = (int32_t)((e * 7 + 3) % 3); break;
-      default: x[e] = (unsigned char)(e & 1); break;
+        case TDM_F32: ((float *)x)[e] = sinf(0.37f * (float)e + (float)i + 1.0f); break;
+        case TDM_I64: ((int64_t *)x)[e] = (int64_t)((e * 7 + 3) % 3); break;
+        case TDM_I32: ((int32_t *)x)[e] = (int32_t)((e * 7 + 3) % 3); break;
+        default: x[e] = (unsigned char)(e & 1); break;
       }
     }
   }
@@ -36,11 +37,11 @@ static unsigned char *run_all(const char *dir, const char *name, size_t *len) {
   free(bytes);
   CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
   *len = 0;
-#define APPEND(ptr, n)                                   \
-  do {                                                   \
+#define APPEND(ptr, n) \
+  do { \
     while (*len + (n) > cap) trace = realloc(trace, cap *= 2); \
-    memcpy(trace + *len, (ptr), (n));                    \
-    *len += (n);                                         \
+    memcpy(trace + *len, (ptr), (n)); \
+    *len += (n); \
   } while (0)
   for (int round = 0; round < 2; round++)
     for (uint32_t m = 0; m < tdm_program_method_count(p); m++) {

@@ -11,22 +11,22 @@
 
 static int tdm_test_failures;
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-      tdm_test_failures++;                                                           \
-    }                                                                                \
+#define CHECK(cond) \
+  do { \
+    if (!(cond)) { \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      tdm_test_failures++; \
+    } \
   } while (0)
 
-#define CHECK_STATUS(expr, want)                                                                     \
-  do {                                                                                               \
-    tdm_status got_ = (expr);                                                                        \
-    if (got_ != (want)) {                                                                            \
-      fprintf(stderr, "%s:%d: %s gave %s (%s), expected %s\n", __FILE__, __LINE__, #expr,            \
-              tdm_status_string(got_), tdm_last_error(), tdm_status_string(want));                   \
-      tdm_test_failures++;                                                                           \
-    }                                                                                                \
+#define CHECK_STATUS(expr, want) \
+  do { \
+    tdm_status got_ = (expr); \
+    if (got_ != (want)) { \
+      fprintf(stderr, "%s:%d: %s gave %s (%s), expected %s\n", __FILE__, __LINE__, #expr, tdm_status_string(got_), tdm_last_error(), \
+              tdm_status_string(want)); \
+      tdm_test_failures++; \
+    } \
   } while (0)
 
 static unsigned char *read_fixture(const char *dir, const char *name, size_t *size) {

@@ -14,8 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tdm_session *s = NULL;
   if (tdm_session_create(p, &s) == TDM_OK) {
     for (uint32_t m = 0; m < tdm_program_method_count(p); m++) {
-      for (uint32_t i = 0; i < tdm_method_io_count(p, m, 0); i++)
-        memset(tdm_session_input(s, m, i), 0, tdm_method_io_nbytes(p, m, 0, i));
+      for (uint32_t i = 0; i < tdm_method_io_count(p, m, 0); i++) memset(tdm_session_input(s, m, i), 0, tdm_method_io_nbytes(p, m, 0, i));
       (void)tdm_session_run(s, m);
       for (uint32_t i = 0; i < tdm_method_io_count(p, m, 1); i++) {
         volatile uint8_t sink = 0;
