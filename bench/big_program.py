@@ -3,6 +3,7 @@ issue #13 item 4): one bias-free Linear(16384, 16384), seeded, exported with tan
 
     python bench/big_program.py OUT.tandem
 """
+
 import sys
 from pathlib import Path
 

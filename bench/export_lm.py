@@ -1,5 +1,6 @@
 """Exports the transformer LM family for the benchmarks: `python bench/export_lm.py OUT_DIR CAP...`
 writes OUT_DIR/lm_<cap>.tandem for each KV-cache capacity (same weights: the same seed)."""
+
 import sys
 import warnings
 from pathlib import Path

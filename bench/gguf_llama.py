@@ -17,6 +17,7 @@ What llama.cpp expects, and what this writes:
   as the string of their pieces and tokenizes back to exactly those ids (bench/llm-page.js writes
   them the same way and checks the prompt's token count).
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -117,4 +118,3 @@ def write(hf, path: Path, qtype: str = "F32", context_length: int = 2048) -> Non
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-

@@ -19,6 +19,7 @@ seeded weights, at three widths for each runtime. bench/smollm.py writes the flo
     python bench/llm.py OUT_DIR [--layers N]   (after bench/smollm.py OUT_DIR [--layers N];
                                                called by bench/make_models.py for TANDEM_BENCH=llm)
 """
+
 import json
 import sys
 import time
@@ -87,8 +88,9 @@ def main(out: Path, layers: int | None = None) -> None:
     times = {}
     for width in ("int8", "int4"):
         t0 = time.time()
-        tandem.transformers.export_causal_lm(hf, max_cache_len=smollm.MAX_CACHE, max_prompt_len=smollm.MAX_PROMPT,
-                                             quantize=width).save(out / f"smollm_{width}.tandem")
+        tandem.transformers.export_causal_lm(hf, max_cache_len=smollm.MAX_CACHE, max_prompt_len=smollm.MAX_PROMPT, quantize=width).save(
+            out / f"smollm_{width}.tandem"
+        )
         times[f"tandem {width}"] = round(time.time() - t0, 1)
     t0 = time.time()
     quantize_onnx(out / "smollm.onnx", out / "smollm_int8.onnx", out / "smollm_int4.onnx")

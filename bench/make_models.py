@@ -3,6 +3,7 @@ state as inputs and outputs, since onnxruntime-web keeps none between calls).
 
     python bench/make_models.py build/bench
 """
+
 import os
 import sys
 import warnings
@@ -56,8 +57,13 @@ if want("gemm", "memory", "threads"):
         w = torch.randn(n, n)
         name = f"mm_{m}x{n}"
         tandem.export(MatMulW(w), {"forward": (torch.randn(m, n),)}).save(OUT / f"{name}.tandem")
-        save_onnx(name, [helper.make_node("MatMul", ["A", "W"], ["Y"])], [vi("A", [m, n])], [vi("Y", [m, n])],
-                  [numpy_helper.from_array(w.numpy(), "W")])
+        save_onnx(
+            name,
+            [helper.make_node("MatMul", ["A", "W"], ["Y"])],
+            [vi("A", [m, n])],
+            [vi("Y", [m, n])],
+            [numpy_helper.from_array(w.numpy(), "W")],
+        )
 
 
 class StateAdd(nn.Module):
@@ -76,14 +82,20 @@ if want("state"):
     for nbytes in [64, 512 * 1024, 4 * 1024 * 1024]:
         n = nbytes // 4
         tandem.export(StateAdd(n), {"forward": (torch.randn(1),)}).save(OUT / f"state_{nbytes}.tandem")
-        save_onnx(f"state_{nbytes}", [helper.make_node("Add", ["state", "x"], ["state_out"])],
-                  [vi("state", [n]), vi("x", [1])], [vi("state_out", [n])], [])
+        save_onnx(
+            f"state_{nbytes}",
+            [helper.make_node("Add", ["state", "x"], ["state_out"])],
+            [vi("state", [n]), vi("x", [1])],
+            [vi("state_out", [n])],
+            [],
+        )
 
 # ---- transformer decode step: 4 layers, width 256, 4 heads, context 512 ----------------------
 if want("decode", "memory"):
     lm = TinyLM(vocab=96, d=256, heads=4, layers=4, capacity=512, chunk=16).eval()
-    tandem.export(lm, {"prefill": (torch.zeros(1, 16, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),),
-                       "reset": ()}).save(OUT / "lm.tandem")
+    tandem.export(
+        lm, {"prefill": (torch.zeros(1, 16, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()}
+    ).save(OUT / "lm.tandem")
 
 
 class LMStepIO(nn.Module):
@@ -120,8 +132,15 @@ if want("decode", "memory"):
     args = (torch.zeros(1, 1, dtype=torch.long), torch.tensor([3]), torch.randn(4, 1, 4, 512, 64), torch.randn(4, 1, 4, 512, 64))
     with torch.no_grad():
         ref = step(*args)
-        torch.onnx.export(step, args, str(OUT / "lm.onnx"), dynamo=False, opset_version=17,
-                          input_names=["token", "pos", "k", "v"], output_names=["logits", "k_out", "v_out"])
+        torch.onnx.export(
+            step,
+            args,
+            str(OUT / "lm.onnx"),
+            dynamo=False,
+            opset_version=17,
+            input_names=["token", "pos", "k", "v"],
+            output_names=["logits", "k_out", "v_out"],
+        )
 
 # ---- streaming convolution chunk -------------------------------------------------------------
 if want("conv", "memory"):
@@ -136,13 +155,20 @@ class ConvIO(nn.Module):
 
     def forward(self, chunk, context):
         x = torch.cat([context, chunk], dim=2)
-        return self.b._block(x), x[:, :, -(self.b.k - 1):]
+        return self.b._block(x), x[:, :, -(self.b.k - 1) :]
 
 
 if want("conv", "memory"):
     with torch.no_grad():
-        torch.onnx.export(ConvIO(conv), (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)), str(OUT / "conv.onnx"), dynamo=False,
-                          opset_version=17, input_names=["chunk", "context"], output_names=["y", "context_out"])
+        torch.onnx.export(
+            ConvIO(conv),
+            (torch.randn(1, 128, 64), torch.zeros(1, 128, 4)),
+            str(OUT / "conv.onnx"),
+            dynamo=False,
+            opset_version=17,
+            input_names=["chunk", "context"],
+            output_names=["y", "context_out"],
+        )
 
 # ---- torchvision image classifiers, 224x224, eval, random weights -----------------------------
 if want("image"):
@@ -159,15 +185,17 @@ if want("image"):
         image = torch.randn(1, 3, 224, 224)
         tandem.export(net, {"forward": (image,)}).save(OUT / f"{name}.tandem")
         with torch.no_grad():
-            torch.onnx.export(net, (image,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17,
-                              input_names=["x"], output_names=["y"])
+            torch.onnx.export(
+                net, (image,), str(OUT / f"{name}.onnx"), dynamo=False, opset_version=17, input_names=["x"], output_names=["y"]
+            )
 
 # ---- streaming codec: encode and decode steps of one 80 ms chunk (1920 samples at 24 kHz) -------
 if want("codec"):
     codec = StreamingCodec().eval()  # 16 base channels, ratios 4·5·6·4 (hop 480), latent 128, 2 layers
     FRAMES = codec.chunk // codec.hop
-    tandem.export(codec, {"encode_step": (torch.randn(1, 1, codec.chunk),), "decode_step": (torch.randn(1, 128, FRAMES),),
-                          "reset": ()}).save(OUT / "codec.tandem")
+    tandem.export(
+        codec, {"encode_step": (torch.randn(1, 1, codec.chunk),), "decode_step": (torch.randn(1, 128, FRAMES),), "reset": ()}
+    ).save(OUT / "codec.tandem")
 
 
 class CodecStepIO(nn.Module):
@@ -196,19 +224,39 @@ class CodecStepIO(nn.Module):
 if want("codec"):
     STATE_KEYS = ("previous", "partial", "k_cache", "v_cache", "slot_pos", "offset")
     codec_state = {}
-    for step, prefix, x in [("encode_step", ("encoder.", "encoder_transformer."), torch.randn(1, 1, codec.chunk)),
-                            ("decode_step", ("decoder.", "decoder_transformer."), torch.randn(1, 128, FRAMES))]:
+    for step, prefix, x in [
+        ("encode_step", ("encoder.", "encoder_transformer."), torch.randn(1, 1, codec.chunk)),
+        ("decode_step", ("decoder.", "decoder_transformer."), torch.randn(1, 128, FRAMES)),
+    ]:
         names = [n for n, _ in codec.named_buffers() if n.startswith(prefix) and n.split(".")[-1] in STATE_KEYS]
         state = [codec.get_buffer(n).clone() for n in names]
         codec_state[step] = names
         with torch.no_grad():
-            torch.onnx.export(CodecStepIO(codec, step, names), (x, *state), str(OUT / f"codec_{step}.onnx"), dynamo=False,
-                              opset_version=17, input_names=["x"] + [f"s{i}" for i in range(len(names))],
-                              output_names=["y"] + [f"s{i}_out" for i in range(len(names))])
-    (OUT / "codec_state.json").write_text(__import__("json").dumps(
-        {step: [{"name": n, "shape": list(codec.get_buffer(n).shape), "dtype": str(codec.get_buffer(n).dtype).replace("torch.", ""),
-                 "fill": codec.get_buffer(n).flatten()[0].item()} for n in names]
-         for step, names in codec_state.items()}))
+            torch.onnx.export(
+                CodecStepIO(codec, step, names),
+                (x, *state),
+                str(OUT / f"codec_{step}.onnx"),
+                dynamo=False,
+                opset_version=17,
+                input_names=["x"] + [f"s{i}" for i in range(len(names))],
+                output_names=["y"] + [f"s{i}_out" for i in range(len(names))],
+            )
+    (OUT / "codec_state.json").write_text(
+        __import__("json").dumps(
+            {
+                step: [
+                    {
+                        "name": n,
+                        "shape": list(codec.get_buffer(n).shape),
+                        "dtype": str(codec.get_buffer(n).dtype).replace("torch.", ""),
+                        "fill": codec.get_buffer(n).flatten()[0].item(),
+                    }
+                    for n in names
+                ]
+                for step, names in codec_state.items()
+            }
+        )
+    )
 
 # ---- a ~50 MB program for the load benchmark ---------------------------------------------------
 if want("load"):
@@ -221,7 +269,8 @@ if want("toolchain"):
         lin = nn.Linear(K, N, bias=False)
         for width in ("float32", "int8", "int4"):
             tandem.export(lin, {"forward": (torch.randn(1, K),)}, quantize=None if width == "float32" else width).save(
-                OUT / f"gemv_{width}_{K}x{N}.tandem")
+                OUT / f"gemv_{width}_{K}x{N}.tandem"
+            )
 
 # ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
 if want("smollm", "threads", "llm"):

@@ -7,6 +7,7 @@ VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weig
 (`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32).
 Usage: python bench/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
 float32, int8]."""
+
 import json
 import sys
 import time
@@ -43,24 +44,48 @@ with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: warm-
         codes_all.append(c)
         pcm_all.append(y)
 eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "threads": torch.get_num_threads()}
-print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame",
-      file=sys.stderr)
+print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame", file=sys.stderr)
 
 for variant in VARIANTS:
     t0 = time.perf_counter()
     with torch.no_grad(), model.streaming(1):
-        program = tandem.export(None, {"encode_step": tandem.Method(model.encode, (chunks[0],)),
-                                       "decode_step": tandem.Method(model.decode, (codes_all[0],)),
-                                       "reset": tandem.Method(model.reset_streaming, ())},
-                                quantize=None if variant == "float32" else variant)
+        program = tandem.export(
+            None,
+            {
+                "encode_step": tandem.Method(model.encode, (chunks[0],)),
+                "decode_step": tandem.Method(model.decode, (codes_all[0],)),
+                "reset": tandem.Method(model.reset_streaming, ()),
+            },
+            quantize=None if variant == "float32" else variant,
+        )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0
     program.save(OUT / f"mimi{suffix}.tandem")
-    (OUT / f"mimi{suffix}_ops.json").write_text(json.dumps({name: [  # each method's ops with shapes, for bench/mimi_profile.py
-        {"name": op.name, "ins": [list(v.shape) for v in op.ins], "outs": [list(v.shape) for v in op.outs], "iattr": list(op.iattr)}
-        for op in program.method(name).ops] for name in ("encode_step", "decode_step")}))
+    (OUT / f"mimi{suffix}_ops.json").write_text(
+        json.dumps(
+            {
+                name: [  # each method's ops with shapes, for bench/mimi_profile.py
+                    {
+                        "name": op.name,
+                        "ins": [list(v.shape) for v in op.ins],
+                        "outs": [list(v.shape) for v in op.outs],
+                        "iattr": list(op.iattr),
+                    }
+                    for op in program.method(name).ops
+                ]
+                for name in ("encode_step", "decode_step")
+            }
+        )
+    )
     print(f"exported in {eager['export_s' + suffix]:.0f} s: {OUT / f'mimi{suffix}.tandem'}", file=sys.stderr)
 (OUT / "mimi_eager.json").write_text(json.dumps(eager))
-(OUT / "mimi_frames.json").write_text(json.dumps({
-    "inputs": [x.reshape(-1).tolist() for x in chunks], "codes": [c.reshape(-1).tolist() for c in codes_all],
-    "pcm": [y.reshape(-1).tolist() for y in pcm_all], "codes_shape": list(codes_all[0].shape)}))
+(OUT / "mimi_frames.json").write_text(
+    json.dumps(
+        {
+            "inputs": [x.reshape(-1).tolist() for x in chunks],
+            "codes": [c.reshape(-1).tolist() for c in codes_all],
+            "pcm": [y.reshape(-1).tolist() for y in pcm_all],
+            "codes_shape": list(codes_all[0].shape),
+        }
+    )
+)

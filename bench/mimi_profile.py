@@ -4,6 +4,7 @@ profiled over `rounds` frames. Prints the time per
 op kind and the slowest single ops with their shapes (read from the file), to see which kernels a
 change moves. Usage: python bench/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
 for example mimi_int8]."""
+
 import json
 import sys
 from collections import defaultdict

@@ -20,6 +20,7 @@ Also checks every backend's outputs against eager's (max |diff|).
     bash bench/run.sh with TANDEM_BENCH=native, or directly:
     PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/native.py
 """
+
 import copy
 import ctypes
 import gc
@@ -49,8 +50,14 @@ class SileroShaped(nn.Module):
     def __init__(self):
         super().__init__()
         self.stft = nn.Conv1d(1, 258, 256, stride=128, bias=False)
-        self.enc = nn.ModuleList([nn.Conv1d(129, 128, 3, padding=1), nn.Conv1d(128, 64, 3, stride=2, padding=1),
-                                  nn.Conv1d(64, 64, 3, stride=2, padding=1), nn.Conv1d(64, 128, 3, padding=1)])
+        self.enc = nn.ModuleList(
+            [
+                nn.Conv1d(129, 128, 3, padding=1),
+                nn.Conv1d(128, 64, 3, stride=2, padding=1),
+                nn.Conv1d(64, 64, 3, stride=2, padding=1),
+                nn.Conv1d(64, 128, 3, padding=1),
+            ]
+        )
         self.lstm = nn.LSTMCell(128, 128)
         self.out = nn.Conv1d(128, 1, 1)
         self.register_buffer("context", torch.zeros(1, 64))
@@ -96,12 +103,16 @@ def cases():
     vad = SileroShaped().eval()
     chunk = torch.randn(1, 512) * 0.1
     return [
-        ("linear 64x512x512", lin, {"forward": (x,)}, 50,
-         lambda m: None, lambda m: m.forward(x)),
-        ("LM decode step (4 layers, d 256)", lm, {"prefill": (prompt,), "decode": (tok,), "reset": ()}, 200,
-         lambda m: (m.reset(), m.prefill(prompt)), lambda m: m.decode(tok)),
-        ("VAD step (Silero-v5-shaped)", vad, {"forward": (chunk,), "reset": ()}, 300,
-         lambda m: m.reset(), lambda m: m.forward(chunk)),
+        ("linear 64x512x512", lin, {"forward": (x,)}, 50, lambda m: None, lambda m: m.forward(x)),
+        (
+            "LM decode step (4 layers, d 256)",
+            lm,
+            {"prefill": (prompt,), "decode": (tok,), "reset": ()},
+            200,
+            lambda m: (m.reset(), m.prefill(prompt)),
+            lambda m: m.decode(tok),
+        ),
+        ("VAD step (Silero-v5-shaped)", vad, {"forward": (chunk,), "reset": ()}, 300, lambda m: m.reset(), lambda m: m.forward(chunk)),
     ]
 
 
@@ -124,6 +135,7 @@ def backends():
             assert not ctypes.CDLL(str(copy_path)).tdm_build_features() & 8
             del os.environ["TANDEM_NATIVE_ISA"]
             return runtime.NativeLibrary(copy_path)
+
         out.insert(len(out) - 1, ("native SIMD128 (SSE2)", simd128_only))
     out.append(("wasm SIMD128", lambda: WasmLibrary(runtime._wasm_path())))
     return out
@@ -131,8 +143,7 @@ def backends():
 
 def main():
     libs = [(name, make()) for name, make in backends()]
-    print(f"tandem from Python, 1 thread; torch {torch.__version__}, {torch.get_num_threads()} thread; "
-          f"best of {ROUNDS} interleaved rounds")
+    print(f"tandem from Python, 1 thread; torch {torch.__version__}, {torch.get_num_threads()} thread; best of {ROUNDS} interleaved rounds")
     rows = []
     for title, module, spec, calls, setup, call in cases():
         data = tandem.export(copy.deepcopy(module), spec).to_bytes()
@@ -156,7 +167,7 @@ def main():
                 time_round(lambda: setup(m), lambda: call(m), max(3, calls // 10))
             times = {name: [] for name, _ in runners}
             for r in range(ROUNDS):  # interleaved, the order rotating, so load on the machine hits every backend alike
-                for name, m in runners[r % len(runners):] + runners[:r % len(runners)]:
+                for name, m in runners[r % len(runners) :] + runners[: r % len(runners)]:
                     times[name].append(time_round(lambda: setup(m), lambda: call(m), calls))
             gc.unfreeze()
         for name, ts in times.items():
@@ -169,8 +180,10 @@ def main():
     print("|" + "---|" * (head.count("|") - 1))
     for title, r in rows:
         cells = [f"{r[n] * 1e3:.3f} ms" for n in names]
-        print(f"| {title} | " + " | ".join(cells) + f" | {r['eager'] * 1e3:.3f} ms | "
-              f"{r['native SIMD'] / r['eager']:.2f}x | {r['native SIMD'] / r['wasm SIMD128']:.2f}x |")
+        print(
+            f"| {title} | " + " | ".join(cells) + f" | {r['eager'] * 1e3:.3f} ms | "
+            f"{r['native SIMD'] / r['eager']:.2f}x | {r['native SIMD'] / r['wasm SIMD128']:.2f}x |"
+        )
     print()
     for title, r in rows:
         print(f"{title}: max |y - eager| " + ", ".join(f"{n} {r[n + ' err']:.2e}" for n in names))

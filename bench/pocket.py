@@ -7,6 +7,7 @@ package's eager torch on one thread timed on the same frames in the same run. Wr
 OUT/pocket.tandem, OUT/pocket_frames.json (the prompt and the package's latents and audio, for
 bench/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame).
 Usage: python bench/pocket.py OUT [frames = 12]."""
+
 import functools
 import json
 import sys
@@ -62,24 +63,38 @@ def generate(frames: int, timed: bool):
 
 want, t_lm, t_dec = generate(N + 2, True)
 eager = {"step_ms": 1000 * t_lm / N, "decode_ms": 1000 * t_dec / N, "frames": N, "threads": torch.get_num_threads()}
-print(f"pocket-tts eager torch, 1 thread: LM step {eager['step_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame",
-      file=sys.stderr)
+print(
+    f"pocket-tts eager torch, 1 thread: LM step {eager['step_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame",
+    file=sys.stderr,
+)
 
 t0 = time.perf_counter()
 lm_state = init_states(lm, batch_size=1, sequence_length=LM_CAP)
 mimi_state = init_states(mimi, batch_size=1, sequence_length=MIMI_CAP)
-program = tandem.export(None, {
-    "prompt": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, PROMPT),
-                            dynamic_shapes=(None, {1: Dim("tokens", min=1, max=16)})),
-    "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, torch.full((1, 1, lm.ldim), float("nan")))),
-    "decode": tandem.Method(mimi.decode_from_latent, (torch.zeros(1, 1, lm.ldim), mimi_state)),
-    "advance": tandem.Method(functools.partial(increment_steps, mimi, increment=steps), (mimi_state,)),
-})
+program = tandem.export(
+    None,
+    {
+        "prompt": tandem.Method(
+            model._run_flow_lm_and_increment_step, (lm_state, PROMPT), dynamic_shapes=(None, {1: Dim("tokens", min=1, max=16)})
+        ),
+        "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, torch.full((1, 1, lm.ldim), float("nan")))),
+        "decode": tandem.Method(mimi.decode_from_latent, (torch.zeros(1, 1, lm.ldim), mimi_state)),
+        "advance": tandem.Method(functools.partial(increment_steps, mimi, increment=steps), (mimi_state,)),
+    },
+)
 eager["export_s"] = time.perf_counter() - t0
 program.save(OUT / "pocket.tandem")
 (OUT / "pocket_eager.json").write_text(json.dumps(eager))
-(OUT / "pocket_frames.json").write_text(json.dumps({
-    "prompt": PROMPT.reshape(-1).tolist(), "emb_std": lm.emb_std.tolist(), "emb_mean": lm.emb_mean.tolist(),
-    "latents": [a.reshape(-1).tolist() for a, _, _ in want], "eos": [bool(e.reshape(-1)[0]) for _, e, _ in want],
-    "audio": [y.reshape(-1).tolist() for _, _, y in want]}))
+(OUT / "pocket_frames.json").write_text(
+    json.dumps(
+        {
+            "prompt": PROMPT.reshape(-1).tolist(),
+            "emb_std": lm.emb_std.tolist(),
+            "emb_mean": lm.emb_mean.tolist(),
+            "latents": [a.reshape(-1).tolist() for a, _, _ in want],
+            "eos": [bool(e.reshape(-1)[0]) for _, e, _ in want],
+            "audio": [y.reshape(-1).tolist() for _, _, y in want],
+        }
+    )
+)
 print(f"exported in {eager['export_s']:.0f} s: {OUT / 'pocket.tandem'}", file=sys.stderr)

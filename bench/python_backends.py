@@ -3,6 +3,7 @@ accumulator case of tests/cases.py (3 floats in, 3 out): median of 5 runs of 100
 
     PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/python_backends.py
 """
+
 import statistics
 import time
 

@@ -13,6 +13,7 @@ weights, exported twice from the same weights:
 
     python bench/smollm.py OUT_DIR [--tandem-only] [--layers N]   (also called by bench/make_models.py)
 """
+
 import json
 import sys
 import time
@@ -26,9 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python")]
 warnings.filterwarnings("ignore")
 
-CONFIG = dict(num_hidden_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3,
-              intermediate_size=1536, vocab_size=49152, tie_word_embeddings=True, max_position_embeddings=2048,
-              rope_theta=10000.0, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2)
+CONFIG = dict(
+    num_hidden_layers=30,
+    hidden_size=576,
+    num_attention_heads=9,
+    num_key_value_heads=3,
+    intermediate_size=1536,
+    vocab_size=49152,
+    tie_word_embeddings=True,
+    max_position_embeddings=2048,
+    rope_theta=10000.0,
+    rms_norm_eps=1e-5,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 MAX_CACHE, MAX_PROMPT = 512, 128
 
 
@@ -36,6 +48,7 @@ def make_model(layers: int | None = None):
     """The benchmark model (seeded: every call gives the same weights); `layers` overrides the
     depth for quick runs while developing the benchmark (`--layers N`)."""
     from transformers import LlamaConfig, LlamaForCausalLM
+
     torch.manual_seed(0)
     return LlamaForCausalLM(LlamaConfig(**{**CONFIG, **({"num_hidden_layers": layers} if layers else {})})).eval().float()
 
@@ -49,6 +62,7 @@ class StepIO(nn.Module):
 
     def forward(self, token, position_ids, *past):
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
         m, cfg = self.hf.model, self.hf.config
         H, Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
         Dh = cfg.hidden_size // H
@@ -83,6 +97,7 @@ class PrefillIO(nn.Module):
 
     def forward(self, tokens, position_ids):
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
         m, cfg = self.hf.model, self.hf.config
         H, Hkv = cfg.num_attention_heads, cfg.num_key_value_heads
         Dh = cfg.hidden_size // H
@@ -120,10 +135,16 @@ def export_onnx_prefill(hf, path):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     names_out = [f"present.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
     with torch.no_grad():
-        torch.onnx.export(PrefillIO(hf), (torch.zeros(1, 4, dtype=torch.long), torch.arange(4)[None]), str(path),
-                          dynamo=False, opset_version=17, input_names=["input_ids", "position_ids"],
-                          output_names=["logits", *names_out],
-                          dynamic_axes={"input_ids": {1: "n"}, "position_ids": {1: "n"}, **{o: {2: "n"} for o in names_out}})
+        torch.onnx.export(
+            PrefillIO(hf),
+            (torch.zeros(1, 4, dtype=torch.long), torch.arange(4)[None]),
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=["input_ids", "position_ids"],
+            output_names=["logits", *names_out],
+            dynamic_axes={"input_ids": {1: "n"}, "position_ids": {1: "n"}, **{o: {2: "n"} for o in names_out}},
+        )
 
 
 def export_onnx(hf, path):
@@ -142,15 +163,22 @@ def export_onnx(hf, path):
     names_out = [f"present.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
     past = [torch.randn(1, Hkv, 8, Dh) for _ in names_in]
     with torch.no_grad():
-        torch.onnx.export(StepIO(hf), (torch.zeros(1, 1, dtype=torch.long), torch.tensor([[8]]), *past), str(path),
-                          dynamo=False, opset_version=17, input_names=["input_ids", "position_ids", *names_in],
-                          output_names=["logits", *names_out],
-                          dynamic_axes={**{n: {2: "past"} for n in names_in}, **{n: {2: "past_1"} for n in names_out}})
+        torch.onnx.export(
+            StepIO(hf),
+            (torch.zeros(1, 1, dtype=torch.long), torch.tensor([[8]]), *past),
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=["input_ids", "position_ids", *names_in],
+            output_names=["logits", *names_out],
+            dynamic_axes={**{n: {2: "past"} for n in names_in}, **{n: {2: "past_1"} for n in names_out}},
+        )
 
 
 def main(out: Path, onnx: bool = True, layers: int | None = None):
     import tandem
     import tandem.transformers
+
     out.mkdir(parents=True, exist_ok=True)
     hf = make_model(layers)
     cfg = hf.config
@@ -165,7 +193,9 @@ def main(out: Path, onnx: bool = True, layers: int | None = None):
     L, Hkv, Dh = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     params = {id(p): p for p in hf.parameters()}  # the tied table once
     info = {
-        "config": {**CONFIG, "num_hidden_layers": L}, "max_cache_len": MAX_CACHE, "max_prompt_len": MAX_PROMPT,
+        "config": {**CONFIG, "num_hidden_layers": L},
+        "max_cache_len": MAX_CACHE,
+        "max_prompt_len": MAX_PROMPT,
         "parameters": sum(p.numel() for p in params.values()),
         # every weight is read once per token; the embedding table too (as the tied output head;
         # its lookup reads one row more)

@@ -17,6 +17,7 @@
 
     python demo/build_audio.py [OUT]        (npm start and scripts/test.sh run it)
 """
+
 from __future__ import annotations
 
 import json
@@ -81,8 +82,13 @@ def reference(samples: np.ndarray) -> dict:
         p, state = session.run(None, {"input": c.numpy(), "state": state, "sr": np.array(vad.RATE, np.int64)})
         probs.append(float(p[0, 0]))
     segments = get_speech_timestamps_from_probs(probs, sampling_rate=vad.RATE, threshold=0.5, audio_length_samples=samples.size)
-    return {"model": "silero_vad.onnx (onnxruntime)", "threshold": 0.5, "samples": int(samples.size), "probs": probs,
-            "segments": [[s["start"], s["end"]] for s in segments]}
+    return {
+        "model": "silero_vad.onnx (onnxruntime)",
+        "threshold": 0.5,
+        "samples": int(samples.size),
+        "probs": probs,
+        "segments": [[s["start"], s["end"]] for s in segments],
+    }
 
 
 CODEC_RATE, CODEC_FRAME = 24000, 1920
@@ -94,6 +100,7 @@ def export_codec(path: Path) -> None:
     import torch
 
     import tandem
+
     sys.path.insert(0, str(HERE.parent / "tests" / "python"))
     from field_models import mimi
 
@@ -103,11 +110,15 @@ def export_codec(path: Path) -> None:
         codes = model.encode(x)
         model.decode(codes)
     with torch.no_grad(), model.streaming(1):
-        program = tandem.export(None, {"encode_step": tandem.Method(model.encode, (x,)),
-                                       "decode_step": tandem.Method(model.decode, (codes,)),
-                                       "reset": tandem.Method(model.reset_streaming, ())},
-                                metadata={"sample_rate": CODEC_RATE, "chunk": CODEC_FRAME,
-                                          "model": "Mimi (moshi), small, random seeded weights"})
+        program = tandem.export(
+            None,
+            {
+                "encode_step": tandem.Method(model.encode, (x,)),
+                "decode_step": tandem.Method(model.decode, (codes,)),
+                "reset": tandem.Method(model.reset_streaming, ()),
+            },
+            metadata={"sample_rate": CODEC_RATE, "chunk": CODEC_FRAME, "model": "Mimi (moshi), small, random seeded weights"},
+        )
     path.write_bytes(program.to_bytes())
     print(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
 

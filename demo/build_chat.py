@@ -11,6 +11,7 @@ The weights are random (seeded), not trained: the replies are the model's greedy
 
     python demo/build_chat.py [OUT]        (npm start runs it)
 """
+
 from __future__ import annotations
 
 import sys

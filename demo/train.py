@@ -7,6 +7,7 @@ demo/shared.tandem (the original report's model, for the page's second panel).
 
     python demo/train.py            # about 13 minutes on 2 cores; seeded, so reproducible
 """
+
 import argparse
 import json
 import math
@@ -33,8 +34,9 @@ CONFIG = dict(vocab=len(VOCAB), d=128, heads=4, layers=4, capacity=256, chunk=16
 def corpus() -> str:
     if not CORPUS.is_dir():
         sys.exit("the corpus is missing: apt-get install fortunes")
-    texts = [p.read_text("utf-8", errors="replace") for p in sorted(CORPUS.iterdir())
-             if p.is_file() and not p.suffix and p.name not in SKIP]
+    texts = [
+        p.read_text("utf-8", errors="replace") for p in sorted(CORPUS.iterdir()) if p.is_file() and not p.suffix and p.name not in SKIP
+    ]
     text = "\n".join(texts).replace("\n%\n", "\n\n").replace("\t", "    ")
     return "".join(c if c in VOCAB else "?" for c in text)
 
@@ -62,8 +64,8 @@ def main():
         for group in opt.param_groups:
             group["lr"] = lr
         ix = torch.randint(0, len(data) - args.seq - 1, (args.batch,), generator=g)
-        x = torch.stack([data[i:i + args.seq] for i in ix])
-        y = torch.stack([data[i + 1:i + args.seq + 1] for i in ix])
+        x = torch.stack([data[i : i + args.seq] for i in ix])
+        y = torch.stack([data[i + 1 : i + args.seq + 1] for i in ix])
         loss = F.cross_entropy(model(x).reshape(-1, len(VOCAB)), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -79,15 +81,26 @@ def main():
     chunk = CONFIG["chunk"]
     # the metadata web/lm.js's generate() reads (the model.tandem in the repository predates it: the
     # page passes the same values as options)
-    program = tandem.export(model, {"prefill": (torch.zeros(1, chunk, dtype=torch.long),),
-                                    "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()},
-                            metadata={"max_cache_len": CONFIG["capacity"], "position_state": "pos"})
+    program = tandem.export(
+        model,
+        {"prefill": (torch.zeros(1, chunk, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()},
+        metadata={"max_cache_len": CONFIG["capacity"], "position_state": "pos"},
+    )
     program.save(out / "model.tandem")
     _, spec, _, _ = original_report()
     tandem.export(None, spec).save(out / "shared.tandem")
-    meta = {**CONFIG, "vocab": VOCAB, "parameters": params, "steps": args.steps, "batch": args.batch, "seq": args.seq,
-            "final_loss": round(loss_avg, 4), "train_minutes": round(minutes, 1), "corpus": "Debian fortunes",
-            "corpus_characters": len(text)}
+    meta = {
+        **CONFIG,
+        "vocab": VOCAB,
+        "parameters": params,
+        "steps": args.steps,
+        "batch": args.batch,
+        "seq": args.seq,
+        "final_loss": round(loss_avg, 4),
+        "train_minutes": round(minutes, 1),
+        "corpus": "Debian fortunes",
+        "corpus_characters": len(text),
+    }
     (out / "model.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"exported {out / 'model.tandem'} ({len(program.to_bytes())} bytes) after {minutes:.1f} min, loss {loss_avg:.3f}")
 

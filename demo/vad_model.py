@@ -11,6 +11,7 @@ reflection-pad 64 samples on the right, an STFT as a strided conv1d with the shi
 
     python demo/vad_model.py OUT.tandem   # checks the rebuild against the shipped model, exports it
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,8 +40,14 @@ class SileroVad(nn.Module):
         self.register_buffer("basis", torch.zeros(258, 1, 256))
         # reflection padding of 64 on the right: padded[n + j] = x[n - 2 - j]
         self.register_buffer("reflect", torch.arange(n - 2, n - 2 - CONTEXT, -1))
-        self.convs = nn.ModuleList([nn.Conv1d(129, 128, 3, padding=1), nn.Conv1d(128, 64, 3, stride=2, padding=1),
-                                    nn.Conv1d(64, 64, 3, stride=2, padding=1), nn.Conv1d(64, 128, 3, padding=1)])
+        self.convs = nn.ModuleList(
+            [
+                nn.Conv1d(129, 128, 3, padding=1),
+                nn.Conv1d(128, 64, 3, stride=2, padding=1),
+                nn.Conv1d(64, 64, 3, stride=2, padding=1),
+                nn.Conv1d(64, 128, 3, padding=1),
+            ]
+        )
         self.lstm = nn.LSTMCell(128, 128)
         self.out = nn.Conv1d(128, 1, 1)
         self.register_buffer("h", torch.zeros(1, 128))
@@ -84,8 +91,8 @@ def chunks_with_context(audio: torch.Tensor) -> list:
     the last padded with zeros, as streamAudio cuts them."""
     n = -(-audio.numel() // CHUNK) * CHUNK
     padded = torch.zeros(CONTEXT + n)
-    padded[CONTEXT:CONTEXT + audio.numel()] = audio
-    return [padded[i:i + CONTEXT + CHUNK].unsqueeze(0) for i in range(0, n, CHUNK)]
+    padded[CONTEXT : CONTEXT + audio.numel()] = audio
+    return [padded[i : i + CONTEXT + CHUNK].unsqueeze(0) for i in range(0, n, CHUNK)]
 
 
 def shipped_probabilities(audio: torch.Tensor) -> torch.Tensor:
@@ -113,8 +120,10 @@ def test_audio(seconds: float = 4.0, seed: int = 0) -> torch.Tensor:
     """A deterministic 16 kHz signal with voiced-like bursts between quiet noise."""
     g = torch.Generator().manual_seed(seed)
     t = torch.arange(int(seconds * RATE)) / RATE
-    voiced = sum(torch.sin(2 * torch.pi * f * t * (1 + 0.05 * torch.sin(2 * torch.pi * 3 * t))) / k
-                 for k, f in enumerate([140, 280, 420, 700, 1100], 1))
+    voiced = sum(
+        torch.sin(2 * torch.pi * f * t * (1 + 0.05 * torch.sin(2 * torch.pi * 3 * t))) / k
+        for k, f in enumerate([140, 280, 420, 700, 1100], 1)
+    )
     gate = ((t % 1.0) < 0.5).float()
     return (0.3 * voiced * gate + 0.01 * torch.randn(t.shape, generator=g)).float()
 
@@ -124,8 +133,11 @@ def export(path: Path) -> None:
 
     model = from_shipped()
     worst = check_against_shipped(model, test_audio())
-    program = tandem.export(model, {"forward": (torch.zeros(1, CONTEXT + CHUNK),), "reset": ()},
-                            metadata={"sample_rate": RATE, "chunk": CHUNK, "context": CONTEXT, "model": "silero-vad 16 kHz"})
+    program = tandem.export(
+        model,
+        {"forward": (torch.zeros(1, CONTEXT + CHUNK),), "reset": ()},
+        metadata={"sample_rate": RATE, "chunk": CHUNK, "context": CONTEXT, "model": "silero-vad 16 kHz"},
+    )
     program.save(path)
     print(f"{path}: Silero VAD from the installed silero-vad package (matches silero_vad.jit within {worst:.1e})")
 

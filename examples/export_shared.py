@@ -1,5 +1,6 @@
 """Export the model of the original report: Module1 adds to a buffer of a shared submodule,
 Module2 clears it. One .tandem file, one state slot, two methods."""
+
 import sys
 from pathlib import Path
 
@@ -38,10 +39,7 @@ class Module2(nn.Module):
 
 shared = SharedModule()
 example = (torch.randn(1),)
-program = tandem.export(None, {
-    "forward1": tandem.Method(Module1(shared), example),
-    "forward2": tandem.Method(Module2(shared), example),
-})
+program = tandem.export(None, {"forward1": tandem.Method(Module1(shared), example), "forward2": tandem.Method(Module2(shared), example)})
 out = sys.argv[1] if len(sys.argv) > 1 else "shared.tandem"
 program.save(out)
 print(f"exported {program} to {out} ({len(program.to_bytes())} bytes)")

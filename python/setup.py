@@ -7,6 +7,7 @@ when it is missing); without it the build stops at once with one line saying wha
 clone builds the package (there is no sdist): a source tree without ../package.json must already
 hold tandem/tandem.wasm and tandem/_version.py, as the built package does.
 """
+
 import json
 import shutil
 from pathlib import Path
@@ -17,8 +18,10 @@ from setuptools.command.build_py import build_py
 HERE = Path(__file__).resolve().parent
 PACKAGE_JSON = HERE.parent / "package.json"
 WASM_SOURCES = [HERE.parent / "web" / "tandem.wasm", HERE / "tandem" / "tandem.wasm"]
-MISSING_WASM = ("tandem: web/tandem.wasm is missing (a plain clone has no wasm build yet): run `npm run wheel` "
-                "and `pip install dist/*.whl`, or `npm run build` and then `pip install ./python`")
+MISSING_WASM = (
+    "tandem: web/tandem.wasm is missing (a plain clone has no wasm build yet): run `npm run wheel` "
+    "and `pip install dist/*.whl`, or `npm run build` and then `pip install ./python`"
+)
 
 
 def _package_json() -> dict:

@@ -13,6 +13,7 @@ bytes do not depend on which cases ran before. `--pytest` runs the recording tes
 (this file is then a pytest plugin that seeds torch before each test; test_ops.py's generator still
 depends on test order, so compare only runs with the same -n).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ try:  # as a pytest plugin: one seed per test
     @pytest.fixture(autouse=True)
     def _fixture_hashes_seed():
         import torch
+
         torch.manual_seed(0)
 except ImportError:  # pragma: no cover - the script itself needs pytest only to export
     pass
@@ -58,13 +60,20 @@ def export(out: Path, jobs: int, use_pytest: bool, make: bool = True) -> None:
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "fixture_hashes", *RECORDING_TESTS]
         subprocess.run(cmd + (["-n", str(jobs)] if jobs > 1 else []), check=True, cwd=ROOT, env=env)
     else:
-        workers = [subprocess.Popen([sys.executable, "-W", "ignore", __file__, str(out), "--worker", f"{k}/{jobs}"], cwd=ROOT, env=env)
-                   for k in range(jobs)]
+        workers = [
+            subprocess.Popen([sys.executable, "-W", "ignore", __file__, str(out), "--worker", f"{k}/{jobs}"], cwd=ROOT, env=env)
+            for k in range(jobs)
+        ]
         if any(w.wait() for w in workers):
             raise SystemExit("an export worker failed")
     if make:
-        subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "tests/fixtures/make.py"), str(out / "fixtures")],
-                       check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-W", "ignore", str(ROOT / "tests/fixtures/make.py"), str(out / "fixtures")],
+            check=True,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
 
 
 def _cases():
@@ -96,6 +105,7 @@ def _cases():
                         if b.dtype.is_floating_point:
                             b.uniform_(0.5, 1.5)
             return tandem.export(T.Fn(fn, modules), {"forward": tensors}).to_bytes()
+
         return run
 
     def eager_case(groups, tq, tk, d, form, masked):
@@ -106,12 +116,15 @@ def _cases():
             inputs = (q, k, v, mask) if masked else (q, k, v)
             module = T.Fn(lambda *xs: T._eager(*xs[:3], mask=xs[3] if masked else None, groups=groups, **form), [])
             return tandem.export(module, {"forward": inputs}).to_bytes()
+
         return run
 
     def quant_case(module, inputs, mode, group, skip):
         def run():
-            return tandem.export(module.eval(), {"forward": inputs}, quantize=mode, quantize_group=group,
-                                 quantize_skip=list(skip)).to_bytes()
+            return tandem.export(
+                module.eval(), {"forward": inputs}, quantize=mode, quantize_group=group, quantize_skip=list(skip)
+            ).to_bytes()
+
         return run
 
     def program_case(seed):
@@ -119,6 +132,7 @@ def _cases():
             plan = programs.make_plan(seed)
             module = programs.Planned(plan)
             return tandem.export(module, programs.method_specs(plan, module)).to_bytes()
+
         return run
 
     for p in T.CASES:
@@ -133,6 +147,7 @@ def _cases():
 
 def _worker(out: Path, part: str) -> None:
     import warnings
+
     warnings.filterwarnings("ignore")
     k, n = (int(x) for x in part.split("/"))
     for i, (name, sub, reseed, run) in enumerate(_cases()):

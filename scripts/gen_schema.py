@@ -7,6 +7,7 @@ docstring).
 
 Both are committed so the build and the JS package need no Python; tests/python/test_schema.py
 fails when they differ from what this script writes."""
+
 import importlib.util
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def render(S) -> str:
         "#ifndef TDM_SCHEMA_H",
         "#define TDM_SCHEMA_H",
         "",
-        "#include \"tandem.h\"",
+        '#include "tandem.h"',
         "",
         "/* The public header's copy of the maximum rank must be the schema's. */",
         f"#if TDM_MAX_RANK != {S.MAX_RANK}",
@@ -44,7 +45,7 @@ def render(S) -> str:
         "",
         "/* Dtypes: X(code, enumerator suffix: TDM_<suffix> in include/tandem.h, name, element size). */",
         "#define TDM_SCHEMA_DTYPES(X) \\",
-        *[f"  X({d.code}, {d.c}, \"{d.name}\", {d.size}) \\" for d in S.DTYPES],
+        *[f'  X({d.code}, {d.c}, "{d.name}", {d.size}) \\' for d in S.DTYPES],
         "",
         "/* Constant-only dtypes (quantized weights): only the quantized ops may read them. */",
         "#define TDM_DTYPE_CONST_ONLY(d) (" + " || ".join(f"(d) == {c}" for c in sorted(S.CONST_ONLY_DTYPES)) + ")",
@@ -53,14 +54,14 @@ def render(S) -> str:
         f"#define TDM_PANEL {S.PANEL}",
         "",
         "/* The file (docs/format.md). */",
-        f"#define TDM_FILE_MAGIC \"{S.MAGIC.decode()}\"",
+        f'#define TDM_FILE_MAGIC "{S.MAGIC.decode()}"',
         f"#define TDM_FILE_VERSION {S.VERSION}u",
         f"#define TDM_FILE_ALIGN {S.ALIGN}",
         "enum {",
         *[f"  TDM_SEC_{name.upper()} = {sid}," for sid, name in S.SECTIONS.items()],
         f"  TDM_SEC_COUNT = {len(S.SECTIONS)}",
         "};",
-        "#define TDM_SECTION_NAMES {\"\", " + ", ".join(f"\"{n}\"" for n in S.SECTIONS.values()) + "} /* by id */",
+        '#define TDM_SECTION_NAMES {"", ' + ", ".join(f'"{n}"' for n in S.SECTIONS.values()) + "} /* by id */",
         "/* Bytes of each fixed-size record (a tensor record is followed by rank x 8 bytes of dims). */",
         *[f"#define TDM_{name.upper()}_SIZE {rec.size} /* {' '.join(rec.names)} */" for name, rec in S.RECORDS.items()],
         "",
@@ -127,10 +128,13 @@ def render_js(S) -> str:
         "",
         *_js_list("API_FUNCTIONS", [f.name for f in S.API], "Every function include/tandem.h declares (each build exports them all)."),
         "",
-        *_js_list("UNSIGNED_RESULTS", unsigned,
-                  "Exports whose result is a pointer, a C string or a size_t: wasm gives them as i32, negative from 2 GiB up."),
+        *_js_list(
+            "UNSIGNED_RESULTS",
+            unsigned,
+            "Exports whose result is a pointer, a C string or a size_t: wasm gives them as i32, negative from 2 GiB up.",
+        ),
         "",
-        "// The saved-state header (saveState / loadState, docs/format.md \"Saved state\"), little-endian:",
+        '// The saved-state header (saveState / loadState, docs/format.md "Saved state"), little-endian:',
         "// magic (the 4 bytes as a u32), format, then the byte offset of each field; the state follows.",
         "export const SAVED_STATE = Object.freeze({",
         f"  magic: 0x{int.from_bytes(S.SAVED_STATE_MAGIC, 'little'):08x}, // '{S.SAVED_STATE_MAGIC.decode()}'",

@@ -18,6 +18,7 @@ apart. Slow (minutes): not part of the test suite; tests/python/test_opinfo.py r
 At most the first 100 samples per op and dtype by default (--max-samples): every sample of every op
 but max_pool1d/max_pool2d, which have thousands.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,28 +39,113 @@ from tandem.ir import DTYPE_CODE  # noqa: E402
 # OpInfo names (name or name.variant) of the ops docs/ops.md lists, by family.
 OPS = {
     "elementwise": [
-        "add", "sub", "mul", "div.no_rounding_mode", "div.floor_rounding", "div.trunc_rounding", "floor_divide",
-        "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-        "logical_not", "rsub", "clamp", "where", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos",
-        "tanh", "sigmoid", "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "erf", "reciprocal",
-        "floor", "ceil",
+        "add",
+        "sub",
+        "mul",
+        "div.no_rounding_mode",
+        "div.floor_rounding",
+        "div.trunc_rounding",
+        "floor_divide",
+        "remainder",
+        "pow",
+        "maximum",
+        "minimum",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "rsub",
+        "clamp",
+        "where",
+        "neg",
+        "abs",
+        "exp",
+        "log",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "nn.functional.relu",
+        "nn.functional.gelu",
+        "nn.functional.silu",
+        "erf",
+        "reciprocal",
+        "floor",
+        "ceil",
     ],
     "shape": [
-        "clone", "reshape", "view", "squeeze", "unsqueeze", "flatten", "permute", "transpose", "t", "expand", "cat",
-        "select", "slice", "split", "split_with_sizes", "chunk", "narrow", "slice_scatter", "select_scatter", "repeat",
-        "constant_pad_nd", "nn.functional.pad.constant", "full_like", "zeros_like", "ones_like",
+        "clone",
+        "reshape",
+        "view",
+        "squeeze",
+        "unsqueeze",
+        "flatten",
+        "permute",
+        "transpose",
+        "t",
+        "expand",
+        "cat",
+        "select",
+        "slice",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "narrow",
+        "slice_scatter",
+        "select_scatter",
+        "repeat",
+        "constant_pad_nd",
+        "nn.functional.pad.constant",
+        "full_like",
+        "zeros_like",
+        "ones_like",
     ],
     "linalg": ["mm", "bmm", "addmm", "matmul", "nn.functional.linear", "nn.functional.scaled_dot_product_attention"],
     "reduce": [
-        "sum", "mean", "amax", "amin", "any", "all", "argmax", "argmin", "softmax", "log_softmax", "var", "var.unbiased",
-        "std", "std.unbiased", "var_mean", "cumsum", "topk", "sort",
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "any",
+        "all",
+        "argmax",
+        "argmin",
+        "softmax",
+        "log_softmax",
+        "var",
+        "var.unbiased",
+        "std",
+        "std.unbiased",
+        "var_mean",
+        "cumsum",
+        "topk",
+        "sort",
     ],
-    "norm": ["nn.functional.layer_norm", "nn.functional.rms_norm", "native_group_norm", "nn.functional.group_norm",
-             "nn.functional.batch_norm"],
+    "norm": [
+        "nn.functional.layer_norm",
+        "nn.functional.rms_norm",
+        "native_group_norm",
+        "nn.functional.group_norm",
+        "nn.functional.batch_norm",
+    ],
     "index": ["nn.functional.embedding", "index_select", "index_put", "index_copy", "gather"],
     # convolution and pooling (their variants are another branch's work; measured all the same)
-    "conv": ["nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.max_pool1d", "nn.functional.max_pool2d",
-             "nn.functional.avg_pool1d", "nn.functional.avg_pool2d"],
+    "conv": [
+        "nn.functional.conv1d",
+        "nn.functional.conv2d",
+        "nn.functional.max_pool1d",
+        "nn.functional.max_pool2d",
+        "nn.functional.avg_pool1d",
+        "nn.functional.avg_pool2d",
+    ],
 }
 
 
@@ -76,14 +162,19 @@ def _tensors(obj):
 
 # Out of scope: (reason, predicate over (op name, sample)). Each is documented in docs/ops.md.
 OUT_OF_SCOPE = [
-    ("a sample tensor's dtype is one tandem does not have (uint8, int16, float64, ...)",
-     lambda name, s: any(t.dtype not in DTYPE_CODE for t in _tensors((s.input, s.args, s.kwargs)))),
-    ("batch norm in training mode (tandem exports inference: eval-mode batch norm)",
-     lambda name, s: "batch_norm" in name and (s.kwargs.get("training") or (len(s.args) > 4 and s.args[4] is True))),
-    ("embedding with max_norm (renormalizes the weight, an input, in place; tandem does not write inputs back)",
-     lambda name, s: name == "nn.functional.embedding" and s.kwargs.get("max_norm") is not None),
-    ("attention with dropout (random)",
-     lambda name, s: "scaled_dot_product_attention" in name and (s.kwargs.get("dropout_p") or 0) > 0),
+    (
+        "a sample tensor's dtype is one tandem does not have (uint8, int16, float64, ...)",
+        lambda name, s: any(t.dtype not in DTYPE_CODE for t in _tensors((s.input, s.args, s.kwargs))),
+    ),
+    (
+        "batch norm in training mode (tandem exports inference: eval-mode batch norm)",
+        lambda name, s: "batch_norm" in name and (s.kwargs.get("training") or (len(s.args) > 4 and s.args[4] is True)),
+    ),
+    (
+        "embedding with max_norm (renormalizes the weight, an input, in place; tandem does not write inputs back)",
+        lambda name, s: name == "nn.functional.embedding" and s.kwargs.get("max_norm") is not None,
+    ),
+    ("attention with dropout (random)", lambda name, s: "scaled_dot_product_attention" in name and (s.kwargs.get("dropout_p") or 0) > 0),
 ]
 
 
@@ -189,9 +280,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", help="comma-separated OpInfo names (default: every op listed)")
     ap.add_argument("--dtypes", default="float32,int64")
-    ap.add_argument("--max-samples", type=int, default=100,
-                    help="the first N samples per op and dtype (default 100: all but the thousands of pooling "
-                         "samples; 0: every sample)")
+    ap.add_argument(
+        "--max-samples",
+        type=int,
+        default=100,
+        help="the first N samples per op and dtype (default 100: all but the thousands of pooling samples; 0: every sample)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every failure")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     a = ap.parse_args(argv)
@@ -224,8 +318,11 @@ def main(argv=None) -> int:
             fam_totals[family.get(name, "?")][k] += counts[k]
         if a.verbose or not a.markdown:
             rate = f"{100 * counts['pass'] / ran:.1f}%" if ran else "-"
-            print(f"{name:42s} {counts['pass']:4d}/{ran:<4d} {rate:>7s}  out of scope {counts['scope']}, "
-                  f"skipped {counts['skip']}  ({time.time() - t0:.1f} s)", flush=True)
+            print(
+                f"{name:42s} {counts['pass']:4d}/{ran:<4d} {rate:>7s}  out of scope {counts['scope']}, "
+                f"skipped {counts['skip']}  ({time.time() - t0:.1f} s)",
+                flush=True,
+            )
             if a.verbose:
                 for f in sorted(set(failures)):
                     print(f"    {failures.count(f)}x {f}")
@@ -235,8 +332,10 @@ def main(argv=None) -> int:
         print("|---|---|---|---|")
         for name, fam, p, n, sc, sk, _ in rows:
             print(f"| `{name}` | {p}/{n} | {100 * p / n:.1f}% | {sc or ''} |" if n else f"| `{name}` | 0/0 | - | {sc or ''} |")
-    print(f"\ntotal: {totals['pass']}/{ran} samples pass ({100 * totals['pass'] / max(ran, 1):.2f}%), "
-          f"{totals['scope']} out of scope, {totals['skip']} skipped (eager rejects the sample or gives no tensor)")
+    print(
+        f"\ntotal: {totals['pass']}/{ran} samples pass ({100 * totals['pass'] / max(ran, 1):.2f}%), "
+        f"{totals['scope']} out of scope, {totals['skip']} skipped (eager rejects the sample or gives no tensor)"
+    )
     for fam, t in fam_totals.items():
         n = t["pass"] + t["fail"]
         print(f"  {fam}: {t['pass']}/{n} ({100 * t['pass'] / max(n, 1):.2f}%)")

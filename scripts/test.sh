@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: builds (the wasm, the native library and the Python wheel), exports the fixtures and the malformed-file corpus, then C (ctest, plain and
-# ASan+UBSan), a 60 s fuzzing run, Python (pytest), the Python lint (ruff), the C format check (clang-format), the JS lint (ESLint) and JS (node --test, in Node and in headless Chromium;
+# ASan+UBSan), a 60 s fuzzing run, Python (pytest), the Python lint and format check (ruff), the C format check (clang-format), the JS lint (ESLint) and JS (node --test, in Node and in headless Chromium;
 # the Node tests twice, on the SIMD128 and the relaxed-SIMD builds). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ bash scripts/fuzz.sh 60
 echo "== Python tests"
 rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and programs.test.js
 TANDEM_WHEEL="$WHEEL" TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider -n 2 tests/python
-echo "== Python lint (ruff check, ruff.toml: python/, tests/, bench/, scripts/, demo/, examples/)" && "$(dirname "$PY")/ruff" check --quiet .
+echo "== Python lint and format (ruff check, ruff format --check, ruff.toml: python/, tests/, bench/, scripts/, demo/, examples/)" && "$(dirname "$PY")/ruff" check --quiet . && "$(dirname "$PY")/ruff" format --check --quiet .
 echo "== C format (scripts/format_c.sh --check: .clang-format over src/, include/, tests/c/, tests/fuzz/)" && bash scripts/format_c.sh --check
 echo "== JS lint (npm run lint: ESLint over web/, node/, the JS tests, bench/*.mjs and demo/)" && npm run lint --silent
 echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"

@@ -1,6 +1,7 @@
 """The foundation's stateful cases, shared by the Python tests (native runtime) and the fixture
 generator (wasm, from Node). Each case builds fresh modules and gives the export spec, the eager
 callables and a sequence of calls that crosses methods."""
+
 from __future__ import annotations
 
 import copy
@@ -46,8 +47,12 @@ def original_report(as_parameter: bool = False):
     ex = (torch.randn(1),)
     spec = {"forward1": tandem.Method(m1, ex), "forward2": tandem.Method(m2, ex)}
     e1, e2 = copy.deepcopy((m1, m2))
-    calls = [("forward1", (torch.tensor([1.0]),)), ("forward1", (torch.tensor([2.0]),)),
-             ("forward2", (torch.tensor([0.0]),)), ("forward1", (torch.tensor([5.0]),))]
+    calls = [
+        ("forward1", (torch.tensor([1.0]),)),
+        ("forward1", (torch.tensor([2.0]),)),
+        ("forward2", (torch.tensor([0.0]),)),
+        ("forward1", (torch.tensor([5.0]),)),
+    ]
     return None, spec, {"forward1": e1, "forward2": e2}, calls
 
 
@@ -67,8 +72,13 @@ class Accumulator(nn.Module):
 def accumulator():
     m = Accumulator()
     e = copy.deepcopy(m)
-    calls = [("forward", (torch.tensor([1.0, 2.0, 3.0]),)), ("forward", (torch.tensor([0.5, -1.0, 4.0]),)),
-             ("reset", ()), ("forward", (torch.tensor([7.0, 8.0, 9.0]),)), ("forward", (torch.tensor([1.0, 1.0, 1.0]),))]
+    calls = [
+        ("forward", (torch.tensor([1.0, 2.0, 3.0]),)),
+        ("forward", (torch.tensor([0.5, -1.0, 4.0]),)),
+        ("reset", ()),
+        ("forward", (torch.tensor([7.0, 8.0, 9.0]),)),
+        ("forward", (torch.tensor([1.0, 1.0, 1.0]),)),
+    ]
     return m, {"forward": (torch.randn(3),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
@@ -94,8 +104,16 @@ def state_io():
     g = torch.Generator().manual_seed(1)
     t = torch.randn(2, 4, generator=g)
     x = torch.randn(2, 4, generator=g)
-    calls = [("get_state", ()), ("set_state", (t,)), ("get_state", ()), ("forward", (x,)), ("get_state", ()),
-             ("forward", (x * 2,)), ("set_state", (torch.zeros(2, 4),)), ("get_state", ())]
+    calls = [
+        ("get_state", ()),
+        ("set_state", (t,)),
+        ("get_state", ()),
+        ("forward", (x,)),
+        ("get_state", ()),
+        ("forward", (x * 2,)),
+        ("set_state", (torch.zeros(2, 4),)),
+        ("get_state", ()),
+    ]
     spec = {"set_state": (torch.randn(2, 4),), "get_state": (), "forward": (torch.randn(2, 4),)}
     return m, spec, {"set_state": e.set_state, "get_state": e.get_state, "forward": e.forward}, calls
 
@@ -142,8 +160,12 @@ class Initialized(nn.Module):
 def initialized():
     m = Initialized()
     e = copy.deepcopy(m)
-    calls = [("forward", (torch.tensor([2.0, 2.0, 2.0, 2.0]),)), ("forward", (torch.tensor([1.0, -1.0, 0.5, 3.0]),)),
-             ("reset", ()), ("forward", (torch.tensor([1.0, 1.0, 1.0, 1.0]),))]
+    calls = [
+        ("forward", (torch.tensor([2.0, 2.0, 2.0, 2.0]),)),
+        ("forward", (torch.tensor([1.0, -1.0, 0.5, 3.0]),)),
+        ("reset", ()),
+        ("forward", (torch.tensor([1.0, 1.0, 1.0, 1.0]),)),
+    ]
     return m, {"forward": (torch.ones(4),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 

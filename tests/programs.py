@@ -12,6 +12,7 @@ valid plan: that is what `shrink` relies on to reduce a failing plan to a minima
     python tests/programs.py --count 2000          # npm run fuzz:programs
     python tests/programs.py --seed 123 --show     # one plan, printed
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,22 @@ import tandem  # noqa: E402
 
 UNARY = ["tanh", "sigmoid", "relu", "neg", "abs", "sin", "affine", "clamp", "square_tanh"]
 BINARY = ["add", "sub", "mul", "maximum", "minimum", "where"]
-FLOAT_STEPS = ["unary", "binary", "linear", "reduce", "softmax", "cat", "slice_cat", "transpose", "select",
-               "read_state", "read_counter", "read_flag", "cumsum", "norm"]
+FLOAT_STEPS = [
+    "unary",
+    "binary",
+    "linear",
+    "reduce",
+    "softmax",
+    "cat",
+    "slice_cat",
+    "transpose",
+    "select",
+    "read_state",
+    "read_counter",
+    "read_flag",
+    "cumsum",
+    "norm",
+]
 UPDATES = ["copy", "add_", "mix", "row", "slice", "index_copy", "shift", "zero", "fill", "scatter_rows"]
 
 
@@ -70,12 +85,26 @@ def make_plan(seed: int) -> dict:
         steps = []
         for _ in range(rnd.randint(1, 9)):
             if rnd.random() < 0.35:
-                steps.append({"op": "update", "kind": rnd.choice(UPDATES), "state": rnd.randrange(len(states)),
-                              "a": rnd.randrange(64), "k": rnd.randrange(64)})
+                steps.append(
+                    {
+                        "op": "update",
+                        "kind": rnd.choice(UPDATES),
+                        "state": rnd.randrange(len(states)),
+                        "a": rnd.randrange(64),
+                        "k": rnd.randrange(64),
+                    }
+                )
             else:
                 op = rnd.choice(FLOAT_STEPS)
-                steps.append({"op": op, "a": rnd.randrange(64), "b": rnd.randrange(64), "k": rnd.randrange(64),
-                              "fn": rnd.choice(UNARY if op == "unary" else BINARY)})
+                steps.append(
+                    {
+                        "op": op,
+                        "a": rnd.randrange(64),
+                        "b": rnd.randrange(64),
+                        "k": rnd.randrange(64),
+                        "fn": rnd.choice(UNARY if op == "unary" else BINARY),
+                    }
+                )
         outputs = [rnd.randrange(64) for _ in range(rnd.choice([0, 1, 1, 2, 3]))]
         methods.append({"name": names[m], "inputs": inputs, "dynamic": dynamic, "steps": steps, "outputs": outputs})
     return {"seed": seed, "d": d, "states": states, "params": params, "methods": methods}
@@ -112,6 +141,7 @@ class Planned(nn.Module):
 def _bind(module: Planned, method: dict):
     def run(self, *xs):
         return _run(self, method, xs)
+
     run.__name__ = method["name"]
     return types.MethodType(run, module)  # a bound method of the module, as tandem.Method takes
 
@@ -155,16 +185,30 @@ def _run(mod: Planned, method: dict, xs):
         a = pick(st["a"])
         if op == "unary":
             fn = st["fn"]
-            v = {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "neg": torch.neg, "abs": torch.abs,
-                 "sin": torch.sin, "affine": lambda t: t * 0.75 + 0.1, "clamp": lambda t: t.clamp(-0.6, 0.8),
-                 "square_tanh": lambda t: torch.tanh(t * t)}[fn](a)
+            v = {
+                "tanh": torch.tanh,
+                "sigmoid": torch.sigmoid,
+                "relu": torch.relu,
+                "neg": torch.neg,
+                "abs": torch.abs,
+                "sin": torch.sin,
+                "affine": lambda t: t * 0.75 + 0.1,
+                "clamp": lambda t: t.clamp(-0.6, 0.8),
+                "square_tanh": lambda t: torch.tanh(t * t),
+            }[fn](a)
         elif op == "binary":
             b = pick(st["b"])
             if dyn or a.shape != b.shape:
                 a, b = _to_row(a, d), _to_row(b, d)
             fn = st["fn"]
-            v = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "maximum": torch.maximum, "minimum": torch.minimum,
-                 "where": lambda p, q: torch.where(p > q, p, q * 0.5)}[fn](a, b)
+            v = {
+                "add": torch.add,
+                "sub": torch.sub,
+                "mul": torch.mul,
+                "maximum": torch.maximum,
+                "minimum": torch.minimum,
+                "where": lambda p, q: torch.where(p > q, p, q * 0.5),
+            }[fn](a, b)
         elif op == "linear":
             if not mod.ws:
                 continue
@@ -264,10 +308,10 @@ def _update(mod: Planned, st: dict, a: torch.Tensor, d: int, xs, dyn: bool) -> N
             s.mul_(0.5)
         else:
             lo = k % (d - 1)
-            s[..., lo:lo + 1 + k % (d - lo)] = torch.tanh(_fit(a, shape, d, dyn))[..., lo:lo + 1 + k % (d - lo)]
+            s[..., lo : lo + 1 + k % (d - lo)] = torch.tanh(_fit(a, shape, d, dyn))[..., lo : lo + 1 + k % (d - lo)]
     elif kind == "index_copy":
         if len(shape) < 2:
-            s.index_copy_(0, torch.tensor([k % d]), torch.tanh(_to_row(a, d))[k % d:k % d + 1])
+            s.index_copy_(0, torch.tensor([k % d]), torch.tanh(_to_row(a, d))[k % d : k % d + 1])
         else:
             idx = torch.tensor([k % shape[0]])
             s.index_copy_(0, idx, torch.tanh(_fit(a, shape, d, dyn))[:1])
@@ -429,15 +473,18 @@ def shrink(plan: dict, fails=failure, budget: float = 120.0) -> dict:
 # ---- recording for the wasm runs (tests/js/programs.test.js) -----------------------------------
 def record(plan: dict, program: bytes, out: Path) -> None:
     from fixtures.make import tensor_json
+
     calls = call_sequence(plan)
     want, want_state = eager_trace(plan, calls)
     name = f"program_{plan['seed']}"
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.tandem").write_bytes(program)
-    seq = [{"method": m, "inputs": [tensor_json(x) for x in xs], "outputs": [tensor_json(y) for y in ys]}
-           for (m, xs), ys in zip(calls, want)]
-    (out / f"{name}.json").write_text(json.dumps({"case": name, "plan": plan, "calls": seq,
-                                                  "state": {k: tensor_json(v) for k, v in want_state.items()}}))
+    seq = [
+        {"method": m, "inputs": [tensor_json(x) for x in xs], "outputs": [tensor_json(y) for y in ys]} for (m, xs), ys in zip(calls, want)
+    ]
+    (out / f"{name}.json").write_text(
+        json.dumps({"case": name, "plan": plan, "calls": seq, "state": {k: tensor_json(v) for k, v in want_state.items()}})
+    )
 
 
 def main() -> int:

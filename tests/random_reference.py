@@ -2,6 +2,7 @@
 and not from src/kernels/random.c: the independent reference that tests/python/test_random.py and
 the JS fixture (tests/fixtures/make.py, tests/js/random.test.js) compare the runtime against, bit for
 bit."""
+
 import numpy as np
 
 M0, M1, W0, W1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57), np.uint64(0x9E3779B9), np.uint64(0xBB67AE85)
@@ -23,8 +24,14 @@ def blocks(seed: int, calls: int, stream: int, n_blocks: int) -> np.ndarray:
     """Words [n_blocks, 4] of one op's stream."""
     seed, calls = seed % 2**64, calls % 2**64
     b = np.arange(n_blocks, dtype=np.uint64)
-    out = philox(b, np.full_like(b, stream), np.full_like(b, calls & 0xFFFFFFFF), np.full_like(b, calls >> 32),
-                 np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32))
+    out = philox(
+        b,
+        np.full_like(b, stream),
+        np.full_like(b, calls & 0xFFFFFFFF),
+        np.full_like(b, calls >> 32),
+        np.uint64(seed & 0xFFFFFFFF),
+        np.uint64(seed >> 32),
+    )
     return np.stack(out, axis=1)
 
 
@@ -50,10 +57,38 @@ def cos_sin_turn(j):
     q = j >> np.uint64(22)
     x = (j & np.uint64(0x3FFFFF)).astype(np.float64) * (1.0 / 4194304.0) * 1.5707963267948966
     x2 = x * x
-    s = x * (1.0 + x2 * (-1.0 / 6.0 + x2 * (1.0 / 120.0 + x2 * (-1.0 / 5040.0 + x2 * (1.0 / 362880.0 + x2 * (
-        -1.0 / 39916800.0 + x2 * (1.0 / 6227020800.0 + x2 * (-1.0 / 1307674368000.0))))))))
-    c = 1.0 + x2 * (-1.0 / 2.0 + x2 * (1.0 / 24.0 + x2 * (-1.0 / 720.0 + x2 * (1.0 / 40320.0 + x2 * (
-        -1.0 / 3628800.0 + x2 * (1.0 / 479001600.0 + x2 * (-1.0 / 87178291200.0 + x2 * (1.0 / 20922789888000.0))))))))
+    s = x * (
+        1.0
+        + x2
+        * (
+            -1.0 / 6.0
+            + x2
+            * (
+                1.0 / 120.0
+                + x2
+                * (
+                    -1.0 / 5040.0
+                    + x2 * (1.0 / 362880.0 + x2 * (-1.0 / 39916800.0 + x2 * (1.0 / 6227020800.0 + x2 * (-1.0 / 1307674368000.0))))
+                )
+            )
+        )
+    )
+    c = 1.0 + x2 * (
+        -1.0 / 2.0
+        + x2
+        * (
+            1.0 / 24.0
+            + x2
+            * (
+                -1.0 / 720.0
+                + x2
+                * (
+                    1.0 / 40320.0
+                    + x2 * (-1.0 / 3628800.0 + x2 * (1.0 / 479001600.0 + x2 * (-1.0 / 87178291200.0 + x2 * (1.0 / 20922789888000.0))))
+                )
+            )
+        )
+    )
     cos = np.select([q == 0, q == 1, q == 2], [c, -s, -c], s)
     sin = np.select([q == 0, q == 1, q == 2], [s, c, -s], -c)
     return cos, sin

@@ -1,9 +1,10 @@
 """tandem: export PyTorch models whose methods share mutable state, and run them in wasm/JS.
 
-    program = tandem.export(model, {"forward": (x,), "reset": ()})
-    program.save("model.tandem")
-    m = tandem.load("model.tandem"); m.forward(x); m.reset()
+program = tandem.export(model, {"forward": (x,), "reset": ()})
+program.save("model.tandem")
+m = tandem.load("model.tandem"); m.forward(x); m.reset()
 """
+
 from .export import Method, export
 from .ir import ExportError
 from .program import Program

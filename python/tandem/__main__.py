@@ -1,4 +1,5 @@
 """python -m tandem inspect FILE | check FILE (see tandem/cli.py)."""
+
 import sys
 
 from .cli import main

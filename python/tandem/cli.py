@@ -8,6 +8,7 @@ Both load the file with the runtime's own verifier, through the backend tandem.l
 zero inputs. A file that cannot be read or does not verify is one line on stderr and exit status 1,
 never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,27 +66,50 @@ def describe(data: bytes) -> dict:
         p = prog
 
         def tensor(name, dtype, rank, dim, nbytes):
-            return {"name": name.decode(), "dtype": lib.tdm_dtype_name(dtype).decode(),
-                    "shape": [dim(d) for d in range(rank)], "bytes": nbytes}
+            return {
+                "name": name.decode(),
+                "dtype": lib.tdm_dtype_name(dtype).decode(),
+                "shape": [dim(d) for d in range(rank)],
+                "bytes": nbytes,
+            }
 
         def io(m, kind):
-            return [tensor(lib.tdm_method_io_name(p, m, kind, i), lib.tdm_method_io_dtype(p, m, kind, i),
-                           lib.tdm_method_io_rank(p, m, kind, i), lambda d: lib.tdm_method_io_dim(p, m, kind, i, d),
-                           lib.tdm_method_io_nbytes(p, m, kind, i))
-                    for i in range(lib.tdm_method_io_count(p, m, kind))]
+            return [
+                tensor(
+                    lib.tdm_method_io_name(p, m, kind, i),
+                    lib.tdm_method_io_dtype(p, m, kind, i),
+                    lib.tdm_method_io_rank(p, m, kind, i),
+                    lambda d: lib.tdm_method_io_dim(p, m, kind, i, d),
+                    lib.tdm_method_io_nbytes(p, m, kind, i),
+                )
+                for i in range(lib.tdm_method_io_count(p, m, kind))
+            ]
 
         def dims(m):  # dynamic dims: shapes above are at their maximum
-            return {lib.tdm_method_dim_name(p, m, d).decode(): {"min": lib.tdm_method_dim_min(p, m, d),
-                                                                "max": lib.tdm_method_dim_max(p, m, d)}
-                    for d in range(lib.tdm_method_dim_count(p, m))}
+            return {
+                lib.tdm_method_dim_name(p, m, d).decode(): {"min": lib.tdm_method_dim_min(p, m, d), "max": lib.tdm_method_dim_max(p, m, d)}
+                for d in range(lib.tdm_method_dim_count(p, m))
+            }
 
-        methods = [{"name": lib.tdm_program_method_name(p, m).decode(), "ops": lib.tdm_method_op_count(p, m),
-                    "inputs": io(m, 0), "outputs": io(m, 1), "dims": dims(m)}
-                   for m in range(lib.tdm_program_method_count(p))]
+        methods = [
+            {
+                "name": lib.tdm_program_method_name(p, m).decode(),
+                "ops": lib.tdm_method_op_count(p, m),
+                "inputs": io(m, 0),
+                "outputs": io(m, 1),
+                "dims": dims(m),
+            }
+            for m in range(lib.tdm_program_method_count(p))
+        ]
         state = []
         for i in range(lib.tdm_program_state_count(p)):
-            t = tensor(lib.tdm_state_name(p, i), lib.tdm_state_dtype(p, i), lib.tdm_state_rank(p, i),
-                       lambda d: lib.tdm_state_dim(p, i, d), lib.tdm_state_nbytes(p, i))
+            t = tensor(
+                lib.tdm_state_name(p, i),
+                lib.tdm_state_dtype(p, i),
+                lib.tdm_state_rank(p, i),
+                lambda d: lib.tdm_state_dim(p, i, d),
+                lib.tdm_state_nbytes(p, i),
+            )
             t["offset"] = lib.tdm_state_offset(p, i)
             state.append(t)
         count, const_bytes = _constants(data)
@@ -98,10 +122,18 @@ def describe(data: bytes) -> dict:
             "scratch_bytes": lib.tdm_program_scratch_size(p),
             "fingerprint": f"{lib.tdm_program_fingerprint(p):016x}",
             "program_id": f"{lib.tdm_program_id(p):016x}",
-            "metadata": {lib.tdm_program_metadata_name(p, i).decode(): json.loads(lib.tdm_program_metadata_value(p, i).decode())
-                         for i in range(lib.tdm_program_metadata_count(p))},
-            "tokenizer_bytes": next((len(lib.tdm_program_metadata_value(p, i)) for i in range(lib.tdm_program_metadata_count(p))
-                                     if lib.tdm_program_metadata_name(p, i) == b"tokenizer"), 0),
+            "metadata": {
+                lib.tdm_program_metadata_name(p, i).decode(): json.loads(lib.tdm_program_metadata_value(p, i).decode())
+                for i in range(lib.tdm_program_metadata_count(p))
+            },
+            "tokenizer_bytes": next(
+                (
+                    len(lib.tdm_program_metadata_value(p, i))
+                    for i in range(lib.tdm_program_metadata_count(p))
+                    if lib.tdm_program_metadata_name(p, i) == b"tokenizer"
+                ),
+                0,
+            ),
             "state": state,
             "methods": methods,
         }
@@ -166,6 +198,7 @@ def _print_inspect(path: str, info: dict) -> None:
         for k, v in info["metadata"].items():
             if k == "tokenizer" and isinstance(v, dict):  # large: one line (inspect --json has it all)
                 from .tokenizer import summary
+
                 print(f"  tokenizer: {summary(v)}; {_size(info['tokenizer_bytes'])}")
             else:
                 print(f"  {k}: {json.dumps(v)}")
@@ -183,6 +216,7 @@ def _version_line() -> str:
     from .format import VERSION
     from .runtime import BACKEND
     from .version import __version__
+
     return f"tandem-runtime {__version__} (writes .tandem format version {VERSION}; runtime backend: {BACKEND})"
 
 
@@ -191,10 +225,18 @@ def _export(args) -> int:
     from .pretrained import env_progress, export_pretrained, print_report, tolerance
 
     try:
-        _, report = export_pretrained(args.folder, args.output, max_cache_len=args.max_cache_len,
-                                      max_prompt_len=args.max_prompt_len, quantize=args.quantize, dtype=args.dtype,
-                                      sample_top_k=args.sample_top_k or None, tokenizer=not args.no_tokenizer,
-                                      verify=not args.no_verify, progress=env_progress())
+        _, report = export_pretrained(
+            args.folder,
+            args.output,
+            max_cache_len=args.max_cache_len,
+            max_prompt_len=args.max_prompt_len,
+            quantize=args.quantize,
+            dtype=args.dtype,
+            sample_top_k=args.sample_top_k or None,
+            tokenizer=not args.no_tokenizer,
+            verify=not args.no_verify,
+            progress=env_progress(),
+        )
     except ExportError as e:
         raise CliError(f"export: {e}") from None
     except TandemError as e:
@@ -202,8 +244,11 @@ def _export(args) -> int:
     print_report(report, args.output)
     v = report.get("verify")
     if v and not args.quantize and not v["max_abs_diff"] <= tolerance(report):
-        print(f"tandem: export: the file's logits differ from eager PyTorch by {v['max_abs_diff']:.3g} (more than "
-              f"{tolerance(report):.3g}); {args.output} was written, but do not trust it: please report this model", file=sys.stderr)
+        print(
+            f"tandem: export: the file's logits differ from eager PyTorch by {v['max_abs_diff']:.3g} (more than "
+            f"{tolerance(report):.3g}); {args.output} was written, but do not trust it: please report this model",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -4,6 +4,7 @@ Each method is exported with torch.export and lowered to Core ATen. State is eve
 method mutates, identified by the tensor itself (its storage), so several methods of one module and
 several modules sharing a submodule bind to the same state slot.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,6 +50,7 @@ def _trace_values(name: str, root, inputs, dynamic):
     trace (so it sees indexing before torch.export's own modes do). When the method reads ints from
     tensors, it is traced again with those ints made up differently: a graph that changes used one
     of them in Python (range(off), a list index), frozen at a made-up value."""
+
     def trace(mode):
         own = root.__dict__.get("forward")
         inner = root.forward
@@ -57,10 +59,12 @@ def _trace_values(name: str, root, inputs, dynamic):
         def forward(*args, **kwargs):
             with mode:
                 return inner(*args, **kwargs)
+
         # the bound signature (without self): wraps copied the function's own __signature__, if any
         forward.__signature__ = inspect.signature(inner)
         root.forward = forward
         import logging
+
         shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
         level = shapes_log.level  # its warning for each unbacked size (a dim bound from the state) is noise here
         shapes_log.setLevel(logging.ERROR)
@@ -72,6 +76,7 @@ def _trace_values(name: str, root, inputs, dynamic):
                 del root.forward
             else:
                 root.forward = own
+
     branches = None
     mode = RuntimeValues()
     try:
@@ -97,11 +102,14 @@ def _trace_values(name: str, root, inputs, dynamic):
             e.graph_module.graph.eliminate_dead_code()
             e.graph_module.recompile()
             return e.graph_module.code
+
         if code(other) != code(ep):
-            raise ExportError(f"method '{name}' reads an int from a tensor (.item() / int()) and uses it in Python itself "
-                              f"(range(), a list index, arithmetic after int()), so the export would freeze it"
-                              f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
-                              "(off = t.item(); cache[:, off:off + T], off % capacity)")
+            raise ExportError(
+                f"method '{name}' reads an int from a tensor (.item() / int()) and uses it in Python itself "
+                f"(range(), a list index, arithmetic after int()), so the export would freeze it"
+                f"{''.join(dict.fromkeys(mode.reads))}; use it only in tensor arithmetic and slices "
+                "(off = t.item(); cache[:, off:off + T], off % capacity)"
+            )
     return ep
 
 
@@ -110,6 +118,7 @@ def _eager_branches(root, inputs) -> list:
     copy of its owner and held containers (their state as it is now) with the example inputs: the
     branches export specializes on."""
     import copy
+
     owner, args, fn = copy.deepcopy((root.owner, root._tandem_args, root._tandem_fn))
     recorder = BranchRecorder()
     with torch.no_grad(), recorder:
@@ -121,8 +130,12 @@ def _decompositions():
     """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
     hardswish, hardsigmoid and isfinite."""
     table = torch.export.default_decompositions()
-    for op in (torch.ops.aten.scaled_dot_product_attention.default, torch.ops.aten.hardswish.default,
-               torch.ops.aten.hardsigmoid.default, torch.ops.aten.isfinite.default):
+    for op in (
+        torch.ops.aten.scaled_dot_product_attention.default,
+        torch.ops.aten.hardswish.default,
+        torch.ops.aten.hardsigmoid.default,
+        torch.ops.aten.isfinite.default,
+    ):
         table.pop(op, None)
     return table
 
@@ -159,9 +172,11 @@ def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
             if is_held(x):
                 continue  # a container of tensors (pocket-tts' model state): state the method is given, not an input
             if not isinstance(x, torch.Tensor):
-                raise ExportError(f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors "
-                                  "(or None for an optional argument the method does not take, or a dict, list, tuple "
-                                  "or object holding state tensors that every call of the method is given)")
+                raise ExportError(
+                    f"method '{name}': example input {i} is a {type(x).__name__}; inputs must be tensors "
+                    "(or None for an optional argument the method does not take, or a dict, list, tuple "
+                    "or object holding state tensors that every call of the method is given)"
+                )
             if x.dtype not in DTYPE_CODE:
                 raise ExportError(
                     f"method '{name}': example input {i} has dtype {x.dtype}; tandem supports {SUPPORTED_DTYPES} "
@@ -175,6 +190,7 @@ def _method_dims(name: str, ep) -> list:
     """[(dim name, min, max, sympy symbol)] of an exported method's dynamic dims, named after the
     user's torch.export.Dim (the symbol's name otherwise); an unbounded dim is an ExportError."""
     import sympy
+
     names = {}
     users = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     for i, spec in enumerate(users):  # in the order of the example inputs
@@ -190,8 +206,10 @@ def _method_dims(name: str, ep) -> list:
         lo, hi = (vr.lower, vr.upper) if vr is not None else (0, None)
         bounded = isinstance(hi, int) or bool(getattr(hi, "is_Integer", False))
         if not bounded or int(hi) >= 2**31:
-            raise ExportError(f"method '{name}': dynamic dim '{label}' (input '{src[2]}' dim {src[1]}) has no maximum; tandem "
-                              f"plans memory at the maximum, so give one: torch.export.Dim('{label}', min=1, max=...)")
+            raise ExportError(
+                f"method '{name}': dynamic dim '{label}' (input '{src[2]}' dim {src[1]}) has no maximum; tandem "
+                f"plans memory at the maximum, so give one: torch.export.Dim('{label}', min=1, max=...)"
+            )
         dims.append((label, max(int(lo), 0), int(hi), sym))
     return dims
 
@@ -199,8 +217,20 @@ def _method_dims(name: str, ep) -> list:
 _dim_names: dict = {}  # (method, (input index, dim)) -> the user's Dim name, filled while exporting
 
 # aten ops through which a `.item()` may read one element of a state tensor (offset.view(-1)[0])
-_ELEMENT_CHAIN = {"view", "_unsafe_view", "reshape", "select", "squeeze", "unsqueeze", "_to_copy", "clone", "alias",
-                  "slice", "expand", "flatten"}
+_ELEMENT_CHAIN = {
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "select",
+    "squeeze",
+    "unsqueeze",
+    "_to_copy",
+    "clone",
+    "alias",
+    "slice",
+    "expand",
+    "flatten",
+}
 
 
 def _state_dims(name: str, ep, root: Traced, limits: list, dims: list, name_of: dict) -> list:
@@ -225,27 +255,34 @@ def _state_dims(name: str, ep, root: Traced, limits: list, dims: list, name_of: 
         while isinstance(src, torch.fx.Node) and src.op == "call_function":
             op = getattr(src.target, "__name__", "").split(".")[0]
             if op not in _ELEMENT_CHAIN or (op == "select" and src.args[2] != 0) or (op == "slice" and src.args[2] not in (0, None)):
-                raise ExportError(f"method '{name}' slices a length read with .item() / int() from a value tandem cannot bind "
-                                  f"at the start of a call{where}; it binds a state tensor's first element "
-                                  f"(offset.view(-1)[0].item()): read it directly from the state")
+                raise ExportError(
+                    f"method '{name}' slices a length read with .item() / int() from a value tandem cannot bind "
+                    f"at the start of a call{where}; it binds a state tensor's first element "
+                    f"(offset.view(-1)[0].item()): read it directly from the state"
+                )
             src = src.args[0]
         target = buffers.get(getattr(src, "name", None))
         if target is None:
-            raise ExportError(f"method '{name}' slices a length read with .item() / int() from a tensor that is not state "
-                              f"(an input or a value it computes){where}; tandem binds such lengths only from state tensors "
-                              "at the start of a call")
+            raise ExportError(
+                f"method '{name}' slices a length read with .item() / int() from a tensor that is not state "
+                f"(an input or a value it computes){where}; tandem binds such lengths only from state tensors "
+                "at the start of a call"
+            )
         t = root.get_buffer(target)
         if t.dtype != torch.long:
-            raise ExportError(f"method '{name}' slices a length read from '{name_of.get(_tensor_key(t), target)}', of dtype "
-                              f"{t.dtype}{where}; keep the offset an int64 tensor (torch.long)")
+            raise ExportError(
+                f"method '{name}' slices a length read from '{name_of.get(_tensor_key(t), target)}', of dtype "
+                f"{t.dtype}{where}; keep the offset an int64 tensor (torch.long)"
+            )
         hi = None
         for cap, n_max in mine:
             if n_max is None:
                 raise ExportError(f"method '{name}' slices cache[:off + n] with an n that has no maximum{where}")
             hi = cap - n_max if hi is None else min(hi, cap - n_max)
         if hi < 0:
-            raise ExportError(f"method '{name}': a slice cache[:off + n]{where} is longer than the tensor ({mine[0][0]}) at the "
-                              "largest n: no offset fits")
+            raise ExportError(
+                f"method '{name}': a slice cache[:off + n]{where} is longer than the tensor ({mine[0][0]}) at the largest n: no offset fits"
+            )
         label = name_of.get(_tensor_key(t), target)
         out.append((label, 0, hi, expr))
         tensors[expr] = (t, where)
@@ -255,13 +292,19 @@ def _state_dims(name: str, ep, root: Traced, limits: list, dims: list, name_of: 
 
 def _parameters(modules: list) -> list:
     """(name, tensor) for every parameter of the modules, under each of its names."""
-    return [(n.removeprefix("owner."), p) for m in modules for n, p in m.named_parameters(remove_duplicate=False)
-            if n.startswith("owner.")]
+    return [(n.removeprefix("owner."), p) for m in modules for n, p in m.named_parameters(remove_duplicate=False) if n.startswith("owner.")]
 
 
-def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Optional[dict] = None, *,
-           quantize: Optional[str] = None, quantize_group: int = QUANT_GROUP, quantize_skip: Skip = None,
-           seed: int = 0) -> Program:
+def export(
+    module: Optional[nn.Module],
+    methods: Mapping[str, Any],
+    metadata: Optional[dict] = None,
+    *,
+    quantize: Optional[str] = None,
+    quantize_group: int = QUANT_GROUP,
+    quantize_skip: Skip = None,
+    seed: int = 0,
+) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
     A constant method (no inputs, changes no state, returns only Python constants, e.g.
@@ -311,10 +354,17 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
             key = _tensor_key(t)
             if key not in states:
                 if t.dtype not in DTYPE_CODE:
-                    raise ExportError(f"state '{name_of.get(key, '?')}' has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES}: "
-                                      "register it with one of those dtypes")
-                states[key] = StateSpec(name=name_of.get(key, f"state{len(states)}"), tensor=t,
-                                        init=t.detach().clone().contiguous(), dtype=DTYPE_CODE[t.dtype], shape=tuple(t.shape))
+                    raise ExportError(
+                        f"state '{name_of.get(key, '?')}' has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES}: "
+                        "register it with one of those dtypes"
+                    )
+                states[key] = StateSpec(
+                    name=name_of.get(key, f"state{len(states)}"),
+                    tensor=t,
+                    init=t.detach().clone().contiguous(),
+                    dtype=DTYPE_CODE[t.dtype],
+                    shape=tuple(t.shape),
+                )
 
     add_rng_state(states, exported, seed)  # the random generator's slot, when a method draws (lowering/random.py)
     for method, path, line, deps in created:
@@ -323,7 +373,8 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
                 raise ExportError(
                     f"method '{method}' creates '{path}' while it is traced{line}, from state '{states[key].name}', which "
                     "a method changes: eager keeps the value computed at the first call, a program would compute it in "
-                    "every call. Create it before the export (run the code that creates it once), or keep it as state")
+                    "every call. Create it before the export (run the code that creates it once), or keep it as state"
+                )
     lowered = [lower_method(name, ep, tensors, states, _tensor_key, dims) for name, (ep, tensors, mutated, dims) in exported.items()]
     tie_embeddings(lowered)
     quantize_methods(lowered, quantize, params, quantize_group, quantize_skip)
@@ -334,8 +385,10 @@ def export(module: Optional[nn.Module], methods: Mapping[str, Any], metadata: Op
         if name in (metadata or {}):
             raise ExportError(f"constant method '{name}' and metadata entry '{name}' share a name: rename one of them")
     if not lowered:
-        raise ExportError(f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
-                          "method that computes: give one, or store the constants with tandem.export(..., metadata={...})")
+        raise ExportError(
+            f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
+            "method that computes: give one, or store the constants with tandem.export(..., metadata={...})"
+        )
     program = Program(list(states.values()), lowered, {**constants, **(metadata or {})})
     _verify(program)
     return program
@@ -366,11 +419,12 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
             hint = ""
             low = str(e).lower()
             if "dynamic" in low or "data-dependent" in low or "guard" in low or "unbacked" in low:
-                hint = (" This usually means the method's control flow or shapes depend on input values (an "
-                        "`if` on a tensor, .item(), .tolist(), nonzero, x[mask]); tandem exports a fixed graph: "
-                        "use torch.where(cond, a, b) instead of `if`, and keep values as tensors.")
-            raise ExportError(f"method '{name}': torch.export failed{_user_frame(e)}: {type(e).__name__}: "
-                              f"{first}.{hint}") from e
+                hint = (
+                    " This usually means the method's control flow or shapes depend on input values (an "
+                    "`if` on a tensor, .item(), .tolist(), nonzero, x[mask]); tandem exports a fixed graph: "
+                    "use torch.where(cond, a, b) instead of `if`, and keep values as tensors."
+                )
+            raise ExportError(f"method '{name}': torch.export failed{_user_frame(e)}: {type(e).__name__}: {first}.{hint}") from e
     tensors = {}
     for spec in ep.graph_signature.input_specs:
         if spec.kind == InputKind.PARAMETER:
@@ -388,12 +442,15 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
             raise ExportError(
                 f"method '{name}' mutates parameter '{name_of.get(_tensor_key(t), spec.target)}'"
                 f"{source_line(node)}. Parameters are constants in tandem; register mutable state as "
-                f"a buffer instead: self.register_buffer('{pname}', tensor)")
+                f"a buffer instead: self.register_buffer('{pname}', tensor)"
+            )
         if spec.kind == OutputKind.BUFFER_MUTATION:
             mutated[spec.arg.name] = root.get_buffer(spec.target)
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
-            raise ExportError(f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
-                              "Mutate a buffer or return the new value instead.")
+            raise ExportError(
+                f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
+                "Mutate a buffer or return the new value instead."
+            )
     if not runtime and not mutated and _constant_result(name, ep, constants):
         return None
     return ep, tensors, mutated, dims
@@ -428,7 +485,8 @@ def _check_counters(specs, roots, exported, name_of, constants, before) -> None:
                 f"method '{name}' computes with the Python int{'s' if len(moved) > 1 else ''} {which}, which method "
                 f"'{changed[next(iter(moved))]}' changes{why}; a program is traced once, so it would use the value of "
                 "the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), dtype=torch.long)) "
-                "and update it in place (+= / copy_)")
+                "and update it in place (+= / copy_)"
+            )
 
         root.perturb = moved
         try:
@@ -448,8 +506,10 @@ def _check_counters(specs, roots, exported, name_of, constants, before) -> None:
             if end == end1:
                 fill.add(place)
             elif end - start != end1 - start1:
-                raise ExportError(f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
-                                  "adding a fixed amount nor setting a fixed value; keep it in a tensor instead")
+                raise ExportError(
+                    f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
+                    "adding a fixed amount nor setting a fixed value; keep it in a tensor instead"
+                )
         if fill:
             root.fill = fill
             try:
@@ -489,7 +549,8 @@ def _traced(name: str, fn, inputs: tuple) -> Traced:
             raise ExportError(
                 f"method '{name}': {fn!r} is neither an nn.Module nor a bound method of one; "
                 "pass tandem.Method(module, inputs), tandem.Method(module.some_method, inputs), or for a function "
-                "that takes the module, tandem.Method(functools.partial(function, module), inputs)")
+                "that takes the module, tandem.Method(functools.partial(function, module), inputs)"
+            )
         call_owner, target = getattr(fn, "__name__", None) == "forward", fn
     held = {i: x for i, x in enumerate(inputs) if is_held(x)}
     return traced(name, fn, owner, call_owner, inputs, held, arg_names(target))
@@ -526,16 +587,20 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
         unknown = set(dynamic) - set(params)
         if unknown:
             raise ExportError(f"method '{name}': dynamic_shapes names {sorted(unknown)}, which are not arguments of the method {params}")
-        dynamic = tuple(dynamic.get(p) for p in params[:len(inputs)])
+        dynamic = tuple(dynamic.get(p) for p in params[: len(inputs)])
     dynamic = tuple(dynamic)
     if len(dynamic) != len(inputs):
-        raise ExportError(f"method '{name}': dynamic_shapes has {len(dynamic)} entries for {len(inputs)} inputs; give one per input "
-                          "(None for a static one)")
+        raise ExportError(
+            f"method '{name}': dynamic_shapes has {len(dynamic)} entries for {len(inputs)} inputs; give one per input "
+            "(None for a static one)"
+        )
     held = [i for i in root._tandem_held]
     for i in held:
         if dynamic[i] is not None:
-            raise ExportError(f"method '{name}': dynamic_shapes gives input {i} a dynamic dim, but that input is state "
-                              "held by the method (a container of tensors), not a run-time input: give None for it")
+            raise ExportError(
+                f"method '{name}': dynamic_shapes gives input {i} a dynamic dim, but that input is state "
+                "held by the method (a container of tensors), not a run-time input: give None for it"
+            )
     dynamic = tuple(d for i, d in enumerate(dynamic) if i not in root._tandem_held)
     for i, spec in enumerate(dynamic):
         items = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
@@ -544,12 +609,15 @@ def _dynamic_for(name: str, root: Traced, inputs: tuple, dynamic):
                 _dim_names[(name, (i, int(d)))] = dim.__name__
                 hi = getattr(dim, "max", None)
                 if hi is None or not isinstance(hi, int) or hi >= 2**31:
-                    raise ExportError(f"method '{name}': dynamic dim '{dim.__name__}' (input {i} dim {d}) has no maximum; tandem "
-                                      f"plans memory at the maximum, so give one: torch.export.Dim('{dim.__name__}', "
-                                      f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)")
+                    raise ExportError(
+                        f"method '{name}': dynamic dim '{dim.__name__}' (input {i} dim {d}) has no maximum; tandem "
+                        f"plans memory at the maximum, so give one: torch.export.Dim('{dim.__name__}', "
+                        f"min={getattr(dim, 'min', 1)}, max=...) (below 2^31)"
+                    )
     if type(root).forward is Traced.forward:  # forward(self, *args)
         return {"args": dynamic}
     import inspect
+
     params = list(inspect.signature(root.forward).parameters.values())
     for k, p in enumerate(params):  # forward(self, a, *rest): torch.export takes rest's specs as one tuple
         if p.kind == inspect.Parameter.VAR_POSITIONAL:
@@ -566,8 +634,7 @@ def _constant_result(name: str, ep, constants: dict) -> bool:
     from .program import check_metadata
 
     specs = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
-    if not specs or not all(isinstance(s.arg, ConstantArgument) for s in specs) or \
-            all(s.arg.value is None for s in specs):
+    if not specs or not all(isinstance(s.arg, ConstantArgument) for s in specs) or all(s.arg.value is None for s in specs):
         return False
     value = pytree.tree_unflatten([s.arg.value for s in specs], ep.call_spec.out_spec)
     try:
@@ -598,6 +665,7 @@ def _user_frame(e: BaseException) -> str:
     """' (at file.py:12: code)' for the innermost frame of the user's code in e's traceback (the
     line whose tracing failed), or ''."""
     import traceback
+
     seen = set()
     while e is not None and id(e) not in seen:  # torch may re-raise: look through the causes too
         seen.add(id(e))
@@ -624,5 +692,7 @@ def _verify(program: Program) -> None:
             k = int(m.group(2))
             if k < len(ops):
                 where = f" (tandem op '{ops[k].name}'{ops[k].where})"
-        raise ExportError(f"the exported program does not pass the runtime's verifier{where}: {e}. This is a bug in "
-                          "tandem's exporter; please report it with the model") from e
+        raise ExportError(
+            f"the exported program does not pass the runtime's verifier{where}: {e}. This is a bug in "
+            "tandem's exporter; please report it with the model"
+        ) from e

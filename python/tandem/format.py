@@ -1,5 +1,6 @@
 """The only writer of .tandem files. docs/format.md is the byte layout; src/reader.c reads it.
 Section ids, records and alignment are declared in schema.py, which both sides follow."""
+
 from __future__ import annotations
 
 import hashlib
@@ -72,15 +73,18 @@ def _dims(shape) -> bytes:
 def _affine(m: MethodIR, expr, what: str) -> tuple:
     """(constant, [(dim index, coefficient)]) of a size's sympy expression, or an ExportError naming it."""
     import sympy
+
     index = {sym: i for i, (_, _, _, sym) in enumerate(m.dims)}
     const, terms = 0, []
     e = sympy.expand(expr)
     for term, coef in e.as_coefficients_dict().items():
         if not coef.is_Integer or (term != 1 and term not in index) or abs(int(coef)) > MAX_SYM_COEF:
             names = {sym: n for n, _, _, sym in m.dims}
-            raise ExportError(f"method '{m.name}': {what} has the size {expr.subs(names) if names else expr}, which is not an integer "
-                              "affine form of the dynamic dims (such as n, n + 1, 2*n - 1, n + m); tandem stores sizes in "
-                              "that form: compute it differently, or give that dim a static size")
+            raise ExportError(
+                f"method '{m.name}': {what} has the size {expr.subs(names) if names else expr}, which is not an integer "
+                "affine form of the dynamic dims (such as n, n + 1, 2*n - 1, n + m); tandem stores sizes in "
+                "that form: compute it differently, or give that dim a static size"
+            )
         if term == 1:
             const = int(coef)
         else:
@@ -97,6 +101,7 @@ def _syms(m: MethodIR, values: list, vindex: dict, offset_of) -> list:
             const, terms = _affine(m, x.expr, what)
             if terms:
                 out.append((SYM_KINDS.index(kind), index, target, const, terms))
+
     for k, v in enumerate(values):
         for d, size in enumerate(v.shape):
             add("dim", d, k, size, f"dim {d} of a value")
@@ -192,28 +197,43 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
             if CHECK_OPS:  # tests (conftest.py): every op against its signature in the schema
                 problem = check_op(op.name, [v.dtype for v in op.ins], [v.dtype for v in op.outs], len(op.iattr), len(op.fattr))
                 if problem:
-                    raise ExportError(f"method '{m.name}': {problem} (the exporter and python/tandem/schema.py's SIGS "
-                                      f"disagree: a bug in tandem){op.where or ''}")
-            ops.append(OP_HEADER.pack(strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
-                       + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
-                       + b"".join(struct.pack("<q", int(a)) for a in op.iattr)
-                       + b"".join(struct.pack("<d", a) for a in op.fattr))
+                    raise ExportError(
+                        f"method '{m.name}': {problem} (the exporter and python/tandem/schema.py's SIGS "
+                        f"disagree: a bug in tandem){op.where or ''}"
+                    )
+            ops.append(
+                OP_HEADER.pack(strings(op.name), len(op.ins), len(op.outs), len(op.iattr), len(op.fattr))
+                + b"".join(struct.pack("<I", vindex[id(v)]) for v in op.ins + op.outs)
+                + b"".join(struct.pack("<q", int(a)) for a in op.iattr)
+                + b"".join(struct.pack("<d", a) for a in op.fattr)
+            )
         # the reserved field: 0 for a dim an input gives, else 1 + the index of the state it is bound from
-        dims = b"".join(DIM.pack(strings(n), state_index[m.dim_states[sym]] + 1 if sym in m.dim_states else 0, lo, hi)
-                        for n, lo, hi, sym in m.dims)
+        dims = b"".join(
+            DIM.pack(strings(n), state_index[m.dim_states[sym]] + 1 if sym in m.dim_states else 0, lo, hi) for n, lo, hi, sym in m.dims
+        )
         syms = _syms(m, values, vindex, lambda v: v.storage.offset + v.offset if v.storage.kind == SCRATCH else v.offset)
         sym = [SYMS_HEAD.pack(len(syms))]
         for kind, index, target, const, terms in syms:
             sym.append(SYM.pack(kind, 0, index, target, len(terms), 0, const) + b"".join(TERM.pack(d, 0, c) for d, c in terms))
-        meth.append(METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), len(m.dims),
-                                m.scratch_size) + b"".join(body) + io + b"".join(ops) + dims + b"".join(sym))
+        meth.append(
+            METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), len(m.dims), m.scratch_size)
+            + b"".join(body)
+            + io
+            + b"".join(ops)
+            + dims
+            + b"".join(sym)
+        )
 
     state_sec = [STATES_HEAD.pack(state_size, len(states))]
     for st in states:
         zero = not bool(st.init.any())
         init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
-        state_sec.append(STATE.pack(strings(st.name), st.dtype, len(st.shape), STATE_INIT_CODE["ZEROS" if zero else "DATA"], 0,
-                                     st.offset, st.nbytes, init_off) + _dims(st.shape))
+        state_sec.append(
+            STATE.pack(
+                strings(st.name), st.dtype, len(st.shape), STATE_INIT_CODE["ZEROS" if zero else "DATA"], 0, st.offset, st.nbytes, init_off
+            )
+            + _dims(st.shape)
+        )
 
     const_sec = [CONSTANTS_HEAD.pack(len(consts))]
     for name, dtype, t, off, nbytes in consts:
@@ -239,8 +259,8 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         out.extend(b"\0" * (off - len(out)))
         out.extend(sections[name])
         table.append((sid, off, len(sections[name])))
-    out[:HEADER.size] = HEADER.pack(MAGIC, VERSION, len(out), len(SECTIONS), 0, 0)
+    out[: HEADER.size] = HEADER.pack(MAGIC, VERSION, len(out), len(SECTIONS), 0, 0)
     for i, (sid, off, size) in enumerate(table):
         at = HEADER.size + i * SECTION.size
-        out[at:at + SECTION.size] = SECTION.pack(sid, 0, off, size)
+        out[at : at + SECTION.size] = SECTION.pack(sid, 0, off, size)
     return bytes(out)

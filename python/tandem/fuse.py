@@ -20,6 +20,7 @@ Across methods, `tie_embeddings` makes an embedding table that is also a linear 
 A sequence is fused only when its intermediate values have no other reader (another op, a method
 output or a state write), so the fused op computes exactly what the sequence's result was.
 """
+
 from __future__ import annotations
 
 import math
@@ -142,8 +143,7 @@ def _rms_norm(ops, i, readers, producer):
     q = _only_reader(y, readers)  # optional: * weight
     if q is not None and _plain_binary(ops[q], "mul"):
         w = _other(ops[q], y)
-        if (w is not None and w.storage.kind == CONST and w.dtype == F32 and w.shape == x.shape[-1:]
-                and ops[q].outs[0].shape == x.shape):
+        if w is not None and w.storage.kind == CONST and w.dtype == F32 and w.shape == x.shape[-1:] and ops[q].outs[0].shape == x.shape:
             ins.append(w)
             chain.append(q)
             y = ops[q].outs[0]
@@ -196,8 +196,13 @@ def _kv_heads(v: Value, producer, ops) -> Value:
         hkv = src.shape[-4]  # repeat_kv
         if out.shape[-4] == hkv and hkv * out.shape[-3] == H:
             return src.view(lead + (hkv, T, D))
-    if (len(src.shape) == len(v.shape) and src.shape[-3] == 1 and src.shape[:-3] == lead and src.shape[-2:] == (T, D)
-            and out.shape == v.shape):
+    if (
+        len(src.shape) == len(v.shape)
+        and src.shape[-3] == 1
+        and src.shape[:-3] == lead
+        and src.shape[-2:] == (T, D)
+        and out.shape == v.shape
+    ):
         return src  # one KV head for every query head
     return v
 
@@ -309,12 +314,18 @@ def _conv_activation(ops, i, readers, producer):
     if conv.name != "conv" or len(conv.iattr) != 3 + 3 * conv.iattr[0] or i + 1 >= len(ops):
         return None
     y, act = conv.outs[0], ops[i + 1]
-    if (act.name not in CONV_ACTIVATIONS or len(act.ins) != 1 or not _same(act.ins[0], y) or _only_reader(y, readers) != i + 1
-            or act.outs[0].shape != y.shape or act.outs[0].dtype != F32):
+    if (
+        act.name not in CONV_ACTIVATIONS
+        or len(act.ins) != 1
+        or not _same(act.ins[0], y)
+        or _only_reader(y, readers) != i + 1
+        or act.outs[0].shape != y.shape
+        or act.outs[0].dtype != F32
+    ):
         return None
-    return [i, i + 1], Op("conv", conv.ins, [act.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ACTIVATIONS[act.name]],
-                          conv.fattr, conv.where)
-
+    return [i, i + 1], Op(
+        "conv", conv.ins, [act.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ACTIVATIONS[act.name]], conv.fattr, conv.where
+    )
 
 
 def _conv_elu(ops, i, readers, producer):
@@ -329,21 +340,29 @@ def _conv_elu(ops, i, readers, producer):
     if len(r) != 2 or _OUTPUT in r:
         return None
     mn, mx = ops[r[0]], ops[r[1]]
-    if not (_plain_binary(mn, "minimum") and _same(mn.ins[0], y) and _scalar_const(mn.ins[1]) == 0.0
-            and mn.outs[0].shape == y.shape):
+    if not (_plain_binary(mn, "minimum") and _same(mn.ins[0], y) and _scalar_const(mn.ins[1]) == 0.0 and mn.outs[0].shape == y.shape):
         return None
     ex = _only_reader(mn.outs[0], readers)
     if ex is None or ops[ex].name != "exp" or len(ops[ex].ins) != 1 or not _same(ops[ex].ins[0], mn.outs[0]):
         return None
     sb = _only_reader(ops[ex].outs[0], readers)
-    if sb is None or not _plain_binary(ops[sb], "sub") or not _same(ops[sb].ins[0], ops[ex].outs[0]) or \
-            _scalar_const(ops[sb].ins[1]) != 1.0:
+    if (
+        sb is None
+        or not _plain_binary(ops[sb], "sub")
+        or not _same(ops[sb].ins[0], ops[ex].outs[0])
+        or _scalar_const(ops[sb].ins[1]) != 1.0
+    ):
         return None
-    if _only_reader(ops[sb].outs[0], readers) != r[1] or not _plain_binary(mx, "maximum") or not _same(mx.ins[0], y) or \
-            not _same(mx.ins[1], ops[sb].outs[0]) or mx.outs[0].shape != y.shape or mx.outs[0].dtype != F32:
+    if (
+        _only_reader(ops[sb].outs[0], readers) != r[1]
+        or not _plain_binary(mx, "maximum")
+        or not _same(mx.ins[0], y)
+        or not _same(mx.ins[1], ops[sb].outs[0])
+        or mx.outs[0].shape != y.shape
+        or mx.outs[0].dtype != F32
+    ):
         return None
-    return [i, r[0], ex, sb, r[1]], Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr,
-                                       conv.where)
+    return [i, r[0], ex, sb, r[1]], Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr, conv.where)
 
 
 def tie_embeddings(methods: list) -> None:
@@ -356,8 +375,15 @@ def tie_embeddings(methods: list) -> None:
     for m in methods:
         for i, op in enumerate(m.ops):
             x = op.ins[0] if op.name == "index_select" else None
-            if (x is None or op.iattr != [0] or x.storage.kind != CONST or x.dtype != F32 or len(x.shape) != 2
-                    or not _whole(x) or op.ins[1].dtype != I64):
+            if (
+                x is None
+                or op.iattr != [0]
+                or x.storage.kind != CONST
+                or x.dtype != F32
+                or len(x.shape) != 2
+                or not _whole(x)
+                or op.ins[1].dtype != I64
+            ):
                 continue
             N, K = x.shape
             want = ((N + PANEL - 1) // PANEL, K, PANEL)

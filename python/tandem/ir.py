@@ -4,6 +4,7 @@ A *storage* is a block of bytes in one region (scratch, a constant, or a state s
 a dtype + shape at a byte offset inside a storage (views share their base's storage). Ops read and
 write values. The planner gives scratch storages their offsets; the writer serializes the rest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,8 +15,9 @@ import torch
 from . import schema
 
 # Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
-F32, I64, BOOL, I8, I4X2, I32 = (next(d.code for d in schema.DTYPES if d.name == n)
-                                 for n in ("float32", "int64", "bool", "int8", "int4x2", "int32"))
+F32, I64, BOOL, I8, I4X2, I32 = (
+    next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int8", "int4x2", "int32")
+)
 # torch dtype -> code for what a method computes with; the constant-only dtypes (quantized weights,
 # made by quantize.py) are not in it, so no input, state or activation can take them.
 DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES if not d.const_only}
@@ -47,6 +49,7 @@ class SymDim(int):
 
     def __new__(cls, value: int, expr):
         import sympy
+
         expr = sympy.sympify(expr)
         if expr.is_Integer:
             return int(expr)
@@ -60,28 +63,47 @@ class SymDim(int):
         oe = other.expr if isinstance(other, SymDim) else other
         return SymDim(fi(int(self), int(other)), f(self.expr, oe))
 
-    def __add__(self, o): return self._op(o, lambda a, b: a + b, lambda a, b: a + b)
-    def __radd__(self, o): return self._op(o, lambda a, b: b + a, lambda a, b: b + a)
-    def __sub__(self, o): return self._op(o, lambda a, b: a - b, lambda a, b: a - b)
-    def __rsub__(self, o): return self._op(o, lambda a, b: b - a, lambda a, b: b - a)
-    def __mul__(self, o): return self._op(o, lambda a, b: a * b, lambda a, b: a * b)
-    def __rmul__(self, o): return self._op(o, lambda a, b: b * a, lambda a, b: b * a)
+    def __add__(self, o):
+        return self._op(o, lambda a, b: a + b, lambda a, b: a + b)
+
+    def __radd__(self, o):
+        return self._op(o, lambda a, b: b + a, lambda a, b: b + a)
+
+    def __sub__(self, o):
+        return self._op(o, lambda a, b: a - b, lambda a, b: a - b)
+
+    def __rsub__(self, o):
+        return self._op(o, lambda a, b: b - a, lambda a, b: b - a)
+
+    def __mul__(self, o):
+        return self._op(o, lambda a, b: a * b, lambda a, b: a * b)
+
+    def __rmul__(self, o):
+        return self._op(o, lambda a, b: b * a, lambda a, b: b * a)
 
     def __floordiv__(self, o):
         import sympy
+
         return self._op(o, lambda a, b: sympy.floor(a / b), lambda a, b: a // b)
 
     def __rfloordiv__(self, o):
         import sympy
+
         return self._op(o, lambda a, b: sympy.floor(b / a), lambda a, b: b // a)
 
     def __mod__(self, o):
         import sympy
+
         return self._op(o, lambda a, b: sympy.Mod(a, b), lambda a, b: a % b)
 
-    def __neg__(self): return SymDim(-int(self), -self.expr)
-    def __pos__(self): return self
-    def __hash__(self): return hash((int(self), str(self.expr)))
+    def __neg__(self):
+        return SymDim(-int(self), -self.expr)
+
+    def __pos__(self):
+        return self
+
+    def __hash__(self):
+        return hash((int(self), str(self.expr)))
 
     def __eq__(self, o):
         if isinstance(o, SymDim):
@@ -92,7 +114,8 @@ class SymDim(int):
         r = self.__eq__(o)
         return r if r is NotImplemented else not r
 
-    def __repr__(self): return f"SymDim({int(self)}, {self.expr})"
+    def __repr__(self):
+        return f"SymDim({int(self)}, {self.expr})"
 
 
 def size_expr(x):

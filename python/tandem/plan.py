@@ -5,6 +5,7 @@ In place: a mutated buffer's new value is produced directly into its state slot 
 the producer; otherwise it is copied in at the end (see lowering/driver.py, _finish). Scratch: storages get
 offsets so that two storages alive at the same time never overlap (greedy, largest first).
 """
+
 from __future__ import annotations
 
 from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR
@@ -61,7 +62,7 @@ def _slice_range(base, d: int, start: int, length: int):
     for x in base.shape[:d]:
         outer *= x
     inner = DTYPE_SIZE[base.dtype]
-    for x in base.shape[d + 1:]:
+    for x in base.shape[d + 1 :]:
         inner *= x
     if outer != 1 and length != base.shape[d]:
         return None
@@ -167,8 +168,17 @@ def _update_in_place(ir: MethodIR) -> None:
         move(out.storage, B, base.offset)
     ops[:] = [op for i, op in enumerate(ops) if i not in removed]
     # a write-back of a state that is already in its slot
-    ops[:] = [op for op in ops if not (op.name == "copy" and op.outs[0].storage.kind == STATE and _phys(op.ins[0]) == _phys(op.outs[0])
-                                       and op.ins[0].offset == op.outs[0].offset and op.ins[0].nbytes == op.outs[0].nbytes)]
+    ops[:] = [
+        op
+        for op in ops
+        if not (
+            op.name == "copy"
+            and op.outs[0].storage.kind == STATE
+            and _phys(op.ins[0]) == _phys(op.outs[0])
+            and op.ins[0].offset == op.outs[0].offset
+            and op.ins[0].nbytes == op.outs[0].nbytes
+        )
+    ]
 
 
 def _write_state_in_place(ir: MethodIR) -> None:
@@ -198,8 +208,15 @@ def _write_state_in_place(ir: MethodIR) -> None:
         st = dst.storage.state
         s = src.storage
         i = producer.get(s)
-        if (s.kind != SCRATCH or s.is_input or i is None or src.offset != 0 or s.nbytes != st.nbytes
-                or i < last_fallible or reads_state(st, i)):
+        if (
+            s.kind != SCRATCH
+            or s.is_input
+            or i is None
+            or src.offset != 0
+            or s.nbytes != st.nbytes
+            or i < last_fallible
+            or reads_state(st, i)
+        ):
             continue
         s.kind, s.state = STATE, st
         ops.remove(op)
@@ -239,7 +256,7 @@ def plan_method(ir: MethodIR) -> None:
         a, b = life[s]
         need = (int(s.nbytes) + ALIGN - 1) // ALIGN * ALIGN  # at the maximum of any dynamic dims
         off = 0
-        for (pa, pb, po, ps) in sorted((p for p in placed if not (p[1] < a or b < p[0])), key=lambda p: p[2]):
+        for pa, pb, po, ps in sorted((p for p in placed if not (p[1] < a or b < p[0])), key=lambda p: p[2]):
             if off + need <= po:
                 break
             off = max(off, po + ps)

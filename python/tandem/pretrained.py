@@ -13,6 +13,7 @@ its chat template are stored once, as the metadata entry `tokenizer` (tandem/tok
 After exporting, the file is loaded by the runtime and its first method outputs compared with
 eager PyTorch on the same inputs (verify=True).
 """
+
 from __future__ import annotations
 
 import json
@@ -74,14 +75,18 @@ class Progress:
 def _check_folder(path: Path) -> dict:
     """config.json as a dict; an ExportError naming what is missing."""
     if not path.is_dir():
-        raise ExportError(f"'{path}' is not a folder: give a transformers checkpoint folder (config.json, "
-                          "model.safetensors, tokenizer.json), as save_pretrained writes it")
+        raise ExportError(
+            f"'{path}' is not a folder: give a transformers checkpoint folder (config.json, "
+            "model.safetensors, tokenizer.json), as save_pretrained writes it"
+        )
     if not (path / "config.json").is_file():
-        raise ExportError(f"'{path}' has no config.json: it is not a transformers checkpoint folder (save the model "
-                          "with model.save_pretrained(folder))")
+        raise ExportError(
+            f"'{path}' has no config.json: it is not a transformers checkpoint folder (save the model with model.save_pretrained(folder))"
+        )
     if not any((path / w).is_file() for w in WEIGHTS):
-        raise ExportError(f"'{path}' has no weights: none of {', '.join(WEIGHTS)} is there (save the model with "
-                          "model.save_pretrained(folder))")
+        raise ExportError(
+            f"'{path}' has no weights: none of {', '.join(WEIGHTS)} is there (save the model with model.save_pretrained(folder))"
+        )
     try:
         return json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as e:
@@ -93,8 +98,12 @@ def load_tokenizer(path: Path):
     (None, why) when the folder has none."""
     if not (path / "tokenizer.json").is_file():
         present = [f for f in ("tokenizer.model", "vocab.json", "vocab.txt", "spiece.model") if (path / f).is_file()]
-        why = (f"no tokenizer.json (the folder has {', '.join(present)}: save a fast tokenizer with "
-               "AutoTokenizer.from_pretrained(folder).save_pretrained(folder))" if present else "no tokenizer.json")
+        why = (
+            f"no tokenizer.json (the folder has {', '.join(present)}: save a fast tokenizer with "
+            "AutoTokenizer.from_pretrained(folder).save_pretrained(folder))"
+            if present
+            else "no tokenizer.json"
+        )
         return None, why
     from transformers import AutoTokenizer
 
@@ -137,14 +146,26 @@ def _model_class(config: dict, family: str):
             return cls
     if family == "seq2seq":
         from transformers.models.auto.modeling_auto import MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES
+
         speech = config.get("model_type") in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES
         return transformers.AutoModelForSpeechSeq2Seq if speech else transformers.AutoModelForSeq2SeqLM
     return transformers.AutoModelForCausalLM
 
 
-def export_pretrained(path, output=None, *, max_cache_len: int | None = None, max_prompt_len: int | None = None,
-                      quantize: str | None = None, dtype: str = "float32", sample_top_k: int | None = 64,
-                      tokenizer: bool = True, verify: bool = True, progress=None, **options):
+def export_pretrained(
+    path,
+    output=None,
+    *,
+    max_cache_len: int | None = None,
+    max_prompt_len: int | None = None,
+    quantize: str | None = None,
+    dtype: str = "float32",
+    sample_top_k: int | None = 64,
+    tokenizer: bool = True,
+    verify: bool = True,
+    progress=None,
+    **options,
+):
     """Export the transformers checkpoint folder `path` (see the module docstring); saves to `output`
     when given. Returns (program, report): report is a dict with the recipe, the methods, the state
     and file sizes, the tokenizer's summary and the verification's largest difference.
@@ -163,8 +184,10 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
     progress = progress or Progress(None)
     path = Path(path)
     if dtype not in ("float32", "fp32", torch.float32):
-        raise ExportError(f"dtype {dtype!r}: tandem computes in float32 (give dtype='float32'); for smaller files "
-                          "store the weights quantized with quantize='int8' or 'int4'")
+        raise ExportError(
+            f"dtype {dtype!r}: tandem computes in float32 (give dtype='float32'); for smaller files "
+            "store the weights quantized with quantize='int8' or 'int4'"
+        )
     if quantize not in (None, "int8", "int4"):
         raise ExportError(f"quantize {quantize!r}: give None, 'int8' or 'int4'")
     config = _check_folder(path)
@@ -177,9 +200,11 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
     try:
         model = auto.from_pretrained(str(path), local_files_only=True, dtype=torch.float32).eval()
     except Exception as e:
-        raise ExportError(f"'{path}': transformers cannot load the model ({config.get('model_type', '?')}, "
-                          f"{', '.join(config.get('architectures') or []) or 'no architectures'}) with {auto.__name__}: "
-                          f"{type(e).__name__}: {e}") from e
+        raise ExportError(
+            f"'{path}': transformers cannot load the model ({config.get('model_type', '?')}, "
+            f"{', '.join(config.get('architectures') or []) or 'no architectures'}) with {auto.__name__}: "
+            f"{type(e).__name__}: {e}"
+        ) from e
     metadata = dict(options.pop("metadata", None) or {})
     if tok is not None:
         metadata[ENTRY] = entry(tok, tok_config)
@@ -193,26 +218,40 @@ def export_pretrained(path, output=None, *, max_cache_len: int | None = None, ma
     else:
         if family == "recurrent":
             if max_cache_len is not None:
-                raise ExportError(f"max_cache_len={max_cache_len}: a {config.get('model_type')} model keeps a fixed-size "
-                                  "recurrent state, not a KV cache; leave --max-cache-len out")
+                raise ExportError(
+                    f"max_cache_len={max_cache_len}: a {config.get('model_type')} model keeps a fixed-size "
+                    "recurrent state, not a KV cache; leave --max-cache-len out"
+                )
             # the Mamba path scans a chunk in one step; others unroll one model step per token
             max_prompt_len = int(max_prompt_len or (32 if config.get("model_type") == "mamba" else 16))
         else:
             limit = getattr(text, "max_position_embeddings", None) or 1024
             max_cache_len = int(max_cache_len or min(limit, 1024))
             max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
-        program = recipes.export_causal_lm(model, max_cache_len=max_cache_len, max_prompt_len=max_prompt_len,
-                                           sample_top_k=sample_top_k, metadata=metadata, quantize=quantize, **options)
+        program = recipes.export_causal_lm(
+            model,
+            max_cache_len=max_cache_len,
+            max_prompt_len=max_prompt_len,
+            sample_top_k=sample_top_k,
+            metadata=metadata,
+            quantize=quantize,
+            **options,
+        )
 
     data = program.to_bytes()
-    report = {"recipe": family, "model_type": config.get("model_type"), "methods": [m.name for m in program.methods],
-              "state_bytes": max((s.offset + s.nbytes for s in program.states), default=0),  # the region, as the writer laid it out
-              "file_bytes": len(data),
-              "tokenizer": summary(metadata[ENTRY]) if tok is not None else None,
-              "tokenizer_missing": None if tok is not None else tok_config,
-              "tokenizer_bytes": len(json.dumps(metadata[ENTRY], ensure_ascii=False, separators=(",", ":")).encode())
-              if tok is not None else 0,
-              "max_cache_len": max_cache_len, "max_prompt_len": max_prompt_len, "quantize": quantize}
+    report = {
+        "recipe": family,
+        "model_type": config.get("model_type"),
+        "methods": [m.name for m in program.methods],
+        "state_bytes": max((s.offset + s.nbytes for s in program.states), default=0),  # the region, as the writer laid it out
+        "file_bytes": len(data),
+        "tokenizer": summary(metadata[ENTRY]) if tok is not None else None,
+        "tokenizer_missing": None if tok is not None else tok_config,
+        "tokenizer_bytes": len(json.dumps(metadata[ENTRY], ensure_ascii=False, separators=(",", ":")).encode()) if tok is not None else 0,
+        "max_cache_len": max_cache_len,
+        "max_prompt_len": max_prompt_len,
+        "quantize": quantize,
+    }
     if verify:
         progress.stage("verifying against eager PyTorch")
         report["verify"] = _verify(model, data, family, tok)
@@ -239,7 +278,7 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
         if family == "seq2seq":
             if "max_source_len" in md:  # token ids
                 ids = tok("Hello, world! 1 2 3")["input_ids"] if tok is not None else [1, 2, 3]
-                ids = [i % vocab for i in ids][:md["max_source_len"]] or [1 % vocab]
+                ids = [i % vocab for i in ids][: md["max_source_len"]] or [1 % vocab]
                 features, shape = torch.tensor([ids]), [1, len(ids)]
             else:
                 shape = md["encoder_input_shape"]
@@ -260,33 +299,40 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             want = model(tokens).logits[:, -1]
             checked = f"prefill of {len(ids)} tokens"
     diff = float((got - want.float()).abs().max())
-    return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()),
-            "scale": float(want.abs().max())}
+    return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()), "scale": float(want.abs().max())}
 
 
 def print_report(report: dict, output, file=sys.stdout) -> None:
     """The command's summary."""
+
     def size(n):
         for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
             if n >= k:
                 return f"{n / k:.1f} {unit}"
         return f"{n} bytes"
+
     p = lambda *a: print(*a, file=file)  # noqa: E731
-    p(f"{output}: {size(report['file_bytes'])}, a {report['model_type']} model through the {report['recipe']} recipe"
-      f"{' (weights ' + report['quantize'] + ')' if report['quantize'] else ''}, in {report['seconds']:.1f} s")
+    p(
+        f"{output}: {size(report['file_bytes'])}, a {report['model_type']} model through the {report['recipe']} recipe"
+        f"{' (weights ' + report['quantize'] + ')' if report['quantize'] else ''}, in {report['seconds']:.1f} s"
+    )
     p(f"  methods: {', '.join(report['methods'])}")
     cache = report["max_cache_len"]
-    p(f"  state: {size(report['state_bytes'])} per session"
-      f" ({'no KV cache: a recurrent state' if cache is None else f'KV cache of {cache} positions'}"
-      f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})")
+    p(
+        f"  state: {size(report['state_bytes'])} per session"
+        f" ({'no KV cache: a recurrent state' if cache is None else f'KV cache of {cache} positions'}"
+        f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})"
+    )
     if report["tokenizer"]:
         p(f"  tokenizer: {report['tokenizer']}; {size(report['tokenizer_bytes'])} in the file")
     else:
         p(f"  tokenizer: none ({report['tokenizer_missing']}): generate() will take and give token ids only")
     v = report.get("verify")
     if v:
-        p(f"  verified: {v['checked']} in the runtime vs eager PyTorch: largest logit difference {v['max_abs_diff']:.2e}"
-          f" (logits up to {v['scale']:.2f}), same top token: {'yes' if v['top1_equal'] else 'NO'}")
+        p(
+            f"  verified: {v['checked']} in the runtime vs eager PyTorch: largest logit difference {v['max_abs_diff']:.2e}"
+            f" (logits up to {v['scale']:.2f}), same top token: {'yes' if v['top1_equal'] else 'NO'}"
+        )
 
 
 def tolerance(report: dict) -> float:

@@ -1,4 +1,5 @@
 """Program: the exported result, ready to save as a .tandem file."""
+
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ from .ir import DTYPE_NAME, ExportError, MethodIR, StateSpec
 def check_metadata(metadata: dict) -> dict:
     """metadata as stored: str keys; values None, bools, ints, floats, strings, and lists or dicts of
     them (JSON); anything else is an ExportError naming the key."""
+
     def ok(v):
         if v is None or isinstance(v, (bool, int, str)):
             return True
@@ -21,14 +23,14 @@ def check_metadata(metadata: dict) -> dict:
         if isinstance(v, dict):
             return all(isinstance(k, str) and ok(x) for k, x in v.items())
         return False
+
     if not isinstance(metadata, dict):
         raise ExportError(f"metadata must be a dict of name -> value, not {type(metadata).__name__}")
     for k, v in metadata.items():
         if not isinstance(k, str) or not k:
             raise ExportError(f"metadata key {k!r} must be a non-empty string")
         if not ok(v):
-            raise ExportError(f"metadata '{k}': {v!r} is not a bool, int, finite float, string, None, or a list or dict "
-                              "of them")
+            raise ExportError(f"metadata '{k}': {v!r} is not a bool, int, finite float, string, None, or a list or dict of them")
     return dict(metadata)
 
 

@@ -16,6 +16,7 @@ of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -
 parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
 reads its rows from the quantized packed weight of the output layer.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Union
@@ -128,8 +129,9 @@ def _skipped(skip: Skip, names: list, shape: tuple) -> bool:
     return any(s in n for s in skip for n in names)
 
 
-def quantize_methods(methods: list, mode: Optional[str], params: Sequence[tuple[str, torch.Tensor]],
-                     group: int = QUANT_GROUP, skip: Skip = None) -> None:
+def quantize_methods(
+    methods: list, mode: Optional[str], params: Sequence[tuple[str, torch.Tensor]], group: int = QUANT_GROUP, skip: Skip = None
+) -> None:
     """Rewrites the methods' float32 weight ops into quantized ones, in place (see the module)."""
     if mode is None:
         return
@@ -137,8 +139,12 @@ def quantize_methods(methods: list, mode: Optional[str], params: Sequence[tuple[
         raise ExportError(f"quantize={mode!r}: use 'int8', 'int4' or None")
     if mode == "int4" and (not isinstance(group, int) or group < 2 or group % 2):
         raise ExportError(f"quantize_group={group!r}: the int4 group size must be an even integer >= 2")
-    if not (skip is None or callable(skip) or isinstance(skip, str)
-            or (isinstance(skip, (list, tuple, set)) and all(isinstance(s, str) for s in skip))):
+    if not (
+        skip is None
+        or callable(skip)
+        or isinstance(skip, str)
+        or (isinstance(skip, (list, tuple, set)) and all(isinstance(s, str) for s in skip))
+    ):
         raise ExportError("quantize_skip must be a list of name substrings or a function (name, shape) -> bool")
     names = _Names(params)
     done: dict = {}  # id(float storage) -> (q Value, scale Value) or None (stays float32)
@@ -187,8 +193,15 @@ def quantize_methods(methods: list, mode: Optional[str], params: Sequence[tuple[
 
 
 def _is_table(x: Value) -> bool:
-    return (x.storage.kind == CONST and x.dtype == F32 and len(x.shape) == 2 and x.offset == 0
-            and x.nbytes == x.storage.nbytes and x.shape[0] > 0 and x.shape[1] > 0)
+    return (
+        x.storage.kind == CONST
+        and x.dtype == F32
+        and len(x.shape) == 2
+        and x.offset == 0
+        and x.nbytes == x.storage.nbytes
+        and x.shape[0] > 0
+        and x.shape[1] > 0
+    )
 
 
 def _const(t: torch.Tensor, dtype: int) -> Value:

@@ -8,6 +8,7 @@ Two backends with one interface (the tdm_* functions of include/tandem.h plus a 
   the `wasmtime` package (python/tandem/wasm.py). No C compiler or clone needed.
 `BACKEND` says which one this process uses; TANDEM_BACKEND=native|wasm chooses explicitly.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -64,11 +65,25 @@ BACKEND: str = _choose_backend()
 
 
 # ctypes for the C types of include/tandem.h (schema.API): pointers as ints, strings as bytes.
-_CTYPES = {"void": None, "str": ctypes.c_char_p, "ptr": ctypes.c_void_p, "size": ctypes.c_size_t, "u32": ctypes.c_uint32,
-           "i32": ctypes.c_int, "i64": ctypes.c_int64, "u64": ctypes.c_uint64, "f64": ctypes.c_double}
-_POINTERS = {"char*": ctypes.c_char_p, "tdm_program**": ctypes.POINTER(ctypes.c_void_p),
-             "tdm_session**": ctypes.POINTER(ctypes.c_void_p), "double*": ctypes.POINTER(ctypes.c_double),
-             "int64_t*": ctypes.POINTER(ctypes.c_int64), "const int64_t*": ctypes.POINTER(ctypes.c_int64)}
+_CTYPES = {
+    "void": None,
+    "str": ctypes.c_char_p,
+    "ptr": ctypes.c_void_p,
+    "size": ctypes.c_size_t,
+    "u32": ctypes.c_uint32,
+    "i32": ctypes.c_int,
+    "i64": ctypes.c_int64,
+    "u64": ctypes.c_uint64,
+    "f64": ctypes.c_double,
+}
+_POINTERS = {
+    "char*": ctypes.c_char_p,
+    "tdm_program**": ctypes.POINTER(ctypes.c_void_p),
+    "tdm_session**": ctypes.POINTER(ctypes.c_void_p),
+    "double*": ctypes.POINTER(ctypes.c_double),
+    "int64_t*": ctypes.POINTER(ctypes.c_int64),
+    "const int64_t*": ctypes.POINTER(ctypes.c_int64),
+}
 
 
 def _ctype(c_type: str):
@@ -133,8 +148,9 @@ def _library():
     else:
         path = _wasm_path()
         if not path.exists():
-            raise RuntimeError(f"tandem.wasm is not in the package ({path}): install it with "
-                               "`npm run wheel && pip install dist/*.whl` from the clone")
+            raise RuntimeError(
+                f"tandem.wasm is not in the package ({path}): install it with `npm run wheel && pip install dist/*.whl` from the clone"
+            )
         try:
             from .wasm import WasmLibrary
         except ImportError as e:
@@ -172,6 +188,7 @@ class OpProfile(NamedTuple):
     """One op of a profiled call: its time, the bytes it writes (its outputs' bytes; an update in
     place such as a KV-cache row write counts only the rows it writes), the part of those that lands
     in the state region, and whether it writes more than the profile's flag_fraction of the state."""
+
     index: int
     name: str
     ms: float
@@ -200,6 +217,7 @@ class Model:
                 raise TandemError("TDM_ERR_MALFORMED", f"metadata '{name}' is not JSON: the file is corrupt") from None
             if name == "tokenizer":  # tandem/tokenizer.py: read by .tokenizer, not a value of .metadata
                 from .tokenizer import check_entry
+
                 self._tokenizer_entry = check_entry(value)
             else:
                 self.metadata[name] = value
@@ -210,8 +228,10 @@ class Model:
             ins = [_IO(lib, p, m, 0, i) for i in range(lib.tdm_method_io_count(p, m, 0))]
             outs = [_IO(lib, p, m, 1, i) for i in range(lib.tdm_method_io_count(p, m, 1))]
             self.methods[name] = (m, ins, outs)
-            self.dims[name] = {lib.tdm_method_dim_name(p, m, d).decode(): (lib.tdm_method_dim_min(p, m, d), lib.tdm_method_dim_max(p, m, d))
-                               for d in range(lib.tdm_method_dim_count(p, m))}
+            self.dims[name] = {
+                lib.tdm_method_dim_name(p, m, d).decode(): (lib.tdm_method_dim_min(p, m, d), lib.tdm_method_dim_max(p, m, d))
+                for d in range(lib.tdm_method_dim_count(p, m))
+            }
             if not hasattr(self, name):  # a name the model has for itself stays reachable by call()
                 setattr(self, name, self._bind(name))
 
@@ -221,12 +241,14 @@ class Model:
         PreTrainedTokenizerFast, built on first use; None when the file has none."""
         if self._tokenizer is None and self._tokenizer_entry is not None:
             from .tokenizer import rebuild
+
             self._tokenizer = rebuild(self._tokenizer_entry)
         return self._tokenizer
 
     def _bind(self, name):
         def call(*inputs):
             return self.call(name, *inputs)
+
         call.__name__ = name
         return call
 
@@ -247,8 +269,11 @@ class Model:
         outputs = self._call(name, inputs, ops)
         lib, p, m = self._lib, self._program, self.methods[name][0]
         limit = flag_fraction * lib.tdm_program_state_size(p)
-        return outputs, [OpProfile(k, op, ms, written, lib.tdm_method_op_state_bytes_written(p, m, k), written > limit)
-                         for k, (op, ms) in enumerate(ops) for written in [lib.tdm_method_op_bytes_written(p, m, k)]]
+        return outputs, [
+            OpProfile(k, op, ms, written, lib.tdm_method_op_state_bytes_written(p, m, k), written > limit)
+            for k, (op, ms) in enumerate(ops)
+            for written in [lib.tdm_method_op_bytes_written(p, m, k)]
+        ]
 
     def _call(self, name: str, inputs: tuple, profile):
         if name not in self.methods:
@@ -265,9 +290,10 @@ class Model:
             fixed = same_rank and all(e or a == b for e, a, b in zip(spec.exprs, x.shape, spec.shape))
             if x.dtype != spec.dtype or not fixed:
                 want = [e or d for e, d in zip(spec.exprs, spec.shape)]
-                raise TandemError("TDM_ERR_INVALID_ARGUMENT",
-                                  f"{name}() input '{spec.name}': expected {DTYPE_NAME[DTYPE_CODE[spec.dtype]]}{want}, "
-                                  f"given {x.dtype}{list(x.shape)}")
+                raise TandemError(
+                    "TDM_ERR_INVALID_ARGUMENT",
+                    f"{name}() input '{spec.name}': expected {DTYPE_NAME[DTYPE_CODE[spec.dtype]]}{want}, given {x.dtype}{list(x.shape)}",
+                )
             staged.append(x.detach().contiguous().cpu())
         lib = self._lib
         for i, (spec, x) in enumerate(zip(ins, staged)):
@@ -324,8 +350,10 @@ class Model:
         i, shape, dtype = self._state_slot(name)
         t = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
         if t.dtype != dtype or tuple(t.shape) != shape:
-            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"write_state('{name}'): expected {DTYPE_NAME[DTYPE_CODE[dtype]]}"
-                              f"{list(shape)}, given {t.dtype}{list(t.shape)}")
+            raise TandemError(
+                "TDM_ERR_INVALID_ARGUMENT",
+                f"write_state('{name}'): expected {DTYPE_NAME[DTYPE_CODE[dtype]]}{list(shape)}, given {t.dtype}{list(t.shape)}",
+            )
         t = t.detach().contiguous().cpu()
         if t.numel():
             lib.write(lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), t.data_ptr(), lib.tdm_state_nbytes(p, i))
@@ -334,13 +362,16 @@ class Model:
         """Restart the program's random generator (its `__rng__` state: [seed, calls]) at seed n, as
         the JS model.seed(n) does: the same seed gives the same numbers natively and in wasm."""
         n = int(n)
-        if not -2**63 <= n < 2**64:
+        if not -(2**63) <= n < 2**64:
             raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"seed({n}): a seed is a 64-bit integer")
         try:
             self._state_slot("__rng__")
         except TandemError:
-            raise TandemError("TDM_ERR_NOT_FOUND", "seed(): this program draws no random numbers (it has no '__rng__' "
-                              "state; tandem adds it when a method uses torch.randn, normal_, rand, ...)") from None
+            raise TandemError(
+                "TDM_ERR_NOT_FOUND",
+                "seed(): this program draws no random numbers (it has no '__rng__' "
+                "state; tandem adds it when a method uses torch.randn, normal_, rand, ...)",
+            ) from None
         self.write_state("__rng__", torch.tensor([n - 2**64 if n >= 2**63 else n, 0], dtype=torch.long))
 
     def save_state(self) -> bytes:

@@ -17,6 +17,7 @@ Python itself may also read the int (`range(off)`, a list index, `int(off) % cap
 hooks that; so export traces such a method twice with the made-up values one apart: the graphs must
 be equal, else some use froze the value and the export fails naming the `.item()` lines.
 """
+
 from __future__ import annotations
 
 import operator
@@ -31,6 +32,7 @@ from .ir import ExportError
 def _user_line() -> str:
     """' (at file.py:12: code)' for the innermost frame of the user's code on the current stack."""
     from .lowering.provenance import is_user_file
+
     for f in reversed(traceback.extract_stack()):
         if is_user_file(f.filename):
             return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
@@ -41,6 +43,7 @@ def _called_from_user() -> bool:
     """Whether the torch function being handled was called by the user's code, not by torch's own
     (which may branch on a value and catch the error itself)."""
     from .lowering.provenance import is_user_file
+
     for f in reversed(traceback.extract_stack()[:-1]):
         if f.filename == __file__ or f.filename.endswith("torch/overrides.py"):
             continue
@@ -96,23 +99,48 @@ class TensorInt(int):
             return TensorInt(value, t, self.root, self.shift - other)
         return TensorInt(value, t)
 
-    def __add__(self, o): return self._arith(o, operator.add)
-    def __radd__(self, o): return self._arith(o, operator.add, reflected=True)
-    def __sub__(self, o): return self._arith(o, operator.sub)
-    def __rsub__(self, o): return self._arith(o, operator.sub, reflected=True)
-    def __mul__(self, o): return self._arith(o, operator.mul)
-    def __rmul__(self, o): return self._arith(o, operator.mul, reflected=True)
-    def __mod__(self, o): return self._arith(o, operator.mod)
-    def __rmod__(self, o): return self._arith(o, operator.mod, reflected=True)
-    def __floordiv__(self, o): return self._arith(o, operator.floordiv)
-    def __rfloordiv__(self, o): return self._arith(o, operator.floordiv, reflected=True)
-    def __neg__(self): return TensorInt(-int.__int__(self), -self.tensor)
-    def __pos__(self): return self
+    def __add__(self, o):
+        return self._arith(o, operator.add)
+
+    def __radd__(self, o):
+        return self._arith(o, operator.add, reflected=True)
+
+    def __sub__(self, o):
+        return self._arith(o, operator.sub)
+
+    def __rsub__(self, o):
+        return self._arith(o, operator.sub, reflected=True)
+
+    def __mul__(self, o):
+        return self._arith(o, operator.mul)
+
+    def __rmul__(self, o):
+        return self._arith(o, operator.mul, reflected=True)
+
+    def __mod__(self, o):
+        return self._arith(o, operator.mod)
+
+    def __rmod__(self, o):
+        return self._arith(o, operator.mod, reflected=True)
+
+    def __floordiv__(self, o):
+        return self._arith(o, operator.floordiv)
+
+    def __rfloordiv__(self, o):
+        return self._arith(o, operator.floordiv, reflected=True)
+
+    def __neg__(self):
+        return TensorInt(-int.__int__(self), -self.tensor)
+
+    def __pos__(self):
+        return self
 
     def _refuse(self, *_):
-        _fail("a value read from a tensor with .item() / int() decides something in Python (a comparison, an `if`, a "
-              "float, a power or a bit operation); tandem exports one graph, computed per call only through tensors and "
-              "slices: use torch.where on tensors instead")
+        _fail(
+            "a value read from a tensor with .item() / int() decides something in Python (a comparison, an `if`, a "
+            "float, a power or a bit operation); tandem exports one graph, computed per call only through tensors and "
+            "slices: use torch.where on tensors instead"
+        )
 
     __bool__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
     __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = __abs__ = __round__ = _refuse
@@ -205,17 +233,21 @@ class _Reads:
         if stop is not None and start is None and (s.start is None or (type(s.start) is int and s.start == 0)):
             return self.prefix(x, items, k, stop)
         if start is None or stop is None or not _same(start[0], stop[0]):
-            _fail("a slice whose length depends on a value read from a tensor (e.g. cache[:, :offset + T]) has a size "
-                  "known only at run time; tandem exports fixed shapes: slice a fixed length, cache[:, offset:offset + T], "
-                  "or read the whole cache and mask it (torch.where, an attention mask)")
+            _fail(
+                "a slice whose length depends on a value read from a tensor (e.g. cache[:, :offset + T]) has a size "
+                "known only at run time; tandem exports fixed shapes: slice a fixed length, cache[:, offset:offset + T], "
+                "or read the whole cache and mask it (torch.where, an attention mask)"
+            )
         if any(isinstance(it, torch.Tensor) or self.has(it) for i, it in enumerate(items) if i != k):
-            _fail("indexing with a slice at a value read from a tensor and also a tensor or another such value is not "
-                  "supported: index in two steps")
+            _fail(
+                "indexing with a slice at a value read from a tensor and also a tensor or another such value is not "
+                "supported: index in two steps"
+            )
         length = stop[1] - start[1]
         if Ellipsis in items:
             e = items.index(Ellipsis)
             used = sum(1 for it in items if it is not None and it is not Ellipsis)
-            items[e:e + 1] = [slice(None)] * (x.dim() - used)
+            items[e : e + 1] = [slice(None)] * (x.dim() - used)
             k = next(i for i, it in enumerate(items) if it is s)
         # the slice's dim in x and in the result of the basic indexing (ints drop a dim, None adds one)
         src_dim = sum(1 for it in items[:k] if it is not None)
@@ -225,7 +257,6 @@ class _Reads:
         st = start[2]
         st = torch.where(st < 0, x.shape[src_dim], st)  # a negative start is out of range (eager counts it from the end)
         return view, dim, st + torch.arange(length, dtype=st.dtype)
-
 
     def prefix(self, x: torch.Tensor, items: list, k: int, stop):
         """x[..., :off + n] (pocket-tts' `cache[:, :, :offset + T]`): a slice whose length is a read
@@ -238,7 +269,7 @@ class _Reads:
         if Ellipsis in items:
             e = items.index(Ellipsis)
             used = sum(1 for it in items if it is not None and it is not Ellipsis)
-            items[e:e + 1] = [slice(None)] * (x.dim() - used)
+            items[e : e + 1] = [slice(None)] * (x.dim() - used)
             k = next(i for i, it in enumerate(items) if isinstance(it, slice) and self.has(it))
         src_dim = sum(1 for it in items[:k] if it is not None)
         u = self.sizes.get(id(self._root_tensor(root)))
@@ -257,8 +288,10 @@ class _Reads:
         for value, t, _ in self.values:
             if _same(value, root) or (isinstance(root, TensorInt) and root.tensor is t):
                 return t
-        _fail("a slice of a length read from a tensor, with arithmetic tandem cannot follow; slice cache[:, :off + T] "
-              "with off read by one .item() / int()")
+        _fail(
+            "a slice of a length read from a tensor, with arithmetic tandem cannot follow; slice cache[:, :off + T] "
+            "with off read by one .item() / int()"
+        )
 
 
 def _same(a, b) -> bool:
@@ -267,13 +300,38 @@ def _same(a, b) -> bool:
 
 
 # Tensor arithmetic that takes a read as its tensor (`arange(T) + off`, `x * off`, `pos.fill_(off)`).
-_TENSOR_OPERANDS = {torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.__sub__, torch.Tensor.__rsub__,
-                    torch.Tensor.__mul__, torch.Tensor.__rmul__, torch.Tensor.__mod__, torch.Tensor.__floordiv__,
-                    torch.Tensor.__rfloordiv__, torch.Tensor.add, torch.Tensor.sub, torch.Tensor.mul, torch.Tensor.remainder,
-                    torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.mul_, torch.Tensor.fill_,
-                    torch.add, torch.sub, torch.mul, torch.remainder, torch.where, torch.minimum, torch.maximum,
-                    torch.Tensor.__eq__, torch.Tensor.__ne__, torch.Tensor.__lt__, torch.Tensor.__le__,
-                    torch.Tensor.__gt__, torch.Tensor.__ge__}
+_TENSOR_OPERANDS = {
+    torch.Tensor.__add__,
+    torch.Tensor.__radd__,
+    torch.Tensor.__sub__,
+    torch.Tensor.__rsub__,
+    torch.Tensor.__mul__,
+    torch.Tensor.__rmul__,
+    torch.Tensor.__mod__,
+    torch.Tensor.__floordiv__,
+    torch.Tensor.__rfloordiv__,
+    torch.Tensor.add,
+    torch.Tensor.sub,
+    torch.Tensor.mul,
+    torch.Tensor.remainder,
+    torch.Tensor.add_,
+    torch.Tensor.sub_,
+    torch.Tensor.mul_,
+    torch.Tensor.fill_,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.remainder,
+    torch.where,
+    torch.minimum,
+    torch.maximum,
+    torch.Tensor.__eq__,
+    torch.Tensor.__ne__,
+    torch.Tensor.__lt__,
+    torch.Tensor.__le__,
+    torch.Tensor.__gt__,
+    torch.Tensor.__ge__,
+}
 
 
 class NeedBranches(Exception):
@@ -298,6 +356,7 @@ class BranchRecorder(torch.overrides.TorchFunctionMode):
 def _one_element(t: torch.Tensor) -> bool:
     """Whether t has one element, False when that depends on a size bound from the state."""
     from torch.fx.experimental.symbolic_shapes import guard_or_false
+
     return guard_or_false(t.numel() == 1)
 
 
@@ -363,8 +422,10 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                 raise NeedBranches()
             line = _user_line()
             if k >= len(self.branches):
-                _fail("a branch on a tensor value that the method did not reach when it ran eagerly at export (the traced "
-                      "and the eager runs branch differently); write it with torch.where")
+                _fail(
+                    "a branch on a tensor value that the method did not reach when it ran eagerly at export (the traced "
+                    "and the eager runs branch differently); write it with torch.where"
+                )
             value = self.branches[k]
             cond = args[0].reshape(()).to(torch.bool)
             torch._assert_async(cond if value else torch.logical_not(cond), f"tandem-guard {_line_number(line)}")
@@ -387,8 +448,10 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             if isinstance(hit, torch.Tensor):  # a prefix of a length read from the state
                 return hit
             if hit is None:
-                _fail("indexing at a value read from a tensor (x[off]) is not supported; slice it, x[off:off + 1], or use "
-                      "torch.index_select with a tensor index")
+                _fail(
+                    "indexing at a value read from a tensor (x[off]) is not supported; slice it, x[off:off + 1], or use "
+                    "torch.index_select with a tensor index"
+                )
             view, dim, idx = hit
             return view[(slice(None),) * dim + (idx,)]
         if func is torch.Tensor.__setitem__ and (r.has(args[1]) or r.has(args[2])):
@@ -398,8 +461,10 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                 return x.__setitem__(index, value)
             hit = r.slice_of(x, index)
             if isinstance(hit, torch.Tensor):
-                _fail("writing a slice whose length is read from a tensor (x[:off + T] = v) is not supported; write the new "
-                      "rows at their offset, x[off:off + T] = v")
+                _fail(
+                    "writing a slice whose length is read from a tensor (x[:off + T] = v) is not supported; write the new "
+                    "rows at their offset, x[off:off + T] = v"
+                )
             if hit is None:
                 _fail("writing at a value read from a tensor (x[off] = v) is not supported; slice it, x[off:off + 1] = v")
             view, dim, idx = hit
@@ -415,7 +480,9 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                 if isinstance(args[0], (list, tuple)) and all(isinstance(v, int) for v in args[0]):  # torch.tensor([off, off + 1])
                     return torch.stack([r.plain(v) if r.find(v) is not None else torch.tensor(v) for v in args[0]]).to(dtype)
             name = getattr(func, "__name__", str(func))
-            _fail(f"'{name}' takes a value read from a tensor with .item() / int() where it needs a Python number (a size, "
-                  "a dim, a fill value); tandem computes such values per call only as tensors and slice starts: pass a "
-                  "tensor (torch.tensor(off)) or slice cache[:, off:off + T]")
+            _fail(
+                f"'{name}' takes a value read from a tensor with .item() / int() where it needs a Python number (a size, "
+                "a dim, a fill value); tandem computes such values per call only as tensors and slice starts: pass a "
+                "tensor (torch.tensor(off)) or slice cache[:, off:off + T]"
+            )
         return func(*args, **kwargs)

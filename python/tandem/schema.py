@@ -14,6 +14,7 @@ Everything else follows from this file:
 
 Codes are append-only: a dtype, a section id or a field keeps its number and place forever.
 """
+
 from __future__ import annotations
 
 import struct
@@ -28,13 +29,17 @@ class Dtype(NamedTuple):
     const_only: bool = False  # quantized weights: only constants read by the QUANT_OPS have it
 
 
-DTYPES = [Dtype(1, "float32", 4, "F32"), Dtype(2, "int64", 8, "I64"), Dtype(3, "bool", 1, "BOOL"),
-          # One int8 per element (no torch name clash: torch.int8).
-          Dtype(4, "int8", 1, "I8", const_only=True),
-          # One element = one byte holding two signed 4-bit values, the first in the low nibble; dims
-          # count bytes, so element count x 1 = size in bytes, as for every other dtype.
-          Dtype(5, "int4x2", 1, "I4X2", const_only=True),
-          Dtype(6, "int32", 4, "I32")]
+DTYPES = [
+    Dtype(1, "float32", 4, "F32"),
+    Dtype(2, "int64", 8, "I64"),
+    Dtype(3, "bool", 1, "BOOL"),
+    # One int8 per element (no torch name clash: torch.int8).
+    Dtype(4, "int8", 1, "I8", const_only=True),
+    # One element = one byte holding two signed 4-bit values, the first in the low nibble; dims
+    # count bytes, so element count x 1 = size in bytes, as for every other dtype.
+    Dtype(5, "int4x2", 1, "I4X2", const_only=True),
+    Dtype(6, "int32", 4, "I32"),
+]
 CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
 MAX_RANK = 8  # dims of a tensor (include/tandem.h TDM_MAX_RANK, which src/schema.h checks at compile time)
@@ -102,11 +107,27 @@ SAVED_STATE_MAGIC = b"TDMS"
 SAVED_STATE_FORMAT = 2  # format 1 (24 bytes, no program id) is not read
 SAVED_STATE = Record("magic:4s", "format:I", "fingerprint:Q", "program_id:Q", "nbytes:Q")
 
-RECORDS = {"header": HEADER, "section": SECTION, "strings_head": STRINGS_HEAD, "string": STRING,
-           "constants_head": CONSTANTS_HEAD, "constant": CONSTANT, "states_head": STATES_HEAD, "state": STATE,
-           "methods_head": METHODS_HEAD, "method": METHOD, "value": VALUE, "io": IO, "op_header": OP_HEADER,
-           "metadata_head": METADATA_HEAD, "metadata_entry": METADATA_ENTRY,
-           "dim": DIM, "syms_head": SYMS_HEAD, "sym": SYM, "term": TERM}
+RECORDS = {
+    "header": HEADER,
+    "section": SECTION,
+    "strings_head": STRINGS_HEAD,
+    "string": STRING,
+    "constants_head": CONSTANTS_HEAD,
+    "constant": CONSTANT,
+    "states_head": STATES_HEAD,
+    "state": STATE,
+    "methods_head": METHODS_HEAD,
+    "method": METHOD,
+    "value": VALUE,
+    "io": IO,
+    "op_header": OP_HEADER,
+    "metadata_head": METADATA_HEAD,
+    "metadata_entry": METADATA_ENTRY,
+    "dim": DIM,
+    "syms_head": SYMS_HEAD,
+    "sym": SYM,
+    "term": TERM,
+}
 
 
 # ---- runtime operators ---------------------------------------------------------------------------
@@ -129,32 +150,102 @@ def _elementwise(*names):
 
 
 OPS = [
-    *_elementwise("add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder", "eq", "ne", "lt", "le", "gt",
-                  "ge", "logical_and", "logical_or", "floor_divide", "trunc_divide"),
-    *_elementwise("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu",
-                  "gelu_tanh", "silu", "erf", "reciprocal", "floor", "ceil", "logical_not"),
-    OpDef("where"), OpDef("cast"), OpDef("fill"), OpDef("copy"),
-    OpDef("matmul"), OpDef("matmul_packed"), OpDef("embedding_packed"),
-    OpDef("permute"), OpDef("slice"), OpDef("cat"), OpDef("expand"), OpDef("index_select"),
-    OpDef("any"), OpDef("all"), OpDef("argmax"), OpDef("argmin"), OpDef("sum"), OpDef("mean"), OpDef("amax"),
-    OpDef("amin"), OpDef("softmax"), OpDef("log_softmax"), OpDef("layer_norm"), OpDef("rms_norm"),
+    *_elementwise(
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "maximum",
+        "minimum",
+        "pow",
+        "remainder",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "logical_and",
+        "logical_or",
+        "floor_divide",
+        "trunc_divide",
+    ),
+    *_elementwise(
+        "neg",
+        "abs",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "sin",
+        "cos",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "gelu",
+        "gelu_tanh",
+        "silu",
+        "erf",
+        "reciprocal",
+        "floor",
+        "ceil",
+        "logical_not",
+    ),
+    OpDef("where"),
+    OpDef("cast"),
+    OpDef("fill"),
+    OpDef("copy"),
+    OpDef("matmul"),
+    OpDef("matmul_packed"),
+    OpDef("embedding_packed"),
+    OpDef("permute"),
+    OpDef("slice"),
+    OpDef("cat"),
+    OpDef("expand"),
+    OpDef("index_select"),
+    OpDef("any"),
+    OpDef("all"),
+    OpDef("argmax"),
+    OpDef("argmin"),
+    OpDef("sum"),
+    OpDef("mean"),
+    OpDef("amax"),
+    OpDef("amin"),
+    OpDef("softmax"),
+    OpDef("log_softmax"),
+    OpDef("layer_norm"),
+    OpDef("rms_norm"),
     OpDef("check_index", can_fail=True),
-    OpDef("index_put", inplace="first"), OpDef("slice_scatter", inplace="first"),
+    OpDef("index_put", inplace="first"),
+    OpDef("slice_scatter", inplace="first"),
     OpDef("attention"),
-    OpDef("conv"), OpDef("max_pool"), OpDef("avg_pool"), OpDef("conv_transpose"),
+    OpDef("conv"),
+    OpDef("max_pool"),
+    OpDef("avg_pool"),
+    OpDef("conv_transpose"),
     *_elementwise("log1p"),
-    OpDef("cumsum"), OpDef("gather"), OpDef("sort"), OpDef("topk"),
+    OpDef("cumsum"),
+    OpDef("gather"),
+    OpDef("sort"),
+    OpDef("topk"),
     # Quantized weights (docs/ops.md): the only ops that may read the constant-only dtypes.
-    OpDef("matmul_q8"), OpDef("matmul_q4"), OpDef("embedding_q8"), OpDef("embedding_q4"),
+    OpDef("matmul_q8"),
+    OpDef("matmul_q4"),
+    OpDef("embedding_q8"),
+    OpDef("embedding_q4"),
     # MobileNetV3's activations as one pass each (instead of 4-5 elementwise ops).
     *_elementwise("hardswish", "hardsigmoid"),
     # A Python branch on a tensor value, specialized at export: fails the call unless cond is true.
     OpDef("guard", can_fail=True),
     # scatter_ (moshi's ring KV cache) may update input 0 in place; isnan/isinf/isfinite give bool.
-    OpDef("scatter", inplace="first"), OpDef("isnan"), OpDef("isinf"), OpDef("isfinite"),
+    OpDef("scatter", inplace="first"),
+    OpDef("isnan"),
+    OpDef("isinf"),
+    OpDef("isfinite"),
     # Random sampling (docs/ops.md, "Random sampling"): read the program's `__rng__` state slot, never
     # write it (the exporter advances its counter once per call); multinomial rejects bad weights.
-    OpDef("random"), OpDef("multinomial", can_fail=True),
+    OpDef("random"),
+    OpDef("multinomial", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -265,8 +356,18 @@ HOST_IMPORTS = ("tdm_now_ms",)
 def result_kind(c_type: str) -> str:
     """How a binding reads a C result: 'void', 'str' (a C string), 'ptr', 'size' (size_t: unsigned,
     32-bit in wasm), 'u32', 'i32', 'i64', 'u64' (an i64 in wasm, unsigned in C) or 'f64'."""
-    kinds = {"void": "void", "const char*": "str", "size_t": "size", "uint32_t": "u32", "int": "i32",
-             "int32_t": "i32", "tdm_status": "i32", "int64_t": "i64", "uint64_t": "u64", "double": "f64"}
+    kinds = {
+        "void": "void",
+        "const char*": "str",
+        "size_t": "size",
+        "uint32_t": "u32",
+        "int": "i32",
+        "int32_t": "i32",
+        "tdm_status": "i32",
+        "int64_t": "i64",
+        "uint64_t": "u64",
+        "double": "f64",
+    }
     if c_type in kinds:
         return kinds[c_type]
     assert c_type.endswith("*"), c_type
@@ -275,11 +376,13 @@ def result_kind(c_type: str) -> str:
 
 # ---- operator signatures -------------------------------------------------------------------------
 
+
 class OpSig(NamedTuple):
     """What an op takes: input and output counts (lo, hi; hi None: any number), its integer and
     float attributes by name ("name?" optional and last; None: a list whose length varies, e.g. the
     dims of a reduction) and the dtypes of its input 0, or of its result when it has no input
     ("any", or a set of DTYPES names). docs/ops.md's table states the same (test_schema.py)."""
+
     ins: tuple
     outs: tuple
     iattr: object  # tuple of names, or None
@@ -302,8 +405,7 @@ SIGS = {
     **_sig("floor_divide trunc_divide", 2, dtypes=("int64", "int32")),
     **_sig("eq ne lt le gt ge logical_and logical_or", 2),
     **_sig("neg abs relu floor ceil", 1, dtypes=_INT),
-    **_sig("exp log sqrt rsqrt sin cos tanh sigmoid gelu gelu_tanh silu erf reciprocal log1p hardswish hardsigmoid", 1,
-           dtypes=_F),
+    **_sig("exp log sqrt rsqrt sin cos tanh sigmoid gelu gelu_tanh silu erf reciprocal log1p hardswish hardsigmoid", 1, dtypes=_F),
     **_sig("logical_not cast copy expand", 1),
     **_sig("where", 3),
     **_sig("fill", 0, iattr=("value?",), fattr=("value?",)),
@@ -344,6 +446,8 @@ SIGS = {
     **_sig("random", 1, iattr=("kind", "stream", "lo", "hi"), fattr=("a", "b"), dtypes=("int64",)),
     **_sig("multinomial", 2, iattr=("stream", "replacement"), dtypes=("int64",)),
 }
+
+
 # Ops without a signature yet (the test requires every op to be in SIGS or here).
 def _count_ok(n: int, lohi: tuple) -> bool:
     return lohi[0] <= n and (lohi[1] is None or n <= lohi[1])
@@ -360,8 +464,12 @@ def check_op(name: str, in_dtypes, out_dtypes, n_iattr: int, n_fattr: int):
     if sig is None:
         return f"op '{name}' has no signature in schema.SIGS"
     problems = []
-    for what, n, rng in (("inputs", len(in_dtypes), sig.ins), ("outputs", len(out_dtypes), sig.outs),
-                         ("integer attributes", n_iattr, _attr_range(sig.iattr)), ("float attributes", n_fattr, _attr_range(sig.fattr))):
+    for what, n, rng in (
+        ("inputs", len(in_dtypes), sig.ins),
+        ("outputs", len(out_dtypes), sig.outs),
+        ("integer attributes", n_iattr, _attr_range(sig.iattr)),
+        ("float attributes", n_fattr, _attr_range(sig.fattr)),
+    ):
         if not _count_ok(n, rng):
             problems.append(f"{n} {what}, the schema says {rng[0]}..{'' if rng[1] is None else rng[1]}")
     first = in_dtypes[0] if in_dtypes else (out_dtypes[0] if out_dtypes else None)

@@ -10,6 +10,7 @@ post-processor the tokenizer class set up, e.g. for add_bos_token, is in it), "c
 tokenizer_config.json values the JS and Python hosts need (special tokens, chat_template,
 clean_up_tokenization_spaces, ...). Its added tokens are in "json" only (stored once).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,22 @@ VERSION = 1
 
 # tokenizer_config.json values kept in the entry's "config" (each when the tokenizer has it)
 SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
-CONFIG_KEYS = ("chat_template", "clean_up_tokenization_spaces", "model_max_length", "padding_side", "truncation_side",
-               "split_special_tokens", "add_bos_token", "add_eos_token", "add_prefix_space", "tokenizer_class",
-               "spaces_between_special_tokens", "do_lower_case", "remove_space", "legacy")
+CONFIG_KEYS = (
+    "chat_template",
+    "clean_up_tokenization_spaces",
+    "model_max_length",
+    "padding_side",
+    "truncation_side",
+    "split_special_tokens",
+    "add_bos_token",
+    "add_eos_token",
+    "add_prefix_space",
+    "tokenizer_class",
+    "spaces_between_special_tokens",
+    "do_lower_case",
+    "remove_space",
+    "legacy",
+)
 
 
 def _plain(v):
@@ -48,11 +62,16 @@ def entry(tokenizer, config_file: dict | None = None) -> dict:
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None or not getattr(tokenizer, "is_fast", False):
-        raise ExportError(f"the tokenizer is a {type(tokenizer).__name__}, not a fast tokenizer with a tokenizer.json; "
-                          "tandem stores transformers' fast tokenizers (convert it with "
-                          "AutoTokenizer.from_pretrained(folder, use_fast=True).save_pretrained(folder))")
-    config = {k: _plain(v) for k, v in (config_file or {}).items()
-              if k not in ("added_tokens_decoder", "auto_map", "name_or_path", "tokenizer_file", "vocab_file")}
+        raise ExportError(
+            f"the tokenizer is a {type(tokenizer).__name__}, not a fast tokenizer with a tokenizer.json; "
+            "tandem stores transformers' fast tokenizers (convert it with "
+            "AutoTokenizer.from_pretrained(folder, use_fast=True).save_pretrained(folder))"
+        )
+    config = {
+        k: _plain(v)
+        for k, v in (config_file or {}).items()
+        if k not in ("added_tokens_decoder", "auto_map", "name_or_path", "tokenizer_file", "vocab_file")
+    }
     for k in CONFIG_KEYS:
         v = getattr(tokenizer, k, None) if k != "tokenizer_class" else None
         if v is not None and _plain(v) is not None:
@@ -64,7 +83,7 @@ def entry(tokenizer, config_file: dict | None = None) -> dict:
     if extra:
         config["additional_special_tokens"] = [str(t) for t in (extra.values() if isinstance(extra, dict) else extra)]
     # model_max_length is often 1e30 ("no limit"): not an integer JSON keeps exactly
-    if not isinstance(config.get("model_max_length"), int) or config["model_max_length"] >= 2 ** 53:
+    if not isinstance(config.get("model_max_length"), int) or config["model_max_length"] >= 2**53:
         config.pop("model_max_length", None)
     return {"version": VERSION, "json": json.loads(backend.to_str()), "config": config}
 
@@ -73,10 +92,17 @@ def check_entry(value) -> dict:
     """A stored entry, checked: a TandemError (MALFORMED) if it is not one tandem wrote."""
     from .runtime import TandemError
 
-    if not (isinstance(value, dict) and value.get("version") == VERSION and isinstance(value.get("json"), dict)
-            and isinstance(value.get("config"), dict)):
-        raise TandemError("TDM_ERR_MALFORMED", f"metadata '{ENTRY}' is not a tokenizer entry of version {VERSION} "
-                          "({\"version\": 1, \"json\": {...}, \"config\": {...}}): the file is corrupt or newer than this tandem")
+    if not (
+        isinstance(value, dict)
+        and value.get("version") == VERSION
+        and isinstance(value.get("json"), dict)
+        and isinstance(value.get("config"), dict)
+    ):
+        raise TandemError(
+            "TDM_ERR_MALFORMED",
+            f"metadata '{ENTRY}' is not a tokenizer entry of version {VERSION} "
+            '({"version": 1, "json": {...}, "config": {...}}): the file is corrupt or newer than this tandem',
+        )
     return value
 
 
@@ -88,8 +114,15 @@ def rebuild(value: dict):
     value = check_entry(value)
     config = value["config"]
     kwargs = {k: config[k] for k in SPECIAL if config.get(k) is not None}
-    for k in ("chat_template", "clean_up_tokenization_spaces", "model_max_length", "padding_side", "truncation_side",
-              "split_special_tokens", "spaces_between_special_tokens"):
+    for k in (
+        "chat_template",
+        "clean_up_tokenization_spaces",
+        "model_max_length",
+        "padding_side",
+        "truncation_side",
+        "split_special_tokens",
+        "spaces_between_special_tokens",
+    ):
         if config.get(k) is not None:
             kwargs[k] = config[k]
     if config.get("additional_special_tokens"):
@@ -107,7 +140,12 @@ def summary(value: dict) -> str:
     n = len(ids | set(added))
     config = value.get("config", {})
     template = config.get("chat_template")
-    chat = (f"a chat template of {len(template)} characters" if isinstance(template, str)
-            else f"chat templates {sorted(template)}" if isinstance(template, dict) else "no chat template")
+    chat = (
+        f"a chat template of {len(template)} characters"
+        if isinstance(template, str)
+        else f"chat templates {sorted(template)}"
+        if isinstance(template, dict)
+        else "no chat template"
+    )
     specials = ", ".join(f"{k.removesuffix('_token')} {config[k]!r}" for k in SPECIAL if config.get(k) is not None)
     return f"{model.get('type', '?')}, {n} tokens ({len(added)} added; {specials or 'no special tokens'}), {chat}"

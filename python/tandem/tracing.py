@@ -19,6 +19,7 @@ what the user's module looks like afterwards.
 - A Python int kept beside the tensors that a method changes (an offset, a step counter) would
   stay at its traced value in every call: ExportError naming it.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -37,6 +38,7 @@ _MAX_DEPTH = 16
 
 def _is_fake(t) -> bool:
     from torch._subclasses.fake_tensor import FakeTensor
+
     return isinstance(t, FakeTensor)
 
 
@@ -44,8 +46,12 @@ def _plain_object(obj) -> bool:
     """An object whose attributes are followed: a dataclass, a cache object, a state object (not a
     module, tensor, function or anything of Python's or torch's own)."""
     mod = type(obj).__module__ or ""
-    return (hasattr(obj, "__dict__") and not callable(obj) and not isinstance(obj, (nn.Module, torch.Tensor, type))
-            and mod.split(".")[0] not in ("builtins", "torch", "numpy", "sympy", "functools", "typing", "abc"))
+    return (
+        hasattr(obj, "__dict__")
+        and not callable(obj)
+        and not isinstance(obj, (nn.Module, torch.Tensor, type))
+        and mod.split(".")[0] not in ("builtins", "torch", "numpy", "sympy", "functools", "typing", "abc")
+    )
 
 
 def _has_tensor(v) -> bool:
@@ -85,14 +91,14 @@ class Snapshot:
     Python ints kept beside them."""
 
     def __init__(self, modules: list, held: tuple = ()):
-        self.modules = []   # (module, path, __dict__, _parameters, _buffers, _modules, non-persistent names)
-        self.holders = []   # (list or dict (an object's __dict__ too), copy of it, path)
-        self.tensors = []   # (holder, key, value, path): a tensor, or a tuple holding tensors
-        self.ints = []      # (holder, key, value, path)
+        self.modules = []  # (module, path, __dict__, _parameters, _buffers, _modules, non-persistent names)
+        self.holders = []  # (list or dict (an object's __dict__ too), copy of it, path)
+        self.tensors = []  # (holder, key, value, path): a tensor, or a tuple holding tensors
+        self.ints = []  # (holder, key, value, path)
         self.counters = []  # the ints of objects and containers (not of modules' own attributes)
         self._in_module = False
         self._seen: set = set()
-        self._keep = []     # the walked objects, alive while ids are compared
+        self._keep = []  # the walked objects, alive while ids are compared
         mods = set()
         for top in modules:
             for mname, mod in top.named_modules():
@@ -106,9 +112,19 @@ class Snapshot:
                             raise ExportError(
                                 f"module tensor '{prefix}{k}' is a FakeTensor (left in the module by an earlier trace of "
                                 "another tool, or of a tandem older than this one); rebuild the module, or load its "
-                                "state_dict again, before exporting")
-                self.modules.append((mod, mname, dict(vars(mod)), dict(mod._parameters), dict(mod._buffers),
-                                     dict(mod._modules), set(mod._non_persistent_buffers_set)))
+                                "state_dict again, before exporting"
+                            )
+                self.modules.append(
+                    (
+                        mod,
+                        mname,
+                        dict(vars(mod)),
+                        dict(mod._parameters),
+                        dict(mod._buffers),
+                        dict(mod._modules),
+                        set(mod._non_persistent_buffers_set),
+                    )
+                )
                 d = vars(mod)
                 for k, v in list(d.items()):
                     if k not in _MODULE_INTERNALS:
@@ -123,8 +139,10 @@ class Snapshot:
         if _has_tensor(v):
             for p, t in _tensors_in(v, path):
                 if _is_fake(t):
-                    raise ExportError(f"'{path}' holds a FakeTensor (left by an earlier trace of another tool, or of a "
-                                      "tandem older than this one); rebuild the module or its state before exporting")
+                    raise ExportError(
+                        f"'{path}' holds a FakeTensor (left by an earlier trace of another tool, or of a "
+                        "tandem older than this one); rebuild the module or its state before exporting"
+                    )
             self.tensors.append((holder, key, v, path))
             if isinstance(v, tuple):
                 self._walk(v, path, depth)
@@ -256,6 +274,7 @@ def _proxy_node(t, tracer):
     if tracer is None or not isinstance(t, torch.Tensor):
         return None
     from torch.fx.experimental import proxy_tensor
+
     try:
         return proxy_tensor.get_proxy_slot(t, tracer).proxy.node
     except Exception:
@@ -264,6 +283,7 @@ def _proxy_node(t, tracer):
 
 def _tracer():
     from torch.fx.experimental import proxy_tensor
+
     try:
         mode = proxy_tensor.get_proxy_mode()
     except Exception:
@@ -287,11 +307,13 @@ def _placeholders_of(node) -> set:
 
 def _node_line(node) -> str:
     from .lowering.provenance import source_line
+
     return source_line(node)
 
 
 def _stack_line() -> str:
     from .lowering.provenance import is_user_file
+
     frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
     if not frames:
         return ""
@@ -309,14 +331,13 @@ class Traced(nn.Module):
     and buffers are under 'owner.', and every tensor held outside them (Snapshot.tensors) is a
     buffer '_tandem_held_<i>' that the forward puts in its place while the method runs."""
 
-    def __init__(self, method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict,
-                 arg_names: list):
+    def __init__(self, method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict, arg_names: list):
         super().__init__()
         self.owner = owner
         self._tandem_method = method
         self.__dict__["_tandem_fn"] = fn  # not a submodule, even when fn is the owner
         self._tandem_call_owner = call_owner
-        self.tree = None                  # set by bind()
+        self.tree = None  # set by bind()
         # What each trace found, kept outside the module: torch.export puts back the attributes of the
         # module it traces (copies of them) after the trace. So are the example inputs and the held
         # containers, which must stay the very objects the user gave (a copy of a dict of state
@@ -326,9 +347,9 @@ class Traced(nn.Module):
         # the container given there
         _FOUND[self._tandem_token] = {"created": [], "observed": {}, "args": args, "held": held}
         self._arg_names = arg_names
-        self.perturb: dict = {}           # place -> amount added to that int for this trace
-        self.fill: set = set()            # places whose int the method sets (to a constant), not counts up
-        self.code = ""                    # the last trace's graph code (before decompositions)
+        self.perturb: dict = {}  # place -> amount added to that int for this trace
+        self.fill: set = set()  # places whose int the method sets (to a constant), not counts up
+        self.code = ""  # the last trace's graph code (before decompositions)
 
     @property
     def _tandem_args(self) -> tuple:
@@ -407,8 +428,7 @@ class Traced(nn.Module):
             if (id(holder), key) in self.perturb:
                 holder[key] = v + self.perturb[(id(holder), key)]
         it = iter(inputs)
-        args = [_subst(self._tandem_held[i], fakes) if i in self._tandem_held else next(it)
-                for i in range(len(self._tandem_args))]
+        args = [_subst(self._tandem_held[i], fakes) if i in self._tandem_held else next(it) for i in range(len(self._tandem_args))]
         versions: dict = {}
 
         def on_register(module, name, tensor):
@@ -450,7 +470,8 @@ class Traced(nn.Module):
             if type(now) is not int:
                 raise ExportError(
                     f"method '{method}' sets the Python int '{path}' to {now!r}; an int kept beside the state can become "
-                    "int64 state only when the method sets it to an int or adds an int to it")
+                    "int64 state only when the method sets it to an int or adds an int to it"
+                )
             self.observed[place] = (start, now)
             t = self.get_buffer(self._held_names[id(self._counters[place][0])][0])
             if place in self.fill:
@@ -465,7 +486,8 @@ class Traced(nn.Module):
                 raise ExportError(
                     f"method '{method}' changes the Python int '{path}' (from {before} to {now!r}); a program is traced "
                     f"once, so it would stay {before} in every call. Keep it in a tensor beside the state (e.g. "
-                    f"torch.zeros((), dtype=torch.long), or a buffer) and update it in place (+= / copy_)")
+                    f"torch.zeros((), dtype=torch.long), or a buffer) and update it in place (+= / copy_)"
+                )
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors}
         for holder, key, path, before, now in tree.changes():
@@ -485,17 +507,25 @@ class Traced(nn.Module):
             if isinstance(now, torch.Tensor) and now.shape == installed.shape and now.dtype == installed.dtype:
                 writes.append((installed, now))
                 return
-            what = (f"a {now.dtype} tensor of shape {list(now.shape)}" if isinstance(now, torch.Tensor)
-                    else f"a {type(now).__name__}" if now is not _MISSING else "nothing (it was removed)")
+            what = (
+                f"a {now.dtype} tensor of shape {list(now.shape)}"
+                if isinstance(now, torch.Tensor)
+                else f"a {type(now).__name__}"
+                if now is not _MISSING
+                else "nothing (it was removed)"
+            )
             raise ExportError(
                 f"method '{method}' replaces state '{path}' ({installed.dtype}{list(installed.shape)}) with {what}; state "
-                "keeps its dtype and shape: write into it in place (copy_, slice assignment) or store a tensor like it")
+                "keeps its dtype and shape: write into it in place (copy_, slice assignment) or store a tensor like it"
+            )
         if isinstance(now, tuple) and len(now) == len(installed):
             for i, (a, b) in enumerate(zip(installed, now)):
                 self._write_back(a, b, f"{path}.{i}", writes)
             return
-        raise ExportError(f"method '{method}' replaces '{path}' (a tuple of state tensors) with "
-                          f"{type(now).__name__}; keep its structure and store tensors like its own")
+        raise ExportError(
+            f"method '{method}' replaces '{path}' (a tuple of state tensors) with "
+            f"{type(now).__name__}; keep its structure and store tensors like its own"
+        )
 
     def _created(self, path: str, t: torch.Tensor, versions: dict, tracer, input_nodes, buffer_nodes) -> None:
         method = self._tandem_method
@@ -506,7 +536,8 @@ class Traced(nn.Module):
             raise ExportError(
                 f"method '{method}' creates '{path}' while it is traced{line} and then changes it in place; state must "
                 "exist before the export: create it in __init__ (register_buffer), or run the code that creates it "
-                "once before tandem.export")
+                "once before tandem.export"
+            )
         if node is None:
             return
         sources = _placeholders_of(node)
@@ -514,18 +545,24 @@ class Traced(nn.Module):
             raise ExportError(
                 f"method '{method}' creates '{path}' from its inputs while it is traced{line}: eager keeps the value "
                 "of the first call, a program computes it in every call. Create it before the export (in __init__, "
-                "or by running the code once), or keep it as state that the method updates")
+                "or by running the code once), or keep it as state that the method updates"
+            )
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
 
 
-def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict,
-           names: list) -> Traced:
+def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict, names: list) -> Traced:
     """A Traced whose forward has the parameter names of the method's run-time inputs when it is a
     module's forward (so the exported inputs keep the user's names, e.g. `tokens`); `args_<i>`
     for another method, as torch.export names varargs."""
-    if not call_owner or len(names) < len(args) or any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                                                        for p in _params(fn if isinstance(fn, nn.Module) else fn)[:len(args)]):
+    if (
+        not call_owner
+        or len(names) < len(args)
+        or any(
+            p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            for p in _params(fn if isinstance(fn, nn.Module) else fn)[: len(args)]
+        )
+    ):
         return Traced(method, fn, owner, call_owner, args, held, names)
     runtime = [names[i] for i in range(len(args)) if i not in held]
 
@@ -533,8 +570,7 @@ def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: 
         return self._trace(*inputs)
 
     P = inspect.Parameter
-    forward.__signature__ = inspect.Signature([P("self", P.POSITIONAL_OR_KEYWORD)] +
-                                              [P(n, P.POSITIONAL_OR_KEYWORD) for n in runtime])
+    forward.__signature__ = inspect.Signature([P("self", P.POSITIONAL_OR_KEYWORD)] + [P(n, P.POSITIONAL_OR_KEYWORD) for n in runtime])
     cls = type("Traced", (Traced,), {"forward": forward})
     return cls(method, fn, owner, call_owner, args, held, names)
 

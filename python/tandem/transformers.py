@@ -42,6 +42,7 @@ Speech2Text, ...) becomes
 - `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
 - `reset()`: empties both caches.
 """
+
 from __future__ import annotations
 
 import torch
@@ -129,8 +130,7 @@ class MambaLM(nn.Module):
         super().__init__()  # max_cache_len: taken like CausalLM's; a Mamba state has no length
         self.model = model
         c = model.config
-        self.states = nn.ModuleList(_MambaLayerState(c.intermediate_size, c.conv_kernel, c.state_size)
-                                    for _ in range(c.num_hidden_layers))
+        self.states = nn.ModuleList(_MambaLayerState(c.intermediate_size, c.conv_kernel, c.state_size) for _ in range(c.num_hidden_layers))
         self.register_buffer("position", torch.zeros((), dtype=torch.long))  # tokens seen since reset
 
     def _mixer(self, mixer: nn.Module, state: _MambaLayerState, x: torch.Tensor) -> torch.Tensor:
@@ -140,8 +140,7 @@ class MambaLM(nn.Module):
         state.conv.copy_(window[:, :, n:])
         h = nn.functional.conv1d(window, mixer.conv1d.weight, mixer.conv1d.bias, groups=mixer.intermediate_size)
         h = mixer.act(h)  # [1, channels, n]
-        dt, B, C = torch.split(mixer.x_proj(h.transpose(1, 2)),
-                               [mixer.time_step_rank, mixer.ssm_state_size, mixer.ssm_state_size], dim=-1)
+        dt, B, C = torch.split(mixer.x_proj(h.transpose(1, 2)), [mixer.time_step_rank, mixer.ssm_state_size, mixer.ssm_state_size], dim=-1)
         dt = mixer.dt_proj.weight @ dt.transpose(1, 2)
         if mixer.dt_proj.bias is not None:
             dt = dt + mixer.dt_proj.bias[:, None]
@@ -177,6 +176,7 @@ class MambaLM(nn.Module):
 
 
 # ---- recurrent LMs over transformers' own cache classes -----------------------------------------
+
 
 class _StateSlots:
     """Stands in for a LinearAttentionLayer's {state index: tensor} dict with the tensors as attributes
@@ -223,8 +223,10 @@ def _cache_layer_kinds(model, max_cache_len: int) -> tuple:
     try:
         cache = StaticCache(config=config, max_cache_len=max_cache_len)
     except Exception as e:
-        raise ExportError(f"{name}: transformers cannot build a StaticCache from its config "
-                          f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state") from e
+        raise ExportError(
+            f"{name}: transformers cannot build a StaticCache from its config "
+            f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state"
+        ) from e
     kinds = []
     for i, layer in enumerate(cache.layers):
         if isinstance(layer, LinearAttentionLayer) and isinstance(layer, StaticLayer):
@@ -236,9 +238,11 @@ def _cache_layer_kinds(model, max_cache_len: int) -> tuple:
         elif isinstance(layer, DummyLayer):
             kinds.append("none")
         else:
-            raise ExportError(f"{name}: cache layer {i} is a {type(layer).__name__}, which this recipe "
-                              "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
-                              "recurrent layers)")
+            raise ExportError(
+                f"{name}: cache layer {i} is a {type(layer).__name__}, which this recipe "
+                "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
+                "recurrent layers)"
+            )
     return cache, kinds
 
 
@@ -297,7 +301,7 @@ class RecurrentLM(nn.Module):
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         logits = None
         for t in range(tokens.shape[1]):
-            logits = self._one(tokens[:, t:t + 1])
+            logits = self._one(tokens[:, t : t + 1])
         return logits
 
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -332,17 +336,21 @@ def _refuse_unsupported_state(model: nn.Module) -> None:
     key = next((k for k in ("cache", "past_key_values") if k in params), None)
     if key is None:
         own = [k for k in ("state", "cache_params", "mems") if k in params]
-        raise ExportError(f"{name}: its forward takes no transformers Cache"
-                          f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
-                          "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
-                          "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
-                          "step as a module with buffers and use tandem.export")
+        raise ExportError(
+            f"{name}: its forward takes no transformers Cache"
+            f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
+            "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
+            "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
+            "step as a module with buffers and use tandem.export"
+        )
     annotation = params[key].annotation
     classes = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and a is not type(None)]
     foreign = [c for c in classes if not issubclass(c, Cache)]
     if foreign and not any(issubclass(c, Cache) for c in classes):
-        raise ExportError(f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
-                          f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export")
+        raise ExportError(
+            f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
+            f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export"
+        )
 
 
 def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, options) -> Program:
@@ -351,11 +359,15 @@ def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, 
     cache, kinds = _cache_layer_kinds(model, max_cache_len or 1)
     attention = [i for i, k in enumerate(kinds) if k in ("attention", "hybrid")]
     if attention and max_cache_len is None:
-        raise ExportError(f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
-                          "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512")
+        raise ExportError(
+            f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
+            "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512"
+        )
     if not attention and max_cache_len is not None:
-        raise ExportError(f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
-                          "not a KV cache, so any number of tokens fits; pass max_cache_len=None")
+        raise ExportError(
+            f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
+            "not a KV cache, so any number of tokens fits; pass max_cache_len=None"
+        )
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
         raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
     lm = RecurrentLM(model, cache, kinds)
@@ -369,22 +381,28 @@ def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, 
         methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
         extra["sample_top_k"] = top_k
     methods["reset"] = Method(lm.reset, ())
-    return export(None, methods, metadata={
-        "model_type": getattr(config, "model_type", ""),
-        "vocab_size": int(config.vocab_size),
-        "num_layers": len(kinds),
-        "max_cache_len": None if max_cache_len is None else int(max_cache_len),
-        "max_prompt_len": int(max_prompt_len),
-        **extra,
-        "position_state": "position",
-        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
-        **(metadata or {}),
-    }, **options)
+    return export(
+        None,
+        methods,
+        metadata={
+            "model_type": getattr(config, "model_type", ""),
+            "vocab_size": int(config.vocab_size),
+            "num_layers": len(kinds),
+            "max_cache_len": None if max_cache_len is None else int(max_cache_len),
+            "max_prompt_len": int(max_prompt_len),
+            **extra,
+            "position_state": "position",
+            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+            **(metadata or {}),
+        },
+        **options,
+    )
 
 
-def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None,
-                     sample_top_k: int | None = 64, **options) -> Program:
+def export_causal_lm(
+    model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None, sample_top_k: int | None = 64, **options
+) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
     prefill (of 1 to max_prompt_len tokens), decode, decode_topk and reset over its static KV cache,
     or a MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode,
@@ -402,8 +420,7 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
     model_type = getattr(config, "model_type", "")
     unused = {}
     if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
-        raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), "
-                          f"got {sample_top_k!r}")
+        raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
     _check_int("max_prompt_len", max_prompt_len)
     if max_cache_len is not None:
@@ -427,8 +444,10 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         extra = {"prefill_chunks": chunks}
     else:
         if max_cache_len is None:
-            raise ExportError(f"max_cache_len=None: a {model_type or type(model).__name__} model keeps its past in a KV "
-                              "cache of max_cache_len positions; pass the length you need, e.g. max_cache_len=512")
+            raise ExportError(
+                f"max_cache_len=None: a {model_type or type(model).__name__} model keeps its past in a KV "
+                "cache of max_cache_len positions; pass the length you need, e.g. max_cache_len=512"
+            )
         if not 1 <= max_prompt_len <= max_cache_len:
             raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
         lm, position_state = CausalLM(model, max_cache_len), "cache.layers.0.cumulative_length"
@@ -442,19 +461,24 @@ def export_causal_lm(model: nn.Module, max_cache_len: int | None, max_prompt_len
         methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
         extra["sample_top_k"] = top_k
     methods["reset"] = Method(lm.reset, ())
-    return export(None, methods, metadata={
-        "model_type": model_type,
-        "vocab_size": int(config.vocab_size),
-        "num_layers": int(config.num_hidden_layers),
-        "max_cache_len": None if max_cache_len is None else int(max_cache_len),
-        "max_prompt_len": int(max_prompt_len),
-        **extra,
-        "position_state": position_state,
-        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
-        **({"unused_options": unused} if unused else {}),
-        **(metadata or {}),
-    }, **options)
+    return export(
+        None,
+        methods,
+        metadata={
+            "model_type": model_type,
+            "vocab_size": int(config.vocab_size),
+            "num_layers": int(config.num_hidden_layers),
+            "max_cache_len": None if max_cache_len is None else int(max_cache_len),
+            "max_prompt_len": int(max_prompt_len),
+            **extra,
+            "position_state": position_state,
+            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+            **({"unused_options": unused} if unused else {}),
+            **(metadata or {}),
+        },
+        **options,
+    )
 
 
 _EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip")
@@ -463,9 +487,11 @@ _EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip")
 def _check_options(recipe: str, options: dict) -> None:
     unknown = sorted(set(options) - set(_EXPORT_OPTIONS))
     if unknown:
-        raise ExportError(f"{recipe}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; it takes the "
-                          f"model, max_cache_len, max_prompt_len, metadata, sample_top_k and tandem.export's "
-                          f"{', '.join(_EXPORT_OPTIONS)}")
+        raise ExportError(
+            f"{recipe}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; it takes the "
+            f"model, max_cache_len, max_prompt_len, metadata, sample_top_k and tandem.export's "
+            f"{', '.join(_EXPORT_OPTIONS)}"
+        )
 
 
 def _check_int(name: str, v) -> None:
@@ -491,8 +517,11 @@ class Seq2Seq(nn.Module):
         self.input_name = model.main_input_name
         self.masked = masked
         c = model.config
-        layers = getattr(c, "decoder_layers", None) or getattr(c, "num_decoder_layers", None) or \
-            c.get_text_config(decoder=True).num_hidden_layers
+        layers = (
+            getattr(c, "decoder_layers", None)
+            or getattr(c, "num_decoder_layers", None)
+            or c.get_text_config(decoder=True).num_hidden_layers
+        )
         start = _token_id(getattr(c, "decoder_start_token_id", None))
         start = start[0] if isinstance(start, list) else (start if start is not None else 0)
         self.register_buffer("start", torch.tensor([[start]]), persistent=False)
@@ -501,8 +530,9 @@ class Seq2Seq(nn.Module):
         capacity = int(source_capacity or hidden.shape[1])
         self.register_buffer("hidden", torch.zeros(1, capacity, hidden.shape[2]))  # the encoder's output
         self.register_buffer("source_length", torch.zeros((), dtype=torch.long))  # its rows in use
-        self.cache = EncoderDecoderCache(Cache(layers=[StaticLayer(max_cache_len) for _ in range(layers)]),
-                                         Cache(layers=[StaticLayer(capacity) for _ in range(layers)]))
+        self.cache = EncoderDecoderCache(
+            Cache(layers=[StaticLayer(max_cache_len) for _ in range(layers)]), Cache(layers=[StaticLayer(capacity) for _ in range(layers)])
+        )
         with torch.no_grad():  # transformers creates the cache tensors at their first update
             self.encode(example)
         self.reset()
@@ -516,8 +546,7 @@ class Seq2Seq(nn.Module):
         kwargs = {}
         if self.masked:  # rows past the source length are padding
             kwargs["attention_mask"] = (torch.arange(self.hidden.shape[1]) < self.source_length)[None].long()
-        out = self.model(encoder_outputs=(self.hidden,), decoder_input_ids=token, cache=self.cache, use_cache=True,
-                         **kwargs)
+        out = self.model(encoder_outputs=(self.hidden,), decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
         return out.logits[:, -1]
 
     def _empty(self, caches) -> None:
@@ -553,9 +582,16 @@ class Seq2Seq(nn.Module):
         self.source_length.zero_()
 
 
-def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tuple | None = None,
-                   metadata: dict | None = None, max_source_len: int | None = None, max_prompt_len: int | None = None,
-                   sample_top_k: int | None = None, **options) -> Program:
+def export_seq2seq(
+    model: nn.Module,
+    max_cache_len: int,
+    encoder_input_shape: tuple | None = None,
+    metadata: dict | None = None,
+    max_source_len: int | None = None,
+    max_prompt_len: int | None = None,
+    sample_top_k: int | None = None,
+    **options,
+) -> Program:
     """Export a transformers encoder-decoder whose decoder uses an EncoderDecoderCache (Whisper, T5,
     BART, Marian, mBART, Pegasus, Speech2Text, ...) as encode(input), decode(token) and reset() over its
     caches (see the module's docstring). The encoder input is what the model's forward takes
@@ -573,17 +609,24 @@ def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tu
     config = model.config
     name = type(model).__name__
     if not getattr(config, "is_encoder_decoder", False) or not hasattr(model, "get_encoder"):
-        raise ExportError(f"export_seq2seq: {name} is not an encoder-decoder (its config has no is_encoder_decoder); "
-                          "export a decoder-only LM with export_causal_lm")
+        raise ExportError(
+            f"export_seq2seq: {name} is not an encoder-decoder (its config has no is_encoder_decoder); "
+            "export a decoder-only LM with export_causal_lm"
+        )
     import inspect
+
     params = inspect.signature(model.forward).parameters
     if "encoder_outputs" not in params or not ({"cache", "past_key_values"} & set(params)):
-        raise ExportError(f"export_seq2seq: {name}.forward takes no encoder_outputs and cache, so its decoder cannot "
-                          "run over an EncoderDecoderCache kept as state")
+        raise ExportError(
+            f"export_seq2seq: {name}.forward takes no encoder_outputs and cache, so its decoder cannot "
+            "run over an EncoderDecoderCache kept as state"
+        )
     limit = getattr(config, "max_target_positions", None) or getattr(config, "max_position_embeddings", None)
     if max_cache_len < 1 or (limit is not None and max_cache_len > limit):
-        raise ExportError(f"max_cache_len must be in [1, max_target_positions={limit}] (the decoder has that many "
-                          f"position embeddings), got {max_cache_len}")
+        raise ExportError(
+            f"max_cache_len must be in [1, max_target_positions={limit}] (the decoder has that many "
+            f"position embeddings), got {max_cache_len}"
+        )
     input_name = model.main_input_name
     extra, dynamic = {}, None
     if input_name == "input_ids":  # a text encoder: any source length up to max_source_len
@@ -601,8 +644,10 @@ def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tu
             raise ExportError(f"max_source_len: {name} takes {input_name} of a fixed shape; give encoder_input_shape")
         if encoder_input_shape is None:
             if getattr(config, "model_type", "") != "whisper":
-                raise ExportError(f"export_seq2seq: {name} takes {input_name}; give encoder_input_shape=(1, ...) "
-                                  "(the shape of one input as its forward takes it)")
+                raise ExportError(
+                    f"export_seq2seq: {name} takes {input_name}; give encoder_input_shape=(1, ...) "
+                    "(the shape of one input as its forward takes it)"
+                )
             encoder_input_shape = (1, config.num_mel_bins, 2 * config.max_source_positions)
         encoder_input_shape = tuple(int(d) for d in encoder_input_shape)
         example = torch.zeros(encoder_input_shape)
@@ -610,8 +655,7 @@ def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tu
     try:
         s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"))
     except Exception as e:
-        raise ExportError(f"export_seq2seq: {name} does not run over a static EncoderDecoderCache "
-                          f"({type(e).__name__}: {e})") from e
+        raise ExportError(f"export_seq2seq: {name} does not run over a static EncoderDecoderCache ({type(e).__name__}: {e})") from e
     methods = {
         "encode": Method(s2s.encode, (example,), dynamic_shapes=dynamic),
         "decode": Method(s2s.decode, (torch.zeros(1, 1, dtype=torch.long),)),
@@ -620,21 +664,26 @@ def export_seq2seq(model: nn.Module, max_cache_len: int, encoder_input_shape: tu
     text = config.get_text_config(decoder=True)
     layers = len(s2s.cache.self_attention_cache.layers)
     enc_layers = getattr(config, "encoder_layers", None) or getattr(config, "num_layers", None)
-    return export(None, methods, metadata={
-        "model_type": config.model_type,
-        "vocab_size": int(getattr(config, "vocab_size", None) or text.vocab_size),
-        "num_layers": int(layers),
-        "num_encoder_layers": None if enc_layers is None else int(enc_layers),
-        "max_cache_len": int(max_cache_len),
-        "encoder_input": input_name,
-        **extra,
-        "position_state": "cache.self_attention_cache.layers.0.cumulative_length",
-        "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-        "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
-        "decoder_start_token_id": _token_id(getattr(config, "decoder_start_token_id", None)),
-        **({"unused_options": unused} if unused else {}),
-        **(metadata or {}),
-    }, **options)
+    return export(
+        None,
+        methods,
+        metadata={
+            "model_type": config.model_type,
+            "vocab_size": int(getattr(config, "vocab_size", None) or text.vocab_size),
+            "num_layers": int(layers),
+            "num_encoder_layers": None if enc_layers is None else int(enc_layers),
+            "max_cache_len": int(max_cache_len),
+            "encoder_input": input_name,
+            **extra,
+            "position_state": "cache.self_attention_cache.layers.0.cumulative_length",
+            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+            "decoder_start_token_id": _token_id(getattr(config, "decoder_start_token_id", None)),
+            **({"unused_options": unused} if unused else {}),
+            **(metadata or {}),
+        },
+        **options,
+    )
 
 
 def _token_id(v):
@@ -658,17 +707,18 @@ def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
         raise TandemError("TDM_ERR_INVALID_ARGUMENT", "prefill: no tokens; give at least one")
     used = int(model.read_state(md["position_state"]))
     if md["max_cache_len"] is not None and used + n > md["max_cache_len"]:
-        raise TandemError("TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions "
-                          "are in use (call reset())")
+        raise TandemError(
+            "TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions are in use (call reset())"
+        )
     logits, step = None, int(md["max_prompt_len"])
     for at in range(0, n, step):
-        piece = tokens[:, at:at + step]
+        piece = tokens[:, at : at + step]
         if "prefill" in model.methods:
             logits = model.call("prefill", piece)
             continue
         done = 0
         for c in split_prompt(piece.shape[-1], md["prefill_chunks"]):
-            logits = model.call("decode" if c == 1 else f"prefill_{c}", piece[:, done:done + c])
+            logits = model.call("decode" if c == 1 else f"prefill_{c}", piece[:, done : done + c])
             done += c
     return logits
 

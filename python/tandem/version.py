@@ -4,6 +4,7 @@ package.json's "version" is the source of truth. A built package (wheel, `pip in
 carries it in tandem/_version.py, written by python/setup.py at build time; run from a clone
 (PYTHONPATH=python), it is read from the clone's package.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 def _version() -> str:
     try:
         from ._version import version  # written into the built package by python/setup.py
+
         return version
     except ImportError:
         pass

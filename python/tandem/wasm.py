@@ -6,6 +6,7 @@ linear memory; strings come back as bytes (as ctypes' c_char_p gives them); tens
 between torch and linear memory with memmove at the memory's current base address (read anew on
 every copy: the memory may grow, and move, during any call).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -56,8 +57,10 @@ class WasmLibrary:
         for imp in module.imports:
             fn = host.get(imp.name)
             if fn is None:  # the runtime does no I/O: anything else is a build mistake
+
                 def fn(*args, _name=f"{imp.module}.{imp.name}"):
                     raise RuntimeError(f"tandem.wasm called the unexpected import {_name}")
+
             imports.append(wasmtime.Func(store, imp.type, fn))
         exports = wasmtime.Instance(store, module, imports).exports(store)
         self._memory = exports["memory"]
@@ -74,21 +77,26 @@ class WasmLibrary:
         # releases the GIL during the call.
 
         if name in _STRINGS:
+
             def call(*args):
                 with lock:
                     return string_at(func(store, *args) & _MASK32)
         elif name in _UNSIGNED:
+
             def call(*args):
                 with lock:
                     return func(store, *args) & _MASK32
         elif name in _U64:
+
             def call(*args):
                 with lock:
                     return func(store, *args) & _MASK64
         else:
+
             def call(*args):
                 with lock:
                     return func(store, *args)
+
         call.__name__ = name
         return call
 
@@ -172,7 +180,6 @@ class WasmLibrary:
         return v.value
 
 
-
 def _fast_caller(store: "wasmtime.Store", func: "wasmtime.Func"):
     """func(store, *args) without Func.__call__'s per-call type lookups and conversions (which cost
     ~25 us a call): argument and result cells are made once and wasmtime's C API is called on them
@@ -182,12 +189,19 @@ def _fast_caller(store: "wasmtime.Store", func: "wasmtime.Func"):
     try:
         from wasmtime import Trap, WasmtimeError, _bindings
         from wasmtime import _ffi as ffi
+
         raw_call = _bindings._wasmtime_func_call
+
         def value(c):
             return int(getattr(c, "value", c))
+
         # valtype kind -> (wasmtime_val_t kind, union field)
-        fields = {value(ffi.WASM_I32): (value(ffi.WASMTIME_I32), "i32"), value(ffi.WASM_I64): (value(ffi.WASMTIME_I64), "i64"),
-                  value(ffi.WASM_F32): (value(ffi.WASMTIME_F32), "f32"), value(ffi.WASM_F64): (value(ffi.WASMTIME_F64), "f64")}
+        fields = {
+            value(ffi.WASM_I32): (value(ffi.WASMTIME_I32), "i32"),
+            value(ffi.WASM_I64): (value(ffi.WASMTIME_I64), "i64"),
+            value(ffi.WASM_F32): (value(ffi.WASMTIME_F32), "f32"),
+            value(ffi.WASM_F64): (value(ffi.WASMTIME_F64), "f64"),
+        }
         ty = func.type(store)
         kinds = [value(ffi.wasm_valtype_kind(t.ptr())) for t in ty.params]
         result_kinds = [value(ffi.wasm_valtype_kind(t.ptr())) for t in ty.results]

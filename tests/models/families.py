@@ -1,5 +1,6 @@
 """Model families people bring, written the way people write them in PyTorch. Each `make_*`
 returns (module, export spec, eager callables, call sequence) like tests/cases.py."""
+
 from __future__ import annotations
 
 import copy
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 # ---- transformer decoder LM with a KV cache ---------------------------------------------------
+
 
 class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-5):
@@ -155,6 +157,7 @@ def make_transformer(capacity=64, **kw):
 
 # ---- recurrent -------------------------------------------------------------------------------
 
+
 class StreamingLSTM(nn.Module):
     def __init__(self, i=12, h=20):
         super().__init__()
@@ -230,6 +233,7 @@ def make_gru():
 
 # ---- streaming convolution -------------------------------------------------------------------
 
+
 class CausalConvBlock(nn.Module):
     """Depthwise causal conv (kernel k) -> GELU -> LayerNorm over channels -> pointwise conv.
     `forward(chunk)` keeps the last k-1 input frames in a buffer; `full(signal)` is the same block
@@ -250,7 +254,7 @@ class CausalConvBlock(nn.Module):
 
     def forward(self, chunk):
         x = torch.cat([self.context, chunk], dim=2)
-        self.context.copy_(x[:, :, -(self.k - 1):])
+        self.context.copy_(x[:, :, -(self.k - 1) :])
         return self._block(x)
 
     def reset(self):
@@ -273,12 +277,20 @@ def make_streaming_conv():
 
 # ---- stateless conv net ----------------------------------------------------------------------
 
+
 class SmallCNN(nn.Module):
     def __init__(self):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+            nn.Conv2d(1, 8, 3, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Linear(16 * 6 * 6, 10)
 
     def forward(self, x):
@@ -301,6 +313,7 @@ def make_cnn():
 
 # ---- streaming neural audio codec ------------------------------------------------------------
 
+
 class StreamingConv1d(nn.Module):
     """Causal Conv1d for streaming (as Moshi/Mimi's): the last span - stride input frames of the
     previous chunk are kept in a buffer and put in front of the next chunk, so chunk by chunk the
@@ -319,7 +332,7 @@ class StreamingConv1d(nn.Module):
         if full:
             return self.conv(F.pad(x, (self.context, 0)))
         x = torch.cat([self.previous, x], dim=2)
-        self.previous.copy_(x[:, :, -self.context:])
+        self.previous.copy_(x[:, :, -self.context :])
         return self.conv(x)
 
     def reset(self):
@@ -343,9 +356,9 @@ class StreamingConvTranspose1d(nn.Module):
         end = y.shape[2] - self.trim
         if full:
             return y[:, :, :end]
-        head = y[:, :, :self.trim] + self.partial
+        head = y[:, :, : self.trim] + self.partial
         self.partial.copy_(y[:, :, end:] - self.convtr.bias[None, :, None])
-        return torch.cat([head, y[:, :, self.trim:end]], dim=2)
+        return torch.cat([head, y[:, :, self.trim : end]], dim=2)
 
     def reset(self):
         self.partial.zero_()
@@ -423,7 +436,7 @@ class WindowedAttention(nn.Module):
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, self.dh, 2).float() / self.dh)))
         self.register_buffer("k_cache", torch.zeros(1, heads, self.capacity, self.dh))
         self.register_buffer("v_cache", torch.zeros(1, heads, self.capacity, self.dh))
-        self.register_buffer("slot_pos", torch.full((self.capacity,), -(10 ** 9), dtype=torch.long))
+        self.register_buffer("slot_pos", torch.full((self.capacity,), -(10**9), dtype=torch.long))
 
     def forward(self, x, positions, full=False):
         B, T, D = x.shape
@@ -446,7 +459,7 @@ class WindowedAttention(nn.Module):
     def reset(self):
         self.k_cache.zero_()
         self.v_cache.zero_()
-        self.slot_pos.fill_(-(10 ** 9))
+        self.slot_pos.fill_(-(10**9))
 
 
 class CodecTransformerLayer(nn.Module):
@@ -491,8 +504,7 @@ class StreamingCodec(nn.Module):
     its own context, so `encode_step(chunk)` / `decode_step(latents)` run chunk by chunk, and
     `encode(signal)` / `decode(latents)` are the same over the whole signal at once."""
 
-    def __init__(self, channels=16, ratios=(4, 5, 6, 4), dim=128, heads=4, layers=2, window=32, chunk_frames=4,
-                 dilations=(1,)):
+    def __init__(self, channels=16, ratios=(4, 5, 6, 4), dim=128, heads=4, layers=2, window=32, chunk_frames=4, dilations=(1,)):
         super().__init__()
         self.hop = math.prod(ratios)
         self.chunk = self.hop * chunk_frames
@@ -523,8 +535,7 @@ def small_codec():
     """The test size: 2 frames of 40 samples per chunk, a window of 5 frames (the ring wraps within
     a few calls), dilations 1 and 3."""
     torch.manual_seed(5)
-    return StreamingCodec(channels=8, ratios=(2, 4, 5), dim=32, heads=2, layers=2, window=5, chunk_frames=2,
-                          dilations=(1, 3)).eval()
+    return StreamingCodec(channels=8, ratios=(2, 4, 5), dim=32, heads=2, layers=2, window=5, chunk_frames=2, dilations=(1, 3)).eval()
 
 
 def make_codec():

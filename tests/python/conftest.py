@@ -19,6 +19,7 @@ def wasm_lib():
     """The wasm runtime (web/tandem.wasm through wasmtime), once per test module."""
     pytest.importorskip("wasmtime")
     from tandem.wasm import WasmLibrary
+
     assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
     return WasmLibrary(WASM)
 
@@ -27,6 +28,7 @@ def wasm_lib():
 def backend(request, monkeypatch):
     """Runs a test once on the native library and once on the wasm runtime (tandem.runtime's backend)."""
     import tandem.runtime as runtime
+
     if request.param == "wasm":
         monkeypatch.setattr(runtime, "_lib", request.getfixturevalue("wasm_lib"))
         monkeypatch.setattr(runtime, "BACKEND", "wasm")

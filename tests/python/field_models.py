@@ -1,5 +1,6 @@
 """The field's models as their packages ship them, built from the packages' own configs with seeded
 random weights (nothing downloaded): tests/python/test_field.py and bench/mimi.py use them."""
+
 from __future__ import annotations
 
 import copy
@@ -13,13 +14,13 @@ def mimi(small: bool = True, seed: int = 0, gain: float = 1.0, code_scale: float
     still 1920 samples, 80 ms at 24 kHz). Weights: seeded normal, scaled by fan-in so that activations
     stay in range through the network."""
     from moshi.models import loaders
+
     cfg = copy.deepcopy(loaders._mimi_config)
     if small:
         dim = 32
         cfg["seanet"].update(dimension=dim, n_filters=8)
         cfg["quantizer"].update(dimension=16, n_q=8, bins=64, input_dimension=dim, output_dimension=dim)
-        cfg["transformer"].update(d_model=dim, num_heads=2, num_layers=2, dim_feedforward=64, input_dimension=dim,
-                                  output_dimensions=[dim])
+        cfg["transformer"].update(d_model=dim, num_heads=2, num_layers=2, dim_feedforward=64, input_dimension=dim, output_dimensions=[dim])
     torch.manual_seed(seed)
     model = loaders.get_mimi(None, cfg, num_codebooks=8)
     g = torch.Generator().manual_seed(seed)
@@ -47,6 +48,7 @@ def _tokenizer_file(n_bins: int) -> str:
     import tempfile
 
     from tokenizers import Tokenizer, models, pre_tokenizers
+
     path = os.path.join(tempfile.gettempdir(), f"tandem-pocket-tokenizer-{n_bins}.json")
     if not os.path.exists(path):
         vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, n_bins)}}
@@ -65,6 +67,7 @@ def pocket(small: bool = True, seed: int = 0, temp: float = 0.3):
     seeded random weights scaled by fan-in."""
     from pocket_tts.models.tts_model import TTSModel
     from pocket_tts.utils.config import CONFIGS_DIR, load_config
+
     cfg = load_config(CONFIGS_DIR / "english.yaml").model_dump()
     cfg["weights_path"] = cfg["weights_path_without_voice_cloning"] = None
     lm, mm = cfg["flow_lm"], cfg["mimi"]
@@ -75,16 +78,18 @@ def pocket(small: bool = True, seed: int = 0, temp: float = 0.3):
         mm.update(inner_dim=16, outer_dim=32)
         mm["seanet"].update(dimension=32, n_filters=4)
         mm["quantizer"].update(dimension=16, output_dimension=32)
-        mm["transformer"].update(d_model=32, num_heads=2, num_layers=2, dim_feedforward=64, input_dimension=32,
-                                 output_dimensions=[32])
+        mm["transformer"].update(d_model=32, num_heads=2, num_layers=2, dim_feedforward=64, input_dimension=32, output_dimensions=[32])
     lm["lookup_table"]["tokenizer_path"] = _tokenizer_file(lm["lookup_table"]["n_bins"])
     from pocket_tts.utils.config import Config
+
     config = Config(**cfg)
     import logging
+
     logging.getLogger("pocket_tts").setLevel(logging.ERROR)
     torch.manual_seed(seed)
-    model = TTSModel._from_pydantic_config_with_weights(config, temp=temp, sampler_decode_steps=1, noise_clamp=None,
-                                                        eos_threshold=config.default_eos_threshold)
+    model = TTSModel._from_pydantic_config_with_weights(
+        config, temp=temp, sampler_decode_steps=1, noise_clamp=None, eos_threshold=config.default_eos_threshold
+    )
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():

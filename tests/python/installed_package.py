@@ -4,6 +4,7 @@ installed, from a folder outside the clone (cases.py copied beside this file):
 tandem.wasm, and compares with PyTorch eager; runs the CLI. Prints 'OK' last. (The transformers
 recipe is tested in the clone, tests/python/test_transformers.py: importing transformers here would
 take longer than everything else.)"""
+
 import importlib.metadata
 import re
 import sys
@@ -49,6 +50,7 @@ torch.testing.assert_close(m.read_state("shared_module._v"), torch.tensor([5.0])
 m.reset_state()
 torch.testing.assert_close(m.read_state("shared_module._v"), torch.tensor([1.0]))
 
+
 # A small streaming model (a causal conv over chunks, its context and a running state carried
 # between calls; a reset): prefill-free streaming, on the wasm runtime, against eager.
 class Streaming(torch.nn.Module):
@@ -90,8 +92,10 @@ import io  # noqa: E402
 
 import tandem.cli  # noqa: E402
 
-for argv, want in [(["inspect", str(out / "original.tandem")], ["shared_module._v  float32[1]", "forward1: 1 op, 1 input, 1 output"]),
-                   (["check", str(out / "streaming.tandem")], ["forward: OK", "reset: OK"])]:
+for argv, want in [
+    (["inspect", str(out / "original.tandem")], ["shared_module._v  float32[1]", "forward1: 1 op, 1 input, 1 output"]),
+    (["check", str(out / "streaming.tandem")], ["forward: OK", "reset: OK"]),
+]:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert tandem.cli.main(argv) == 0, argv

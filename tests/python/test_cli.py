@@ -1,5 +1,6 @@
 """`python -m tandem inspect` and `check`, run as a user runs them (a subprocess), against what the
 exporter's Program and the runtime say about the same file; and on files that are not programs."""
+
 import hashlib
 import json
 import os
@@ -21,8 +22,9 @@ from tandem.runtime import _library
 
 def run(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
-    return subprocess.run([sys.executable, "-W", "ignore", "-m", "tandem", *map(str, args)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-m", "tandem", *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +69,12 @@ def test_inspect_prints_what_the_program_holds(transformer):
     for got, m in zip(info["methods"], program.methods):
         assert got["ops"] == len(m.ops), m.name
         for kind, ios in (("inputs", m.inputs), ("outputs", m.outputs)):
-            assert [(t["name"], t["dtype"], t["shape"], t["bytes"]) for t in got[kind]] == \
-                   [(n, DTYPE_NAME[v.dtype], list(v.shape), v.nbytes) for n, v in ios], (m.name, kind)
-    assert [(s["name"], s["dtype"], s["shape"], s["bytes"], s["offset"]) for s in info["state"]] == \
-           [(s.name, DTYPE_NAME[s.dtype], list(s.shape), s.nbytes, s.offset) for s in program.states]
+            assert [(t["name"], t["dtype"], t["shape"], t["bytes"]) for t in got[kind]] == [
+                (n, DTYPE_NAME[v.dtype], list(v.shape), v.nbytes) for n, v in ios
+            ], (m.name, kind)
+    assert [(s["name"], s["dtype"], s["shape"], s["bytes"], s["offset"]) for s in info["state"]] == [
+        (s.name, DTYPE_NAME[s.dtype], list(s.shape), s.nbytes, s.offset) for s in program.states
+    ]
 
     r = run("inspect", path)
     assert r.returncode == 0 and r.stderr == "", r.stderr
@@ -156,7 +160,7 @@ def test_docs_api_md_names_every_public_python_name_and_command():
     """docs/api.md has an entry (a heading with an example) for each name in tandem.__all__, each
     public attribute of tandem.Model and each command of `python -m tandem`."""
     doc = (ROOT / "docs" / "api.md").read_text()
-    python = doc[doc.index("\n## Python"):]
+    python = doc[doc.index("\n## Python") :]
     sections = {}
     for part in re.split(r"\n(?=#{2,4} )", python):
         m = re.match(r"#{2,4} `([\w.]+(?: -m tandem \w+)?)", part)
@@ -165,6 +169,7 @@ def test_docs_api_md_names_every_public_python_name_and_command():
     wanted = [f"tandem.{n}" for n in tandem.__all__]
     wanted += [f"Model.{n}" for n in dir(tandem.Model) if not n.startswith("_")]
     from tandem.cli import COMMANDS
+
     wanted += [f"python -m tandem {c}" for c in COMMANDS]
     assert {"tandem.export", "Model.read_state", "python -m tandem check"} <= set(wanted)
     missing = [n for n in wanted if n not in sections]
@@ -174,11 +179,12 @@ def test_docs_api_md_names_every_public_python_name_and_command():
 
 
 def test_inspect_prints_the_metadata(tmp_path):
-    program = tandem.export(torch.nn.Linear(2, 2), {"forward": (torch.ones(2),)},
-                            metadata={"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"})
+    program = tandem.export(
+        torch.nn.Linear(2, 2), {"forward": (torch.ones(2),)}, metadata={"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"}
+    )
     path = tmp_path / "meta.tandem"
     program.save(path)
     info = json.loads(run("inspect", path, "--json").stdout)
     assert info["metadata"] == {"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"}
     text = run("inspect", path).stdout
-    assert "metadata: 3 entries" in text and '  eos_token_id: [1, 2]' in text and '  model_type: "tiny"' in text
+    assert "metadata: 3 entries" in text and "  eos_token_id: [1, 2]" in text and '  model_type: "tiny"' in text

@@ -1,6 +1,7 @@
 """Bounded dynamic dims: tandem.Method(..., dynamic_shapes=...) against PyTorch eager at several
 sizes, natively and in wasm; sizes out of range fail with TDM_ERR_SHAPE and the state unchanged;
 unbounded or non-affine sizes are export errors."""
+
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _export(model):
     n = Dim("n", min=1, max=8)
-    return tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 3, 4),), dynamic_shapes=({1: n},)),
-                                 "reset": ()})
+    return tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 3, 4),), dynamic_shapes=({1: n},)), "reset": ()})
 
 
 def _check_sizes(m, eager):
@@ -85,23 +85,35 @@ def test_a_size_that_is_not_affine_is_an_export_error_naming_it():
 def test_llama_prefill_at_several_lengths_then_decode_equals_eager():
     transformers = pytest.importorskip("transformers")
     import tandem.transformers as tt
+
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                      tie_word_embeddings=True)
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+    )
     model = transformers.LlamaForCausalLM(config).eval()
     lm = tt.CausalLM(model, 24)
-    program = tandem.export(None, {
-        "prefill": tandem.Method(lm.step, (torch.zeros(1, 4, dtype=torch.long),), dynamic_shapes=({1: Dim("n", min=1, max=8)},)),
-        "decode": tandem.Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),)),
-        "reset": tandem.Method(lm.reset, ())})
+    program = tandem.export(
+        None,
+        {
+            "prefill": tandem.Method(lm.step, (torch.zeros(1, 4, dtype=torch.long),), dynamic_shapes=({1: Dim("n", min=1, max=8)},)),
+            "decode": tandem.Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),)),
+            "reset": tandem.Method(lm.reset, ()),
+        },
+    )
     m = tandem.load(program.to_bytes())
     prompt = torch.randint(6, 64, (1, 16), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         full = model(prompt).logits[0]
     at = 0
     for name, c in [("prefill", 5), ("prefill", 1), ("prefill", 8), ("decode", 1), ("decode", 1)]:
-        out = m.call(name, prompt[:, at:at + c])
+        out = m.call(name, prompt[:, at : at + c])
         at += c
         torch.testing.assert_close(out[0], full[at - 1], atol=1e-4, rtol=1e-4)
     m.reset()
@@ -111,6 +123,7 @@ def test_llama_prefill_at_several_lengths_then_decode_equals_eager():
 def test_sizes_on_the_wasm_backend(monkeypatch):
     pytest.importorskip("wasmtime")
     from tandem.wasm import WasmLibrary
+
     wasm = ROOT / "web" / "tandem.wasm"
     assert wasm.exists(), "web/tandem.wasm is missing: run `npm run build`"
     torch.manual_seed(0)
@@ -141,8 +154,9 @@ class _Varargs(nn.Module):
 def test_varargs_forward_takes_dynamic_shapes_per_input():
     n = Dim("n", min=1, max=8)
     model = _Varargs()
-    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(3, 4), torch.randn(3, 4)),
-                                                             dynamic_shapes=({0: n}, {0: n}))})
+    program = tandem.export(
+        model, {"forward": tandem.Method(model, (torch.randn(3, 4), torch.randn(3, 4)), dynamic_shapes=({0: n}, {0: n}))}
+    )
     m, eager = tandem.load(program.to_bytes()), _Varargs()
     for k in (2, 7, 1):
         xs = torch.randn(k, 4), torch.randn(k, 4)

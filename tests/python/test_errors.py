@@ -1,6 +1,7 @@
 """Export errors point at the user's source line (this file's), never at tandem's or torch's, and
 say what to do: data-dependent shapes (.item(), nonzero, boolean masks, `if` on a tensor),
 unsupported dtypes. And what must not fail: tensors of other dtypes a method does not use."""
+
 import re
 
 import pytest
@@ -13,6 +14,7 @@ import tandem
 def line_of(fn, marker: str) -> int:
     """The line number of the line of fn's source that contains marker."""
     import inspect
+
     lines, first = inspect.getsourcelines(fn)
     return first + next(i for i, ln in enumerate(lines) if marker in ln)
 
@@ -31,7 +33,7 @@ def assert_points_here(msg: str, fn, marker: str):
 
 class ItemSlice(nn.Module):
     def forward(self, x, start):
-        return x[:, start.item():start.item() + 2] * 2  # ITEM
+        return x[:, start.item() : start.item() + 2] * 2  # ITEM
 
 
 class NonZero(nn.Module):

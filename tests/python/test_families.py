@@ -3,6 +3,7 @@ over an EncoderDecoderCache (T5, BART, Marian, Pegasus with token ids; Speech2Te
 recurrent LMs over transformers' linear-attention cache layers (Mamba2, FalconMamba), each a tiny seeded
 config, natively and on the wasm backend, over call sequences against eager PyTorch on whole sequences.
 Families whose state is not a transformers Cache (RWKV, xLSTM) are refused by name."""
+
 import functools
 
 import pytest
@@ -16,22 +17,62 @@ transformers = pytest.importorskip("transformers")
 
 # ---- encoder-decoders ----------------------------------------------------------------------------
 
-BART_LIKE = dict(vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                 decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32,
-                 pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+BART_LIKE = dict(
+    vocab_size=64,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=32,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
 
 SEQ2SEQ = {
-    "t5": lambda: transformers.T5ForConditionalGeneration(transformers.T5Config(
-        vocab_size=64, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
-        decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)),
+    "t5": lambda: transformers.T5ForConditionalGeneration(
+        transformers.T5Config(
+            vocab_size=64,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            num_layers=2,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
+    ),
     "bart": lambda: transformers.BartForConditionalGeneration(transformers.BartConfig(**BART_LIKE)),
     "marian": lambda: transformers.MarianMTModel(transformers.MarianConfig(**BART_LIKE)),
     "pegasus": lambda: transformers.PegasusForConditionalGeneration(transformers.PegasusConfig(**BART_LIKE)),
-    "speech_to_text": lambda: transformers.Speech2TextForConditionalGeneration(transformers.Speech2TextConfig(
-        vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=64, max_target_positions=32, input_feat_per_channel=8,
-        input_channels=1, conv_channels=16, num_conv_layers=2, decoder_start_token_id=2, pad_token_id=1, eos_token_id=2,
-        bos_token_id=0)),
+    "speech_to_text": lambda: transformers.Speech2TextForConditionalGeneration(
+        transformers.Speech2TextConfig(
+            vocab_size=64,
+            d_model=32,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            max_source_positions=64,
+            max_target_positions=32,
+            input_feat_per_channel=8,
+            input_channels=1,
+            conv_channels=16,
+            num_conv_layers=2,
+            decoder_start_token_id=2,
+            pad_token_id=1,
+            eos_token_id=2,
+            bos_token_id=0,
+        )
+    ),
 }
 MAX_SOURCE, FEATURES = 16, (1, 24, 8)
 
@@ -84,7 +125,7 @@ def test_seq2seq_family_matches_eager(family, backend):
         assert int(m.read_state(md["position_state"])) == 0
         want = _eager_seq2seq(model, source, target)
         for i in range(steps):
-            torch.testing.assert_close(m.decode(target[:, i:i + 1])[0], want[i], msg=lambda s: f"source {step} token {i}: {s}")
+            torch.testing.assert_close(m.decode(target[:, i : i + 1])[0], want[i], msg=lambda s: f"source {step} token {i}: {s}")
         assert int(m.read_state(md["position_state"])) == steps
 
 
@@ -110,12 +151,26 @@ def test_seq2seq_refusals_name_the_model():
 # ---- recurrent LMs -------------------------------------------------------------------------------
 
 RECURRENT = {
-    "mamba2": lambda: transformers.Mamba2ForCausalLM(transformers.Mamba2Config(
-        vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, num_heads=4, head_dim=16, n_groups=1, expand=2,
-        conv_kernel=4, chunk_size=8, eos_token_id=2)),
-    "falcon_mamba": lambda: transformers.FalconMambaForCausalLM(transformers.FalconMambaConfig(
-        vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4, expand=2, time_step_rank=4,
-        eos_token_id=2)),
+    "mamba2": lambda: transformers.Mamba2ForCausalLM(
+        transformers.Mamba2Config(
+            vocab_size=64,
+            hidden_size=32,
+            state_size=8,
+            num_hidden_layers=2,
+            num_heads=4,
+            head_dim=16,
+            n_groups=1,
+            expand=2,
+            conv_kernel=4,
+            chunk_size=8,
+            eos_token_id=2,
+        )
+    ),
+    "falcon_mamba": lambda: transformers.FalconMambaForCausalLM(
+        transformers.FalconMambaConfig(
+            vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4, expand=2, time_step_rank=4, eos_token_id=2
+        )
+    ),
 }
 
 
@@ -145,13 +200,13 @@ def test_recurrent_family_matches_eager(family, backend):
     torch.testing.assert_close(tt.prefill(m, a[:, :3])[0], want_a[2])  # prefill_2, decode
     torch.testing.assert_close(m.prefill_4(a[:, 3:7])[0], want_a[6])  # a second prompt continues the first
     for i in range(7, 20):
-        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
+        torch.testing.assert_close(m.decode(a[:, i : i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
     assert int(m.read_state("position")) == 20
     m.reset()
     assert int(m.read_state("position")) == 0 and not any(m.read_state(s).any() for s in states)
     torch.testing.assert_close(m.prefill_2(b[:, :2])[0], want_b[1])
     for i in range(2, 7):
-        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+        torch.testing.assert_close(m.decode(b[:, i : i + 1])[0], want_b[i])
     values, ids = m.decode_topk(b[:, 7:8])
     order = torch.sort(want_b[7], descending=True)
     torch.testing.assert_close(values[0], order.values[:16])
@@ -161,21 +216,23 @@ def test_recurrent_family_matches_eager(family, backend):
 def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
     with pytest.raises(tandem.ExportError, match="Mamba2ForCausalLM keeps a fixed-size recurrent state"):
         tt.export_causal_lm(_seeded(RECURRENT["mamba2"]), max_cache_len=32, max_prompt_len=4)
-    rwkv = transformers.RwkvForCausalLM(transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                                                attention_hidden_size=32, intermediate_size=64))
+    rwkv = transformers.RwkvForCausalLM(
+        transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64)
+    )
     with pytest.raises(tandem.ExportError, match="RwkvForCausalLM: its forward takes no transformers Cache .*'state'"):
         tt.export_causal_lm(rwkv, max_cache_len=None, max_prompt_len=4)
-    xlstm = transformers.xLSTMForCausalLM(transformers.xLSTMConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                                                   num_heads=2))
+    xlstm = transformers.xLSTMForCausalLM(transformers.xLSTMConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_heads=2))
     with pytest.raises(tandem.ExportError, match="xLSTMForCausalLM: its forward's 'cache' is a xLSTMCache, not a transformers Cache"):
         tt.export_causal_lm(xlstm, max_cache_len=None, max_prompt_len=4)
 
 
 # ---- lowering ------------------------------------------------------------------------------------
 
+
 def test_a_count_set_to_a_dynamic_length_is_computed_at_run_time():
     """zero_() then add_(n) for a dynamic n: torch's graph is add(full_like(0), n), all of whose
     tensor inputs are constants; it was folded at export with n at its maximum (16 for every call)."""
+
     class Counter(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -196,9 +253,11 @@ def test_a_count_set_to_a_dynamic_length_is_computed_at_run_time():
 
 # ---- the export command picks these recipes from the config ---------------------------------------
 
+
 @pytest.mark.parametrize("family,recipe", [("bart", "seq2seq"), ("mamba2", "recurrent")])
 def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_path):
     from tandem.pretrained import tolerance
+
     model = _seeded(SEQ2SEQ[family]) if family in SEQ2SEQ else _seeded(RECURRENT[family])
     model.save_pretrained(tmp_path)
     kwargs = {"max_cache_len": 8, "max_source_len": 8} if recipe == "seq2seq" else {"max_prompt_len": 2}
@@ -206,5 +265,4 @@ def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_
     assert report["recipe"] == recipe and report["model_type"] == family and report["tokenizer"] is None
     assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
     m = tandem.load((tmp_path / "out.tandem").read_bytes())
-    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq"
-                               else ["prefill_2", "decode", "decode_topk", "reset"])
+    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq" else ["prefill_2", "decode", "decode_topk", "reset"])

@@ -2,6 +2,7 @@
 `moshi`, exported exactly as moshi's streaming API is used, equal to moshi's own streaming eager over a
 sequence (frames, a reset, more frames), natively and on the wasm backend; and a streaming step
 writes only its new rows into the state."""
+
 import copy
 
 import pytest
@@ -31,9 +32,14 @@ def exported():
         model.decode(codes)
     twin = copy.deepcopy(model)  # the eager reference, from the same start
     with torch.no_grad(), model.streaming(1):
-        program = tandem.export(None, {"encode_step": tandem.Method(model.encode, (chunks[0],)),
-                                       "decode_step": tandem.Method(model.decode, (codes,)),
-                                       "reset": tandem.Method(model.reset_streaming, ())})
+        program = tandem.export(
+            None,
+            {
+                "encode_step": tandem.Method(model.encode, (chunks[0],)),
+                "decode_step": tandem.Method(model.decode, (codes,)),
+                "reset": tandem.Method(model.reset_streaming, ()),
+            },
+        )
     want = []
     with torch.no_grad(), twin.streaming(1):
         for i, x in enumerate(chunks):
@@ -63,6 +69,7 @@ def test_mimi_streaming_equals_moshi_eager(exported):
 def test_mimi_streaming_equals_moshi_eager_on_wasm(exported, monkeypatch):
     pytest.importorskip("wasmtime")
     from tandem.wasm import WasmLibrary
+
     assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
     monkeypatch.setattr(runtime, "_lib", WasmLibrary(WASM))
     monkeypatch.setattr(runtime, "BACKEND", "wasm")
@@ -79,8 +86,9 @@ def test_mimi_step_writes_only_its_new_rows(exported):
     which are new every step)."""
     program, _, chunks = exported
     model = tandem.load(program.to_bytes())
-    caches = {s.name: s for s in program.states if s.name.endswith("_streaming_state.kv_cache.cache") or
-              (len(s.shape) == 5 and s.shape[0] == 2)}
+    caches = {
+        s.name: s for s in program.states if s.name.endswith("_streaming_state.kv_cache.cache") or (len(s.shape) == 5 and s.shape[0] == 2)
+    }
     assert len(caches) == 4, sorted(caches)  # 2 layers in each transformer
     codes = model.encode_step(chunks[0])
     for name, x, steps in [("encode_step", chunks[1], 2), ("decode_step", codes, 1)]:  # 25 Hz inside the encoder: 2 rows
@@ -108,8 +116,11 @@ def test_mimi_int8_linear_weights_close_to_moshi_eager():
     with torch.no_grad(), model.streaming(1):
         pcm = [model.decode(c) for c in want]
     with torch.no_grad(), model.streaming(1):
-        methods = {"encode_step": tandem.Method(model.encode, (chunks[0],)),
-                   "decode_step": tandem.Method(model.decode, (want[0],)), "reset": tandem.Method(model.reset_streaming, ())}
+        methods = {
+            "encode_step": tandem.Method(model.encode, (chunks[0],)),
+            "decode_step": tandem.Method(model.decode, (want[0],)),
+            "reset": tandem.Method(model.reset_streaming, ()),
+        }
         q8 = tandem.export(None, methods, quantize="int8")
         f32 = tandem.export(None, methods)
     kinds = [op.name for m in ("encode_step", "decode_step") for op in q8.method(m).ops]
@@ -122,5 +133,5 @@ def test_mimi_int8_linear_weights_close_to_moshi_eager():
     sig = noise = 0.0
     for c, y in zip(want, pcm):
         got = dec.decode_step(c)
-        sig, noise = sig + float((y ** 2).sum()), noise + float(((got - y) ** 2).sum())
+        sig, noise = sig + float((y**2).sum()), noise + float(((got - y) ** 2).sum())
     assert noise > 0 and 10 * torch.log10(torch.tensor(sig / noise)) > 40, (sig, noise)

@@ -1,4 +1,5 @@
 """The foundation's cases through the native runtime, against PyTorch eager over call sequences."""
+
 import pytest
 import torch
 from torch import nn
@@ -142,6 +143,7 @@ def test_method_names_the_model_uses_for_itself_are_refused(name):
 
 def test_every_public_name_of_the_python_model_is_reserved():
     from tandem.names import RESERVED
+
     module, spec, _, _ = CASES["accumulator"]()
     model = tandem.load(tandem.export(module, spec).to_bytes())
     public = {n for n in dir(model) if not n.startswith("_")} - set(model.methods)
@@ -186,11 +188,9 @@ class _WithConstantMethods(nn.Module):
 
 def test_constant_methods_are_stored_as_metadata():
     module = _WithConstantMethods()
-    program = tandem.export(module, {"forward": (torch.ones(2),), "get_max_seq_len": (), "info": ()},
-                            metadata={"author": "me"})
+    program = tandem.export(module, {"forward": (torch.ones(2),), "get_max_seq_len": (), "info": ()}, metadata={"author": "me"})
     assert [m.name for m in program.methods] == ["forward"]
-    want = {"get_max_seq_len": module.get_max_seq_len(), "info": {"name": "acc", "sizes": [2, 3], "scale": 0.5, "ok": True},
-            "author": "me"}
+    want = {"get_max_seq_len": module.get_max_seq_len(), "info": {"name": "acc", "sizes": [2, 3], "scale": 0.5, "ok": True}, "author": "me"}
     m = tandem.load(program.to_bytes())
     assert program.metadata == m.metadata == want
     assert not hasattr(m, "get_max_seq_len")  # read from m.metadata, not called

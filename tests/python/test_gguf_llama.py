@@ -1,5 +1,6 @@
 """bench/gguf_llama.py, the GGUF writer of the LLM benchmark: a tiny Llama written and read back
 with the gguf package's reader (skipped where gguf, a benchmark requirement, is not installed)."""
+
 import sys
 from pathlib import Path
 
@@ -16,8 +17,15 @@ def tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=320,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -39,8 +47,10 @@ def test_f32_file_holds_the_weights_under_llama_cpp_names(tmp_path):
     hf = tiny_llama()
     gguf_llama.write(hf, tmp_path / "m.gguf", "F32", context_length=64)
     r, t = read(tmp_path / "m.gguf")
-    names = {"token_embd.weight", "output_norm.weight"} | {f"blk.0.{n}.weight" for n in (
-        "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
+    names = {"token_embd.weight", "output_norm.weight"} | {
+        f"blk.0.{n}.weight"
+        for n in ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")
+    }
     assert set(t) == names  # tied: no output.weight
     a = hf.model.layers[0].self_attn
     np.testing.assert_array_equal(t["blk.0.attn_v.weight"].data, a.v_proj.weight.detach().numpy())

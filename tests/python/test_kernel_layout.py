@@ -1,13 +1,17 @@
 """Kernels apart from operators (issue 25, item 2): a file that declares ops (TDM_OP) tests no
 instruction set, the variant picks live in src/kernels/config.c, and every kernel variant that
 src/kernels/variants.h declares is exercised by tests/c/kernel_selftest.c beside its reference."""
+
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "src" / "kernels"
-ISA = re.compile(r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b(TDM_SIMD128|TDM_X86_AVX2|TDM_RELAXED_SIMD|__wasm\w*|__x86_64__|__aarch64__|"
-                 r"__AVX\w*|__SSE\w*)", re.M)
+ISA = re.compile(
+    r"^\s*#\s*(?:if|elif|ifdef|ifndef)\b.*\b(TDM_SIMD128|TDM_X86_AVX2|TDM_RELAXED_SIMD|__wasm\w*|__x86_64__|__aarch64__|"
+    r"__AVX\w*|__SSE\w*)",
+    re.M,
+)
 # Not yet moved: its owner is changing it now (quant.c).
 NOT_YET = {"quant.c"}
 
@@ -27,8 +31,16 @@ def test_variant_files_declare_no_ops():
 
 def test_config_picks_the_elementwise_reduction_and_attention_variants():
     config = (KERNELS / "config.c").read_text()
-    for fn in ("tdm_f32_binary_row", "tdm_f32_unary", "tdm_f32_sum_trailing", "tdm_f32_softmax_row", "tdm_f32_layer_norm_row",
-               "tdm_f32_layer_norm_4groups", "tdm_f32_rms_norm_row", "tdm_f32_attention_rows"):
+    for fn in (
+        "tdm_f32_binary_row",
+        "tdm_f32_unary",
+        "tdm_f32_sum_trailing",
+        "tdm_f32_softmax_row",
+        "tdm_f32_layer_norm_row",
+        "tdm_f32_layer_norm_4groups",
+        "tdm_f32_rms_norm_row",
+        "tdm_f32_attention_rows",
+    ):
         assert len(re.findall(rf"\btdm_\w+_fn {fn} =", config)) == 2, f"config.c sets {fn} once per build (SIMD128, scalar)"
 
 

@@ -1,5 +1,6 @@
 """Model families through the native runtime against PyTorch eager over call sequences, and the
 properties of their exports: state updated in place, checks before state writes, clear errors."""
+
 import pytest
 import torch
 from torch import nn
@@ -26,8 +27,8 @@ def test_streaming_equals_whole_signal():
     torch.manual_seed(0)
     block = CausalConvBlock()
     signal = torch.randn(1, 8, block.chunk * 5)
-    model = tandem.load(tandem.export(block, {"forward": (signal[:, :, :block.chunk],)}).to_bytes())
-    streamed = torch.cat([model.forward(signal[:, :, i:i + block.chunk]) for i in range(0, signal.shape[2], block.chunk)], dim=2)
+    model = tandem.load(tandem.export(block, {"forward": (signal[:, :, : block.chunk],)}).to_bytes())
+    streamed = torch.cat([model.forward(signal[:, :, i : i + block.chunk]) for i in range(0, signal.shape[2], block.chunk)], dim=2)
     with torch.no_grad():
         whole = block.full(signal)
     torch.testing.assert_close(streamed, whole)
@@ -43,16 +44,17 @@ def test_codec_streaming_equals_whole_signal():
     g = torch.Generator().manual_seed(11)
     signal = torch.randn(1, 1, codec.chunk * 9, generator=g)
     latents = torch.randn(1, 32, frames * 9, generator=g)
-    spec = {"encode_step": (signal[:, :, :codec.chunk],), "decode_step": (latents[:, :, :frames],), "reset": ()}
+    spec = {"encode_step": (signal[:, :, : codec.chunk],), "decode_step": (latents[:, :, :frames],), "reset": ()}
     model = tandem.load(tandem.export(codec, spec).to_bytes())
     with torch.no_grad():
         whole_enc, whole_dec = codec.encode(signal), codec.decode(latents)
     for _ in range(2):
-        enc = torch.cat([model.encode_step(signal[:, :, i:i + codec.chunk]) for i in range(0, signal.shape[2], codec.chunk)], dim=2)
-        dec = torch.cat([model.decode_step(latents[:, :, i:i + frames]) for i in range(0, latents.shape[2], frames)], dim=2)
+        enc = torch.cat([model.encode_step(signal[:, :, i : i + codec.chunk]) for i in range(0, signal.shape[2], codec.chunk)], dim=2)
+        dec = torch.cat([model.decode_step(latents[:, :, i : i + frames]) for i in range(0, latents.shape[2], frames)], dim=2)
         torch.testing.assert_close(enc, whole_enc)
         torch.testing.assert_close(dec, whole_dec)
         model.reset()
+
 
 def _cache_numel(module):
     return module.blocks[0].attn.k_cache.numel()
@@ -255,8 +257,7 @@ def test_tied_embedding_is_stored_once():
     module, spec, eager, calls = make_transformer(capacity=64)
     program = tandem.export(module, spec)
     table = module.emb.weight.detach()
-    consts = {id(v.storage): v.storage.tensor for m in program.methods for op in m.ops for v in op.ins
-              if v.storage.kind == 1}
+    consts = {id(v.storage): v.storage.tensor for m in program.methods for op in m.ops for v in op.ins if v.storage.kind == 1}
     same_size = [t for t in consts.values() if t.numel() == table.numel()]
     assert not any(t.shape == table.shape and torch.equal(t, table) for t in same_size)
     assert {tuple(t.shape) for t in same_size} == {(table.shape[0] // 8, table.shape[1], 8)}

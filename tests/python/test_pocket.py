@@ -8,6 +8,7 @@ The KV caches are the package's own ([2, B, capacity, H, D], written at `offset`
 `cache[:, :, :offset + T]`): the offset is a dim bound from the state in each call. The model runs at
 temperature 0 (its noise is exactly its mean), so the program equals eager: at another temperature
 it exports too, but draws from tandem's generator in the program's state, not torch's stream."""
+
 import copy
 import functools
 
@@ -30,13 +31,17 @@ def _export(model):
     mimi_state = init_states(model.mimi, batch_size=1, sequence_length=MIMI_CAP)
     bos = torch.full((1, 1, model.flow_lm.ldim), float("nan"))  # the package's first backbone input
     steps = int(model.mimi.encoder_frame_rate / model.mimi.frame_rate)
-    return tandem.export(None, {
-        "prompt": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, PROMPT),
-                                dynamic_shapes=(None, {1: Dim("tokens", min=1, max=8)})),
-        "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, bos)),
-        "decode": tandem.Method(model.mimi.decode_from_latent, (torch.zeros(1, 1, model.flow_lm.ldim), mimi_state)),
-        "advance": tandem.Method(functools.partial(increment_steps, model.mimi, increment=steps), (mimi_state,)),
-    }), steps
+    return tandem.export(
+        None,
+        {
+            "prompt": tandem.Method(
+                model._run_flow_lm_and_increment_step, (lm_state, PROMPT), dynamic_shapes=(None, {1: Dim("tokens", min=1, max=8)})
+            ),
+            "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, bos)),
+            "decode": tandem.Method(model.mimi.decode_from_latent, (torch.zeros(1, 1, model.flow_lm.ldim), mimi_state)),
+            "advance": tandem.Method(functools.partial(increment_steps, model.mimi, increment=steps), (mimi_state,)),
+        },
+    ), steps
 
 
 def _eager(model, steps):

@@ -2,6 +2,7 @@
 seeded tiny Llama, a byte-level BPE trained locally, a chat template in tokenizer_config.json), run as a
 user runs it; the tokenizer in the file (tandem.load(f).tokenizer) against transformers' own; greedy
 generation in the runtime against transformers' generate; and the errors for folders that lack something."""
+
 import json
 import os
 import shutil
@@ -25,8 +26,28 @@ def exported(tmp_path_factory):
     model, tokenizer = make_checkpoint(folder)
     out = folder.parent / "tiny.tandem"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "python")}
-    r = subprocess.run([sys.executable, "-W", "ignore", "-m", "tandem", "export", str(folder), "-o", str(out),
-                        "--max-cache-len", "48", "--max-prompt-len", "8"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            "-m",
+            "tandem",
+            "export",
+            str(folder),
+            "-o",
+            str(out),
+            "--max-cache-len",
+            "48",
+            "--max-prompt-len",
+            "8",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return folder, out, model, tokenizer, r
 
 
@@ -63,8 +84,9 @@ def test_the_tokenizer_in_the_file_is_transformers_own(exported):
         assert tok.decode(ids, skip_special_tokens=True) == ref.decode(ids, skip_special_tokens=True)
     for messages in CHATS:
         for gen in (False, True):
-            assert (tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
-                    == ref.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen))
+            assert tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen) == ref.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=gen
+            )
     # stored once, UTF-8 (a byte-level vocabulary's 'Ġ' is not escaped), the chat template beside it
     data = out.read_bytes()
     assert data.count(json.dumps(ref.chat_template, ensure_ascii=False)[1:-1].encode()) == 1
@@ -78,7 +100,7 @@ def test_greedy_generation_in_the_runtime_equals_transformers_generate(exported)
     ids = m.tokenizer(want["prompt"])["input_ids"]
     assert ids == want["prompt_ids"] and len(ids) > m.metadata["max_prompt_len"]
     for at in range(0, len(ids), 8):  # a prompt longer than max_prompt_len, in pieces
-        logits = tandem.transformers.prefill(m, torch.tensor([ids[at:at + 8]]))
+        logits = tandem.transformers.prefill(m, torch.tensor([ids[at : at + 8]]))
     got = []
     while len(got) < want["max_new_tokens"]:
         nxt = int(logits.argmax())
@@ -100,19 +122,23 @@ def test_a_folder_without_a_tokenizer_exports_without_one_and_quantized(exported
     folder = tmp_path / "no-tok"
     shutil.copytree(exported[0], folder)
     (folder / "tokenizer.json").unlink()
-    program, report = tandem.transformers.export_pretrained(folder, tmp_path / "q.tandem", max_cache_len=16, max_prompt_len=4,
-                                                            quantize="int8")
+    program, report = tandem.transformers.export_pretrained(
+        folder, tmp_path / "q.tandem", max_cache_len=16, max_prompt_len=4, quantize="int8"
+    )
     assert report["tokenizer"] is None and report["quantize"] == "int8"
     assert report["verify"]["top1_equal"]
     m = tandem.load(tmp_path / "q.tandem")
     assert m.tokenizer is None and "tokenizer" not in program.metadata
 
 
-@pytest.mark.parametrize("damage, message", [
-    ("config.json", "has no config.json"),
-    ("model.safetensors", "has no weights: none of model.safetensors"),
-    ("folder", "is not a folder"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("config.json", "has no config.json"),
+        ("model.safetensors", "has no weights: none of model.safetensors"),
+        ("folder", "is not a folder"),
+    ],
+)
 def test_a_folder_that_lacks_something_is_one_line_naming_it(exported, tmp_path, capsys, damage, message):
     folder = tmp_path / "broken"
     if damage != "folder":

@@ -4,6 +4,7 @@ the native runtime against eager over a random call sequence; with TANDEM_PROGRA
 threads, a worker, SIMD128 and relaxed SIMD). `npm run fuzz:programs` runs thousands more seeds.
 
 A failure prints the plan shrunk to a minimal one; every seed that found a bug stays in REGRESSIONS."""
+
 import os
 from pathlib import Path
 
@@ -16,7 +17,7 @@ COUNT = int(os.environ.get("TANDEM_PROGRAMS", "120"))
 # Seeds that found bugs (each fixed): kept whatever COUNT is.
 REGRESSIONS = [
     29,  # torch.roll on a state: its decomposition's aten.fmod was unsupported
-    6,   # a forward(*xs) with dynamic_shapes: the specs were not grouped for *xs
+    6,  # a forward(*xs) with dynamic_shapes: the specs were not grouped for *xs
 ]
 
 

@@ -3,6 +3,7 @@ packed layouts byte for byte, what stays float32, the verifier keeping the const
 the quantized ops' constants, and accuracy against float32 for a transformers Llama and for the
 demo's trained character model. Per-op parity against a reference quantization is in test_ops.py
 (test_quantized_op_matches_reference_quantization, also run in wasm)."""
+
 import copy
 import json
 import struct
@@ -41,7 +42,7 @@ def constants(data: bytes) -> list:
         dims = struct.unpack_from(f"<{rank}q", data, at)
         at += 8 * rank
         base = sections["data"] + off
-        out.append((dtype, dims, data[base:base + nbytes]))
+        out.append((dtype, dims, data[base : base + nbytes]))
     return out
 
 
@@ -50,6 +51,7 @@ def _op(program, name):
 
 
 # ---- layouts ---------------------------------------------------------------------------------------
+
 
 def test_int4_layout_is_the_documented_one():
     """Byte [p][k/2][j] holds q[k][8p + j], even k in the low nibble, two's complement; scales
@@ -67,7 +69,7 @@ def test_int4_layout_is_the_documented_one():
             nib = (int(qb[n // 8, k // 2, n % 8]) >> (4 * (k % 2))) & 15
             w[k, n] = (nib - 16 if nib >= 8 else nib) * float(sc[n // 8, k // G, n % 8])
     assert torch.equal(w[:, :N], ref_dequantize(lin.weight, "int4", G).t())
-    assert not w[:, N:].any() and not sc[1, :, N - 8:].any()
+    assert not w[:, N:].any() and not sc[1, :, N - 8 :].any()
     assert not (qb[:, -1, :] >> 4).any()  # K odd: the last byte row's high nibbles are padding
 
 
@@ -80,7 +82,7 @@ def test_int8_layout_is_the_documented_one():
     assert q.dtype == torch.int8 and tuple(q.shape) == (2, K, 8) and tuple(sc.shape) == (2, 8)
     w = unpack_panels(q, N).double() * sc.reshape(-1)[:N].double()
     assert torch.equal(w, ref_dequantize(lin.weight, "int8").t())
-    assert not q[1, :, N - 8:].any() and not sc[1, N - 8:].any()
+    assert not q[1, :, N - 8 :].any() and not sc[1, N - 8 :].any()
     assert q.abs().max() == 127
 
 
@@ -111,12 +113,18 @@ def test_skip_and_what_stays_float():
     x = torch.randn(2, 16, generator=g)
     names = lambda p: [op.name for op in p.method("forward").ops if op.name.startswith("matmul")]  # noqa: E731
     assert names(tandem.export(M(), {"forward": (x,)}, quantize="int8")) == ["matmul_q8", "matmul_q8", "matmul_packed"]
-    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int8", quantize_skip=["b."])) == \
-        ["matmul_q8", "matmul_packed", "matmul_packed"]
+    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int8", quantize_skip=["b."])) == [
+        "matmul_q8",
+        "matmul_packed",
+        "matmul_packed",
+    ]
     seen = []
     skip = lambda name, shape: seen.append((name, shape)) or name.startswith("a.")  # noqa: E731
-    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int4", quantize_skip=skip)) == \
-        ["matmul_packed", "matmul_q4", "matmul_packed"]
+    assert names(tandem.export(M(), {"forward": (x,)}, quantize="int4", quantize_skip=skip)) == [
+        "matmul_packed",
+        "matmul_q4",
+        "matmul_packed",
+    ]
     assert ("a.weight", (16, 16)) in seen
     with pytest.raises(tandem.ExportError, match="int8"):
         tandem.export(M(), {"forward": (x,)}, quantize="int3")
@@ -125,6 +133,7 @@ def test_skip_and_what_stays_float():
 
 
 # ---- the verifier ----------------------------------------------------------------------------------
+
 
 def _quantized_linear():
     program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(16, 16, generator=g),)}, quantize="int8")
@@ -204,8 +213,16 @@ def _dequantized_copy(model, mode, decode_from=None):
     return ref
 
 
-LLAMA = dict(vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-             num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=True)
+LLAMA = dict(
+    vocab_size=256,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    tie_word_embeddings=True,
+)
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
@@ -224,13 +241,15 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
         ref = _dequantized_copy(model, mode, 8 if mode == "int8" else None)(tokens).logits[0, 7:]
         ref_w = _dequantized_copy(model, mode)(tokens).logits[0, 7:]  # weights alone, float activations
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
-    got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i:i + 1])[0] for i in range(8, 40)]
+    got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i : i + 1])[0] for i in range(8, 40)]
     got = torch.stack(got)
     err, ref_err = (got - want).abs(), (ref - want).abs()
-    print(f"\nllama {mode}: max |logit err| {err.max():.3e} mean {err.mean():.3e}; "
-          f"PyTorch reference quantization max {ref_err.max():.3e} mean {ref_err.mean():.3e}; "
-          f"runtime vs reference max {(got - ref).abs().max():.3e}; "
-          f"weights-only reference max {(ref_w - want).abs().max():.3e} mean {(ref_w - want).abs().mean():.3e}")
+    print(
+        f"\nllama {mode}: max |logit err| {err.max():.3e} mean {err.mean():.3e}; "
+        f"PyTorch reference quantization max {ref_err.max():.3e} mean {ref_err.mean():.3e}; "
+        f"runtime vs reference max {(got - ref).abs().max():.3e}; "
+        f"weights-only reference max {(ref_w - want).abs().max():.3e} mean {(ref_w - want).abs().mean():.3e}"
+    )
     assert err.max() <= 1.5 * ref_err.max() and err.mean() <= 1.5 * ref_err.mean()
     if mode == "int4":
         torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
@@ -245,6 +264,7 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
 
 
 # ---- the demo's trained character model ----------------------------------------------------------
+
 
 def _demo_module():
     """TinyLM with the weights of demo/model.tandem, read back from its constants: a fresh TinyLM
@@ -262,8 +282,11 @@ def _demo_module():
             p.copy_(torch.randn(p.shape, generator=g))
 
     def export(mod, **kw):
-        return tandem.export(mod, {"prefill": (torch.zeros(1, cfg["chunk"], dtype=torch.long),),
-                                   "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()}, **kw)
+        return tandem.export(
+            mod,
+            {"prefill": (torch.zeros(1, cfg["chunk"], dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()},
+            **kw,
+        )
 
     def by_shape(consts):
         groups = {}
@@ -320,6 +343,8 @@ def test_demo_model_top1_agreement():
             steps += len(toks)
             err.append((got - want).abs())
         err = torch.cat(err)
-        print(f"\ndemo {mode} (skip {skip}): top-1 agreement {agree}/{steps} = {agree / steps:.4f}; "
-              f"logit error max {err.max():.3e} mean {err.mean():.3e}")
+        print(
+            f"\ndemo {mode} (skip {skip}): top-1 agreement {agree}/{steps} = {agree / steps:.4f}; "
+            f"logit error max {err.max():.3e} mean {err.mean():.3e}"
+        )
         assert agree / steps >= target

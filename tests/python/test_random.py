@@ -5,6 +5,7 @@ The stream is not torch's, so values are checked against an independent referenc
 implementation of the stream docs/ops.md specifies ("Random sampling"), tests/random_reference.py,
 bit for bit, natively and in wasm. Distributions are checked over 100k draws, and the structure
 (shapes, dtypes, {0, 1}, valid and distinct indices) against torch eager."""
+
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from random_reference import philox, ref_multinomial, ref_normal, ref_randint, r
 from tandem.ir import ExportError
 
 # ---- models -----------------------------------------------------------------------------------
+
 
 class Noise(nn.Module):
     """A flow-LM-like step: a state that accumulates, plus noise drawn as the user writes it."""
@@ -96,6 +98,7 @@ def test_native_and_wasm_streams_are_bit_identical(wasm_lib, monkeypatch):
     class Big(nn.Module):
         def forward(self, x):
             return torch.randn(100_003), torch.rand(100_001) + x
+
     data = tandem.export(Big(), {"forward": (torch.zeros(1),)}).to_bytes()
     native = tandem.load(data)
     outs_native = [native.forward(torch.zeros(1)) for _ in range(2)]
@@ -113,8 +116,14 @@ def test_native_and_wasm_streams_are_bit_identical(wasm_lib, monkeypatch):
 def test_distributions_over_100k_draws():
     class Draws(nn.Module):
         def forward(self, x):
-            return (torch.randn(100_000), torch.rand(100_000), torch.empty(100_000).uniform_(-2.0, 3.0),
-                    torch.bernoulli(torch.full((100_000,), 0.3)), torch.randint(3, 10, (100_000,)))
+            return (
+                torch.randn(100_000),
+                torch.rand(100_000),
+                torch.empty(100_000).uniform_(-2.0, 3.0),
+                torch.bernoulli(torch.full((100_000,), 0.3)),
+                torch.randint(3, 10, (100_000,)),
+            )
+
     m = tandem.load(tandem.export(Draws(), {"forward": (torch.zeros(1),)}).to_bytes())
     z, u, v, b, r = m.forward(torch.zeros(1))
     n = 100_000
@@ -126,6 +135,7 @@ def test_distributions_over_100k_draws():
         f = cdf(s)
         i = np.arange(1, len(s) + 1)
         return max(np.max(i / len(s) - f), np.max(f - (i - 1) / len(s)))
+
     bound = 1.95 / math.sqrt(n)  # KS at 0.1%
     assert ks(z, lambda s: 0.5 * (1 + torch.erf(torch.from_numpy(s) / math.sqrt(2)).numpy())) < bound
     assert ks(u, lambda s: s) < bound and u.min() >= 0 and u.max() < 1
@@ -139,10 +149,20 @@ def test_distributions_over_100k_draws():
 def test_ops_equal_the_reference_and_torch_structure(backend):
     class All(nn.Module):
         def forward(self, x, p, w):
-            return (torch.rand(3, 4), torch.randn_like(x), torch.rand_like(x), x.clone().uniform_(-1.0, 1.0),
-                    torch.bernoulli(p), torch.bernoulli(x, 0.25), torch.multinomial(w, 3),
-                    torch.multinomial(w, 5, replacement=True), torch.randint(-4, 4, (2, 3)), torch.normal(x, 2.0),
-                    torch.randint_like(x, 6))
+            return (
+                torch.rand(3, 4),
+                torch.randn_like(x),
+                torch.rand_like(x),
+                x.clone().uniform_(-1.0, 1.0),
+                torch.bernoulli(p),
+                torch.bernoulli(x, 0.25),
+                torch.multinomial(w, 3),
+                torch.multinomial(w, 5, replacement=True),
+                torch.randint(-4, 4, (2, 3)),
+                torch.normal(x, 2.0),
+                torch.randint_like(x, 6),
+            )
+
     args = (torch.zeros(2, 5), torch.full((2, 5), 0.5), torch.tensor([[1.0, 2, 3, 4, 0], [0, 0, 5, 1, 1]]))
     eager = All()(*args)
     m = tandem.load(tandem.export(All(), {"forward": args}).to_bytes())
@@ -175,11 +195,16 @@ def test_multinomial_rejects_bad_weights_and_leaves_state(backend):
         def forward(self, w):
             self.n.add_(1)
             return torch.multinomial(w, 2)
+
     m = tandem.load(tandem.export(Pick(), {"forward": (torch.ones(4),)}).to_bytes())
     m.forward(torch.ones(4))
     before = m.save_state()
-    for bad, why in ((torch.tensor([1.0, -1, 1, 1]), "finite and >= 0"), (torch.zeros(4), "sum to 0"),
-                     (torch.tensor([0.0, 0, 1, 0]), "fewer than"), (torch.tensor([1.0, float("nan"), 1, 1]), "finite")):
+    for bad, why in (
+        (torch.tensor([1.0, -1, 1, 1]), "finite and >= 0"),
+        (torch.zeros(4), "sum to 0"),
+        (torch.tensor([0.0, 0, 1, 0]), "fewer than"),
+        (torch.tensor([1.0, float("nan"), 1, 1]), "finite"),
+    ):
         with pytest.raises(tandem.TandemError, match=why):
             m.forward(bad)
         assert m.save_state() == before  # neither the counter nor the buffer moved
@@ -189,6 +214,7 @@ def test_a_torch_generator_is_refused():
     class Gen(nn.Module):
         def forward(self, x):
             return torch.randn(3, generator=torch.Generator().manual_seed(0)) + x
+
     with pytest.raises(ExportError, match="torch.Generator"):
         tandem.export(Gen(), {"forward": (torch.zeros(3),)})
 
@@ -197,6 +223,7 @@ def test_a_program_without_randomness_has_no_generator():
     class Plain(nn.Module):
         def forward(self, x):
             return x + 1
+
     m = tandem.load(tandem.export(Plain(), {"forward": (torch.zeros(3),)}).to_bytes())
     with pytest.raises(tandem.TandemError, match="draws no random numbers"):
         m.seed(1)
@@ -214,7 +241,7 @@ def test_pocket_tts_noise_and_methods_share_one_counter(backend):
 
         def forward(self, h):
             noise = torch.empty(h.shape[:-1] + (8,), dtype=h.dtype)
-            torch.nn.init.normal_(noise, mean=0.0, std=0.7 ** 0.5)
+            torch.nn.init.normal_(noise, mean=0.0, std=0.7**0.5)
             self.steps.add_(1)
             return h[..., :8] + noise
 
@@ -225,10 +252,16 @@ def test_pocket_tts_noise_and_methods_share_one_counter(backend):
             return x * 2
 
     f = Flow()
-    program = tandem.export(f, {"forward": tandem.Method(f.forward, (torch.zeros(4, 16),), ({0: Dim("b", min=1, max=4)},)),
-                                "coin": (torch.full((6,), 0.5),), "plain": (torch.zeros(2),)})
+    program = tandem.export(
+        f,
+        {
+            "forward": tandem.Method(f.forward, (torch.zeros(4, 16),), ({0: Dim("b", min=1, max=4)},)),
+            "coin": (torch.full((6,), 0.5),),
+            "plain": (torch.zeros(2),),
+        },
+    )
     m = tandem.load(program.to_bytes())
-    std = np.float64(0.7 ** 0.5)
+    std = np.float64(0.7**0.5)
     y = m.forward(torch.zeros(3, 16))  # a batch below the maximum: the first 24 numbers of the stream
     assert y.shape == (3, 8) and np.array_equal(y.numpy().reshape(-1), ref_normal(24, 0.0, std, calls=0))
     c = m.coin(torch.full((6,), 0.5))
@@ -243,10 +276,15 @@ def test_pocket_tts_noise_and_methods_share_one_counter(backend):
 def test_inspect_names_the_generator(tmp_path):
     import subprocess
     import sys
+
     path = tmp_path / "noise.tandem"
     export_noise().save(path)
-    out = subprocess.run([sys.executable, "-W", "ignore", "-m", "tandem", "inspect", str(path)], capture_output=True, text=True,
-                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(tandem.__file__).parents[1])})
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-m", "tandem", "inspect", str(path)],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(tandem.__file__).parents[1])},
+    )
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if "__rng__" in ln)
     assert "int64[2]" in line.replace(" ", "") and "not torch's stream" in line

@@ -6,6 +6,7 @@ against PyTorch eager:
    each case runs at the minimum, a middle value and the maximum of the dim (and more), so a size
    frozen at its maximum fails.
 """
+
 import copy
 
 import pytest
@@ -79,8 +80,8 @@ def _mean_by_hand(s, x, n):
 
 
 def _cache_at_size(s, x, n):
-    s.cache[:, n - 1:n] = x[:, :1]  # the row at n - 1 (a symbolic start)
-    s.cache[:, n + 1:n + 2] = x[:, -1:]
+    s.cache[:, n - 1 : n] = x[:, :1]  # the row at n - 1 (a symbolic start)
+    s.cache[:, n + 1 : n + 2] = x[:, -1:]
     return s.cache[:, :n].sum(1), x[:, n - 1]
 
 
@@ -112,11 +113,24 @@ def _decreasing(s, x, n):
     return s.cache[:, HI - n] + 1, torch.full((2,), -n), s.cache[:, n:] * 2
 
 
-CASES = {"float_of_size": _float_of_size, "decreasing": _decreasing, "fill": _fill, "add": _add, "arange_pos": _arange_pos,
-         "new_full": _new_full, "full": _full,
-         "into_state": _into_state, "returned": _returned, "arith": _arith, "mean_by_hand": _mean_by_hand,
-         "cache_at_size": _cache_at_size, "arange_start": _arange_start, "numel": _numel, "split": _split,
-         "group_norm": _group_norm}
+CASES = {
+    "float_of_size": _float_of_size,
+    "decreasing": _decreasing,
+    "fill": _fill,
+    "add": _add,
+    "arange_pos": _arange_pos,
+    "new_full": _new_full,
+    "full": _full,
+    "into_state": _into_state,
+    "returned": _returned,
+    "arith": _arith,
+    "mean_by_hand": _mean_by_hand,
+    "cache_at_size": _cache_at_size,
+    "arange_start": _arange_start,
+    "numel": _numel,
+    "split": _split,
+    "group_norm": _group_norm,
+}
 STATES = ("pos", "cnt", "f", "cache")
 
 
@@ -124,8 +138,9 @@ def _check_case(body, sizes=SIZES):
     torch.manual_seed(0)
     model = SizeCase(body)
     eager = copy.deepcopy(model)
-    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 5, 4),),
-                                                               dynamic_shapes=({1: Dim("n", min=LO, max=HI)},))})
+    program = tandem.export(
+        model, {"forward": tandem.Method(model, (torch.randn(1, 5, 4),), dynamic_shapes=({1: Dim("n", min=LO, max=HI)},))}
+    )
     m = tandem.load(program.to_bytes())
     states = [n for n in STATES if any(st.name == n for st in program.states)]
     for n in sizes:
@@ -160,9 +175,11 @@ def _index_at_size(s, x, n):
     return x * 1
 
 
-REFUSED = {"topk_by_size": (_topk_by_size, r"k of topk is the size n, which depends on a dynamic dim"),
-           "strided_arange": (_strided_arange, r"\(38 - n\)//3.*not an integer affine form"),
-           "index_at_size": (_index_at_size, r"torch.export failed.*Constraints violated \(n\)")}
+REFUSED = {
+    "topk_by_size": (_topk_by_size, r"k of topk is the size n, which depends on a dynamic dim"),
+    "strided_arange": (_strided_arange, r"\(38 - n\)//3.*not an integer affine form"),
+    "index_at_size": (_index_at_size, r"torch.export failed.*Constraints violated \(n\)"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -188,9 +205,9 @@ class OffsetCache(nn.Module):
 
     def forward(self, k):
         off = int(self.offset.view(-1)[0].item())
-        self.cache[0, :, off:off + k.shape[1]] = k
-        self.cache[1, :, off:off + k.shape[1]] = -2 * k
-        rows = self.cache[:, :, off:off + k.shape[1]]
+        self.cache[0, :, off : off + k.shape[1]] = k
+        self.cache[1, :, off : off + k.shape[1]] = -2 * k
+        rows = self.cache[:, :, off : off + k.shape[1]]
         self.offset += k.shape[1]
         return rows * 3, self.cache.sum(2)
 
@@ -210,7 +227,7 @@ class RingCache(nn.Module):
 
     def forward(self, x):
         at = self.pos.item() % CAP
-        self.ring[at:at + 1] = x
+        self.ring[at : at + 1] = x
         back = self.ring.index_select(0, (torch.arange(2) + at + CAP - 1) % CAP)
         self.pos.add_(1)
         return back, torch.tensor(at) * 10
@@ -229,9 +246,9 @@ def test_an_offset_read_with_item_writes_and_reads_the_cache_at_run_time(backend
     torch.manual_seed(0)
     model = OffsetCache()
     eager = copy.deepcopy(model)
-    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 4),),
-                                                               dynamic_shapes=({1: Dim("t", min=1, max=CAP)},)),
-                                    "reset": ()})
+    program = tandem.export(
+        model, {"forward": tandem.Method(model, (torch.randn(1, 2, 4),), dynamic_shapes=({1: Dim("t", min=1, max=CAP)},)), "reset": ()}
+    )
     m = tandem.load(program.to_bytes())
     _calls(m, eager, "forward", [torch.randn(1, t, 4) for t in (3, 1, 2)], ("offset", "cache"))
     # 6 rows written of 8: 3 more do not fit; eager raises, tandem fails the call and changes nothing
@@ -270,9 +287,9 @@ class PrefixCache(nn.Module):
 
     def forward(self, q, k):
         off = int(self.offset.view(-1)[0].item())
-        self.cache[0, :, off:off + k.shape[1]] = k
-        self.cache[1, :, off:off + k.shape[1]] = k * -0.5
-        valid = self.cache[:, :, :off + k.shape[1]]
+        self.cache[0, :, off : off + k.shape[1]] = k
+        self.cache[1, :, off : off + k.shape[1]] = k * -0.5
+        valid = self.cache[:, :, : off + k.shape[1]]
         keys, values = valid[0].transpose(1, 2), valid[1].transpose(1, 2)
         pos_k = torch.arange(keys.shape[2]).view(1, -1)
         pos_q = self.offset.view(-1, 1) + torch.arange(q.shape[2]).view(1, -1)
@@ -287,8 +304,9 @@ def test_a_cache_prefix_up_to_an_offset_from_the_state_is_a_dim_bound_in_each_ca
     model = PrefixCache()
     eager = copy.deepcopy(model)
     t = Dim("t", min=1, max=3)
-    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)),
-                                                               dynamic_shapes=({2: t}, {1: t}))})
+    program = tandem.export(
+        model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)), dynamic_shapes=({2: t}, {1: t}))}
+    )
     # the offset is a dim bound from the state: off + t <= CAP at the largest t
     assert [(n, lo, hi) for n, lo, hi, _ in program.method("forward").dims] == [("t", 1, 3), ("offset", 0, CAP - 3)]
     m = tandem.load(program.to_bytes())
@@ -310,10 +328,12 @@ def test_a_cache_prefix_up_to_an_offset_from_the_state_is_a_dim_bound_in_each_ca
 
 def test_a_dim_bound_from_a_state_that_is_not_an_int64_state_is_malformed(backend):
     import struct
+
     model = PrefixCache()
     t = Dim("t", min=1, max=3)
-    program = tandem.export(model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)),
-                                                               dynamic_shapes=({2: t}, {1: t}))})
+    program = tandem.export(
+        model, {"forward": tandem.Method(model, (torch.randn(1, 2, 2, 4), torch.randn(1, 2, 2, 4)), dynamic_shapes=({2: t}, {1: t}))}
+    )
     names = [s.name for s in program.states]
     data = program.to_bytes()
     record = struct.pack("<Iqq", names.index("offset") + 1, 0, CAP - 3)  # source, min, max of the offset's dim
@@ -337,8 +357,8 @@ def test_a_prefix_offset_held_in_a_dict_of_state_advanced_by_another_method(back
         def forward(self, k, state):
             st = state["attn"]
             off = int(st["offset"].view(-1)[0].item())
-            st["cache"][0, :, off:off + k.shape[1]] = k
-            valid = st["cache"][:, :, :off + k.shape[1]]
+            st["cache"][0, :, off : off + k.shape[1]] = k
+            valid = st["cache"][:, :, : off + k.shape[1]]
             return valid[0].sum(1) * 2, torch.arange(valid.shape[2]).sum()
 
     def advance(module, state, increment):
@@ -348,8 +368,13 @@ def test_a_prefix_offset_held_in_a_dict_of_state_advanced_by_another_method(back
         return {"attn": {"offset": torch.zeros(1, dtype=torch.long), "cache": torch.zeros(2, 1, 4, 3)}}
 
     step, state, eager_state = Step(), init(), init()
-    program = tandem.export(None, {"step": tandem.Method(step.forward, (torch.zeros(1, 1, 3), state)),
-                                   "advance": tandem.Method(functools.partial(advance, step, increment=1), (state,))})
+    program = tandem.export(
+        None,
+        {
+            "step": tandem.Method(step.forward, (torch.zeros(1, 1, 3), state)),
+            "advance": tandem.Method(functools.partial(advance, step, increment=1), (state,)),
+        },
+    )
     assert [(n, lo, hi) for n, lo, hi, _ in program.method("step").dims] == [("state.attn.offset", 0, 3)]
     m = tandem.load(program.to_bytes())
     for i in range(4):
@@ -376,13 +401,13 @@ class _Reader(nn.Module):
 
 def _variable_length(s, k):
     off = int(s.off[0].item())
-    s.cache[:, off:off + 2] = k
-    return s.cache[:, :off + 2]
+    s.cache[:, off : off + 2] = k
+    return s.cache[:, : off + 2]
 
 
 def _int_then_mod(s, k):
     off = int(s.off[0].item()) % CAP
-    s.cache[:, off:off + 2] = k
+    s.cache[:, off : off + 2] = k
     return k * 1
 
 
@@ -404,11 +429,17 @@ def _python_loop(s, k):
 
 
 READ_REFUSED = {
-    "variable_length": (_variable_length, r"slices a length read from a tensor that no method changes.*"
-                                          r"at test_runtime_values.py:\d+: return s.cache\[:, :off \+ 2\]"),
+    "variable_length": (
+        _variable_length,
+        r"slices a length read from a tensor that no method changes.*"
+        r"at test_runtime_values.py:\d+: return s.cache\[:, :off \+ 2\]",
+    ),
     "int_then_mod": (_int_then_mod, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int\(s.off\[0\].item\(\)\) % CAP"),
-    "as_fill_value": (_as_fill_value, r"'full' takes a value read from a tensor.*at test_runtime_values.py:\d+: "
-                                      r"return torch.full\(\(2,\), off\)"),
+    "as_fill_value": (
+        _as_fill_value,
+        r"'full' takes a value read from a tensor.*at test_runtime_values.py:\d+: "
+        r"return torch.full\(\(2,\), off\)",
+    ),
     "branch": (_branch, r"decides something in Python.*at test_runtime_values.py:\d+: if off > 3:"),
     "python_loop": (_python_loop, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int"),
 }
@@ -424,13 +455,16 @@ def test_an_int_read_from_a_tensor_used_otherwise_is_an_export_error_naming_the_
 
 # ---- 3. a Python branch on a tensor value: specialized, with a guard ---------------------------
 
+
 def test_a_branch_on_a_tensor_value_is_specialized_and_guarded(backend):
     import cases
+
     module, spec, eager, calls = cases.branch_guard()
     program = tandem.export(module, spec)
     ops = [op.name for op in program.method("forward").ops]
-    assert ops.index("guard") < min(i for i, op in enumerate(program.method("forward").ops)
-                                    if any(v.storage.kind == 2 for v in op.outs))  # before the first state write
+    assert ops.index("guard") < min(
+        i for i, op in enumerate(program.method("forward").ops) if any(v.storage.kind == 2 for v in op.outs)
+    )  # before the first state write
     m = tandem.load(program.to_bytes())
     twin = copy.deepcopy(eager["forward"].__self__)
     for name, inputs in calls:  # the exported way: equal to eager

@@ -2,6 +2,7 @@
 does not: the committed src/schema.h, include/tandem.h's dtypes, docs/ops.md's operator table and
 docs/format.md's layout. (The C op tables are checked against src/schema.h by tests/c/test_schema.c;
 plan.py, ir.py, lowering/layout.py and format.py import the schema.)"""
+
 import importlib.util
 import re
 import struct
@@ -23,8 +24,9 @@ def _gen():
 
 
 def test_committed_header_is_generated_from_the_schema():
-    assert (ROOT / "src" / "schema.h").read_text() == _gen().render(S), \
+    assert (ROOT / "src" / "schema.h").read_text() == _gen().render(S), (
         "src/schema.h is stale: run python3 scripts/gen_schema.py and commit it"
+    )
 
 
 def test_public_dtype_enum_matches_the_schema():
@@ -43,6 +45,7 @@ def test_schema_is_consistent():
 
 
 # ---- docs/ops.md ---------------------------------------------------------------------------------
+
 
 def _table_rows(text: str, heading: str) -> list:
     """The body rows of the first table under `heading`, as lists of cells."""
@@ -141,6 +144,7 @@ def test_format_doc_header_sections_and_dtypes_match_the_schema():
 
 # ---- the C ABI: include/tandem.h, CMakeLists.txt, runtime.py, wasm.py, web/ -----------------------
 
+
 def _c_type(text: str) -> str:
     return re.sub(r"\s*\*", "*", re.sub(r"\s+", " ", text)).strip()
 
@@ -164,8 +168,9 @@ def test_wasm_build_exports_exactly_the_schema_functions():
     listed = re.findall(r"_(tdm_\w+)", block)
     assert sorted(listed) == sorted(set(listed)), "CMakeLists.txt's TDM_EXPORTS lists a function twice"
     want = {f.name for f in S.API}
-    assert set(listed) == want, (f"CMakeLists.txt TDM_EXPORTS: missing {sorted(want - set(listed))}, "
-                                 f"not in schema.API {sorted(set(listed) - want)}")
+    assert set(listed) == want, (
+        f"CMakeLists.txt TDM_EXPORTS: missing {sorted(want - set(listed))}, not in schema.API {sorted(set(listed) - want)}"
+    )
 
 
 def test_built_wasm_module_exports_and_imports_match_the_schema():
@@ -182,6 +187,7 @@ def test_built_wasm_module_exports_and_imports_match_the_schema():
 
 def test_python_bindings_follow_the_schema():
     from tandem import runtime, wasm
+
     for f in S.API:  # every C type has a ctypes type
         runtime._ctype(f.ret), [runtime._ctype(t) for t in f.params]
     assert set(S.HOST_IMPORTS) <= set(wasm._host_functions())
@@ -202,26 +208,33 @@ def test_javascript_uses_only_the_schema_functions():
 
 
 def test_committed_js_schema_is_generated_from_the_schema():
-    assert (ROOT / "web" / "schema.js").read_text() == _gen().render_js(S), \
+    assert (ROOT / "web" / "schema.js").read_text() == _gen().render_js(S), (
         "web/schema.js is stale: run python3 scripts/gen_schema.py and commit it"
+    )
 
 
 # ---- region and state-init codes: schema.h (program.h, reader.c, tests/c/builder.h), ir.py, docs ------
 
+
 def test_region_and_init_codes_follow_the_schema():
     from tandem import ir
+
     assert (ir.SCRATCH, ir.CONST, ir.STATE) == tuple(S.REGION_CODE[c] for c in ("SCRATCH", "CONST", "STATE"))
     region = re.search(r"`u8 region` \(([^)]*)\)", FORMAT_MD).group(1)
     assert {int(c): w for c, w in re.findall(r"(\d+) (\w+)", region)} == {code: w for code, (_, w) in S.REGIONS.items()}
     init = re.search(r"u8 init kind: ([^|]*)\|", FORMAT_MD).group(1)
     assert {int(c): w.strip() for c, w in re.findall(r"(\d+) ([^,\d]+)", init)} == {c: w for c, (_, w) in S.STATE_INITS.items()}
     # The C copies come from src/schema.h: none of them may spell the codes out again.
-    for path, pattern in [("src/program.h", r"TDM_REGION_\w+\s*="), ("tests/c/builder.h", r"TB_\w+\s*=\s*\d"),
-                          ("src/reader.c", r"init\s*[<>=!]=?\s*\d")]:
+    for path, pattern in [
+        ("src/program.h", r"TDM_REGION_\w+\s*="),
+        ("tests/c/builder.h", r"TB_\w+\s*=\s*\d"),
+        ("src/reader.c", r"init\s*[<>=!]=?\s*\d"),
+    ]:
         assert not re.search(pattern, (ROOT / path).read_text()), f"{path} writes a region or init code as a number"
 
 
 # ---- max rank, conv activation codes -------------------------------------------------------------
+
 
 def test_max_rank_follows_the_schema():
     h = (ROOT / "include" / "tandem.h").read_text()
@@ -232,6 +245,7 @@ def test_max_rank_follows_the_schema():
 
 def test_conv_activation_codes_follow_the_schema():
     from tandem import fuse
+
     assert fuse.CONV_ACTIVATIONS == {"relu": 1, "hardswish": 2} and fuse.CONV_ELU == 3  # values pinned: in files
     assert all(S.CONV_ACTIVATIONS[c] == a for a, c in fuse.CONV_ACTIVATIONS.items())
     assert S.CONV_ACTIVATIONS[fuse.CONV_ELU] == "elu"
@@ -247,6 +261,7 @@ def test_conv_activation_codes_follow_the_schema():
 
 # ---- the saved-state header: docs/format.md, web/schema.js -> web/model.js -------------------------
 
+
 def test_saved_state_header_follows_the_schema():
     part = _between("## Saved state", "## Invariants")
     rows = re.findall(r"^\| (\d+) \| (\d+|n) \| (.*?) \|$", part, re.M)
@@ -256,11 +271,13 @@ def test_saved_state_header_follows_the_schema():
     assert f"magic `{S.SAVED_STATE_MAGIC.decode()}`" in part and f"saved-state format (= {S.SAVED_STATE_FORMAT})" in part
     assert f"with a {rec.size}-byte header" in part and f"whose format is {S.SAVED_STATE_FORMAT}," in part
     model_js = (ROOT / "web" / "model.js").read_text()
-    assert "SAVED_STATE" in model_js and "0x534d4454" not in model_js and not re.search(r"[gs]et(Big)?Uint(32|64)\(\d", model_js), \
+    assert "SAVED_STATE" in model_js and "0x534d4454" not in model_js and not re.search(r"[gs]et(Big)?Uint(32|64)\(\d", model_js), (
         "web/model.js spells the saved-state header's layout out instead of reading web/schema.js"
+    )
 
 
 # ---- operator signatures: docs/ops.md, and every op of the fixture programs ----------------------
+
 
 def test_every_op_has_a_signature_or_is_listed_as_not_yet():
     assert set(S.SIGS) == set(S.OP_BY_NAME)
@@ -315,6 +332,7 @@ def test_fixture_programs_ops_match_the_signatures():
     import ctypes
 
     from tandem.runtime import NativeLibrary
+
     lib = NativeLibrary(lib_path)
     seen, problems = set(), []
     info = (ctypes.c_int64 * 13)()

@@ -2,6 +2,7 @@
 silero-vad package ships: it gives the shipped TorchScript model's probabilities, and so does the
 shipped ONNX model (onnxruntime) and the exported program on the runtime, chunk by chunk, state
 carried, after a reset too."""
+
 import sys
 
 import numpy as np
@@ -79,10 +80,12 @@ def test_the_demo_pages_segmenter_is_the_packages(tmp_path):
         want = get_speech_timestamps_from_probs(runs.tolist(), sampling_rate=16000, threshold=0.5, audio_length_samples=length)
         cases.append({"probs": runs.tolist(), "length": length, "want": [[s["start"], s["end"]] for s in want]})
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    script = (f"import {{ speechSegments }} from {json.dumps((ROOT / 'demo' / 'segments.js').as_uri())};\n"
-              f"import {{ readFileSync }} from 'node:fs';\n"
-              f"const cases = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'cases.json'))}, 'utf8'));\n"
-              "console.log(JSON.stringify(cases.map((c) => speechSegments(c.probs, { length: c.length }))));\n")
+    script = (
+        f"import {{ speechSegments }} from {json.dumps((ROOT / 'demo' / 'segments.js').as_uri())};\n"
+        f"import {{ readFileSync }} from 'node:fs';\n"
+        f"const cases = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'cases.json'))}, 'utf8'));\n"
+        "console.log(JSON.stringify(cases.map((c) => speechSegments(c.probs, { length: c.length }))));\n"
+    )
     out = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)

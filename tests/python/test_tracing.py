@@ -2,6 +2,7 @@
 module after an export (returned or raised) is the module before, and state kept in any container
 (dicts, lists, tuples, dataclasses, plain objects, a dict given to the method). Each exported
 program is checked against PyTorch eager over call sequences, natively and on the wasm backend."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,19 +39,29 @@ def check_against_eager(program, eager: dict, calls: list):
 # ---------------------------------------------------------------------------------------------
 # A snapshot of everything a module tree holds, to compare before and after an export.
 
+
 def snapshot(*roots) -> dict:
     """path -> description of every value reachable from the roots: modules' attributes,
     parameters, buffers, submodules, and the lists, dicts, tuples and plain objects under them.
     Objects are described by identity and type, tensors also by dtype, shape, values and whether
     they are FakeTensors."""
     from torch._subclasses.fake_tensor import FakeTensor
+
     out, seen = {}, set()
 
     def visit(path, v, depth=0):
         if isinstance(v, torch.Tensor):
             fake = isinstance(v, FakeTensor)
-            out[path] = ("tensor", id(v), type(v).__name__, v.dtype, tuple(v.shape), fake,
-                         None if fake else v.detach().clone(), v.requires_grad)
+            out[path] = (
+                "tensor",
+                id(v),
+                type(v).__name__,
+                v.dtype,
+                tuple(v.shape),
+                fake,
+                None if fake else v.detach().clone(),
+                v.requires_grad,
+            )
             return
         out[path] = (type(v).__name__, id(v)) if not isinstance(v, (int, float, str, bool, type(None))) else ("value", v)
         if depth > 12 or id(v) in seen:
@@ -73,8 +84,12 @@ def snapshot(*roots) -> dict:
             seen.add(id(v))
             for k, x in v.items():
                 visit(f"{path}[{k!r}]", x, depth + 1)
-        elif hasattr(v, "__dict__") and not callable(v) and type(v).__module__ not in ("builtins",) \
-                and not type(v).__module__.startswith("torch"):
+        elif (
+            hasattr(v, "__dict__")
+            and not callable(v)
+            and type(v).__module__ not in ("builtins",)
+            and not type(v).__module__.startswith("torch")
+        ):
             seen.add(id(v))
             for k, x in vars(v).items():
                 visit(f"{path}.{k}", x, depth + 1)
@@ -85,21 +100,22 @@ def snapshot(*roots) -> dict:
 
 
 def assert_same(before: dict, after: dict):
-    assert set(before) == set(after), (f"added: {sorted(set(after) - set(before))}, "
-                                       f"removed: {sorted(set(before) - set(after))}")
+    assert set(before) == set(after), f"added: {sorted(set(after) - set(before))}, removed: {sorted(set(before) - set(after))}"
     for k, b in before.items():
         a = after[k]
         if b[0] == "tensor":
             assert not a[5], f"{k} is a FakeTensor after the export"
             assert a[:5] == b[:5] and a[7] == b[7], f"{k}: {a[:5]} != {b[:5]}"
-            assert torch.equal(a[6], b[6]) or (a[6].dtype.is_floating_point and torch.allclose(a[6], b[6], equal_nan=True)
-                                               and torch.isnan(a[6]).equal(torch.isnan(b[6]))), f"{k}: values changed"
+            assert torch.equal(a[6], b[6]) or (
+                a[6].dtype.is_floating_point and torch.allclose(a[6], b[6], equal_nan=True) and torch.isnan(a[6]).equal(torch.isnan(b[6]))
+            ), f"{k}: values changed"
         else:
             assert a == b, f"{k}: {a} != {b}"
 
 
 # ---------------------------------------------------------------------------------------------
 # 1. Parameters stay parameters while tracing.
+
 
 class Generic(nn.Module):
     """forward reads next(self.parameters()) (pocket-tts' device/dtype idiom) and records what
@@ -114,8 +130,14 @@ class Generic(nn.Module):
 
     def forward(self, x):
         p = next(self.parameters())
-        self.seen.append(([n for n, _ in self.named_parameters()], [n for n, _ in self.named_buffers()],
-                          len(list(self.parameters())), len(list(self.buffers()))))
+        self.seen.append(
+            (
+                [n for n, _ in self.named_parameters()],
+                [n for n, _ in self.named_buffers()],
+                len(list(self.parameters())),
+                len(list(self.buffers())),
+            )
+        )
         y = self.conv(x.to(p.dtype))
         self.acc.add_(y)
         self.count.add_(1)
@@ -138,9 +160,11 @@ def test_parameters_and_buffers_answer_as_in_eager_while_tracing(backend):
     program = tandem.export(m, {"forward": (x[0],), "reset": ()})
     assert m.seen[-1] == want == (["conv.weight", "conv.bias"], ["acc", "count"], 2, 2)
     assert sorted(s.name for s in program.states) == ["acc", "count"]
-    check_against_eager(program, {"forward": eager, "reset": eager.reset},
-                        [("forward", (x[0],)), ("forward", (x[1],)), ("reset", ()), ("forward", (x[2],)),
-                         ("forward", (x[1],))])
+    check_against_eager(
+        program,
+        {"forward": eager, "reset": eager.reset},
+        [("forward", (x[0],)), ("forward", (x[1],)), ("reset", ()), ("forward", (x[2],)), ("forward", (x[1],))],
+    )
 
 
 def test_a_reset_that_zeroes_the_parameters_is_an_error_naming_one():
@@ -168,6 +192,7 @@ def test_a_reset_that_zeroes_the_parameters_is_an_error_naming_one():
 
 # ---------------------------------------------------------------------------------------------
 # 2. The module after export is the module before, whether export returns or raises.
+
 
 class Codebook(nn.Module):
     """moshi's EuclideanCodebook pattern: `_embedding` is registered as None, and the first read of
@@ -209,8 +234,11 @@ def test_a_buffer_registered_while_traced_is_a_constant_and_is_removed_afterward
     torch.manual_seed(0)
     q = Quantizer()
     before = snapshot(q)
-    spec = {"encode": tandem.Method(q.encode, (torch.randn(3, 4),)),
-            "decode": tandem.Method(q.decode, (torch.zeros(3, dtype=torch.long),)), "reset": tandem.Method(q.reset, ())}
+    spec = {
+        "encode": tandem.Method(q.encode, (torch.randn(3, 4),)),
+        "decode": tandem.Method(q.decode, (torch.zeros(3, dtype=torch.long),)),
+        "reset": tandem.Method(q.reset, ()),
+    }
     program = tandem.export(None, spec)
     assert_same(before, snapshot(q))
     assert q.codebook._embedding is None
@@ -219,8 +247,11 @@ def test_a_buffer_registered_while_traced_is_a_constant_and_is_removed_afterward
     assert program2.to_bytes() == program.to_bytes()
     assert_same(before, snapshot(q))
     x = [torch.randn(3, 4) for _ in range(2)]
-    model = check_against_eager(program, {"encode": q.encode, "decode": q.decode, "reset": q.reset},
-                                [("encode", (x[0],)), ("decode", (torch.tensor([1, 7, 0]),)), ("encode", (x[1],))])
+    model = check_against_eager(
+        program,
+        {"encode": q.encode, "decode": q.decode, "reset": q.reset},
+        [("encode", (x[0],)), ("decode", (torch.tensor([1, 7, 0]),)), ("encode", (x[1],))],
+    )
     assert int(model.read_state("frames")) == 2 == int(q.frames)
     assert type(q.codebook._embedding) is torch.Tensor  # eager registered it, a real tensor
 
@@ -326,6 +357,7 @@ def test_attributes_assigned_while_traced_are_put_back():
 # ---------------------------------------------------------------------------------------------
 # 3. State in any container.
 
+
 @dataclasses.dataclass
 class StreamState:
     previous: torch.Tensor
@@ -349,19 +381,18 @@ class Containers(nn.Module):
         self.state = {"enc": {"h": torch.zeros(1, 4), "n": torch.zeros((), dtype=torch.long)}, "shared": shared}
         self.ring = [torch.zeros(4), torch.zeros(4)]
         self.pair = (torch.zeros(2, 4), shared)
-        self.stream = StreamState(previous=torch.zeros(1, 4), steps=torch.zeros(1, dtype=torch.int32),
-                                  history=[torch.zeros(3, 4)])
+        self.stream = StreamState(previous=torch.zeros(1, 4), steps=torch.zeros(1, dtype=torch.int32), history=[torch.zeros(3, 4)])
         self.holder = Holder()
 
     def step(self, x):
         enc = self.state["enc"]
         h = torch.tanh(self.lin(x) + enc["h"] + self.stream.previous)
         enc["h"].copy_(h)
-        enc["n"] = enc["n"] + 1                       # a new tensor stored in place of the state: a write
+        enc["n"] = enc["n"] + 1  # a new tensor stored in place of the state: a write
         self.ring[0], self.ring[1] = self.ring[1].clone(), h[0] * 2
         self.pair[0][1:] = self.pair[0][:-1].clone()  # a tuple's element, written in place
         self.pair[0][0] = h[0]
-        self.state["shared"].add_(1)                  # the same tensor as self.pair[1]
+        self.state["shared"].add_(1)  # the same tensor as self.pair[1]
         self.stream.previous[:] = x
         self.stream.steps += 1
         hist = self.stream.history[0]
@@ -391,17 +422,27 @@ def _containers():
 def test_state_in_dicts_lists_tuples_dataclasses_and_objects_matches_eager(backend):
     m, eager = _containers()
     before = snapshot(m)
-    spec = {"step": tandem.Method(m.step, (torch.zeros(1, 4),)), "reset": tandem.Method(m.reset, ()),
-            "peek": tandem.Method(m.peek, ())}
+    spec = {"step": tandem.Method(m.step, (torch.zeros(1, 4),)), "reset": tandem.Method(m.reset, ()), "peek": tandem.Method(m.peek, ())}
     program = tandem.export(None, spec)
     assert_same(before, snapshot(m))
     names = sorted(s.name for s in program.states)
-    assert names == sorted(["state.enc.h", "state.enc.n", "state.shared", "ring.0", "ring.1", "pair.0",
-                            "stream.previous", "stream.steps", "stream.history.0", "holder.table.scale"]), names
+    assert names == sorted(
+        [
+            "state.enc.h",
+            "state.enc.n",
+            "state.shared",
+            "ring.0",
+            "ring.1",
+            "pair.0",
+            "stream.previous",
+            "stream.steps",
+            "stream.history.0",
+            "holder.table.scale",
+        ]
+    ), names
     g = torch.Generator().manual_seed(1)
     xs = [torch.randn(1, 4, generator=g) for _ in range(4)]
-    calls = [("step", (xs[0],)), ("step", (xs[1],)), ("peek", ()), ("reset", ()), ("step", (xs[2],)),
-             ("step", (xs[3],)), ("peek", ())]
+    calls = [("step", (xs[0],)), ("step", (xs[1],)), ("peek", ()), ("reset", ()), ("step", (xs[2],)), ("step", (xs[3],)), ("peek", ())]
     model = check_against_eager(program, {"step": eager.step, "reset": eager.reset, "peek": eager.peek}, calls)
     assert int(model.read_state("state.enc.n")) == 2 and int(eager.state["enc"]["n"]) == 2
 
@@ -453,7 +494,7 @@ def test_a_changed_python_int_is_an_error_naming_it():
 
         def forward(self, x):
             at = self.info["offset"]
-            self.cache[at:at + 2] = x
+            self.cache[at : at + 2] = x
             self.info["offset"] = at + 2
             return self.cache + 0
 
@@ -471,6 +512,7 @@ def test_a_changed_python_int_is_an_error_naming_it():
         tandem.export(m, {"forward": (torch.ones(2),)})
     assert "method 'forward' computes with the Python int 'info.offset', which method 'forward' changes" in str(e.value)
     assert m.info == {"offset": 0} and not m.cache.any()
+
     class Steps(nn.Module):
         def __init__(self):
             super().__init__()
@@ -485,8 +527,9 @@ def test_a_changed_python_int_is_an_error_naming_it():
             return x + self.state.count  # another method computes with it
 
     m = Steps()
-    with pytest.raises(tandem.ExportError, match="method 'peek' computes with the Python int 'state.count', which "
-                                                 "method 'forward' changes"):
+    with pytest.raises(
+        tandem.ExportError, match="method 'peek' computes with the Python int 'state.count', which method 'forward' changes"
+    ):
         tandem.export(m, {"forward": (torch.ones(2),), "peek": (torch.ones(2),)})
     assert m.state.count == 0
     m = ModuleOffset()
@@ -506,8 +549,11 @@ def test_a_state_replaced_by_a_tensor_of_another_shape_is_an_error():
             return self.state["h"]
 
     m = Grows()
-    with pytest.raises(tandem.ExportError, match=r"replaces state 'state.h' \(torch.float32\[2\]\) with a torch.float32 "
-                                                 r"tensor of shape \[3\]"):
+    with pytest.raises(
+        tandem.ExportError,
+        match=r"replaces state 'state.h' \(torch.float32\[2\]\) with a torch.float32 "
+        r"tensor of shape \[3\]",
+    ):
         tandem.export(m, {"forward": (torch.ones(1),)})
     assert m.state["h"].shape == (2,)
 
@@ -536,8 +582,9 @@ def test_moshi_streaming_module_state_matches_eager(backend):
 
         def _init_streaming_state(self, batch_size):
             c = self.conv.in_channels
-            return ConvState(batch_size, torch.device("cpu"), previous=torch.zeros(batch_size, c, 2),
-                             offset=torch.zeros(batch_size, dtype=torch.long))
+            return ConvState(
+                batch_size, torch.device("cpu"), previous=torch.zeros(batch_size, c, 2), offset=torch.zeros(batch_size, dtype=torch.long)
+            )
 
         def forward(self, x):
             state = self._streaming_state
@@ -565,15 +612,19 @@ def test_moshi_streaming_module_state_matches_eager(backend):
     eager.load_state_dict(model.state_dict())
     with model.streaming(1), eager.streaming(1):
         before = snapshot(model)
-        program = tandem.export(None, {"step": tandem.Method(model, (torch.zeros(1, 2, 4),)),
-                                       "reset": tandem.Method(model.reset_streaming, ())})
+        program = tandem.export(
+            None, {"step": tandem.Method(model, (torch.zeros(1, 2, 4),)), "reset": tandem.Method(model.reset_streaming, ())}
+        )
         assert_same(before, snapshot(model))
-        assert {"a._streaming_state.previous", "b._streaming_state.previous",
-                "a._streaming_state.offset"} <= {s.name for s in program.states}
+        assert {"a._streaming_state.previous", "b._streaming_state.previous", "a._streaming_state.offset"} <= {
+            s.name for s in program.states
+        }
         xs = [torch.randn(1, 2, 4) for _ in range(4)]
-        m = check_against_eager(program, {"step": eager, "reset": eager.reset_streaming},
-                                [("step", (xs[0],)), ("step", (xs[1],)), ("reset", ()), ("step", (xs[2],)),
-                                 ("step", (xs[3],)), ("step", (xs[0],))])
+        m = check_against_eager(
+            program,
+            {"step": eager, "reset": eager.reset_streaming},
+            [("step", (xs[0],)), ("step", (xs[1],)), ("reset", ()), ("step", (xs[2],)), ("step", (xs[3],)), ("step", (xs[0],))],
+        )
         for conv in ("a", "b"):  # 4 frames out per step, 3 steps since the reset
             assert int(m.read_state(f"{conv}._streaming_state.offset_cpu")) == 12
             assert getattr(eager, conv)._streaming_state.offset_cpu == 12
@@ -582,24 +633,34 @@ def test_moshi_streaming_module_state_matches_eager(backend):
 # ---------------------------------------------------------------------------------------------
 # 4. The recipes take the same arguments for every family; prefill feeds long prompts in pieces.
 
+
 def _tiny_mamba():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.MambaConfig(vocab_size=32, hidden_size=16, state_size=4, num_hidden_layers=1, conv_kernel=3,
-                                      expand=2, time_step_rank=2)
+    config = transformers.MambaConfig(
+        vocab_size=32, hidden_size=16, state_size=4, num_hidden_layers=1, conv_kernel=3, expand=2, time_step_rank=2
+    )
     return transformers.MambaForCausalLM(config).eval()
 
 
 def _tiny_llama():
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     return transformers.LlamaForCausalLM(config).eval()
 
 
 def test_a_mamba_lm_takes_the_arguments_of_every_lm(backend):
     import tandem.transformers as tt
+
     model = _tiny_mamba()
     program = tt.export_causal_lm(model, max_cache_len=512, max_prompt_len=4, sample_top_k=None)
     m = tandem.load(program.to_bytes())
@@ -614,6 +675,7 @@ def test_a_mamba_lm_takes_the_arguments_of_every_lm(backend):
 
 def test_recipes_name_an_argument_they_do_not_take():
     import tandem.transformers as tt
+
     with pytest.raises(tandem.ExportError, match="export_causal_lm: unknown argument max_cache_length"):
         tt.export_causal_lm(_tiny_mamba(), max_cache_len=None, max_prompt_len=4, max_cache_length=9)
     with pytest.raises(tandem.ExportError, match="max_prompt_len must be an int, got '8'"):
@@ -622,6 +684,7 @@ def test_recipes_name_an_argument_they_do_not_take():
 
 def test_python_prefill_feeds_a_prompt_longer_than_max_prompt_len_in_pieces(backend):
     import tandem.transformers as tt
+
     model = _tiny_llama()
     program = tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=4, sample_top_k=None)
     m = tandem.load(program.to_bytes())

@@ -1,6 +1,7 @@
 """transformers models as they ship, through tandem.transformers.export_causal_lm and through
 tandem.export on transformers' own static-cache module: small seeded random-weight configs (no
 downloads), natively, against the same model run over the whole sequence in eager."""
+
 import pytest
 import torch
 
@@ -9,8 +10,7 @@ import tandem.transformers as tt
 
 transformers = pytest.importorskip("transformers")
 
-SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-             max_position_embeddings=64)
+SMALL = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
 
 
 def _llama():
@@ -19,8 +19,9 @@ def _llama():
 
 def _llama_eager():
     """Attention written out (eager_attention_forward: repeat_kv, matmul, softmax, matmul)."""
-    return transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL, num_key_value_heads=2, tie_word_embeddings=True,
-                                                                  attn_implementation="eager"))
+    return transformers.LlamaForCausalLM(
+        transformers.LlamaConfig(**SMALL, num_key_value_heads=2, tie_word_embeddings=True, attn_implementation="eager")
+    )
 
 
 def _qwen2():
@@ -64,15 +65,15 @@ def test_causal_lm_recipe_matches_eager(family):
     assert m.dims["prefill"] == {"n": (1, 8)} and "prefill_8" not in m.methods
     pos = 0
     for n in (4, 1, 2):
-        got = m.prefill(a[:, pos:pos + n])
+        got = m.prefill(a[:, pos : pos + n])
         pos += n
         torch.testing.assert_close(got[0], want_a[pos - 1])
     for i in range(7, 20):
-        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i])
+        torch.testing.assert_close(m.decode(a[:, i : i + 1])[0], want_a[i])
     m.reset()
     torch.testing.assert_close(m.prefill(b[:, :8])[0], want_b[7])
     for i in range(8, 12):
-        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+        torch.testing.assert_close(m.decode(b[:, i : i + 1])[0], want_b[i])
 
 
 def test_writing_past_the_cache_fails_with_the_state_unchanged():
@@ -139,8 +140,9 @@ def test_transformers_static_cache_module_exports_as_shipped():
     from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
 
     model = _model("llama_gqa")
-    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static",
-                                               cache_config={"batch_size": 1, "max_cache_len": 32})
+    model.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": 32}
+    )
     wrapper = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=32)
     step = tandem.Method(wrapper, (torch.zeros(1, 1, dtype=torch.long), None, torch.zeros(1, dtype=torch.long)))
     program = tandem.export(None, {"step": step})
@@ -149,7 +151,7 @@ def test_transformers_static_cache_module_exports_as_shipped():
     tokens = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(2))
     want = _full_logits(model, tokens)
     for i in range(6):
-        torch.testing.assert_close(m.step(tokens[:, i:i + 1], torch.tensor([i]))[0, -1], want[i])
+        torch.testing.assert_close(m.step(tokens[:, i : i + 1], torch.tensor([i]))[0, -1], want[i])
 
 
 def test_metadata_is_stored_and_prefill_runs_any_prompt_length():
@@ -181,8 +183,8 @@ def test_decode_topk_appends_like_decode_and_returns_the_k_best_logits():
     full.prefill(tokens[:, :4])
     top.prefill(tokens[:, :4])
     for i in range(4, 12):
-        logits = full.decode(tokens[:, i:i + 1])
-        values, ids = top.decode_topk(tokens[:, i:i + 1])
+        logits = full.decode(tokens[:, i : i + 1])
+        values, ids = top.decode_topk(tokens[:, i : i + 1])
         assert (values.dtype, ids.dtype, values.shape, ids.shape) == (torch.float32, torch.int64, (1, 10), (1, 10))
         order = torch.sort(logits, dim=-1, descending=True, stable=True)
         assert torch.equal(ids, order.indices[:, :10]) and torch.equal(values, order.values[:, :10])
@@ -211,9 +213,22 @@ def test_metadata_values_must_be_json_data():
 def _whisper():
     torch.manual_seed(0)
     config = transformers.WhisperConfig(
-        vocab_size=64, num_mel_bins=8, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
-        max_target_positions=32, decoder_start_token_id=3, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        vocab_size=64,
+        num_mel_bins=8,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=16,
+        max_target_positions=32,
+        decoder_start_token_id=3,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
     return transformers.WhisperForConditionalGeneration(config).eval()
 
 
@@ -244,7 +259,7 @@ def test_seq2seq_recipe_matches_eager(backend):
         assert int(m.read_state(md["position_state"])) == 0
         want = _whisper_eager(model, audio[k], text[k][:, :n])
         for i in range(n):
-            torch.testing.assert_close(m.decode(text[k][:, i:i + 1])[0], want[i], msg=lambda s: f"audio {k} token {i}: {s}")
+            torch.testing.assert_close(m.decode(text[k][:, i : i + 1])[0], want[i], msg=lambda s: f"audio {k} token {i}: {s}")
         assert int(m.read_state(md["position_state"])) == n
 
 
@@ -258,7 +273,7 @@ def test_seq2seq_reset_empties_every_cache_and_a_full_cache_fails_with_the_state
     tokens = torch.tensor([[3, 7, 9, 11]])
     m.encode(features)
     for i in range(4):
-        m.decode(tokens[:, i:i + 1])
+        m.decode(tokens[:, i : i + 1])
     before = {n: m.read_state(n).clone() for n in names}
     with pytest.raises(tandem.TandemError) as e:
         m.decode(tokens[:, :1])
@@ -282,8 +297,9 @@ def test_seq2seq_recipe_refuses_what_it_cannot_export():
 
 def _mamba():
     torch.manual_seed(0)
-    config = transformers.MambaConfig(vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4,
-                                      expand=2, time_step_rank=4, eos_token_id=2)
+    config = transformers.MambaConfig(
+        vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2, conv_kernel=4, expand=2, time_step_rank=4, eos_token_id=2
+    )
     model = transformers.MambaForCausalLM(config).eval()
     with torch.no_grad():  # matrices large enough that the logits differ clearly from token to token
         for p in model.parameters():
@@ -295,8 +311,7 @@ def _mamba():
 def test_mamba_through_the_causal_lm_recipe_matches_eager(backend):
     model = _mamba()
     program = tt.export_causal_lm(model, max_cache_len=None, max_prompt_len=8)
-    assert {s.name for s in program.states} == {"position", "states.0.conv", "states.0.ssm", "states.1.conv",
-                                                 "states.1.ssm"}
+    assert {s.name for s in program.states} == {"position", "states.0.conv", "states.0.ssm", "states.1.conv", "states.1.ssm"}
     m = tandem.load(program.to_bytes())
     md = m.metadata
     assert (md["model_type"], md["max_cache_len"], md["prefill_chunks"], md["eos_token_id"]) == ("mamba", None, [8, 4, 2], 2)
@@ -308,13 +323,13 @@ def test_mamba_through_the_causal_lm_recipe_matches_eager(backend):
     torch.testing.assert_close(tt.prefill(m, a[:, :7])[0], want_a[6])
     torch.testing.assert_close(m.prefill_8(a[:, 7:15])[0], want_a[14])
     for i in range(15, 30):
-        torch.testing.assert_close(m.decode(a[:, i:i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
+        torch.testing.assert_close(m.decode(a[:, i : i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
     assert int(m.read_state("position")) == 30
     m.reset()
     assert int(m.read_state("position")) == 0 and not m.read_state("states.1.ssm").any()
     torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
     for i in range(8, 11):
-        torch.testing.assert_close(m.decode(b[:, i:i + 1])[0], want_b[i])
+        torch.testing.assert_close(m.decode(b[:, i : i + 1])[0], want_b[i])
     values, ids = m.decode_topk(b[:, 11:12])  # K = 64, the whole vocabulary, sorted
     assert md["sample_top_k"] == 64 and ids.dtype == torch.int64 and sorted(ids[0].tolist()) == list(range(64))
     torch.testing.assert_close(values[0], want_b[11][ids[0]])
@@ -331,8 +346,16 @@ def test_transformers_is_imported_only_when_a_recipe_is_called():
     import subprocess
     import sys
     from pathlib import Path
-    code = ("import sys; import tandem, tandem.transformers, tandem.export; "
-            "print(sorted(m for m in sys.modules if m == 'transformers' or m.startswith('transformers.')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python"), "PATH": ""})
+
+    code = (
+        "import sys; import tandem, tandem.transformers, tandem.export; "
+        "print(sorted(m for m in sys.modules if m == 'transformers' or m.startswith('transformers.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python"), "PATH": ""},
+    )
     assert out.stdout.strip() == "[]"

@@ -1,6 +1,7 @@
 """The wasm backend (tandem.wasm through wasmtime, what `pip install ./python` uses) against
 PyTorch eager and the native backend; and the backend choice. The installed package itself (the
 wheel in a fresh venv outside the clone) is tests/python/test_wheel.py."""
+
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ pytest.importorskip("wasmtime")
 @pytest.fixture(scope="module")
 def wasm_lib():
     from tandem.wasm import WasmLibrary
+
     assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
     return WasmLibrary(WASM)
 
@@ -56,8 +58,9 @@ def test_state_profile_and_metadata_match_the_native_backend(monkeypatch, wasm_l
     (out_w, ops_w), (out_n, ops_n) = wasm.profile("forward1", torch.ones(1)), native.profile("forward1", torch.ones(1))
     torch.testing.assert_close(out_w, out_n)
     # the same ops writing the same bytes on both backends (times differ)
-    assert [(o.name, o.bytes_written, o.state_bytes_written) for o in ops_w] == \
-        [(o.name, o.bytes_written, o.state_bytes_written) for o in ops_n]
+    assert [(o.name, o.bytes_written, o.state_bytes_written) for o in ops_w] == [
+        (o.name, o.bytes_written, o.state_bytes_written) for o in ops_n
+    ]
     assert all(o.ms >= 0 for o in ops_w) and sum(o.state_bytes_written for o in ops_w) > 0
     wasm.reset_state()
     torch.testing.assert_close(wasm.read_state("shared_module._v"), torch.tensor([1.0]))
@@ -76,6 +79,7 @@ def test_runtime_errors_keep_their_codes_on_wasm(on_wasm):
 
 def test_cli_describe_is_the_same_on_both_backends(monkeypatch, wasm_lib):
     from tandem.cli import describe
+
     _, spec, _, _ = original_report()
     data = tandem.export(None, spec).to_bytes()
     native = describe(data)

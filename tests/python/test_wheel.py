@@ -3,6 +3,7 @@ holding the exporter and the runtime's tandem.wasm, with package.json's version;
 fresh venv (torch, wasmtime and transformers taken from this venv through a .pth file, nothing
 downloaded) it exports, loads and runs models from a folder outside the clone
 (tests/python/installed_package.py). A plain clone without the wasm says in one line what to run."""
+
 import json
 import os
 import re
@@ -32,28 +33,57 @@ def test_one_version_for_both_packages():
     """package.json is the source of truth: the clone's tandem.__version__ and --version say it."""
     assert re.fullmatch(r"\d+\.\d+\.\d+([.-]?(a|b|rc|dev)\d+)?", PACKAGE_VERSION), PACKAGE_VERSION
     assert tandem.__version__ == PACKAGE_VERSION
-    out = subprocess.run([sys.executable, "-m", "tandem", "--version"], cwd=ROOT, capture_output=True, text=True,
-                         env={**clean_env(), "PYTHONPATH": str(ROOT / "python")}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tandem", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**clean_env(), "PYTHONPATH": str(ROOT / "python")},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"tandem-runtime {PACKAGE_VERSION} (writes .tandem format version {FORMAT_VERSION};"), out.stdout
-    assert "version" not in (ROOT / "python" / "pyproject.toml").read_text().split("[project]")[1].split("dynamic")[0], \
+    assert "version" not in (ROOT / "python" / "pyproject.toml").read_text().split("[project]")[1].split("dynamic")[0], (
         "pyproject.toml must not state a version of its own (setup.py takes package.json's)"
+    )
 
 
 def test_plain_clone_says_in_one_line_what_to_run(tmp_path):
     """`pip install ./python` in a clone where no wasm was built yet stops at once with one line."""
     clone = tmp_path / "clone"
-    shutil.copytree(ROOT / "python", clone / "python", symlinks=True,
-                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tandem.wasm", "_version.py"))
+    shutil.copytree(
+        ROOT / "python",
+        clone / "python",
+        symlinks=True,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "tandem.wasm", "_version.py"),
+    )
     shutil.copy(ROOT / "package.json", clone)
     shutil.copy(ROOT / "LICENSE", clone)
     (clone / "web").mkdir()
-    pip = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--disable-pip-version-check",
-                          "-w", str(tmp_path / "out"), str(clone / "python")], env=clean_env(), capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path / "out"),
+            str(clone / "python"),
+        ],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode != 0
     lines = [line.strip() for line in (pip.stdout + pip.stderr).splitlines() if line.strip().startswith("tandem:")]
-    assert lines == ["tandem: web/tandem.wasm is missing (a plain clone has no wasm build yet): run `npm run wheel` "
-                     "and `pip install dist/*.whl`, or `npm run build` and then `pip install ./python`"], pip.stdout + pip.stderr
+    assert lines == [
+        "tandem: web/tandem.wasm is missing (a plain clone has no wasm build yet): run `npm run wheel` "
+        "and `pip install dist/*.whl`, or `npm run build` and then `pip install ./python`"
+    ], pip.stdout + pip.stderr
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
 
 
@@ -68,8 +98,9 @@ def wheel(tmp_path_factory):
         assert path.name == f"tandem_runtime-{PACKAGE_VERSION}-py3-none-any.whl" and path.exists(), path
         return path
     out = tmp_path_factory.mktemp("dist")
-    built = subprocess.run(["bash", str(ROOT / "scripts" / "wheel.sh"), str(out)], cwd=ROOT, env=clean_env(),
-                           capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "wheel.sh"), str(out)], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300
+    )
     assert built.returncode == 0, built.stdout + built.stderr
     path = Path(built.stdout.strip().splitlines()[-1])
     assert path == out / f"tandem_runtime-{PACKAGE_VERSION}-py3-none-any.whl" and path.exists(), built.stdout
@@ -111,15 +142,39 @@ def test_the_wheel_in_a_fresh_venv_exports_loads_and_runs_outside_the_clone(whee
     (site / "zz-torch-from-tandem-venv.pth").write_text(str(Path(torch.__file__).parents[1]) + "\n")
     py = venv / "bin" / "python"
     env = clean_env()
-    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-index", "--no-deps",
-                          "--disable-pip-version-check", str(wheel)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
     work = tmp_path / "work"
     work.mkdir()
     shutil.copy(ROOT / "tests" / "cases.py", work)
     shutil.copy(ROOT / "tests" / "python" / "installed_package.py", work)
-    run = subprocess.run([str(py), "-W", "ignore", "installed_package.py", str(work), str(venv), PACKAGE_VERSION],
-                         cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [str(py), "-W", "ignore", "installed_package.py", str(work), str(venv), PACKAGE_VERSION],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0 and run.stdout.strip().endswith("OK"), run.stdout + run.stderr
     # the console script the wheel installs, run from the work folder
     version = subprocess.run([str(venv / "bin" / "tandem"), "--version"], cwd=work, env=env, capture_output=True, text=True, timeout=120)

@@ -9,6 +9,7 @@ The files mirror src/kernels/: `core` (the Lowering state, `handles`, shared hel
 attention, conv, random), `provenance` (the user's source lines) and `layout` (weight packing). Importing
 the package registers every handler.
 """
+
 from . import attention, conv, elementwise, index, linalg, random, reduce, shape  # noqa: F401 - registers their handlers
 from .core import HANDLERS, Lowering, handles
 from .driver import lower_method

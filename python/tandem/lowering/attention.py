@@ -1,4 +1,5 @@
 """scaled_dot_product_attention as one attention op over the KV heads (src/kernels/attention.c)."""
+
 from __future__ import annotations
 
 import math
@@ -44,14 +45,15 @@ def _sdpa(L, node, args, kwargs):
         if q.shape[:-2] != k.shape[:-2]:
             L.fail("scaled_dot_product_attention needs q, k, v of one rank with equal batch dims")
     elif q.shape[:-3] != k.shape[:-3] or k.shape[:-2] != v.shape[:-2] or (k.shape[-3] and q.shape[-3] % k.shape[-3]):
-        L.fail(f"scaled_dot_product_attention: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: k and v need "
-               "q's batch dims and a number of heads that divides q's (grouped-query attention)")
+        L.fail(
+            f"scaled_dot_product_attention: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: k and v need "
+            "q's batch dims and a number of heads that divides q's (grouped-query attention)"
+        )
     scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
     ins = [q, k, v] + ([mask] if mask is not None else [])
     out_shape = q.shape[:-1] + (v.shape[-1],)
     y = L.new(F32, out_shape)
     group = q.shape[-3] // k.shape[-3] if len(q.shape) >= 3 and k.shape[-3] else 1
     ws = L.new(F32, (group * k.shape[-2],))  # the scores of the query heads that share a KV head
-    L.ops.append(Op("attention", ins, [y, ws], [int(mask is not None), int(bool(a.get("is_causal", False)))], [scale],
-                    source_line(L.node)))
+    L.ops.append(Op("attention", ins, [y, ws], [int(mask is not None), int(bool(a.get("is_causal", False)))], [scale], source_line(L.node)))
     return y

@@ -1,5 +1,6 @@
 """Convolutions (im2col + GEMM in chunks, transposed), batch norm (folded into the conv before it
 when it can be) and pooling (src/kernels/conv.c)."""
+
 from __future__ import annotations
 
 import math
@@ -82,9 +83,11 @@ def _batch_norm_eval(L, node, args, kwargs):
         y = L.emit("mul", [x, L.const(scale.reshape(shape))], F32, x.shape)
         y = L.emit("add", [y, L.const(shift.reshape(shape))], F32, x.shape)
         return [y, None, None]
+
     # statistics computed or given at run time: (x - mean) * rsqrt(var + eps) [* w] [+ b]
     def per_channel(t):
         return L.reshape(L.cast(t, F32), shape)
+
     y = L.emit("sub", [x, per_channel(mean)], F32, x.shape)
     inv = L.emit("rsqrt", [L.emit("add", [per_channel(var), L.scalar(eps, F32)], F32, shape)], F32, shape)
     y = L.emit("mul", [y, inv], F32, x.shape)
@@ -135,5 +138,4 @@ def _avg_pool(L, node, args, kwargs):
     a = list(args) + [None] * 7
     if a[6] is not None:
         L.fail("avg_pool with divisor_override is not supported")
-    return _pool(L, _shape_of(node), "avg_pool", a[0], a[1], a[2], a[3] or [0], [1], a[4] or False,
-                 True if a[5] is None else a[5])
+    return _pool(L, _shape_of(node), "avg_pool", a[0], a[1], a[2], a[3] or [0], [1], a[4] or False, True if a[5] is None else a[5])

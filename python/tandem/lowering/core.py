@@ -1,6 +1,7 @@
 """The lowering's shared core: the `Lowering` state of one method (its ops, constants and size
 values), the table of handlers (`handles` registers one per ATen target), the method's dynamic dims,
 and the helpers every handler uses to read a node's dtype, shape, dims and positions."""
+
 from __future__ import annotations
 
 import math
@@ -50,6 +51,7 @@ def _corners():
 def _is_affine(expr) -> bool:
     """Whether a sympy expression is constant + sum(integer coefficient x dim): what the file stores."""
     import sympy
+
     for term, coef in sympy.expand(expr).as_coefficients_dict().items():
         if not coef.is_Integer or (term != 1 and term not in _DIM_MAX):
             return False
@@ -70,9 +72,11 @@ def _size(d, node=None):
         expr = d.node.expr
         unknown = [str(s) for s in expr.free_symbols if s not in _DIM_MAX]
         if unknown:
-            raise ExportError(f"a size {expr} depends on values tandem cannot bound ({', '.join(unknown)}): the result of "
-                              f"nonzero() or .item(), or a dynamic dim that no input has by itself as a size (only derived, "
-                              f"e.g. 2*n); sizes may depend only on dims that are some input's size{source_line(node)}")
+            raise ExportError(
+                f"a size {expr} depends on values tandem cannot bound ({', '.join(unknown)}): the result of "
+                f"nonzero() or .item(), or a dynamic dim that no input has by itself as a size (only derived, "
+                f"e.g. 2*n); sizes may depend only on dims that are some input's size{source_line(node)}"
+            )
         return SymDim(int(expr.subs(_DIM_MAX)), expr)
     return as_size(d)
 
@@ -119,8 +123,10 @@ class Lowering:
             elif t.dtype in AS_INT32:
                 t = t.int()
             else:
-                self.fail(f"{name} has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES} (other float and integer "
-                          "constants are stored as float32 or int32): convert it, e.g. with .float() or .int()")
+                self.fail(
+                    f"{name} has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES} (other float and integer "
+                    "constants are stored as float32 or int32): convert it, e.g. with .float() or .int()"
+                )
         t = t.contiguous()
         v = Value(DTYPE_CODE[t.dtype], tuple(t.shape), Storage(CONST, t.numel() * t.element_size(), tensor=t))
         self.const_tensor[v] = t
@@ -133,9 +139,11 @@ class Lowering:
         if isinstance(x, torch.SymInt):
             return self.scalar(_size(x, self.node), dtype)
         if isinstance(x, (torch.SymFloat, torch.SymBool)):
-            self.fail(f"the {type(x).__name__[3:].lower()} {x} is computed from sizes in Python; tandem computes sizes used as "
-                      "values per call only as integers: keep it an integer (n, n - 1, n // 2), or make a tensor first "
-                      "(torch.tensor(x.shape[1]) * 0.5)")
+            self.fail(
+                f"the {type(x).__name__[3:].lower()} {x} is computed from sizes in Python; tandem computes sizes used as "
+                "values per call only as integers: keep it an integer (n, n - 1, n // 2), or make a tensor first "
+                "(torch.tensor(x.shape[1]) * 0.5)"
+            )
         return self.const(torch.tensor(x, dtype=TORCH_DTYPE[dtype]))
 
     def size_value(self, expr) -> Value:
@@ -145,19 +153,23 @@ class Lowering:
         min/max). Anything else is an ExportError naming the use."""
         import sympy
         from torch.utils._sympy import functions as tf
+
         expr = sympy.sympify(expr)
         key = sympy.srepr(expr)
         if key in self.sizes:
             return self.sizes[key]
         bad = [str(s) for s in expr.free_symbols if s not in _DIM_MAX]
         if bad:
-            self.fail(f"the size {expr} depends on values tandem cannot bound ({', '.join(bad)}: the result of nonzero() or "
-                      ".item()); sizes used as values may depend only on dynamic dims of the inputs")
+            self.fail(
+                f"the size {expr} depends on values tandem cannot bound ({', '.join(bad)}: the result of nonzero() or "
+                ".item()); sizes used as values may depend only on dynamic dims of the inputs"
+            )
         if expr.is_Integer:
             v = self.const(torch.tensor(int(expr), dtype=torch.long))
         elif _is_affine(expr):
             v = self.emit("fill", [], I64, (), iattr=[SymDim(int(expr.subs(_DIM_MAX)), expr)])
         else:
+
             def two(name):
                 a, b = (self.size_value(e) for e in expr.args)
                 return self.emit(name, [a, b], I64, ())
@@ -168,6 +180,7 @@ class Lowering:
                 for w in vals[1:]:
                     out = self.emit(name, [out, w], I64, ())
                 return out
+
             if expr.is_Add:
                 v = fold("add", expr.args)
             elif expr.is_Mul and all(a.is_Integer or not a.is_Rational for a in expr.args):
@@ -186,18 +199,21 @@ class Lowering:
             elif isinstance(expr, (sympy.Min, tf.Min)):
                 v = fold("minimum", expr.args)
             else:
-                self.fail(f"the size {expr} is used as a value; tandem computes sizes per call from +, -, *, //, %, min "
-                          "and max of the dynamic dims, not this form: compute it from tensors instead")
+                self.fail(
+                    f"the size {expr} is used as a value; tandem computes sizes per call from +, -, *, //, %, min "
+                    "and max of the dynamic dims, not this form: compute it from tensors instead"
+                )
         self.sizes[key] = v
         return v
 
     def emit(self, name: str, ins, out_dtype: int, out_shape, iattr=(), fattr=()) -> Value:
         out = self.new(out_dtype, out_shape)
         if any(isinstance(a, (SymDim, torch.SymInt, torch.SymFloat)) for a in fattr):  # a float attribute is static
-            self.fail(f"op '{name}' takes a size ({fattr}) as a float attribute, which would freeze it at its maximum; "
-                      "this is a bug in tandem's exporter, please report it")
-        self.ops.append(Op(name, list(ins), [out], [as_size(a) for a in iattr], [float(a) for a in fattr],
-                           source_line(self.node)))
+            self.fail(
+                f"op '{name}' takes a size ({fattr}) as a float attribute, which would freeze it at its maximum; "
+                "this is a bug in tandem's exporter, please report it"
+            )
+        self.ops.append(Op(name, list(ins), [out], [as_size(a) for a in iattr], [float(a) for a in fattr], source_line(self.node)))
         return out
 
     def cast(self, v: Value, dtype: int) -> Value:
@@ -236,9 +252,11 @@ def _dtype_of(node) -> int:
         return F32  # float64 computed in a method is computed in float32 (ir.AS_FLOAT32)
     if m is None or m.dtype not in DTYPE_CODE:
         what = f"'{node.target}'" if node.op == "call_function" else f"value '{node.name}'"
-        raise ExportError(f"{what} gives a tensor of dtype {getattr(m, 'dtype', None)}; tandem computes in "
-                          f"{SUPPORTED_DTYPES} (float64 as float32): convert with .float(), .long() or .int()"
-                          f"{source_line(node)}")
+        raise ExportError(
+            f"{what} gives a tensor of dtype {getattr(m, 'dtype', None)}; tandem computes in "
+            f"{SUPPORTED_DTYPES} (float64 as float32): convert with .float(), .long() or .int()"
+            f"{source_line(node)}"
+        )
     return DTYPE_CODE[m.dtype]
 
 
@@ -249,24 +267,33 @@ def _shape_of(node) -> tuple:
 
 def _require_static(node) -> None:
     if node.target is aten._local_scalar_dense.default:
-        raise ExportError(f"'.item()' (or int()/float() of a tensor) reads a value into Python, so what follows depends "
-                          f"on input values; tandem exports a fixed graph: keep it a tensor (index with "
-                          f"torch.index_select / torch.gather, select with torch.where, slice a fixed length from a start tensor "
-                          f"with torch.narrow(x, dim, start, length)){source_line(node)}")
+        raise ExportError(
+            f"'.item()' (or int()/float() of a tensor) reads a value into Python, so what follows depends "
+            f"on input values; tandem exports a fixed graph: keep it a tensor (index with "
+            f"torch.index_select / torch.gather, select with torch.where, slice a fixed length from a start tensor "
+            f"with torch.narrow(x, dim, start, length)){source_line(node)}"
+        )
     vals = node.meta.get("val")
     for v in vals if isinstance(vals, (list, tuple)) else [vals]:
-        if isinstance(v, torch.Tensor) and not all(isinstance(d, int) or all(x in _DIM_MAX for x in d.node.expr.free_symbols)
-                                                   for d in v.shape):
+        if isinstance(v, torch.Tensor) and not all(
+            isinstance(d, int) or all(x in _DIM_MAX for x in d.node.expr.free_symbols) for d in v.shape
+        ):
             if node.target is aten.index.Tensor:
-                hint = ("x[mask] has a size that depends on values (tandem exports static shapes, or dims bounded in "
-                        "dynamic_shapes): use torch.where(mask, x, 0) (or x * mask) to keep "
-                        "x's shape, or torch.topk / torch.sort for a fixed number of elements")
+                hint = (
+                    "x[mask] has a size that depends on values (tandem exports static shapes, or dims bounded in "
+                    "dynamic_shapes): use torch.where(mask, x, 0) (or x * mask) to keep "
+                    "x's shape, or torch.topk / torch.sort for a fixed number of elements"
+                )
             elif node.target is aten.nonzero.default:
-                hint = ("nonzero() has a size that depends on values: use a mask with torch.where instead, or "
-                        "torch.topk for a fixed number of indices")
+                hint = (
+                    "nonzero() has a size that depends on values: use a mask with torch.where instead, or "
+                    "torch.topk for a fixed number of indices"
+                )
             else:
-                hint = (f"'{node.target}' gives a tensor of shape {tuple(v.shape)}, whose size depends on input values; "
-                        f"tandem exports static shapes: compute a fixed-size result instead (e.g. torch.where with a mask)")
+                hint = (
+                    f"'{node.target}' gives a tensor of shape {tuple(v.shape)}, whose size depends on input values; "
+                    f"tandem exports static shapes: compute a fixed-size result instead (e.g. torch.where with a mask)"
+                )
             raise ExportError(hint + source_line(node))
 
 
@@ -286,11 +313,15 @@ def _position(L, i, size, what: str, clamp: bool):
     if hi < 0:
         i = i + size  # negative at every size: counts from the end
     elif lo < 0:
-        L.fail(f"{what} {size_expr_text(i)} is negative at some sizes of the dims and not at others, so it would count "
-               "from the end in some calls only; compute one that keeps its sign")
+        L.fail(
+            f"{what} {size_expr_text(i)} is negative at some sizes of the dims and not at others, so it would count "
+            "from the end in some calls only; compute one that keeps its sign"
+        )
     if sym_range(i)[0] < 0 or sym_range(i - size)[1] > (0 if clamp else -1):
-        L.fail(f"{what} {size_expr_text(i)} is outside the dim (of size {size_expr_text(size)}) at some sizes of the dims; "
-               "tandem computes positions per call only inside the tensor: bound it (e.g. a larger buffer)")
+        L.fail(
+            f"{what} {size_expr_text(i)} is outside the dim (of size {size_expr_text(size)}) at some sizes of the dims; "
+            "tandem computes positions per call only inside the tensor: bound it (e.g. a larger buffer)"
+        )
     return i
 
 
@@ -314,8 +345,10 @@ def _has_size(obj) -> bool:
 def _static(L, x, what: str) -> int:
     """x, which must not depend on the dims (a stride, a kernel size, a step, k of topk)."""
     if isinstance(x, (SymDim, torch.SymInt)):
-        L.fail(f"{what} is the size {size_expr_text(_size(x) if isinstance(x, torch.SymInt) else x)}, which depends on a "
-               "dynamic dim; tandem needs it static: give it a fixed value")
+        L.fail(
+            f"{what} is the size {size_expr_text(_size(x) if isinstance(x, torch.SymInt) else x)}, which depends on a "
+            "dynamic dim; tandem needs it static: give it a fixed value"
+        )
     return int(x)
 
 
@@ -328,4 +361,5 @@ def handles(*targets):
         for t in targets:
             HANDLERS[t] = fn
         return fn
+
     return deco

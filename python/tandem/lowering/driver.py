@@ -1,6 +1,7 @@
 """The driver: lower_method walks one exported graph node by node, folding what is constant, handing
 each call to its handler (core.HANDLERS), computing sizes used as values per call, and ends with the
 write-back of every mutated state and the check that nothing reads torch.empty() before it is written."""
+
 from __future__ import annotations
 
 import operator
@@ -59,12 +60,14 @@ def _assert_async(L, node, args, kwargs):
 
 def _fold(L: Lowering, node, args, kwargs):
     """Run the node with torch on constant inputs; returns a Value or None."""
+
     def conv(a):
         if isinstance(a, Value):
             return L.const_tensor[a]
         if isinstance(a, (list, tuple)):
             return type(a)(conv(x) for x in a)
         return a
+
     shape = _shape_of(node) if _meta(node) is not None else ()
     if _has_size((args, kwargs)) and not (node.target in FOLDABLE_EXTRA and any(isinstance(d, SymDim) for d in shape)):
         return None  # a size used as a value: computed per call by the handler, never frozen at the maximum
@@ -90,9 +93,20 @@ def _fold(L: Lowering, node, args, kwargs):
 
 
 # Python arithmetic on sizes that gives a float (n / 2, n * 0.5) or a bool (n > 3): computed per call.
-SIZE_OPS = {operator.mul: "mul", operator.add: "add", operator.sub: "sub", operator.truediv: "div", operator.neg: "neg",
-            operator.gt: "gt", operator.ge: "ge", operator.lt: "lt", operator.le: "le", operator.eq: "eq", operator.ne: "ne",
-            torch.sym_float: None}
+SIZE_OPS = {
+    operator.mul: "mul",
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.truediv: "div",
+    operator.neg: "neg",
+    operator.gt: "gt",
+    operator.ge: "ge",
+    operator.lt: "lt",
+    operator.le: "le",
+    operator.eq: "eq",
+    operator.ne: "ne",
+    torch.sym_float: None,
+}
 
 
 def _size_op(L, node, args) -> Value:
@@ -149,10 +163,12 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     dim_states = {}  # a dim bound from the state at the start of a call (export._state_dims): its .item() is no op
     for sym, (t, where) in getattr(ep, "_tandem_dim_tensors", {}).items():
         if key_of(t) not in states:
-            raise ExportError(f"method '{name}' slices a length read from a tensor that no method changes"
-                              f"{where}; tandem binds such a length from the state "
-                              "at the start of each call: keep the offset in state that a method advances, or slice a "
-                              "fixed length")
+            raise ExportError(
+                f"method '{name}' slices a length read from a tensor that no method changes"
+                f"{where}; tandem binds such a length from the state "
+                "at the start of each call: keep the offset in state that a method advances, or slice a "
+                "fixed length"
+            )
         dim_states[sym] = states[key_of(t)]
     for node in gm.graph.nodes:
         L.node = node
@@ -214,8 +230,12 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
                 all_const = False  # a random op draws in every call: never folded into a constant
             # torch.empty() has no inputs but is no constant: run here, its uninitialized bytes would be stored
-            if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None \
-                    and node.target not in EMPTY:
+            if (
+                all_const
+                and (handler is not None or node.target in FOLDABLE_EXTRA)
+                and _meta(node) is not None
+                and node.target not in EMPTY
+            ):
                 folded = _fold(L, node, args, kwargs)
                 if folded is not None:
                     env[node] = folded
@@ -230,8 +250,11 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
         else:
             L.fail(f"graph node kind '{node.op}' is not supported")
     if L.unsupported:
-        raise ExportError(f"method '{name}' uses operators tandem does not support yet:\n" + "\n".join(L.unsupported)
-                          + "\nSee docs/ops.md for the supported set.")
+        raise ExportError(
+            f"method '{name}' uses operators tandem does not support yet:\n"
+            + "\n".join(L.unsupported)
+            + "\nSee docs/ops.md for the supported set."
+        )
 
     L.node = None
     _check_empty_reads(L)
@@ -241,8 +264,10 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             if o is None:
                 continue
             if not isinstance(o, torch.fx.Node):
-                raise ExportError(f"method '{name}' returns {o!r}; methods return tensors, a tuple of tensors or None (a method "
-                                  "that takes no inputs, changes no state and returns only constants is stored as metadata)")
+                raise ExportError(
+                    f"method '{name}' returns {o!r}; methods return tensors, a tuple of tensors or None (a method "
+                    "that takes no inputs, changes no state and returns only constants is stored as metadata)"
+                )
             v = env[o]
             if isinstance(v, int) and not isinstance(v, bool):  # a size returned: a 0-d int64 tensor of its value per call
                 L.node = o
@@ -329,12 +354,13 @@ def _check_empty_reads(L) -> None:
                 continue
             if i == 0 and op.name in schema.IN_PLACE_FIRST:
                 whole = Value(v.dtype, (int(s.nbytes) // DTYPE_SIZE[v.dtype],), s)
-                ops.append(Op("fill", [], [whole], [] if v.dtype == F32 else [0], [0.0] if v.dtype == F32 else [],
-                              op.where))
+                ops.append(Op("fill", [], [whole], [] if v.dtype == F32 else [0], [0.0] if v.dtype == F32 else [], op.where))
                 filled.add(s)
             else:
-                raise ExportError(f"method '{L.method}': op '{op.name}' reads the contents of torch.empty() (or "
-                                  f"new_empty/empty_like) before anything wrote them{op.where}: its result would be "
-                                  "undefined; write every element first, or use torch.zeros")
+                raise ExportError(
+                    f"method '{L.method}': op '{op.name}' reads the contents of torch.empty() (or "
+                    f"new_empty/empty_like) before anything wrote them{op.where}: its result would be "
+                    "undefined; write every element first, or use torch.zeros"
+                )
         ops.append(op)
     L.ops[:] = ops

@@ -1,5 +1,6 @@
 """Elementwise ops: the binary and comparison ops (with PyTorch's type promotion), the unary ops,
 gelu, elu, clamp, where, isnan/isinf/isfinite (src/kernels/elementwise.c)."""
+
 from __future__ import annotations
 
 import torch
@@ -10,15 +11,34 @@ from .index import _producer_op, _scatter
 from .shape import _fill, _slice_value
 
 BINARY = {
-    aten.add.Tensor: "add", aten.add.Scalar: "add", aten.sub.Tensor: "sub", aten.sub.Scalar: "sub",
-    aten.mul.Tensor: "mul", aten.mul.Scalar: "mul", aten.div.Tensor: "div", aten.div.Scalar: "div",
-    aten.maximum.default: "maximum", aten.minimum.default: "minimum",
-    aten.pow.Tensor_Tensor: "pow", aten.pow.Tensor_Scalar: "pow",
-    aten.remainder.Tensor: "remainder", aten.remainder.Scalar: "remainder",
-    aten.eq.Tensor: "eq", aten.eq.Scalar: "eq", aten.ne.Tensor: "ne", aten.ne.Scalar: "ne",
-    aten.lt.Tensor: "lt", aten.lt.Scalar: "lt", aten.le.Tensor: "le", aten.le.Scalar: "le",
-    aten.gt.Tensor: "gt", aten.gt.Scalar: "gt", aten.ge.Tensor: "ge", aten.ge.Scalar: "ge",
-    aten.logical_and.default: "logical_and", aten.logical_or.default: "logical_or",
+    aten.add.Tensor: "add",
+    aten.add.Scalar: "add",
+    aten.sub.Tensor: "sub",
+    aten.sub.Scalar: "sub",
+    aten.mul.Tensor: "mul",
+    aten.mul.Scalar: "mul",
+    aten.div.Tensor: "div",
+    aten.div.Scalar: "div",
+    aten.maximum.default: "maximum",
+    aten.minimum.default: "minimum",
+    aten.pow.Tensor_Tensor: "pow",
+    aten.pow.Tensor_Scalar: "pow",
+    aten.remainder.Tensor: "remainder",
+    aten.remainder.Scalar: "remainder",
+    aten.eq.Tensor: "eq",
+    aten.eq.Scalar: "eq",
+    aten.ne.Tensor: "ne",
+    aten.ne.Scalar: "ne",
+    aten.lt.Tensor: "lt",
+    aten.lt.Scalar: "lt",
+    aten.le.Tensor: "le",
+    aten.le.Scalar: "le",
+    aten.gt.Tensor: "gt",
+    aten.gt.Scalar: "gt",
+    aten.ge.Tensor: "ge",
+    aten.ge.Scalar: "ge",
+    aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or",
 }
 COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"}
 
@@ -28,6 +48,7 @@ def _compute_dtype(node, a, b) -> int:
         if isinstance(x, Value):
             return torch.empty((1,) * 0, dtype=TORCH_DTYPE[x.dtype])
         return x
+
     return DTYPE_CODE[torch.result_type(probe(a), probe(b))]
 
 
@@ -105,12 +126,26 @@ def _rsub(L, node, args, kwargs):
 
 
 UNARY = {
-    aten.neg.default: "neg", aten.abs.default: "abs", aten.exp.default: "exp", aten.log.default: "log",
-    aten.sqrt.default: "sqrt", aten.rsqrt.default: "rsqrt", aten.sin.default: "sin", aten.cos.default: "cos",
-    aten.tanh.default: "tanh", aten.sigmoid.default: "sigmoid", aten.relu.default: "relu",
-    aten.silu.default: "silu", aten.erf.default: "erf", aten.reciprocal.default: "reciprocal",
-    aten.floor.default: "floor", aten.ceil.default: "ceil", aten.logical_not.default: "logical_not",
-    aten.log1p.default: "log1p", aten.hardswish.default: "hardswish", aten.hardsigmoid.default: "hardsigmoid",
+    aten.neg.default: "neg",
+    aten.abs.default: "abs",
+    aten.exp.default: "exp",
+    aten.log.default: "log",
+    aten.sqrt.default: "sqrt",
+    aten.rsqrt.default: "rsqrt",
+    aten.sin.default: "sin",
+    aten.cos.default: "cos",
+    aten.tanh.default: "tanh",
+    aten.sigmoid.default: "sigmoid",
+    aten.relu.default: "relu",
+    aten.silu.default: "silu",
+    aten.erf.default: "erf",
+    aten.reciprocal.default: "reciprocal",
+    aten.floor.default: "floor",
+    aten.ceil.default: "ceil",
+    aten.logical_not.default: "logical_not",
+    aten.log1p.default: "log1p",
+    aten.hardswish.default: "hardswish",
+    aten.hardsigmoid.default: "hardsigmoid",
 }
 
 

@@ -1,6 +1,7 @@
 """Indexing: index_select, embedding, advanced indexing, index_put, gather, scatter, slice_scatter
 and select_scatter, and sort/topk (src/kernels/select.c, scatter.c). Every index tensor goes through
 check_index unless it is in range by construction."""
+
 from __future__ import annotations
 
 import math
@@ -73,8 +74,10 @@ def _advanced_index(L, x: Value, indices):
         L.fail("indexing without an index tensor")
     for _, i in used:
         if not isinstance(i, Value) or i.dtype not in (I64, I32):
-            L.fail("indexing with a boolean mask gives a size that depends on values: use torch.where(mask, x, 0) "
-                   "(or x * mask) to keep the shape; integer index tensors (int64 or int32) are supported")
+            L.fail(
+                "indexing with a boolean mask gives a size that depends on values: use torch.where(mask, x, 0) "
+                "(or x * mask) to keep the shape; integer index tensors (int64 or int32) are supported"
+            )
     dims = [d for d, _ in used]
     if dims != list(range(dims[0], dims[0] + len(dims))):  # not adjacent: indexed dims first
         perm = dims + [d for d in range(len(x.shape)) if d not in dims]
@@ -93,7 +96,7 @@ def _advanced_index(L, x: Value, indices):
         flat = term if flat is None else L.emit("add", [flat, term], I64, torch.broadcast_shapes(flat.shape, term.shape))
         stride *= n
     flat = L.expand(flat, S)
-    merged = x.shape[:d0] + (stride,) + x.shape[d0 + len(dims):]
+    merged = x.shape[:d0] + (stride,) + x.shape[d0 + len(dims) :]
     return L.reshape(x, merged), d0, flat, tuple(S)
 
 
@@ -108,11 +111,13 @@ def _mask_put(L, node, base: Value, indices, values: Value, acc: bool):
     broadcast over the selected elements: where(mask, values, base), a fixed shape."""
     lead = next(d for d, i in enumerate(indices) if i is not None)
     mask = indices[lead]
-    rest = base.shape[lead + len(mask.shape):]
+    rest = base.shape[lead + len(mask.shape) :]
     vshape = tuple(values.shape)
     if len(vshape) > len(rest) + 1 or (len(vshape) == len(rest) + 1 and vshape[0] != 1):
-        L.fail("x[mask] = values needs values that broadcast over x[mask]'s elements (a number, or one row); "
-               "the number of selected elements depends on the mask's values")
+        L.fail(
+            "x[mask] = values needs values that broadcast over x[mask]'s elements (a number, or one row); "
+            "the number of selected elements depends on the mask's values"
+        )
     values = L.reshape(values, vshape[1:] if len(vshape) == len(rest) + 1 else vshape)
     m = L.reshape(mask, mask.shape + (1,) * len(rest))
     dt = base.dtype
@@ -145,9 +150,9 @@ def _index_put(L, node, args, kwargs):
 def _put_rows(L, x: Value, d: int, idx: Value, S, k: int, values: Value, acc: bool) -> Value:
     """index_put on dim d of x with a flat index of shape S; values broadcast to x's shape with d
     replaced by S."""
-    want = x.shape[:d] + tuple(S) + x.shape[d + 1:]
+    want = x.shape[:d] + tuple(S) + x.shape[d + 1 :]
     values = L.expand(L.cast(values, x.dtype), want)
-    values = L.reshape(values, x.shape[:d] + (k,) + x.shape[d + 1:])
+    values = L.reshape(values, x.shape[:d] + (k,) + x.shape[d + 1 :])
     idx = L.reshape(idx, (k,))
     return L.emit("index_put", [x, idx, values], x.dtype, x.shape, iattr=[d, int(acc)])
 
@@ -227,7 +232,6 @@ def _topk(L, node, args, kwargs):
     return _select_op(L, node, args[0], "topk", int(dim), [k, int(bool(largest))])
 
 
-
 def _producer_op(L, v: Value):
     """The op of L.ops that wrote v's storage (the last one), or None (an input, a constant, state)."""
     return next((o for o in reversed(L.ops) if any(u.storage is v.storage for u in o.outs)), None)
@@ -259,7 +263,7 @@ def _scatter_into(L, x: Value, dim: int, idx: Value, src: Value) -> Value:
     rows = _rows_index(L, idx, dim, src)
     if rows is not None:
         rows = _checked_index(L, rows, x.shape[dim])
-        want = x.shape[:dim] + (rows.shape[0],) + x.shape[dim + 1:]
+        want = x.shape[:dim] + (rows.shape[0],) + x.shape[dim + 1 :]
         if tuple(src.shape) == want:  # the index covers every position outside dim: whole rows
             return L.emit("index_put", [x, rows, L.cast(src, x.dtype)], x.dtype, x.shape, iattr=[dim, 0])
     idx = _checked_index(L, idx, x.shape[dim])

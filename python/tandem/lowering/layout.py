@@ -1,5 +1,6 @@
 """Weight layout: matmul_packed's b in panels of PANEL columns (docs/ops.md), written once at export
 (also by fuse.py and quantize.py through pack_panels)."""
+
 from __future__ import annotations
 
 import torch

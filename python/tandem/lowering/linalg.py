@@ -1,5 +1,6 @@
 """Matrix products: mm, bmm, addmm as matmul, matmul_packed (a constant b packed in panels) or the
 integer matmul, and torch.cdist's decomposition against a constant codebook (src/kernels/linalg.c)."""
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,11 @@ def _is_call(n, target) -> bool:
 
 def _sum_of_squares_of(n, x) -> bool:
     """n is sum(pow(x, 2), [-1], keepdim=True), as torch's cdist decomposition writes it."""
-    if not _is_call(n, aten.sum.dim_IntList) or list(n.args[1]) not in ([-1], [len(_shape_of(n)) - 1]) or not (
-            len(n.args) > 2 and n.args[2] or n.kwargs.get("keepdim")):
+    if (
+        not _is_call(n, aten.sum.dim_IntList)
+        or list(n.args[1]) not in ([-1], [len(_shape_of(n)) - 1])
+        or not (len(n.args) > 2 and n.args[2] or n.kwargs.get("keepdim"))
+    ):
         return False
     p = n.args[0]
     return _is_call(p, aten.pow.Tensor_Scalar) and p.args[0] is x and p.args[1] == 2
@@ -67,18 +71,23 @@ def _cdist_matmul(L, node, out_shape):
         return None
     if len(bc.args[0]) != 3 or len(a.args[0]) != 3:
         return None
-    if _dim(int(bc.args[1]) if len(bc.args) > 1 else 0, rank) != rank - 1 or \
-            _dim(int(a.args[1]) if len(a.args) > 1 else 0, len(_shape_of(a))) != len(_shape_of(a)) - 1:
+    if (
+        _dim(int(bc.args[1]) if len(bc.args) > 1 else 0, rank) != rank - 1
+        or _dim(int(a.args[1]) if len(a.args) > 1 else 0, len(_shape_of(a))) != len(_shape_of(a)) - 1
+    ):
         return None
     pts, ones_b, sq = bc.args[0]
     xm, xsq, ones_a = a.args[0]
-    if not _is_call(xm, aten.mul.Tensor) or xm.args[1] != -2 or not _sum_of_squares_of(xsq, xm.args[0]) or \
-            not _sum_of_squares_of(sq, pts):
+    if not _is_call(xm, aten.mul.Tensor) or xm.args[1] != -2 or not _sum_of_squares_of(xsq, xm.args[0]) or not _sum_of_squares_of(sq, pts):
         return None
     env = L.env
     P = env.get(pts)
-    if P is None or P not in L.const_tensor or P.dtype != F32 or not all(
-            isinstance(env.get(n), Value) and _is_ones(L, env[n]) for n in (ones_a, ones_b)):
+    if (
+        P is None
+        or P not in L.const_tensor
+        or P.dtype != F32
+        or not all(isinstance(env.get(n), Value) and _is_ones(L, env[n]) for n in (ones_a, ones_b))
+    ):
         return None
     C = L.const_tensor[P]
     C = C.reshape((-1,) + tuple(C.shape[-2:]))

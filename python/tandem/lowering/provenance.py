@@ -1,5 +1,6 @@
 """Where a graph node came from in the user's code: the source line an ExportError or an op's
 `where` names (the innermost frame of the node's stack trace that is not torch's, tandem's or Python's)."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,10 @@ def source_line(node) -> str:
     lines = trace.strip().splitlines()
     for i in range(len(lines) - 1, -1, -1):
         ln = lines[i].strip()
-        if ln.startswith("File ") and is_user_file(ln[len("File "):].split(",")[0].strip().strip('"')):
+        if ln.startswith("File ") and is_user_file(ln[len("File ") :].split(",")[0].strip().strip('"')):
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
             parts = ln.split(",")
-            file = parts[0][len("File "):].strip().strip('"').split("/")[-1]
+            file = parts[0][len("File ") :].strip().strip('"').split("/")[-1]
             lineno = parts[1].strip().replace("line ", "") if len(parts) > 1 else "?"
             return f" (at {file}:{lineno}: {code})"
     return ""

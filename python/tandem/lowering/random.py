@@ -9,6 +9,7 @@ saveState/loadState, fork({state: 'copy'}) and resetState reproduce or restart t
 other state. The numbers are not torch's (torch's CPU generator is a Mersenne Twister, stateful in
 the process); docs/ops.md ("Random sampling") specifies tandem's stream bit for bit.
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,10 @@ aten = torch.ops.aten
 RNG_STATE = "__rng__"  # the state slot's name (inspect shows it)
 RNG_KEY = ("tandem", RNG_STATE)  # its key in the exporter's states dict (buffers are keyed by storage)
 UNIFORM, NORMAL, INTEGERS = 0, 1, 2  # the random op's kinds (src/kernels/random.c)
-NOT_TORCH = ("tandem's generator is Philox4x32-10 in the program's state, so the numbers differ from torch's own "
-             "generator for the same seed (docs/ops.md, Random sampling)")
+NOT_TORCH = (
+    "tandem's generator is Philox4x32-10 in the program's state, so the numbers differ from torch's own "
+    "generator for the same seed (docs/ops.md, Random sampling)"
+)
 
 
 def _random_targets() -> set:
@@ -41,18 +44,23 @@ def add_rng_state(states: dict, exported: dict, seed: int = 0) -> None:
     targets = _random_targets()
     for method, e in exported.items():
         for n in e[0].graph.nodes:
-            if n.op == "call_function" and (n.target in targets or torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())) \
-                    and n.kwargs.get("generator") is not None:
-                raise ExportError(f"method '{method}': '{n.target}' is given a torch.Generator{source_line(n)}; a tandem program "
-                                  f"draws from its own generator (the '{RNG_STATE}' state, seeded with model.seed(n) or "
-                                  f"tandem.export(..., seed=n)), not from a torch.Generator: drop generator=. Note: {NOT_TORCH}")
+            if (
+                n.op == "call_function"
+                and (n.target in targets or torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()))
+                and n.kwargs.get("generator") is not None
+            ):
+                raise ExportError(
+                    f"method '{method}': '{n.target}' is given a torch.Generator{source_line(n)}; a tandem program "
+                    f"draws from its own generator (the '{RNG_STATE}' state, seeded with model.seed(n) or "
+                    f"tandem.export(..., seed=n)), not from a torch.Generator: drop generator=. Note: {NOT_TORCH}"
+                )
     if not any(uses_random(e[0]) for e in exported.values()):
         return
     for st in states.values():
         if st.name == RNG_STATE:
             raise ExportError(f"state '{RNG_STATE}' is tandem's random generator; a buffer of that name cannot be state: rename it")
     seed = int(seed)
-    if not -2**63 <= seed < 2**64:
+    if not -(2**63) <= seed < 2**64:
         raise ExportError(f"seed {seed} does not fit 64 bits")
     seed = seed - 2**64 if seed >= 2**63 else seed
     t = torch.tensor([seed, 0], dtype=torch.long)
@@ -72,6 +80,7 @@ def _rng(L) -> Value:
         def advance():
             old = Value(I64, (2,), Storage(STATE, st.nbytes, state=st))
             return st, L.emit("add", [old, L.const(torch.tensor([0, 1], dtype=torch.long))], I64, (2,))
+
         L.at_end.append(advance)
     stream = L.rng_streams
     L.rng_streams += 1
@@ -80,8 +89,10 @@ def _rng(L) -> Value:
 
 def _no_generator(L, kwargs):
     if kwargs.get("generator") is not None:
-        L.fail(f"a torch.Generator is passed; a tandem program draws from its own generator (the '{RNG_STATE}' state, "
-               f"seeded with model.seed(n)), not from a torch.Generator: drop generator=. Note: {NOT_TORCH}")
+        L.fail(
+            f"a torch.Generator is passed; a tandem program draws from its own generator (the '{RNG_STATE}' state, "
+            f"seeded with model.seed(n)), not from a torch.Generator: drop generator=. Note: {NOT_TORCH}"
+        )
 
 
 def _draw(L, kind: int, shape, a: float = 0.0, b: float = 1.0, lo: int = 0, hi: int = 0, dtype: int = F32) -> Value:
@@ -104,6 +115,7 @@ def random_handler(*targets):
     def deco(fn):
         fn._random = True
         return handles(*targets)(fn)
+
     return deco
 
 
@@ -189,7 +201,7 @@ def _randint(L, node, args, kwargs):
     if hi <= lo:
         L.fail(f"randint({lo}, {hi}): high must be above low")
     dt = _dtype_of(node)
-    out = I32 if dt == I32 and -2**31 <= lo and hi - 1 < 2**31 else I64
+    out = I32 if dt == I32 and -(2**31) <= lo and hi - 1 < 2**31 else I64
     return L.cast(_draw(L, INTEGERS, _shape_of(node), lo=lo, hi=hi, dtype=out), dt)
 
 

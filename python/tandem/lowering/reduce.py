@@ -1,5 +1,6 @@
 """Reductions and normalizations: sum/mean/amax/amin, any/all, argmax/argmin, cumsum, softmax,
 layer norm, variance and group norm (src/kernels/reduce.c)."""
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,7 @@ def _softmax(L, node, args, kwargs):
 def _layer_norm(L, node, args, kwargs):
     x, normalized, w, b, eps = args[0], args[1], args[2], args[3], args[4]
     ins = [x] + [t for t in (w, b) if t is not None]
-    y = L.emit("layer_norm", ins, F32, x.shape, iattr=[len(normalized), int(w is not None), int(b is not None)],
-               fattr=[eps])
+    y = L.emit("layer_norm", ins, F32, x.shape, iattr=[len(normalized), int(w is not None), int(b is not None)], fattr=[eps])
     return [y, None, None]  # mean and rstd are not produced; using them fails in getitem
 
 

@@ -1,6 +1,7 @@
 """Views, copies, fills and shape ops: view/reshape/squeeze (a value over its base's storage),
 expand, permute, slice, select, split, cat, repeat, constant_pad, full/zeros/ones, arange, empty
 (src/kernels/shape.c)."""
+
 from __future__ import annotations
 
 import math
@@ -12,14 +13,21 @@ from ..ir import DTYPE_SIZE, F32, TORCH_DTYPE, SymDim, Value, as_size
 from .core import FILL_MAX_NUMEL, _corners, _dim, _dtype_of, _position, _shape_of, _static, aten, handles, size_expr_text
 
 
-@handles(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default,
-         aten.detach.default)
+@handles(aten._to_copy.default, aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default)
 def _to_copy(L, node, args, kwargs):
     return L.cast(args[0], _dtype_of(node))
 
 
-@handles(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dim,
-         aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default, aten.flatten.using_ints)
+@handles(
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.reshape.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.unsqueeze.default,
+    aten.flatten.using_ints,
+)
 def _view(L, node, args, kwargs):
     return L.reshape(args[0], _shape_of(node))
 
@@ -98,7 +106,7 @@ def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> V
     for d in x.shape[:dim]:
         outer *= d
     inner = DTYPE_SIZE[x.dtype]
-    for d in x.shape[dim + 1:]:
+    for d in x.shape[dim + 1 :]:
         inner *= d
     whole = _same_size(length, x.shape[dim])
     if (step == 1 or length <= 1) and (outer == 1 or whole):
@@ -116,7 +124,7 @@ def _is_slice_of(base: Value, v: Value, dim: int, start: int, step: int) -> bool
     if any(a != b for i, (a, b) in enumerate(zip(v.shape, base.shape)) if i != dim):
         return False
     outer = math.prod(base.shape[:dim])
-    inner = DTYPE_SIZE[base.dtype] * math.prod(base.shape[dim + 1:])
+    inner = DTYPE_SIZE[base.dtype] * math.prod(base.shape[dim + 1 :])
     contiguous = (step == 1 or length <= 1) and (outer == 1 or _same_size(length, base.shape[dim]))
     return contiguous and v.offset == base.offset + start * inner
 
@@ -148,8 +156,10 @@ def _split(L, node, args, kwargs):
     if node.target == aten.split.Tensor:
         size = _static(L, args[1], "the split size")
         if isinstance(x.shape[dim], SymDim):  # pieces whose number depends on the dim
-            L.fail(f"split of a dim of size {size_expr_text(x.shape[dim])} gives a number of pieces that depends on it; split "
-                   "with explicit sizes (torch.split(x, [a, b], dim)) instead")
+            L.fail(
+                f"split of a dim of size {size_expr_text(x.shape[dim])} gives a number of pieces that depends on it; split "
+                "with explicit sizes (torch.split(x, [a, b], dim)) instead"
+            )
         sizes = [min(size, x.shape[dim] - s) for s in range(0, x.shape[dim], size)]
     else:
         sizes = [as_size(s) for s in args[1]]
@@ -251,8 +261,7 @@ def _arange(L, node, args, kwargs):
     return L.emit("add", [k, L.scalar(start, dt)], dt, (length,))
 
 
-EMPTY = (aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default,
-         aten.empty_permuted.default)
+EMPTY = (aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default, aten.empty_permuted.default)
 
 
 @handles(*EMPTY)
