@@ -1,7 +1,7 @@
-"""A 1 GiB program for the load-memory measurement (bench/big_load.mjs, docs/benchmarks.md,
+"""A 1 GiB program for the load-memory measurement (bench/probes/big_load.mjs, docs/benchmarks.md,
 issue #13 item 4): one bias-free Linear(16384, 16384), seeded, exported with tandem.export.
 
-    python bench/big_program.py OUT.tandem
+    python bench/models/big_program.py OUT.tandem
 """
 
 import sys
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "python")]
+sys.path[:0] = [str(Path(__file__).resolve().parents[2] / "python")]
 import tandem  # noqa: E402
 
 torch.manual_seed(0)

@@ -1,11 +1,11 @@
-"""Exports the transformer LM family for the benchmarks: `python bench/export_lm.py OUT_DIR CAP...`
+"""Exports the transformer LM family for the benchmarks: `python bench/models/export_lm.py OUT_DIR CAP...`
 writes OUT_DIR/lm_<cap>.tandem for each KV-cache capacity (same weights: the same seed)."""
 
 import sys
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests")]
 warnings.filterwarnings("ignore")
 

@@ -1,5 +1,5 @@
 """Writes a transformers LlamaForCausalLM as a GGUF file of llama.cpp's `llama` architecture, with
-the gguf package's writer and its quants module (for @wllama/wllama in bench/llm.mjs).
+the gguf package's writer and its quants module (for @wllama/wllama in bench/suite/llm.mjs).
 
 What llama.cpp expects, and what this writes:
 - tensors `token_embd`, `output_norm`, and per block `attn_norm`, `attn_q`/`attn_k`/`attn_v`/
@@ -14,7 +14,7 @@ What llama.cpp expects, and what this writes:
   tokens, then one CJK ideograph per token (`piece(i)`; no space prefix). llama.cpp will not load a
   model without a vocabulary, and @wllama/wllama 3 takes prompts as text only: with one character
   per token, which no merge joins (no two-character piece exists), a prompt of token ids is written
-  as the string of their pieces and tokenizes back to exactly those ids (bench/llm-page.js writes
+  as the string of their pieces and tokenizes back to exactly those ids (bench/suite/llm-page.js writes
   them the same way and checks the prompt's token count).
 """
 

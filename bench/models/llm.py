@@ -1,5 +1,5 @@
-"""The LLM table's models (issue #17 item 5): bench/smollm.py's SmolLM-135M-shaped Llama, the same
-seeded weights, at three widths for each runtime. bench/smollm.py writes the float32 ones
+"""The LLM table's models (issue #17 item 5): bench/models/smollm.py's SmolLM-135M-shaped Llama, the same
+seeded weights, at three widths for each runtime. bench/models/smollm.py writes the float32 ones
 (smollm.tandem, smollm.onnx); this writes the rest into OUT_DIR:
 
 - smollm_int8.tandem, smollm_int4.tandem: export_causal_lm(quantize="int8" | "int4"), every linear
@@ -16,8 +16,8 @@ seeded weights, at three widths for each runtime. bench/smollm.py writes the flo
   the tied table too;
 - llm.json: the files, and the weight bytes each width reads per decode step (the bound).
 
-    python bench/llm.py OUT_DIR [--layers N]   (after bench/smollm.py OUT_DIR [--layers N];
-                                               called by bench/make_models.py for TANDEM_BENCH=llm)
+    python bench/models/llm.py OUT_DIR [--layers N]   (after bench/models/smollm.py OUT_DIR [--layers N];
+                                               called by bench/models/make_models.py for TANDEM_BENCH=llm)
 """
 
 import json
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "python"), str(ROOT / "bench")]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "python"), str(ROOT / "bench" / "models")]
 warnings.filterwarnings("ignore")
 
 import gguf_llama  # noqa: E402
@@ -68,7 +68,7 @@ def quantize_onnx(src: Path, int8: Path, int4: Path) -> None:
 
 def next_tokens(hf, prompts: int = 3, length: int = 40) -> list[dict]:
     """transformers' greedy next token after a few seeded prompts of token ids (past the GGUF
-    vocabulary's special and byte tokens): bench/llm-page.js checks that tandem's float32 program
+    vocabulary's special and byte tokens): bench/suite/llm-page.js checks that tandem's float32 program
     and llama.cpp's F32 GGUF pick the same, i.e. compute the same function of the same weights."""
     cases = []
     for s in range(prompts):

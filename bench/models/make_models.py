@@ -1,7 +1,7 @@
 """Exports every benchmark model twice: as a .tandem program and, for the peers, as ONNX (with
 state as inputs and outputs, since onnxruntime-web keeps none between calls).
 
-    python bench/make_models.py build/bench
+    python bench/models/make_models.py build/bench
 """
 
 import os
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests")]
 warnings.filterwarnings("ignore")
 import tandem  # noqa: E402
@@ -24,7 +24,7 @@ from models.families import CausalConvBlock, StreamingCodec, TinyLM, rotate  # n
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 OUT.mkdir(parents=True, exist_ok=True)
 torch.manual_seed(0)
-# TANDEM_BENCH=image,codec (bench/run.sh) exports only what those sections of bench/bench.mjs read.
+# TANDEM_BENCH=image,codec (bench/suite/run.sh) exports only what those sections of bench/suite/bench.mjs read.
 ONLY = [x.strip() for x in os.environ["TANDEM_BENCH"].split(",")] if os.environ.get("TANDEM_BENCH") else None
 
 
@@ -172,7 +172,7 @@ if want("conv", "memory"):
 
 # ---- torchvision image classifiers, 224x224, eval, random weights -----------------------------
 if want("image"):
-    import torchvision  # noqa: E402  (installed by bench/run.sh, --no-deps)
+    import torchvision  # noqa: E402  (installed by bench/suite/run.sh, --no-deps)
 
     for name in ["resnet18", "mobilenet_v3_small"]:
         torch.manual_seed(0)
@@ -263,7 +263,7 @@ if want("load"):
     big = nn.Sequential(nn.Linear(2048, 2048), nn.Linear(2048, 2048), nn.Linear(2048, 2048))
     tandem.export(big, {"forward": (torch.randn(1, 2048),)}).save(OUT / "big.tandem")
 
-# ---- one linear layer at SmolLM's shapes, float32 / int8 / int4, for bench/toolchain.mjs's GEMV rows -
+# ---- one linear layer at SmolLM's shapes, float32 / int8 / int4, for bench/suite/toolchain.mjs's GEMV rows -
 if want("toolchain"):
     for K, N in [(576, 1536), (1536, 576), (576, 49152)]:
         lin = nn.Linear(K, N, bias=False)
@@ -272,13 +272,13 @@ if want("toolchain"):
                 OUT / f"gemv_{width}_{K}x{N}.tandem"
             )
 
-# ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/smollm.py) --
+# ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/models/smollm.py) --
 if want("smollm", "threads", "llm"):
     import smollm  # noqa: E402
 
     smollm.main(OUT)
 
-# ---- the same weights at int8 and int4 for tandem and onnxruntime-web, and as GGUF (bench/llm.py) -
+# ---- the same weights at int8 and int4 for tandem and onnxruntime-web, and as GGUF (bench/models/llm.py) -
 if want("llm"):
     import llm  # noqa: E402
 

@@ -2,10 +2,10 @@
 (79 M parameters, seeded random weights from moshi's own config, nothing downloaded), exported as
 moshi's streaming API is used, and moshi's eager torch on one thread (torch.set_num_threads(1)) timed
 on the same frames in the same run. Writes OUT/mimi.tandem, OUT/mimi_frames.json (inputs and moshi's
-outputs, for bench/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame); with int8 in
+outputs, for bench/suite/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame); with int8 in
 VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weights stored int8
 (`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32).
-Usage: python bench/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
+Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
 float32, int8]."""
 
 import json
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 import tandem  # noqa: E402
@@ -64,7 +64,7 @@ for variant in VARIANTS:
     (OUT / f"mimi{suffix}_ops.json").write_text(
         json.dumps(
             {
-                name: [  # each method's ops with shapes, for bench/mimi_profile.py
+                name: [  # each method's ops with shapes, for bench/probes/mimi_profile.py
                     {
                         "name": op.name,
                         "ins": [list(v.shape) for v in op.ins],

@@ -5,8 +5,8 @@ _run_flow_lm_and_increment_step over the flow LM's ModelState; decode / advance:
 and increment_steps over the Mimi's), at temperature 0 (tandem does not sample yet), and the
 package's eager torch on one thread timed on the same frames in the same run. Writes
 OUT/pocket.tandem, OUT/pocket_frames.json (the prompt and the package's latents and audio, for
-bench/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame).
-Usage: python bench/pocket.py OUT [frames = 12]."""
+bench/suite/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame).
+Usage: python bench/models/pocket.py OUT [frames = 12]."""
 
 import functools
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch.export import Dim
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 from pocket_tts.modules.stateful_module import increment_steps, init_states  # noqa: E402

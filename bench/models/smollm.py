@@ -11,7 +11,7 @@ weights, exported twice from the same weights:
 - smollm.json: what the benchmark needs to know (weight bytes read per token, new KV bytes per
   token, the state's names).
 
-    python bench/smollm.py OUT_DIR [--tandem-only] [--layers N]   (also called by bench/make_models.py)
+    python bench/models/smollm.py OUT_DIR [--tandem-only] [--layers N]   (also called by bench/models/make_models.py)
 """
 
 import json
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "python")]
 warnings.filterwarnings("ignore")
 
@@ -89,7 +89,7 @@ class StepIO(nn.Module):
 class PrefillIO(nn.Module):
     """A prompt of n tokens (n dynamic) into an empty KV cache, returning the last position's
     logits and the cache (present.<i>.key / .value [1, 3, n, 64]) for the decode step above: the
-    prefill onnxruntime-web runs (bench/threads.mjs times it beside tandem's)."""
+    prefill onnxruntime-web runs (bench/suite/threads.mjs times it beside tandem's)."""
 
     def __init__(self, hf):
         super().__init__()

@@ -1,10 +1,10 @@
 // Peak JS memory while loading a large program from a Response (issue #13 item 4): the body is
 // streamed into linear memory (inline) or transferred to the worker as a stream (worker: true), so
 // JS should hold about a chunk, not the program. Prints one JSON line per mode.
-//   python bench/big_program.py build/bench/big1g.tandem && node --expose-gc bench/big_load.mjs build/bench/big1g.tandem
+//   python bench/models/big_program.py build/bench/big1g.tandem && node --expose-gc bench/probes/big_load.mjs build/bench/big1g.tandem
 import { createReadStream, statSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { load } from '../node/index.js';
+import { load } from '../../node/index.js';
 
 const path = process.argv[2];
 const size = statSync(path).size;

@@ -1,9 +1,9 @@
-// Two exports of Mimi side by side in one run (bench/mimi.py's output directories, each optionally
+// Two exports of Mimi side by side in one run (bench/models/mimi.py's output directories, each optionally
 // with its own runtime build in DIR/web/tandem.wasm and tandem-mt.wasm): frames alternate between
 // them, so a busy machine slows both alike; ratios are what to read. Codes and pcm are checked
-// against moshi's as in bench/mimi.mjs. Usage: node bench/mimi_compare.mjs BEFORE_DIR AFTER_DIR [rounds = 3].
+// against moshi's as in bench/suite/mimi.mjs. Usage: node bench/probes/mimi_compare.mjs BEFORE_DIR AFTER_DIR [rounds = 3].
 import { existsSync, readFileSync } from 'node:fs';
-import { load } from '../node/index.js';
+import { load } from '../../node/index.js';
 
 const [dirA, dirB] = [process.argv[2], process.argv[3]];
 const rounds = Number(process.argv[4] ?? 3);
@@ -33,7 +33,7 @@ async function step(m, frames, i, acc) {
 const frames = JSON.parse(readFileSync(`${dirB}/mimi_frames.json`, 'utf8'));
 const eager = JSON.parse(readFileSync(`${dirB}/mimi_eager.json`, 'utf8'));
 const eagerMs = `${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ${f(eager.encode_ms + eager.decode_ms)} ms`;
-console.log(`moshi eager torch 1 thread (bench/mimi.py, ${dirB}): ${eagerMs}`);
+console.log(`moshi eager torch 1 thread (bench/models/mimi.py, ${dirB}): ${eagerMs}`);
 for (const threads of [1, 2]) {
   const [a, b] = [await open(dirA, threads), await open(dirB, threads)];
   const acc = [a, b].map(() => ({ enc: 0, dec: 0, n: 0, miss: 0, pcm: 0 }));

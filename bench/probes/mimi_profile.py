@@ -1,8 +1,8 @@
-"""Mimi's streaming steps op by op on the wasm backend (wasmtime, one thread): bench/mimi.py's
+"""Mimi's streaming steps op by op on the wasm backend (wasmtime, one thread): bench/models/mimi.py's
 exported file (and its op listing, mimi_ops.json, for the shapes), a few frames, then each method
 profiled over `rounds` frames. Prints the time per
 op kind and the slowest single ops with their shapes (read from the file), to see which kernels a
-change moves. Usage: python bench/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
+change moves. Usage: python bench/probes/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
 for example mimi_int8]."""
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 import tandem  # noqa: E402
 from tandem import runtime  # noqa: E402

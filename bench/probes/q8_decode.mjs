@@ -1,12 +1,12 @@
 // q8_decode.mjs — issue #17 item 2's whole-model check: decode tokens/s of the SmolLM-135M-shaped
-// Llama (bench/smollm.py, exported by bench/llm.py) at float32, int8 and int4 in Node, one thread,
+// Llama (bench/models/smollm.py, exported by bench/models/llm.py) at float32, int8 and int4 in Node, one thread,
 // all in one process and timed in turn by compare(); with a second wasm (argument 2, e.g. a build
 // of main's web/tandem.wasm) the int8 file once more on that runtime, for before/after.
 //
-//   node --expose-gc bench/q8_decode.mjs [build/bench] [other/tandem.wasm]
+//   node --expose-gc bench/probes/q8_decode.mjs [build/bench] [other/tandem.wasm]
 import { readFileSync } from 'node:fs';
-import { load, Tensor } from '../node/index.js';
-import { compare } from './compare.mjs';
+import { load, Tensor } from '../../node/index.js';
+import { compare } from '../suite/compare.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench', OTHER = process.argv[3];
 const smol = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));

@@ -1,10 +1,10 @@
-/* q8_dot.c — one int8 GEMV two ways, for bench/q8_dot.mjs: the float-activation kernel
+/* q8_dot.c — one int8 GEMV two ways, for bench/probes/q8_dot.mjs: the float-activation kernel
  * (tdm_q8_gemm_4x8__simd128, M = 1) and the integer-dot one (tdm_q8_quantize_row +
  * tdm_q8_gemv_dot__simd128), on the same random weights. Built by that script with emcc. */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../src/kernels/variants.h"
+#include "../../src/kernels/variants.h"
 
 static int64_t N, K;
 static float *a, *scale, *y;

@@ -6,15 +6,15 @@ import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-web';
 import * as tf from '@tensorflow/tfjs-core';
 import { setThreadsCount } from '@tensorflow/tfjs-backend-wasm';
-import { load as loadAny, Tensor } from '../node/index.js';
-import { instantiateRuntime } from '../web/loader.js';
+import { load as loadAny, Tensor } from '../../node/index.js';
+import { instantiateRuntime } from '../../web/loader.js';
 import { compare } from './compare.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench';
 // (func (param v128 v128 v128) (result v128) ... f32x4.relaxed_madd): whether the relaxed builds run here
 const RELAXED = WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2,
   1, 0, 10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]));
-// Every row here is single-threaded (the peers too); bench/threads.mjs has the thread rows.
+// Every row here is single-threaded (the peers too); bench/suite/threads.mjs has the thread rows.
 const load = (source, options) => loadAny(source, { threads: 1, ...options });
 ort.env.wasm.numThreads = 1;
 setThreadsCount(1);
@@ -33,7 +33,7 @@ const f = (x, d = 2) => x.toFixed(d);
 const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
 const ortSession = (name) => ort.InferenceSession.create(`${DIR}/${name}.onnx`, { executionProviders: ['wasm'] });
 
-// TANDEM_BENCH=image,codec (comma-separated) runs only those sections (bench/run.sh lists them);
+// TANDEM_BENCH=image,codec (comma-separated) runs only those sections (bench/suite/run.sh lists them);
 // unset, every section runs.
 const ONLY = process.env.TANDEM_BENCH ? process.env.TANDEM_BENCH.split(',').map((x) => x.trim()) : null;
 const want = (section) => !ONLY || ONLY.includes(section);
@@ -58,7 +58,7 @@ async function copyBandwidth(bytes) {
 }
 const copyGBs = await copyBandwidth(4 << 20);
 /** GB/s of SIMD128 loads streaming `bytes` of linear memory (past the caches, as a GEMV's
- * weights): the best over reading it as 1, 2, 4, 8 or 16 streams side by side (bench/peak.c). */
+ * weights): the best over reading it as 1, 2, 4, 8 or 16 streams side by side (bench/suite/peak.c). */
 const readBy = {};
 async function readBandwidth(bytes) {
   const src = peakX.tdm_bench_alloc(bytes);
@@ -348,7 +348,7 @@ if (want('memory')) {
 // ---- load: a ~50 MB program against copying the same bytes into linear memory ----------------
 if (want('load')) {
   const bigBytes = readFileSync(`${DIR}/big.tandem`);
-  const wasmModule = await WebAssembly.compile(readFileSync(new URL('../web/tandem.wasm', import.meta.url)));
+  const wasmModule = await WebAssembly.compile(readFileSync(new URL('../../web/tandem.wasm', import.meta.url)));
   const { loadMs, copyIn } = await compare({
     loadMs: async () => (await load(bigBytes)).dispose(),
     copyIn: async () => {

@@ -1,4 +1,4 @@
-// compare.mjs — the timing both bench scripts use (bench/bench.mjs, bench/threads.mjs).
+// compare.mjs — the timing both bench scripts use (bench/suite/bench.mjs, bench/suite/threads.mjs).
 
 /** Median milliseconds per call of each async function of `fns` ({ name: fn }). Each round runs
  * every function once (enough calls for ~minMs/4), in turn, so that a slow spell of this noisy

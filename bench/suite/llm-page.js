@@ -1,4 +1,4 @@
-// The LLM table's page (bench/llm.html, driven by bench/llm.mjs in headless Chromium): tandem,
+// The LLM table's page (bench/suite/llm.html, driven by bench/suite/llm.mjs in headless Chromium): tandem,
 // onnxruntime-web (wasm EP) and @wllama/wllama (llama.cpp's wasm build) on the same weights at one
 // width per page, single thread each. window.runWidth(spec) resolves to plain numbers; the driver
 // makes the rows.
@@ -26,7 +26,7 @@ const memoryBytesSince = (before) => [...memories].filter((m) => !before.has(m))
 
 const { load } = await import('/web/tandem.js');
 const { instantiateRuntime } = await import('/web/loader.js');
-const { compare } = await import('/bench/compare.mjs');
+const { compare } = await import('/bench/suite/compare.mjs');
 const ort = await import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
 const { Wllama } = await import('/node_modules/@wllama/wllama/esm/index.js');
 ort.env.wasm.numThreads = 1;
@@ -34,15 +34,15 @@ ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
 
 const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 const rand = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);
-/** Token i's piece in the GGUF files' synthetic vocabulary (bench/gguf_llama.py's piece(): one
+/** Token i's piece in the GGUF files' synthetic vocabulary (bench/models/gguf_llama.py's piece(): one
  * CJK ideograph per token from id 259 on), so a prompt of ids can be given to wllama as text. */
 const EXT_B = 0x2a6e0 - 0x20000;
 const piece = (i) => String.fromCodePoint(i - 259 < EXT_B ? 0x20000 + i - 259 : 0x4e00 + i - 259 - EXT_B);
 const unpiece = (text) => { const p = text.codePointAt(0); return p >= 0x20000 ? p - 0x20000 + 259 : p - 0x4e00 + EXT_B + 259; };
-/** n token ids past the synthetic vocabulary's special and byte tokens (bench/gguf_llama.py). */
+/** n token ids past the synthetic vocabulary's special and byte tokens (bench/models/gguf_llama.py). */
 const tokens = (n, vocab) => Array.from({ length: n }, (_, i) => 259 + ((i * 7919 + 13) % (vocab - 259)));
 
-/** GB/s of SIMD128 loads streaming `bytes` of linear memory (bench/peak.c): the best of 1 to 16
+/** GB/s of SIMD128 loads streaming `bytes` of linear memory (bench/suite/peak.c): the best of 1 to 16
  * streams side by side, and a call that reads it that way, to time inside each row's rounds. */
 async function readBandwidth(dir, bytes) {
   const x = await instantiateRuntime(await WebAssembly.compile(await (await fetch(`/${dir}/peak.wasm`)).arrayBuffer()));
@@ -112,7 +112,7 @@ window.runWidth = async function runWidth(spec) {
     return r.timings;
   };
 
-  // ---- the same function: transformers' greedy next token after a few prompts (bench/llm.py),
+  // ---- the same function: transformers' greedy next token after a few prompts (bench/models/llm.py),
   // from tandem's float32 program and llama.cpp's F32 file (the quantized ones may differ) ----
   if (spec.width === 'float32') {
     const argmax = (a) => a.reduce((b, v, i) => (v > a[b] ? i : b), 0);

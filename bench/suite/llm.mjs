@@ -1,17 +1,17 @@
 // The LLM table (issue #17 item 5; `TANDEM_BENCH=llm npm run bench`): the SmolLM-135M-shaped
-// Llama of bench/smollm.py at float32, int8 and int4, in tandem, onnxruntime-web (wasm EP) and
+// Llama of bench/models/smollm.py at float32, int8 and int4, in tandem, onnxruntime-web (wasm EP) and
 // @wllama/wllama (llama.cpp compiled to wasm), all three in one headless Chromium page per width,
-// single thread each (bench/llm-page.js). Prints a markdown table of medians and ratios.
+// single thread each (bench/suite/llm-page.js). Prints a markdown table of medians and ratios.
 //
-//   node bench/llm.mjs [build/bench]    (after bench/smollm.py and bench/llm.py wrote the models)
+//   node bench/suite/llm.mjs [build/bench]    (after bench/models/smollm.py and bench/models/llm.py wrote the models)
 import { readFileSync, statSync } from 'node:fs';
 import { relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { CHROMIUM_ARGS } from '../tests/browser/chromium.js';
-import { serve } from '../scripts/serve.mjs';
+import { CHROMIUM_ARGS } from '../../tests/browser/chromium.js';
+import { serve } from '../../scripts/serve.mjs';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DIR = process.argv[2] ?? 'build/bench';
 const smol = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));
 const llm = JSON.parse(readFileSync(`${DIR}/llm.json`, 'utf8'));
@@ -25,7 +25,7 @@ const row = (section, work, tandem, peer, ratio, target, met) => {
   console.error(`${section} | ${work} | ${tandem} | ${peer} | ${ratio} | ${target} | ${met === null ? '—' : met ? 'yes' : 'NO'}`);
 };
 
-const server = await serve({ index: '/bench/llm.html' });
+const server = await serve({ index: '/bench/suite/llm.html' });
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
   args: [...CHROMIUM_ARGS, '--js-flags=--expose-gc'] });
 const version = browser.version();
@@ -36,7 +36,7 @@ try {
     const errors = [];
     page.on('pageerror', (e) => errors.push(e.message));
     page.on('console', (m) => { if (m.type() === 'error' && !/status of 404/.test(m.text())) errors.push(m.text()); });
-    await page.goto(`${server.url}/bench/llm.html`);
+    await page.goto(`${server.url}/bench/suite/llm.html`);
     await page.waitForFunction(() => window.benchReady === true, null, { timeout: 60000 });
     const spec = {
       dir: relative(ROOT, DIR), width, files, config: smol.config, positions: smol.positions, capacity: smol.max_cache_len,

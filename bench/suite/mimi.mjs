@@ -1,11 +1,11 @@
-// npm run bench, Mimi rows (TANDEM_BENCH=mimi): the full-size Mimi exported by bench/mimi.py, run in
+// npm run bench, Mimi rows (TANDEM_BENCH=mimi): the full-size Mimi exported by bench/models/mimi.py, run in
 // wasm (Node) on 1 and 2 threads over the frames moshi's eager torch ran, its codes and audio checked
-// against moshi's, printed beside moshi's eager torch on one thread (timed by bench/mimi.py in the
-// same run). Usage: node bench/mimi.mjs build/bench. Prints table rows: float32 (mimi.tandem), then,
-// where bench/mimi.py exported it, int8 linear weights (mimi_int8.tandem), whose check column gives
+// against moshi's, printed beside moshi's eager torch on one thread (timed by bench/models/mimi.py in the
+// same run). Usage: node bench/suite/mimi.mjs build/bench. Prints table rows: float32 (mimi.tandem), then,
+// where bench/models/mimi.py exported it, int8 linear weights (mimi_int8.tandem), whose check column gives
 // the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
 import { existsSync, readFileSync } from 'node:fs';
-import { load } from '../node/index.js';
+import { load } from '../../node/index.js';
 
 const DIR = process.argv[2] ?? 'build/bench';
 const frames = JSON.parse(readFileSync(`${DIR}/mimi_frames.json`, 'utf8'));

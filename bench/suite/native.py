@@ -17,8 +17,8 @@ machine may be shared) of the mean time per call; the ratio columns divide nativ
 PyTorch's and by wasm's.
 Also checks every backend's outputs against eager's (max |diff|).
 
-    bash bench/run.sh with TANDEM_BENCH=native, or directly:
-    PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/native.py
+    bash bench/suite/run.sh with TANDEM_BENCH=native, or directly:
+    PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/suite/native.py
 """
 
 import copy
@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT / "tests")]
 warnings.filterwarnings("ignore")
 import tandem  # noqa: E402

@@ -1,10 +1,10 @@
 // npm run bench, pocket-tts rows (TANDEM_BENCH=pocket): the full-size pocket-tts exported by
-// bench/pocket.py, run in wasm (Node) on 1 and 2 threads over the frames the package's eager torch
+// bench/models/pocket.py, run in wasm (Node) on 1 and 2 threads over the frames the package's eager torch
 // generated (the prompt, then per frame: step, decode of the de-normalized latent, advance), its
 // latents and audio checked against the package's, printed beside the package's eager torch on one
-// thread (timed by bench/pocket.py in the same run). Usage: node bench/pocket.mjs build/bench.
+// thread (timed by bench/models/pocket.py in the same run). Usage: node bench/suite/pocket.mjs build/bench.
 import { readFileSync } from 'node:fs';
-import { load, Tensor } from '../node/index.js';
+import { load, Tensor } from '../../node/index.js';
 
 const DIR = process.argv[2] ?? 'build/bench';
 const frames = JSON.parse(readFileSync(`${DIR}/pocket_frames.json`, 'utf8'));

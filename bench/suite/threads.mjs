@@ -1,10 +1,10 @@
 // npm run bench, thread rows: tandem on 1 and on T threads (load(..., { threads })) and
-// onnxruntime-web on T threads, in Node, on the same work in one run (bench/bench.mjs runs the
+// onnxruntime-web on T threads, in Node, on the same work in one run (bench/suite/bench.mjs runs the
 // single-thread rows; onnxruntime-web's thread count is fixed per process, hence this second
-// process). Usage: node --expose-gc bench/threads.mjs build/bench [T = 2]. Prints table rows.
+// process). Usage: node --expose-gc bench/suite/threads.mjs build/bench [T = 2]. Prints table rows.
 import { readFileSync } from 'node:fs';
 import * as ort from 'onnxruntime-web';
-import { load } from '../node/index.js';
+import { load } from '../../node/index.js';
 import { compare } from './compare.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench';
@@ -51,7 +51,7 @@ const row = (work, one, many, peer, target, met) => {
     : m.call(`prefill_${tokens.length}`, tokens));
   const prefill = async (m) => { await m.resetState(); await prefillOf(m, prompt); };
   const p = await compare({ one: () => prefill(t1), many: () => prefill(tn) }, { rounds: 5, minMs: 400 });
-  // onnxruntime-web's prefill: bench/smollm.py's smollm_prefill.onnx (the prompt into an empty
+  // onnxruntime-web's prefill: bench/models/smollm.py's smollm_prefill.onnx (the prompt into an empty
   // cache, returning the last logits and the cache), timed beside tandem on T threads only (as the
   // decode below: its pool's spinning would slow tandem's 1-vs-T rounds)
   const ps = await ort.InferenceSession.create(`${DIR}/smollm_prefill.onnx`, { executionProviders: ['wasm'] });

@@ -1,12 +1,12 @@
 // toolchain.mjs — which compiler builds the one-thread relaxed-SIMD runtime (issue #24 item 2), by
 // measurement in one process: GEMM GFLOP/s (256³ to 1024³, beside onnxruntime-web and TF.js's
-// wasm backend) and SmolLM-135M-shaped decode tokens/s at float32, int8 and int4 (bench/smollm.py,
-// bench/llm.py), each on every runtime given, all timed in interleaved rounds (CPU time; TANDEM_WALL=1:
-// wall clock, bench/compare.mjs).
+// wasm backend) and SmolLM-135M-shaped decode tokens/s at float32, int8 and int4 (bench/models/smollm.py,
+// bench/models/llm.py), each on every runtime given, all timed in interleaved rounds (CPU time; TANDEM_WALL=1:
+// wall clock, bench/suite/compare.mjs).
 // Also the bandwidth bound of each width: the program's weight bytes over the best SIMD128 read
-// bandwidth of as many bytes (bench/peak.c).
+// bandwidth of as many bytes (bench/suite/peak.c).
 //
-//   node --expose-gc --experimental-wasm-relaxed-simd bench/toolchain.mjs [build/bench] [NAME=path.wasm ...]
+//   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/toolchain.mjs [build/bench] [NAME=path.wasm ...]
 //
 // Without runtimes: clang-19 + wasi-libc (web/tandem-relaxed.wasm), Emscripten 3.1.6 relaxed with
 // the post-link rewrite (build/wasm/tandem-relaxed-emcc.wasm: `ninja -C build/wasm tandem_relaxed_emcc_wasm`)
@@ -15,8 +15,8 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import * as ort from 'onnxruntime-web';
 import * as tf from '@tensorflow/tfjs-core';
 import { setThreadsCount } from '@tensorflow/tfjs-backend-wasm';
-import { load, Tensor } from '../node/index.js';
-import { instantiateRuntime } from '../web/loader.js';
+import { load, Tensor } from '../../node/index.js';
+import { instantiateRuntime } from '../../web/loader.js';
 import { compare as wallCompare } from './compare.mjs';
 
 /** As compare() (interleaved rounds, median ms per call), but of this process's CPU time
@@ -98,7 +98,7 @@ if (!ONLY || ONLY === 'gemm') {
   }
 }
 
-// One linear layer at SmolLM's shapes with one row (a decode step's GEMV; bench/make_models.py
+// One linear layer at SmolLM's shapes with one row (a decode step's GEMV; bench/models/make_models.py
 // TANDEM_BENCH=toolchain): ns per weight of each width on each runtime.
 if (!ONLY || ONLY === 'gemv') {
   const widths = ['float32', 'int8', 'int4'];

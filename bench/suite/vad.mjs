@@ -3,13 +3,13 @@
 // against onnxruntime-web on the package's shipped silero_vad.onnx, chunk by chunk with the state
 // carried, the same 64 + 512-sample chunks. Checks both give the same probabilities (1e-4), then
 // prints ms per chunk (median of 5 passes over the recording, the runtimes interleaved) and how
-// many times faster than real time.   node --experimental-wasm-relaxed-simd bench/vad.mjs
+// many times faster than real time.   node --experimental-wasm-relaxed-simd bench/suite/vad.mjs
 import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import * as ort from 'onnxruntime-web';
-import { load, Tensor } from '../node/index.js';
+import { load, Tensor } from '../../node/index.js';
 
-const DEMO = new URL('../build/demo/', import.meta.url);
+const DEMO = new URL('../../build/demo/', import.meta.url);
 const ONNX = execFileSync(process.env.TANDEM_PYTHON ?? `${process.env.HOME}/.cache/tandem-venv/bin/python`,
   ['-c', 'import sys; sys.path.insert(0, "demo"); import vad_model; print(vad_model.shipped_onnx_path())'], { encoding: 'utf8' }).trim();
 ort.env.wasm.numThreads = 1;

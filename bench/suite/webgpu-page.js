@@ -1,10 +1,10 @@
-// The WebGPU benchmark's page (bench/webgpu.html, driven by bench/webgpu.mjs): the SmolLM-135M-shaped
-// Llama of bench/smollm.py and the streaming codec of bench/make_models.py on tandem's WebGPU
+// The WebGPU benchmark's page (bench/suite/webgpu.html, driven by bench/suite/webgpu.mjs): the SmolLM-135M-shaped
+// Llama of bench/models/smollm.py and the streaming codec of bench/models/make_models.py on tandem's WebGPU
 // backend, beside tandem on wasm and onnxruntime-web's WebGPU execution provider on the same weights
 // (served from node_modules, no CDN). Counts, per call, the queue submissions and the bytes mapped
 // back to the CPU (GPUQueue.submit and GPUBuffer.getMappedRange of MAP_READ buffers, wrapped in this page).
 const { load } = await import('/web/tandem.js');
-const { compare } = await import('/bench/compare.mjs');
+const { compare } = await import('/bench/suite/compare.mjs');
 
 const counts = { submits: 0, readBytes: 0 };
 const submit = GPUQueue.prototype.submit;
@@ -59,7 +59,7 @@ window.benchLM = async ({ dir, device, prefill, fill, rounds }) => {
       await model.call('prefill', ids(c));
       left -= c;
     }
-    // each decode step at the same fill: the lengths written back before it (as bench/llm-page.js)
+    // each decode step at the same fill: the lengths written back before it (as bench/suite/llm-page.js)
     const lengths = positions.map((s) => [s.name, new Tensor(s.dtype, new BigInt64Array(1).fill(BigInt(fill)), s.shape)]);
     const tok = new BigInt64Array([7n]);
     const step = async () => {

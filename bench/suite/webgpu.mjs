@@ -1,14 +1,14 @@
-// `npm run bench:webgpu` (bench/webgpu.sh): the SmolLM-135M-shaped Llama (bench/smollm.py) decode and
-// prefill and a streaming codec step (bench/make_models.py's codec) on tandem's WebGPU backend in
+// `npm run bench:webgpu` (bench/suite/webgpu.sh): the SmolLM-135M-shaped Llama (bench/models/smollm.py) decode and
+// prefill and a streaming codec step (bench/models/make_models.py's codec) on tandem's WebGPU backend in
 // headless Chromium, beside tandem on wasm and onnxruntime-web's WebGPU EP on the same weights. On
 // SwiftShader (Chromium's CPU Vulkan, the only adapter here) the figures are labelled as such:
 // they measure a CPU emulating a GPU, not a GPU. Prints a markdown table.
 //
-//   node bench/webgpu.mjs [build/bench-webgpu]
+//   node bench/suite/webgpu.mjs [build/bench-webgpu]
 //   TANDEM_WEBGPU_ROUNDS (default 3), TANDEM_WEBGPU_PREFILL (tokens, default 16), TANDEM_WEBGPU_FILL (default 32)
 import { readFileSync } from 'node:fs';
-import { launch, WEBGPU_ARGS } from '../tests/browser/chromium.js';
-import { serve } from '../scripts/serve.mjs';
+import { launch, WEBGPU_ARGS } from '../../tests/browser/chromium.js';
+import { serve } from '../../scripts/serve.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench-webgpu';
 const smol = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));
@@ -16,14 +16,14 @@ const rounds = Number(process.env.TANDEM_WEBGPU_ROUNDS ?? 3), prefill = Number(p
 const fill = Number(process.env.TANDEM_WEBGPU_FILL ?? 32);
 const cfg = smol.config, L = cfg.num_hidden_layers, hkv = cfg.num_key_value_heads, dh = cfg.hidden_size / cfg.num_attention_heads;
 
-const server = await serve({ index: '/bench/webgpu.html' });
+const server = await serve({ index: '/bench/suite/webgpu.html' });
 const browser = await launch(WEBGPU_ARGS);
 const f = (x, d = 1) => (x === undefined || x === null || Number.isNaN(x) ? '—' : x.toFixed(d));
 try {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${server.url}/bench/webgpu.html`);
+  await page.goto(`${server.url}/bench/suite/webgpu.html`);
   await page.waitForFunction(() => globalThis.benchReady === true, null, { timeout: 60000 });
   const info = await page.evaluate(() => globalThis.adapterInfo());
   const soft = !info || /swiftshader/i.test(`${info.vendor} ${info.architecture} ${info.description}`);

@@ -1,5 +1,5 @@
 """The field's models as their packages ship them, built from the packages' own configs with seeded
-random weights (nothing downloaded): tests/python/test_field.py and bench/mimi.py use them."""
+random weights (nothing downloaded): tests/python/test_field.py and bench/models/mimi.py use them."""
 
 from __future__ import annotations
 
