@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 import tandem  # noqa: E402
-from field_models import FRAME, mimi  # noqa: E402
+from packaged_models import FRAME, mimi  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20

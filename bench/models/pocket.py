@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests" / "python"))
 from pocket_tts.modules.stateful_module import increment_steps, init_states  # noqa: E402
 
 import tandem  # noqa: E402
-from field_models import pocket  # noqa: E402
+from packaged_models import pocket  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 12

@@ -1,5 +1,6 @@
-"""The field's models as their packages ship them, built from the packages' own configs with seeded
-random weights (nothing downloaded): tests/python/test_field.py and bench/models/mimi.py use them."""
+"""Models as their PyPI packages ship them (moshi's Mimi, pocket-tts), built from the packages' own
+configs with seeded random weights (nothing downloaded): tests/python/test_mimi.py and test_pocket.py,
+bench/models/mimi.py and pocket.py, and demo/build_audio.py use them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-/* Runs the foundation's fixtures natively with hand-computed expectations. */
+/* State natively, against hand-computed expectations (the fixtures' original_report and initialized):
+ * one state shared by two methods, a second session on the same program with its own, a buffer's
+ * initial values back after reset; and the documented output lifetime (one scratch arena serves
+ * every method). */
 #include <math.h>
 
 #include "builder.h"
@@ -125,5 +128,5 @@ int main(int argc, char **argv) {
   CHECK(tdm_session_run(NULL, 0) == TDM_ERR_INVALID_ARGUMENT);
   tdm_session_free(NULL);
   tdm_program_free(NULL);
-  return test_report("test_run");
+  return test_report("test_shared_state");
 }
