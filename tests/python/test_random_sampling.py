@@ -43,7 +43,7 @@ def export_noise(**kw):
 
 
 def test_philox_matches_the_published_answers():
-    # Random123's known-answer vectors for philox4x32-10 (the C kernel is checked on the same ones in tests/c/test_random.c).
+    # Random123's known-answer vectors for philox4x32-10 (the C kernel is checked on the same ones in tests/c/test_philox.c).
     got = philox(*[np.uint64(x) for x in (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344, 0xA4093822, 0x299F31D0)])
     assert [int(x) for x in got] == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
     got = philox(*[np.uint64(0)] * 6)

@@ -20,5 +20,5 @@ int main(void) {
       CHECK(out[k] == cases[c][6 + k]);
     }
   }
-  return test_report("test_random");
+  return test_report("test_philox");
 }

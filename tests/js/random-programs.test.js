@@ -1,4 +1,4 @@
-// The random stateful programs of tests/programs.py (recorded by tests/python/test_programs.py when
+// The random stateful programs of tests/programs.py (recorded by tests/python/test_random_programs.py when
 // TANDEM_PROGRAM_FIXTURES is set, as npm test does), replayed in wasm against PyTorch eager: every
 // call's outputs and the final state, on 1 and 2 threads and in a worker. The Node pass with
 // --experimental-wasm-relaxed-simd runs the same on the relaxed-SIMD builds.
@@ -12,7 +12,7 @@ const DIR = process.env.TANDEM_PROGRAM_FIXTURES ?? `${FIXTURES}/programs`;
 const TOL = { rtol: 1e-4, atol: 1e-5 }; // tests/programs.py's check_plan
 
 function programs() {
-  assert.ok(existsSync(DIR), `missing ${DIR}: run pytest tests/python/test_programs.py with TANDEM_PROGRAM_FIXTURES=${DIR}`);
+  assert.ok(existsSync(DIR), `missing ${DIR}: run pytest tests/python/test_random_programs.py with TANDEM_PROGRAM_FIXTURES=${DIR}`);
   return readdirSync(DIR).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -5)).sort();
 }
 
@@ -41,7 +41,7 @@ const CONFIGS = [['inline, 1 thread', { threads: 1 }], ['inline, 2 threads', { t
 for (const [label, options] of CONFIGS) {
   test(`random stateful programs equal eager in wasm (${label})`, async () => {
     const names = programs();
-    const min = Math.min(100, Number(process.env.TANDEM_PROGRAMS ?? 100)); // tests/python/test_programs.py's COUNT
+    const min = Math.min(100, Number(process.env.TANDEM_PROGRAMS ?? 100)); // tests/python/test_random_programs.py's COUNT
     assert.ok(names.length >= min, `only ${names.length} programs recorded`);
     for (const name of names) await replay(name, options);
   });

@@ -1,6 +1,6 @@
 """Differential testing at scale: random stateful programs (tests/programs.py) exported and run in
 the native runtime against eager over a random call sequence; with TANDEM_PROGRAM_FIXTURES set
-(npm test sets it) each is recorded for the wasm replays of tests/js/programs.test.js (1 and 2
+(npm test sets it) each is recorded for the wasm replays of tests/js/random-programs.test.js (1 and 2
 threads, a worker, SIMD128 and relaxed SIMD). `npm run fuzz:programs` runs thousands more seeds.
 
 A failure prints the plan shrunk to a minimal one; every seed that found a bug stays in REGRESSIONS."""
