@@ -17,7 +17,7 @@ import torch
 from torch.export import Dim
 
 import tandem
-from field_models import pocket
+from packaged_models import pocket
 
 pytest.importorskip("pocket_tts")
 from pocket_tts.modules.stateful_module import increment_steps, init_states  # noqa: E402
