@@ -113,3 +113,17 @@ def test_torch_empty_is_never_stored_as_a_constant():
     assert not [op.name for op in ops for v in op.ins if v.storage.kind == CONST and tuple(v.shape) == (5, 3)]
     assert ops[0].name == "fill"
     torch.testing.assert_close(tandem.load(program.to_bytes()).forward(a, b), torch.cat([a, b]) + 1)
+
+
+class _NoElementsThenCat(nn.Module):
+    def forward(self, x):
+        none = torch.empty((1, 0, 4))  # as pocket-tts starts its prompt: no latents yet
+        return torch.cat([none, x], dim=1) * 2
+
+
+def test_torch_empty_with_no_elements_is_read_freely():
+    """A torch.empty() with a zero dim has no bytes, so reading it reads nothing undefined: it is not
+    refused as a read of unwritten scratch (pocket-tts' prompt concatenates one)."""
+    x = torch.randn(1, 3, 4)
+    program = tandem.export(_NoElementsThenCat(), {"forward": (x,)})
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(x), x * 2)

@@ -269,5 +269,6 @@ def _empty(L, node, args, kwargs):
     """torch.empty & co.: uninitialized scratch. Its bytes must be written before they are read
     (checked in lower_method's _check_empty_reads; the verifier checks it again at load)."""
     v = L.new(_dtype_of(node), _shape_of(node))
-    L.empty.add(v.storage)
+    if math.prod(int(d) for d in v.shape) > 0:  # an empty tensor with no elements (pocket-tts' (1, 0, D) latents) has no bytes to write
+        L.empty.add(v.storage)
     return v
