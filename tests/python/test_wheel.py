@@ -180,3 +180,18 @@ def test_the_wheel_in_a_fresh_venv_exports_loads_and_runs_outside_the_clone(whee
     version = subprocess.run([str(venv / "bin" / "tandem"), "--version"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     want = f"tandem-runtime {PACKAGE_VERSION} (writes .tandem format version {FORMAT_VERSION}; runtime backend: wasm)"
     assert version.stdout.strip() == want, version
+
+
+def test_the_wheel_lists_every_package_of_the_source_tree():
+    """setuptools ships only the packages pyproject.toml lists: a new folder of python/tandem/ left out
+    of it gives a wheel that fails at import (tandem.lowering once did)."""
+    src = ROOT / "python" / "tandem"
+    found = {".".join(p.parent.relative_to(src.parent).parts) for p in src.rglob("__init__.py")}
+    listed = set(
+        re.search(r"^packages = \[([^\]]*)\]", (ROOT / "python" / "pyproject.toml").read_text(), re.M)
+        .group(1)
+        .replace('"', "")
+        .replace(" ", "")
+        .split(",")
+    )
+    assert listed == found, f"python/pyproject.toml [tool.setuptools] packages: add {sorted(found - listed)}, drop {sorted(listed - found)}"
