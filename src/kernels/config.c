@@ -76,10 +76,14 @@ const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scalar; }
 #endif
 
-/* Quantized weights (quant.c): SIMD128 or scalar. The int8 GEMV's relaxed-dot variant
- * (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is self-tested but not picked: its exact scheme needs
- * two relaxed dots per 16 weights, and a SmolLM-shaped decode ran 17% slower on it than on the
- * SIMD128 kernel (docs/benchmarks.md). The int4 one is picked in quant.c (matmul_q4, one row). */
+/* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c): SIMD128 or
+ * scalar. The int8 GEMV's relaxed-dot variant (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is
+ * self-tested but not picked: its exact scheme needs two relaxed dots per 16 weights, and a
+ * SmolLM-shaped decode ran 17% slower on it than on the SIMD128 kernel (docs/benchmarks.md). The
+ * int4 integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
+ * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
+ * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
+ * none elsewhere, where int4 keeps the float path. */
 #if TDM_SIMD128
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
@@ -92,6 +96,13 @@ const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
+#endif
+#if TDM_RELAXED_DOT
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__relaxed;
+#elif TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot_i16__simd128;
+#else
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = NULL;
 #endif
 
 /* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,

@@ -4,7 +4,9 @@
  * ±0) and compare. The runtime picks the variant once, in config.c: the SIMD128 one where
  * TDM_SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar one; the function pointers
  * below are set there. A SIMD128 variant lives in its family's <family>_simd128.c (conv_simd128.c for
- * the convolution family; the quantized kernels' still in quant.c). Shared small vector helpers (dot, axpy, exp, erf) are in vec.h; GEMM in gemm.h. */
+ * the convolution family, quant_simd128.c for the quantized one), a relaxed-SIMD one in
+ * <family>_relaxed.c (quant_relaxed.c). Shared small vector helpers (dot, axpy, exp, erf) are in
+ * vec.h; GEMM in gemm.h. */
 #ifndef TDM_VARIANTS_H
 #define TDM_VARIANTS_H
 
@@ -158,7 +160,7 @@ extern const tdm_conv_dot_fn tdm_f32_conv_dot;
 /* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
 void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
 
-/* Quantized weights (quant.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
+/* Quantized weights (quant.c, the references; quant_simd128.c, quant_relaxed.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
  * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), ceil(K/2), 8]
  * bytes (two k per byte, even k in the low nibble), scale [ceil(N/8), ceil(K/G), 8], G even. */
 void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
@@ -193,6 +195,11 @@ extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
 void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                              const float *scale, float *y);
+typedef void (*tdm_q4_gemv_dot_fn)(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                   const uint8_t *qp, const float *scale, float *y);
+/* The variant matmul_q4 calls for one row (config.c): the relaxed dot's, else in the relaxed builds
+ * the SIMD128 one below; NULL in the others (int4 takes the float path there). */
+extern const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot;
 #if TDM_RELAXED_DOT
 /* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
  * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */

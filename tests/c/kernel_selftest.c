@@ -1,4 +1,4 @@
-/* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h, quant.c) against its
+/* kernel_selftest.c — every SIMD128 kernel (src/kernels/variants.h, vec.h, gemm.h) against its
  * scalar reference, both compiled into one test-only wasm module (build/wasm/kernel_selftest.wasm)
  * that tests/js/kernels.test.js runs, and natively into the kernel_selftest ctest (the SIMD128
  * kernels through SIMDe, plus the x86-64 AVX2+FMA and AVX-512 GEMMs where the CPU has them): on
@@ -248,7 +248,7 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   return bad;
 }
 
-/* ---- quantized weights (src/kernels/quant.c) --------------------------------------------------- */
+/* ---- quantized weights (src/kernels/quant*.c) ------------------------------------------------ */
 
 /* int8 and int4 GEMM (scalar and, in wasm, SIMD128) against the dequantized weights @ a in double:
  * random codes over the whole range ([-127, 127], [-8, 7]), positive scales, packed as the
@@ -291,6 +291,27 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   bad += gemm_compare(y, ref8, M * N, K);
   tdm_q4_gemm_4x8__simd128(M, N, K, G, a, q4, s4, y);
   bad += gemm_compare(y, ref4, M * N, K);
+  /* The register tiles alone (what a GEMM split by rows runs, M = 1 included): within tolerance of
+   * the reference, and each row the bits of that row run alone (any split over threads gives the
+   * same result). */
+  float *yr = malloc(sizeof(float) * (size_t)(N + 1));
+  tdm_q8_gemm_tiles_4x8__simd128(M, N, K, a, q8, s8, y);
+  bad += gemm_compare(y, ref8, M * N, K);
+  for (int64_t i = 0; i < M; i++) {
+    tdm_q8_gemm_tiles_4x8__simd128(1, N, K, a + i * K, q8, s8, yr);
+    for (int64_t j = 0; j < N; j++)
+      if (!same(y[i * N + j], yr[j]))
+        bad += mismatch(F_QUANT, "q8_gemm_tiles_4x8__simd128 row alone", N, i * N + j, (double)M, yr[j], y[i * N + j]);
+  }
+  tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, q4, s4, y);
+  bad += gemm_compare(y, ref4, M * N, K);
+  for (int64_t i = 0; i < M; i++) {
+    tdm_q4_gemm_tiles_4x8__simd128(1, N, K, G, a + i * K, q4, s4, yr);
+    for (int64_t j = 0; j < N; j++)
+      if (!same(y[i * N + j], yr[j]))
+        bad += mismatch(F_QUANT, "q4_gemm_tiles_4x8__simd128 row alone", N, i * N + j, (double)M, yr[j], y[i * N + j]);
+  }
+  free(yr);
 #endif
   if (bad) REPORT("quant M=%lld N=%lld K=%lld G=%lld: %d mismatches\n", (long long)M, (long long)N, (long long)K, (long long)G, bad);
   free(a), free(w8), free(w4), free(q8), free(q4), free(s8), free(s4), free(ref8), free(ref4), free(y);

@@ -12,20 +12,19 @@ ISA = re.compile(
     r"__AVX\w*|__SSE\w*)",
     re.M,
 )
-# Not yet moved: its owner is changing it now (quant.c).
-NOT_YET = {"quant.c"}
 
 
 def test_no_instruction_set_conditional_in_a_file_that_declares_ops():
     op_files = [p for p in sorted(KERNELS.glob("*.c")) if "TDM_OP(" in p.read_text()]
-    assert {p.name for p in op_files} >= {"elementwise.c", "reduce.c", "attention.c"}
+    assert {p.name for p in op_files} >= {"elementwise.c", "reduce.c", "attention.c", "conv.c", "quant.c"}
     found = {p.name: sorted(set(ISA.findall(p.read_text()))) for p in op_files if ISA.search(p.read_text())}
-    assert set(found) - NOT_YET == set(), f"ops files with ISA conditionals (move the variant into <family>_<isa>.c): {found}"
-    assert set(found) == NOT_YET, f"{NOT_YET - set(found)} no longer test an instruction set: drop them from NOT_YET"
+    assert found == {}, f"ops files with ISA conditionals (move the variant into <family>_<isa>.c): {found}"
 
 
 def test_variant_files_declare_no_ops():
-    for p in sorted(KERNELS.glob("*_simd128.c")):
+    variant_files = sorted(KERNELS.glob("*_simd128.c")) + sorted(KERNELS.glob("*_relaxed.c"))
+    assert {p.name for p in variant_files} >= {"quant_simd128.c", "quant_relaxed.c"}
+    for p in variant_files:
         assert "TDM_OP(" not in p.read_text(), p.name
 
 
@@ -44,14 +43,21 @@ def test_config_picks_the_elementwise_reduction_and_attention_variants():
         assert len(re.findall(rf"\btdm_\w+_fn {fn} =", config)) == 2, f"config.c sets {fn} once per build (SIMD128, scalar)"
 
 
+def test_config_picks_the_quantized_variants():
+    config = (KERNELS / "config.c").read_text()
+    for fn in ("tdm_q8_gemm", "tdm_q4_gemm", "tdm_q8_gemm_tiles", "tdm_q4_gemm_tiles", "tdm_q8_gemv_dot"):
+        assert len(re.findall(rf"\btdm_\w+_fn {fn} =", config)) == 2, f"config.c sets {fn} once per build (SIMD128, scalar)"
+    # the int4 one-row integer GEMV: the relaxed dot's, the SIMD128 one (the relaxed builds), none
+    assert len(re.findall(r"\btdm_q4_gemv_dot_fn tdm_q4_gemv_dot =", config)) == 3
+
+
 def test_every_declared_variant_is_in_the_kernel_selftest():
     selftest = (ROOT / "tests" / "c" / "kernel_selftest.c").read_text()
     declared = set()
     for h in ("variants.h", "gemm.h", "vec.h"):
-        declared |= set(re.findall(r"\b(tdm_\w+__(?:scalar|simd128|avx2|avx512))\b", (KERNELS / h).read_text()))
-    # The quantized tiles alone are checked through tdm_q8_gemm / tdm_q4_gemm (quant.c is wasm19's).
+        declared |= set(re.findall(r"\b(tdm_\w+__(?:scalar|simd128|relaxed|avx2|avx512))\b", (KERNELS / h).read_text()))
     missing = sorted(n for n in declared if n not in selftest)
-    assert missing == ["tdm_q4_gemm_tiles_4x8__simd128", "tdm_q8_gemm_tiles_4x8__simd128"], missing
+    assert missing == [], f"declared variants the kernel self-test never calls: {missing}"
 
 
 def test_one_enum_per_sub_op_family():

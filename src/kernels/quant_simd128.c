@@ -1,0 +1,353 @@
+/* quant_simd128.c — the SIMD128 variants of the quantized-weight kernels (declared in variants.h
+ * beside their scalar references in quant.c): the float GEMM and GEMV over int8 / int4 weights
+ * widened in registers, the int8 integer-dot GEMV, and for the relaxed builds without the relaxed
+ * dot (tandem-mt-relaxed.wasm) the int4 integer-dot GEMV on i32x4.dot_i16x8_s. config.c picks them;
+ * tests/c/kernel_selftest.c compares them with the references. */
+#include "quant_simd128.h"
+
+#if TDM_SIMD128
+
+/* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
+ * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
+ * (f32.convert_i32_s x 4; measured 5x slower than the float GEMV). Instead each i16 w, biased to
+ * u = w + 2^15 (flip the sign bit), becomes the low half of a float whose high half is 0x4B00:
+ * the float 2^23 + u; subtracting 2^23 + 2^15 leaves w (an interleave and a subtract per 4 lanes). */
+static inline v128_t f32x4_of_i16(v128_t w, int hi) {
+  const v128_t u = wasm_v128_xor(w, wasm_i16x8_splat((int16_t)0x8000)), e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8421376.0f)); /* 2^23 + 2^15 */
+}
+#define F32X4_OF_I16_LO(w) f32x4_of_i16((w), 0)
+#define F32X4_OF_I16_HI(w) f32x4_of_i16((w), 1)
+/* The same for u16 lanes holding q + 8 (int4 codes biased to [0, 15]): no bias flip needed. */
+static inline v128_t f32x4_of_q4(v128_t u, int hi) {
+  const v128_t e = wasm_i16x8_splat(0x4B00);
+  const v128_t f = hi ? wasm_i16x8_shuffle(u, e, 4, 12, 5, 13, 6, 14, 7, 15) : wasm_i16x8_shuffle(u, e, 0, 8, 1, 9, 2, 10, 3, 11);
+  return wasm_f32x4_sub(f, wasm_f32x4_splat(8388616.0f)); /* 2^23 + 8 */
+}
+#define MULADD(s, x, w) ((s) = tdm_madd((x), (w), (s)))
+
+/* ---- int8 -------------------------------------------------------------------------------------- */
+
+/* M = 1: four panels side by side (one splat of a[k] per 32 columns, four weight streams in
+ * flight), each k's 8 int8 weights sign-extended on load (i16x8.load8x8_s) and widened to two f32x4;
+ * the column scales are applied once at the end. Then the remaining panels one at a time. */
+static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    const float *ak = a;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    for (size_t kk = (size_t)K; kk > 0; kk--, ak++, p0 += 8, p1 += 8, p2 += 8, p3 += 8) {
+      const v128_t x = wasm_f32x4_splat(*ak);
+      const v128_t w0 = wasm_i16x8_load8x8(p0), w1 = wasm_i16x8_load8x8(p1), w2 = wasm_i16x8_load8x8(p2), w3 = wasm_i16x8_load8x8(p3);
+      MULADD(s0, x, F32X4_OF_I16_LO(w0));
+      MULADD(s1, x, F32X4_OF_I16_HI(w0));
+      MULADD(s2, x, F32X4_OF_I16_LO(w1));
+      MULADD(s3, x, F32X4_OF_I16_HI(w1));
+      MULADD(s4, x, F32X4_OF_I16_LO(w2));
+      MULADD(s5, x, F32X4_OF_I16_HI(w2));
+      MULADD(s6, x, F32X4_OF_I16_LO(w3));
+      MULADD(s7, x, F32X4_OF_I16_HI(w3));
+    }
+    store32_scaled(y + j, scale + j, s0, s1, s2, s3, s4, s5, s6, s7, N - j);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    v128_t s0 = wasm_f32x4_splat(0), s1 = s0;
+    for (int64_t k = 0; k < K; k++, p += 8) {
+      const v128_t x = wasm_f32x4_splat(a[k]), w = wasm_i16x8_load8x8(p);
+      MULADD(s0, x, F32X4_OF_I16_LO(w));
+      MULADD(s1, x, F32X4_OF_I16_HI(w));
+    }
+    tdm_store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(scale + j)), wasm_f32x4_mul(s1, wasm_v128_load(scale + j + 4)), N - j);
+  }
+}
+
+/* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals: quant_simd128.h) --- */
+
+void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, t4 = t0, t5 = t0, t6 = t0, t7 = t0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+      int64_t k = k0;
+      for (; k + 2 <= k1; k += 2) {
+        const v128_t x = wasm_v128_load32_splat(xq + k);
+        q8_dot_pair(wasm_v128_load(p0 + k * 8), x, &s0, &s1);
+        q8_dot_pair(wasm_v128_load(p1 + k * 8), x, &s2, &s3);
+        q8_dot_pair(wasm_v128_load(p2 + k * 8), x, &s4, &s5);
+        q8_dot_pair(wasm_v128_load(p3 + k * 8), x, &s6, &s7);
+      }
+      if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
+        const v128_t x = wasm_v128_load32_splat(xq + k);
+        q8_dot_pair(wasm_v128_load64_zero(p0 + k * 8), x, &s0, &s1);
+        q8_dot_pair(wasm_v128_load64_zero(p1 + k * 8), x, &s2, &s3);
+        q8_dot_pair(wasm_v128_load64_zero(p2 + k * 8), x, &s4, &s5);
+        q8_dot_pair(wasm_v128_load64_zero(p3 + k * 8), x, &s6, &s7);
+      }
+      const v128_t d = wasm_f32x4_splat(xs[b]);
+      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
+      t4 = q8_dot_total(t4, s4, d), t5 = q8_dot_total(t5, s5, d), t6 = q8_dot_total(t6, s6, d), t7 = q8_dot_total(t7, s7, d);
+    }
+    store32_scaled(y + j, scale + j, t0, t1, t2, t3, t4, t5, t6, t7, N - j);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      int64_t k = k0;
+      for (; k + 2 <= k1; k += 2) q8_dot_pair(wasm_v128_load(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
+      if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
+      const v128_t d = wasm_f32x4_splat(xs[b]);
+      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);
+    }
+    tdm_store8(y + j, wasm_f32x4_mul(t0, wasm_v128_load(scale + j)), wasm_f32x4_mul(t1, wasm_v128_load(scale + j + 4)), N - j);
+  }
+}
+
+
+/* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
+ * rows (R = 1 to 4); the column scales are applied at the end. */
+#define Q8_TILE(R) \
+  do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K; \
+    const int8_t *pb = panel; \
+    for (size_t kk = (size_t)K; kk > 0; kk--, a0++, a1++, a2++, a3++, pb += 8) { \
+      const v128_t w = wasm_i16x8_load8x8(pb), b0 = F32X4_OF_I16_LO(w), b1 = F32X4_OF_I16_HI(w); \
+      v128_t x = wasm_f32x4_splat(*a0); \
+      MULADD(c00, x, b0); \
+      MULADD(c01, x, b1); \
+      if (R > 1) { \
+        x = wasm_f32x4_splat(*a1); \
+        MULADD(c10, x, b0); \
+        MULADD(c11, x, b1); \
+      } \
+      if (R > 2) { \
+        x = wasm_f32x4_splat(*a2); \
+        MULADD(c20, x, b0); \
+        MULADD(c21, x, b1); \
+      } \
+      if (R > 3) { \
+        x = wasm_f32x4_splat(*a3); \
+        MULADD(c30, x, b0); \
+        MULADD(c31, x, b1); \
+      } \
+    } \
+    const int64_t n = N - j; \
+    tdm_store8(y + i * N + j, wasm_f32x4_mul(c00, sc0), wasm_f32x4_mul(c01, sc1), n); \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, wasm_f32x4_mul(c10, sc0), wasm_f32x4_mul(c11, sc1), n); \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, wasm_f32x4_mul(c20, sc0), wasm_f32x4_mul(c21, sc1), n); \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, wasm_f32x4_mul(c30, sc0), wasm_f32x4_mul(c31, sc1), n); \
+  } while (0)
+
+void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  for (int64_t j = 0; j < N; j += 8) {
+    const int8_t *panel = qp + (j / 8) * K * 8;
+    const v128_t sc0 = wasm_v128_load(scale + j), sc1 = wasm_v128_load(scale + j + 4);
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q8_TILE(4);
+    for (; i < M; i++) Q8_TILE(1);
+  }
+}
+
+/* ---- int4 -------------------------------------------------------------------------------------- */
+
+/* Two byte rows b (b[0..7]: k and k + 1 of 8 columns; b[8..15]: k + 2 and k + 3), k even
+ * -> four u16x8 of the codes biased to q + 8 in [0, 15]: w0 = the first row's low nibbles
+ * (k even), w1 its high nibbles, w2, w3 the second row's. Flipping bit 3 of each nibble (xor 0x88)
+ * turns two's complement q into q + 8, so masks and a 16-bit shift (x86 has no 8-bit one) suffice;
+ * f32x4_of_q4 then gives q. */
+static inline void q4_unpack16(v128_t b, v128_t *w0, v128_t *w1, v128_t *w2, v128_t *w3) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(b, wasm_i8x16_splat((int8_t)0x88));
+  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
+  *w0 = wasm_u16x8_extend_low_u8x16(lo);
+  *w1 = wasm_u16x8_extend_low_u8x16(hi);
+  *w2 = wasm_u16x8_extend_high_u8x16(lo);
+  *w3 = wasm_u16x8_extend_high_u8x16(hi);
+}
+
+/* One byte row (8 columns, k even in the low nibbles, k + 1 in the high) -> two u16x8 of q + 8. */
+static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(wasm_v128_load64_zero(p), wasm_i8x16_splat((int8_t)0x88));
+  *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
+  *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
+}
+
+#if defined(TDM_RELAXED_SIMD)
+/* The int4 integer-dot GEMV without the relaxed dot (tandem-mt-relaxed.wasm, Emscripten's LLVM 14),
+ * so that the relaxed builds give the same bits at every thread count: per pair of k the codes
+ * q + 8 of both k interleaved as 16-bit lanes (column c's two codes adjacent) and dotted with the
+ * activation pair by i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group
+ * total added as the scalar reference does. One panel at a time. */
+void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *p = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
+        v128_t w0, w1;
+        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
+        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
+        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
+        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
+      }
+      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+      t0 = wasm_f32x4_add(
+          t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
+      t1 = wasm_f32x4_add(
+          t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
+    }
+    tdm_store8(y + j, t0, t1, N - j);
+  }
+}
+#endif
+
+
+#define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
+#define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
+
+/* M = 1: two panels side by side; per group a partial sum per column (four k per step from one
+ * 16-byte load per panel), scaled and added to the total at the group's end. */
+static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16) { /* panels j/8 and j/8 + 1 (the second may be partial) */
+    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
+      int64_t k = g * G;
+      for (; k + 4 <= k1; k += 4) {
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]), x2 = wasm_f32x4_splat(a[k + 2]),
+                     x3 = wasm_f32x4_splat(a[k + 3]);
+        v128_t w0, w1, w2, w3;
+        q4_unpack16(wasm_v128_load(pa + (k / 2) * 8), &w0, &w1, &w2, &w3);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s0, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s1, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s0, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s1, x3, F32X4_OF_Q4_HI(w3));
+        q4_unpack16(wasm_v128_load(pb + (k / 2) * 8), &w0, &w1, &w2, &w3);
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
+        MULADD(s2, x2, F32X4_OF_Q4_LO(w2));
+        MULADD(s3, x2, F32X4_OF_Q4_HI(w2));
+        MULADD(s2, x3, F32X4_OF_Q4_LO(w3));
+        MULADD(s3, x3, F32X4_OF_Q4_HI(w3));
+      }
+      for (; k < k1; k += 2) { /* 1 to 3 k left: byte rows, the last maybe with only its low nibble */
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
+        v128_t w0, w1;
+        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+        q4_unpack8(pb + (k / 2) * 8, &w0, &w1);
+        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
+      }
+      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
+      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
+      MULADD(t2, s2, wasm_v128_load(sb + g * 8));
+      MULADD(t3, s3, wasm_v128_load(sb + g * 8 + 4));
+    }
+    tdm_store8(y + j, t0, t1, 8);
+    tdm_store8(y + j + 8, t2, t3, N - j - 8);
+  }
+  for (; j < N; j += 8) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_f32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) {
+        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
+        v128_t w0, w1;
+        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
+        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
+        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
+        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
+        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
+      }
+      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
+      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
+    }
+    tdm_store8(y + j, t0, t1, N - j);
+  }
+}
+
+/* Rows i..i+R-1, panel j / 8: each byte row's weights are widened and multiplied by their group's
+ * scales once, then serve R rows. */
+#define Q4_TILE(R) \
+  do { \
+    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
+    for (int64_t k = 0; k < K; k += 2) { \
+      const float *sg = sc + (k / G) * 8; \
+      const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4); \
+      v128_t w0, w1; \
+      q4_unpack8(panel + (k / 2) * 8, &w0, &w1); \
+      const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w0), g1); \
+      const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w1), g1); \
+      const bool two = k + 1 < K; \
+      for (int r = 0; r < R; r++) { \
+        const float *ar = a + (i + r) * K + k; \
+        const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f); \
+        v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30; \
+        v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31; \
+        *c0 = tdm_madd2(*c0, x0, b0, x1, d0); \
+        *c1 = tdm_madd2(*c1, x0, b1, x1, d1); \
+      } \
+    } \
+    const int64_t n = N - j; \
+    tdm_store8(y + i * N + j, c00, c01, n); \
+    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n); \
+    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n); \
+    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n); \
+  } while (0)
+
+void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                                    float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q4_TILE(4);
+    for (; i < M; i++) Q4_TILE(1);
+  }
+}
+
+void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M == 1) q8_gemv__simd128(N, K, a, qp, scale, y);
+  else tdm_q8_gemm_tiles_4x8__simd128(M, N, K, a, qp, scale, y);
+}
+
+void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  if (M == 1) q4_gemv__simd128(N, K, G, a, qp, scale, y);
+  else tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
+}
+
+#endif
