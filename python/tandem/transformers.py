@@ -51,6 +51,8 @@ from torch import nn
 from .export import Method, export
 from .ir import ExportError
 from .program import Program
+from .recipe_checks import check_int, check_options, token_id
+from .seq2seq import Seq2Seq, export_seq2seq  # noqa: F401 - the encoder-decoder recipe, as tandem.transformers.export_seq2seq
 
 
 def prefill_chunks(max_prompt_len: int) -> list[int]:
@@ -392,8 +394,8 @@ def _export_recurrent_lm(model, max_cache_len, max_prompt_len, metadata, top_k, 
             "max_prompt_len": int(max_prompt_len),
             **extra,
             "position_state": "position",
-            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+            "bos_token_id": token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": token_id(getattr(config, "eos_token_id", None)),
             **(metadata or {}),
         },
         **options,
@@ -414,7 +416,7 @@ def export_causal_lm(
     Mamba LM, which has no cache) is accepted and recorded in the metadata entry `unused_options`.
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip;
     any other name is an ExportError naming it."""
-    _check_options("export_causal_lm", options)
+    check_options("export_causal_lm", options)
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
     model_type = getattr(config, "model_type", "")
@@ -422,9 +424,9 @@ def export_causal_lm(
     if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
     top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
-    _check_int("max_prompt_len", max_prompt_len)
+    check_int("max_prompt_len", max_prompt_len)
     if max_cache_len is not None:
-        _check_int("max_cache_len", max_cache_len)
+        check_int("max_cache_len", max_cache_len)
     if model_type != "mamba":
         _refuse_unsupported_state(model)
     if model_type != "mamba" and is_recurrent(model):
@@ -472,224 +474,13 @@ def export_causal_lm(
             "max_prompt_len": int(max_prompt_len),
             **extra,
             "position_state": position_state,
-            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
+            "bos_token_id": token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": token_id(getattr(config, "eos_token_id", None)),
             **({"unused_options": unused} if unused else {}),
             **(metadata or {}),
         },
         **options,
     )
-
-
-_EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip")
-
-
-def _check_options(recipe: str, options: dict) -> None:
-    unknown = sorted(set(options) - set(_EXPORT_OPTIONS))
-    if unknown:
-        raise ExportError(
-            f"{recipe}: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; it takes the "
-            f"model, max_cache_len, max_prompt_len, metadata, sample_top_k and tandem.export's "
-            f"{', '.join(_EXPORT_OPTIONS)}"
-        )
-
-
-def _check_int(name: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ExportError(f"{name} must be an int, got {v!r}")
-
-
-class Seq2Seq(nn.Module):
-    """An encoder-decoder (any whose decoder takes transformers' EncoderDecoderCache: Whisper, T5, BART,
-    Marian, Pegasus, Speech2Text, ...) with a static self-attention cache and its cross-attention keys
-    and values as state. encode runs the model's own encoder on whatever its forward takes (token ids,
-    features, samples: `model.main_input_name`), keeps its output (at most `source_capacity` rows, the
-    rest zero and masked) and runs one decoder step with the cross-attention cache not yet filled, so
-    each layer's own cross-attention writes its keys and values (whatever its projections are named);
-    then the self-attention cache is emptied. decode runs the model's own forward (its head, scaling
-    and final bias included) over the caches. The cache tensors are created by one eager call."""
-
-    def __init__(self, model: nn.Module, max_cache_len: int, example: torch.Tensor, masked: bool, source_capacity=None):
-        super().__init__()
-        from transformers.cache_utils import Cache, EncoderDecoderCache, StaticLayer
-
-        self.model = model
-        self.input_name = model.main_input_name
-        self.masked = masked
-        c = model.config
-        layers = (
-            getattr(c, "decoder_layers", None)
-            or getattr(c, "num_decoder_layers", None)
-            or c.get_text_config(decoder=True).num_hidden_layers
-        )
-        start = _token_id(getattr(c, "decoder_start_token_id", None))
-        start = start[0] if isinstance(start, list) else (start if start is not None else 0)
-        self.register_buffer("start", torch.tensor([[start]]), persistent=False)
-        with torch.no_grad():
-            hidden = self._encoder(example)
-        capacity = int(source_capacity or hidden.shape[1])
-        self.register_buffer("hidden", torch.zeros(1, capacity, hidden.shape[2]))  # the encoder's output
-        self.register_buffer("source_length", torch.zeros((), dtype=torch.long))  # its rows in use
-        self.cache = EncoderDecoderCache(
-            Cache(layers=[StaticLayer(max_cache_len) for _ in range(layers)]), Cache(layers=[StaticLayer(capacity) for _ in range(layers)])
-        )
-        with torch.no_grad():  # transformers creates the cache tensors at their first update
-            self.encode(example)
-        self.reset()
-
-    def _encoder(self, x):
-        return self.model.get_encoder()(**{self.input_name: x}).last_hidden_state
-
-    def _run(self, token: torch.Tensor, cross_ready: bool) -> torch.Tensor:
-        for i in range(len(self.cache.cross_attention_cache.layers)):
-            self.cache.is_updated[i] = cross_ready  # False: the cross-attention computes and writes its keys/values
-        kwargs = {}
-        if self.masked:  # rows past the source length are padding
-            kwargs["attention_mask"] = (torch.arange(self.hidden.shape[1]) < self.source_length)[None].long()
-        out = self.model(encoder_outputs=(self.hidden,), decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
-        return out.logits[:, -1]
-
-    def _empty(self, caches) -> None:
-        for cache in caches:
-            for layer in cache.layers:
-                if layer.keys is not None:
-                    layer.keys.zero_()
-                    layer.values.zero_()
-                layer.cumulative_length.zero_()
-
-    def encode(self, x: torch.Tensor) -> None:
-        hidden = self._encoder(x)
-        n = hidden.shape[1]
-        if not self.masked:  # a fixed shape: every row
-            self.hidden.copy_(hidden)
-        else:
-            self.hidden.zero_()
-            self.hidden.index_copy_(1, torch.arange(n), hidden)
-        self.source_length.zero_()
-        self.source_length.add_(n)
-        # both caches emptied first: the one decoder step below (which makes each layer write its cross-attention
-        # keys and values) must find room even when the previous audio's decode filled the self-attention cache
-        self._empty([self.cache.self_attention_cache, self.cache.cross_attention_cache])
-        self._run(self.start, cross_ready=False)
-        self._empty([self.cache.self_attention_cache])
-
-    def decode(self, token: torch.Tensor) -> torch.Tensor:
-        return self._run(token, cross_ready=True)
-
-    def reset(self) -> None:
-        self._empty([self.cache.self_attention_cache, self.cache.cross_attention_cache])
-        self.hidden.zero_()
-        self.source_length.zero_()
-
-
-def export_seq2seq(
-    model: nn.Module,
-    max_cache_len: int,
-    encoder_input_shape: tuple | None = None,
-    metadata: dict | None = None,
-    max_source_len: int | None = None,
-    max_prompt_len: int | None = None,
-    sample_top_k: int | None = None,
-    **options,
-) -> Program:
-    """Export a transformers encoder-decoder whose decoder uses an EncoderDecoderCache (Whisper, T5,
-    BART, Marian, mBART, Pegasus, Speech2Text, ...) as encode(input), decode(token) and reset() over its
-    caches (see the module's docstring). The encoder input is what the model's forward takes
-    (`model.main_input_name`): token ids [1, n] with 1 <= n <= max_source_len (a dynamic length;
-    default min(max_position_embeddings, 512)), or features / samples of a fixed encoder_input_shape
-    (Whisper's default: [1, num_mel_bins, 2 * max_source_positions]; other audio models: give it).
-    max_prompt_len and sample_top_k (export_causal_lm's; this recipe has no prefill and no
-    decode_topk) are accepted and recorded in the metadata entry `unused_options`.
-    `options` go to tandem.export, e.g. quantize="int8"; any other name is an ExportError."""
-    from transformers.cache_utils import EncoderDecoderCache  # noqa: F401  (the decoder's cache class)
-
-    _check_options("export_seq2seq", options)
-    unused = {k: v for k, v in (("max_prompt_len", max_prompt_len), ("sample_top_k", sample_top_k)) if v is not None}
-    model = model.eval().float()
-    config = model.config
-    name = type(model).__name__
-    if not getattr(config, "is_encoder_decoder", False) or not hasattr(model, "get_encoder"):
-        raise ExportError(
-            f"export_seq2seq: {name} is not an encoder-decoder (its config has no is_encoder_decoder); "
-            "export a decoder-only LM with export_causal_lm"
-        )
-    import inspect
-
-    params = inspect.signature(model.forward).parameters
-    if "encoder_outputs" not in params or not ({"cache", "past_key_values"} & set(params)):
-        raise ExportError(
-            f"export_seq2seq: {name}.forward takes no encoder_outputs and cache, so its decoder cannot "
-            "run over an EncoderDecoderCache kept as state"
-        )
-    limit = getattr(config, "max_target_positions", None) or getattr(config, "max_position_embeddings", None)
-    if max_cache_len < 1 or (limit is not None and max_cache_len > limit):
-        raise ExportError(
-            f"max_cache_len must be in [1, max_target_positions={limit}] (the decoder has that many "
-            f"position embeddings), got {max_cache_len}"
-        )
-    input_name = model.main_input_name
-    extra, dynamic = {}, None
-    if input_name == "input_ids":  # a text encoder: any source length up to max_source_len
-        if encoder_input_shape is not None:
-            raise ExportError(f"encoder_input_shape: {name} takes token ids of any length; give max_source_len instead")
-        src_limit = getattr(config, "max_position_embeddings", None)
-        max_source_len = int(max_source_len or min(src_limit or 512, 512))
-        if max_source_len < 2 or (src_limit is not None and max_source_len > src_limit):
-            raise ExportError(f"max_source_len must be in [2, max_position_embeddings={src_limit}], got {max_source_len}")
-        example = torch.ones(1, max_source_len - 1 if max_source_len > 2 else 2, dtype=torch.long)
-        dynamic = ({1: torch.export.Dim("source", min=1, max=max_source_len)},)
-        extra = {"max_source_len": max_source_len}
-    else:  # features or samples of one shape
-        if max_source_len is not None:
-            raise ExportError(f"max_source_len: {name} takes {input_name} of a fixed shape; give encoder_input_shape")
-        if encoder_input_shape is None:
-            if getattr(config, "model_type", "") != "whisper":
-                raise ExportError(
-                    f"export_seq2seq: {name} takes {input_name}; give encoder_input_shape=(1, ...) "
-                    "(the shape of one input as its forward takes it)"
-                )
-            encoder_input_shape = (1, config.num_mel_bins, 2 * config.max_source_positions)
-        encoder_input_shape = tuple(int(d) for d in encoder_input_shape)
-        example = torch.zeros(encoder_input_shape)
-        extra = {"encoder_input_shape": list(encoder_input_shape)}
-    try:
-        s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"))
-    except Exception as e:
-        raise ExportError(f"export_seq2seq: {name} does not run over a static EncoderDecoderCache ({type(e).__name__}: {e})") from e
-    methods = {
-        "encode": Method(s2s.encode, (example,), dynamic_shapes=dynamic),
-        "decode": Method(s2s.decode, (torch.zeros(1, 1, dtype=torch.long),)),
-        "reset": Method(s2s.reset, ()),
-    }
-    text = config.get_text_config(decoder=True)
-    layers = len(s2s.cache.self_attention_cache.layers)
-    enc_layers = getattr(config, "encoder_layers", None) or getattr(config, "num_layers", None)
-    return export(
-        None,
-        methods,
-        metadata={
-            "model_type": config.model_type,
-            "vocab_size": int(getattr(config, "vocab_size", None) or text.vocab_size),
-            "num_layers": int(layers),
-            "num_encoder_layers": None if enc_layers is None else int(enc_layers),
-            "max_cache_len": int(max_cache_len),
-            "encoder_input": input_name,
-            **extra,
-            "position_state": "cache.self_attention_cache.layers.0.cumulative_length",
-            "bos_token_id": _token_id(getattr(config, "bos_token_id", None)),
-            "eos_token_id": _token_id(getattr(config, "eos_token_id", None)),
-            "decoder_start_token_id": _token_id(getattr(config, "decoder_start_token_id", None)),
-            **({"unused_options": unused} if unused else {}),
-            **(metadata or {}),
-        },
-        **options,
-    )
-
-
-def _token_id(v):
-    if isinstance(v, (list, tuple)):
-        return [int(x) for x in v]
-    return None if v is None else int(v)
 
 
 def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
