@@ -3,7 +3,7 @@
 // wasm (Node) on 1 and 2 threads over the frames the package's eager torch generated (the prompt,
 // then per frame: step, decode of the de-normalized latent, advance). The two exports run
 // interleaved frame by frame, so a busy machine slows both alike: their ratio is what to read. Each
-// is checked against the package's latents (max |diff|) and audio (max |diff|, SNR), and printed
+// is checked against the package's latents (max |diff|, SNR) and audio (max |diff|, SNR), and printed
 // beside the package's eager torch on one thread (timed by bench/pocket.py in the same run).
 // Usage: node bench/pocket.mjs build/bench.
 import { existsSync, readFileSync } from 'node:fs';
@@ -27,7 +27,12 @@ async function frame(m, i, x, acc) {
   await m.advance();
   const t2 = performance.now();
   if (i >= 2) { acc.lm += t1 - t0; acc.dec += t2 - t1; acc.n++; }
-  latent.data.forEach((v, j) => { acc.lat = Math.max(acc.lat, Math.abs(v - frames.latents[i][j])); });
+  latent.data.forEach((v, j) => {
+    const w = frames.latents[i][j];
+    acc.lat = Math.max(acc.lat, Math.abs(v - w));
+    acc.latSig += w * w;
+    acc.latErr += (v - w) * (v - w);
+  });
   audio.data.forEach((v, j) => {
     const w = frames.audio[i][j];
     acc.audio = Math.max(acc.audio, Math.abs(v - w));
@@ -45,7 +50,7 @@ for (const threads of [1, 2]) {
     await m.prompt(new Tensor('int64', frames.prompt, [1, frames.prompt.length]));
     models.push(m);
   }
-  const acc = models.map(() => ({ lm: 0, dec: 0, n: 0, lat: 0, audio: 0, sig: 0, err: 0, eos: 0 }));
+  const acc = models.map(() => ({ lm: 0, dec: 0, n: 0, lat: 0, latSig: 0, latErr: 0, audio: 0, sig: 0, err: 0, eos: 0 }));
   const n = frames.latents.length;
   let x = new Float32Array(ldim).fill(NaN);
   for (let i = 0; i < n; i++) {
@@ -56,11 +61,13 @@ for (const threads of [1, 2]) {
   variants.forEach((v, k) => {
     const s = acc[k];
     const snr = 10 * Math.log10(s.sig / Math.max(s.err, 1e-30));
+    const latSnr = 10 * Math.log10(s.latSig / Math.max(s.latErr, 1e-30));
     const vs = k > 0 ? `, ${f(total[k] / total[0], 2)}× float32's time in the same run` : '';
     console.log(`| pocket-tts 4.0.1 (english.yaml, full size, temperature 0), ${v} | step + decode + advance of one 80 ms frame, ` +
       `${threads} thread${threads > 1 ? 's' : ''} (ms) | ${f(s.lm / s.n)} + ${f(s.dec / s.n)} = ${f(total[k])} | ` +
       `pocket-tts eager torch 1 thread ${f(eager.step_ms)} + ${f(eager.decode_ms)} = ${f(eagerMs)} | ` +
-      `${f(total[k] / eagerMs, 2)}× eager's time${vs}, ${f(80 / total[k], 2)}× real time | latent max |diff| ${s.lat.toExponential(1)}, ` +
+      `${f(total[k] / eagerMs, 2)}× eager's time${vs}, ${f(80 / total[k], 2)}× real time | ` +
+      `latent max |diff| ${s.lat.toExponential(1)}, SNR ${f(latSnr)} dB, ` +
       `audio max |diff| ${s.audio.toExponential(1)}, SNR ${f(snr)} dB, is_eos differing ${s.eos}/${n} |`);
   });
   models.forEach((m) => m.dispose());

@@ -31,7 +31,7 @@ from field_models import pocket  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 12
-VARIANTS = (sys.argv[3] if len(sys.argv) > 3 else "float32,int8").split(",")
+VARIANTS = [v for v in (sys.argv[3] if len(sys.argv) > 3 else "float32,int8").split(",") if v]  # "": eager only
 OUT.mkdir(parents=True, exist_ok=True)
 torch.set_num_threads(1)
 PROMPT = torch.tensor([[17, 250, 3, 999, 42, 7, 1200, 64]])
