@@ -1,5 +1,5 @@
 // ESLint's flat config for the JS of the repo: web/ and demo/ (browsers, workers and Node), node/,
-// tests/js, tests/browser, tests/soak and bench/*.mjs (Node; the browser tests' page callbacks run in the page).
+// tests/js, tests/browser, tests/soak and bench/**/*.mjs (Node; the browser tests' page callbacks run in the page).
 // `npm run lint` runs it (scripts/test.sh too). The recommended rules find mistakes; the stylistic
 // ones hold the style the code is written in (2-space indent, single quotes, semicolons) and lines of
 // at most 140 characters, without reformatting what already reads well.
@@ -53,7 +53,7 @@ export default [
   {
     // the package's modules run in pages and workers as well as in Node; the demo only in pages
     // (and page.evaluate's callbacks, in the browser tests and the in-page benchmark)
-    files: ['web/**/*.js', 'demo/**/*.js', 'tests/browser/**/*.js', 'bench/llm.mjs'],
+    files: ['web/**/*.js', 'demo/**/*.js', 'tests/browser/**/*.js', 'bench/suite/llm.mjs'],
     languageOptions: { globals: { ...globals.browser, ...globals.worker, ...globals.audioWorklet } },
   },
 ];

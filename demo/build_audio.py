@@ -7,7 +7,7 @@
 - recording.json: the reference, the shipped ONNX model (onnxruntime) on that recording: its
   probability per 512-sample chunk and its speech segments by the package's own
   get_speech_timestamps_from_probs (threshold 0.5), which the page's must equal;
-- codec.tandem: Kyutai's Mimi codec from the `moshi` package, small (tests/python/field_models.py
+- codec.tandem: Kyutai's Mimi codec from the `moshi` package, small (tests/python/packaged_models.py
   `mimi(small=True)`: 2 transformer layers, narrow convs, the real SEANet strides, so one frame is
   1920 samples, 80 ms at 24 kHz) with seeded RANDOM weights (no trained weights exist offline),
   exported as moshi's streaming API is used: encode_step = mimi.encode, decode_step = mimi.decode,
@@ -102,7 +102,7 @@ def export_codec(path: Path) -> None:
     import tandem
 
     sys.path.insert(0, str(HERE.parent / "tests" / "python"))
-    from field_models import mimi
+    from packaged_models import mimi
 
     model = mimi(small=True)
     x = torch.zeros(1, 1, CODEC_FRAME)

@@ -5,7 +5,7 @@ leave the exporter's output alone (a restructuring, a rename) can be checked byt
     python scripts/fixture_hashes.py build/hashes --check before.txt  # again after the change: exit 1 on any difference
 
 The programs are those npm test exports (scripts/test.sh): tests/fixtures/make.py's, and the ops and
-random-program cases that tests/python/test_ops.py and test_programs.py record when TANDEM_OPS_FIXTURES
+random-program cases that tests/python/test_ops.py and test_random_programs.py record when TANDEM_OPS_FIXTURES
 and TANDEM_PROGRAM_FIXTURES are set. By default those cases are exported here directly, the way the
 tests export them, without running them (the runtime and eager comparisons are the tests' job), in
 `--jobs` processes; each case starts from fixed seeds (torch's and test_ops.py's generator), so the
@@ -30,7 +30,7 @@ RECORDING_TESTS = [
     "tests/python/test_ops.py::test_op_matches_eager",
     "tests/python/test_ops.py::test_eager_attention_is_one_attention_op_over_the_kv_heads",
     "tests/python/test_ops.py::test_quantized_op_matches_reference_quantization",
-    "tests/python/test_programs.py::test_random_program_matches_eager",
+    "tests/python/test_random_programs.py::test_random_program_matches_eager",
 ]
 
 try:  # as a pytest plugin: one seed per test
@@ -77,7 +77,7 @@ def export(out: Path, jobs: int, use_pytest: bool, make: bool = True) -> None:
 
 
 def _cases():
-    """(name, folder, export) for every case test_ops.py and test_programs.py record, as they export it."""
+    """(name, folder, export) for every case test_ops.py and test_random_programs.py record, as they export it."""
     for p in (ROOT / "python", ROOT / "tests", ROOT / "tests/python"):
         sys.path.insert(0, str(p))
     import torch
@@ -89,7 +89,7 @@ def _cases():
     import programs
     import tandem
     import test_ops as T
-    import test_programs
+    import test_random_programs
 
     def reseed():
         torch.manual_seed(0)
@@ -141,7 +141,7 @@ def _cases():
         yield p.id, "ops", reseed, eager_case(*p.values)
     for p in T.QCASES:
         yield p.id, "ops", reseed, quant_case(*p.values)
-    for seed in sorted(set(range(test_programs.COUNT)) | set(test_programs.REGRESSIONS)):
+    for seed in sorted(set(range(test_random_programs.COUNT)) | set(test_random_programs.REGRESSIONS)):
         yield f"program_{seed}", "programs", reseed, program_case(seed)
 
 

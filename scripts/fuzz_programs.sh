@@ -10,5 +10,5 @@ PY=$(bash scripts/setup.sh | tail -n 1)
 OUT=build/fixtures/programs-fuzz
 rm -rf "$OUT"
 "$PY" -W ignore tests/programs.py --count "${COUNT:-2000}" --first "${FIRST:-100000}" --record "$OUT"
-TANDEM_PROGRAM_FIXTURES="$OUT" node --test tests/js/programs.test.js
-TANDEM_PROGRAM_FIXTURES="$OUT" node --experimental-wasm-relaxed-simd --test tests/js/programs.test.js
+TANDEM_PROGRAM_FIXTURES="$OUT" node --test tests/js/random-programs.test.js
+TANDEM_PROGRAM_FIXTURES="$OUT" node --experimental-wasm-relaxed-simd --test tests/js/random-programs.test.js

@@ -24,11 +24,11 @@ ctest --test-dir build/asan --output-on-failure -j 2
 echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"
 bash scripts/fuzz.sh 60
 echo "== Python tests"
-rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and programs.test.js
+rm -rf build/fixtures/ops build/fixtures/programs # recorded anew for tests/js/ops.test.js and random-programs.test.js
 TANDEM_WHEEL="$WHEEL" TANDEM_OPS_FIXTURES=build/fixtures/ops TANDEM_PROGRAM_FIXTURES=build/fixtures/programs "$PY" -m pytest -q -p no:cacheprovider -n 2 tests/python
 echo "== Python lint and format (ruff check, ruff format --check, ruff.toml: python/, tests/, bench/, scripts/, demo/, examples/)" && "$(dirname "$PY")/ruff" check --quiet . && "$(dirname "$PY")/ruff" format --check --quiet .
 echo "== C format (scripts/format_c.sh --check: .clang-format over src/, include/, tests/c/, tests/fuzz/)" && bash scripts/format_c.sh --check
-echo "== JS lint (npm run lint: ESLint over web/, node/, the JS tests, bench/*.mjs and demo/)" && npm run lint --silent
+echo "== JS lint (npm run lint: ESLint over web/, node/, the JS tests, bench/**/*.mjs and demo/)" && npm run lint --silent
 echo "== JS tests (Node on the SIMD128 builds, and headless Chromium)"
 node --test tests/js/ tests/browser/
 echo "== JS tests again in Node with relaxed SIMD (the relaxed builds, web/tandem*-relaxed.wasm)"

@@ -1,4 +1,4 @@
-"""The foundation's stateful cases, shared by the Python tests (native runtime) and the fixture
+"""The stateful cases, shared by the Python tests (native runtime) and the fixture
 generator (wasm, from Node). Each case builds fresh modules and gives the export spec, the eager
 callables and a sequence of calls that crosses methods."""
 

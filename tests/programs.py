@@ -470,7 +470,7 @@ def shrink(plan: dict, fails=failure, budget: float = 120.0) -> dict:
     return plan
 
 
-# ---- recording for the wasm runs (tests/js/programs.test.js) -----------------------------------
+# ---- recording for the wasm runs (tests/js/random-programs.test.js) -----------------------------------
 def record(plan: dict, program: bytes, out: Path) -> None:
     from fixtures.make import tensor_json
 
@@ -493,7 +493,7 @@ def main() -> int:
     ap.add_argument("--first", type=int, default=100000, help="first seed (the test suite uses 0..)")
     ap.add_argument("--seed", type=int, help="check one seed")
     ap.add_argument("--show", action="store_true", help="print the plan")
-    ap.add_argument("--record", type=Path, help="also write each passing program for tests/js/programs.test.js")
+    ap.add_argument("--record", type=Path, help="also write each passing program for tests/js/random-programs.test.js")
     args = ap.parse_args()
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.count)
     bad, t0 = [], time.time()

@@ -1,6 +1,6 @@
 """A numpy implementation of tandem's random stream, written from docs/ops.md ("Random sampling")
-and not from src/kernels/random.c: the independent reference that tests/python/test_random.py and
-the JS fixture (tests/fixtures/make.py, tests/js/random.test.js) compare the runtime against, bit for
+and not from src/kernels/random.c: the independent reference that tests/python/test_random_sampling.py and
+the JS fixture (tests/fixtures/make.py, tests/js/random-sampling.test.js) compare the runtime against, bit for
 bit."""
 
 import numpy as np

@@ -8,7 +8,7 @@ from .ir import ExportError
 # with what they inherit from Object.prototype), every public name of the Python
 # tandem.runtime.Model, and `then`: `await load()` treats an object with a `then` method as a
 # promise and never settles. tests/js/package.test.js checks the JS objects against this list and
-# tests/python/test_foundation.py the Python one, so a name added to either API must be added here.
+# tests/python/test_method_names.py the Python one, so a name added to either API must be added here.
 # Names starting with '_' are reserved as well.
 RESERVED = frozenset(
     """

@@ -1,5 +1,5 @@
 /* random.h — the counter-based generator behind the random ops (src/kernels/random.c), declared for
- * the known-answer test (tests/c/test_random.c). (src/ only) */
+ * the known-answer test (tests/c/test_philox.c). (src/ only) */
 #ifndef TDM_RANDOM_H
 #define TDM_RANDOM_H
 

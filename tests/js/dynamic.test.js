@@ -1,6 +1,6 @@
 // A method with a bounded dynamic dim (tests/cases.py dynamic_appender, x [1, n, 4], 1 <= n <= 8)
 // through the wasm build: its spec names the dim, calls at several lengths give outputs of their
-// actual shapes (the sequence against PyTorch eager is in foundation.test.js), and a length out of
+// actual shapes (the sequence against PyTorch eager is in call-sequences.test.js), and a length out of
 // range is a TDM_ERR_SHAPE that leaves the state as it was.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,6 +1,7 @@
 """Export errors point at the user's source line (this file's), never at tandem's or torch's, and
 say what to do: data-dependent shapes (.item(), nonzero, boolean masks, `if` on a tensor),
-unsupported dtypes. And what must not fail: tensors of other dtypes a method does not use."""
+unsupported dtypes, unsupported ops (all of them listed, each with its line). And what must not fail:
+tensors of other dtypes a method does not use."""
 
 import re
 
@@ -168,3 +169,28 @@ def test_float16_math_in_a_method_is_named_with_its_line():
     msg = export_error(Half(), (torch.randn(3),))
     assert_points_here(msg, Half.forward, "# HALF")
     assert "float16" in msg
+
+
+class Unsupported(nn.Module):
+    def forward(self, x):
+        a = torch.cumprod(x, 0)
+        b = torch.kthvalue(x, 2).values
+        return a + b
+
+
+def test_unsupported_ops_are_all_listed_with_source_lines():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(Unsupported(), {"forward": (torch.randn(5),)})
+    msg = str(e.value)
+    assert "cumprod" in msg and "kthvalue" in msg and "test_errors.py" in msg and "docs/ops.md" in msg
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        return x[x > 0]
+
+
+def test_dynamic_shapes_are_explained():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(DataDependent(), {"forward": (torch.randn(5),)})
+    assert "depends on values" in str(e.value) and "torch.where" in str(e.value) and "test_errors.py" in str(e.value)

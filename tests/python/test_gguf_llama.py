@@ -1,4 +1,4 @@
-"""bench/gguf_llama.py, the GGUF writer of the LLM benchmark: a tiny Llama written and read back
+"""bench/models/gguf_llama.py, the GGUF writer of the LLM benchmark: a tiny Llama written and read back
 with the gguf package's reader (skipped where gguf, a benchmark requirement, is not installed)."""
 
 import sys
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 gguf = pytest.importorskip("gguf")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "models"))
 import gguf_llama  # noqa: E402
 
 

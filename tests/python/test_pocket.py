@@ -17,7 +17,7 @@ import torch
 from torch.export import Dim
 
 import tandem
-from field_models import pocket
+from packaged_models import pocket
 from tandem.ir import STATE
 
 pytest.importorskip("pocket_tts")
@@ -128,7 +128,7 @@ def _snr_db(got, want):
 
 def test_pocket_int8_stays_close_to_the_package_eager(exported):
     """quantize="int8" (the linear layers' weights per output channel; the convs stay float32),
-    natively, fed the package's latents frame by frame (as bench/pocket.mjs does) so each frame's
+    natively, fed the package's latents frame by frame (as bench/suite/pocket.mjs does) so each frame's
     error is one step's, not the drift of a different generated sequence. Tolerances: int8 rounding
     adds noise of about step/sqrt(12), 0.6% of the rms of each quantized matmul's output (gaussian
     weights: max|w| ~ 2.5 sigma over 64 rows, step = max|w| / 127); some ten matmuls in series in the

@@ -1,0 +1,49 @@
+// npm run bench, Mimi rows (TANDEM_BENCH=mimi): the full-size Mimi exported by bench/models/mimi.py, run in
+// wasm (Node) on 1 and 2 threads over the frames moshi's eager torch ran, its codes and audio checked
+// against moshi's, printed beside moshi's eager torch on one thread (timed by bench/models/mimi.py in the
+// same run). Usage: node bench/suite/mimi.mjs build/bench. Prints table rows: float32 (mimi.tandem), then,
+// where bench/models/mimi.py exported it, int8 linear weights (mimi_int8.tandem), whose check column gives
+// the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
+import { existsSync, readFileSync } from 'node:fs';
+import { load } from '../../node/index.js';
+
+const DIR = process.argv[2] ?? 'build/bench';
+const frames = JSON.parse(readFileSync(`${DIR}/mimi_frames.json`, 'utf8'));
+const eager = JSON.parse(readFileSync(`${DIR}/mimi_eager.json`, 'utf8'));
+const f = (x, d = 1) => x.toFixed(d);
+const eagerMs = eager.encode_ms + eager.decode_ms;
+
+const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
+for (const [name, label] of variants) for (const threads of [1, 2]) {
+  const m = await load(`${DIR}/${name}.tandem`, { threads });
+  await m.resetState();
+  let enc = 0, dec = 0, codeMiss = 0, pcmDiff = 0, sig = 0, noise = 0;
+  const n = frames.inputs.length;
+  for (let i = 0; i < n; i++) {
+    const x = Float32Array.from(frames.inputs[i]);
+    const t0 = performance.now();
+    const c = await m.encode_step(x);
+    const t1 = performance.now();
+    const codes = BigInt64Array.from(frames.codes[i].map(BigInt)); // moshi's codes: both decoders see the same input
+    const y = await m.decode_step(codes);
+    const t2 = performance.now();
+    if (i >= 2) { enc += t1 - t0; dec += t2 - t1; }
+    c.data.forEach((v, j) => { if (Number(v) !== frames.codes[i][j]) codeMiss++; });
+    y.data.forEach((v, j) => {
+      const d = v - frames.pcm[i][j];
+      pcmDiff = Math.max(pcmDiff, Math.abs(d));
+      sig += frames.pcm[i][j] ** 2;
+      noise += d * d;
+    });
+  }
+  const k = n - 2, total = (enc + dec) / k;
+  const snr = noise > 0 ? `${f(10 * Math.log10(sig / noise))} dB` : 'exact';
+  console.log(`| Mimi (moshi 0.2.13, full size${label}) | encode_step + decode_step of one 80 ms frame, ${threads} ` +
+    `thread${threads > 1 ? 's' : ''} (ms) | ` +
+    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} | moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ` +
+    `${f(eagerMs)} | ` +
+    `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ` +
+    `${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
+    `pcm max |diff| ${pcmDiff.toExponential(1)}, SNR ${snr} |`);
+  m.dispose();
+}

@@ -1,0 +1,127 @@
+// The WebGPU benchmark's page (bench/suite/webgpu.html, driven by bench/suite/webgpu.mjs): the SmolLM-135M-shaped
+// Llama of bench/models/smollm.py and the streaming codec of bench/models/make_models.py on tandem's WebGPU
+// backend, beside tandem on wasm and onnxruntime-web's WebGPU execution provider on the same weights
+// (served from node_modules, no CDN). Counts, per call, the queue submissions and the bytes mapped
+// back to the CPU (GPUQueue.submit and GPUBuffer.getMappedRange of MAP_READ buffers, wrapped in this page).
+const { load } = await import('/web/tandem.js');
+const { compare } = await import('/bench/suite/compare.mjs');
+
+const counts = { submits: 0, readBytes: 0 };
+const submit = GPUQueue.prototype.submit;
+GPUQueue.prototype.submit = function (...a) {
+  counts.submits++;
+  return submit.apply(this, a);
+};
+const getMappedRange = GPUBuffer.prototype.getMappedRange;
+GPUBuffer.prototype.getMappedRange = function (...a) {
+  const r = getMappedRange.apply(this, a);
+  if (this.usage & GPUBufferUsage.MAP_READ) counts.readBytes += r.byteLength; // not the uploads through mapped buffers
+  return r;
+};
+/** What one call of fn submits and reads back. */
+async function traffic(fn) {
+  const s = counts.submits, b = counts.readBytes;
+  await fn();
+  return { submits: counts.submits - s, readBytes: counts.readBytes - b };
+}
+
+const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
+const ids = (n) => BigInt64Array.from({ length: n }, (_, i) => BigInt(300 + ((i * 7919) % 40000)));
+
+window.adapterInfo = async () => {
+  const adapter = await navigator.gpu?.requestAdapter();
+  if (!adapter) return null;
+  const i = adapter.info ?? {};
+  return { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description,
+    maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize };
+};
+
+/** tandem's SmolLM on `device`: prefill of `prefill` tokens, decode at a fill of `fill` positions. */
+window.benchLM = async ({ dir, device, prefill, fill, rounds }) => {
+  const t0 = performance.now();
+  const model = await load(`/${dir}/smollm.tandem`, { device });
+  const out = { device: model.device, deviceReason: model.deviceReason, loadMs: performance.now() - t0 };
+  try {
+    const positions = model.state.filter((s) => /cumulative_length/.test(s.name));
+    const { Tensor } = await import('/web/tandem.js');
+    // prefill: the first call compiles its pipelines (not timed)
+    const ms = [];
+    for (let r = 0; r <= rounds; r++) {
+      await model.resetState();
+      const t = performance.now();
+      await model.call('prefill', ids(prefill));
+      if (r) ms.push(performance.now() - t);
+    }
+    out.prefillMs = median(ms);
+    await model.resetState();
+    for (let left = fill; left > 0;) {
+      const c = Math.min(left, model.metadata.max_prompt_len);
+      await model.call('prefill', ids(c));
+      left -= c;
+    }
+    // each decode step at the same fill: the lengths written back before it (as bench/suite/llm-page.js)
+    const lengths = positions.map((s) => [s.name, new Tensor(s.dtype, new BigInt64Array(1).fill(BigInt(fill)), s.shape)]);
+    const tok = new BigInt64Array([7n]);
+    const step = async () => {
+      for (const [name, t] of lengths) await model.writeState(name, t);
+      await model.decode(tok);
+    };
+    await step();
+    out.decode = await traffic(() => model.decode(tok));
+    out.decodeTopk = await traffic(() => model.decode_topk(tok));
+    out.decodeMs = (await compare({ step }, { rounds, minMs: 200 })).step;
+    return out;
+  } finally {
+    model.dispose();
+  }
+};
+
+/** onnxruntime-web's WebGPU EP on the same weights: one decode step at a fill of `fill`, the KV
+ * cache fed from the CPU each step (its default: no gpu-buffer binding by the caller). */
+window.benchOrt = async ({ dir, fill, rounds, layers, hkv, dh }) => {
+  const ort = await import('/node_modules/onnxruntime-web/dist/ort.webgpu.min.mjs');
+  ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
+  ort.env.wasm.numThreads = 1;
+  const t0 = performance.now();
+  const session = await ort.InferenceSession.create(`/${dir}/smollm.onnx`, { executionProviders: ['webgpu'] });
+  const out = { loadMs: performance.now() - t0 };
+  try {
+    const feeds = {
+      input_ids: new ort.Tensor('int64', new BigInt64Array([7n]), [1, 1]),
+      position_ids: new ort.Tensor('int64', new BigInt64Array([BigInt(fill)]), [1, 1]),
+    };
+    for (let i = 0; i < layers; i++) {
+      for (const kv of ['key', 'value']) {
+        feeds[`past_key_values.${i}.${kv}`] = new ort.Tensor('float32', Float32Array.from({ length: hkv * fill * dh }, () => Math.random() - 0.5),
+          [1, hkv, fill, dh]);
+      }
+    }
+    await session.run(feeds);
+    out.decode = await traffic(() => session.run(feeds));
+    out.decodeMs = (await compare({ step: () => session.run(feeds) }, { rounds, minMs: 200 })).step;
+    return out;
+  } finally {
+    await session.release();
+  }
+};
+
+/** One encode_step and one decode_step of the streaming codec (80 ms of 24 kHz audio) on `device`. */
+window.benchCodec = async ({ dir, device, rounds }) => {
+  const model = await load(`/${dir}/codec.tandem`, { device });
+  try {
+    const enc = model.methods.find((m) => m.name === 'encode_step').inputs[0].shape;
+    const dec = model.methods.find((m) => m.name === 'decode_step').inputs[0].shape;
+    const x = Float32Array.from({ length: enc.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i / 7) * 0.3);
+    const z = Float32Array.from({ length: dec.reduce((a, b) => a * b, 1) }, (_, i) => Math.cos(i / 5) * 0.5);
+    const fns = { encode: () => model.encode_step(x), decode: () => model.decode_step(z) };
+    await fns.encode();
+    await fns.decode();
+    const out = { device: model.device, deviceReason: model.deviceReason, encodeTraffic: await traffic(fns.encode) };
+    Object.assign(out, await compare(fns, { rounds, minMs: 200 }));
+    return out;
+  } finally {
+    model.dispose();
+  }
+};
+
+window.benchReady = true;

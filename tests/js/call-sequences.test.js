@@ -1,0 +1,63 @@
+// The stateful cases of tests/cases.py through the wasm build, against PyTorch eager's outputs for the
+// same call sequences (recorded by tests/fixtures/make.py); what methods say of their inputs and
+// outputs; the input forms (typed arrays, plain numbers), int32 in, out and in state; the source forms.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { load } from '../../node/index.js';
+import { fixture, checkSequence } from './helpers.js';
+
+const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender'];
+
+for (const name of CASES) {
+  test(`${name}: call sequence matches PyTorch eager`, () => checkSequence(name));
+}
+
+test('methods describe their inputs and outputs', async () => {
+  const model = await load(fixture('gru').path);
+  assert.deepEqual(model.methods.map((m) => m.name).sort(), ['forward', 'reset']);
+  const fwd = model.methods.find((m) => m.name === 'forward');
+  assert.deepEqual(fwd.inputs, [{ name: 'x', dtype: 'float32', shape: [1, 16] }]);
+  assert.deepEqual(fwd.outputs, [{ name: 'output', dtype: 'float32', shape: [1, 32] }]);
+  assert.equal(await model.reset(), undefined);
+  model.dispose();
+});
+
+test('inputs may be typed arrays or plain numbers', async () => {
+  const model = await load(fixture('original_report').path);
+  assert.deepEqual([...(await model.forward1(new Float32Array([2]))).data], [3]);
+  assert.deepEqual([...(await model.forward1(1.5)).data], [4.5]);
+  model.dispose();
+});
+
+test('int32 inputs, outputs and state: Int32Array in, Int32Array out, wrapping like PyTorch', async () => {
+  const model = await load(fixture('int32_counter').path);
+  try {
+    const fwd = model.methods.find((m) => m.name === 'forward');
+    assert.deepEqual(fwd.inputs, [{ name: 'x', dtype: 'int32', shape: [3] }]);
+    assert.deepEqual(model.state.map((s) => s.dtype), ['int32', 'int32']);
+    const [count, q, r, pos, half] = await model.forward(new Int32Array([1, -2, 3]));
+    assert.ok(count.data instanceof Int32Array && count.dtype === 'int32');
+    assert.deepEqual([...count.data], [2 ** 31 - 2, 6]);
+    assert.deepEqual([...q.data], [0, -1, 1]); // total = [2, -7, 8]: floor division by 7
+    assert.deepEqual([...r.data], [-3, -2, -2]); // remainder with the divisor's sign (-5)
+    assert.deepEqual([...pos.data], [2, 7, 8]);
+    assert.deepEqual([...half.data], [0.5, -1, 1.5]);
+    await model.forward(new Int32Array([0, 0, 0]));
+    const [wrapped] = await model.forward(new Int32Array([0, 0, 0]));
+    assert.deepEqual([...wrapped.data], [-(2 ** 31), 8]); // 2^31 - 1 + 1 wraps
+    await assert.rejects(model.forward(new Float32Array([1, 2, 3])), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT'
+      && /expected int32\[3\]/.test(e.message));
+  } finally {
+    model.dispose();
+  }
+});
+
+test('bytes, ArrayBuffer and Response sources load', async () => {
+  const bytes = readFileSync(fixture('accumulator').path);
+  for (const src of [new Uint8Array(bytes), bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length), new Response(bytes)]) {
+    const model = await load(src);
+    assert.deepEqual([...(await model.forward(new Float32Array([1, 2, 3]))).data], [2, 4, 6]);
+    model.dispose();
+  }
+});
