@@ -5,8 +5,12 @@ _run_flow_lm_and_increment_step over the flow LM's ModelState; decode / advance:
 and increment_steps over the Mimi's), at temperature 0 (tandem does not sample yet), and the
 package's eager torch on one thread timed on the same frames in the same run. Writes
 OUT/pocket.tandem, OUT/pocket_frames.json (the prompt and the package's latents and audio, for
-bench/suite/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame).
-Usage: python bench/models/pocket.py OUT [frames = 12]."""
+bench/suite/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame); with int8 in
+VARIANTS also OUT/pocket_int8.tandem, the same export with its linear layers' weights stored int8
+(`quantize="int8"`: the flow LM's transformer and flow net, the Mimi decoder's transformer and
+projections; the convs stay float32). Each variant's op listing goes to OUT/pocket[_int8]_ops.json
+(for profiling). Usage: python bench/models/pocket.py OUT [frames = 12] [VARIANTS = float32,int8: a
+comma-separated list of float32, int8]."""
 
 import functools
 import json
@@ -27,6 +31,7 @@ from packaged_models import pocket  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 12
+VARIANTS = [v for v in (sys.argv[3] if len(sys.argv) > 3 else "float32,int8").split(",") if v]  # "": eager only
 OUT.mkdir(parents=True, exist_ok=True)
 torch.set_num_threads(1)
 PROMPT = torch.tensor([[17, 250, 3, 999, 42, 7, 1200, 64]])
@@ -68,22 +73,35 @@ print(
     file=sys.stderr,
 )
 
-t0 = time.perf_counter()
-lm_state = init_states(lm, batch_size=1, sequence_length=LM_CAP)
-mimi_state = init_states(mimi, batch_size=1, sequence_length=MIMI_CAP)
-program = tandem.export(
-    None,
-    {
-        "prompt": tandem.Method(
-            model._run_flow_lm_and_increment_step, (lm_state, PROMPT), dynamic_shapes=(None, {1: Dim("tokens", min=1, max=16)})
-        ),
-        "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, torch.full((1, 1, lm.ldim), float("nan")))),
-        "decode": tandem.Method(mimi.decode_from_latent, (torch.zeros(1, 1, lm.ldim), mimi_state)),
-        "advance": tandem.Method(functools.partial(increment_steps, mimi, increment=steps), (mimi_state,)),
-    },
-)
-eager["export_s"] = time.perf_counter() - t0
-program.save(OUT / "pocket.tandem")
+for variant in VARIANTS:
+    t0 = time.perf_counter()
+    lm_state = init_states(lm, batch_size=1, sequence_length=LM_CAP)
+    mimi_state = init_states(mimi, batch_size=1, sequence_length=MIMI_CAP)
+    bos = torch.full((1, 1, lm.ldim), float("nan"))
+    program = tandem.export(
+        None,
+        {
+            "prompt": tandem.Method(
+                model._run_flow_lm_and_increment_step, (lm_state, PROMPT), dynamic_shapes=(None, {1: Dim("tokens", min=1, max=16)})
+            ),
+            "step": tandem.Method(model._run_flow_lm_and_increment_step, (lm_state, None, bos)),
+            "decode": tandem.Method(mimi.decode_from_latent, (torch.zeros(1, 1, lm.ldim), mimi_state)),
+            "advance": tandem.Method(functools.partial(increment_steps, mimi, increment=steps), (mimi_state,)),
+        },
+        quantize=None if variant == "float32" else variant,
+    )
+    suffix = "" if variant == "float32" else "_" + variant
+    eager["export_s" + suffix] = time.perf_counter() - t0
+    program.save(OUT / f"pocket{suffix}.tandem")
+    listing = {
+        name: [
+            {"name": op.name, "ins": [list(v.shape) for v in op.ins], "outs": [list(v.shape) for v in op.outs]}
+            for op in program.method(name).ops
+        ]
+        for name in ("step", "decode")
+    }
+    (OUT / f"pocket{suffix}_ops.json").write_text(json.dumps(listing))
+    print(f"exported in {eager['export_s' + suffix]:.0f} s: {OUT / f'pocket{suffix}.tandem'}", file=sys.stderr)
 (OUT / "pocket_eager.json").write_text(json.dumps(eager))
 (OUT / "pocket_frames.json").write_text(
     json.dumps(
@@ -97,4 +115,3 @@ program.save(OUT / "pocket.tandem")
         }
     )
 )
-print(f"exported in {eager['export_s']:.0f} s: {OUT / 'pocket.tandem'}", file=sys.stderr)

@@ -41,7 +41,7 @@ if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
   node bench/suite/mimi.mjs build/bench
 fi
 # pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/models/pocket.py, then
-# run in wasm on 1 and 2 threads by bench/suite/pocket.mjs, in the same run. Only when asked
+# run in wasm on 1 and 2 threads by bench/suite/pocket.mjs (float32 and int8 interleaved), in the same run. Only when asked
 # (TANDEM_BENCH=pocket): the full-size export takes minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
   "$PY" -W ignore bench/models/pocket.py build/bench >&2

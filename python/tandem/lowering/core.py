@@ -100,6 +100,7 @@ class Lowering:
         self.checked: set = set()  # (storage, offset, shape, n) of indices already checked
         self.sizes: dict = {}  # sympy expression (srepr) -> its Value (Lowering.size_value)
         self.empty: set = set()  # storages of torch.empty() results: written by no op (yet)
+        self.sliced: dict = {}  # a slice op's output storage -> (input, dim, start, step, output) (shape._slice_value)
         self.env: dict = {}  # FX node -> Value while lowering (set by lower_method)
         self.at_end: list = []  # () -> (StateSpec, Value): state writes a handler adds (random.py's counter)
 

@@ -350,8 +350,8 @@ def _check_empty_reads(L) -> None:
     for op in L.ops:
         for i, v in enumerate(op.ins):
             s = v.storage
-            if s not in L.empty or s in filled:
-                continue
+            if s not in L.empty or s in filled or v.nbytes == 0:
+                continue  # reading no bytes reads nothing undefined
             if i == 0 and op.name in schema.IN_PLACE_FIRST:
                 whole = Value(v.dtype, (int(s.nbytes) // DTYPE_SIZE[v.dtype],), s)
                 ops.append(Op("fill", [], [whole], [] if v.dtype == F32 else [0], [0.0] if v.dtype == F32 else [], op.where))

@@ -99,21 +99,36 @@ def _same_size(a, b) -> bool:
     return a == b
 
 
-def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> Value:
-    shape = list(x.shape)
-    shape[dim] = length
+def _slice_is_view(x: Value, dim: int, length, step: int) -> bool:
+    """Whether x[.., start:start + length*step:step, ..] along dim is contiguous bytes of x (a view)."""
     outer = 1
     for d in x.shape[:dim]:
         outer *= d
+    return (step == 1 or length <= 1) and (outer == 1 or _same_size(length, x.shape[dim]))
+
+
+def _slice_value(L, x: Value, dim: int, start: int, length: int, step: int) -> Value:
+    shape = list(x.shape)
+    shape[dim] = length
     inner = DTYPE_SIZE[x.dtype]
     for d in x.shape[dim + 1 :]:
         inner *= d
-    whole = _same_size(length, x.shape[dim])
-    if (step == 1 or length <= 1) and (outer == 1 or whole):
-        if whole and start == 0:
+    src = L.sliced.get(x.storage)
+    if src is not None and src[4] is x and src[1] != dim:
+        # x is a slice copy of base along another dim (pocket-tts' `valid = cache[:, :, :offset + T]`, then
+        # valid[0], valid[1]): slices along different dims commute, so when this one is a view of base,
+        # take it first and slice the (smaller) result: cache[0][:, :offset + T] is a view, and the copy of
+        # the whole cache prefix is left unread (dropped by the planner)
+        base, d0, start0, step0, _ = src
+        if _slice_is_view(base, dim, length, step):
+            return _slice_value(L, _slice_value(L, base, dim, start, length, step), d0, start0, x.shape[d0], step0)
+    if _slice_is_view(x, dim, length, step):
+        if _same_size(length, x.shape[dim]) and start == 0:
             return x
         return x.view(shape, start * inner)
-    return L.emit("slice", [x], x.dtype, shape, iattr=[dim, start, step])
+    out = L.emit("slice", [x], x.dtype, shape, iattr=[dim, start, step])
+    L.sliced[out.storage] = (x, dim, start, step, out)
+    return out
 
 
 def _is_slice_of(base: Value, v: Value, dim: int, start: int, step: int) -> bool:
@@ -173,7 +188,9 @@ def _split(L, node, args, kwargs):
 @handles(aten.cat.default)
 def _cat(L, node, args, kwargs):
     dt = _dtype_of(node)
-    xs = [L.cast(x, dt) for x in args[0] if x.numel > 0 or len(x.shape) > 1]
+    # an empty input adds no elements (torch checked its other dims): not read, so a torch.empty((1, 0, d))
+    # beside real rows (pocket-tts' `backbone_input_latents`) is no read of unwritten memory
+    xs = [L.cast(x, dt) for x in args[0] if not _same_size(x.numel, 0)]
     dim = _dim(int(args[1]) if len(args) > 1 else 0, len(_shape_of(node)))
     if not xs:  # every input is empty: so is the result
         return _fill(L, 0, dt, _shape_of(node))
@@ -269,6 +286,5 @@ def _empty(L, node, args, kwargs):
     """torch.empty & co.: uninitialized scratch. Its bytes must be written before they are read
     (checked in lower_method's _check_empty_reads; the verifier checks it again at load)."""
     v = L.new(_dtype_of(node), _shape_of(node))
-    if math.prod(int(d) for d in v.shape) > 0:  # an empty tensor with no elements (pocket-tts' (1, 0, D) latents) has no bytes to write
-        L.empty.add(v.storage)
+    L.empty.add(v.storage)
     return v
