@@ -432,7 +432,7 @@ READ_REFUSED = {
     "variable_length": (
         _variable_length,
         r"slices a length read from a tensor that no method changes.*"
-        r"at test_runtime_values.py:\d+: return s.cache\[:, :off \+ 2\]",
+        r"at test_runtime_values.py:\d+: return s.cache\[:, :\s*off \+ 2\]",
     ),
     "int_then_mod": (_int_then_mod, r"uses it in Python itself.*at test_runtime_values.py:\d+: off = int\(s.off\[0\].item\(\)\) % CAP"),
     "as_fill_value": (

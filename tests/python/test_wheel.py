@@ -111,8 +111,9 @@ def test_the_wheel_holds_the_package_the_wasm_and_the_metadata(wheel):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         info = f"tandem_runtime-{PACKAGE_VERSION}.dist-info"
-        sources = {p.name for p in (ROOT / "python" / "tandem").glob("*.py")}
-        assert {n.split("/")[1] for n in names if n.startswith("tandem/") and n.endswith(".py")} == sources | {"_version.py"}
+        src = ROOT / "python" / "tandem"
+        sources = {p.relative_to(src).as_posix() for p in src.rglob("*.py")}
+        assert {n.split("/", 1)[1] for n in names if n.startswith("tandem/") and n.endswith(".py")} == sources | {"_version.py"}
         assert z.read("tandem/tandem.wasm") == WASM.read_bytes(), "the wheel's tandem.wasm is not the clone's build"
         assert f'version = "{PACKAGE_VERSION}"' in z.read("tandem/_version.py").decode()
         assert not any(n.startswith(("tests/", "src/", "web/")) for n in names), sorted(names)
