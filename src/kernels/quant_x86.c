@@ -1,4 +1,4 @@
-/* quant_x86.c — AVX2 variants of the int8-weight kernels for native x86-64 builds (declared in
+/* quant_x86.c — AVX2 variants of the int8- and int4-weight kernels for native x86-64 builds (declared in
  * variants.h beside their scalar references in quant.c), compiled with the target attribute (AVX2
  * alone, no FMA: nothing here can be contracted into a fused multiply-add) so that the rest of the
  * library stays baseline x86-64; src/kernels/config.c calls them only where tdm_cpu_avx2_fma().
@@ -185,6 +185,113 @@ static AVX2 void q8_gemv__avx2(int64_t N, int64_t K, const float *a, const int8_
 AVX2 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
   if (M == 1) q8_gemv__avx2(N, K, a, qp, scale, y);
   else tdm_q8_gemm_tiles__avx2(M, N, K, a, qp, scale, y);
+}
+
+/* ---- int4 weights × float activations --------------------------------------------------------- */
+
+/* One byte row of a panel (8 columns: k in the low nibbles, k + 1 in the high) as the signed codes
+ * of k (*lo) and k + 1 (*hi), floats (exact). */
+static inline AVX2 void q4_row(const uint8_t *p, __m256 *lo, __m256 *hi) {
+  const __m256i b = _mm256_cvtepu8_epi32(LOAD1(p)), m = _mm256_set1_epi32(15), e = _mm256_set1_epi32(8);
+  *lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(b, m), e), e));
+  *hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi32(b, 4), m), e), e));
+}
+
+/* One panel's partial sums over the group [k0, k1) (k0 even), as the SIMD128 GEMV: four k per step
+ * while four are left, then pairs, the second of a last odd k times 0. */
+static inline AVX2 __m256 q4_group_sum(const uint8_t *p, const float *a, int64_t k0, int64_t k1) {
+  __m256 s = _mm256_setzero_ps(), w0, w1, w2, w3;
+  int64_t k = k0;
+  for (; k + 4 <= k1; k += 4) {
+    q4_row(p + (k / 2) * 8, &w0, &w1);
+    q4_row(p + (k / 2 + 1) * 8, &w2, &w3);
+    MULADD(s, _mm256_broadcast_ss(a + k), w0);
+    MULADD(s, _mm256_broadcast_ss(a + k + 1), w1);
+    MULADD(s, _mm256_broadcast_ss(a + k + 2), w2);
+    MULADD(s, _mm256_broadcast_ss(a + k + 3), w3);
+  }
+  for (; k < k1; k += 2) {
+    q4_row(p + (k / 2) * 8, &w0, &w1);
+    MULADD(s, _mm256_broadcast_ss(a + k), w0);
+    MULADD(s, _mm256_set1_ps(k + 1 < k1 ? a[k + 1] : 0.0f), w1);
+  }
+  return s;
+}
+
+/* M = 1: two panels side by side, then the last one alone; per group each column's partial sum
+ * times its group scale added to the total (t = s·scale + t, unfused). */
+static AVX2 void q4_gemv__avx2(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k0 = g * G, k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      MULADD(t0, q4_group_sum(pa, a, k0, k1), _mm256_loadu_ps(sa + g * 8));
+      MULADD(t1, q4_group_sum(pb, a, k0, k1), _mm256_loadu_ps(sb + g * 8));
+    }
+    _mm256_storeu_ps(y + j, t0);
+    store_n(y + j + 8, t1, N - j - 8);
+  }
+  for (; j < N; j += 8) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8;
+    __m256 t = _mm256_setzero_ps();
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      MULADD(t, q4_group_sum(pa, a, g * G, k1), _mm256_loadu_ps(sa + g * 8));
+    }
+    store_n(y + j, t, N - j);
+  }
+}
+
+/* Rows i..i+R-1 (R = 1 to 4) of panel j / 8: each byte row's codes times their group's scales once,
+ * then for every row c = c + (x0·b + x1·d) (the SIMD128 tiles' tdm_madd2, unfused). */
+#define Q4_ROW(R, r) \
+  if (R > r) { \
+    const float *ar = a + (i + r) * K + k; \
+    const __m256 x0 = _mm256_broadcast_ss(ar), x1 = _mm256_set1_ps(two ? ar[1] : 0.0f); \
+    c##r = _mm256_add_ps(c##r, _mm256_add_ps(_mm256_mul_ps(x0, b), _mm256_mul_ps(x1, d))); \
+  }
+#define Q4_STORE(R, r) \
+  if (R > r) store_n(y + (i + r) * N + j, c##r, N - j);
+/* clang-format off */
+#define Q4_TILE(R) \
+  do { \
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0; \
+    for (int64_t k = 0; k < K; k += 2) { \
+      const __m256 g8 = _mm256_loadu_ps(sc + (k / G) * 8); \
+      __m256 w0, w1; \
+      q4_row(panel + (k / 2) * 8, &w0, &w1); \
+      const __m256 b = _mm256_mul_ps(w0, g8), d = _mm256_mul_ps(w1, g8); \
+      const bool two = k + 1 < K; \
+      Q4_ROW(R, 0) Q4_ROW(R, 1) Q4_ROW(R, 2) Q4_ROW(R, 3) \
+    } \
+    Q4_STORE(R, 0) Q4_STORE(R, 1) Q4_STORE(R, 2) Q4_STORE(R, 3) \
+  } while (0)
+/* clang-format on */
+
+AVX2 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                                  float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q4_TILE(4);
+    switch (M - i) {
+      case 3: Q4_TILE(3); break;
+      case 2: Q4_TILE(2); break;
+      case 1: Q4_TILE(1); break;
+    }
+  }
+}
+
+AVX2 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  if (M == 1) q4_gemv__avx2(N, K, G, a, qp, scale, y);
+  else tdm_q4_gemm_tiles__avx2(M, N, K, G, a, qp, scale, y);
 }
 
 #endif

@@ -314,7 +314,7 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   free(yr);
 #endif
 #if TDM_X86_AVX2
-  /* the int8 AVX2 variants (quant_x86.c): the bits of the SIMD128 ones they replace, every M. On
+  /* the int8 and int4 AVX2 variants (quant_x86.c): the bits of the SIMD128 ones they replace, every M. On
    * activations times 1/pi: frand's 16-bit values times int8 codes are exact products, on which a
    * fused multiply-add would go unseen. */
   if (tdm_cpu_avx2_fma()) {
@@ -328,6 +328,14 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
     tdm_q8_gemm_tiles__avx2(M, N, K, a2, q8, s8, y2);
     for (int64_t i = 0; i < M * N; i++)
       if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm_tiles__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    tdm_q4_gemm_4x8__simd128(M, N, K, G, a2, q4, s4, y);
+    tdm_q4_gemm__avx2(M, N, K, G, a2, q4, s4, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q4_gemm__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a2, q4, s4, y);
+    tdm_q4_gemm_tiles__avx2(M, N, K, G, a2, q4, s4, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q4_gemm_tiles__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
     free(y2), free(a2);
   }
 #endif
