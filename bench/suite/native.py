@@ -12,9 +12,11 @@ under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
     ReLU layers (129→128→64→64→128 channels, two of stride 2), an LSTM cell of 128 carried
     between calls, a 1×1 convolution and a sigmoid;
   - the weight widths: nn.Linear(1024, 4096) on one row (a decode step's GEMV, 16 MiB of float32
-    weights) and the decode step above, each exported float32 and with quantize="int8" (matmul_q8:
-    int8 activations and integer dot products for one row). PyTorch eager runs the float module
-    for both (it has no int8 path of its own here); the int8 rows' error is the quantization's.
+    weights) and the decode step above, each exported float32, with quantize="int8" (matmul_q8:
+    int8 activations and integer dot products for one row) and "int4" (matmul_q4, natively the
+    float path over the codes), and the int8 linear on 64 rows (the GEMM tiles). PyTorch eager runs
+    the float module for all (it has no int8 path of its own here); the quantized rows' error is
+    the quantization's.
 
 Each cell is the best over ROUNDS rounds (interleaved across the backends, timeit's rule: the
 machine may be shared) of the mean time per call; the ratio columns divide native SIMD's time by
@@ -108,6 +110,7 @@ def cases():
     chunk = torch.randn(1, 512) * 0.1
     wide = nn.Linear(1024, 4096).eval()
     row = torch.randn(1, 1024)
+    rows = torch.randn(64, 1024)
     return [
         ("linear 64x512x512", lin, {"forward": (x,)}, 50, lambda m: None, lambda m: m.forward(x)),
         (
@@ -121,6 +124,9 @@ def cases():
         ("VAD step (Silero-v5-shaped)", vad, {"forward": (chunk,), "reset": ()}, 300, lambda m: m.reset(), lambda m: m.forward(chunk)),
         ("linear 1x1024x4096 float32", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row)),
         ("linear 1x1024x4096 int8", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row), "int8"),
+        ("linear 1x1024x4096 int4", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row), "int4"),
+        ("linear 64x1024x4096 float32", wide, {"forward": (rows,)}, 10, lambda m: None, lambda m: m.forward(rows)),
+        ("linear 64x1024x4096 int8", wide, {"forward": (rows,)}, 10, lambda m: None, lambda m: m.forward(rows), "int8"),
         (
             "LM decode step int8",
             lm,
@@ -129,6 +135,15 @@ def cases():
             lambda m: (m.reset(), m.prefill(prompt)),
             lambda m: m.decode(tok),
             "int8",
+        ),
+        (
+            "LM decode step int4",
+            lm,
+            {"prefill": (prompt,), "decode": (tok,), "reset": ()},
+            200,
+            lambda m: (m.reset(), m.prefill(prompt)),
+            lambda m: m.decode(tok),
+            "int4",
         ),
     ]
 
