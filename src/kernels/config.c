@@ -92,11 +92,13 @@ tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scal
 static void q8_gemv_dot_x86(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
   (tdm_cpu_avx2_fma() ? tdm_q8_gemv_dot__avx2 : tdm_q8_gemv_dot__simd128)(N, K, xq, xs, qp, scale, y);
 }
-static void q8_gemm_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
-  (tdm_cpu_avx2_fma() ? tdm_q8_gemm__avx2 : tdm_q8_gemm_4x8__simd128)(M, N, K, a, qp, scale, y);
-}
 static void q8_gemm_tiles_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
-  (tdm_cpu_avx2_fma() ? tdm_q8_gemm_tiles__avx2 : tdm_q8_gemm_tiles_4x8__simd128)(M, N, K, a, qp, scale, y);
+  const int l = level();
+  (l == 2 ? tdm_q8_gemm_tiles__avx512 : l ? tdm_q8_gemm_tiles__avx2 : tdm_q8_gemm_tiles_4x8__simd128)(M, N, K, a, qp, scale, y);
+}
+static void q8_gemm_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M > 1 && tdm_cpu_avx512()) tdm_q8_gemm_tiles__avx512(M, N, K, a, qp, scale, y);
+  else (tdm_cpu_avx2_fma() ? tdm_q8_gemm__avx2 : tdm_q8_gemm_4x8__simd128)(M, N, K, a, qp, scale, y);
 }
 static void q4_gemm_x86(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
   (tdm_cpu_avx2_fma() ? tdm_q4_gemm__avx2 : tdm_q4_gemm_4x8__simd128)(M, N, K, G, a, qp, scale, y);

@@ -146,14 +146,63 @@ static inline AVX2 __m256 weights8(const int8_t *p) { return _mm256_cvtepi32_ps(
     } \
   } while (0)
 
-AVX2 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
-  for (int64_t j = 0; j < N; j += 16) {
+/* Columns from j0 (a multiple of 16) on. Never inlined: in the AVX-512 caller (whose target has
+ * FMA) GCC could contract its multiply and add. */
+static AVX2 __attribute__((noinline)) void q8_tiles_from(int64_t j0, int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp,
+                                                         const float *scale, float *y) {
+  for (int64_t j = j0; j < N; j += 16) {
     const int8_t *pa = qp + (j / 8) * K * 8, *pb = pa + K * 8;
     const int64_t n = N - j;
     const __m256 sc0 = _mm256_loadu_ps(scale + j), sc1 = n > 8 ? _mm256_loadu_ps(scale + j + 8) : sc0;
     if (n > 8) Q8_ROWS(2);
     else Q8_ROWS(1);
   }
+}
+
+AVX2 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  q8_tiles_from(0, M, N, K, a, qp, scale, y);
+}
+
+/* AVX-512F: one __m512 holds two whole panels (16 columns), 6 rows a tile (6 accumulators), the
+ * same unfused chain per value; the columns past the last whole pair of panels by the AVX2 tiles.
+ * AVX-512F brings FMA, so the multiply and add are the explicit-rounding forms (round to nearest,
+ * as the plain ones), which the compiler does not contract. */
+#define AVX512 __attribute__((target("avx512f,avx2")))
+#define RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define Q8Z_ROW(R, r) \
+  if (R > r) c##r = _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_set1_ps(a##r[k]), w, RN), c##r, RN);
+#define Q8Z_STORE(R, r) \
+  if (R > r) _mm512_storeu_ps(y + (i + r) * N + j, _mm512_mul_round_ps(c##r, sc, RN));
+/* clang-format off */
+#define Q8Z_TILE(R) \
+  do { \
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *a4 = a3 + K, *a5 = a4 + K; \
+    for (int64_t k = 0; k < K; k++) { \
+      const __m128i b = _mm_unpacklo_epi64(LOAD1(pa + k * 8), LOAD1(pb + k * 8)); \
+      const __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); \
+      Q8Z_ROW(R, 0) Q8Z_ROW(R, 1) Q8Z_ROW(R, 2) Q8Z_ROW(R, 3) Q8Z_ROW(R, 4) Q8Z_ROW(R, 5) \
+    } \
+    Q8Z_STORE(R, 0) Q8Z_STORE(R, 1) Q8Z_STORE(R, 2) Q8Z_STORE(R, 3) Q8Z_STORE(R, 4) Q8Z_STORE(R, 5) \
+  } while (0)
+/* clang-format on */
+
+AVX512 void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 16 <= N; j += 16) {
+    const int8_t *pa = qp + (j / 8) * K * 8, *pb = pa + K * 8;
+    const __m512 sc = _mm512_loadu_ps(scale + j);
+    int64_t i = 0;
+    for (; i + 6 <= M; i += 6) Q8Z_TILE(6);
+    switch (M - i) {
+      case 5: Q8Z_TILE(5); break;
+      case 4: Q8Z_TILE(4); break;
+      case 3: Q8Z_TILE(3); break;
+      case 2: Q8Z_TILE(2); break;
+      case 1: Q8Z_TILE(1); break;
+    }
+  }
+  if (j < N) q8_tiles_from(j, M, N, K, a, qp, scale, y);
 }
 
 /* M = 1: four panels side by side (four weight streams), then one panel at a time. */

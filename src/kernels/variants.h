@@ -222,6 +222,8 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+/* AVX-512F (call only where tdm_cpu_avx512): the int8 tiles 6 rows by two panels, the same bits. */
+void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 /* The float GEMM over int4 weights (M = 1 the group-sum GEMV over two panels) and its tiles alone. */
 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);

@@ -328,6 +328,11 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
     tdm_q8_gemm_tiles__avx2(M, N, K, a2, q8, s8, y2);
     for (int64_t i = 0; i < M * N; i++)
       if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm_tiles__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    if (tdm_cpu_avx512()) {
+      tdm_q8_gemm_tiles__avx512(M, N, K, a2, q8, s8, y2);
+      for (int64_t i = 0; i < M * N; i++)
+        if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm_tiles__avx512 vs simd128", N, i, (double)M, y2[i], y[i]);
+    }
     tdm_q4_gemm_4x8__simd128(M, N, K, G, a2, q4, s4, y);
     tdm_q4_gemm__avx2(M, N, K, G, a2, q4, s4, y2);
     for (int64_t i = 0; i < M * N; i++)
