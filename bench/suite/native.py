@@ -10,7 +10,13 @@ under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
   - vad: a Silero-VAD-v5-shaped streaming step: 512 new samples plus 64 kept from the last call,
     an STFT as a strided convolution (258 filters of 256 taps, stride 128), magnitude, four conv +
     ReLU layers (129→128→64→64→128 channels, two of stride 2), an LSTM cell of 128 carried
-    between calls, a 1×1 convolution and a sigmoid.
+    between calls, a 1×1 convolution and a sigmoid;
+  - the weight widths: nn.Linear(1024, 4096) on one row (a decode step's GEMV, 16 MiB of float32
+    weights) and the decode step above, each exported float32, with quantize="int8" (matmul_q8:
+    int8 activations and integer dot products for one row) and "int4" (matmul_q4, natively the
+    float path over the codes), and the int8 linear on 64 rows (the GEMM tiles). PyTorch eager runs
+    the float module for all (it has no int8 path of its own here); the quantized rows' error is
+    the quantization's.
 
 Each cell is the best over ROUNDS rounds (interleaved across the backends, timeit's rule: the
 machine may be shared) of the mean time per call; the ratio columns divide native SIMD's time by
@@ -102,6 +108,9 @@ def cases():
     tok = torch.tensor([[5]])
     vad = SileroShaped().eval()
     chunk = torch.randn(1, 512) * 0.1
+    wide = nn.Linear(1024, 4096).eval()
+    row = torch.randn(1, 1024)
+    rows = torch.randn(64, 1024)
     return [
         ("linear 64x512x512", lin, {"forward": (x,)}, 50, lambda m: None, lambda m: m.forward(x)),
         (
@@ -113,6 +122,29 @@ def cases():
             lambda m: m.decode(tok),
         ),
         ("VAD step (Silero-v5-shaped)", vad, {"forward": (chunk,), "reset": ()}, 300, lambda m: m.reset(), lambda m: m.forward(chunk)),
+        ("linear 1x1024x4096 float32", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row)),
+        ("linear 1x1024x4096 int8", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row), "int8"),
+        ("linear 1x1024x4096 int4", wide, {"forward": (row,)}, 100, lambda m: None, lambda m: m.forward(row), "int4"),
+        ("linear 64x1024x4096 float32", wide, {"forward": (rows,)}, 10, lambda m: None, lambda m: m.forward(rows)),
+        ("linear 64x1024x4096 int8", wide, {"forward": (rows,)}, 10, lambda m: None, lambda m: m.forward(rows), "int8"),
+        (
+            "LM decode step int8",
+            lm,
+            {"prefill": (prompt,), "decode": (tok,), "reset": ()},
+            200,
+            lambda m: (m.reset(), m.prefill(prompt)),
+            lambda m: m.decode(tok),
+            "int8",
+        ),
+        (
+            "LM decode step int4",
+            lm,
+            {"prefill": (prompt,), "decode": (tok,), "reset": ()},
+            200,
+            lambda m: (m.reset(), m.prefill(prompt)),
+            lambda m: m.decode(tok),
+            "int4",
+        ),
     ]
 
 
@@ -145,8 +177,11 @@ def main():
     libs = [(name, make()) for name, make in backends()]
     print(f"tandem from Python, 1 thread; torch {torch.__version__}, {torch.get_num_threads()} thread; best of {ROUNDS} interleaved rounds")
     rows = []
-    for title, module, spec, calls, setup, call in cases():
-        data = tandem.export(copy.deepcopy(module), spec).to_bytes()
+    only = os.environ.get("TANDEM_NATIVE_CASES")  # e.g. "1024,int8": the programs whose title has one of these
+    for title, module, spec, calls, setup, call, *quantize in cases():
+        if only and not any(w.strip() in title for w in only.split(",")):
+            continue
+        data = tandem.export(copy.deepcopy(module), spec, quantize=quantize[0] if quantize else None).to_bytes()
         eager = copy.deepcopy(module)
         runners = [("eager", eager)]
         for name, lib in libs:

@@ -76,15 +76,42 @@ const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scalar; }
 #endif
 
-/* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c): SIMD128 or
- * scalar. The int8 GEMV's relaxed-dot variant (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is
+/* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c; AVX2:
+ * quant_x86.c): SIMD128 or scalar, and natively on x86-64 the int8 ones in AVX2 where the CPU has
+ * it (picked at run time as the float GEMM's; the int4 float path too, int4 has no integer-dot GEMV
+ * natively). The int8 GEMV's relaxed-dot variant (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is
  * self-tested but not picked: its exact scheme needs two relaxed dots per 16 weights, and a
  * SmolLM-shaped decode ran 17% slower on it than on the SIMD128 kernel (docs/benchmarks.md). The
  * int4 integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
  * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
  * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
  * none elsewhere, where int4 keeps the float path. */
-#if TDM_SIMD128
+#if TDM_X86_AVX2
+/* native x86-64: the int8 and int4 kernels' AVX2 variants (quant_x86.c, the same bits) where the
+ * CPU has them, as the float GEMM's */
+static void q8_gemv_dot_x86(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_q8_gemv_dot__avx2 : tdm_q8_gemv_dot__simd128)(N, K, xq, xs, qp, scale, y);
+}
+static void q8_gemm_tiles_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  const int l = level();
+  (l == 2 ? tdm_q8_gemm_tiles__avx512 : l ? tdm_q8_gemm_tiles__avx2 : tdm_q8_gemm_tiles_4x8__simd128)(M, N, K, a, qp, scale, y);
+}
+static void q8_gemm_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M > 1 && tdm_cpu_avx512()) tdm_q8_gemm_tiles__avx512(M, N, K, a, qp, scale, y);
+  else (tdm_cpu_avx2_fma() ? tdm_q8_gemm__avx2 : tdm_q8_gemm_4x8__simd128)(M, N, K, a, qp, scale, y);
+}
+static void q4_gemm_x86(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_q4_gemm__avx2 : tdm_q4_gemm_4x8__simd128)(M, N, K, G, a, qp, scale, y);
+}
+static void q4_gemm_tiles_x86(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_q4_gemm_tiles__avx2 : tdm_q4_gemm_tiles_4x8__simd128)(M, N, K, G, a, qp, scale, y);
+}
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = q8_gemv_dot_x86;
+const tdm_q8_gemm_fn tdm_q8_gemm = q8_gemm_x86;
+const tdm_q4_gemm_fn tdm_q4_gemm = q4_gemm_x86;
+const tdm_q8_gemm_fn tdm_q8_gemm_tiles = q8_gemm_tiles_x86;
+const tdm_q4_gemm_fn tdm_q4_gemm_tiles = q4_gemm_tiles_x86;
+#elif TDM_SIMD128
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;

@@ -214,6 +214,20 @@ void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t 
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
 extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
+#if TDM_X86_AVX2
+/* quant_x86.c: AVX2 (no FMA), the bits of the SIMD128 variants they replace (call only where
+ * tdm_cpu_avx2_fma, gemm.h): the integer-dot GEMV (so also the scalar reference's bits), the float
+ * GEMM over int8 weights (M = 1 a GEMV over four panels) and its register tiles alone; the same
+ * two for int4. */
+void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+/* AVX-512F (call only where tdm_cpu_avx512): the int8 tiles 6 rows by two panels, the same bits. */
+void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+/* The float GEMM over int4 weights (M = 1 the group-sum GEMV over two panels) and its tiles alone. */
+void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+#endif
 
 /* One query row of G query heads that read one K/V head (grouped-query attention). Head g's query
  * is q + g·qstride [D], its output y + g·ystride [Dv]; keys k [jend, D], values v [jend, Dv].

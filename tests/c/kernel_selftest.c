@@ -313,9 +313,65 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   }
   free(yr);
 #endif
+#if TDM_X86_AVX2
+  /* the int8 and int4 AVX2 variants (quant_x86.c): the bits of the SIMD128 ones they replace, every M. On
+   * activations times 1/pi: frand's 16-bit values times int8 codes are exact products, on which a
+   * fused multiply-add would go unseen. */
+  if (tdm_cpu_avx2_fma()) {
+    float *y2 = malloc(sizeof(float) * (size_t)(M * N + 1)), *a2 = malloc(sizeof(float) * (size_t)(M * K + 1));
+    for (int64_t i = 0; i < M * K; i++) a2[i] = a[i] * 0.318309886f;
+    tdm_q8_gemm_4x8__simd128(M, N, K, a2, q8, s8, y);
+    tdm_q8_gemm__avx2(M, N, K, a2, q8, s8, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    tdm_q8_gemm_tiles_4x8__simd128(M, N, K, a2, q8, s8, y);
+    tdm_q8_gemm_tiles__avx2(M, N, K, a2, q8, s8, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm_tiles__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    if (tdm_cpu_avx512()) {
+      tdm_q8_gemm_tiles__avx512(M, N, K, a2, q8, s8, y2);
+      for (int64_t i = 0; i < M * N; i++)
+        if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q8_gemm_tiles__avx512 vs simd128", N, i, (double)M, y2[i], y[i]);
+    }
+    tdm_q4_gemm_4x8__simd128(M, N, K, G, a2, q4, s4, y);
+    tdm_q4_gemm__avx2(M, N, K, G, a2, q4, s4, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q4_gemm__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a2, q4, s4, y);
+    tdm_q4_gemm_tiles__avx2(M, N, K, G, a2, q4, s4, y2);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(y2[i], y[i])) bad += mismatch(F_QUANT, "q4_gemm_tiles__avx2 vs simd128", N, i, (double)M, y2[i], y[i]);
+    free(y2), free(a2);
+  }
+#endif
   if (bad) REPORT("quant M=%lld N=%lld K=%lld G=%lld: %d mismatches\n", (long long)M, (long long)N, (long long)K, (long long)G, bad);
   free(a), free(w8), free(w4), free(q8), free(q4), free(s8), free(s4), free(ref8), free(ref4), free(y);
   bad_by_family[F_QUANT] += bad;
+  return bad;
+}
+
+/* The integer-dot GEMV's variants against the scalar reference's ref, bit for bit (y: N floats). */
+static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *q8, const float *s8, const float *ref,
+                           float *y) {
+  int bad = 0;
+  (void)xq, (void)xs, (void)q8, (void)s8, (void)ref, (void)y, (void)K;
+#if TDM_SIMD128
+  tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__simd128", K, j, N, y[j], ref[j]);
+#endif
+#if TDM_X86_AVX2
+  if (tdm_cpu_avx2_fma()) { /* quant_x86.c */
+    tdm_q8_gemv_dot__avx2(N, K, xq, xs, q8, s8, y);
+    for (int64_t j = 0; j < N; j++)
+      if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__avx2", K, j, N, y[j], ref[j]);
+  }
+#endif
+#if TDM_RELAXED_DOT
+  tdm_q8_gemv_dot__relaxed(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
+#endif
   return bad;
 }
 
@@ -369,17 +425,14 @@ static int check_q8_dot(int64_t N, int64_t K) {
   for (int64_t j = 0; j < N; j++)
     if (!near(y[j], ref[j], 1e-6f, 1.2e-7f * (float)(NB + 2) * tol[j]))
       bad += mismatch(F_QUANT, "q8_gemv_dot__scalar", K, j, N, y[j], ref[j]);
-#if TDM_SIMD128
   memcpy(ref, y, sizeof(float) * (size_t)N);
-  tdm_q8_gemv_dot__simd128(N, K, xq, xs, q8, s8, y);
-  for (int64_t j = 0; j < N; j++)
-    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__simd128", K, j, N, y[j], ref[j]);
-#endif
-#if TDM_RELAXED_DOT
-  tdm_q8_gemv_dot__relaxed(N, K, xq, xs, q8, s8, y);
-  for (int64_t j = 0; j < N; j++)
-    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
-#endif
+  bad += q8_dot_variants(N, K, xq, xs, q8, s8, ref, y);
+  /* again with moderate values in every block (the huge block above swamps the other blocks'
+   * roundings, so a fused or reordered total would go unseen there) */
+  for (int64_t k = 3 * TDM_Q8_ABLOCK; k < K && k < 4 * TDM_Q8_ABLOCK; k++) a[k] *= 1e-30f;
+  tdm_q8_quantize_row(K, a, xq, xs);
+  tdm_q8_gemv_dot__scalar(N, K, xq, xs, q8, s8, ref);
+  bad += q8_dot_variants(N, K, xq, xs, q8, s8, ref, y);
   const float nonfinite[] = {NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 3 && K > 0; i++) {
     a[(K * (i + 1)) / 4] = nonfinite[i];

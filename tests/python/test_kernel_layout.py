@@ -46,7 +46,8 @@ def test_config_picks_the_elementwise_reduction_and_attention_variants():
 def test_config_picks_the_quantized_variants():
     config = (KERNELS / "config.c").read_text()
     for fn in ("tdm_q8_gemm", "tdm_q4_gemm", "tdm_q8_gemm_tiles", "tdm_q4_gemm_tiles", "tdm_q8_gemv_dot"):
-        assert len(re.findall(rf"\btdm_\w+_fn {fn} =", config)) == 2, f"config.c sets {fn} once per build (SIMD128, scalar)"
+        n = len(re.findall(rf"\btdm_\w+_fn {fn} =", config))
+        assert n == 3, f"config.c sets {fn} once per build (native x86-64, SIMD128, scalar), not {n} times"
     # the int4 one-row integer GEMV: the relaxed dot's, the SIMD128 one (the relaxed builds), none
     assert len(re.findall(r"\btdm_q4_gemv_dot_fn tdm_q4_gemv_dot =", config)) == 3
 

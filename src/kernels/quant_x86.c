@@ -1,0 +1,346 @@
+/* quant_x86.c — AVX2 variants of the int8- and int4-weight kernels for native x86-64 builds (declared in
+ * variants.h beside their scalar references in quant.c), compiled with the target attribute (AVX2
+ * alone, no FMA: nothing here can be contracted into a fused multiply-add) so that the rest of the
+ * library stays baseline x86-64; src/kernels/config.c calls them only where tdm_cpu_avx2_fma().
+ * Each gives the bits of the SIMD128 variant it replaces (and of the scalar reference where that
+ * one does): the same integer sums, and the same float operations per output value in the same
+ * order, only eight columns per vector instead of four. tests/c/kernel_selftest.c compares them. */
+#include "variants.h"
+
+#if TDM_X86_AVX2
+
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+/* The first n (at least 1) of the eight floats v at y. */
+static inline AVX2 void store_n(float *y, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  float t[8];
+  _mm256_storeu_ps(t, v);
+  memcpy(y, t, (size_t)n * sizeof(float));
+}
+
+/* ---- int8 weights × int8 activations, M = 1 ----------------------------------------------------- */
+
+/* Rows k and k + 1 of a panel (16 bytes: k's 8 columns, then k + 1's; for an odd K's last k row k
+ * alone, the upper 8 bytes zero) against the activation pair x (xq[k] in the low half of each
+ * 32-bit lane, xq[k + 1] in the high): the bytes interleaved so that each column's two weights are
+ * adjacent, sign-extended to 16 bits and multiplied pairwise into one int32 per column (exact:
+ * |sum| <= 2·127·127), added to s. */
+static inline AVX2 __m256i dot_pair(__m128i b, __m256i x, __m256i s) {
+  const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(b, il)), x));
+}
+#define LOAD2(p) _mm_loadu_si128((const __m128i *)(p))
+#define LOAD1(p) _mm_loadl_epi64((const __m128i *)(p))
+
+/* A block's exact sums into the float total, unfused: t + float(s)·d, as the references round. */
+static inline AVX2 __m256 block_total(__m256 t, __m256i s, __m256 d) { return _mm256_add_ps(t, _mm256_mul_ps(_mm256_cvtepi32_ps(s), d)); }
+
+/* Four panels (32 columns) side by side, then one panel at a time; per block of TDM_Q8_ABLOCK k the
+ * int32 sums of each column, added to its float total in block order, times the column scale at
+ * the end (tdm_q8_gemv_dot__scalar's operations, value for value). */
+AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+      int64_t k = k0;
+      for (; k + 2 <= k1; k += 2) {
+        int32_t pair;
+        memcpy(&pair, xq + k, sizeof pair);
+        const __m256i x = _mm256_set1_epi32(pair);
+        s0 = dot_pair(LOAD2(p0 + k * 8), x, s0);
+        s1 = dot_pair(LOAD2(p1 + k * 8), x, s1);
+        s2 = dot_pair(LOAD2(p2 + k * 8), x, s2);
+        s3 = dot_pair(LOAD2(p3 + k * 8), x, s3);
+      }
+      if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
+        int32_t pair;
+        memcpy(&pair, xq + k, sizeof pair);
+        const __m256i x = _mm256_set1_epi32(pair);
+        s0 = dot_pair(LOAD1(p0 + k * 8), x, s0);
+        s1 = dot_pair(LOAD1(p1 + k * 8), x, s1);
+        s2 = dot_pair(LOAD1(p2 + k * 8), x, s2);
+        s3 = dot_pair(LOAD1(p3 + k * 8), x, s3);
+      }
+      const __m256 d = _mm256_set1_ps(xs[b]);
+      t0 = block_total(t0, s0, d), t1 = block_total(t1, s1, d), t2 = block_total(t2, s2, d), t3 = block_total(t3, s3, d);
+    }
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(t0, _mm256_loadu_ps(scale + j)));
+    _mm256_storeu_ps(y + j + 8, _mm256_mul_ps(t1, _mm256_loadu_ps(scale + j + 8)));
+    _mm256_storeu_ps(y + j + 16, _mm256_mul_ps(t2, _mm256_loadu_ps(scale + j + 16)));
+    store_n(y + j + 24, _mm256_mul_ps(t3, _mm256_loadu_ps(scale + j + 24)), N - j - 24);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    __m256 t = _mm256_setzero_ps();
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      __m256i s = _mm256_setzero_si256();
+      int64_t k = k0;
+      int32_t pair;
+      for (; k + 2 <= k1; k += 2) {
+        memcpy(&pair, xq + k, sizeof pair);
+        s = dot_pair(LOAD2(p + k * 8), _mm256_set1_epi32(pair), s);
+      }
+      if (k < k1) {
+        memcpy(&pair, xq + k, sizeof pair);
+        s = dot_pair(LOAD1(p + k * 8), _mm256_set1_epi32(pair), s);
+      }
+      t = block_total(t, s, _mm256_set1_ps(xs[b]));
+    }
+    store_n(y + j, _mm256_mul_ps(t, _mm256_loadu_ps(scale + j)), N - j);
+  }
+}
+
+/* ---- int8 weights × float activations (the GEMM, and a GEMV the integer dot does not take) ------ */
+
+/* One k's 8 weights of a panel as floats (exact). */
+static inline AVX2 __m256 weights8(const int8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(LOAD1(p))); }
+/* c + x·w, unfused, in the SIMD128 variant's operand order (tdm_madd there: add(mul(x, w), c)). */
+#define MULADD(c, x, w) ((c) = _mm256_add_ps(_mm256_mul_ps((x), (w)), (c)))
+
+/* Rows i..i+R-1 of y (R = 1 to 4), the columns of panels j / 8 and j / 8 + 1 (P = 2; the second may
+ * be partial) or j / 8 alone (P = 1): each k's weights widened once serve R rows; the column scales
+ * at the end. Every value is one chain c = x·w + c over k from 0, as in the SIMD128 tiles and GEMV. */
+#define Q8_ROW(R, P, r) \
+  if (R > r) { \
+    const __m256 x = _mm256_broadcast_ss(a##r + k); \
+    MULADD(c##r##0, x, w0); \
+    if (P > 1) MULADD(c##r##1, x, w1); \
+  }
+#define Q8_STORE(R, P, r) \
+  if (R > r) { \
+    store_n(y + (i + r) * N + j, _mm256_mul_ps(c##r##0, sc0), n); \
+    if (P > 1) store_n(y + (i + r) * N + j + 8, _mm256_mul_ps(c##r##1, sc1), n - 8); \
+  }
+/* clang-format off */
+#define Q8_TILE(R, P) \
+  do { \
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K; \
+    for (int64_t k = 0; k < K; k++) { \
+      const __m256 w0 = weights8(pa + k * 8), w1 = P > 1 ? weights8(pb + k * 8) : w0; \
+      Q8_ROW(R, P, 0) Q8_ROW(R, P, 1) Q8_ROW(R, P, 2) Q8_ROW(R, P, 3) \
+    } \
+    Q8_STORE(R, P, 0) Q8_STORE(R, P, 1) Q8_STORE(R, P, 2) Q8_STORE(R, P, 3) \
+  } while (0)
+/* clang-format on */
+#define Q8_ROWS(P) \
+  do { \
+    int64_t i = 0; \
+    for (; i + 4 <= M; i += 4) Q8_TILE(4, P); \
+    switch (M - i) { \
+      case 3: Q8_TILE(3, P); break; \
+      case 2: Q8_TILE(2, P); break; \
+      case 1: Q8_TILE(1, P); break; \
+    } \
+  } while (0)
+
+/* Columns from j0 (a multiple of 16) on. Never inlined: in the AVX-512 caller (whose target has
+ * FMA) GCC could contract its multiply and add. */
+static AVX2 __attribute__((noinline)) void q8_tiles_from(int64_t j0, int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp,
+                                                         const float *scale, float *y) {
+  for (int64_t j = j0; j < N; j += 16) {
+    const int8_t *pa = qp + (j / 8) * K * 8, *pb = pa + K * 8;
+    const int64_t n = N - j;
+    const __m256 sc0 = _mm256_loadu_ps(scale + j), sc1 = n > 8 ? _mm256_loadu_ps(scale + j + 8) : sc0;
+    if (n > 8) Q8_ROWS(2);
+    else Q8_ROWS(1);
+  }
+}
+
+AVX2 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  q8_tiles_from(0, M, N, K, a, qp, scale, y);
+}
+
+/* AVX-512F: one __m512 holds two whole panels (16 columns), 6 rows a tile (6 accumulators), the
+ * same unfused chain per value; the columns past the last whole pair of panels by the AVX2 tiles.
+ * AVX-512F brings FMA, so the multiply and add are the explicit-rounding forms (round to nearest,
+ * as the plain ones), which the compiler does not contract. */
+#define AVX512 __attribute__((target("avx512f,avx2")))
+#define RN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define Q8Z_ROW(R, r) \
+  if (R > r) c##r = _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_set1_ps(a##r[k]), w, RN), c##r, RN);
+#define Q8Z_STORE(R, r) \
+  if (R > r) _mm512_storeu_ps(y + (i + r) * N + j, _mm512_mul_round_ps(c##r, sc, RN));
+/* clang-format off */
+#define Q8Z_TILE(R) \
+  do { \
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0; \
+    const float *a0 = a + i * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K, *a4 = a3 + K, *a5 = a4 + K; \
+    for (int64_t k = 0; k < K; k++) { \
+      const __m128i b = _mm_unpacklo_epi64(LOAD1(pa + k * 8), LOAD1(pb + k * 8)); \
+      const __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)); \
+      Q8Z_ROW(R, 0) Q8Z_ROW(R, 1) Q8Z_ROW(R, 2) Q8Z_ROW(R, 3) Q8Z_ROW(R, 4) Q8Z_ROW(R, 5) \
+    } \
+    Q8Z_STORE(R, 0) Q8Z_STORE(R, 1) Q8Z_STORE(R, 2) Q8Z_STORE(R, 3) Q8Z_STORE(R, 4) Q8Z_STORE(R, 5) \
+  } while (0)
+/* clang-format on */
+
+AVX512 void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 16 <= N; j += 16) {
+    const int8_t *pa = qp + (j / 8) * K * 8, *pb = pa + K * 8;
+    const __m512 sc = _mm512_loadu_ps(scale + j);
+    int64_t i = 0;
+    for (; i + 6 <= M; i += 6) Q8Z_TILE(6);
+    switch (M - i) {
+      case 5: Q8Z_TILE(5); break;
+      case 4: Q8Z_TILE(4); break;
+      case 3: Q8Z_TILE(3); break;
+      case 2: Q8Z_TILE(2); break;
+      case 1: Q8Z_TILE(1); break;
+    }
+  }
+  if (j < N) q8_tiles_from(j, M, N, K, a, qp, scale, y);
+}
+
+/* M = 1: four panels side by side (four weight streams), then one panel at a time. */
+static AVX2 void q8_gemv__avx2(int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  int64_t j = 0;
+  for (; j + 24 < N; j += 32) {
+    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t k = 0; k < K; k++) {
+      const __m256 x = _mm256_broadcast_ss(a + k);
+      MULADD(s0, x, weights8(p0 + k * 8));
+      MULADD(s1, x, weights8(p1 + k * 8));
+      MULADD(s2, x, weights8(p2 + k * 8));
+      MULADD(s3, x, weights8(p3 + k * 8));
+    }
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(s0, _mm256_loadu_ps(scale + j)));
+    _mm256_storeu_ps(y + j + 8, _mm256_mul_ps(s1, _mm256_loadu_ps(scale + j + 8)));
+    _mm256_storeu_ps(y + j + 16, _mm256_mul_ps(s2, _mm256_loadu_ps(scale + j + 16)));
+    store_n(y + j + 24, _mm256_mul_ps(s3, _mm256_loadu_ps(scale + j + 24)), N - j - 24);
+  }
+  for (; j < N; j += 8) {
+    const int8_t *p = qp + (j / 8) * K * 8;
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t k = 0; k < K; k++) MULADD(s, _mm256_broadcast_ss(a + k), weights8(p + k * 8));
+    store_n(y + j, _mm256_mul_ps(s, _mm256_loadu_ps(scale + j)), N - j);
+  }
+}
+
+AVX2 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  if (M == 1) q8_gemv__avx2(N, K, a, qp, scale, y);
+  else tdm_q8_gemm_tiles__avx2(M, N, K, a, qp, scale, y);
+}
+
+/* ---- int4 weights × float activations --------------------------------------------------------- */
+
+/* One byte row of a panel (8 columns: k in the low nibbles, k + 1 in the high) as the signed codes
+ * of k (*lo) and k + 1 (*hi), floats (exact). */
+static inline AVX2 void q4_row(const uint8_t *p, __m256 *lo, __m256 *hi) {
+  const __m256i b = _mm256_cvtepu8_epi32(LOAD1(p)), m = _mm256_set1_epi32(15), e = _mm256_set1_epi32(8);
+  *lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(b, m), e), e));
+  *hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi32(b, 4), m), e), e));
+}
+
+/* One panel's partial sums over the group [k0, k1) (k0 even), as the SIMD128 GEMV: four k per step
+ * while four are left, then pairs, the second of a last odd k times 0. */
+static inline AVX2 __m256 q4_group_sum(const uint8_t *p, const float *a, int64_t k0, int64_t k1) {
+  __m256 s = _mm256_setzero_ps(), w0, w1, w2, w3;
+  int64_t k = k0;
+  for (; k + 4 <= k1; k += 4) {
+    q4_row(p + (k / 2) * 8, &w0, &w1);
+    q4_row(p + (k / 2 + 1) * 8, &w2, &w3);
+    MULADD(s, _mm256_broadcast_ss(a + k), w0);
+    MULADD(s, _mm256_broadcast_ss(a + k + 1), w1);
+    MULADD(s, _mm256_broadcast_ss(a + k + 2), w2);
+    MULADD(s, _mm256_broadcast_ss(a + k + 3), w3);
+  }
+  for (; k < k1; k += 2) {
+    q4_row(p + (k / 2) * 8, &w0, &w1);
+    MULADD(s, _mm256_broadcast_ss(a + k), w0);
+    MULADD(s, _mm256_set1_ps(k + 1 < k1 ? a[k + 1] : 0.0f), w1);
+  }
+  return s;
+}
+
+/* M = 1: two panels side by side, then the last one alone; per group each column's partial sum
+ * times its group scale added to the total (t = s·scale + t, unfused). */
+static AVX2 void q4_gemv__avx2(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  int64_t j = 0;
+  for (; j + 8 < N; j += 16) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
+    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k0 = g * G, k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      MULADD(t0, q4_group_sum(pa, a, k0, k1), _mm256_loadu_ps(sa + g * 8));
+      MULADD(t1, q4_group_sum(pb, a, k0, k1), _mm256_loadu_ps(sb + g * 8));
+    }
+    _mm256_storeu_ps(y + j, t0);
+    store_n(y + j + 8, t1, N - j - 8);
+  }
+  for (; j < N; j += 8) {
+    const uint8_t *pa = qp + (j / 8) * KB * 8;
+    const float *sa = scale + (j / 8) * NG * 8;
+    __m256 t = _mm256_setzero_ps();
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      MULADD(t, q4_group_sum(pa, a, g * G, k1), _mm256_loadu_ps(sa + g * 8));
+    }
+    store_n(y + j, t, N - j);
+  }
+}
+
+/* Rows i..i+R-1 (R = 1 to 4) of panel j / 8: each byte row's codes times their group's scales once,
+ * then for every row c = c + (x0·b + x1·d) (the SIMD128 tiles' tdm_madd2, unfused). */
+#define Q4_ROW(R, r) \
+  if (R > r) { \
+    const float *ar = a + (i + r) * K + k; \
+    const __m256 x0 = _mm256_broadcast_ss(ar), x1 = _mm256_set1_ps(two ? ar[1] : 0.0f); \
+    c##r = _mm256_add_ps(c##r, _mm256_add_ps(_mm256_mul_ps(x0, b), _mm256_mul_ps(x1, d))); \
+  }
+#define Q4_STORE(R, r) \
+  if (R > r) store_n(y + (i + r) * N + j, c##r, N - j);
+/* clang-format off */
+#define Q4_TILE(R) \
+  do { \
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0; \
+    for (int64_t k = 0; k < K; k += 2) { \
+      const __m256 g8 = _mm256_loadu_ps(sc + (k / G) * 8); \
+      __m256 w0, w1; \
+      q4_row(panel + (k / 2) * 8, &w0, &w1); \
+      const __m256 b = _mm256_mul_ps(w0, g8), d = _mm256_mul_ps(w1, g8); \
+      const bool two = k + 1 < K; \
+      Q4_ROW(R, 0) Q4_ROW(R, 1) Q4_ROW(R, 2) Q4_ROW(R, 3) \
+    } \
+    Q4_STORE(R, 0) Q4_STORE(R, 1) Q4_STORE(R, 2) Q4_STORE(R, 3) \
+  } while (0)
+/* clang-format on */
+
+AVX2 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
+                                  float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4) Q4_TILE(4);
+    switch (M - i) {
+      case 3: Q4_TILE(3); break;
+      case 2: Q4_TILE(2); break;
+      case 1: Q4_TILE(1); break;
+    }
+  }
+}
+
+AVX2 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
+  if (M == 1) q4_gemv__avx2(N, K, G, a, qp, scale, y);
+  else tdm_q4_gemm_tiles__avx2(M, N, K, G, a, qp, scale, y);
+}
+
+#endif
