@@ -202,7 +202,7 @@ for (const { name: mode, opts } of MODES) {
 
   test(`${mode}: every name of the model object is reserved in python/tandem/names.py`, async () => {
     const source = readFileSync(`${ROOT}python/tandem/names.py`, 'utf8');
-    const reserved = new Set(source.match(/RESERVED = frozenset\("""([^"]*)"""/)[1].split(/\s+/).filter(Boolean));
+    const reserved = new Set(source.match(/RESERVED = frozenset\(\s*"""([^"]*)"""/)[1].split(/\s+/).filter(Boolean));
     assert.ok(reserved.has('then') && reserved.has('call'));
     const m = await load(fixture('accumulator').path, opts);
     const names = new Set(Object.getOwnPropertyNames(m).filter((n) => !m.methods.some((x) => x.name === n)));
