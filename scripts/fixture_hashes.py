@@ -81,7 +81,6 @@ def _cases():
     for p in (ROOT / "python", ROOT / "tests", ROOT / "tests/python"):
         sys.path.insert(0, str(p))
     import torch
-    from torch import nn
 
     # test_ops.py builds its modules (nn.Conv2d, nn.Linear, ...) on import, from torch's global
     # generator, whose seed at start differs from process to process: fix it first.
@@ -96,17 +95,7 @@ def _cases():
         T.g.manual_seed(0)
 
     def op_case(fn, inputs):
-        def run():
-            tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
-            modules = [x for x in inputs if isinstance(x, nn.Module)]
-            for m in modules:
-                with torch.no_grad():
-                    for b in m.buffers():
-                        if b.dtype.is_floating_point:
-                            b.uniform_(0.5, 1.5)
-            return tandem.export(T.Fn(fn, modules), {"forward": tensors}).to_bytes()
-
-        return run
+        return lambda: T.export_case(fn, inputs)[2]
 
     def eager_case(groups, tq, tk, d, form, masked):
         def run():

@@ -17,37 +17,12 @@ import * as tf from '@tensorflow/tfjs-core';
 import { setThreadsCount } from '@tensorflow/tfjs-backend-wasm';
 import { load, Tensor } from '../../node/index.js';
 import { instantiateRuntime } from '../../web/loader.js';
-import { compare as wallCompare } from './compare.mjs';
+import { compare as timeCalls, cpuMs } from './compare.mjs';
 
-/** As compare() (interleaved rounds, median ms per call), but of this process's CPU time
- * (process.cpuUsage: user + system) unless TANDEM_WALL=1: on a machine shared with other work the
- * wall clock counts their time slices too, the CPU time far less. Single-threaded work only. */
-async function compare(fns, { rounds = 9, minMs = 150 } = {}) {
-  if (process.env.TANDEM_WALL === '1') return wallCompare(fns, { rounds, minMs });
-  const names = Object.keys(fns), reps = {}, per = {};
-  for (const n of names) {
-    for (let i = 0; i < 2; i++) await fns[n]();
-    let k = 1;
-    for (;;) {
-      const c0 = process.cpuUsage();
-      for (let i = 0; i < k; i++) await fns[n]();
-      const c = process.cpuUsage(c0);
-      if ((c.user + c.system) / 1e3 >= minMs / 4 || k > 1 << 16) break;
-      k *= 2;
-    }
-    reps[n] = k;
-    per[n] = [];
-  }
-  for (let r = 0; r < rounds; r++)
-    for (const n of names) {
-      globalThis.gc?.();
-      const c0 = process.cpuUsage();
-      for (let i = 0; i < reps[n]; i++) await fns[n]();
-      const c = process.cpuUsage(c0);
-      per[n].push((c.user + c.system) / 1e3 / reps[n]);
-    }
-  const median = (a) => a.sort((x, y) => x - y)[a.length >> 1];
-  return Object.fromEntries(names.map((n) => [n, median(per[n])]));
+/** compare() (interleaved rounds, median ms per call) of this process's CPU time unless
+ * TANDEM_WALL=1 (compare.mjs's cpuMs). */
+function compare(fns, opts = {}) {
+  return timeCalls(fns, process.env.TANDEM_WALL === '1' ? opts : { ...opts, clock: cpuMs });
 }
 
 const DIR = process.argv[2] ?? 'build/bench';

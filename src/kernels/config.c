@@ -79,10 +79,9 @@ tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scal
 /* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c; AVX2:
  * quant_x86.c): SIMD128 or scalar, and natively on x86-64 the int8 ones in AVX2 where the CPU has
  * it (picked at run time as the float GEMM's; the int4 float path too, int4 has no integer-dot GEMV
- * natively). The int8 GEMV's relaxed-dot variant (tdm_q8_gemv_dot__relaxed, TDM_RELAXED_DOT) is
- * self-tested but not picked: its exact scheme needs two relaxed dots per 16 weights, and a
- * SmolLM-shaped decode ran 17% slower on it than on the SIMD128 kernel (docs/benchmarks.md). The
- * int4 integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
+ * natively). The int8 GEMV has no relaxed-dot variant: its exact scheme needs two relaxed dots per 16
+ * weights, and a SmolLM-shaped decode ran 17% slower on one than on the SIMD128 kernel
+ * (docs/benchmarks.md). The int4 integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
  * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
  * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
  * none elsewhere, where int4 keeps the float path. */

@@ -1,108 +1,13 @@
 /* quant_relaxed.c — the quantized kernels on the relaxed integer dot product
  * (i16x8.relaxed_dot_i8x16_i7x16_s), compiled where the build has it (TDM_RELAXED_DOT, simd.h:
- * clang-19's tandem-relaxed.wasm): the int8 and int4 integer-dot GEMVs, bit for bit their scalar
- * references in quant.c (operands kept in the range where every engine computes the dot exactly).
- * Declared in variants.h; config.c picks the int4 one; tests/c/kernel_selftest.c checks both. */
-#include "quant_simd128.h"
+ * clang-19's tandem-relaxed.wasm): the int4 integer-dot GEMV, bit for bit its scalar reference in
+ * quant.c (operands kept in the range where every engine computes the dot exactly). Declared in
+ * variants.h; config.c picks it; tests/c/kernel_selftest.c checks it. An int8 GEMV on the relaxed
+ * dot measured no faster than the SIMD128 one (docs/benchmarks.md), so int8 has none. */
+#include "variants.h"
+#include "vec.h"
 
 #if TDM_RELAXED_DOT
-/* Rows k..k+3 of a panel (8 columns each) regrouped so that each column's four weights are adjacent:
- * *lo holds columns 0-3 (bytes 4c..4c+3 = w[k..k+3][c]), *hi columns 4-7. One byte shuffle per pair
- * of rows (rows k, k+1 interleaved), then one 16-bit interleave per half. */
-static inline void q8_quad(const int8_t *p, v128_t *lo, v128_t *hi) {
-  const v128_t r01 = wasm_v128_load(p), r23 = wasm_v128_load(p + 16);
-  const v128_t a = wasm_i8x16_shuffle(r01, r01, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  const v128_t b = wasm_i8x16_shuffle(r23, r23, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  *lo = wasm_i16x8_shuffle(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
-  *hi = wasm_i16x8_shuffle(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
-}
-
-/* s += the exact sums over four k of w·x for four columns (w: q8_quad's layout; xp, xn: the
- * activations' positive and negative parts, four bytes splatted). Both parts are in [0, 127], where
- * the relaxed dot is exact on every engine; each 16-bit lane of either dot is a sum of two products
- * of magnitude at most 128·127 (no saturation), and their difference is the true two-term sum, also
- * within 16 bits (at most 2·128·127 in magnitude), so the wrapping subtract is exact; the pairwise
- * widening add then sums the column's two halves into 32 bits. */
-static inline v128_t q8_dot_quad(v128_t s, v128_t w, v128_t xp, v128_t xn) {
-  const v128_t d = wasm_i16x8_sub(wasm_i16x8_relaxed_dot_i8x16_i7x16(w, xp), wasm_i16x8_relaxed_dot_i8x16_i7x16(w, xn));
-  return wasm_i32x4_add(s, wasm_i32x4_extadd_pairwise_i16x8(d));
-}
-
-/* xq[k..k+3] (int16 in [-127, 127]) -> its positive parts max(x, 0) and negative parts max(-x, 0)
- * as four bytes, each splatted over the vector (the same k for every column). */
-static inline void q8_split4(const int16_t *xq, v128_t *xp, v128_t *xn) {
-  const v128_t v = wasm_v128_load64_zero(xq), z = wasm_i16x8_splat(0);
-  const v128_t p = wasm_u8x16_narrow_i16x8(wasm_i16x8_max(v, z), z), n = wasm_u8x16_narrow_i16x8(wasm_i16x8_max(wasm_i16x8_neg(v), z), z);
-  *xp = wasm_i32x4_shuffle(p, p, 0, 0, 0, 0);
-  *xn = wasm_i32x4_shuffle(n, n, 0, 0, 0, 0);
-}
-
-/* As tdm_q8_gemv_dot__simd128 (four panels, then one; exact int32 block sums added unfused in block
- * order, so the same bits), four k per step on the relaxed dot; a block's last 1 to 3 k (only the
- * last block can have them) by the SIMD128 pair step. */
-void tdm_q8_gemv_dot__relaxed(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
-  int64_t j = 0;
-  for (; j + 24 < N; j += 32) {
-    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, t4 = t0, t5 = t0, t6 = t0, t7 = t0;
-    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
-      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-      v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-      int64_t k = k0;
-      for (; k + 4 <= k1; k += 4) {
-        v128_t xp, xn, lo, hi;
-        q8_split4(xq + k, &xp, &xn);
-        q8_quad(p0 + k * 8, &lo, &hi);
-        s0 = q8_dot_quad(s0, lo, xp, xn), s1 = q8_dot_quad(s1, hi, xp, xn);
-        q8_quad(p1 + k * 8, &lo, &hi);
-        s2 = q8_dot_quad(s2, lo, xp, xn), s3 = q8_dot_quad(s3, hi, xp, xn);
-        q8_quad(p2 + k * 8, &lo, &hi);
-        s4 = q8_dot_quad(s4, lo, xp, xn), s5 = q8_dot_quad(s5, hi, xp, xn);
-        q8_quad(p3 + k * 8, &lo, &hi);
-        s6 = q8_dot_quad(s6, lo, xp, xn), s7 = q8_dot_quad(s7, hi, xp, xn);
-      }
-      for (; k + 2 <= k1; k += 2) {
-        const v128_t x = wasm_v128_load32_splat(xq + k);
-        q8_dot_pair(wasm_v128_load(p0 + k * 8), x, &s0, &s1);
-        q8_dot_pair(wasm_v128_load(p1 + k * 8), x, &s2, &s3);
-        q8_dot_pair(wasm_v128_load(p2 + k * 8), x, &s4, &s5);
-        q8_dot_pair(wasm_v128_load(p3 + k * 8), x, &s6, &s7);
-      }
-      if (k < k1) {
-        const v128_t x = wasm_v128_load32_splat(xq + k);
-        q8_dot_pair(wasm_v128_load64_zero(p0 + k * 8), x, &s0, &s1);
-        q8_dot_pair(wasm_v128_load64_zero(p1 + k * 8), x, &s2, &s3);
-        q8_dot_pair(wasm_v128_load64_zero(p2 + k * 8), x, &s4, &s5);
-        q8_dot_pair(wasm_v128_load64_zero(p3 + k * 8), x, &s6, &s7);
-      }
-      const v128_t d = wasm_f32x4_splat(xs[b]);
-      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
-      t4 = q8_dot_total(t4, s4, d), t5 = q8_dot_total(t5, s5, d), t6 = q8_dot_total(t6, s6, d), t7 = q8_dot_total(t7, s7, d);
-    }
-    store32_scaled(y + j, scale + j, t0, t1, t2, t3, t4, t5, t6, t7, N - j);
-  }
-  for (; j < N; j += 8) {
-    const int8_t *p = qp + (j / 8) * K * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
-    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
-      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
-      int64_t k = k0;
-      for (; k + 4 <= k1; k += 4) {
-        v128_t xp, xn, lo, hi;
-        q8_split4(xq + k, &xp, &xn);
-        q8_quad(p + k * 8, &lo, &hi);
-        s0 = q8_dot_quad(s0, lo, xp, xn), s1 = q8_dot_quad(s1, hi, xp, xn);
-      }
-      for (; k + 2 <= k1; k += 2) q8_dot_pair(wasm_v128_load(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
-      if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
-      const v128_t d = wasm_f32x4_splat(xs[b]);
-      t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);
-    }
-    tdm_store8(y + j, wasm_f32x4_mul(t0, wasm_v128_load(scale + j)), wasm_f32x4_mul(t1, wasm_v128_load(scale + j + 4)), N - j);
-  }
-}
-
 /* Byte rows r, r + 1 of an int4 panel (k = 2r .. 2r + 3 of 8 columns) -> the codes biased to q + 8,
  * in the relaxed dot's pair layout: *a = [u(k, c), u(k + 1, c)] for c = 0..7, *b the same for k + 2,
  * k + 3 (the xor with 0x88 flips bit 3 of each nibble: q + 8; then a mask, a 16-bit shift, and two

@@ -268,12 +268,6 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels (32 columns) side by side, then one panel at a time. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
-#if TDM_RELAXED_DOT
-/* The same sums with the relaxed integer dot product (docs/ops.md, "Integer dot products"): each
- * activation split into its positive and negative parts (both in [0, 127], the range where
- * i16x8.relaxed_dot_i8x16_i7x16_s is exact on every engine), so bit for bit the scalar reference. */
-void tdm_q8_gemv_dot__relaxed(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
-#endif
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                     float *y);

@@ -367,11 +367,6 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
       if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__avx2", K, j, N, y[j], ref[j]);
   }
 #endif
-#if TDM_RELAXED_DOT
-  tdm_q8_gemv_dot__relaxed(N, K, xq, xs, q8, s8, y);
-  for (int64_t j = 0; j < N; j++)
-    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
-#endif
   return bad;
 }
 

@@ -479,8 +479,9 @@ def _record(request, program: bytes, inputs, want, rtol, atol):
                                                         "rtol": rtol, "atol": atol}))
 
 
-@pytest.mark.parametrize("fn,inputs,rtol,atol", CASES)
-def test_op_matches_eager(request, fn, inputs, rtol, atol):
+def export_case(fn, inputs):
+    """A case's module (its float buffers, e.g. batch norm's statistics, drawn in [0.5, 1.5]), its
+    tensor inputs and its exported program (scripts/fixture_hashes.py exports the cases with it too)."""
     tensors = tuple(x for x in inputs if isinstance(x, torch.Tensor))
     modules = [x for x in inputs if isinstance(x, nn.Module)]
     for m in modules:
@@ -489,7 +490,12 @@ def test_op_matches_eager(request, fn, inputs, rtol, atol):
                 if b.dtype.is_floating_point:
                     b.uniform_(0.5, 1.5)
     module = Fn(fn, modules)
-    program = tandem.export(module, {"forward": tensors}).to_bytes()
+    return module, tensors, tandem.export(module, {"forward": tensors}).to_bytes()
+
+
+@pytest.mark.parametrize("fn,inputs,rtol,atol", CASES)
+def test_op_matches_eager(request, fn, inputs, rtol, atol):
+    module, tensors, program = export_case(fn, inputs)
     got = tandem.load(program).forward(*tensors)
     with torch.no_grad():
         want = module(*tensors)
