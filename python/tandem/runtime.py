@@ -14,11 +14,13 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import struct
 from pathlib import Path
 from typing import NamedTuple, Union
 
 import torch
 
+from . import schema
 from .ir import DTYPE_CODE, DTYPE_NAME, TORCH_DTYPE
 from .schema import API, result_kind
 
@@ -375,22 +377,39 @@ class Model:
         self.write_state("__rng__", torch.tensor([n - 2**64 if n >= 2**63 else n, 0], dtype=torch.long))
 
     def save_state(self) -> bytes:
-        """The whole state region's bytes, for load_state on a model of the same program."""
-        lib = self._lib
-        n = lib.tdm_program_state_size(self._program)
+        """The whole state region as bytes, behind the header JS saveState writes (schema.SAVED_STATE:
+        the program's layout fingerprint and byte count), so load_state here and loadState in JS
+        take each other's bytes and refuse another program's."""
+        lib, p = self._lib, self._program
+        n = lib.tdm_program_state_size(p)
         t = torch.empty(n, dtype=torch.uint8)
         if n:
             lib.read(t.data_ptr(), lib.tdm_session_state(self._session), n)
-        return bytes(t.numpy().tobytes())
+        head = schema.SAVED_STATE.pack(
+            schema.SAVED_STATE_MAGIC, schema.SAVED_STATE_FORMAT, lib.tdm_program_fingerprint(p), lib.tdm_program_id(p), n
+        )
+        return head + bytes(t.numpy().tobytes())
 
     def load_state(self, data: bytes) -> None:
-        """Put back state that save_state gave (of this program: the sizes must match)."""
-        lib = self._lib
-        n = lib.tdm_program_state_size(self._program)
-        if len(data) != n:
-            raise TandemError("TDM_ERR_STATE_MISMATCH", f"load_state: expected {n} bytes of state, given {len(data)}")
+        """Put back state that save_state (or JS saveState) gave, of a program with this state layout;
+        any other bytes are a TDM_ERR_STATE_MISMATCH and the state is left as it was."""
+        lib, p, rec = self._lib, self._program, schema.SAVED_STATE
+        n = lib.tdm_program_state_size(p)
+        data = bytes(data)
+        if len(data) < rec.size or data[:4] != schema.SAVED_STATE_MAGIC:
+            raise TandemError("TDM_ERR_STATE_MISMATCH", "load_state: these bytes are not saved tandem state")
+        _, fmt, fingerprint, _, nbytes = struct.unpack_from(rec.fmt, data)
+        if fmt != schema.SAVED_STATE_FORMAT:
+            raise TandemError(
+                "TDM_ERR_STATE_MISMATCH",
+                f"load_state: saved-state format {fmt}; this tandem reads format {schema.SAVED_STATE_FORMAT}: save the state again",
+            )
+        if fingerprint != lib.tdm_program_fingerprint(p):
+            raise TandemError("TDM_ERR_STATE_MISMATCH", "load_state: the state was saved from a program with another state layout")
+        if nbytes != n or len(data) != rec.size + n:
+            raise TandemError("TDM_ERR_STATE_MISMATCH", f"load_state: expected {n} bytes of state, given {len(data) - rec.size}")
         if n:
-            t = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            t = torch.frombuffer(bytearray(data[rec.size :]), dtype=torch.uint8)
             lib.write(lib.tdm_session_state(self._session), t.data_ptr(), n)
 
     def __del__(self):
