@@ -13,6 +13,9 @@ replaced by one op that has a kernel of its own (docs/ops.md).
   [repeat_kv (expand) of k and v ->] matmul(q, kᵀ) [· scale] [+ mask] -> softmax(last dim) ->
   matmul(., v) becomes one attention op over the KV heads, the scale applied to q or to the scores,
   so neither the repeated K/V nor the [.., heads, Tq, Tk] scores are materialized.
+- A permute that feeds only an attention op and keeps the last dim last (a time-first KV cache put
+  heads-first, `cache_k.permute(0, 2, 1, 3)`; q's `transpose(1, 2)`) is folded into the attention's
+  perms (lowering/attention.py, fold_permutes): the attention reads the permute's input in place.
 
 Across methods, `tie_embeddings` makes an embedding table that is also a linear layer's weight
 (tied input and output embeddings) read its rows from the packed weight, so it is stored once.
@@ -30,6 +33,7 @@ import torch
 
 from . import schema
 from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
+from .lowering.attention import fold_permutes
 from .lowering.layout import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
@@ -51,7 +55,7 @@ def _fuse_one(ir: MethodIR) -> bool:
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
     for i in range(len(ir.ops)):
-        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _conv_elu, _eager_attention):
+        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _conv_elu, _eager_attention, fold_permutes):
             found = match(ir.ops, i, readers, producer)
             if found:
                 remove, new = found

@@ -432,7 +432,9 @@ SIGS = {
     **_sig("softmax log_softmax", 1, iattr=("dim",), dtypes=_F),
     **_sig("layer_norm", (1, 3), iattr=("normalized ndim", "has w", "has b", "axis?"), fattr=("eps",), dtypes=_F),
     **_sig("rms_norm", (1, 2), iattr=("has w",), fattr=("eps",), dtypes=_F),
-    **_sig("attention", (3, 4), 2, iattr=("has_mask", "is_causal"), fattr=("scale",), dtypes=_F),
+    # iattr [has_mask, is_causal] or those and a perm of the rank for each of q, k, v (docs/ops.md):
+    # counted by attention_check in src/kernels/attention.c
+    **_sig("attention", (3, 4), 2, iattr=None, fattr=("scale",), dtypes=_F),
     **_sig("matmul_q8", 3, iattr=("N",), dtypes=_F),
     **_sig("matmul_q4", 3, iattr=("N", "G"), dtypes=_F),
     **_sig("embedding_q8", 3, iattr=("N",), dtypes=("int8",)),

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..ir import F32, Op, Value
+from ..ir import F32, SCRATCH, Op, Value
 from .core import aten, handles
 from .provenance import source_line
 
@@ -57,3 +57,49 @@ def _sdpa(L, node, args, kwargs):
     ws = L.new(F32, (group * k.shape[-2],))  # the scores of the query heads that share a KV head
     L.ops.append(Op("attention", ins, [y, ws], [int(mask is not None), int(bool(a.get("is_causal", False)))], [scale], source_line(L.node)))
     return y
+
+
+def _perm_of(op: Op, r: int, i: int) -> list:
+    """The perm attention op `op` reads its operand i (0 q, 1 k, 2 v) through (identity when none)."""
+    return list(op.iattr[2 + i * r : 2 + (i + 1) * r]) if len(op.iattr) == 2 + 3 * r else list(range(r))
+
+
+def _dead(ops, t, readers) -> bool:
+    """Op t's results are read by nothing (the expand of a repeat_kv the attention reads around):
+    the planner drops it, so it does not keep a permute alive."""
+    return t >= 0 and bool(ops[t].outs) and all(o.storage.kind == SCRATCH and not o.storage.is_input and not readers.get(o.storage) for o in ops[t].outs)
+
+
+def fold_permutes(ops, i, readers, producer):
+    """An attention op whose q, k or v is a `permute` (x.permute(perm), the permute's only reader)
+    that keeps the last dim last reads x in place instead: the perm goes into the attention's
+    integer attributes (docs/ops.md), so a time-first cache [B, T, H, D] is read as [B, H, T, D]
+    by strides and the permute (a copy of the cache prefix per layer per step) is not written.
+    For fuse.fuse_method: (ops to remove, the new op) or None."""
+    op = ops[i]
+    if op.name != "attention":
+        return None
+    r = len(op.ins[0].shape)
+    for j in range(3):
+        a = op.ins[j]
+        p = producer.get(a.storage)
+        if p is None or p >= i or ops[p].name != "permute" or len(ops[p].outs) != 1:
+            continue
+        perm_op, out = ops[p], ops[p].outs[0]
+        if a.offset != 0 or a.nbytes != a.storage.nbytes or tuple(a.shape) != tuple(out.shape) or a.dtype != out.dtype:
+            continue
+        if a.storage.is_input or out.storage is not a.storage or [t for t in readers.get(a.storage, []) if t == i or not _dead(ops, t, readers)] != [i]:
+            continue
+        x, perm = perm_op.ins[0], list(perm_op.iattr)
+        if len(perm) != r or perm[-1] != r - 1:
+            continue  # rows of the last dim must stay contiguous
+        if any(any(o.storage in (x.storage, a.storage) for o in ops[t].outs) for t in range(p + 1, i)):
+            continue  # x (or the copy) is written between the permute and the attention: keep the copy
+        cur = _perm_of(op, r, j)
+        perms = [_perm_of(op, r, t) for t in range(3)]
+        perms[j] = [perm[c] for c in cur]  # (x.permute(perm)).permute(cur) = x.permute(perm ∘ cur)
+        ins = list(op.ins)
+        ins[j] = x
+        iattr = list(op.iattr[:2]) + [d for pm in perms for d in pm]
+        return [p, i], Op("attention", ins, op.outs, iattr, op.fattr, op.where)
+    return None
