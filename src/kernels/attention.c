@@ -205,7 +205,8 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_iattr != 2 && op->n_iattr != 2u + 3u * (uint32_t)r)
     return tdm__rule(op, "integer attributes must be [has_mask, is_causal] or those and a perm of the rank for each of q, k, v");
   for (int i = 0; i < 3; i++)
-    if (!attn_perm_ok(attn_perm(op, r, i), r)) return tdm__rule(op, "each perm must be a permutation of the dims that keeps the last dim last");
+    if (!attn_perm_ok(attn_perm(op, r, i), r))
+      return tdm__rule(op, "each perm must be a permutation of the dims that keeps the last dim last");
   const tdm_shape qs = attn_shape(&qv->shape, attn_perm(op, r, 0)), ks = attn_shape(&kv->shape, attn_perm(op, r, 1)),
                   vs = attn_shape(&vv->shape, attn_perm(op, r, 2));
   if (qv->dtype != TDM_F32 || kv->dtype != TDM_F32 || vv->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32)

@@ -989,8 +989,8 @@ static void attention_naive(const tdm_attn_rows *a, float *y) {
 
 static int check_attention_rows(void) {
   enum { MAXG = 17, MAXT = 40, MAXD = 66 };
-  static float q[MAXG * 2 * MAXD], k[MAXT * (3 * MAXD + 2)], v[MAXT * (2 * MAXD + 1)], mf[MAXG * MAXT], y[MAXG * 2 * MAXD], ref[MAXG * 2 * MAXD],
-      one[MAXG * 2 * MAXD], ws[MAXG * MAXT];
+  static float q[MAXG * 2 * MAXD], k[MAXT * (3 * MAXD + 2)], v[MAXT * (2 * MAXD + 1)], mf[MAXG * MAXT], y[MAXG * 2 * MAXD],
+      ref[MAXG * 2 * MAXD], one[MAXG * 2 * MAXD], ws[MAXG * MAXT];
   static uint8_t mb[MAXG * MAXT];
   static const int64_t Ds[] = {1, 3, 4, 5, 8, 13, 64, 66}, Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 33, 40}, Gs[] = {1, 2, 3, 8, 17};
   int bad = 0;

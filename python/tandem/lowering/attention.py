@@ -67,7 +67,11 @@ def _perm_of(op: Op, r: int, i: int) -> list:
 def _dead(ops, t, readers) -> bool:
     """Op t's results are read by nothing (the expand of a repeat_kv the attention reads around):
     the planner drops it, so it does not keep a permute alive."""
-    return t >= 0 and bool(ops[t].outs) and all(o.storage.kind == SCRATCH and not o.storage.is_input and not readers.get(o.storage) for o in ops[t].outs)
+    return (
+        t >= 0
+        and bool(ops[t].outs)
+        and all(o.storage.kind == SCRATCH and not o.storage.is_input and not readers.get(o.storage) for o in ops[t].outs)
+    )
 
 
 def fold_permutes(ops, i, readers, producer):
@@ -88,7 +92,11 @@ def fold_permutes(ops, i, readers, producer):
         perm_op, out = ops[p], ops[p].outs[0]
         if a.offset != 0 or a.nbytes != a.storage.nbytes or tuple(a.shape) != tuple(out.shape) or a.dtype != out.dtype:
             continue
-        if a.storage.is_input or out.storage is not a.storage or [t for t in readers.get(a.storage, []) if t == i or not _dead(ops, t, readers)] != [i]:
+        if (
+            a.storage.is_input
+            or out.storage is not a.storage
+            or [t for t in readers.get(a.storage, []) if t == i or not _dead(ops, t, readers)] != [i]
+        ):
             continue
         x, perm = perm_op.ins[0], list(perm_op.iattr)
         if len(perm) != r or perm[-1] != r - 1:
