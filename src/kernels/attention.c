@@ -71,10 +71,12 @@ static int64_t attn_offset(const attn_view *v, int n, int64_t flat) {
   return off;
 }
 
-/* The perm of operand i (0 q, 1 k, 2 v) in iattr [has_mask, is_causal, perm q (r), perm k (r),
- * perm v (r)], or NULL when the op has no perms (the two-attribute form: every operand as stored). */
+/* The perm of operand i (0 q, 1 k, 2 v, 3 y) in iattr [has_mask, is_causal, perm q (r), perm k (r),
+ * perm v (r)[, perm y (r)]], or NULL when the op has none for it (the two-attribute form: every
+ * operand as stored; without perm y, y as stored). */
 static const int64_t *attn_perm(const tdm_op *op, int r, int i) {
-  return op->n_iattr == 2u + 3u * (uint32_t)r ? op->iattr + 2 + i * r : NULL;
+  const uint32_t n = op->n_iattr, ur = (uint32_t)r;
+  return (n == 2u + 3u * ur && i < 3) || n == 2u + 4u * ur ? op->iattr + 2 + i * r : NULL;
 }
 
 /* The op's view of one call (see attention_run). */
@@ -86,7 +88,7 @@ typedef struct {
   bool has_mask, causal;
   float scale;
   int64_t mst[TDM_MAX_RANK];
-  attn_view q, k, v; /* q, k, v as read: [..., H, Tq, D], [..., Hkv, Tk, D], [..., Hkv, Tk, Dv] */
+  attn_view q, k, v, yv; /* q, k, v as read: [..., H, Tq, D], [..., Hkv, Tk, D], [..., Hkv, Tk, Dv]; y as written */
 } attn_job;
 
 /* Items [lo, hi) of (KV head over the batch dims, query row) pairs: the group's query heads at
@@ -110,9 +112,9 @@ static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
     tdm_attn_rows a = {.q = (const float *)in[0].data + attn_offset(&j->q, r - 2, b0) + i * j->q.st[r - 2],
                        .k = (const float *)in[1].data + attn_offset(&j->k, r - 2, o),
                        .v = (const float *)in[2].data + attn_offset(&j->v, r - 2, o),
-                       .y = j->y + (b0 * j->Tq + i) * j->Dv,
+                       .y = j->y + attn_offset(&j->yv, r - 2, b0) + i * j->yv.st[r - 2],
                        .qstride = r >= 3 ? j->q.st[r - 3] : 0,
-                       .ystride = j->Tq * j->Dv,
+                       .ystride = r >= 3 ? j->yv.st[r - 3] : 0,
                        .jend = jend,
                        .D = j->D,
                        .Dv = j->Dv,
@@ -137,9 +139,11 @@ static void attention_part(void *c, int64_t lo, int64_t hi, int t, void *tws) {
 /* q [..., H, Tq, D], k [..., Hkv, Tk, D], v [..., Hkv, Tk, Dv][, mask bool|f32 broadcastable to
  * [..., H, Tq, Tk]] → y [..., H, Tq, Dv], workspace f32 [W] with W >= Tk (the exporter plans
  * G·Tk: the scores of a KV group's G = H / Hkv query heads). iattr = [has_mask, is_causal] or
- * [has_mask, is_causal, perm q, perm k, perm v] (r each): operand x is read as x.permute(perm), in
- * place by strides (a time-first cache [B, T, Hkv, D] read as [B, Hkv, T, D] without a copy); each
- * perm keeps the last dim last, so rows of D floats stay contiguous. fattr = [scale].
+ * [has_mask, is_causal, perm q, perm k, perm v[, perm y]] (r each): operand x is read as
+ * x.permute(perm), in place by strides (a time-first cache [B, T, Hkv, D] read as [B, Hkv, T, D]
+ * without a copy), and y is written so that y.permute(perm y) is [..., H, Tq, Dv] (time-first
+ * [B, Tq, H, Dv] for the out projection); each perm keeps the last dim last, so rows of D floats
+ * stay contiguous. fattr = [scale].
  * Grouped-query attention: H is a multiple of Hkv and query head h reads k/v head
  * h / G, so shared KV heads are never copied, and each K/V row is read once for the G heads.
  * Rows whose every key is masked give zeros. (KV head, row) pairs run in parallel (src/threads.h)
@@ -156,6 +160,7 @@ static tdm_status attention_run(const tdm_op *op, const tdm_tensor *in, const td
   attn_view_of(in[0].shape, attn_perm(op, r, 0), &j.q);
   attn_view_of(in[1].shape, attn_perm(op, r, 1), &j.k);
   attn_view_of(in[2].shape, attn_perm(op, r, 2), &j.v);
+  attn_view_of(out[0].shape, attn_perm(op, r, 3), &j.yv);
   j.Tq = j.q.dims[r - 2], j.D = j.q.dims[r - 1], j.Tk = j.k.dims[r - 2], j.Dv = j.v.dims[r - 1];
   tdm_shape full = {.rank = r};
   memcpy(full.dims, j.q.dims, sizeof full.dims);
@@ -202,9 +207,9 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
                   *ws = TDM_OUTVAL(m, op, 1);
   const int r = qv->shape.rank;
   if (r < 2 || kv->shape.rank != r || vv->shape.rank != r) return tdm__rule(op, "q, k, v must have one rank >= 2");
-  if (op->n_iattr != 2 && op->n_iattr != 2u + 3u * (uint32_t)r)
-    return tdm__rule(op, "integer attributes must be [has_mask, is_causal] or those and a perm of the rank for each of q, k, v");
-  for (int i = 0; i < 3; i++)
+  if (op->n_iattr != 2 && op->n_iattr != 2u + 3u * (uint32_t)r && op->n_iattr != 2u + 4u * (uint32_t)r)
+    return tdm__rule(op, "integer attributes must be [has_mask, is_causal] or those and a perm of the rank for each of q, k, v[, y]");
+  for (int i = 0; i < 4; i++)
     if (!attn_perm_ok(attn_perm(op, r, i), r))
       return tdm__rule(op, "each perm must be a permutation of the dims that keeps the last dim last");
   const tdm_shape qs = attn_shape(&qv->shape, attn_perm(op, r, 0)), ks = attn_shape(&kv->shape, attn_perm(op, r, 1)),
@@ -223,7 +228,8 @@ static tdm_status attention_check(const tdm_method *m, const tdm_op *op) {
   if (ks.dims[r - 1] != D || vs.dims[r - 2] != Tk) return tdm__rule(op, "k must be [..., Tk, D] and v [..., Tk, Dv]");
   tdm_shape want = qs;
   want.dims[r - 1] = vs.dims[r - 1];
-  if (!tdm__shape_eq(&want, &y->shape)) return tdm__rule(op, "output must be [..., Tq, Dv]");
+  const tdm_shape ys = attn_shape(&y->shape, attn_perm(op, r, 3));
+  if (!tdm__shape_eq(&want, &ys)) return tdm__rule(op, "output must be [..., Tq, Dv] (through its perm)");
   if (ws->numel < Tk) return tdm__rule(op, "workspace must hold Tk floats");
   if (has_mask) {
     const tdm_value *mk = TDM_VAL(m, op, 3);

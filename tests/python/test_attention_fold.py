@@ -60,6 +60,14 @@ CASES = {
         lambda q, k, v: F.scaled_dot_product_attention(q, _repeat_kv(_tf(k), 3), _repeat_kv(_tf(v), 3)),
         (r(1, 6, 1, 4), r(1, 13, 2, 4), r(1, 13, 2, 4)),
     ),
+    "y_time_first_out_proj": (  # pocket-tts' and moshi's x.transpose(1, 2).reshape(b, t, h * d) -> out_proj
+        lambda q, k, v, w: F.scaled_dot_product_attention(_tf(q), _tf(k), _tf(v)).transpose(1, 2).reshape(1, 5, 12) @ w,
+        (r(1, 5, 3, 4), r(1, 9, 3, 4), r(1, 9, 3, 4), r(12, 7)),
+    ),
+    "y_permuted_gqa_mask": (
+        lambda q, k, v, m: F.scaled_dot_product_attention(q, _tf(k), _tf(v), attn_mask=m, enable_gqa=True).permute(2, 0, 1, 3),
+        (r(2, 4, 3, 8), r(2, 6, 2, 8), r(2, 6, 2, 8), r(2, 1, 3, 6)),
+    ),
     "five_d_heads_middle": (  # [B, T, X, H, D] read as [B, X, H, T, D]
         lambda q, k, v: F.scaled_dot_product_attention(q, k.permute(0, 2, 3, 1, 4), v.permute(0, 2, 3, 1, 4)),
         (r(2, 3, 2, 4, 5), r(2, 7, 3, 2, 5), r(2, 7, 3, 2, 5)),
@@ -75,7 +83,8 @@ def test_permute_into_attention_is_folded_and_equals_eager(name, backend):
     ops = program.method("forward").ops
     assert "permute" not in [op.name for op in ops], [op.name for op in ops]
     (att,) = [op for op in ops if op.name == "attention"]
-    assert len(att.iattr) == 2 + 3 * len(inputs[0].shape), att.iattr
+    rank = len(inputs[0].shape)
+    assert len(att.iattr) == 2 + (4 if name.startswith("y_") else 3) * rank, att.iattr
     got = tandem.load(program.to_bytes()).forward(*inputs)
     with torch.no_grad():
         want = module(*inputs)

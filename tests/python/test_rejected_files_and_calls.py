@@ -88,6 +88,9 @@ def _tampered(program, perm_of):
         ("the last dim moved", lambda ia: ia[:6] + [0, 1, 3, 2] + ia[10:]),
         ("perms for another rank", lambda ia: ia[:2] + [0, 1, 2] * 3),
         ("shapes that no longer match", lambda ia: ia[:6] + [0, 1, 2, 3] + ia[10:]),
+        ("a perm y that repeats a dim", lambda ia: ia + [0, 2, 2, 3]),
+        ("a perm y that gives another shape", lambda ia: ia + [0, 2, 1, 3]),
+        ("a fifth perm", lambda ia: ia + [0, 1, 2, 3] * 2),
     ],
 )
 def test_attention_with_bad_perms_is_refused_at_load(what, edit):
