@@ -1,6 +1,6 @@
 """Two exports of pocket-tts (bench/models/pocket.py's DIR/pocket.tandem), each on its own runtime,
-interleaved frame by frame on one thread over the package's frames, so a busy machine slows both
-alike: per frame the `step` and `decode` + `advance` wall time (the median over the frames after
+interleaved frame by frame (which goes first alternating) on one thread over the package's frames,
+so a busy machine slows both alike: per frame the `step` and `decode` + `advance` wall time (the median over the frames after
 two warm-up ones) and, from `model.profile`, the bytes `step` writes per call (state, scratch) and
 its permute ops. Each run is checked against the package's latents. Usage:
   python bench/probes/pocket_before_after.py BEFORE_DIR BEFORE_RUNTIME AFTER_DIR AFTER_RUNTIME [passes = 3]
@@ -50,7 +50,8 @@ for _ in range(PASSES):
         m.prompt(torch.tensor(frames["prompt"]).reshape(1, -1))
     x = torch.full_like(latents[0], float("nan"))
     for i, want in enumerate(latents):
-        for k, m in runs.items():
+        for k in list(runs)[:: 1 if i % 2 else -1]:  # either order every other frame
+            m = runs[k]
             t0 = time.perf_counter()
             got, _ = m.step(x)
             t1 = time.perf_counter()
@@ -69,22 +70,31 @@ for k in runs:
     print(f"{k:6s} ({backend}, 1 thread): step {s:.2f} + decode/advance {d:.2f} = {s + d:.2f} ms per frame; latent max |diff| {err[k]:.1e}")
 print(f"after / before: step {med['after']['step'] / med['before']['step']:.3f}, frame "
       f"{(med['after']['step'] + med['after']['decode']) / (med['before']['step'] + med['before']['decode']):.3f}")  # fmt: skip
-# bytes written by one step (the last frame's), by op kind
+# bytes written per step and per decode, and time by op kind: the mean over frames 3 to 5
+R = 3
 for k, m in runs.items():
     m.reset_state()
     m.prompt(torch.tensor(frames["prompt"]).reshape(1, -1))
     x = torch.full_like(latents[0], float("nan"))
-    for want in latents[:3]:
-        m.step(x)
+    profs = {"step": [], "decode": []}
+    for i, want in enumerate(latents[: 3 + R]):
+        if i < 3:
+            m.step(x)
+            m.decode(want * std + mean)
+        else:
+            profs["step"].append(m.profile("step", x)[1])
+            profs["decode"].append(m.profile("decode", want * std + mean)[1])
+        m.advance()
         x = want
-    _, prof = m.profile("step", x)
-    kind = defaultdict(lambda: [0.0, 0, 0, 0])
-    for p in prof:
-        kind[p.name][0] += p.ms
-        kind[p.name][1] += p.bytes_written
-        kind[p.name][2] += p.state_bytes_written
-        kind[p.name][3] += 1
-    state, total = sum(p.state_bytes_written for p in prof), sum(p.bytes_written for p in prof)
-    perm = kind.get("permute", [0.0, 0, 0, 0])
-    print(f"{k:6s} step: {len(prof)} ops, state bytes written {state:,}, scratch bytes written {total - state:,}; "
-          f"permute: {perm[3]} ops, {perm[1]:,} bytes, {perm[0]:.3f} ms; attention {kind['attention'][0]:.3f} ms")  # fmt: skip
+    for method, runs_ in profs.items():
+        kind = defaultdict(lambda: [0.0, 0, 0, 0])
+        for prof in runs_:
+            for p in prof:
+                kind[p.name][0] += p.ms / R
+                kind[p.name][1] += p.bytes_written / R
+                kind[p.name][2] += p.state_bytes_written / R
+                kind[p.name][3] += 1 / R
+        state, total = sum(v[2] for v in kind.values()), sum(v[1] for v in kind.values())
+        perm = kind.get("permute", [0.0, 0, 0, 0])
+        print(f"{k:6s} {method}: {len(runs_[0])} ops, state bytes written {state:,.0f}, scratch bytes written {total - state:,.0f}; "
+              f"permute: {perm[3]:.0f} ops, {perm[1]:,.0f} bytes, {perm[0]:.3f} ms; attention {kind['attention'][0]:.3f} ms")  # fmt: skip
