@@ -216,3 +216,41 @@ test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops"
   assert.equal(e.name, 'TandemError');
   assert.match(e.message, /isnan/);
 });
+
+test('out of GPU memory (simulated) at load, for a call, a state read and a fork: TDM_ERR_OUT_OF_MEMORY, nothing half-done',
+  { timeout: 600000 }, async () => {
+    const r = await page.evaluate(() => window.gpuOom());
+    assert.equal(r.load?.code, 'TDM_ERR_OUT_OF_MEMORY', JSON.stringify(r.load));
+    assert.match(r.load.message, /constants .* and the state and scratch/);
+    assert.equal(r.auto.device, 'wasm');
+    assert.match(r.auto.reason, /out of GPU memory/);
+    assert.equal(r.call?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.match(r.call.message, /method 'decode'.*nothing ran, the state is unchanged/);
+    assert.equal(r.read?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.ok(r.unchangedAfterCall, 'the refused call left the state as it was');
+    assert.equal(r.fork?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.match(r.fork.message, /fork\(\)/);
+    assert.ok(r.unchangedAfterFork, 'the refused fork left the state as it was');
+    near(r.next, r.cpuNext, 'the decode after the refused calls vs wasm');
+  });
+
+test('state and scratch above the adapter\'s maxStorageBufferBindingSize or maxBufferSize: TDM_ERR_DEVICE_LIMIT naming both; '
+  + "'auto' runs on wasm and says why; requiredLimits the adapter lacks: TDM_ERR_DEVICE_LIMIT", { timeout: 600000 }, async () => {
+  for (const [name, limit] of [['hf_llama', 4096], ['streaming_conv', 64]]) {
+    const r = await page.evaluate(([n, l]) => window.gpuLimits(n, l), [name, { maxStorageBufferBindingSize: limit }]);
+    assert.ok(r.stateBytes + r.scratchBytes > limit, `${name}: the state and scratch need more than the limit`);
+    assert.equal(r.strict?.code, 'TDM_ERR_DEVICE_LIMIT', `${name}: ${JSON.stringify(r.strict)}`);
+    assert.ok(r.strict.message.includes(`above this adapter's maxStorageBufferBindingSize (${limit} bytes)`), r.strict.message);
+    assert.match(r.strict.message, /the state and scratch buffer \(state \d+ bytes, scratch \d+ bytes/);
+    assert.equal(r.device, 'wasm');
+    assert.match(r.reason, /maxStorageBufferBindingSize/);
+  }
+  const b = await page.evaluate(([n, l]) => window.gpuLimits(n, l), ['hf_llama', { maxBufferSize: 4096 }]);
+  assert.equal(b.strict?.code, 'TDM_ERR_DEVICE_LIMIT');
+  assert.match(b.strict.message, /state and scratch buffer .* maxBufferSize \(4096 bytes\)/);
+  // an adapter claiming more than the device can have: requestDevice refuses the requiredLimits
+  const big = await page.evaluate(([n, l]) => window.gpuLimits(n, l), ['streaming_conv', { maxStorageBufferBindingSize: 2 ** 50 }]);
+  assert.equal(big.strict?.code, 'TDM_ERR_DEVICE_LIMIT', JSON.stringify(big.strict));
+  assert.match(big.strict.message, /requiredLimits/);
+  assert.equal(big.device, 'wasm');
+});

@@ -5,6 +5,7 @@
 // here. A call validates its inputs, then encodes every op of the method into one command
 // submission and reads back only its outputs (and a 4-byte failure flag).
 import { unsupported, compile, operand, workgroupSize } from './kernels.js';
+import { scoped, allocError, allocate, overLimit } from './memory.js';
 
 const ALIGN = 256;
 const up = (n, a) => Math.ceil(n / a) * a;
@@ -63,21 +64,25 @@ export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
   for (const plan of plans) {
     for (const op of plan.ops) {
       const s = constSpan(plan, op);
-      if (s) spans.push(s);
+      if (s) spans.push([...s, `${op.name} (method ${plan.m} op ${plan.ops.indexOf(op)})`]);
     }
-    for (const v of plan.outputs.map((j) => plan.values[j])) if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v)]);
+    for (const v of plan.outputs.map((j) => plan.values[j])) {
+      if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v), `a constant output of method ${plan.m}`]);
+    }
   }
   spans.sort((a, b) => a[0] - b[0]);
   const merged = [];
-  for (const [lo, hi] of spans) {
+  for (const [lo, hi, who] of spans) {
     const last = merged[merged.length - 1];
     if (last && lo < last[1]) last[1] = Math.max(last[1], hi);
-    else merged.push([lo, hi]);
+    else merged.push([lo, hi, who]);
   }
   const chunks = [];
-  for (const [lo, hi] of merged) {
+  for (const [lo, hi, who] of merged) {
     if (hi - lo + ALIGN > Math.min(maxBuffer, maxBinding)) {
-      return { error: `one op's constants take ${hi - lo} bytes, above this adapter's storage binding limit (${maxBinding})` };
+      const [name, limit] = maxBinding <= maxBuffer ? ['maxStorageBufferBindingSize', maxBinding] : ['maxBufferSize', maxBuffer];
+      return { error: `the constants of ${who} (with the ops sharing them) take ${hi - lo} bytes in one binding, above this ` +
+        `adapter's ${name} (${limit} bytes)`, limit: name };
     }
     const last = chunks[chunks.length - 1];
     if (last && hi - last[0] <= maxBuffer) last[1] = hi;
@@ -87,13 +92,13 @@ export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
 }
 
 /** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
- * ('auto'), or TDM_ERR_DEVICE ('webgpu'). */
+ * ('auto'), or a TandemError ('webgpu'): TDM_ERR_DEVICE (no adapter, ops without a kernel),
+ * TDM_ERR_DEVICE_LIMIT (a buffer above the adapter's limits, named), TDM_ERR_OUT_OF_MEMORY. */
 export async function onDevice(model, device, h) {
-  const fail = (reason) => {
+  const fail = (reason, code = 'TDM_ERR_DEVICE') => {
     if (device === 'webgpu') {
       model.dispose();
-      throw new h.TandemError('TDM_ERR_DEVICE',
-        `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
+      throw new h.TandemError(code, `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
     }
     model[h.DEVICE_REASON] = reason;
     return model;
@@ -127,34 +132,47 @@ export async function onDevice(model, device, h) {
   const scratchBase = up(program.stateBytes, ALIGN), sessionBytes = up(scratchBase + program.scratchBytes, 4) || 4;
   const dataSize = rt.x.tdm_program_data_size(handle) >>> 0;
   const lim = adapter.limits;
-  const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
-  if (sessionBytes > cap) return fail(`state and scratch take ${sessionBytes} bytes, above this adapter's storage buffer limit (${cap})`);
+  const over = overLimit(lim, [{ what: `the state and scratch buffer (state ${program.stateBytes} bytes, scratch ` +
+    `${program.scratchBytes} bytes, one storage binding)`, bytes: sessionBytes, binding: true }]);
+  if (over) return fail(over.message, 'TDM_ERR_DEVICE_LIMIT');
   const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize);
-  if (layout.error) return fail(layout.error);
+  if (layout.error) return fail(layout.error, 'TDM_ERR_DEVICE_LIMIT');
   let dev;
+  // the limits the program needs (never below WebGPU's defaults, which every device has): the
+  // adapter's largest buffers, so a model loaded later on the same device class fits as well
+  const requiredLimits = {
+    maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
+  };
   try {
-    // the adapter's largest buffers (never below WebGPU's defaults, which every device has)
-    dev = await adapter.requestDevice({ requiredLimits: {
-      maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
-    } });
+    dev = await adapter.requestDevice({ requiredLimits });
   } catch (e) {
-    return fail(`requestDevice failed: ${e.message}`);
+    return fail(`requestDevice with requiredLimits ${JSON.stringify(requiredLimits)} failed: ${e.message}`, 'TDM_ERR_DEVICE_LIMIT');
   }
-  dev.pushErrorScope('out-of-memory');
-  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
-  const gm = new GpuModel(gp, model);
-  const oom = await dev.popErrorScope();
-  if (oom) {
+  // a device whose limits are below what was asked (or below what the state needs) is refused
+  const short = overLimit(dev.limits, [{ what: 'the state and scratch buffer', bytes: sessionBytes, binding: true }]);
+  if (short) {
+    dev.destroy();
+    return fail(`the device's limits are below the adapter's: ${short.message}`, 'TDM_ERR_DEVICE_LIMIT');
+  }
+  // every buffer of the load under the out-of-memory and validation scopes: a failure destroys the
+  // device (nothing of it is kept)
+  const res = await scoped(dev, () => {
+    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
+    return new GpuModel(gp, model);
+  });
+  const err = allocError(h, res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
+    `(${sessionBytes} bytes)`, dataSize + sessionBytes, "load with device: 'wasm' (or 'auto', which falls back to wasm)");
+  if (err) {
     dev.destroy();
     if (device === 'webgpu') {
       model.dispose();
-      throw new h.TandemError('TDM_ERR_OUT_OF_MEMORY', `device 'webgpu': the GPU has no room for the constants ` +
-        `(${dataSize} bytes) and the state and scratch (${sessionBytes} bytes): ${oom.message}; load with device: 'wasm'`);
+      throw err;
     }
-    model[h.DEVICE_REASON] = `out of GPU memory for the constants and state (${oom.message})`;
+    model[h.DEVICE_REASON] = res.oom ? `out of GPU memory for the constants and state (${res.oom.message})`
+      : `the GPU refused the constants' or state's buffers (${res.invalid.message})`;
     return model;
   }
-  return gm;
+  return res.value;
 }
 
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
@@ -228,7 +246,8 @@ class GpuProgram {
     }
     const params = new Uint32Array(Math.max(words, 4));
     for (const d of list) params.set(d.params.map((p) => p >>> 0), d.at / 4);
-    const buf = this.dev.createBuffer({ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    const [buf] = await allocate(this.dev, this.h, [{ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }],
+      `method ${plan.m}: the kernels' parameters`, 'nothing ran, the state is unchanged');
     this.dev.queue.writeBuffer(buf, 0, params);
     for (const d of list) d.pipeline = await this.pipeline(d);
     plan.compiled = { list, params: buf };
@@ -441,14 +460,8 @@ export class GpuModel {
       return r;
     });
     // out of memory for the read-back buffer: refused before anything is submitted (state unchanged)
-    dev.pushErrorScope('out-of-memory');
-    const staging = dev.createBuffer({ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    const oom = await dev.popErrorScope();
-    if (oom) {
-      staging.destroy();
-      throw this.#err('TDM_ERR_OUT_OF_MEMORY', `method '${name}': no GPU memory for the outputs' ${at} bytes (${oom.message}); ` +
-        'nothing ran, the state is unchanged');
-    }
+    const [staging] = await allocate(dev, h, [{ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+      `method '${name}': the read-back buffer of the outputs`, 'nothing ran, the state is unchanged');
     enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
     for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
     // a command the device refuses is reported, never a silently unrun call (it read back zeros);
@@ -504,7 +517,8 @@ export class GpuModel {
   /** `n` bytes of this session's buffer from byte `at` (a multiple of 4). */
   async #download(at, n) {
     const dev = this.#gp.dev, size = up(n, 4) || 4;
-    const staging = dev.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const [staging] = await allocate(dev, this.#gp.h, [{ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+      'the read-back buffer of the state', 'the state is unchanged');
     const enc = dev.createCommandEncoder();
     enc.copyBufferToBuffer(this.#buf, at, staging, 0, size);
     dev.queue.submit([enc.finish()]);
@@ -601,7 +615,23 @@ export class GpuModel {
   fork(options) {
     return this.#enqueue('fork', async () => {
       const w = await this.#wasm.fork(options?.state === 'copy' ? { ...options, state: 'initial' } : options); // checks the options
-      const f = new GpuModel(this.#gp, w);
+      // the fork's buffers under the out-of-memory and validation scopes: on failure it is gone
+      // whole (this model untouched)
+      let res;
+      try {
+        res = await scoped(this.#gp.dev, () => new GpuModel(this.#gp, w));
+      } catch (e) {
+        w.dispose();
+        throw e;
+      }
+      const f = res.value;
+      const err = allocError(this.#gp.h, res, 'fork(): the new model\'s state and scratch', this.#gp.sessionBytes + 16,
+        'no model was made, this one is unchanged');
+      if (err) {
+        if (f) f.dispose();
+        else w.dispose();
+        throw err;
+      }
       if (options?.state === 'copy' && this.#gp.program.stateBytes > 0) {
         const enc = this.#gp.dev.createCommandEncoder();
         enc.copyBufferToBuffer(this.#buf, 0, f.#buf, 0, up(this.#gp.program.stateBytes, 4));
