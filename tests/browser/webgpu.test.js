@@ -254,3 +254,48 @@ test('state and scratch above the adapter\'s maxStorageBufferBindingSize or maxB
   assert.match(big.strict.message, /requiredLimits/);
   assert.equal(big.device, 'wasm');
 });
+
+// the tiled matmul (web/webgpu/gemm.js) for more than one row, its tile side from the adapter's
+// limits: 16 (256 threads), 8 (64 threads), 4 (128 bytes of workgroup storage), none (the map kernel)
+const TILES = [[{}, 256], [{ maxComputeInvocationsPerWorkgroup: 64 }, 64], [{ maxComputeWorkgroupStorageSize: 128 }, 16],
+  [{ maxComputeWorkgroupStorageSize: 64 }, 0]];
+
+test('tiled matmul: gemm_tiles (M, N, K of 37, 45, 70, 21, 33, 19...) equals eager at every tile side', { timeout: 600000 }, async () => {
+  const { spec } = fixture('gemm_tiles');
+  for (const [limits, wg] of TILES) {
+    const { r, gemm } = await page.evaluate(([l]) => window.withLimits(l, 'gpuCase', 'gemm_tiles', 'webgpu'), [limits]);
+    assert.equal(r.device, 'webgpu');
+    if (wg) assert.ok(gemm.length >= 2 && gemm.every((w) => w === wg), `tiled kernels of ${wg} threads: ${gemm}`);
+    else assert.deepEqual(gemm, [], 'no tile fits: the map kernel');
+    const where = (i, k) => `${JSON.stringify(limits)} call ${i} output ${k}`;
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], where(i, k))));
+  }
+});
+
+test('tiled matmul: every matmul/linear/addmm/bmm op case equals wasm at tile sides 16 and 4', { timeout: 600000 }, async () => {
+  const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => /^(matmul|linear|addmm|bmm)[-_].*\.tandem$/.test(f))
+    .map((f) => f.slice(0, -7)))].filter((n) => !/int/.test(n));
+  assert.ok(names.length >= 15, names.join(' '));
+  for (const [limits, wg] of [TILES[0], TILES[2]]) {
+    const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);
+    assert.ok(gemm.length > 0 && gemm.every((w) => w === wg), `tiled kernels: ${gemm}`);
+    for (const c of r) {
+      assert.equal(c.device, 'webgpu', c.name);
+      assert.equal(c.error, null, c.name);
+      c.got.forEach((g, k) => near(g, c.want[k], `${c.name} output ${k} (${wg} threads)`));
+    }
+  }
+});
+
+test('tiled matmul: the Llama prefill (several rows through the packed linear layers) at tile side 4 equals eager and wasm',
+  { timeout: 600000 }, async () => {
+    const { spec } = fixture('hf_llama');
+    const { r, gemm } = await page.evaluate(([l]) => window.withLimits(l, 'gpuLM', 'hf_llama'), [TILES[2][0]]);
+    assert.equal(r.device, 'webgpu');
+    assert.ok(gemm.length > 0 && gemm.every((w) => w === 16), `tiled kernels: ${gemm}`);
+    for (const n of Object.keys(spec.logits)) {
+      near(r.prefill[n], { ...spec.logits[n], shape: [1, spec.logits[n].shape.at(-1)] }, `prefill of ${n} vs eager`);
+      near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+    }
+    r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+  });

@@ -4,7 +4,7 @@
 // plan are read from it (tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never parsed
 // here. A call validates its inputs, then encodes every op of the method into one command
 // submission and reads back only its outputs (and a 4-byte failure flag).
-import { unsupported, compile, operand, workgroupSize } from './kernels.js';
+import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
 
 const ALIGN = 256;
@@ -157,7 +157,8 @@ export async function onDevice(model, device, h) {
   // every buffer of the load under the out-of-memory and validation scopes: a failure destroys the
   // device (nothing of it is kept)
   const res = await scoped(dev, () => {
-    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
+    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize,
+      tileSize(lim));
     return new GpuModel(gp, model);
   });
   const err = allocError(h, res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
@@ -178,8 +179,8 @@ export async function onDevice(model, device, h) {
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding) {
-    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes });
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding, tile) {
+    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
       entries: [
@@ -235,7 +236,7 @@ class GpuProgram {
         const val = plan.values[v];
         return operand(val.region === 1 ? { ...val, offset: val.offset - c.start - off } : val, mBase);
       };
-      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k)) {
+      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k, { tile: this.tile })) {
         if (d.count > 0) list.push(Object.assign(d, { cwin }));
       }
     });
@@ -444,7 +445,7 @@ export class GpuModel {
     list.forEach((d, k) => {
       pass.setPipeline(d.pipeline);
       pass.setBindGroup(0, groups[k]);
-      const wgs = Math.ceil(d.count / gp.wg);
+      const wgs = d.groups ?? Math.ceil(d.count / gp.wg); // a kernel with its own workgroup size (gemm.js) gives its groups
       pass.dispatchWorkgroups(Math.min(wgs, gp.maxGroups), Math.ceil(wgs / gp.maxGroups));
     });
     pass.end();
