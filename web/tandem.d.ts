@@ -138,6 +138,8 @@ export interface LoadOptions {
   simd?: 'relaxed' | 'simd128';
   /** Where the methods run (default 'wasm'); 'auto' falls back to wasm, see model.deviceReason. */
   device?: 'wasm' | 'webgpu' | 'auto';
+  /** On WebGPU: 'float16' keeps the float32 weight matrices as float16 in GPU memory, computing in float32 (default 'float32'). */
+  gpuWeights?: 'float32' | 'float16';
   /** A runtime build to use instead of the package's (tandem.wasm or tandem-relaxed.wasm): a URL,
    * a path (Node) or its bytes. */
   wasm?: string | URL | Uint8Array | ArrayBuffer;

@@ -299,3 +299,42 @@ test('tiled matmul: the Llama prefill (several rows through the packed linear la
     }
     r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
   });
+
+// gpuWeights: 'float16' (web/webgpu/half.js): the weight matrices as float16 in GPU memory, float32
+// math. SwiftShader has no 'shader-f16' feature; the kernels need none (unpack2x16float is core WGSL).
+// Tolerance: 1e-2 of each output's largest |value| (float16 keeps 11 significant bits: 2^-12 relative
+// per weight, summed over K); the largest error seen is printed.
+/** The largest |got - want| over want's largest |value|. */
+const relErr = (got, want) => {
+  const scale = Math.max(1e-6, ...want.data.map(num).map(Math.abs));
+  return Math.max(...got.data.map((g, i) => Math.abs(num(g) - num(want.data[i])))) / scale;
+};
+
+test("gpuWeights: 'float16' keeps the weights as float16 on WebGPU: gemm_tiles and the Llama within 1e-2 of eager and wasm",
+  { timeout: 600000 }, async () => {
+    const { spec } = fixture('gemm_tiles');
+    const { r, half } = await page.evaluate(() => window.withLimits({}, 'gpuCase', 'gemm_tiles', 'webgpu', { gpuWeights: 'float16' }));
+    assert.equal(r.device, 'webgpu');
+    assert.ok(half > 0, 'a kernel read float16 weights');
+    let worst = 0, linear = 0;
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => {
+      const e = relErr(o, spec.calls[i].outputs[k]);
+      assert.ok(e <= 1e-2, `call ${i} output ${k}: ${e}`);
+      worst = Math.max(worst, e);
+      if (k === 0) linear = Math.max(linear, e);
+    }));
+    assert.ok(linear > 1e-6, `the linear layer's weights were rounded to float16 (error ${linear})`);
+    const lm = await page.evaluate(() => window.withLimits({}, 'gpuLM', 'hf_llama', 'hf_llama', { gpuWeights: 'float16' }));
+    assert.ok(lm.half > 0);
+    const { r: q } = lm;
+    for (const n of Object.keys(q.prefill)) {
+      const e = Math.max(relErr(q.prefill[n], q.cpuPrefill[n]), relErr(q.prefill[n], { ...fixture('hf_llama').spec.logits[n] }));
+      assert.ok(e <= 1e-2, `prefill of ${n}: ${e}`);
+      worst = Math.max(worst, e);
+    }
+    q.decode.forEach((o, k) => assert.ok(relErr(o, q.cpuDecode[k]) <= 1e-2, `decode output ${k}`));
+    assert.ok(q.restored && q.forked, 'save/restore and fork give the same bits');
+    assert.equal(q.refused, 'TDM_ERR_INDEX');
+    assert.ok(q.unchanged);
+    console.log(`# float16 weights: largest error ${worst.toExponential(2)} of the largest |value|`);
+  });

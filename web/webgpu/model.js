@@ -6,6 +6,7 @@
 // submission and reads back only its outputs (and a 4-byte failure flag).
 import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
+import { halfWeights } from './half.js';
 
 const ALIGN = 256;
 const up = (n, a) => Math.ceil(n / a) * a;
@@ -58,8 +59,8 @@ function constSpan(plan, op) {
  * of at most maxBufferSize, cut between the byte spans of the ops' constants (so each op's
  * constants lie in one buffer), each dispatch binding a window of at most
  * maxStorageBufferBindingSize over its own. Returns { chunks: [[start, end]] } or { error }. */
-export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
-  if (dataSize <= Math.min(maxBuffer, maxBinding)) return { chunks: [[0, dataSize]] };
+export function constLayout(plans, dataSize, maxBuffer, maxBinding, split = false) {
+  if (!split && dataSize <= Math.min(maxBuffer, maxBinding)) return { chunks: [[0, dataSize]] };
   const spans = [];
   for (const plan of plans) {
     for (const op of plan.ops) {
@@ -88,13 +89,21 @@ export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
     if (last && hi - last[0] <= maxBuffer) last[1] = hi;
     else chunks.push([Math.floor(lo / ALIGN) * ALIGN, hi]);
   }
-  return { chunks };
+  return { chunks: chunks.length ? chunks : [[0, 0]] };
 }
+
+/** Marks plan's values that live in H (float16 weights, half.js): region 3, `half` their element. */
+const markHalf = (plan, half) => {
+  for (const v of plan.values) {
+    if (half?.at.has(v.offset) && v.region === 1 && v.dtype === 'float32') Object.assign(v, { region: 3, half: half.at.get(v.offset) });
+  }
+  return plan;
+};
 
 /** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
  * ('auto'), or a TandemError ('webgpu'): TDM_ERR_DEVICE (no adapter, ops without a kernel),
  * TDM_ERR_DEVICE_LIMIT (a buffer above the adapter's limits, named), TDM_ERR_OUT_OF_MEMORY. */
-export async function onDevice(model, device, h) {
+export async function onDevice(model, device, h, gpuWeights = 'float32') {
   const fail = (reason, code = 'TDM_ERR_DEVICE') => {
     if (device === 'webgpu') {
       model.dispose();
@@ -135,7 +144,12 @@ export async function onDevice(model, device, h) {
   const over = overLimit(lim, [{ what: `the state and scratch buffer (state ${program.stateBytes} bytes, scratch ` +
     `${program.scratchBytes} bytes, one storage binding)`, bytes: sessionBytes, binding: true }]);
   if (over) return fail(over.message, 'TDM_ERR_DEVICE_LIMIT');
-  const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize);
+  // gpuWeights 'float16': the weight matrices into H as float16 (the rest of the constants stay in C)
+  const half = gpuWeights === 'float16' ? halfWeights(plans, nbytesOf, rt.bytes(rt.x.tdm_program_data(handle) >>> 0, dataSize)) : null;
+  for (const plan of plans) markHalf(plan, half);
+  const hOver = half && overLimit(lim, [{ what: 'the float16 weights\' buffer', bytes: half.image.byteLength, binding: true }]);
+  if (hOver) return fail(hOver.message, 'TDM_ERR_DEVICE_LIMIT');
+  const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize, !!half);
   if (layout.error) return fail(layout.error, 'TDM_ERR_DEVICE_LIMIT');
   let dev;
   // the limits the program needs (never below WebGPU's defaults, which every device has): the
@@ -158,7 +172,7 @@ export async function onDevice(model, device, h) {
   // device (nothing of it is kept)
   const res = await scoped(dev, () => {
     const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize,
-      tileSize(lim));
+      tileSize(lim), half);
     return new GpuModel(gp, model);
   });
   const err = allocError(h, res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
@@ -179,8 +193,8 @@ export async function onDevice(model, device, h) {
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding, tile) {
-    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile });
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding, tile, half) {
+    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile, half });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
       entries: [
@@ -188,6 +202,7 @@ class GpuProgram {
         { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
         { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+        { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } }, // H: float16 weights
       ],
     });
     this.pipeLayout = dev.createPipelineLayout({ bindGroupLayouts: [this.layout] });
@@ -213,6 +228,10 @@ class GpuProgram {
       }
       return { start, end, buffer };
     });
+    // H: the float16 weights (half.js), or a placeholder word
+    const himg = half?.image ?? new Uint32Array(1);
+    this.halfBuffer = dev.createBuffer({ size: himg.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(this.halfBuffer, 0, himg);
     // the initial state region, from the wasm session (fresh: its state is the initial values)
     const { session } = wasmModel[h.INTERNALS]();
     this.initial = new Uint8Array(up(program.stateBytes, 4));
@@ -234,6 +253,7 @@ class GpuProgram {
       const cwin = { buffer: c.buffer, offset: off, size };
       const A = (v) => {
         const val = plan.values[v];
+        if (val.region === 3) return { src: 'H', base: val.half, dtype: val.dtype, shape: val.shape };
         return operand(val.region === 1 ? { ...val, offset: val.offset - c.start - off } : val, mBase);
       };
       for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k, { tile: this.tile })) {
@@ -401,7 +421,7 @@ export class GpuModel {
             rt.check(x.tdm_session_set_input_shape(session, m, i, dims, t.shape.length));
           });
           rt.check(x.tdm_session_bind(session, m));
-          plan = readPlan(rt, program.handle, session, m, dims + 64);
+          plan = markHalf(readPlan(rt, program.handle, session, m, dims + 64), gp.half);
         } finally {
           x.tdm_free(dims);
         }
@@ -436,6 +456,7 @@ export class GpuModel {
           { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: d.cwin },
           { binding: 2, resource: { buffer: this.#flag } },
           { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
+          { binding: 4, resource: { buffer: gp.halfBuffer } },
         ],
       }));
       this.#groups.set(plan, groups);
@@ -651,6 +672,7 @@ export class GpuModel {
       this.#flag.destroy();
       if (--this.#gp.users === 0) {
         for (const c of this.#gp.consts) c.buffer.destroy();
+        this.#gp.halfBuffer.destroy();
         this.#gp.dev.destroy();
       }
     });
