@@ -336,5 +336,9 @@ test("gpuWeights: 'float16' keeps the weights as float16 on WebGPU: gemm_tiles a
     assert.ok(q.restored && q.forked, 'save/restore and fork give the same bits');
     assert.equal(q.refused, 'TDM_ERR_INDEX');
     assert.ok(q.unchanged);
-    console.log(`# float16 weights: largest error ${worst.toExponential(2)} of the largest |value|`);
+    const bytes = await page.evaluate(async () => [await window.gpuBytes('hf_llama', {}),
+      await window.gpuBytes('hf_llama', { gpuWeights: 'float16' })]);
+    assert.ok(bytes[1] < bytes[0], `float16 weights take fewer GPU bytes: ${bytes}`);
+    console.log(`# float16 weights: largest error ${worst.toExponential(2)} of the largest |value|; hf_llama's GPU buffers at load: `
+      + `${bytes[0]} bytes with float32 weights, ${bytes[1]} with float16`);
   });

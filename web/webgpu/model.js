@@ -55,12 +55,16 @@ function constSpan(plan, op) {
   return lo < hi ? [lo, hi] : null;
 }
 
-/** How the data section goes into GPU buffers: one buffer when it fits a binding, else several
- * of at most maxBufferSize, cut between the byte spans of the ops' constants (so each op's
- * constants lie in one buffer), each dispatch binding a window of at most
- * maxStorageBufferBindingSize over its own. Returns { chunks: [[start, end]] } or { error }. */
+/** How the data section goes into GPU buffers: one buffer when it fits a binding (and nothing of
+ * it is kept elsewhere: `split` false), else only the byte spans the ops' constants take (merged
+ * where they overlap, so each op's constants lie in one span), packed one after another into
+ * buffers of at most maxBufferSize, each at its own offset modulo 256 (so every element keeps its
+ * alignment); each dispatch binds a window of at most maxStorageBufferBindingSize over its span.
+ * Returns { chunks: [{ start, end, at, buf }] (data bytes [start, end) at byte `at` of buffer
+ * `buf`), sizes: [buffer bytes] } or { error, limit }. */
 export function constLayout(plans, dataSize, maxBuffer, maxBinding, split = false) {
-  if (!split && dataSize <= Math.min(maxBuffer, maxBinding)) return { chunks: [[0, dataSize]] };
+  const whole = { chunks: [{ start: 0, end: dataSize, at: 0, buf: 0 }], sizes: [dataSize] };
+  if (!split && dataSize <= Math.min(maxBuffer, maxBinding)) return whole;
   const spans = [];
   for (const plan of plans) {
     for (const op of plan.ops) {
@@ -76,20 +80,26 @@ export function constLayout(plans, dataSize, maxBuffer, maxBinding, split = fals
   for (const [lo, hi, who] of spans) {
     const last = merged[merged.length - 1];
     if (last && lo < last[1]) last[1] = Math.max(last[1], hi);
-    else merged.push([lo, hi, who]);
+    else merged.push([lo & ~3, hi, who]);
   }
-  const chunks = [];
+  const chunks = [], sizes = [0];
   for (const [lo, hi, who] of merged) {
     if (hi - lo + ALIGN > Math.min(maxBuffer, maxBinding)) {
       const [name, limit] = maxBinding <= maxBuffer ? ['maxStorageBufferBindingSize', maxBinding] : ['maxBufferSize', maxBuffer];
       return { error: `the constants of ${who} (with the ops sharing them) take ${hi - lo} bytes in one binding, above this ` +
         `adapter's ${name} (${limit} bytes)`, limit: name };
     }
-    const last = chunks[chunks.length - 1];
-    if (last && hi - last[0] <= maxBuffer) last[1] = hi;
-    else chunks.push([Math.floor(lo / ALIGN) * ALIGN, hi]);
+    let buf = sizes.length - 1, at = up(sizes[buf], ALIGN) + (lo % ALIGN);
+    if (at + hi - lo > maxBuffer) {
+      sizes.push(0);
+      buf++;
+      at = lo % ALIGN;
+    }
+    chunks.push({ start: lo, end: hi, at, buf });
+    sizes[buf] = at + up(hi - lo, 4);
   }
-  return { chunks: chunks.length ? chunks : [[0, 0]] };
+  if (!chunks.length) chunks.push({ start: 0, end: 0, at: 0, buf: 0 });
+  return { chunks, sizes };
 }
 
 /** Marks plan's values that live in H (float16 weights, half.js): region 3, `half` their element. */
@@ -171,7 +181,7 @@ export async function onDevice(model, device, h, gpuWeights = 'float32') {
   // every buffer of the load under the out-of-memory and validation scopes: a failure destroys the
   // device (nothing of it is kept)
   const res = await scoped(dev, () => {
-    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize,
+    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout, lim.maxStorageBufferBindingSize,
       tileSize(lim), half);
     return new GpuModel(gp, model);
   });
@@ -193,7 +203,7 @@ export async function onDevice(model, device, h, gpuWeights = 'float32') {
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding, tile, half) {
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, { chunks, sizes }, maxBinding, tile, half) {
     Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile, half });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
@@ -216,17 +226,18 @@ class GpuProgram {
     // itself (a method whose result folded at export), read back from here
     const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
     this.maxBinding = maxBinding; // the adapter's (the device asked for it)
-    this.consts = chunks.map(([start, end]) => {
-      const buffer = dev.createBuffer({
-        size: up(Math.max(end - start, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
-      });
+    this.constBuffers = sizes.map((n) => dev.createBuffer({
+      size: up(Math.max(n, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+    }));
+    this.consts = chunks.map(({ start, end, at: place, buf }) => {
+      const buffer = this.constBuffers[buf];
       for (let at = start; at < end; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
         const n = Math.min(1 << 24, end - at);
         const chunk = new Uint8Array(up(n, 4));
         chunk.set(this.rt.bytes(data + at, n));
-        dev.queue.writeBuffer(buffer, at - start, chunk);
+        dev.queue.writeBuffer(buffer, place + at - start, chunk);
       }
-      return { start, end, buffer };
+      return { start, end, at: place, buffer, size: buffer.size };
     });
     // H: the float16 weights (half.js), or a placeholder word
     const himg = half?.image ?? new Uint32Array(1);
@@ -248,13 +259,13 @@ class GpuProgram {
       // the window of the constants' buffer this op binds: its constants' span, from a 256-byte boundary
       const span = constSpan(plan, op);
       const c = span ? this.consts.find((b) => span[0] >= b.start && span[1] <= b.end) : this.consts[0];
-      const off = span ? Math.floor((span[0] - c.start) / ALIGN) * ALIGN : 0;
-      const size = Math.min(up(Math.max(c.end - c.start - off, 4), 4), Math.floor(this.maxBinding / 4) * 4);
+      const off = span ? Math.floor((span[0] - c.start + c.at) / ALIGN) * ALIGN : 0;
+      const size = Math.min(c.size - off, Math.floor(this.maxBinding / 4) * 4);
       const cwin = { buffer: c.buffer, offset: off, size };
       const A = (v) => {
         const val = plan.values[v];
         if (val.region === 3) return { src: 'H', base: val.half, dtype: val.dtype, shape: val.shape };
-        return operand(val.region === 1 ? { ...val, offset: val.offset - c.start - off } : val, mBase);
+        return operand(val.region === 1 ? { ...val, offset: val.offset - c.start + c.at - off } : val, mBase);
       };
       for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k, { tile: this.tile })) {
         if (d.count > 0) list.push(Object.assign(d, { cwin }));
@@ -475,7 +486,7 @@ export class GpuModel {
     const outs = plan.outputs.map((v) => {
       const val = plan.values[v], nbytes = nbytesOf(val);
       const c = val.region === 1 ? gp.consts.find((b) => val.offset >= b.start && val.offset + nbytes <= b.end) ?? gp.consts[0] : null;
-      const src = c ? c.buffer : this.#buf, o = c ? val.offset - c.start : base(val);
+      const src = c ? c.buffer : this.#buf, o = c ? val.offset - c.start + c.at : base(val);
       const lo = o & ~3, size = up(o + nbytes, 4) - lo;
       const r = { val, nbytes, skip: o - lo, at, src, lo, size };
       at += up(size, 4);
@@ -671,7 +682,7 @@ export class GpuModel {
       this.#buf.destroy();
       this.#flag.destroy();
       if (--this.#gp.users === 0) {
-        for (const c of this.#gp.consts) c.buffer.destroy();
+        for (const b of this.#gp.constBuffers) b.destroy();
         this.#gp.halfBuffer.destroy();
         this.#gp.dev.destroy();
       }
