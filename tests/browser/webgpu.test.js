@@ -272,20 +272,33 @@ test('tiled matmul: gemm_tiles (M, N, K of 37, 45, 70, 21, 33, 19...) equals eag
   }
 });
 
-test('tiled matmul: every matmul/linear/addmm/bmm op case equals wasm at tile sides 16 and 4', { timeout: 600000 }, async () => {
-  const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => /^(matmul|linear|addmm|bmm)[-_].*\.tandem$/.test(f))
-    .map((f) => f.slice(0, -7)))].filter((n) => !/int/.test(n));
-  assert.ok(names.length >= 15, names.join(' '));
-  for (const [limits, wg] of [TILES[0], TILES[2]]) {
-    const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);
-    assert.ok(gemm.length > 0 && gemm.every((w) => w === wg), `tiled kernels: ${gemm}`);
-    for (const c of r) {
-      assert.equal(c.device, 'webgpu', c.name);
-      assert.equal(c.error, null, c.name);
-      c.got.forEach((g, k) => near(g, c.want[k], `${c.name} output ${k} (${wg} threads)`));
+test('tiled matmul and conv: every matmul/linear/addmm/bmm/conv op case equals wasm at tile sides 16 and 4', { timeout: 600000 },
+  async () => {
+    const products = /^(matmul|linear|addmm|bmm|conv(?!_transpose))[-_\d].*\.tandem$/;
+    const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => products.test(f))
+      .map((f) => f.slice(0, -7)))].filter((n) => !/int/.test(n));
+    assert.ok(names.length >= 50, names.join(' '));
+    for (const [limits, wg] of [TILES[0], TILES[2]]) {
+      const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);
+      assert.ok(gemm.length > 0 && gemm.every((w) => w === wg), `tiled kernels: ${gemm}`);
+      for (const c of r) {
+        assert.equal(c.device, 'webgpu', c.name);
+        assert.equal(c.error, null, c.name);
+        c.got.forEach((g, k) => near(g, c.want[k], `${c.name} output ${k} (${wg} threads)`));
+      }
     }
-  }
-});
+  });
+
+test('tiled conv (implicit GEMM): streaming_conv, cnn and codec at tile side 4 equal eager over their call sequences',
+  { timeout: 600000 }, async () => {
+    for (const name of ['streaming_conv', 'cnn', 'codec']) {
+      const { spec } = fixture(name);
+      const { r, gemm } = await page.evaluate(([l, n]) => window.withLimits(l, 'gpuCase', n, 'webgpu'), [TILES[2][0], name]);
+      assert.equal(r.device, 'webgpu');
+      if (name !== 'codec') assert.ok(gemm.length > 0 && gemm.every((w) => w === 16), `${name}: tiled kernels ${gemm}`);
+      r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `${name} call ${i} output ${k}`)));
+    }
+  });
 
 test('tiled matmul: the Llama prefill (several rows through the packed linear layers) at tile side 4 equals eager and wasm',
   { timeout: 600000 }, async () => {

@@ -382,7 +382,7 @@ export function compile(op, A, opIndex, opts = {}) {
     case 'matmul_q8': case 'matmul_q4': return [matmulQ(name === 'matmul_q4', ins, y, iattr)];
     case 'embedding_q8': case 'embedding_q4': return [embeddingQ(name === 'embedding_q4', ins, y, iattr)];
     case 'attention': return attention(op, ins, y, iattr, fattr);
-    case 'conv': return conv(ins, y, iattr);
+    case 'conv': return conv(ins, y, iattr, opts.tile);
   }
   throw new Error(`no WebGPU kernel for ${name}`);
 }
