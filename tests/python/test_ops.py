@@ -190,6 +190,19 @@ case("sdpa_repeat_kv", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, 
      r(1, 6, 4, 8), r(1, 2, 9, 8), r(1, 2, 9, 8), torch.rand(4, 9, generator=g) > 0.3)
 case("sdpa_repeat_kv_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _repeat_kv(k_, 2), _repeat_kv(v_, 2), is_causal=True),
      r(1, 4, 5, 4), r(1, 2, 5, 4), r(1, 2, 5, 4))
+# layout permutes folded into the attention (lowering/attention.py fold_permutes): time-first K/V
+# (pocket-tts' cache), q, and y written time-first for an out projection
+def _tf(x):
+    return x.permute(0, 2, 1, 3)
+
+
+case("sdpa_kv_time_first", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _tf(k_), _tf(v_)), r(1, 4, 3, 8), r(1, 7, 4, 8), r(1, 7, 4, 6))
+case("sdpa_qkvy_time_first_mask", lambda q_, k_, v_, m: F.scaled_dot_product_attention(_tf(q_), _tf(k_), _tf(v_), attn_mask=m).transpose(1, 2),
+     r(2, 5, 3, 8), r(2, 9, 3, 8), r(2, 9, 3, 8), torch.rand(2, 1, 5, 9, generator=g) > 0.3)
+case("sdpa_gqa_time_first_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _tf(k_), _tf(v_), is_causal=True, enable_gqa=True),
+     r(1, 6, 5, 4), r(1, 5, 2, 4), r(1, 5, 2, 4))
+case("sdpa_y_permuted_fmask", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m).permute(2, 0, 1, 3),
+     r(2, 4, 3, 8), r(2, 4, 6, 8), r(2, 4, 6, 8), r(2, 1, 3, 6))
 
 for cin, cout, k, stride, pad, dil, groups, length in [(3, 5, 3, 1, 0, 1, 1, 11), (4, 4, 5, 2, 2, 1, 4, 17), (2, 6, 3, 1, 2, 2, 2, 9)]:
     case("conv1d", lambda x, w, b, s=stride, p=pad, d=dil, gr=groups: F.conv1d(x, w, b, s, p, d, gr),

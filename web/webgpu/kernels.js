@@ -149,10 +149,8 @@ export function unsupported(op) {
     case 'embedding_q8': case 'embedding_q4':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
-    case 'attention': {
+    case 'attention': { // head sizes through the perms (spatial.js attnView): the last dim stays last
       const dv = ins[2].shape[ins[2].shape.length - 1], d = ins[0].shape[ins[0].shape.length - 1];
-      // iattr past [has_mask, is_causal]: a perm per operand read in place (src/kernels/attention.c); not here yet
-      if (op.iattr.slice(2).some((p, j) => p !== j % ins[0].shape.length)) return 'attention (permuted operands)';
       return dv <= 256 && d <= 256 ? null : 'attention (head size above 256)';
     }
     case 'conv': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv (rank)';
