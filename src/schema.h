@@ -191,8 +191,9 @@ enum {
   X(multinomial, 1, TDM_INPLACE_NONE) \
   X(conv_q8, 0, TDM_INPLACE_NONE) \
   X(conv_transpose_q8, 0, TDM_INPLACE_NONE) \
+  X(elu, 0, TDM_INPLACE_ANY) \
 
-#define TDM_SCHEMA_OP_COUNT 89
+#define TDM_SCHEMA_OP_COUNT 90
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add               false, TDM_INPLACE_ANY
@@ -284,5 +285,6 @@ enum {
 #define TDM__OPFLAGS_multinomial       true, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_q8           false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_transpose_q8 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_elu               false, TDM_INPLACE_ANY
 
 #endif

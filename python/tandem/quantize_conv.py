@@ -1,7 +1,7 @@
 """`quantize="int8"` for convolutions (called by quantize.quantize_methods): a `conv` or
 `conv_transpose` whose call reads many weight bytes per output, i.e. one with at most
-CONV_Q8_MAX_ROWS rows of activations per image (output positions of a conv, input positions of a
-transposed conv: a streaming step of a big strided kernel) and at least CONV_Q8_MIN_WEIGHTS
+CONV_Q8_MAX_ROWS (16) rows of activations per image (output positions of a conv, input positions of
+a transposed conv: a streaming step of a big strided kernel) and at least CONV_Q8_MIN_WEIGHTS
 weights, becomes `conv_q8` / `conv_transpose_q8` (src/kernels/conv_q8.c) with its weights int8 per
 output column of the GEMV it runs (a conv's output channel; a transposed conv's output channel and
 tap), in matmul_q8's packed layout. Such a call is bound by reading the weights, not by its
@@ -19,7 +19,10 @@ import torch
 
 from .ir import CONST, F32, SCRATCH, Op, Storage, Value
 
-CONV_Q8_MAX_ROWS = 4  # src/kernels/variants.h TDM_CONV_DOT_MAX_N: where the float path is a GEMV too
+# Measured at Mimi's full-size shapes (bench/probes/conv_q8_ops.py, wasm SIMD128, one thread): int8
+# took 0.35-0.95x float32's time at 1-2 positions and 0.70-0.94x at 16 (docs/benchmarks.md); at 96
+# and more positions the float GEMM is bound by arithmetic and stays.
+CONV_Q8_MAX_ROWS = 16
 CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in cache between steps
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
 

@@ -250,6 +250,9 @@ OPS = [
     # per output: python/tandem/quantize_conv.py, src/kernels/conv_q8.c).
     OpDef("conv_q8"),
     OpDef("conv_transpose_q8"),
+    # ELU (alpha 1) of a value no conv produced (SEANet's after each residual add): one pass, fused
+    # from its four-op lowering by python/tandem/fuse_elu.py.
+    *_elementwise("elu"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -446,6 +449,7 @@ SIGS = {
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("conv_q8 conv_transpose_q8", (3, 4), 2, iattr=None, dtypes=_F),
+    **_sig("elu", 1, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
     # input 0 is the rng state (int64 [2]: seed, calls); docs/ops.md, Random sampling
     **_sig("random", 1, iattr=("kind", "stream", "lo", "hi"), fattr=("a", "b"), dtypes=("int64",)),

@@ -142,6 +142,7 @@ const tdm_opdef tdm__conv_ops[] = {
     TDM_OP(max_pool, 0, tdm__pool_check, tdm__pool_run),
     TDM_OP(avg_pool, 1, tdm__pool_check, tdm__pool_run),
     TDM_OP(conv_transpose, 0, tdm__conv_transpose_check, tdm__conv_transpose_run),
+    TDM_OP(elu, 0, tdm__elu_check, tdm__elu_run),
     TDM_OP_END,
 };
 

@@ -42,6 +42,9 @@ tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tenso
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
+/* elu (conv_gemm.c): ELU with alpha 1 of a whole tensor, the conv's fused activation's kernels. */
+tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);

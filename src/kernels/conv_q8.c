@@ -50,7 +50,7 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const rows_job *j = c;
   (void)t, (void)ws;
   /* four panels at once (the GEMV's widest step) while they stay in L2, else one */
-  const int64_t cb = j->K <= 4096 ? 32 : 8, xql = j->K + 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  const int64_t cb = j->K <= 16384 ? 32 : 8, xql = j->K + 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   for (int64_t c0 = lo; c0 < hi; c0 += cb) {
     const int64_t n = hi - c0 < cb ? hi - c0 : cb;
     const int8_t *q = j->qp + c0 / TDM_PANEL * j->K * TDM_PANEL;

@@ -60,16 +60,17 @@ class ConvAct(nn.Module):
         return self.act(y) if self.act else y
 
 
-CONVS = [  # (module, input, activation): each at most 4 output positions, >= 65536 weights
+CONVS = [  # (module, input, activation): each at most 16 output positions, >= 65536 weights
     (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 12), None),  # Mimi's encoder downsampling at 2 positions
     (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 12), nn.ELU()),  # the ELU fused into the conv
     (nn.Conv1d(33, 400, 5, padding=3, dilation=2, bias=False), (2, 33, 3), None),  # K odd, no bias, 2 images
     (nn.Conv1d(512, 160, 1), (1, 512, 1), None),  # a GEMV with 160 columns (not a multiple of 32)
     (nn.Conv2d(64, 128, 3), (1, 64, 4, 4), None),  # 2-d: 4 positions
+    (nn.Conv1d(256, 512, 12, stride=6), (1, 256, 102), None),  # Mimi's at 16 positions
 ]
 
 
-@pytest.mark.parametrize("module,shape,act", CONVS, ids=["mimi_down", "elu", "dilated", "gemv", "conv2d"])
+@pytest.mark.parametrize("module,shape,act", CONVS, ids=["mimi_down", "elu", "dilated", "gemv", "conv2d", "sixteen"])
 def test_conv_q8_matches_reference_quantization(module, shape, act):
     torch.manual_seed(1)
     model = ConvAct(module, act).eval()
@@ -90,10 +91,11 @@ TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-3 input posi
     (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 1)),
     (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 3)),
     (nn.ConvTranspose1d(130, 100, 6, stride=3, padding=2, output_padding=1, bias=False), (2, 130, 2)),
+    (nn.ConvTranspose1d(512, 256, 12, stride=6), (1, 512, 16)),  # Mimi's at 16 input positions
 ]
 
 
-@pytest.mark.parametrize("module,shape", TRANSPOSED, ids=["one", "three", "padded"])
+@pytest.mark.parametrize("module,shape", TRANSPOSED, ids=["one", "three", "padded", "sixteen"])
 def test_conv_transpose_q8_matches_reference_quantization(module, shape):
     torch.manual_seed(3)
     x = torch.randn(*shape, generator=g(4))
@@ -108,13 +110,13 @@ def test_conv_transpose_q8_matches_reference_quantization(module, shape):
 
 
 def test_what_stays_float32():
-    """Many output positions (bound by arithmetic), small weights, groups, a computed weight and
+    """More than 16 output positions (bound by arithmetic), small weights, groups, a computed weight and
     `quantize_skip` keep the float32 conv."""
     cases = [
-        (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 64)),  # 15 positions
+        (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 72)),  # 17 positions
         (nn.Conv1d(16, 32, 4, stride=2), (1, 16, 4)),  # 2048 weights
         (nn.Conv1d(128, 256, 8, stride=4, groups=2), (1, 128, 8)),
-        (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 6)),
+        (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 17)),
     ]
     for module, shape in cases:
         x = torch.randn(*shape, generator=g(5))
