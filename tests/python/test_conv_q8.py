@@ -12,7 +12,7 @@ from torch import nn
 
 import tandem
 from tandem.quantize_conv import CONV_Q8_MIN_WEIGHTS
-from test_ops import ref_dequantize, ref_quantize_activations
+from test_ops import _record, ref_dequantize, ref_quantize_activations
 
 
 def g(seed=0):
@@ -70,8 +70,11 @@ CONVS = [  # (module, input, activation): each at most 16 output positions, >= 6
 ]
 
 
-@pytest.mark.parametrize("module,shape,act", CONVS, ids=["mimi_down", "elu", "dilated", "gemv", "conv2d", "sixteen"])
-def test_conv_q8_matches_reference_quantization(module, shape, act):
+CONV_IDS = [f"conv_q8_{n}" for n in ("mimi_down", "elu", "dilated", "gemv", "conv2d", "sixteen")]
+
+
+@pytest.mark.parametrize("module,shape,act", CONVS, ids=CONV_IDS)
+def test_conv_q8_matches_reference_quantization(request, module, shape, act):
     torch.manual_seed(1)
     model = ConvAct(module, act).eval()
     x = torch.randn(*shape, generator=g(2))
@@ -82,6 +85,7 @@ def test_conv_q8_matches_reference_quantization(module, shape, act):
     with torch.no_grad():
         want = ref_conv_q8(module, x, act)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)  # tests/js/ops.test.js replays it in wasm
         assert (model(x) - want).abs().max() > 1e-4  # the reference differs from float32's
         float32 = tandem.load(tandem.export(model, {"forward": (x,)}).to_bytes()).forward(x)
         torch.testing.assert_close(float32, model(x), rtol=1e-5, atol=1e-5)  # the default stays exact
@@ -95,8 +99,8 @@ TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-3 input posi
 ]
 
 
-@pytest.mark.parametrize("module,shape", TRANSPOSED, ids=["one", "three", "padded", "sixteen"])
-def test_conv_transpose_q8_matches_reference_quantization(module, shape):
+@pytest.mark.parametrize("module,shape", TRANSPOSED, ids=[f"conv_transpose_q8_{n}" for n in ("one", "three", "padded", "sixteen")])
+def test_conv_transpose_q8_matches_reference_quantization(request, module, shape):
     torch.manual_seed(3)
     x = torch.randn(*shape, generator=g(4))
     program = tandem.export(module, {"forward": (x,)}, quantize="int8")
@@ -106,6 +110,7 @@ def test_conv_transpose_q8_matches_reference_quantization(module, shape):
     with torch.no_grad():
         want = ref_conv_transpose_q8(module, x)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)
         assert (module(x) - want).abs().max() > 1e-4
 
 
