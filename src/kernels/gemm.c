@@ -225,11 +225,80 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
   for (; j < N; j += 8) GEMV2_PANELS(1);
 }
 
-void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
-  for (int64_t j = 0; j < N; j += 8) {
-    const float *panel = bp + (j / 8) * K * 8;
-    GEMM_ROWS(panel, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
+/* The packed tiles in blocks of K (GEMM_KC steps): for each block, each tile of rows copies its
+ * rows' block of a once into at (interleaved: at[k * R + r] = a[i + r][k0 + k], one pointer with
+ * constant offsets instead of R row pointers) and walks every panel's block with it, so the copy
+ * stays in L1 and the B block (GEMM_KC x N floats: 1 MiB at N = 1024) in L2. The accumulators of
+ * a later block start from what the earlier one stored in y: a float32 stored and loaded back is
+ * the same value, so each output is still one chain over k in order from 0, the bits of the
+ * unblocked tiles whatever the tile, block or thread part.
+ * Tiles of 4 rows (GEMM_PTALL), not the row-major kernel's 6: V8 keeps a step's loads in program
+ * order but computes the multiply-adds after all of them, so every row's splat is live at once;
+ * 6 rows need 12 accumulators + 2 B vectors + 6 splats, more than the 15 vector registers V8
+ * allocates on x86-64, and its code for them spilled 4 accumulators to the stack in every step
+ * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
+ * the loads in flight) measured 5-10% slower (docs/benchmarks.md). */
+#ifndef GEMM_KC
+#define GEMM_KC 256
+#endif
+#ifndef GEMM_PTALL
+#define GEMM_PTALL 4
+#endif
+#define PTILE_ROW(R, r) \
+  if (R > r) { \
+    x = wasm_f32x4_splat(pa[r]); \
+    c##r##0 = tdm_madd(x, b0, c##r##0); \
+    c##r##1 = tdm_madd(x, b1, c##r##1); \
   }
+#define PTILE_INIT(R, r) \
+  if (R > r && k0) tdm_load8(y + r * ldy, n, &c##r##0, &c##r##1)
+#define PTILE_STORE(R, r) \
+  if (R > r) tdm_store8(y + r * ldy, c##r##0, c##r##1, n)
+static inline __attribute__((always_inline)) void ptile(int R, size_t kc, int64_t k0, const float *at, const float *pb, float *y,
+                                                         int64_t ldy, int64_t n) {
+  v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
+         c50 = c00, c51 = c00;
+  PTILE_INIT(R, 0);
+  PTILE_INIT(R, 1);
+  PTILE_INIT(R, 2);
+  PTILE_INIT(R, 3);
+  PTILE_INIT(R, 4);
+  PTILE_INIT(R, 5);
+  const float *pa = at;
+  for (size_t kk = kc; kk > 0; kk--, pa += R, pb += 8) {
+    const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);
+    v128_t x;
+    PTILE_ROW(R, 0) PTILE_ROW(R, 1) PTILE_ROW(R, 2) PTILE_ROW(R, 3) PTILE_ROW(R, 4) PTILE_ROW(R, 5)
+  }
+  PTILE_STORE(R, 0);
+  PTILE_STORE(R, 1);
+  PTILE_STORE(R, 2);
+  PTILE_STORE(R, 3);
+  PTILE_STORE(R, 4);
+  PTILE_STORE(R, 5);
+}
+
+/* Rows 0..R-1 of a (and y) over the block k0 .. k0 + kc of every panel. */
+static inline __attribute__((always_inline)) void ptile_rows(int R, int64_t N, int64_t K, int64_t k0, int64_t kc, const float *a,
+                                                              const float *bp, float *y, int64_t ldy, float *at) {
+  for (int64_t k = 0; k < kc; k++)
+    for (int r = 0; r < R; r++) at[k * R + r] = a[r * K + k0 + k];
+  for (int64_t j = 0; j < N; j += 8) ptile(R, (size_t)kc, k0, at, bp + (j / 8) * K * 8 + k0 * 8, y + j, ldy, N - j);
+}
+
+void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
+  float at[GEMM_PTALL * GEMM_KC];
+  int64_t k0 = 0;
+  do { /* K = 0 still takes one (empty) block: y is zeros */
+    const int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+    int64_t i = 0;
+    for (; i + GEMM_PTALL <= M; i += GEMM_PTALL) ptile_rows(GEMM_PTALL, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    for (; i + 4 <= M; i += 4) ptile_rows(4, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    if (M - i == 3) ptile_rows(3, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    else if (M - i == 2) ptile_rows(2, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    else if (M - i == 1) ptile_rows(1, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    k0 += kc;
+  } while (k0 < K);
 }
 
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
