@@ -255,7 +255,7 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
 #define PTILE_STORE(R, r) \
   if (R > r) tdm_store8(y + r * ldy, c##r##0, c##r##1, n)
 static inline __attribute__((always_inline)) void ptile(int R, size_t kc, int64_t k0, const float *at, const float *pb, float *y,
-                                                         int64_t ldy, int64_t n) {
+                                                        int64_t ldy, int64_t n) {
   v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
          c50 = c00, c51 = c00;
   PTILE_INIT(R, 0);
@@ -280,7 +280,7 @@ static inline __attribute__((always_inline)) void ptile(int R, size_t kc, int64_
 
 /* Rows 0..R-1 of a (and y) over the block k0 .. k0 + kc of every panel. */
 static inline __attribute__((always_inline)) void ptile_rows(int R, int64_t N, int64_t K, int64_t k0, int64_t kc, const float *a,
-                                                              const float *bp, float *y, int64_t ldy, float *at) {
+                                                             const float *bp, float *y, int64_t ldy, float *at) {
   for (int64_t k = 0; k < kc; k++)
     for (int r = 0; r < R; r++) at[k * R + r] = a[r * K + k0 + k];
   for (int64_t j = 0; j < N; j += 8) ptile(R, (size_t)kc, k0, at, bp + (j / 8) * K * 8 + k0 * 8, y + j, ldy, N - j);
