@@ -225,21 +225,27 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
   for (; j < N; j += 8) GEMV2_PANELS(1);
 }
 
-/* The packed tiles in blocks of K (GEMM_KC steps): for each block, each tile of rows copies its
- * rows' block of a once into at (interleaved: at[k * R + r] = a[i + r][k0 + k], one pointer with
- * constant offsets instead of R row pointers) and walks every panel's block with it, so the copy
- * stays in L1 and the B block (GEMM_KC x N floats: 1 MiB at N = 1024) in L2. The accumulators of
- * a later block start from what the earlier one stored in y: a float32 stored and loaded back is
- * the same value, so each output is still one chain over k in order from 0, the bits of the
- * unblocked tiles whatever the tile, block or thread part.
+/* The packed tiles in blocks of K (GEMM_KC steps) and of columns (GEMM_NC): for each block, each
+ * tile of rows copies its rows' block of a once into at (interleaved: at[k * R + r] =
+ * a[i + r][k0 + k], one pointer with constant offsets instead of R row pointers) and walks the
+ * block's panels with it, so the copy stays in L1 and the B block (GEMM_KC x GEMM_NC floats,
+ * 512 KiB) in L2. The accumulators of a later K block start from what the earlier one stored in y:
+ * a float32 stored and loaded back is the same value, so each output is still one chain over k in
+ * order from 0, the bits of the unblocked tiles whatever the tile, block or thread part.
+ * Measured at 1024³ (docs/benchmarks.md): K blocks of 256 over all columns (a 1 MiB B block)
+ * 6-10% slower than 512 x 256 or 1024 x 128; 128 or 512 over all columns no better than 256.
  * Tiles of 4 rows (GEMM_PTALL), not the row-major kernel's 6: V8 keeps a step's loads in program
  * order but computes the multiply-adds after all of them, so every row's splat is live at once;
  * 6 rows need 12 accumulators + 2 B vectors + 6 splats, more than the 15 vector registers V8
  * allocates on x86-64, and its code for them spilled 4 accumulators to the stack in every step
  * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
- * the loads in flight) measured 5-10% slower (docs/benchmarks.md). */
+ * the loads in flight) measured 5-10% slower, and the splats as lane shuffles of one load of at
+ * the same. */
 #ifndef GEMM_KC
-#define GEMM_KC 256
+#define GEMM_KC 512
+#endif
+#ifndef GEMM_NC
+#define GEMM_NC 256 /* a multiple of 8 */
 #endif
 #ifndef GEMM_PTALL
 #define GEMM_PTALL 4
@@ -291,12 +297,17 @@ void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const 
   int64_t k0 = 0;
   do { /* K = 0 still takes one (empty) block: y is zeros */
     const int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-    int64_t i = 0;
-    for (; i + GEMM_PTALL <= M; i += GEMM_PTALL) ptile_rows(GEMM_PTALL, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
-    for (; i + 4 <= M; i += 4) ptile_rows(4, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
-    if (M - i == 3) ptile_rows(3, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
-    else if (M - i == 2) ptile_rows(2, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
-    else if (M - i == 1) ptile_rows(1, N, K, k0, kc, a + i * K, bp, y + i * ldy, ldy, at);
+    for (int64_t j0 = 0; j0 < N; j0 += GEMM_NC) { /* columns j0 .. j0 + nc: whole panels */
+      const int64_t nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+      const float *pj = bp + j0 * K; /* panel j0 / 8 */
+      float *yj = y + j0;
+      int64_t i = 0;
+      for (; i + GEMM_PTALL <= M; i += GEMM_PTALL) ptile_rows(GEMM_PTALL, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      for (; i + 4 <= M; i += 4) ptile_rows(4, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at); /* GEMM_PTALL 5, 6 */
+      if (M - i == 3) ptile_rows(3, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      else if (M - i == 2) ptile_rows(2, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      else if (M - i == 1) ptile_rows(1, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+    }
     k0 += kc;
   } while (k0 < K);
 }
