@@ -1320,6 +1320,9 @@ int tdm_kernel_selftest(void) {
   /* the AVX2 kernels' K blocks (512) and the rows kernel's tail blocks; the GEMV's 32-column groups */
   bad += check_gemm(7, 37, 1100) + check_gemm(13, 29, 513) + check_gemm(1, 200, 1100) + check_gemm(1, 257, 77);
   bad += check_gemm(17, 96, 300) + check_gemm(9, 71, 600) + check_gemm(64, 64, 33); /* AVX-512: 8-row tiles, K blocks of 256, N % 32 */
+  /* the SIMD128 packed tiles' blocks of 512 steps x 256 columns (gemm.c): K and N ending on a block
+   * edge, and past it by a step / a panel / a partial panel */
+  bad += check_gemm(6, 256, 512) + check_gemm(9, 264, 513) + check_gemm(5, 300, 1030);
 #if TDM_X86_AVX2
   REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n",
          tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
