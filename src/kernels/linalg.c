@@ -52,12 +52,21 @@ static void packed_few_rows_part(void *c, int64_t lo, int64_t hi, int t, void *w
   j->few(j->M, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo, j->N);
 }
 
+/* K = 0 (an empty inner dim) makes y all zeros: the tile kernels assume K >= 1. */
+static bool empty_inner(int64_t M, int64_t N, int64_t K, float *y) {
+  if (K > 0) return false;
+  if (M > 0 && N > 0) memset(y, 0, (size_t)(M * N) * sizeof(float));
+  return true;
+}
+
 void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y) {
+  if (empty_inner(M, N, K, y)) return;
   gemm_job j = {N, K, a, b, y};
   tdm__parallel(M, 4, rows_part, &j);
 }
 
 void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
+  if (empty_inner(M, N, K, y)) return;
   gemm_job j = {N, K, a, bp, y};
   const tdm_gemm_ld_fn few = M > 1 && M < 8 ? tdm_f32_gemm_few_rows() : NULL;
   if (M == 1) {
@@ -115,6 +124,10 @@ static tdm_status matmul_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   tdm__broadcast_strides(&ab, &j.yb, j.sa);
   tdm__broadcast_strides(&bb, &j.yb, j.sb);
   const int64_t batches = tdm__numel(&j.yb);
+  if (j.K == 0) {
+    memset(out->data, 0, (size_t)out->numel * sizeof(float));
+    return TDM_OK;
+  }
   if (batches == 1) tdm_f32_gemm_rows_parallel(j.M, j.N, j.K, j.a, j.b, j.y);
   else if (batches > 1) tdm__parallel(batches, 1, batches_part, &j);
   return TDM_OK;
@@ -143,7 +156,7 @@ static tdm_status matmul_check(const tdm_method *m, const tdm_op *op) {
  * → y [..., M, N]. iattr = [N]. All leading dims of a are rows. */
 static tdm_status matmul_packed_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
-  const int64_t M = K ? in[0].numel / K : 0;
+  const int64_t M = out->numel / N; /* a's rows, also when K = 0 */
   tdm_f32_gemm_packed_parallel(M, N, K, in[0].data, in[1].data, out->data);
   return TDM_OK;
 }

@@ -504,3 +504,36 @@ def test_each_branch_gets_a_guard_on_the_value_it_saw_at_export(backend):
         m.forward(torch.ones(2))
     assert e.value.code == "TDM_ERR_GUARD"
     assert int(m.read_state("n")) == 1
+
+
+class _EmptyInner(nn.Module):
+    """A product over an empty inner dim (K = 0) is all zeros, run after another method has left
+    values in the scratch the result reuses."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(0, 6)
+        with torch.no_grad():
+            self.lin.bias.copy_(torch.arange(6.0))
+        self.big = nn.Linear(16, 6)
+
+    def full(self, x):
+        return self.big(x) * 3 + 1
+
+    def empty(self, x, a, b):
+        return self.lin(x), a @ b
+
+
+def test_a_product_over_an_empty_inner_dim_is_zeros_not_stale_scratch(backend):
+    """matmul_packed computed no rows when K = 0 and matmul left y unwritten: the outputs were
+    whatever an earlier call had left there (silently wrong, natively and in wasm)."""
+    torch.manual_seed(0)
+    m = _EmptyInner()
+    x, e, a, b = torch.randn(4, 16), torch.randn(4, 0), torch.randn(2, 4, 0), torch.randn(2, 0, 5)
+    program = tandem.export(m, {"full": tandem.Method(m.full, (x,)), "empty": tandem.Method(m.empty, (e, a, b))})
+    model = tandem.load(program.to_bytes())
+    for _ in range(2):
+        model.full(x)
+        y1, y2 = model.empty(e, a, b)
+        torch.testing.assert_close(y1, m.lin(e), rtol=0, atol=0)
+        torch.testing.assert_close(y2, a @ b, rtol=0, atol=0)
