@@ -137,6 +137,79 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
   }
 }
 
+/* ---- int8 weights × int8 activations, 2 to 4 rows ---------------------------------------------- */
+
+/* R rows (1 to 4) by NP panels (1 or 2) from p (K·8 bytes apart): per pair of k each panel's 16
+ * bytes are interleaved and widened once and dotted with every row's activation pair; per block
+ * each row's exact sums into its float totals as tdm_q8_gemv_dot__scalar adds them; n columns of
+ * each row written (n > 8 when NP = 2). R and NP are constants at every call: the arrays become
+ * registers. */
+static inline __attribute__((always_inline)) void q8_dot_tile(int R, int NP, int64_t K, int64_t KP, int64_t NB, const int16_t *xq,
+                                                              const float *xs, const int8_t *p, const float *sc, float *y, int64_t ldy,
+                                                              int64_t n) {
+  v128_t t[4][4];
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < 2 * NP; i++) t[r][i] = wasm_f32x4_splat(0);
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    v128_t s[4][4];
+    for (int r = 0; r < R; r++)
+      for (int i = 0; i < 2 * NP; i++) s[r][i] = wasm_i32x4_splat(0);
+    int64_t k = k0;
+    for (; k + 2 <= k1; k += 2) {
+      v128_t x[4];
+      for (int r = 0; r < R; r++) x[r] = wasm_v128_load32_splat(xq + r * KP + k);
+      for (int i = 0; i < NP; i++) {
+        v128_t w = wasm_v128_load(p + i * K * 8 + k * 8);
+        w = wasm_i8x16_shuffle(w, w, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+        const v128_t lo = wasm_i16x8_extend_low_i8x16(w), hi = wasm_i16x8_extend_high_i8x16(w);
+        for (int r = 0; r < R; r++) {
+          s[r][2 * i] = wasm_i32x4_add(s[r][2 * i], wasm_i32x4_dot_i16x8(lo, x[r]));
+          s[r][2 * i + 1] = wasm_i32x4_add(s[r][2 * i + 1], wasm_i32x4_dot_i16x8(hi, x[r]));
+        }
+      }
+    }
+    if (k < k1) /* odd K: its last row alone, paired with the padding 0 of each row's xq */
+      for (int i = 0; i < NP; i++)
+        for (int r = 0; r < R; r++)
+          q8_dot_pair(wasm_v128_load64_zero(p + i * K * 8 + k * 8), wasm_v128_load32_splat(xq + r * KP + k), &s[r][2 * i],
+                      &s[r][2 * i + 1]);
+    for (int r = 0; r < R; r++) {
+      const v128_t d = wasm_f32x4_splat(xs[r * NB + b]);
+      for (int i = 0; i < 2 * NP; i++) t[r][i] = q8_dot_total(t[r][i], s[r][i], d);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < NP; i++)
+      tdm_store8(y + r * ldy + 8 * i, wasm_f32x4_mul(t[r][2 * i], wasm_v128_load(sc + 8 * i)),
+                 wasm_f32x4_mul(t[r][2 * i + 1], wasm_v128_load(sc + 8 * i + 4)), n - 8 * i);
+}
+
+/* All M rows at once (M <= 4): two panels side by side for up to two rows, one for three or four
+ * (at most 8 integer accumulators), then a last single panel. */
+#define Q8_DOT_COLUMNS(R, NP) \
+  do { \
+    for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
+  } while (0)
+
+void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                              float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  int64_t j = 0;
+  switch (M) {
+    case 1:
+      Q8_DOT_COLUMNS(1, 2);
+      Q8_DOT_COLUMNS(1, 1);
+      break;
+    case 2:
+      Q8_DOT_COLUMNS(2, 2);
+      Q8_DOT_COLUMNS(2, 1);
+      break;
+    case 3: Q8_DOT_COLUMNS(3, 1); break;
+    case 4: Q8_DOT_COLUMNS(4, 1); break;
+    default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
+  }
+}
 
 /* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
  * rows (R = 1 to 4); the column scales are applied at the end. */

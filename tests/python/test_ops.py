@@ -654,10 +654,19 @@ def quantize_linear_inputs(model: nn.Module, rows, skip=()) -> list:
             if isinstance(mod, nn.Linear) and not any(s in f"{name}.weight" for s in skip)]
 
 
+def dot_rows(x: torch.Tensor) -> torch.Tensor:
+    """Which rows of x [..., K] matmul_q8 runs on integer dot products (docs/ops.md, "Integer dot
+    products"): all of them when there are at most 4 and their int8 copies fit 8192 int16
+    (rows · (K rounded up to even)), else none."""
+    K = x.shape[-1]
+    M = x.numel() // max(K, 1)
+    return torch.full(x.shape[:-1], M <= 4 and M * (K + K % 2) <= 8192, dtype=torch.bool)
+
+
 def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, skip=()):
     """module's output in float64 with its 2-d parameters dequantized (except names containing a
     `skip` substring), as float32. int8: a Linear fed a single row (matmul_q8's GEMV) gets it
-    quantized as the runtime does (ref_quantize_activations)."""
+    quantized as the runtime does (ref_quantize_activations), and so are up to 4 rows (dot_rows)."""
     import copy
     m = copy.deepcopy(module).double()
     with torch.no_grad():
@@ -665,8 +674,7 @@ def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, 
             if p.dim() == 2 and not any(s in name for s in skip):
                 p.copy_(ref_dequantize(p.float(), mode, group))
         if mode == "int8":
-            one_row = lambda x: torch.full(x.shape[:-1], x.numel() == x.shape[-1], dtype=torch.bool)  # noqa: E731
-            quantize_linear_inputs(m, one_row, skip)
+            quantize_linear_inputs(m, dot_rows, skip)
         out = m(*[x.double() if x.is_floating_point() else x for x in inputs])
     return out.float()
 

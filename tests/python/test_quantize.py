@@ -19,7 +19,7 @@ from tandem.ir import F32, I8, Op
 from tandem.lowering.layout import pack_panels
 from tandem.quantize import _const, unpack_panels
 from tandem.runtime import verify
-from test_ops import Tied, quantize_linear_inputs, ref_dequantize
+from test_ops import Tied, quantize_linear_inputs, ref_dequantize, ref_quantized_output
 
 ROOT = Path(__file__).resolve().parents[2]
 g = torch.Generator().manual_seed(7)
@@ -193,6 +193,33 @@ def test_quantized_op_rules():
     program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(1, 16, generator=g),)}, quantize="int4", quantize_group=8)
     _op(program, "matmul_q4").iattr[1] = 16  # the scales are for groups of 8
     _rejected(program, "TDM_ERR_OP_RULE", "ceil(K/G)")
+
+
+def test_int8_rows_take_the_integer_dot_one_by_one():
+    """matmul_q8 with 2 to 4 rows (docs/ops.md, "Integer dot products"): every finite row quantized
+    as it would be alone, a row with a NaN taking the float path by itself (its output NaN, the
+    others unchanged), and 5 rows (or rows whose int8 copies overflow 8192 values) the float path."""
+    lin = nn.Linear(70, 24).eval()
+    for rows in (2, 3, 4, 5):
+        x = torch.randn(rows, 70, generator=g)
+        m = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
+        got, want = m.forward(x), ref_quantized_output(lin, (x,), "int8")
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        alone = torch.cat([ref_quantized_output(lin, (x[i : i + 1],), "int8") for i in range(rows)])
+        if rows <= 4:  # each row's values as the one-row GEMV gives them
+            torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
+        else:  # the float path, a different rounding of the activations
+            assert (got - alone).abs().max() > 1e-4
+        if rows <= 4:
+            x[1, 5] = float("nan")
+            got = m.forward(x)
+            assert got[1].isnan().all()
+            keep = [i for i in range(rows) if i != 1]
+            torch.testing.assert_close(got[keep], alone[keep], rtol=1e-5, atol=1e-5)
+    big = nn.Linear(2049, 8).eval()  # 4 rows of 2050 int16 > 8192: the float path
+    x = torch.randn(4, 2049, generator=g)
+    got = tandem.load(tandem.export(big, {"forward": (x,)}, quantize="int8").to_bytes()).forward(x)
+    torch.testing.assert_close(got, ref_quantized_output(big, (x,), "int8"), rtol=1e-5, atol=1e-5)
 
 
 # ---- accuracy against float32 ---------------------------------------------------------------------
