@@ -1,12 +1,12 @@
 // q8_rows.mjs — one Linear (bench/probes/q8_rows.py's exports) at float32 and int8 for 1 to 4 rows,
 // in Node, one thread, every runtime timed in turn by compare(): this tree's web/tandem.wasm and
 // web/tandem-relaxed.wasm, and with a second directory (e.g. a copy of main's web/) the same two
-// builds from there, for before/after.
+// builds from there, for before/after. CPU time (compare.mjs's cpuMs), median of ROUNDS (9).
 //
 //   node --expose-gc --experimental-wasm-relaxed-simd bench/probes/q8_rows.mjs [build/q8rows] [before/]
 import { existsSync, readFileSync } from 'node:fs';
 import { load, Tensor } from '../../node/index.js';
-import { compare } from '../suite/compare.mjs';
+import { compare, cpuMs } from '../suite/compare.mjs';
 
 const DIR = process.argv[2] ?? 'build/q8rows', BEFORE = process.argv[3];
 const root = new URL('../..', import.meta.url).pathname;
@@ -24,6 +24,6 @@ for (const m of [1, 2, 3, 4]) {
       fns[`${b} ${mode}`] = async () => model.forward(x);
     }
   }
-  const ms = await compare(fns, { rounds: Number(process.env.ROUNDS ?? 9) });
+  const ms = await compare(fns, { rounds: Number(process.env.ROUNDS ?? 9), clock: cpuMs });
   console.log(`rows ${m}: ` + Object.entries(ms).map(([n, t]) => `${n} ${t.toFixed(3)} ms`).join(', '));
 }

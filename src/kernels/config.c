@@ -132,10 +132,13 @@ const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 #if TDM_RELAXED_DOT
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__relaxed;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__relaxed;
 #elif TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot_i16__simd128;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot_i16__simd128;
 #else
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = NULL;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
 #endif
 
 /* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,

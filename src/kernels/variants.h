@@ -210,16 +210,28 @@ typedef void (*tdm_q4_gemv_dot_fn)(int64_t N, int64_t K, int64_t G, const int8_t
 /* The variant matmul_q4 calls for one row (config.c): the relaxed dot's, else in the relaxed builds
  * the SIMD128 one below; NULL in the others (int4 takes the float path there). */
 extern const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot;
+/* The same for 1 to TDM_Q8_DOT_MAX_ROWS rows (as tdm_q8_gemm_dot): row r's xq at r·(K + 1), its xs
+ * and xsum at r·ceil(K/G), its results at y + r·ldy, each row the one-row GEMV's bits; NULL where
+ * tdm_q4_gemv_dot is. */
+void tdm_q4_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y, int64_t ldy);
+typedef void (*tdm_q4_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                   const uint8_t *qp, const float *scale, float *y, int64_t ldy);
+extern const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot;
 #if TDM_RELAXED_DOT
 /* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
  * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y);
+void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 #if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
 /* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
 void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                                   const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
