@@ -3,7 +3,7 @@
 // web/tandem-relaxed.wasm, and with a second directory (e.g. a copy of main's web/) the same two
 // builds from there, for before/after. CPU time (compare.mjs's cpuMs), median of ROUNDS (9).
 //
-//   node --expose-gc --experimental-wasm-relaxed-simd bench/probes/q8_rows.mjs [build/q8rows] [before/]
+//   [K=512 ROWS=1,2,3,4] node --expose-gc --experimental-wasm-relaxed-simd bench/probes/q8_rows.mjs [build/q8rows] [before/]
 import { existsSync, readFileSync } from 'node:fs';
 import { load, Tensor } from '../../node/index.js';
 import { compare, cpuMs } from '../suite/compare.mjs';
@@ -13,7 +13,7 @@ const root = new URL('../..', import.meta.url).pathname;
 const builds = { simd128: `${root}web/tandem.wasm`, relaxed: `${root}web/tandem-relaxed.wasm` };
 if (BEFORE) for (const b of ['simd128', 'relaxed'])
   builds[`${b} before`] = `${BEFORE}/${b === 'simd128' ? 'tandem.wasm' : 'tandem-relaxed.wasm'}`;
-for (const m of [1, 2, 3, 4]) {
+for (const m of (process.env.ROWS ?? '1,2,3,4').split(',').map(Number)) {
   const fns = {};
   for (const [b, wasm] of Object.entries(builds)) {
     if (!existsSync(wasm)) continue;
