@@ -337,6 +337,10 @@ static inline __attribute__((always_inline)) void q4_dot_i16_panel(int R, int64_
 void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                                   const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  if (M == 1) {
+    tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
+    return;
+  }
   if (M < 1 || M > 4) {
     tdm_q4_gemm_dot__scalar(M, N, K, G, xq, xs, xsum, qp, scale, y, ldy);
     return;
@@ -345,7 +349,6 @@ void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, co
     const uint8_t *p = qp + (j / 8) * KB * 8;
     const float *sc = scale + (j / 8) * NG * 8;
     switch (M) {
-      case 1: q4_dot_i16_panel(1, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
       case 2: q4_dot_i16_panel(2, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
       case 3: q4_dot_i16_panel(3, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
       default: q4_dot_i16_panel(4, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
@@ -355,7 +358,29 @@ void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, co
 
 void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                                   const uint8_t *qp, const float *scale, float *y) {
-  tdm_q4_gemm_dot_i16__simd128(1, N, K, G, xq, xs, xsum, qp, scale, y, N);
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *p = qp + (j / 8) * KB * 8;
+    const float *sc = scale + (j / 8) * NG * 8;
+    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
+    for (int64_t g = 0; g < NG; g++) {
+      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
+      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
+        v128_t w0, w1;
+        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
+        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
+        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
+        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
+      }
+      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+      t0 = wasm_f32x4_add(
+          t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
+      t1 = wasm_f32x4_add(
+          t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
+    }
+    tdm_store8(y + j, t0, t1, N - j);
+  }
 }
 #endif
 
