@@ -11,7 +11,8 @@ export type ErrorCode =
   | 'TDM_ERR_INVALID_ARGUMENT' | 'TDM_ERR_OUT_OF_MEMORY' | 'TDM_ERR_TRUNCATED' | 'TDM_ERR_BAD_MAGIC'
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
   | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_GUARD' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
-  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE' | 'TDM_ERR_DEVICE_LOST';
+  | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE' | 'TDM_ERR_DEVICE_LIMIT'
+  | 'TDM_ERR_DEVICE_LOST';
 
 export class TandemError extends Error {
   /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
@@ -137,6 +138,8 @@ export interface LoadOptions {
   simd?: 'relaxed' | 'simd128';
   /** Where the methods run (default 'wasm'); 'auto' falls back to wasm, see model.deviceReason. */
   device?: 'wasm' | 'webgpu' | 'auto';
+  /** On WebGPU: 'float16' keeps the float32 weight matrices as float16 in GPU memory, computing in float32 (default 'float32'). */
+  gpuWeights?: 'float32' | 'float16';
   /** A runtime build to use instead of the package's (tandem.wasm or tandem-relaxed.wasm): a URL,
    * a path (Node) or its bytes. */
   wasm?: string | URL | Uint8Array | ArrayBuffer;

@@ -43,6 +43,8 @@ const DEVICES = ['wasm', 'webgpu', 'auto'];
  * - `worker: true`: run the runtime in a worker, behind the same API (its thread pool, if any, is
  *   started by that worker);
  * - `onProgress({ loaded, total })`: called while a URL source downloads;
+ * - `gpuWeights: 'float16'`: on WebGPU, the float32 weight matrices (matmul_packed, embedding_packed)
+ *   are kept as float16 in GPU memory and read back to float32 in the kernels (default 'float32');
  * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
  *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
  */
@@ -50,6 +52,10 @@ export async function load(source, options = {}) {
   const device = options.device ?? 'wasm';
   if (!DEVICES.includes(device)) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `device must be 'wasm', 'webgpu' or 'auto', given ${String(device)}`);
+  }
+  const gpuWeights = options.gpuWeights ?? 'float32';
+  if (gpuWeights !== 'float32' && gpuWeights !== 'float16') {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `gpuWeights must be 'float32' or 'float16', given ${String(gpuWeights)}`);
   }
   if (device === 'webgpu' && options.worker) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
@@ -86,7 +92,8 @@ export async function load(source, options = {}) {
   if (device !== 'wasm') {
     const { onDevice } = await import('./webgpu/model.js');
     model = await onDevice(model, device,
-      { Tensor, TandemError, INTERNALS, DEVICE_REASON, toTensor, checkTensor, checkBytes, numelOf, ARRAY_OF, PREPARE, TOKENIZER_TEXT });
+      { Tensor, TandemError, INTERNALS, DEVICE_REASON, toTensor, checkTensor, checkBytes, numelOf, ARRAY_OF, PREPARE, TOKENIZER_TEXT },
+      gpuWeights);
   }
   if (options.tokenizer !== false) {
     try {

@@ -15,6 +15,16 @@ float tdm_f32_sum_row__scalar(const float *x, int64_t n) {
 }
 
 
+/* x viewed as [outer, n, inner] around the dims [axis, axis + ndim): the layout of softmax, argmax
+ * and argmin (one dim) and of the norms (the normalized dims). */
+static void norm_layout(const tdm_shape *s, int64_t axis, int64_t ndim, int64_t *outer, int64_t *n, int64_t *inner) {
+  *outer = *n = *inner = 1;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t *p = i < axis ? outer : i < axis + ndim ? n : inner;
+    *p *= s->dims[i];
+  }
+}
+
 /* Strides into the output (keepdim layout) for every input dim; 0 on reduced dims. */
 static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd, int64_t *st) {
   bool red[TDM_MAX_RANK] = {false};
@@ -24,6 +34,17 @@ static void reduce_strides(const tdm_shape *xs, const int64_t *dims, uint32_t nd
     st[i] = red[i] ? 0 : k;
     if (!red[i]) k *= xs->dims[i];
   }
+}
+
+/* The output offset of the next input element in row-major order: idx (the input index) steps by
+ * one, off (its output offset, strides st) follows. */
+static inline int64_t next_offset(const tdm_shape *xs, const int64_t *st, int64_t *idx, int64_t off) {
+  for (int i = xs->rank - 1; i >= 0; i--) {
+    if (++idx[i] < xs->dims[i]) return off + st[i];
+    off -= st[i] * (xs->dims[i] - 1);
+    idx[i] = 0;
+  }
+  return off;
 }
 
 static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -54,14 +75,7 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
     for (int64_t t = 0; t < in[0].numel; t++) {
       if (all) y[off] &= x[t] != 0;
       else y[off] |= x[t] != 0;
-      for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) {
-          off += st[i];
-          break;
-        }
-        off -= st[i] * (xs->dims[i] - 1);
-        idx[i] = 0;
-      }
+      off = next_offset(xs, st, idx, off);
     }
   } else if (out->dtype == TDM_F32) {
     float *y = out->data;
@@ -74,14 +88,7 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       if (code == TDM_R_AMAX) *a = (v > *a || v != v) ? v : *a;
       else if (code == TDM_R_AMIN) *a = (v < *a || v != v) ? v : *a;
       else *a += v;
-      for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) {
-          off += st[i];
-          break;
-        }
-        off -= st[i] * (xs->dims[i] - 1);
-        idx[i] = 0;
-      }
+      off = next_offset(xs, st, idx, off);
     }
     if (code == TDM_R_MEAN)
       for (int64_t i = 0; i < out->numel; i++) y[i] = count ? y[i] / (float)count : NAN;
@@ -96,14 +103,7 @@ static tdm_status reduce_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
       if (code == TDM_R_AMAX) *a = v > *a ? v : *a;
       else if (code == TDM_R_AMIN) *a = v < *a ? v : *a;
       else *a = (int64_t)((uint64_t)*a + (uint64_t)v);
-      for (int i = xs->rank - 1; i >= 0; i--) {
-        if (++idx[i] < xs->dims[i]) {
-          off += st[i];
-          break;
-        }
-        off -= st[i] * (xs->dims[i] - 1);
-        idx[i] = 0;
-      }
+      off = next_offset(xs, st, idx, off);
     }
   }
   return TDM_OK;
@@ -160,11 +160,8 @@ void tdm_f32_softmax_group__scalar(const float *x, float *y, int64_t n, int64_t 
 
 /* softmax / log_softmax: iattr = [dim]. */
 static tdm_status softmax_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
-  const tdm_shape *s = in[0].shape;
-  const int64_t d = op->iattr[0], n = s->dims[d];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < d; i++) outer *= s->dims[i];
-  for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
+  int64_t outer, n, inner;
+  norm_layout(in[0].shape, op->iattr[0], 1, &outer, &n, &inner);
   const float *x = in[0].data;
   float *y = out->data;
   const bool logp = op->def->code == TDM_SM_LOG_SOFTMAX;
@@ -233,15 +230,6 @@ void tdm_f32_layer_norm_4groups__scalar(const float *x, float *y, int64_t n, int
 }
 void tdm_f32_rms_norm_row__scalar(const float *x, float *y, int64_t n, const float *w, float eps) {
   tdm_f32_rms_norm_group__scalar(x, y, n, 1, w, eps);
-}
-
-/* x viewed as [outer, n, inner], normalized over n: the dims [axis, axis + ndim). */
-static void norm_layout(const tdm_shape *s, int64_t axis, int64_t ndim, int64_t *outer, int64_t *n, int64_t *inner) {
-  *outer = *n = *inner = 1;
-  for (int i = 0; i < s->rank; i++) {
-    int64_t *p = i < axis ? outer : i < axis + ndim ? n : inner;
-    *p *= s->dims[i];
-  }
 }
 
 /* layer_norm: inputs x[, weight][, bias]; iattr = [ndim, has_weight, has_bias(, axis)];
@@ -331,11 +319,8 @@ static tdm_status rms_norm_check(const tdm_method *m, const tdm_op *op) {
 /* argmax / argmin: iattr = [dim]; output i64, keepdim or not. First index wins ties; NaN is the
  * maximum (and minimum), like PyTorch. */
 static tdm_status arg_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
-  const tdm_shape *s = in[0].shape;
-  const int64_t d = op->iattr[0], n = s->dims[d];
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < d; i++) outer *= s->dims[i];
-  for (int i = (int)d + 1; i < s->rank; i++) inner *= s->dims[i];
+  int64_t outer, n, inner;
+  norm_layout(in[0].shape, op->iattr[0], 1, &outer, &n, &inner);
   const bool mx = op->def->code == TDM_ARG_MAX;
   int64_t *y = out->data;
   for (int64_t o = 0; o < outer; o++)

@@ -68,12 +68,8 @@ void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp
 }
 
 void tdm_f32_layer_norm_row__simd128(const float *x, float *y, int64_t n, const float *w, const float *b, float eps) {
-  v128_t s4 = wasm_f32x4_splat(0);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) s4 = wasm_f32x4_add(s4, wasm_v128_load(x + i));
-  float sum = hsum(s4);
-  for (; i < n; i++) sum += x[i];
-  const float mu = sum / (float)n;
+  const float mu = tdm_f32_sum_row__simd128(x, n) / (float)n; /* the row sum's order: the same bits */
+  int64_t i;
   const v128_t muv = wasm_f32x4_splat(mu);
   v128_t q4 = wasm_f32x4_splat(0);
   for (i = 0; i + 4 <= n; i += 4) {

@@ -216,3 +216,142 @@ test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops"
   assert.equal(e.name, 'TandemError');
   assert.match(e.message, /isnan/);
 });
+
+test('out of GPU memory (simulated) at load, for a call, a state read and a fork: TDM_ERR_OUT_OF_MEMORY, nothing half-done',
+  { timeout: 600000 }, async () => {
+    const r = await page.evaluate(() => window.gpuOom());
+    assert.equal(r.load?.code, 'TDM_ERR_OUT_OF_MEMORY', JSON.stringify(r.load));
+    assert.match(r.load.message, /constants .* and the state and scratch/);
+    assert.equal(r.auto.device, 'wasm');
+    assert.match(r.auto.reason, /out of GPU memory/);
+    assert.equal(r.call?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.match(r.call.message, /method 'decode'.*nothing ran, the state is unchanged/);
+    assert.equal(r.read?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.ok(r.unchangedAfterCall, 'the refused call left the state as it was');
+    assert.equal(r.fork?.code, 'TDM_ERR_OUT_OF_MEMORY');
+    assert.match(r.fork.message, /fork\(\)/);
+    assert.ok(r.unchangedAfterFork, 'the refused fork left the state as it was');
+    near(r.next, r.cpuNext, 'the decode after the refused calls vs wasm');
+  });
+
+test('state and scratch above the adapter\'s maxStorageBufferBindingSize or maxBufferSize: TDM_ERR_DEVICE_LIMIT naming both; '
+  + "'auto' runs on wasm and says why; requiredLimits the adapter lacks: TDM_ERR_DEVICE_LIMIT", { timeout: 600000 }, async () => {
+  for (const [name, limit] of [['hf_llama', 4096], ['streaming_conv', 64]]) {
+    const r = await page.evaluate(([n, l]) => window.gpuLimits(n, l), [name, { maxStorageBufferBindingSize: limit }]);
+    assert.ok(r.stateBytes + r.scratchBytes > limit, `${name}: the state and scratch need more than the limit`);
+    assert.equal(r.strict?.code, 'TDM_ERR_DEVICE_LIMIT', `${name}: ${JSON.stringify(r.strict)}`);
+    assert.ok(r.strict.message.includes(`above this adapter's maxStorageBufferBindingSize (${limit} bytes)`), r.strict.message);
+    assert.match(r.strict.message, /the state and scratch buffer \(state \d+ bytes, scratch \d+ bytes/);
+    assert.equal(r.device, 'wasm');
+    assert.match(r.reason, /maxStorageBufferBindingSize/);
+  }
+  const b = await page.evaluate(([n, l]) => window.gpuLimits(n, l), ['hf_llama', { maxBufferSize: 4096 }]);
+  assert.equal(b.strict?.code, 'TDM_ERR_DEVICE_LIMIT');
+  assert.match(b.strict.message, /state and scratch buffer .* maxBufferSize \(4096 bytes\)/);
+  // an adapter claiming more than the device can have: requestDevice refuses the requiredLimits
+  const big = await page.evaluate(([n, l]) => window.gpuLimits(n, l), ['streaming_conv', { maxStorageBufferBindingSize: 2 ** 50 }]);
+  assert.equal(big.strict?.code, 'TDM_ERR_DEVICE_LIMIT', JSON.stringify(big.strict));
+  assert.match(big.strict.message, /requiredLimits/);
+  assert.equal(big.device, 'wasm');
+});
+
+// the tiled matmul (web/webgpu/gemm.js) for more than one row, its tile side from the adapter's
+// limits: 16 (256 threads), 8 (64 threads), 4 (128 bytes of workgroup storage), none (the map kernel)
+const TILES = [[{}, 256], [{ maxComputeInvocationsPerWorkgroup: 64 }, 64], [{ maxComputeWorkgroupStorageSize: 128 }, 16],
+  [{ maxComputeWorkgroupStorageSize: 64 }, 0]];
+
+test('tiled matmul: gemm_tiles (M, N, K of 37, 45, 70, 21, 33, 19...) equals eager at every tile side', { timeout: 600000 }, async () => {
+  const { spec } = fixture('gemm_tiles');
+  for (const [limits, wg] of TILES) {
+    const { r, gemm } = await page.evaluate(([l]) => window.withLimits(l, 'gpuCase', 'gemm_tiles', 'webgpu'), [limits]);
+    assert.equal(r.device, 'webgpu');
+    if (wg) assert.ok(gemm.length >= 2 && gemm.every((w) => w === wg), `tiled kernels of ${wg} threads: ${gemm}`);
+    else assert.deepEqual(gemm, [], 'no tile fits: the map kernel');
+    const where = (i, k) => `${JSON.stringify(limits)} call ${i} output ${k}`;
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], where(i, k))));
+  }
+});
+
+test('tiled matmul and conv: every matmul/linear/addmm/bmm/conv op case equals wasm at tile sides 16 and 4', { timeout: 600000 },
+  async () => {
+    const products = /^(matmul|linear|addmm|bmm|conv(?!_transpose))[-_\d].*\.tandem$/;
+    const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => products.test(f))
+      .map((f) => f.slice(0, -7)))].filter((n) => !/int/.test(n));
+    assert.ok(names.length >= 50, names.join(' '));
+    for (const [limits, wg] of [TILES[0], TILES[2]]) {
+      const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);
+      assert.ok(gemm.length > 0 && gemm.every((w) => w === wg), `tiled kernels: ${gemm}`);
+      for (const c of r) {
+        assert.equal(c.device, 'webgpu', c.name);
+        assert.equal(c.error, null, c.name);
+        c.got.forEach((g, k) => near(g, c.want[k], `${c.name} output ${k} (${wg} threads)`));
+      }
+    }
+  });
+
+test('tiled conv (implicit GEMM): streaming_conv, cnn and codec at tile side 4 equal eager over their call sequences',
+  { timeout: 600000 }, async () => {
+    for (const name of ['streaming_conv', 'cnn', 'codec']) {
+      const { spec } = fixture(name);
+      const { r, gemm } = await page.evaluate(([l, n]) => window.withLimits(l, 'gpuCase', n, 'webgpu'), [TILES[2][0], name]);
+      assert.equal(r.device, 'webgpu');
+      if (name !== 'codec') assert.ok(gemm.length > 0 && gemm.every((w) => w === 16), `${name}: tiled kernels ${gemm}`);
+      r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `${name} call ${i} output ${k}`)));
+    }
+  });
+
+test('tiled matmul: the Llama prefill (several rows through the packed linear layers) at tile side 4 equals eager and wasm',
+  { timeout: 600000 }, async () => {
+    const { spec } = fixture('hf_llama');
+    const { r, gemm } = await page.evaluate(([l]) => window.withLimits(l, 'gpuLM', 'hf_llama'), [TILES[2][0]]);
+    assert.equal(r.device, 'webgpu');
+    assert.ok(gemm.length > 0 && gemm.every((w) => w === 16), `tiled kernels: ${gemm}`);
+    for (const n of Object.keys(spec.logits)) {
+      near(r.prefill[n], { ...spec.logits[n], shape: [1, spec.logits[n].shape.at(-1)] }, `prefill of ${n} vs eager`);
+      near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
+    }
+    r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+  });
+
+// gpuWeights: 'float16' (web/webgpu/half.js): the weight matrices as float16 in GPU memory, float32
+// math. SwiftShader has no 'shader-f16' feature; the kernels need none (unpack2x16float is core WGSL).
+// Tolerance: 1e-2 of each output's largest |value| (float16 keeps 11 significant bits: 2^-12 relative
+// per weight, summed over K); the largest error seen is printed.
+/** The largest |got - want| over want's largest |value|. */
+const relErr = (got, want) => {
+  const scale = Math.max(1e-6, ...want.data.map(num).map(Math.abs));
+  return Math.max(...got.data.map((g, i) => Math.abs(num(g) - num(want.data[i])))) / scale;
+};
+
+test("gpuWeights: 'float16' keeps the weights as float16 on WebGPU: gemm_tiles and the Llama within 1e-2 of eager and wasm",
+  { timeout: 600000 }, async () => {
+    const { spec } = fixture('gemm_tiles');
+    const { r, half } = await page.evaluate(() => window.withLimits({}, 'gpuCase', 'gemm_tiles', 'webgpu', { gpuWeights: 'float16' }));
+    assert.equal(r.device, 'webgpu');
+    assert.ok(half > 0, 'a kernel read float16 weights');
+    let worst = 0, linear = 0;
+    r.outs.forEach((outs, i) => outs.forEach((o, k) => {
+      const e = relErr(o, spec.calls[i].outputs[k]);
+      assert.ok(e <= 1e-2, `call ${i} output ${k}: ${e}`);
+      worst = Math.max(worst, e);
+      if (k === 0) linear = Math.max(linear, e);
+    }));
+    assert.ok(linear > 1e-6, `the linear layer's weights were rounded to float16 (error ${linear})`);
+    const lm = await page.evaluate(() => window.withLimits({}, 'gpuLM', 'hf_llama', 'hf_llama', { gpuWeights: 'float16' }));
+    assert.ok(lm.half > 0);
+    const { r: q } = lm;
+    for (const n of Object.keys(q.prefill)) {
+      const e = Math.max(relErr(q.prefill[n], q.cpuPrefill[n]), relErr(q.prefill[n], { ...fixture('hf_llama').spec.logits[n] }));
+      assert.ok(e <= 1e-2, `prefill of ${n}: ${e}`);
+      worst = Math.max(worst, e);
+    }
+    q.decode.forEach((o, k) => assert.ok(relErr(o, q.cpuDecode[k]) <= 1e-2, `decode output ${k}`));
+    assert.ok(q.restored && q.forked, 'save/restore and fork give the same bits');
+    assert.equal(q.refused, 'TDM_ERR_INDEX');
+    assert.ok(q.unchanged);
+    const bytes = await page.evaluate(async () => [await window.gpuBytes('hf_llama', {}),
+      await window.gpuBytes('hf_llama', { gpuWeights: 'float16' })]);
+    assert.ok(bytes[1] < bytes[0], `float16 weights take fewer GPU bytes: ${bytes}`);
+    console.log(`# float16 weights: largest error ${worst.toExponential(2)} of the largest |value|; hf_llama's GPU buffers at load: `
+      + `${bytes[0]} bytes with float32 weights, ${bytes[1]} with float16`);
+  });

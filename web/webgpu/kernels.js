@@ -19,8 +19,9 @@ import {
 import { argExtreme, cumsum, select, gather, scatter } from './indexing.js';
 import { attention, conv, pool, convTranspose } from './spatial.js';
 import { matmulQ, embeddingQ } from './quant.js';
+import { tiledMatmul, tileSize } from './gemm.js';
 
-export { workgroupSize };
+export { workgroupSize, tileSize };
 
 // ---- op tables ------------------------------------------------------------------------------------
 
@@ -157,8 +158,9 @@ export function unsupported(op) {
   return name;
 }
 
-/** The dispatches of one op. `A(v)` resolves a plan value to an operand. */
-export function compile(op, A, opIndex) {
+/** The dispatches of one op. `A(v)` resolves a plan value to an operand; `opts.tile`: the tiled
+ * matmul's tile side (gemm.js tileSize; 0 or absent: no tiled kernel). */
+export function compile(op, A, opIndex, opts = {}) {
   const { name, iattr, fattr } = op;
   const ins = op.ins.map(A), outs = op.outs.map(A);
   const y = outs[0], yst = y ? contiguous(y.shape) : [];
@@ -228,6 +230,10 @@ export function compile(op, A, opIndex) {
         return batch.map((n, d) => { const e = d - (batch.length - xr); return e < 0 || (x.shape[e] === 1 && n !== 1) ? 0 : xs[e]; });
       };
       const sa = [...bs(a), K, 0], sb = [...bs(b), 0, 1];
+      const M = r >= 2 ? y.shape[r - 2] : 1;
+      if (opts.tile && M > 1 && a.shape.length >= 2 && b.shape.length >= 2 && a.shape.at(-2) === M && b.shape.at(-2) === K) {
+        return [tiledMatmul(y, a, b, M, N, K, { dims: batch, sa: bs(a), sb: bs(b) }, opts.tile, false)];
+      }
       return [mapDispatch(['float32', 'float32', 'float32'], ['M', a.src, b.src], '',
         { init: '0.0', step: 'acc = fma(a0, a1, acc);', fin: 'acc' },
         y.shape, [K], [{ base: y.base, strides: yst }, { base: a.base, strides: sa, rstrides: [1] },
@@ -235,6 +241,7 @@ export function compile(op, A, opIndex) {
     }
     case 'matmul_packed': {
       const [a, bp] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], rows = numel(y.shape) / (N || 1);
+      if (opts.tile && rows > 1) return [tiledMatmul(y, a, bp, rows, N, K, { dims: [], sa: [], sb: [] }, opts.tile, true)];
       const code = (wg) => header(false) + reader('ra', 'float32', a.src) + reader('rb', 'float32', bp.src) + writer('wr', 'float32')
         + MAIN(wg, `
   let N = P[0]; let K = P[1];
@@ -375,7 +382,7 @@ export function compile(op, A, opIndex) {
     case 'matmul_q8': case 'matmul_q4': return [matmulQ(name === 'matmul_q4', ins, y, iattr)];
     case 'embedding_q8': case 'embedding_q4': return [embeddingQ(name === 'embedding_q4', ins, y, iattr)];
     case 'attention': return attention(op, ins, y, iattr, fattr);
-    case 'conv': return conv(ins, y, iattr);
+    case 'conv': return conv(ins, y, iattr, opts.tile);
   }
   throw new Error(`no WebGPU kernel for ${name}`);
 }

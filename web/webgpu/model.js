@@ -4,7 +4,9 @@
 // plan are read from it (tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never parsed
 // here. A call validates its inputs, then encodes every op of the method into one command
 // submission and reads back only its outputs (and a 4-byte failure flag).
-import { unsupported, compile, operand, workgroupSize } from './kernels.js';
+import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
+import { scoped, allocError, allocate, overLimit } from './memory.js';
+import { halfWeights } from './half.js';
 
 const ALIGN = 256;
 const up = (n, a) => Math.ceil(n / a) * a;
@@ -53,47 +55,69 @@ function constSpan(plan, op) {
   return lo < hi ? [lo, hi] : null;
 }
 
-/** How the data section goes into GPU buffers: one buffer when it fits a binding, else several
- * of at most maxBufferSize, cut between the byte spans of the ops' constants (so each op's
- * constants lie in one buffer), each dispatch binding a window of at most
- * maxStorageBufferBindingSize over its own. Returns { chunks: [[start, end]] } or { error }. */
-export function constLayout(plans, dataSize, maxBuffer, maxBinding) {
-  if (dataSize <= Math.min(maxBuffer, maxBinding)) return { chunks: [[0, dataSize]] };
+/** How the data section goes into GPU buffers: one buffer when it fits a binding (and nothing of
+ * it is kept elsewhere: `split` false), else only the byte spans the ops' constants take (merged
+ * where they overlap, so each op's constants lie in one span), packed one after another into
+ * buffers of at most maxBufferSize, each at its own offset modulo 256 (so every element keeps its
+ * alignment); each dispatch binds a window of at most maxStorageBufferBindingSize over its span.
+ * Returns { chunks: [{ start, end, at, buf }] (data bytes [start, end) at byte `at` of buffer
+ * `buf`), sizes: [buffer bytes] } or { error, limit }. */
+export function constLayout(plans, dataSize, maxBuffer, maxBinding, split = false) {
+  const whole = { chunks: [{ start: 0, end: dataSize, at: 0, buf: 0 }], sizes: [dataSize] };
+  if (!split && dataSize <= Math.min(maxBuffer, maxBinding)) return whole;
   const spans = [];
   for (const plan of plans) {
     for (const op of plan.ops) {
       const s = constSpan(plan, op);
-      if (s) spans.push(s);
+      if (s) spans.push([...s, `${op.name} (method ${plan.m} op ${plan.ops.indexOf(op)})`]);
     }
-    for (const v of plan.outputs.map((j) => plan.values[j])) if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v)]);
+    for (const v of plan.outputs.map((j) => plan.values[j])) {
+      if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v), `a constant output of method ${plan.m}`]);
+    }
   }
   spans.sort((a, b) => a[0] - b[0]);
   const merged = [];
-  for (const [lo, hi] of spans) {
+  for (const [lo, hi, who] of spans) {
     const last = merged[merged.length - 1];
     if (last && lo < last[1]) last[1] = Math.max(last[1], hi);
-    else merged.push([lo, hi]);
+    else merged.push([lo & ~3, hi, who]);
   }
-  const chunks = [];
-  for (const [lo, hi] of merged) {
+  const chunks = [], sizes = [0];
+  for (const [lo, hi, who] of merged) {
     if (hi - lo + ALIGN > Math.min(maxBuffer, maxBinding)) {
-      return { error: `one op's constants take ${hi - lo} bytes, above this adapter's storage binding limit (${maxBinding})` };
+      const [name, limit] = maxBinding <= maxBuffer ? ['maxStorageBufferBindingSize', maxBinding] : ['maxBufferSize', maxBuffer];
+      return { error: `the constants of ${who} (with the ops sharing them) take ${hi - lo} bytes in one binding, above this ` +
+        `adapter's ${name} (${limit} bytes)`, limit: name };
     }
-    const last = chunks[chunks.length - 1];
-    if (last && hi - last[0] <= maxBuffer) last[1] = hi;
-    else chunks.push([Math.floor(lo / ALIGN) * ALIGN, hi]);
+    let buf = sizes.length - 1, at = up(sizes[buf], ALIGN) + (lo % ALIGN);
+    if (at + hi - lo > maxBuffer) {
+      sizes.push(0);
+      buf++;
+      at = lo % ALIGN;
+    }
+    chunks.push({ start: lo, end: hi, at, buf });
+    sizes[buf] = at + up(hi - lo, 4);
   }
-  return { chunks };
+  if (!chunks.length) chunks.push({ start: 0, end: 0, at: 0, buf: 0 });
+  return { chunks, sizes };
 }
 
+/** Marks plan's values that live in H (float16 weights, half.js): region 3, `half` their element. */
+const markHalf = (plan, half) => {
+  for (const v of plan.values) {
+    if (half?.at.has(v.offset) && v.region === 1 && v.dtype === 'float32') Object.assign(v, { region: 3, half: half.at.get(v.offset) });
+  }
+  return plan;
+};
+
 /** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
- * ('auto'), or TDM_ERR_DEVICE ('webgpu'). */
-export async function onDevice(model, device, h) {
-  const fail = (reason) => {
+ * ('auto'), or a TandemError ('webgpu'): TDM_ERR_DEVICE (no adapter, ops without a kernel),
+ * TDM_ERR_DEVICE_LIMIT (a buffer above the adapter's limits, named), TDM_ERR_OUT_OF_MEMORY. */
+export async function onDevice(model, device, h, gpuWeights = 'float32') {
+  const fail = (reason, code = 'TDM_ERR_DEVICE') => {
     if (device === 'webgpu') {
       model.dispose();
-      throw new h.TandemError('TDM_ERR_DEVICE',
-        `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
+      throw new h.TandemError(code, `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
     }
     model[h.DEVICE_REASON] = reason;
     return model;
@@ -127,41 +151,60 @@ export async function onDevice(model, device, h) {
   const scratchBase = up(program.stateBytes, ALIGN), sessionBytes = up(scratchBase + program.scratchBytes, 4) || 4;
   const dataSize = rt.x.tdm_program_data_size(handle) >>> 0;
   const lim = adapter.limits;
-  const cap = Math.min(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
-  if (sessionBytes > cap) return fail(`state and scratch take ${sessionBytes} bytes, above this adapter's storage buffer limit (${cap})`);
-  const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize);
-  if (layout.error) return fail(layout.error);
+  const over = overLimit(lim, [{ what: `the state and scratch buffer (state ${program.stateBytes} bytes, scratch ` +
+    `${program.scratchBytes} bytes, one storage binding)`, bytes: sessionBytes, binding: true }]);
+  if (over) return fail(over.message, 'TDM_ERR_DEVICE_LIMIT');
+  // gpuWeights 'float16': the weight matrices into H as float16 (the rest of the constants stay in C)
+  const half = gpuWeights === 'float16' ? halfWeights(plans, nbytesOf, rt.bytes(rt.x.tdm_program_data(handle) >>> 0, dataSize)) : null;
+  for (const plan of plans) markHalf(plan, half);
+  const hOver = half && overLimit(lim, [{ what: 'the float16 weights\' buffer', bytes: half.image.byteLength, binding: true }]);
+  if (hOver) return fail(hOver.message, 'TDM_ERR_DEVICE_LIMIT');
+  const layout = constLayout(plans, dataSize, lim.maxBufferSize, lim.maxStorageBufferBindingSize, !!half);
+  if (layout.error) return fail(layout.error, 'TDM_ERR_DEVICE_LIMIT');
   let dev;
+  // the limits the program needs (never below WebGPU's defaults, which every device has): the
+  // adapter's largest buffers, so a model loaded later on the same device class fits as well
+  const requiredLimits = {
+    maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
+  };
   try {
-    // the adapter's largest buffers (never below WebGPU's defaults, which every device has)
-    dev = await adapter.requestDevice({ requiredLimits: {
-      maxStorageBufferBindingSize: Math.max(lim.maxStorageBufferBindingSize, 1 << 27), maxBufferSize: Math.max(lim.maxBufferSize, 1 << 28),
-    } });
+    dev = await adapter.requestDevice({ requiredLimits });
   } catch (e) {
-    return fail(`requestDevice failed: ${e.message}`);
+    return fail(`requestDevice with requiredLimits ${JSON.stringify(requiredLimits)} failed: ${e.message}`, 'TDM_ERR_DEVICE_LIMIT');
   }
-  dev.pushErrorScope('out-of-memory');
-  const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout.chunks, lim.maxStorageBufferBindingSize);
-  const gm = new GpuModel(gp, model);
-  const oom = await dev.popErrorScope();
-  if (oom) {
+  // a device whose limits are below what was asked (or below what the state needs) is refused
+  const short = overLimit(dev.limits, [{ what: 'the state and scratch buffer', bytes: sessionBytes, binding: true }]);
+  if (short) {
+    dev.destroy();
+    return fail(`the device's limits are below the adapter's: ${short.message}`, 'TDM_ERR_DEVICE_LIMIT');
+  }
+  // every buffer of the load under the out-of-memory and validation scopes: a failure destroys the
+  // device (nothing of it is kept)
+  const res = await scoped(dev, () => {
+    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout, lim.maxStorageBufferBindingSize,
+      tileSize(lim), half);
+    return new GpuModel(gp, model);
+  });
+  const err = allocError(h, res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
+    `(${sessionBytes} bytes)`, dataSize + sessionBytes, "load with device: 'wasm' (or 'auto', which falls back to wasm)");
+  if (err) {
     dev.destroy();
     if (device === 'webgpu') {
       model.dispose();
-      throw new h.TandemError('TDM_ERR_OUT_OF_MEMORY', `device 'webgpu': the GPU has no room for the constants ` +
-        `(${dataSize} bytes) and the state and scratch (${sessionBytes} bytes): ${oom.message}; load with device: 'wasm'`);
+      throw err;
     }
-    model[h.DEVICE_REASON] = `out of GPU memory for the constants and state (${oom.message})`;
+    model[h.DEVICE_REASON] = res.oom ? `out of GPU memory for the constants and state (${res.oom.message})`
+      : `the GPU refused the constants' or state's buffers (${res.invalid.message})`;
     return model;
   }
-  return gm;
+  return res.value;
 }
 
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, chunks, maxBinding) {
-    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes });
+  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, { chunks, sizes }, maxBinding, tile, half) {
+    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile, half });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
       entries: [
@@ -169,6 +212,7 @@ class GpuProgram {
         { binding: 1, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
         { binding: 2, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'storage' } },
         { binding: 3, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } },
+        { binding: 4, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'read-only-storage' } }, // H: float16 weights
       ],
     });
     this.pipeLayout = dev.createPipelineLayout({ bindGroupLayouts: [this.layout] });
@@ -182,18 +226,23 @@ class GpuProgram {
     // itself (a method whose result folded at export), read back from here
     const data = this.rt.x.tdm_program_data(program.handle) >>> 0;
     this.maxBinding = maxBinding; // the adapter's (the device asked for it)
-    this.consts = chunks.map(([start, end]) => {
-      const buffer = dev.createBuffer({
-        size: up(Math.max(end - start, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
-      });
+    this.constBuffers = sizes.map((n) => dev.createBuffer({
+      size: up(Math.max(n, 4), 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC,
+    }));
+    this.consts = chunks.map(({ start, end, at: place, buf }) => {
+      const buffer = this.constBuffers[buf];
       for (let at = start; at < end; at += 1 << 24) { // a copy out of (possibly shared) wasm memory, 16 MiB at a time
         const n = Math.min(1 << 24, end - at);
         const chunk = new Uint8Array(up(n, 4));
         chunk.set(this.rt.bytes(data + at, n));
-        dev.queue.writeBuffer(buffer, at - start, chunk);
+        dev.queue.writeBuffer(buffer, place + at - start, chunk);
       }
-      return { start, end, buffer };
+      return { start, end, at: place, buffer, size: buffer.size };
     });
+    // H: the float16 weights (half.js), or a placeholder word
+    const himg = half?.image ?? new Uint32Array(1);
+    this.halfBuffer = dev.createBuffer({ size: himg.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    dev.queue.writeBuffer(this.halfBuffer, 0, himg);
     // the initial state region, from the wasm session (fresh: its state is the initial values)
     const { session } = wasmModel[h.INTERNALS]();
     this.initial = new Uint8Array(up(program.stateBytes, 4));
@@ -210,14 +259,15 @@ class GpuProgram {
       // the window of the constants' buffer this op binds: its constants' span, from a 256-byte boundary
       const span = constSpan(plan, op);
       const c = span ? this.consts.find((b) => span[0] >= b.start && span[1] <= b.end) : this.consts[0];
-      const off = span ? Math.floor((span[0] - c.start) / ALIGN) * ALIGN : 0;
-      const size = Math.min(up(Math.max(c.end - c.start - off, 4), 4), Math.floor(this.maxBinding / 4) * 4);
+      const off = span ? Math.floor((span[0] - c.start + c.at) / ALIGN) * ALIGN : 0;
+      const size = Math.min(c.size - off, Math.floor(this.maxBinding / 4) * 4);
       const cwin = { buffer: c.buffer, offset: off, size };
       const A = (v) => {
         const val = plan.values[v];
-        return operand(val.region === 1 ? { ...val, offset: val.offset - c.start - off } : val, mBase);
+        if (val.region === 3) return { src: 'H', base: val.half, dtype: val.dtype, shape: val.shape };
+        return operand(val.region === 1 ? { ...val, offset: val.offset - c.start + c.at - off } : val, mBase);
       };
-      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k)) {
+      for (const d of compile({ ...op, ins: op.in, outs: op.out }, A, k, { tile: this.tile })) {
         if (d.count > 0) list.push(Object.assign(d, { cwin }));
       }
     });
@@ -228,7 +278,8 @@ class GpuProgram {
     }
     const params = new Uint32Array(Math.max(words, 4));
     for (const d of list) params.set(d.params.map((p) => p >>> 0), d.at / 4);
-    const buf = this.dev.createBuffer({ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    const [buf] = await allocate(this.dev, this.h, [{ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }],
+      `method ${plan.m}: the kernels' parameters`, 'nothing ran, the state is unchanged');
     this.dev.queue.writeBuffer(buf, 0, params);
     for (const d of list) d.pipeline = await this.pipeline(d);
     plan.compiled = { list, params: buf };
@@ -381,7 +432,7 @@ export class GpuModel {
             rt.check(x.tdm_session_set_input_shape(session, m, i, dims, t.shape.length));
           });
           rt.check(x.tdm_session_bind(session, m));
-          plan = readPlan(rt, program.handle, session, m, dims + 64);
+          plan = markHalf(readPlan(rt, program.handle, session, m, dims + 64), gp.half);
         } finally {
           x.tdm_free(dims);
         }
@@ -416,6 +467,7 @@ export class GpuModel {
           { binding: 0, resource: { buffer: this.#buf } }, { binding: 1, resource: d.cwin },
           { binding: 2, resource: { buffer: this.#flag } },
           { binding: 3, resource: { buffer: params, offset: d.at, size: up(d.params.length * 4, 16) } },
+          { binding: 4, resource: { buffer: gp.halfBuffer } },
         ],
       }));
       this.#groups.set(plan, groups);
@@ -425,7 +477,7 @@ export class GpuModel {
     list.forEach((d, k) => {
       pass.setPipeline(d.pipeline);
       pass.setBindGroup(0, groups[k]);
-      const wgs = Math.ceil(d.count / gp.wg);
+      const wgs = d.groups ?? Math.ceil(d.count / gp.wg); // a kernel with its own workgroup size (gemm.js) gives its groups
       pass.dispatchWorkgroups(Math.min(wgs, gp.maxGroups), Math.ceil(wgs / gp.maxGroups));
     });
     pass.end();
@@ -434,21 +486,15 @@ export class GpuModel {
     const outs = plan.outputs.map((v) => {
       const val = plan.values[v], nbytes = nbytesOf(val);
       const c = val.region === 1 ? gp.consts.find((b) => val.offset >= b.start && val.offset + nbytes <= b.end) ?? gp.consts[0] : null;
-      const src = c ? c.buffer : this.#buf, o = c ? val.offset - c.start : base(val);
+      const src = c ? c.buffer : this.#buf, o = c ? val.offset - c.start + c.at : base(val);
       const lo = o & ~3, size = up(o + nbytes, 4) - lo;
       const r = { val, nbytes, skip: o - lo, at, src, lo, size };
       at += up(size, 4);
       return r;
     });
     // out of memory for the read-back buffer: refused before anything is submitted (state unchanged)
-    dev.pushErrorScope('out-of-memory');
-    const staging = dev.createBuffer({ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    const oom = await dev.popErrorScope();
-    if (oom) {
-      staging.destroy();
-      throw this.#err('TDM_ERR_OUT_OF_MEMORY', `method '${name}': no GPU memory for the outputs' ${at} bytes (${oom.message}); ` +
-        'nothing ran, the state is unchanged');
-    }
+    const [staging] = await allocate(dev, h, [{ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+      `method '${name}': the read-back buffer of the outputs`, 'nothing ran, the state is unchanged');
     enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
     for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
     // a command the device refuses is reported, never a silently unrun call (it read back zeros);
@@ -504,7 +550,8 @@ export class GpuModel {
   /** `n` bytes of this session's buffer from byte `at` (a multiple of 4). */
   async #download(at, n) {
     const dev = this.#gp.dev, size = up(n, 4) || 4;
-    const staging = dev.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const [staging] = await allocate(dev, this.#gp.h, [{ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+      'the read-back buffer of the state', 'the state is unchanged');
     const enc = dev.createCommandEncoder();
     enc.copyBufferToBuffer(this.#buf, at, staging, 0, size);
     dev.queue.submit([enc.finish()]);
@@ -601,7 +648,23 @@ export class GpuModel {
   fork(options) {
     return this.#enqueue('fork', async () => {
       const w = await this.#wasm.fork(options?.state === 'copy' ? { ...options, state: 'initial' } : options); // checks the options
-      const f = new GpuModel(this.#gp, w);
+      // the fork's buffers under the out-of-memory and validation scopes: on failure it is gone
+      // whole (this model untouched)
+      let res;
+      try {
+        res = await scoped(this.#gp.dev, () => new GpuModel(this.#gp, w));
+      } catch (e) {
+        w.dispose();
+        throw e;
+      }
+      const f = res.value;
+      const err = allocError(this.#gp.h, res, 'fork(): the new model\'s state and scratch', this.#gp.sessionBytes + 16,
+        'no model was made, this one is unchanged');
+      if (err) {
+        if (f) f.dispose();
+        else w.dispose();
+        throw err;
+      }
       if (options?.state === 'copy' && this.#gp.program.stateBytes > 0) {
         const enc = this.#gp.dev.createCommandEncoder();
         enc.copyBufferToBuffer(this.#buf, 0, f.#buf, 0, up(this.#gp.program.stateBytes, 4));
@@ -619,7 +682,8 @@ export class GpuModel {
       this.#buf.destroy();
       this.#flag.destroy();
       if (--this.#gp.users === 0) {
-        for (const c of this.#gp.consts) c.buffer.destroy();
+        for (const b of this.#gp.constBuffers) b.destroy();
+        this.#gp.halfBuffer.destroy();
         this.#gp.dev.destroy();
       }
     });

@@ -1,6 +1,7 @@
 // WebGPU kernels over spatial windows: attention over the KV state, conv, conv_transpose and pooling
 // (web/webgpu/kernels.js dispatches them; the semantics are src/kernels/attention.c's and conv.c's).
 import { numel, broadcastStrides, header, reader, writer, MAIN, MATH, f32bits, special } from './wgsl.js';
+import { tiledConv } from './gemm.js';
 
 export function attention(op, ins, y, iattr, fattr) {
   const [q, k, v] = ins, mask = iattr[0] ? ins[3] : null, r = q.shape.length;
@@ -56,7 +57,9 @@ export function attention(op, ins, y, iattr, fattr) {
   return [special(`attn|${q.src}${k.src}${v.src}|${mask ? mask.dtype + mask.src : ''}`, code, p, heads * Tq)];
 }
 
-export function conv(ins, y, iattr) {
+/** conv: the tiled implicit GEMM (gemm.js) where a group has more than one output channel and
+ * position and `tile` is set, else one thread per output. */
+export function conv(ins, y, iattr, tile = 0) {
   const [x, w] = ins, r = iattr[0], hasBias = iattr[1], groups = iattr[2];
   const stride = iattr.slice(3, 3 + r), padding = iattr.slice(3 + r, 3 + 2 * r), dilation = iattr.slice(3 + 2 * r, 3 + 3 * r);
   const act = iattr.length > 3 + 3 * r ? iattr[3 + 3 * r] : 0;
@@ -69,6 +72,9 @@ export function conv(ins, y, iattr) {
   // the conv activations of src/kernels/conv.c: none, relu, hardswish, elu (alpha 1: max(y, exp(min(y, 0)) - 1))
   const actExpr = ['acc', 'max(acc, 0.0)', 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0', 'max(acc, exp(min(acc, 0.0)) - 1.0)'][act];
   if (actExpr === undefined) throw new Error(`conv: activation ${act} has no WebGPU kernel`);
+  if (tile && Og > 1 && OH * OW > 1) {
+    return [tiledConv(x, w, bias, y, { N, Cin, O, groups, Cg, Og, H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw }, actExpr, tile)];
+  }
   const total = N * O * OH * OW;
   const code = (wg) => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', w.src)
     + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(wg, `

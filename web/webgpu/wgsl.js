@@ -45,13 +45,16 @@ export function header(atomicM) {
 @group(0) @binding(1) var<storage, read> C: array<u32>;
 @group(0) @binding(2) var<storage, read_write> F: array<atomic<u32>>;
 @group(0) @binding(3) var<storage, read> P: array<u32>;
+@group(0) @binding(4) var<storage, read> H: array<u32>;
 fn mw(w: u32) -> u32 { return ${atomicM ? 'atomicLoad(&M[w])' : 'M[w]'}; }
 fn cw(w: u32) -> u32 { return C[w]; }
 `;
 }
 
-/** fn name(e: u32) -> T reading element e of a dtype from buffer src ('M' or 'C'). */
+/** fn name(e: u32) -> T reading element e of a dtype from buffer src ('M', 'C', or 'H': float16 weights). */
 export function reader(name, dtype, src) {
+  // float32 weights kept as float16 pairs in H (half.js)
+  if (src === 'H') return `fn ${name}(e: u32) -> f32 { let v = unpack2x16float(H[e >> 1u]); return select(v.x, v.y, (e & 1u) == 1u); }\n`;
   const w = src === 'C' ? 'cw' : 'mw';
   switch (dtype) {
     case 'float32': return `fn ${name}(e: u32) -> f32 { return bitcast<f32>(${w}(e)); }\n`;
