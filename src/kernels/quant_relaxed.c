@@ -131,8 +131,8 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
       q4_dot_panels(R, NP, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, ldy, N - j); \
   } while (0)
 
-void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+static void q4_dot_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                         const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   int64_t j = 0;
   switch (M) {
@@ -145,6 +145,14 @@ void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const 
     case 4: Q4_DOT_COLUMNS(4, 1); break;
     default: tdm_q4_gemm_dot__scalar(M, N, K, G, xq, xs, xsum, qp, scale, y, ldy);
   }
+}
+
+/* Any number of rows, four at a time. */
+void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+  const int64_t NG = K / G + (K % G != 0);
+  for (int64_t r = 0; r < M; r += 4)
+    q4_dot_4rows(M - r < 4 ? M - r : 4, N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy, ldy);
 }
 
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,

@@ -206,8 +206,8 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int R, int NP, int
     for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
   } while (0)
 
-void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
-                              float *y, int64_t ldy) {
+static void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                         float *y, int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   int64_t j = 0;
   switch (M) {
@@ -223,6 +223,13 @@ void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq
     case 4: Q8_DOT_COLUMNS(4, 1); break;
     default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
   }
+}
+
+/* Any number of rows, four at a time. */
+void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                              float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
 }
 
 /* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R
@@ -334,8 +341,8 @@ static inline __attribute__((always_inline)) void q4_dot_i16_panel(int R, int64_
   for (int r = 0; r < R; r++) tdm_store8(y + r * ldy, t[r][0], t[r][1], n);
 }
 
-void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+static void q4_dot_i16_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   if (M == 1) {
     tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
@@ -354,6 +361,14 @@ void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, co
       default: q4_dot_i16_panel(4, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
     }
   }
+}
+
+/* Any number of rows, four at a time. */
+void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+  const int64_t NG = K / G + (K % G != 0);
+  for (int64_t r = 0; r < M; r += 4)
+    q4_dot_i16_4rows(M - r < 4 ? M - r : 4, N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy, ldy);
 }
 
 void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,

@@ -149,8 +149,8 @@ static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int R, int NP
     for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
   } while (0)
 
-AVX2 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
-                                float *y, int64_t ldy) {
+static AVX2 void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                              float *y, int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   int64_t j = 0;
   switch (M) {
@@ -172,6 +172,13 @@ AVX2 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *
       break;
     default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
   }
+}
+
+/* Any number of rows, four at a time. */
+AVX2 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
 }
 
 /* ---- int8 weights × float activations (the GEMM, and a GEMV the integer dot does not take) ------ */

@@ -656,17 +656,17 @@ def quantize_linear_inputs(model: nn.Module, rows, skip=()) -> list:
 
 def dot_rows(x: torch.Tensor) -> torch.Tensor:
     """Which rows of x [..., K] matmul_q8 runs on integer dot products (docs/ops.md, "Integer dot
-    products"): all of them when there are at most 4 and their int8 copies fit 8192 int16
+    products"): all of them when there are at most 8 and their int8 copies fit 8192 int16
     (rows · (K rounded up to even)), else none."""
     K = x.shape[-1]
     M = x.numel() // max(K, 1)
-    return torch.full(x.shape[:-1], M <= 4 and M * (K + K % 2) <= 8192, dtype=torch.bool)
+    return torch.full(x.shape[:-1], M <= 8 and M * (K + K % 2) <= 8192, dtype=torch.bool)
 
 
 def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, skip=()):
     """module's output in float64 with its 2-d parameters dequantized (except names containing a
     `skip` substring), as float32. int8: a Linear fed a single row (matmul_q8's GEMV) gets it
-    quantized as the runtime does (ref_quantize_activations), and so are up to 4 rows (dot_rows)."""
+    quantized as the runtime does (ref_quantize_activations), and so are up to 8 rows (dot_rows)."""
     import copy
     m = copy.deepcopy(module).double()
     with torch.no_grad():
@@ -714,7 +714,7 @@ def test_quantized_op_matches_reference_quantization(request, module, inputs, mo
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     with torch.no_grad():  # and it is a different model from float32: the test can tell them apart
         assert (module(*inputs) - want).abs().max() > 1e-4
-    # The wasm replay also runs the relaxed builds, whose int4 GEMV over 1 to 4 rows quantizes the
+    # The wasm replay also runs the relaxed builds, whose int4 GEMV over 1 to 8 rows quantizes the
     # activations to int8 per group first (docs/ops.md): within 2e-2 of the largest |value| of this reference.
     dot_int4 = mode == "int4" and inputs[0].is_floating_point() and bool(dot_rows(inputs[0]).any())
     atol = 2e-2 * float(want.abs().max()) if dot_int4 else 1e-5
