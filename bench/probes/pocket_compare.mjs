@@ -39,7 +39,8 @@ for (let r = 0; r < ROUNDS; r++) {
 }
 runtimes.forEach((w, k) => {
   const s = acc[k];
-  console.log(`${w}: step ${(s.lm / s.n).toFixed(1)} + decode ${(s.dec / s.n).toFixed(1)} = ${((s.lm + s.dec) / s.n).toFixed(1)} ms per frame; ` +
+  const ms = (t) => (t / s.n).toFixed(1);
+  console.log(`${w}: step ${ms(s.lm)} + decode ${ms(s.dec)} = ${ms(s.lm + s.dec)} ms per frame; ` +
     `latent max |diff| ${s.lat.toExponential(1)}, audio max |diff| ${s.audio.toExponential(1)}`);
 });
 models.forEach((m) => m.dispose());

@@ -36,6 +36,7 @@ for (const [width, file] of [['float32', 'smollm'], ['int8', 'smollm_int8'], ['i
   for (const [name, e] of [...byName].sort((x, y) => y[1].ms - x[1].ms).slice(0, 8))
     console.log(`  ${name} x${e.n}: ${e.ms.toFixed(3)} ms (${((100 * e.ms) / total).toFixed(1)}%)`);
   const top = [...ops].sort((x, y) => y.ms - x.ms).slice(0, 4);
-  console.log('  largest ops: ' + top.map((o) => `${o.name} ${o.ms.toFixed(3)} ms (${(o.bytesWritten / 4).toFixed(0)} outputs)`).join(', '));
+  const line = (o) => `${o.name} ${o.ms.toFixed(3)} ms (${(o.bytesWritten / 4).toFixed(0)} outputs)`;
+  console.log('  largest ops: ' + top.map(line).join(', '));
   model.dispose?.();
 }
