@@ -229,8 +229,8 @@ transformers = pytest.importorskip("transformers")
 
 def _dequantized_copy(model, mode, decode_from=None):
     """model with its 2-d weights dequantized; with decode_from (int8), the Linears' input rows at
-    positions >= decode_from (those the runtime decodes one token at a time) quantized as matmul_q8
-    quantizes a single row, and all of lm_head's (prefill runs the head on its last row alone; the
+    positions >= decode_from (those the runtime runs on integer dot products: decoded one token at a
+    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of lm_head's (prefill runs the head on its last row alone; the
     logits of the rows before it are not compared)."""
     ref = copy.deepcopy(model)
     with torch.no_grad():
@@ -268,7 +268,8 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     tokens = torch.randint(0, LLAMA["vocab_size"], (1, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(tokens).logits[0, 7:]
-        ref = _dequantized_copy(model, mode, 8 if mode == "int8" else None)(tokens).logits[0, 7:]
+        # int8: every row on integer dots, the 8-token prefill chunk too (matmul_q8 takes up to 8 rows)
+        ref = _dequantized_copy(model, mode, 0 if mode == "int8" else None)(tokens).logits[0, 7:]
         ref_w = _dequantized_copy(model, mode)(tokens).logits[0, 7:]  # weights alone, float activations
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
     got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i : i + 1])[0] for i in range(8, 40)]
