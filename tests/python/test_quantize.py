@@ -230,8 +230,9 @@ transformers = pytest.importorskip("transformers")
 def _dequantized_copy(model, mode, decode_from=None):
     """model with its 2-d weights dequantized; with decode_from (int8), the Linears' input rows at
     positions >= decode_from (those the runtime runs on integer dot products: decoded one token at a
-    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of lm_head's (prefill runs the head on its last row alone; the
-    logits of the rows before it are not compared)."""
+    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of
+    lm_head's (prefill runs the head on its last row alone; the logits of the rows before it are not
+    compared)."""
     ref = copy.deepcopy(model)
     with torch.no_grad():
         for p in ref.parameters():
