@@ -91,6 +91,10 @@ tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scal
 static void q8_gemv_dot_x86(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
   (tdm_cpu_avx2_fma() ? tdm_q8_gemv_dot__avx2 : tdm_q8_gemv_dot__simd128)(N, K, xq, xs, qp, scale, y);
 }
+static void q8_gemm_dot_x86(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                            float *y, int64_t ldy) {
+  (tdm_cpu_avx2_fma() ? tdm_q8_gemm_dot__avx2 : tdm_q8_gemm_dot__simd128)(M, N, K, xq, xs, qp, scale, y, ldy);
+}
 static void q8_gemm_tiles_x86(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
   const int l = level();
   (l == 2 ? tdm_q8_gemm_tiles__avx512 : l ? tdm_q8_gemm_tiles__avx2 : tdm_q8_gemm_tiles_4x8__simd128)(M, N, K, a, qp, scale, y);
@@ -106,18 +110,21 @@ static void q4_gemm_tiles_x86(int64_t M, int64_t N, int64_t K, int64_t G, const 
   (tdm_cpu_avx2_fma() ? tdm_q4_gemm_tiles__avx2 : tdm_q4_gemm_tiles_4x8__simd128)(M, N, K, G, a, qp, scale, y);
 }
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = q8_gemv_dot_x86;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot = q8_gemm_dot_x86;
 const tdm_q8_gemm_fn tdm_q8_gemm = q8_gemm_x86;
 const tdm_q4_gemm_fn tdm_q4_gemm = q4_gemm_x86;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = q8_gemm_tiles_x86;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = q4_gemm_tiles_x86;
 #elif TDM_SIMD128
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__simd128;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot = tdm_q8_gemm_dot__simd128;
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm_4x8__simd128;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm_4x8__simd128;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm_tiles_4x8__simd128;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm_tiles_4x8__simd128;
 #else
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot = tdm_q8_gemv_dot__scalar;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot = tdm_q8_gemm_dot__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
@@ -125,10 +132,13 @@ const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
 #if TDM_RELAXED_DOT
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__relaxed;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__relaxed;
 #elif TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot_i16__simd128;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot_i16__simd128;
 #else
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = NULL;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
 #endif
 
 /* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,

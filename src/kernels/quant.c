@@ -89,6 +89,12 @@ void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const floa
   }
 }
 
+void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                             float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r++) tdm_q8_gemv_dot__scalar(N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy);
+}
+
 /* ---- int4 weights, int8 activations (variants.h: tdm_q4_quantize_row) --------------------------- */
 
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
@@ -131,6 +137,12 @@ void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, 
     }
     y[j] = acc;
   }
+}
+
+void tdm_q4_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+  const int64_t NG = K / G + (K % G != 0);
+  for (int64_t r = 0; r < M; r++) tdm_q4_gemv_dot__scalar(N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy);
 }
 
 /* ---- ops --------------------------------------------------------------------------------------- */
@@ -226,13 +238,28 @@ static void q_parallel(int64_t M, q_job *j, tdm_part_fn part) {
   }
 }
 
+/* 2 to TDM_Q8_DOT_MAX_ROWS rows: columns [lo, hi) of every row. */
+typedef struct {
+  int64_t M, N, K;
+  const int16_t *xq;
+  const float *xs, *scale;
+  const int8_t *qp;
+  float *y;
+} q8_rows_job;
+
+static void q8_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const q8_rows_job *j = c;
+  (void)t, (void)ws;
+  tdm_q8_gemm_dot(j->M, hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo, j->N);
+}
+
 static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
   if (K == 0) {
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
-  const int64_t M = in[0].numel / K;
+  const int64_t M = in[0].numel / K, KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   if (M == 1 && K <= TDM_Q8_DOT_MAX_K) { /* one row: int8 activations, integer dot products */
     int16_t xq[TDM_Q8_DOT_MAX_K];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK];
@@ -242,6 +269,28 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
       return TDM_OK;
     }
   }
+  /* a few rows whose int8 copies fit the same stack buffer: each row as the one-row GEMV gives it,
+   * every weight block loaded once for all of them; a row holding a NaN or ±inf is zeroed there and
+   * redone afterwards on the float path, as it would be alone */
+  if (M > 1 && M <= TDM_Q8_DOT_MAX_ROWS && M * KP <= TDM_Q8_DOT_MAX_K) {
+    int16_t xq[TDM_Q8_DOT_MAX_K];
+    float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK + TDM_Q8_DOT_MAX_ROWS];
+    bool finite[TDM_Q8_DOT_MAX_ROWS];
+    const float *a = in[0].data;
+    float *y = out->data;
+    for (int64_t r = 0; r < M; r++) {
+      finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
+      if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
+    }
+    q8_rows_job d = {M, N, K, xq, xs, in[2].data, in[1].data, y};
+    tdm__parallel(N, 32, q8_rows_part, &d);
+    for (int64_t r = 0; r < M; r++)
+      if (!finite[r]) {
+        q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N};
+        q_parallel(1, &j, q8_part);
+      }
+    return TDM_OK;
+  }
   q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data};
   q_parallel(M, &j, q8_part);
   return TDM_OK;
@@ -249,7 +298,7 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
 
 /* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
 typedef struct {
-  int64_t K, G;
+  int64_t M, N, K, G;
   const int8_t *xq;
   const float *xs, *scale;
   const int32_t *xsum;
@@ -261,7 +310,10 @@ static void q4_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q4_dot_job *j = c;
   (void)t, (void)ws;
   const int64_t KB = (j->K + 1) / 2, NG = j->K / j->G + (j->K % j->G != 0);
-  tdm_q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  if (j->M == 1)
+    tdm_q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  else
+    tdm_q4_gemm_dot(j->M, hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo, j->N);
 }
 
 static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -273,18 +325,44 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
   /* one row (a decode step) where the build has an int4 integer-dot GEMV (the relaxed builds:
    * config.c): int8 activations per group, integer dot products over the codes (the same integers,
    * so the same bits, in both relaxed builds) */
-  if (tdm_q4_gemv_dot && in[0].numel == K && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  const int64_t M = in[0].numel / K, NG = K / G + (K % G != 0);
+  if (tdm_q4_gemv_dot && M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
     if (tdm_q4_quantize_row(K, G, in[0].data, xq, xs, xsum)) {
-      q4_dot_job d = {K, G, xq, xs, in[2].data, xsum, in[1].data, out->data};
+      q4_dot_job d = {1, N, K, G, xq, xs, in[2].data, xsum, in[1].data, out->data};
       tdm__parallel(N, 32, q4_dot_part, &d);
       return TDM_OK;
     }
   }
+  /* 2 to 4 rows likewise (their int8 copies in the same buffer), each row the one-row GEMV's bits;
+   * a row with a NaN or ±inf zeroed there and redone on the float path after */
+  if (tdm_q4_gemm_dot && M > 1 && M <= TDM_Q8_DOT_MAX_ROWS && M * (K + 1) <= TDM_Q8_DOT_MAX_K + 1 && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+    int8_t xq[TDM_Q8_DOT_MAX_K + 1];
+    float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
+    int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
+    bool finite[TDM_Q8_DOT_MAX_ROWS];
+    const float *a = in[0].data;
+    float *y = out->data;
+    for (int64_t r = 0; r < M; r++) {
+      finite[r] = tdm_q4_quantize_row(K, G, a + r * K, xq + r * (K + 1), xs + r * NG, xsum + r * NG);
+      if (!finite[r]) {
+        memset(xq + r * (K + 1), 0, (size_t)(K + 1));
+        memset(xs + r * NG, 0, (size_t)NG * sizeof(float)), memset(xsum + r * NG, 0, (size_t)NG * sizeof(int32_t));
+      }
+    }
+    q4_dot_job d = {M, N, K, G, xq, xs, in[2].data, xsum, in[1].data, y};
+    tdm__parallel(N, 32, q4_dot_part, &d);
+    for (int64_t r = 0; r < M; r++)
+      if (!finite[r]) {
+        q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N};
+        q_parallel(1, &j, q4_part);
+      }
+    return TDM_OK;
+  }
   q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data};
-  q_parallel(in[0].numel / K, &j, q4_part);
+  q_parallel(M, &j, q4_part);
   return TDM_OK;
 }
 

@@ -102,6 +102,85 @@ AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const f
   }
 }
 
+/* 1 to 4 rows (tdm_q8_gemm_dot): R rows by NP panels (1 or 2), each panel's pair of k rows widened
+ * once and dotted with every row's activation pair; per block each row's sums into its totals as
+ * above. R and NP are constants at every call. */
+static inline __attribute__((always_inline)) AVX2 void q8_dot_step(int R, int NP, int64_t K, int64_t KP, const int16_t *xq, const int8_t *p,
+                                                                   int64_t k, __m128i il, __m256i s[4][2], bool last) {
+  __m256i x[4];
+  for (int r = 0; r < R; r++) {
+    int32_t pair;
+    memcpy(&pair, xq + r * KP + k, sizeof pair);
+    x[r] = _mm256_set1_epi32(pair);
+  }
+  for (int i = 0; i < NP; i++) {
+    const __m128i raw = last ? LOAD1(p + i * K * 8 + k * 8) : LOAD2(p + i * K * 8 + k * 8);
+    const __m256i w = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw, il));
+    for (int r = 0; r < R; r++) s[r][i] = _mm256_add_epi32(s[r][i], _mm256_madd_epi16(w, x[r]));
+  }
+}
+
+static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int R, int NP, int64_t K, int64_t KP, int64_t NB, const int16_t *xq,
+                                                                   const float *xs, const int8_t *p, const float *sc, float *y, int64_t ldy,
+                                                                   int64_t n) {
+  const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+  __m256 t[4][2];
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < NP; i++) t[r][i] = _mm256_setzero_ps();
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    __m256i s[4][2];
+    for (int r = 0; r < R; r++)
+      for (int i = 0; i < NP; i++) s[r][i] = _mm256_setzero_si256();
+    int64_t k = k0;
+    for (; k + 2 <= k1; k += 2) q8_dot_step(R, NP, K, KP, xq, p, k, il, s, false);
+    if (k < k1) q8_dot_step(R, NP, K, KP, xq, p, k, il, s, true); /* odd K: its last row, the pad 0 of xq */
+    for (int r = 0; r < R; r++) {
+      const __m256 d = _mm256_set1_ps(xs[r * NB + b]);
+      for (int i = 0; i < NP; i++) t[r][i] = block_total(t[r][i], s[r][i], d);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int i = 0; i < NP; i++) store_n(y + r * ldy + 8 * i, _mm256_mul_ps(t[r][i], _mm256_loadu_ps(sc + 8 * i)), n - 8 * i);
+}
+
+#define Q8_DOT_COLUMNS(R, NP) \
+  do { \
+    for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
+  } while (0)
+
+static AVX2 void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                              float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  int64_t j = 0;
+  switch (M) {
+    case 1:
+      Q8_DOT_COLUMNS(1, 2);
+      Q8_DOT_COLUMNS(1, 1);
+      break;
+    case 2:
+      Q8_DOT_COLUMNS(2, 2);
+      Q8_DOT_COLUMNS(2, 1);
+      break;
+    case 3:
+      Q8_DOT_COLUMNS(3, 2);
+      Q8_DOT_COLUMNS(3, 1);
+      break;
+    case 4:
+      Q8_DOT_COLUMNS(4, 2);
+      Q8_DOT_COLUMNS(4, 1);
+      break;
+    default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
+  }
+}
+
+/* Any number of rows, four at a time. */
+AVX2 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+}
+
 /* ---- int8 weights × float activations (the GEMM, and a GEMV the integer dot does not take) ------ */
 
 /* One k's 8 weights of a panel as floats (exact). */

@@ -184,6 +184,17 @@ void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const floa
 typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                    float *y);
 extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
+/* The same for 2 to TDM_Q8_DOT_MAX_ROWS rows (a Mimi step's two frames, a short prefill chunk; the
+ * SIMD variants take any M, four rows at a time):
+ * row r's activations quantized by tdm_q8_quantize_row at xq + r·KP and xs + r·NB (KP = K rounded up
+ * to even, NB = ceil(K/32)), its results at y + r·ldy; each weight block is loaded once for every
+ * row, and each row's values are tdm_q8_gemv_dot's bits (also with M = 1). */
+#define TDM_Q8_DOT_MAX_ROWS 8 /* measured: at 8 rows still faster than the float tiles */
+void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                             float *y, int64_t ldy);
+typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                   const float *scale, float *y, int64_t ldy);
+extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot;
 /* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
  * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
  * a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1] (the
@@ -200,16 +211,28 @@ typedef void (*tdm_q4_gemv_dot_fn)(int64_t N, int64_t K, int64_t G, const int8_t
 /* The variant matmul_q4 calls for one row (config.c): the relaxed dot's, else in the relaxed builds
  * the SIMD128 one below; NULL in the others (int4 takes the float path there). */
 extern const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot;
+/* The same for 1 to TDM_Q8_DOT_MAX_ROWS rows (as tdm_q8_gemm_dot): row r's xq at r·(K + 1), its xs
+ * and xsum at r·ceil(K/G), its results at y + r·ldy, each row the one-row GEMV's bits; NULL where
+ * tdm_q4_gemv_dot is. */
+void tdm_q4_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                             const uint8_t *qp, const float *scale, float *y, int64_t ldy);
+typedef void (*tdm_q4_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                   const uint8_t *qp, const float *scale, float *y, int64_t ldy);
+extern const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot;
 #if TDM_RELAXED_DOT
 /* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
  * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y);
+void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 #if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
 /* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
 void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                                   const uint8_t *qp, const float *scale, float *y);
+void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
@@ -220,6 +243,8 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
  * GEMM over int8 weights (M = 1 a GEMV over four panels) and its register tiles alone; the same
  * two for int4. */
 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                           float *y, int64_t ldy);
 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 /* AVX-512F (call only where tdm_cpu_avx512): the int8 tiles 6 rows by two panels, the same bits. */
@@ -270,6 +295,8 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels (32 columns) side by side, then one panel at a time. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                              float *y, int64_t ldy);
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                     float *y);

@@ -438,6 +438,57 @@ static int check_q8_dot(int64_t N, int64_t K) {
   return bad;
 }
 
+/* The integer-dot GEMV over 1 to 4 rows (tdm_q8_gemm_dot): row r of every variant bit for bit
+ * tdm_q8_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps stay untouched.
+ * Activations random in [-2, 2], row 1 scaled by 1e-3 and row 2 with a zero block (rows differ in
+ * their block scales). */
+static int check_q8_rows(int64_t M, int64_t N, int64_t K) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK, KP = K + K % 2, ldy = N + 3;
+  float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *s8 = calloc((size_t)(P * 8), sizeof(float));
+  float *xs = malloc(sizeof(float) * (size_t)(M * NB + 1)), *ref = malloc(sizeof(float) * (size_t)(M * ldy));
+  float *y = malloc(sizeof(float) * (size_t)(M * ldy));
+  int8_t *q8 = calloc((size_t)(P * K * 8 + 1), 1);
+  int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * KP + 1));
+  for (int64_t i = 0; i < M * K; i++) a[i] = 2 * frand() * (i / K == 1 ? 1e-3f : 1.0f);
+  for (int64_t k = 0; k < K && M > 2; k++)
+    if (k / TDM_Q8_ABLOCK == 1) a[2 * K + k] = 0;
+  for (int64_t j = 0; j < N; j++) {
+    s8[j] = (frand() + 1.5f) / 127;
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      q8[((j / 8) * K + k) * 8 + j % 8] = (int8_t)((int)((rng >> 8) % 255) - 127);
+    }
+  }
+  int bad = 0;
+  for (int64_t r = 0; r < M; r++) {
+    tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
+    for (int64_t j = 0; j < ldy; j++) ref[r * ldy + j] = -7.0f; /* the gaps */
+    tdm_q8_gemv_dot__scalar(N, K, xq + r * KP, xs + r * NB, q8, s8, ref + r * ldy);
+  }
+  struct {
+    const char *name;
+    tdm_q8_gemm_dot_fn fn;
+    bool run;
+  } v[] = {
+      {"q8_gemm_dot__scalar", tdm_q8_gemm_dot__scalar, true},
+#if TDM_SIMD128
+      {"q8_gemm_dot__simd128", tdm_q8_gemm_dot__simd128, true},
+#endif
+#if TDM_X86_AVX2
+      {"q8_gemm_dot__avx2", tdm_q8_gemm_dot__avx2, tdm_cpu_avx2_fma()},
+#endif
+  };
+  for (size_t f = 0; f < sizeof v / sizeof v[0]; f++) {
+    if (!v[f].run) continue;
+    for (int64_t i = 0; i < M * ldy; i++) y[i] = -7.0f;
+    v[f].fn(M, N, K, xq, xs, q8, s8, y, ldy);
+    for (int64_t i = 0; i < M * ldy; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_QUANT, v[f].name, K, i, (double)(M * 1000 + N), y[i], ref[i]);
+  }
+  free(a), free(s8), free(xs), free(ref), free(y), free(q8), free(xq);
+  return bad;
+}
+
 /* The int4 integer-dot GEMV (int8 activations per weight group, variants.h): tdm_q4_quantize_row's
  * codes, scales and group sums checked against their definition; the scalar reference against the
  * scheme in double (exact group sums times the activation and weight scales: within float32
@@ -517,6 +568,55 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
     a[(K * (i + 1)) / 4] = 0;
   }
   free(a), free(s4), free(xs), free(ref), free(y), free(tol), free(xsum), free(q4), free(xq);
+  return bad;
+}
+
+/* The int4 integer-dot GEMV over 1 to 4 rows (tdm_q4_gemm_dot, the relaxed builds): row r of every
+ * variant bit for bit tdm_q4_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps
+ * stay untouched; rows of different magnitudes, row 2 with a zero group. */
+static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0), ldy = N + 3;
+  float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
+  float *xs = malloc(sizeof(float) * (size_t)(M * NG + 1)), *ref = malloc(sizeof(float) * (size_t)(M * ldy));
+  float *y = malloc(sizeof(float) * (size_t)(M * ldy));
+  int32_t *xsum = malloc(sizeof(int32_t) * (size_t)(M * NG + 1));
+  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  int8_t *xq = malloc((size_t)(M * (K + 1)));
+  for (int64_t i = 0; i < M * K; i++) a[i] = 2 * frand() * (i / K == 1 ? 1e-3f : 1.0f);
+  for (int64_t k = 0; k < K && M > 2; k++)
+    if (k / G == 1) a[2 * K + k] = 0;
+  for (int64_t j = 0; j < N; j++)
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      const int v4 = (int)((rng >> 8) % 16) - 8;
+      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+      if (k % G == 0) s4[((j / 8) * NG + k / G) * 8 + j % 8] = (frand() + 1.5f) / 7;
+    }
+  for (int64_t r = 0; r < M; r++) {
+    tdm_q4_quantize_row(K, G, a + r * K, xq + r * (K + 1), xs + r * NG, xsum + r * NG);
+    for (int64_t j = 0; j < ldy; j++) ref[r * ldy + j] = -7.0f; /* the gaps */
+    tdm_q4_gemv_dot__scalar(N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, q4, s4, ref + r * ldy);
+  }
+  struct {
+    const char *name;
+    tdm_q4_gemm_dot_fn fn;
+  } v[] = {
+      {"q4_gemm_dot__scalar", tdm_q4_gemm_dot__scalar},
+#if TDM_RELAXED_DOT
+      {"q4_gemm_dot__relaxed", tdm_q4_gemm_dot__relaxed},
+#endif
+#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+      {"q4_gemm_dot_i16__simd128", tdm_q4_gemm_dot_i16__simd128},
+#endif
+  };
+  int bad = 0;
+  for (size_t f = 0; f < sizeof v / sizeof v[0]; f++) {
+    for (int64_t i = 0; i < M * ldy; i++) y[i] = -7.0f;
+    v[f].fn(M, N, K, G, xq, xs, xsum, q4, s4, y, ldy);
+    for (int64_t i = 0; i < M * ldy; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_QUANT, v[f].name, K, i, (double)(M * 1000 + N), y[i], ref[i]);
+  }
+  free(a), free(s4), free(xs), free(ref), free(y), free(xsum), free(q4), free(xq);
   return bad;
 }
 
@@ -1341,6 +1441,12 @@ int tdm_kernel_selftest(void) {
   for (size_t j = 0; j < sizeof dn / sizeof dn[0]; j++)
     for (size_t k = 0; k < sizeof dk / sizeof dk[0]; k++) bad += check_q8_dot(dn[j], dk[k]);
   bad += check_q8_dot(1536, 576) + check_q8_dot(576, 1536);
+  /* the same over 1 to 4 rows: K odd, K % 32, N % 16 and N % 8 (the two- and one-panel tiles) */
+  const int64_t rn[] = {1, 7, 8, 9, 16, 17, 24, 33}, rk[] = {1, 2, 3, 31, 32, 33, 64, 65, 129};
+  for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
+    for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++)
+      for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_q8_rows(m, rn[j], rk[k]);
+  bad += check_q8_rows(2, 1536, 512) + check_q8_rows(4, 512, 2048) + check_q8_rows(3, 72, 577);
   /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
   const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
                 eg[] = {16, 20, 32, 64};
@@ -1348,6 +1454,13 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
       for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
   bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
+  /* the same over 1 to 4 rows: K odd, K % 4, K % 16, K % G, N % 16 and N % 8 */
+  const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 20, 32};
+  for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
+    for (size_t j = 0; j < sizeof fn / sizeof fn[0]; j++)
+      for (size_t k = 0; k < sizeof fk / sizeof fk[0]; k++)
+        for (size_t g = 0; g < sizeof fg / sizeof fg[0]; g++) bad += check_q4_rows(m, fn[j], fk[k], fg[g]);
+  bad += check_q4_rows(2, 1536, 512, 32) + check_q4_rows(4, 512, 2047, 32);
   return bad;
 }
 

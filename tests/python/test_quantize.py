@@ -19,7 +19,7 @@ from tandem.ir import F32, I8, Op
 from tandem.lowering.layout import pack_panels
 from tandem.quantize import _const, unpack_panels
 from tandem.runtime import verify
-from test_ops import Tied, quantize_linear_inputs, ref_dequantize
+from test_ops import Tied, quantize_linear_inputs, ref_dequantize, ref_quantized_output
 
 ROOT = Path(__file__).resolve().parents[2]
 g = torch.Generator().manual_seed(7)
@@ -195,6 +195,33 @@ def test_quantized_op_rules():
     _rejected(program, "TDM_ERR_OP_RULE", "ceil(K/G)")
 
 
+def test_int8_rows_take_the_integer_dot_one_by_one():
+    """matmul_q8 with 2 to 8 rows (docs/ops.md, "Integer dot products"): every finite row quantized
+    as it would be alone, a row with a NaN taking the float path by itself (its output NaN, the
+    others unchanged), and 9 rows (or rows whose int8 copies overflow 8192 values) the float path."""
+    lin = nn.Linear(70, 24).eval()
+    for rows in (2, 3, 5, 8, 9):
+        x = torch.randn(rows, 70, generator=g)
+        m = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
+        got, want = m.forward(x), ref_quantized_output(lin, (x,), "int8")
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        alone = torch.cat([ref_quantized_output(lin, (x[i : i + 1],), "int8") for i in range(rows)])
+        if rows <= 8:  # each row's values as the one-row GEMV gives them
+            torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
+        else:  # the float path, a different rounding of the activations
+            assert (got - alone).abs().max() > 1e-4
+        if rows <= 8:
+            x[1, 5] = float("nan")
+            got = m.forward(x)
+            assert got[1].isnan().all()
+            keep = [i for i in range(rows) if i != 1]
+            torch.testing.assert_close(got[keep], alone[keep], rtol=1e-5, atol=1e-5)
+    big = nn.Linear(2049, 8).eval()  # 4 rows of 2050 int16 > 8192: the float path
+    x = torch.randn(4, 2049, generator=g)
+    got = tandem.load(tandem.export(big, {"forward": (x,)}, quantize="int8").to_bytes()).forward(x)
+    torch.testing.assert_close(got, ref_quantized_output(big, (x,), "int8"), rtol=1e-5, atol=1e-5)
+
+
 # ---- accuracy against float32 ---------------------------------------------------------------------
 
 transformers = pytest.importorskip("transformers")
@@ -202,9 +229,10 @@ transformers = pytest.importorskip("transformers")
 
 def _dequantized_copy(model, mode, decode_from=None):
     """model with its 2-d weights dequantized; with decode_from (int8), the Linears' input rows at
-    positions >= decode_from (those the runtime decodes one token at a time) quantized as matmul_q8
-    quantizes a single row, and all of lm_head's (prefill runs the head on its last row alone; the
-    logits of the rows before it are not compared)."""
+    positions >= decode_from (those the runtime runs on integer dot products: decoded one token at a
+    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of
+    lm_head's (prefill runs the head on its last row alone; the logits of the rows before it are not
+    compared)."""
     ref = copy.deepcopy(model)
     with torch.no_grad():
         for p in ref.parameters():
@@ -241,7 +269,8 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     tokens = torch.randint(0, LLAMA["vocab_size"], (1, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(tokens).logits[0, 7:]
-        ref = _dequantized_copy(model, mode, 8 if mode == "int8" else None)(tokens).logits[0, 7:]
+        # int8: every row on integer dots, the 8-token prefill chunk too (matmul_q8 takes up to 8 rows)
+        ref = _dequantized_copy(model, mode, 0 if mode == "int8" else None)(tokens).logits[0, 7:]
         ref_w = _dequantized_copy(model, mode)(tokens).logits[0, 7:]  # weights alone, float activations
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
     got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i : i + 1])[0] for i in range(8, 40)]

@@ -12,12 +12,12 @@ fn rq4(e: u32, hi: u32) -> i32 { return bitcast<i32>(((rbyte(e) >> (hi * 4u)) & 
 }
 
 /** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
- * dequantized as they are read. matmul_q8 with one row of K <= 8192 finite values quantizes the row
- * to int8 per block of 32 and sums in int32 per block, as the wasm kernel does (the same values up
- * to float32 rounding). */
+ * dequantized as they are read. matmul_q8 with 1 to 8 rows whose int8 copies fit 8192 values
+ * (rows · K rounded up to even) quantizes each finite row to int8 per block of 32 and sums in int32
+ * per block, as the wasm kernels do (the same values up to float32 rounding). */
 export function matmulQ(q4, ins, y, iattr) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
-  const total = rows * N, dot = !q4 && rows === 1 && K <= 8192 ? 1 : 0;
+  const total = rows * N, dot = !q4 && rows <= 8 && rows * (K + (K % 2)) <= 8192 ? 1 : 0;
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
   let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
