@@ -10,7 +10,7 @@
  *  - conv_transpose_q8: the rows are x's positions (x transposed), the columns the Og·KH·KW taps
  *    of each output channel: z[m, p] = x[:, p] · wt[m], added where each tap lands (col2im).
  * Each row is quantized to int8 per block of 32 (tdm_q8_quantize_row, as matmul_q8's one-row GEMV)
- * and multiplied with the integer-dot GEMV (tdm_q8_gemv_dot); a row with a NaN or ±inf takes the
+ * and multiplied with the integer-dot rows kernel (tdm_q8_gemm_dot, each row tdm_q8_gemv_dot's bits); a row with a NaN or ±inf takes the
  * float-lane GEMV (tdm_q8_gemm), the other rows keep theirs. Threads split the columns; each thread walks its columns a panel
  * (or four) at a time and runs every row over it while it is in cache, so each weight byte is read
  * from memory once per call. The kernels are matmul_q8's (variants.h, config.c, the selftest). */
@@ -25,7 +25,7 @@
 typedef tdm_conv_geom geom;
 
 /* The workspace (floats) for `rows` activation rows of K and M columns: the rows [rows·K], the
- * result [rows·M], the int8 rows as int16 pairs [rows·(K + 2) int16], their block scales
+ * result [rows·M], the int8 rows as int16 pairs [rows·(K + K % 2) int16 used], their block scales
  * [rows·ceil(K/32)] and whether each row could be quantized [rows]; false if it overflows. python/tandem/quantize_conv.py computes the same. */
 bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need) {
   size_t a, b, c, d;
@@ -38,7 +38,7 @@ bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need) {
 typedef struct {
   int64_t rows, K, M;
   const float *a;     /* rows [rows, K] */
-  const int16_t *xq;  /* rows quantized, (K + 2) int16 each */
+  const int16_t *xq;  /* rows quantized, K rounded up to even int16 each (tdm_q8_gemm_dot's stride) */
   const float *xs;    /* their block scales, ceil(K/32) each */
   const float *dot;   /* per row: 1 if quantized, 0 for the float-lane path (a NaN or ±inf in it) */
   const int8_t *qp;   /* [ceil(M/8), K, 8] */
@@ -50,14 +50,20 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const rows_job *j = c;
   (void)t, (void)ws;
   /* four panels at once (the GEMV's widest step) while they stay in L2, else one */
-  const int64_t cb = j->K <= 16384 ? 32 : 8, xql = j->K + 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  const int64_t cb = j->K <= 16384 ? 32 : 8, xql = j->K + j->K % 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   for (int64_t c0 = lo; c0 < hi; c0 += cb) {
     const int64_t n = hi - c0 < cb ? hi - c0 : cb;
     const int8_t *q = j->qp + c0 / TDM_PANEL * j->K * TDM_PANEL;
-    for (int64_t r = 0; r < j->rows; r++) {
-      float *y = j->yt + r * j->M + c0;
-      if (j->dot[r] != 0.0f) tdm_q8_gemv_dot(n, j->K, j->xq + r * xql, j->xs + r * xsl, q, j->scale + c0, y);
-      else tdm_q8_gemm(1, n, j->K, j->a + r * j->K, q, j->scale + c0, y);
+    for (int64_t r = 0; r < j->rows;) {
+      if (j->dot[r] == 0.0f) { /* a NaN or ±inf in this row: the float lanes, as alone */
+        tdm_q8_gemm(1, n, j->K, j->a + r * j->K, q, j->scale + c0, j->yt + r * j->M + c0);
+        r++;
+        continue;
+      }
+      int64_t e = r + 1; /* a run of quantized rows, each weight block loaded once for all */
+      while (e < j->rows && e - r < TDM_Q8_DOT_MAX_ROWS && j->dot[e] != 0.0f) e++;
+      tdm_q8_gemm_dot(e - r, n, j->K, j->xq + r * xql, j->xs + r * xsl, q, j->scale + c0, j->yt + r * j->M + c0, j->M);
+      r = e;
     }
   }
 }
@@ -69,7 +75,7 @@ static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const 
   float *xs = (float *)(xq + rows * ((K + 3) / 2 * 2));
   const int64_t xsl = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   float *dot = xs + rows * xsl;
-  for (int64_t r = 0; r < rows; r++) dot[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * (K + 2), xs + r * xsl) ? 1.0f : 0.0f;
+  for (int64_t r = 0; r < rows; r++) dot[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * (K + K % 2), xs + r * xsl) ? 1.0f : 0.0f;
   rows_job j = {rows, K, M, a, xq, xs, dot, qp, scale, yt};
   tdm__parallel(M, 32, rows_part, &j);
   return yt;
@@ -134,7 +140,7 @@ tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
     if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
       return tdm__rule(op, "kernel or output too large");
   }
-  if (K > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), (int64_t)K, O))
+  if ((uint64_t)K > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), (int64_t)K, O))
     return tdm__rule(op, "weights must be int8 [ceil(O/8), C·kernel, 8] and scales float32 [ceil(O/8), 8]");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, 3);
@@ -191,7 +197,7 @@ tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
     if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
       return tdm__rule(op, "kernel or input too large");
   }
-  if (M > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), C, (int64_t)M))
+  if ((uint64_t)M > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), C, (int64_t)M))
     return tdm__rule(op, "weights must be int8 [ceil(O·kernel/8), C, 8] and scales float32 [ceil(O·kernel/8), 8]");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, 3);
