@@ -1,7 +1,7 @@
 // The WebGPU benchmark's page (bench/suite/webgpu.html, driven by bench/suite/webgpu.mjs): the SmolLM-135M-shaped
 // Llama of bench/models/smollm.py and the streaming codec of bench/models/make_models.py on tandem's WebGPU
-// backend, beside tandem on wasm and onnxruntime-web's WebGPU execution provider on the same weights
-// (served from node_modules, no CDN). Counts, per call, the queue submissions and the bytes mapped
+// backend, beside tandem on wasm, onnxruntime-web's WebGPU execution provider (served from node_modules)
+// and transformers.js (a bench-only install, build/transformersjs) on the same weights, no CDN, no hub. Counts, per call, the queue submissions and the bytes mapped
 // back to the CPU (GPUQueue.submit and GPUBuffer.getMappedRange of MAP_READ buffers, wrapped in this page).
 const { load } = await import('/web/tandem.js');
 const { compare } = await import('/bench/suite/compare.mjs');

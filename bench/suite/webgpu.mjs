@@ -1,6 +1,7 @@
 // `npm run bench:webgpu` (bench/suite/webgpu.sh): the SmolLM-135M-shaped Llama (bench/models/smollm.py) decode and
 // prefill and a streaming codec step (bench/models/make_models.py's codec) on tandem's WebGPU backend in
-// headless Chromium, beside tandem on wasm and onnxruntime-web's WebGPU EP on the same weights. On
+// headless Chromium, beside tandem on wasm, onnxruntime-web's WebGPU EP and transformers.js (WebGPU,
+// greedy, its tokens checked against tandem's) on the same weights. On
 // SwiftShader (Chromium's CPU Vulkan, the only adapter here) the figures are labelled as such:
 // they measure a CPU emulating a GPU, not a GPU. Prints a markdown table.
 //
