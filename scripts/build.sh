@@ -2,7 +2,7 @@
 # Builds the native runtime (build/native: library + C tests), the sanitizer build (build/asan)
 # and the wasm runtimes (build/wasm -> web/: tandem.wasm, tandem-mt.wasm with threads, and both again
 # with relaxed SIMD: tandem-mt-relaxed.wasm from Emscripten, tandem-relaxed.wasm from clang-19 and
-# wasi-libc in build/wasi). Incremental.
+# wasi-libc in build/wasi, optimized by npm's binaryen after linking). Incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -13,9 +13,10 @@ if [ "${TANDEM_NO_ASAN:-}" != 1 ]; then
 fi
 [ -f build/wasm/build.ninja ] || emcmake cmake -S . -B build/wasm -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 NODE_PATH=/usr/share/nodejs ninja -C build/wasm # the threaded build's link runs Emscripten's acorn tools
-# tandem-relaxed.wasm: clang-19 + wasi-libc (standard relaxed-SIMD opcodes; cmake/wasi-clang.cmake)
-[ -f build/wasi/build.ninja ] || cmake -S . -B build/wasi -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE=cmake/wasi-clang.cmake >/dev/null
+# tandem-relaxed.wasm: clang-19 + wasi-libc (standard relaxed-SIMD opcodes; cmake/wasi-clang.cmake),
+# then Binaryen's wasm-opt -O3 from npm's binaryen (cmake/wasm-opt.cmake; configured every time, so a
+# binaryen installed after the first build is found)
+cmake -S . -B build/wasi -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/wasi-clang.cmake >/dev/null
 ninja -C build/wasi
 for w in tandem tandem-mt tandem-mt-relaxed; do cp build/wasm/$w.wasm web/$w.wasm; done
 cp build/wasi/tandem-relaxed.wasm web/tandem-relaxed.wasm

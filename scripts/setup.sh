@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what tandem needs when it is missing, and only then: Emscripten, clang-19 with wasi-libc,
-# CMake, Ninja and SIMDe from Debian's packages, torch into a virtual environment outside the clone
+# CMake, Ninja, SIMDe, an arm64 cross compiler and qemu-user from Debian's packages, torch into a virtual environment outside the clone
 # (reused by every clone on this machine), npm dependencies. Safe to run again; prints the venv's python on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,10 @@ command -v clang-19 >/dev/null 2>&1 || missing+=(clang-19)
 command -v wasm-ld-19 >/dev/null 2>&1 || missing+=(lld-19)
 [ -f /usr/lib/wasm32-wasi/libc.a ] || missing+=(wasi-libc)
 [ -n "$(ls /usr/lib/llvm-19/lib/clang/19/lib/*/libclang_rt.builtins*wasm32*.a 2>/dev/null)" ] || missing+=(libclang-rt-19-dev-wasm32)
+# the arm64 kernel self-test (scripts/arm64_selftest.sh): a cross compiler, its libc, qemu-user
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || missing+=(gcc-aarch64-linux-gnu)
+[ -f /usr/aarch64-linux-gnu/lib/libc.a ] || missing+=(libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null 2>&1 || missing+=(qemu-user)
 # the C formatter the test command checks (.clang-format, scripts/format_c.sh)
 command -v clang-format-19 >/dev/null 2>&1 || missing+=(clang-format-19)
 for pkg in "$@"; do  # extra Debian packages a caller needs (e.g. chromium, clang)

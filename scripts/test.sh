@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: builds (the wasm, the native library and the Python wheel), exports the fixtures and the malformed-file corpus, then C (ctest, plain and
-# ASan+UBSan), a 60 s fuzzing run, Python (pytest), the Python lint and format check (ruff), the C format check (clang-format), the JS lint (ESLint) and JS (node --test, in Node and in headless Chromium;
+# ASan+UBSan; the kernel self-test cross-built for arm64 under qemu), a 60 s fuzzing run, Python (pytest), the Python lint and format check (ruff), the C format check (clang-format), the JS lint (ESLint) and JS (node --test, in Node and in headless Chromium;
 # the Node tests twice, on the SIMD128 and the relaxed-SIMD builds). Stops at the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,8 @@ rm -rf build/fixtures/malformed
 "$PY" tests/fixtures/malformed.py build/fixtures/malformed build/fixtures/state_io.tandem build/fixtures/streaming_conv.tandem build/fixtures/dynamic_appender.tandem
 echo "== C tests (native)"
 ctest --test-dir build/native --output-on-failure -j 2
+echo "== the kernel self-test on arm64 (cross-built, under qemu-aarch64: SIMDe's NEON mapping; scripts/arm64_selftest.sh)"
+bash scripts/arm64_selftest.sh
 echo "== C tests (AddressSanitizer + UndefinedBehaviorSanitizer)"
 ctest --test-dir build/asan --output-on-failure -j 2
 echo "== Fuzzing the loader for 60 s (libFuzzer, ASan+UBSan)"

@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static const tdm_opdef *const families[] = {tdm__elementwise_ops, tdm__linalg_ops, tdm__shape_ops,  tdm__reduce_ops, tdm__scatter_ops,
-                                            tdm__attention_ops,   tdm__conv_ops,   tdm__select_ops, tdm__quant_ops,  tdm__random_ops};
+static const tdm_opdef *const families[] = {tdm__elementwise_ops, tdm__linalg_ops,    tdm__shape_ops,  tdm__reduce_ops,
+                                            tdm__scatter_ops,     tdm__attention_ops, tdm__conv_ops,   tdm__select_ops,
+                                            tdm__quant_ops,       tdm__random_ops,    tdm__conv_q8_ops};
 
 const tdm_opdef *tdm__find_op(const char *name) {
   for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
@@ -18,6 +19,8 @@ const tdm_opdef *tdm__find_op(const char *name) {
 
 bool tdm__reads_const_only(const tdm_opdef *def) {
   for (const tdm_opdef *d = tdm__quant_ops; d->name; d++)
+    if (d == def) return true;
+  for (const tdm_opdef *d = tdm__conv_q8_ops; d->name; d++)
     if (d == def) return true;
   return false;
 }

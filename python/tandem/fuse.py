@@ -6,6 +6,8 @@ replaced by one op that has a kernel of its own (docs/ops.md).
 - An activation right after a convolution: conv -> relu / hardswish becomes one conv with the
   activation as its last attribute, applied to each block of the output while it is in cache; so
   does conv -> ELU (alpha 1, as lowering/elementwise.py's _elu writes it: minimum, exp, sub, maximum), SEANet's.
+  That ELU of any other value (SEANet's after each residual add, whose sum the next add reads too)
+  becomes one `elu` op: one pass instead of four.
 - Layer norm over a dim that is not last, written with permutes (e.g. a channel norm of [N, C, T]:
   norm(y.transpose(1, 2)).transpose(1, 2)): permute -> layer_norm(last dim) -> the inverse permute
   becomes one layer_norm with its axis, and neither permute is materialized.
@@ -13,6 +15,9 @@ replaced by one op that has a kernel of its own (docs/ops.md).
   [repeat_kv (expand) of k and v ->] matmul(q, kᵀ) [· scale] [+ mask] -> softmax(last dim) ->
   matmul(., v) becomes one attention op over the KV heads, the scale applied to q or to the scores,
   so neither the repeated K/V nor the [.., heads, Tq, Tk] scores are materialized.
+- A permute that feeds only an attention op and keeps the last dim last (a time-first KV cache put
+  heads-first, `cache_k.permute(0, 2, 1, 3)`; q's `transpose(1, 2)`) is folded into the attention's
+  perms (lowering/attention.py, fold_permutes): the attention reads the permute's input in place.
 
 Across methods, `tie_embeddings` makes an embedding table that is also a linear layer's weight
 (tied input and output embeddings) read its rows from the packed weight, so it is stored once.
@@ -30,6 +35,7 @@ import torch
 
 from . import schema
 from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
+from .lowering.attention import fold_permutes
 from .lowering.layout import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
@@ -51,7 +57,7 @@ def _fuse_one(ir: MethodIR) -> bool:
     for _, v in ir.outputs:
         readers[v.storage].append(_OUTPUT)
     for i in range(len(ir.ops)):
-        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _conv_elu, _eager_attention):
+        for match in (_rms_norm, _layer_norm_axis, _conv_activation, _conv_elu, _elu, _eager_attention, fold_permutes):
             found = match(ir.ops, i, readers, producer)
             if found:
                 remove, new = found
@@ -363,6 +369,46 @@ def _conv_elu(ops, i, readers, producer):
     ):
         return None
     return [i, r[0], ex, sb, r[1]], Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr, conv.where)
+
+
+def _elu(ops, i, readers, producer):
+    """minimum(y, 0) -> exp -> sub(., 1) -> maximum(y, .) (ELU, alpha 1, as lowering/elementwise.py's
+    _elu writes it) of a float32 y that others may read too (a conv's own ELU is _conv_elu's), each
+    step read only by the next: one elu op reading y."""
+    mn = ops[i]
+    if not (_plain_binary(mn, "minimum") and _scalar_const(mn.ins[1]) == 0.0 and mn.ins[0].dtype == F32):
+        return None
+    y = mn.ins[0]
+    if mn.outs[0].shape != y.shape:
+        return None
+    ex = _only_reader(mn.outs[0], readers)
+    if ex is None or ops[ex].name != "exp" or len(ops[ex].ins) != 1 or not _same(ops[ex].ins[0], mn.outs[0]):
+        return None
+    sb = _only_reader(ops[ex].outs[0], readers)
+    if (
+        sb is None
+        or not _plain_binary(ops[sb], "sub")
+        or not _same(ops[sb].ins[0], ops[ex].outs[0])
+        or _scalar_const(ops[sb].ins[1]) != 1.0
+    ):
+        return None
+    k = _only_reader(ops[sb].outs[0], readers)
+    mx = ops[k] if k is not None else None
+    if (
+        mx is None
+        or not _plain_binary(mx, "maximum")
+        or not _same(mx.ins[0], y)
+        or not _same(mx.ins[1], ops[sb].outs[0])
+        or mx.outs[0].shape != y.shape
+        or mx.outs[0].dtype != F32
+        or any(_writes(ops[j], y) for j in range(i + 1, k))  # y must be the same at maximum as at minimum
+    ):
+        return None
+    return [i, ex, sb, k], Op("elu", [y], [mx.outs[0]], [], [], mx.where)
+
+
+def _writes(op: Op, v: Value) -> bool:
+    return any(o.storage is v.storage for o in op.outs)
 
 
 def tie_embeddings(methods: list) -> None:

@@ -15,6 +15,10 @@ method, or a buffer, stays float32), and `skip` keeps chosen ones in float32: a 
 of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -> bool` over the
 parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
 reads its rows from the quantized packed weight of the output layer.
+
+With int8, also the convolutions whose streaming step reads many weight bytes per output (a few
+output positions of a big kernel: conv_q8 / conv_transpose_q8, see quantize_conv.py); the others
+stay float32.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from .ir import CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
+from .quantize_conv import quantize_convs
 from .schema import PANEL, QUANT_GROUP
 
 Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
@@ -190,6 +195,12 @@ def quantize_methods(
                 r = quantized(x, table.t())
                 if r:
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
+    if mode == "int8":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
+
+        def pack(b):
+            return tuple(_const(t, d) for t, d in zip(pack_int8(*quantize_weight(b, "int8")), (I8, F32)))
+
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), pack)
 
 
 def _is_table(x: Value) -> bool:

@@ -246,13 +246,20 @@ OPS = [
     # write it (the exporter advances its counter once per call); multinomial rejects bad weights.
     OpDef("random"),
     OpDef("multinomial", can_fail=True),
+    # Convolutions with int8 weights (quantize="int8" where a streaming step reads many weight bytes
+    # per output: python/tandem/quantize_conv.py, src/kernels/conv_q8.c).
+    OpDef("conv_q8"),
+    OpDef("conv_transpose_q8"),
+    # ELU (alpha 1) of a value no conv produced (SEANet's after each residual add): one pass, fused
+    # from its four-op lowering by python/tandem/fuse_elu.py.
+    *_elementwise("elu"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
 CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
-QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4"))
+QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4", "conv_q8", "conv_transpose_q8"))
 
 
 # ---- the C ABI -----------------------------------------------------------------------------------
@@ -432,7 +439,9 @@ SIGS = {
     **_sig("softmax log_softmax", 1, iattr=("dim",), dtypes=_F),
     **_sig("layer_norm", (1, 3), iattr=("normalized ndim", "has w", "has b", "axis?"), fattr=("eps",), dtypes=_F),
     **_sig("rms_norm", (1, 2), iattr=("has w",), fattr=("eps",), dtypes=_F),
-    **_sig("attention", (3, 4), 2, iattr=("has_mask", "is_causal"), fattr=("scale",), dtypes=_F),
+    # iattr [has_mask, is_causal] or those and a perm of the rank for each of q, k, v (docs/ops.md):
+    # counted by attention_check in src/kernels/attention.c
+    **_sig("attention", (3, 4), 2, iattr=None, fattr=("scale",), dtypes=_F),
     **_sig("matmul_q8", 3, iattr=("N",), dtypes=_F),
     **_sig("matmul_q4", 3, iattr=("N", "G"), dtypes=_F),
     **_sig("embedding_q8", 3, iattr=("N",), dtypes=("int8",)),
@@ -441,6 +450,8 @@ SIGS = {
     # by their *_check in src/kernels/conv.c, conv_transpose.c and pool.c, not here.
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
+    **_sig("conv_q8 conv_transpose_q8", (3, 4), 2, iattr=None, dtypes=_F),
+    **_sig("elu", 1, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
     # input 0 is the rng state (int64 [2]: seed, calls); docs/ops.md, Random sampling
     **_sig("random", 1, iattr=("kind", "stream", "lo", "hi"), fattr=("a", "b"), dtypes=("int64",)),

@@ -9,10 +9,11 @@
 #if TDM_SIMD128
 #include "vec.h"
 
-/* q · k_j for the four keys at k, k + D, k + 2D, k + 3D: one load of q serves four rows, and the
- * four partial sums are reduced together (a transpose) instead of one horizontal sum per key. */
-static inline v128_t dot4__simd128(const float *q, const float *k, int64_t D) {
-  const float *k0 = k, *k1 = k + D, *k2 = k1 + D, *k3 = k2 + D;
+/* q · k_j for the four keys at k, k + ks, k + 2ks, k + 3ks (ks: the row stride, D or more): one
+ * load of q serves four rows, and the four partial sums are reduced together (a transpose) instead
+ * of one horizontal sum per key. */
+static inline v128_t dot4__simd128(const float *q, const float *k, int64_t D, int64_t ks) {
+  const float *k0 = k, *k1 = k + ks, *k2 = k1 + ks, *k3 = k2 + ks;
   v128_t a0 = wasm_f32x4_splat(0), a1 = a0, a2 = a0, a3 = a0;
   int64_t d = 0;
   for (; d + 4 <= D; d += 4) {
@@ -34,10 +35,10 @@ static inline v128_t dot4__simd128(const float *q, const float *k, int64_t D) {
   return s;
 }
 
-/* y += p[0] v + p[1] (v + Dv) + p[2] (v + 2 Dv) + p[3] (v + 3 Dv): one load and store of y per
- * four value rows. */
-static inline void axpy4__simd128(v128_t p, const float *v, float *y, int64_t Dv) {
-  const float *v0 = v, *v1 = v + Dv, *v2 = v1 + Dv, *v3 = v2 + Dv;
+/* y += p[0] v + p[1] (v + vs) + p[2] (v + 2 vs) + p[3] (v + 3 vs) (vs: the row stride, Dv or
+ * more): one load and store of y per four value rows. */
+static inline void axpy4__simd128(v128_t p, const float *v, float *y, int64_t Dv, int64_t vs) {
+  const float *v0 = v, *v1 = v + vs, *v2 = v1 + vs, *v3 = v2 + vs;
   const v128_t p0 = wasm_i32x4_shuffle(p, p, 0, 0, 0, 0), p1 = wasm_i32x4_shuffle(p, p, 1, 1, 1, 1);
   const v128_t p2 = wasm_i32x4_shuffle(p, p, 2, 2, 2, 2), p3 = wasm_i32x4_shuffle(p, p, 3, 3, 3, 3);
   int64_t d = 0;
@@ -69,7 +70,7 @@ static inline void score1__simd128(const tdm_attn_rows *a, const float *q, const
     w[j] = -INFINITY;
     return;
   }
-  float s = tdm_f32_dot__simd128(q, a->k + j * a->D, a->D) * a->scale;
+  float s = tdm_f32_dot__simd128(q, a->k + j * a->kstride, a->D) * a->scale;
   if (mf) s += mf[j * a->mstep];
   w[j] = s;
   h->mx = (s > h->mx || s != s) ? s : h->mx;
@@ -92,7 +93,7 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
   }
   /* Scores: each block of four K rows, loaded once, dotted with the G queries. */
   for (int64_t j = 0; j < j4; j += 4) {
-    const float *kj = a->k + j * D;
+    const float *kj = a->k + j * a->kstride;
     for (int64_t g = 0; g < G; g++) {
       const uint8_t *mb = TDM_ATTN_MB(a, g);
       const float *mf = TDM_ATTN_MF(a, g), *q = TDM_ATTN_Q(a, g);
@@ -102,7 +103,7 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
         for (int l = 0; l < 4; l++) score1__simd128(a, q, mb, mf, w, j + l, h);
         continue;
       }
-      v128_t s = wasm_f32x4_mul(dot4__simd128(q, kj, D), sc);
+      v128_t s = wasm_f32x4_mul(dot4__simd128(q, kj, D, a->kstride), sc);
       if (mf) s = wasm_f32x4_add(s, wasm_f32x4_make(mf[j * ms], mf[(j + 1) * ms], mf[(j + 2) * ms], mf[(j + 3) * ms]));
       wasm_v128_store(w + j, s);
       h->mxv = wasm_f32x4_max(h->mxv, s); /* NaN propagates, as in the scalar rule */
@@ -143,7 +144,7 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
   /* Outputs: each block of four V rows, loaded once, added into the G outputs with their weights;
    * then each head's last keys one by one. */
   for (int64_t j = b0; j < b1; j += 4) {
-    const float *vj = a->v + j * Dv;
+    const float *vj = a->v + j * a->vstride;
     for (int64_t g = 0; g < G; g++) {
       const head_state *h = &hs[g];
       if (j < h->s0 || j >= h->s1) continue;
@@ -153,10 +154,10 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
         float pl[4];
         wasm_v128_store(pl, p);
         for (int l = 0; l < 4; l++)
-          if (pl[l] != 0) tdm_f32_axpy__simd128(pl[l], vj + l * Dv, y, Dv);
+          if (pl[l] != 0) tdm_f32_axpy__simd128(pl[l], vj + l * a->vstride, y, Dv);
         continue;
       }
-      axpy4__simd128(p, vj, y, Dv);
+      axpy4__simd128(p, vj, y, Dv, a->vstride);
     }
   }
   for (int64_t g = 0; g < G; g++) {
@@ -164,7 +165,7 @@ static void attention_chunk__simd128(const tdm_attn_rows *a, int64_t G, float *w
     if (h->mx == -INFINITY) continue;
     for (int64_t j = h->s1; j < h->hi; j++) {
       const float p = ws[g * jend + j] * h->inv;
-      if (p != 0) tdm_f32_axpy__simd128(p, a->v + j * Dv, TDM_ATTN_Y(a, g), Dv);
+      if (p != 0) tdm_f32_axpy__simd128(p, a->v + j * a->vstride, TDM_ATTN_Y(a, g), Dv);
     }
   }
 }

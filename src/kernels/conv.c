@@ -142,5 +142,14 @@ const tdm_opdef tdm__conv_ops[] = {
     TDM_OP(max_pool, 0, tdm__pool_check, tdm__pool_run),
     TDM_OP(avg_pool, 1, tdm__pool_check, tdm__pool_run),
     TDM_OP(conv_transpose, 0, tdm__conv_transpose_check, tdm__conv_transpose_run),
+    TDM_OP(elu, 0, tdm__elu_check, tdm__elu_run),
+    TDM_OP_END,
+};
+
+/* The convolutions with int8 weights (conv_q8.c): a family of their own, so the verifier lets them
+ * read the constant-only dtype (ops.c, tdm__reads_const_only). */
+const tdm_opdef tdm__conv_q8_ops[] = {
+    TDM_OP(conv_q8, 0, tdm__conv_q8_check, tdm__conv_q8_run),
+    TDM_OP(conv_transpose_q8, 0, tdm__conv_transpose_q8_check, tdm__conv_transpose_q8_run),
     TDM_OP_END,
 };

@@ -32,9 +32,22 @@ void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, con
 /* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 
+/* in is the input size, out the transposed convolution's output size for kernel k, stride s, padding p,
+ * dilation d and output padding op. */
+bool tdm__conv_t_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t out);
+/* conv_q8.c: the workspace of `rows` activation rows of K against M int8 columns (floats). */
+bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need);
+
 tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
+/* elu (conv_gemm.c): ELU with alpha 1 of a whole tensor, the conv's fused activation's kernels. */
+tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op);
+tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op);
+tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op);
 
 #endif

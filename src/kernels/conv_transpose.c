@@ -91,7 +91,7 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
   return TDM_OK;
 }
 
-static bool out_size_t_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t out) {
+bool tdm__conv_t_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t out) {
   if (s < 1 || p < 0 || d < 1 || k < 1 || op < 0 || (op >= s && op >= d) || in < 1 || in > INT64_MAX / 4 / s || k > INT64_MAX / 4 / d ||
       p > INT64_MAX / 4 || op > INT64_MAX / 4)
     return false;
@@ -117,7 +117,7 @@ tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op) {
   const int64_t Og = O / groups, Cg = C / groups;
   size_t rows = (size_t)Og, need = 1; /* w's rows Og·KH·KW, and the workspace Og·KH·KW·H·W */
   for (int i = 0; i < r; i++) {
-    if (!out_size_t_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
+    if (!tdm__conv_t_out_size_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
       return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding, dilation and output padding", i);
     if (!tdm__mul_size(rows, (size_t)a[i], &rows)) return tdm__rule(op, "kernel too large");
   }

@@ -225,11 +225,91 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
   for (; j < N; j += 8) GEMV2_PANELS(1);
 }
 
-void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
-  for (int64_t j = 0; j < N; j += 8) {
-    const float *panel = bp + (j / 8) * K * 8;
-    GEMM_ROWS(panel, 8, (b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4)));
+/* The packed tiles in blocks of K (GEMM_KC steps) and of columns (GEMM_NC): for each block, each
+ * tile of rows copies its rows' block of a once into at (interleaved: at[k * R + r] =
+ * a[i + r][k0 + k], one pointer with constant offsets instead of R row pointers) and walks the
+ * block's panels with it, so the copy stays in L1 and the B block (GEMM_KC x GEMM_NC floats,
+ * 512 KiB) in L2. The accumulators of a later K block start from what the earlier one stored in y:
+ * a float32 stored and loaded back is the same value, so each output is still one chain over k in
+ * order from 0, the bits of the unblocked tiles whatever the tile, block or thread part.
+ * Measured at 1024³ (docs/benchmarks.md): K blocks of 256 over all columns (a 1 MiB B block)
+ * 6-10% slower than 512 x 256 or 1024 x 128; 128 or 512 over all columns no better than 256.
+ * Tiles of 4 rows (GEMM_PTALL), not the row-major kernel's 6: V8 keeps a step's loads in program
+ * order but computes the multiply-adds after all of them, so every row's splat is live at once;
+ * 6 rows need 12 accumulators + 2 B vectors + 6 splats, more than the 15 vector registers V8
+ * allocates on x86-64, and its code for them spilled 4 accumulators to the stack in every step
+ * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
+ * the loads in flight) measured 5-10% slower, and the splats as lane shuffles of one load of at
+ * the same. */
+#ifndef GEMM_KC
+#define GEMM_KC 512
+#endif
+#ifndef GEMM_NC
+#define GEMM_NC 256 /* a multiple of 8 */
+#endif
+#ifndef GEMM_PTALL
+#define GEMM_PTALL 4
+#endif
+#define PTILE_ROW(R, r) \
+  if (R > r) { \
+    x = wasm_f32x4_splat(pa[r]); \
+    c##r##0 = tdm_madd(x, b0, c##r##0); \
+    c##r##1 = tdm_madd(x, b1, c##r##1); \
   }
+#define PTILE_INIT(R, r) \
+  if (R > r && k0) tdm_load8(y + r * ldy, n, &c##r##0, &c##r##1)
+#define PTILE_STORE(R, r) \
+  if (R > r) tdm_store8(y + r * ldy, c##r##0, c##r##1, n)
+static inline __attribute__((always_inline)) void ptile(int R, size_t kc, int64_t k0, const float *at, const float *pb, float *y,
+                                                        int64_t ldy, int64_t n) {
+  v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
+         c50 = c00, c51 = c00;
+  PTILE_INIT(R, 0);
+  PTILE_INIT(R, 1);
+  PTILE_INIT(R, 2);
+  PTILE_INIT(R, 3);
+  PTILE_INIT(R, 4);
+  PTILE_INIT(R, 5);
+  const float *pa = at;
+  for (size_t kk = kc; kk > 0; kk--, pa += R, pb += 8) {
+    const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);
+    v128_t x;
+    PTILE_ROW(R, 0) PTILE_ROW(R, 1) PTILE_ROW(R, 2) PTILE_ROW(R, 3) PTILE_ROW(R, 4) PTILE_ROW(R, 5)
+  }
+  PTILE_STORE(R, 0);
+  PTILE_STORE(R, 1);
+  PTILE_STORE(R, 2);
+  PTILE_STORE(R, 3);
+  PTILE_STORE(R, 4);
+  PTILE_STORE(R, 5);
+}
+
+/* Rows 0..R-1 of a (and y) over the block k0 .. k0 + kc of every panel. */
+static inline __attribute__((always_inline)) void ptile_rows(int R, int64_t N, int64_t K, int64_t k0, int64_t kc, const float *a,
+                                                             const float *bp, float *y, int64_t ldy, float *at) {
+  for (int64_t k = 0; k < kc; k++)
+    for (int r = 0; r < R; r++) at[k * R + r] = a[r * K + k0 + k];
+  for (int64_t j = 0; j < N; j += 8) ptile(R, (size_t)kc, k0, at, bp + (j / 8) * K * 8 + k0 * 8, y + j, ldy, N - j);
+}
+
+void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
+  float at[GEMM_PTALL * GEMM_KC];
+  int64_t k0 = 0;
+  do { /* K = 0 still takes one (empty) block: y is zeros */
+    const int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+    for (int64_t j0 = 0; j0 < N; j0 += GEMM_NC) { /* columns j0 .. j0 + nc: whole panels */
+      const int64_t nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+      const float *pj = bp + j0 * K; /* panel j0 / 8 */
+      float *yj = y + j0;
+      int64_t i = 0;
+      for (; i + GEMM_PTALL <= M; i += GEMM_PTALL) ptile_rows(GEMM_PTALL, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      for (; i + 4 <= M; i += 4) ptile_rows(4, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at); /* GEMM_PTALL 5, 6 */
+      if (M - i == 3) ptile_rows(3, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      else if (M - i == 2) ptile_rows(2, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+      else if (M - i == 1) ptile_rows(1, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
+    }
+    k0 += kc;
+  } while (k0 < K);
 }
 
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {

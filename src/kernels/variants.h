@@ -230,14 +230,16 @@ void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const f
 #endif
 
 /* One query row of G query heads that read one K/V head (grouped-query attention). Head g's query
- * is q + g·qstride [D], its output y + g·ystride [Dv]; keys k [jend, D], values v [jend, Dv].
- * Head g's score for key j is (q · k_j)·scale, plus mf[g·mhead + j·mstep] with a float mask, or
+ * is q + g·qstride [D], its output y + g·ystride [Dv]; key j is k + j·kstride [D], value j is
+ * v + j·vstride [Dv] (kstride = D, vstride = Dv for rows one after another; larger for a time-first
+ * cache [T, H, D] read in place, H·D). Head g's score for key j is (q · k_j)·scale, plus
+ * mf[g·mhead + j·mstep] with a float mask, or
  * -inf where a bool mask mb[g·mhead + j·mstep] is 0; y is the softmax-weighted sum of the value
  * rows (zeros where every key is masked). mb and mf may be NULL. */
 typedef struct tdm_attn_rows {
-  const float *q, *k, *v; /* q [G][qstride], k [jend, D], v [jend, Dv] */
+  const float *q, *k, *v; /* q [G][qstride], k [jend][kstride], v [jend][vstride] */
   float *y;               /* [G][ystride] */
-  int64_t G, qstride, ystride, jend, D, Dv;
+  int64_t G, qstride, ystride, jend, D, Dv, kstride, vstride;
   float scale;
   const uint8_t *mb; /* bool mask or NULL */
   const float *mf;   /* float mask or NULL */

@@ -959,7 +959,8 @@ static int check_row_forms(void) {
  * every tail of 4, fills from 1 (a decode step's first key) past a few blocks of four, groups of 1,
  * 2, 3, 8 and 17 (more than one chunk), no mask, a bool mask (some rows all masked, some keys
  * masked inside a block), a float mask (-inf, the most negative float, finite values), a mask
- * shared by the heads or one per head. */
+ * shared by the heads or one per head; K and V rows one after another or strided (a time-first
+ * cache [T, H, D] read in place: rows kstride, vstride floats apart, other floats between). */
 static void attention_naive(const tdm_attn_rows *a, float *y) {
   for (int64_t g = 0; g < a->G; g++) {
     double s[64], mx = -INFINITY, sum = 0;
@@ -970,7 +971,7 @@ static void attention_naive(const tdm_attn_rows *a, float *y) {
         continue;
       }
       double d = 0;
-      for (int64_t c = 0; c < a->D; c++) d += (double)a->q[g * a->qstride + c] * a->k[j * a->D + c];
+      for (int64_t c = 0; c < a->D; c++) d += (double)a->q[g * a->qstride + c] * a->k[j * a->kstride + c];
       s[j] = (float)d * a->scale + (a->mf ? a->mf[mi] : 0.0f); /* in float32, as a float mask is added (-FLT_MAX absorbs) */
       if (s[j] > mx) mx = s[j];
     }
@@ -980,7 +981,7 @@ static void attention_naive(const tdm_attn_rows *a, float *y) {
     for (int64_t c = 0; c < a->Dv; c++) {
       double acc = 0;
       for (int64_t j = 0; j < a->jend; j++)
-        if (s[j] != -INFINITY) acc += exp(s[j] - mx) / sum * a->v[j * a->Dv + c];
+        if (s[j] != -INFINITY) acc += exp(s[j] - mx) / sum * a->v[j * a->vstride + c];
       y[g * a->ystride + c] = (float)acc;
     }
   }
@@ -988,18 +989,20 @@ static void attention_naive(const tdm_attn_rows *a, float *y) {
 
 static int check_attention_rows(void) {
   enum { MAXG = 17, MAXT = 40, MAXD = 66 };
-  static float q[MAXG * 2 * MAXD], k[MAXT * MAXD], v[MAXT * MAXD], mf[MAXG * MAXT], y[MAXG * 2 * MAXD], ref[MAXG * 2 * MAXD],
-      one[MAXG * 2 * MAXD], ws[MAXG * MAXT];
+  static float q[MAXG * 2 * MAXD], k[MAXT * (3 * MAXD + 2)], v[MAXT * (2 * MAXD + 1)], mf[MAXG * MAXT], y[MAXG * 2 * MAXD],
+      ref[MAXG * 2 * MAXD], one[MAXG * 2 * MAXD], ws[MAXG * MAXT];
   static uint8_t mb[MAXG * MAXT];
   static const int64_t Ds[] = {1, 3, 4, 5, 8, 13, 64, 66}, Ts[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 33, 40}, Gs[] = {1, 2, 3, 8, 17};
   int bad = 0;
   for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++)
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
       for (size_t gi = 0; gi < sizeof Gs / sizeof Gs[0]; gi++)
-        for (int mask = 0; mask < 5; mask++) { /* none, bool shared, bool per head, float shared, float per head */
+        for (int m10 = 0; m10 < 10; m10++) { /* mask: none, bool shared, bool per head, float shared, float per head */
+          const int mask = m10 % 5, strided = m10 >= 5;
           const int64_t D = Ds[di], Dv = D == 1 ? 4 : D - (D > 4), T = Ts[ti], G = Gs[gi];
+          const int64_t ks = strided ? 3 * D + 2 : D, vs = strided ? 2 * Dv + 1 : Dv;
           const int salt = (int)(D * 131 + T * 7 + G + mask);
-          fill(q, G * 2 * MAXD, 1.5f, false, salt), fill(k, T * D, 1.5f, false, salt + 1), fill(v, T * Dv, 1, false, salt + 2);
+          fill(q, G * 2 * MAXD, 1.5f, false, salt), fill(k, T * ks, 1.5f, false, salt + 1), fill(v, T * vs, 1, false, salt + 2);
           const bool per_head = mask == 2 || mask == 4;
           for (int64_t i = 0; i < G * T; i++) {
             mb[i] = (uint8_t)((i * 5 + salt) % 7 != 0);
@@ -1019,6 +1022,8 @@ static int check_attention_rows(void) {
                              .jend = T,
                              .D = D,
                              .Dv = Dv,
+                             .kstride = ks,
+                             .vstride = vs,
                              .scale = 0.3f,
                              .mb = mask == 1 || mask == 2 ? mb : NULL,
                              .mf = mask == 3 || mask == 4 ? mf : NULL,
@@ -1315,6 +1320,9 @@ int tdm_kernel_selftest(void) {
   /* the AVX2 kernels' K blocks (512) and the rows kernel's tail blocks; the GEMV's 32-column groups */
   bad += check_gemm(7, 37, 1100) + check_gemm(13, 29, 513) + check_gemm(1, 200, 1100) + check_gemm(1, 257, 77);
   bad += check_gemm(17, 96, 300) + check_gemm(9, 71, 600) + check_gemm(64, 64, 33); /* AVX-512: 8-row tiles, K blocks of 256, N % 32 */
+  /* the SIMD128 packed tiles' blocks of 512 steps x 256 columns (gemm.c): K and N ending on a block
+   * edge, and past it by a step / a panel / a partial panel */
+  bad += check_gemm(6, 256, 512) + check_gemm(9, 264, 513) + check_gemm(5, 300, 1030);
 #if TDM_X86_AVX2
   REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n",
          tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",

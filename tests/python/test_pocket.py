@@ -115,11 +115,15 @@ def test_the_offsets_are_dims_bound_from_the_state_and_a_full_cache_fails_cleanl
 
 def test_the_kv_cache_prefix_is_read_in_place(exported):
     """`valid = cache[:, :, :offset + T]; valid[0], valid[1]` reads the cache's K and V halves as
-    views of the state (no slice op copies the prefix of both halves, twice, per layer per step)."""
+    views of the state (no slice op copies the prefix of both halves, twice, per layer per step), and
+    their `permute(0, 2, 1, 3)` is folded into the attention (no copy of the prefix heads-first)."""
     program, _, _ = exported
     for name in ("prompt", "step"):
-        copies = [op for op in program.method(name).ops if op.name == "slice" and op.ins[0].storage.kind == STATE]
+        copies = [op for op in program.method(name).ops if op.name in ("slice", "permute") and op.ins[0].storage.kind == STATE]
         assert not copies, f"{name}: {[(op.name, op.ins[0].storage.state.name) for op in copies]}"
+        # nor is each half put heads-first: attention reads the time-first [B, T, H, D] halves by strides
+        att = [op for op in program.method(name).ops if op.name == "attention"]
+        assert att and all(op.ins[1].storage.kind == STATE and op.ins[2].storage.kind == STATE and len(op.iattr) in (14, 18) for op in att)
 
 
 def _snr_db(got, want):

@@ -33,6 +33,7 @@ const F32_UNARY = {
   silu: 'a0 / (1.0 + exp(-a0))', erf: 'erf_(a0)', reciprocal: '1.0 / a0',
   log1p: 'select(log(1.0 + a0), a0 * (1.0 - a0 * (0.5 - a0 / 3.0)), abs(a0) < 1e-4)',
   hardswish: 'a0 * min(max(a0 + 3.0, 0.0), 6.0) / 6.0', hardsigmoid: 'min(max(a0 + 3.0, 0.0), 6.0) / 6.0',
+  elu: 'max(a0, exp(min(a0, 0.0)) - 1.0)', // ELU alpha 1, as src/kernels/conv_gemm.c's elu op
 };
 const I32_UNARY = { neg: '-a0', abs: 'abs(a0)', relu: 'max(a0, 0)', floor: 'a0', ceil: 'a0' };
 const I64_UNARY = { neg: 'neg64(a0)', floor: 'a0', ceil: 'a0', relu: 'select(a0, vec2<u32>(0u, 0u), bitcast<i32>(a0.y) < 0)',
@@ -149,7 +150,7 @@ export function unsupported(op) {
     case 'embedding_q8': case 'embedding_q4':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
-    case 'attention': {
+    case 'attention': { // head sizes through the perms (spatial.js attnView): the last dim stays last
       const dv = ins[2].shape[ins[2].shape.length - 1], d = ins[0].shape[ins[0].shape.length - 1];
       return dv <= 256 && d <= 256 ? null : 'attention (head size above 256)';
     }

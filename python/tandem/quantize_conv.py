@@ -1,0 +1,127 @@
+"""`quantize="int8"` for convolutions (called by quantize.quantize_methods): a `conv` or
+`conv_transpose` whose call reads many weight bytes per output, i.e. one with at most
+CONV_Q8_MAX_ROWS (16) rows of activations per image (output positions of a conv, input positions of
+a transposed conv: a streaming step of a big strided kernel) and at least CONV_Q8_MIN_WEIGHTS
+weights, becomes `conv_q8` / `conv_transpose_q8` (src/kernels/conv_q8.c) with its weights int8 per
+output column of the GEMV it runs (a conv's output channel; a transposed conv's output channel and
+tap), in matmul_q8's packed layout. Such a call is bound by reading the weights, not by its
+multiply-adds (Mimi's encoder's 512→1024 k16 s8 reads 32 MB of float32 for two outputs), and int8
+reads a quarter of the bytes. Convolutions over many positions stay float32 (their GEMM is bound by
+arithmetic, where int8 would only add the conversion), as do grouped ones, weights that are not a
+parameter of the module (a batch norm folded in, a computed weight) and those `skip` names.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .ir import CONST, F32, SCRATCH, Op, Storage, Value
+
+# Measured at Mimi's full-size shapes (bench/probes/conv_q8_ops.py, wasm SIMD128, one thread): int8
+# took 0.35-0.95x float32's time at 1-2 positions and 0.70-0.94x at 16 (docs/benchmarks.md); at 96
+# and more positions the float GEMM is bound by arithmetic and stays.
+CONV_Q8_MAX_ROWS = 16
+CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in cache between steps
+ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
+
+
+def q8_workspace(rows: int, K: int, M: int) -> int:
+    """Floats of conv_q8's workspace (src/kernels/conv_q8.c tdm__conv_q8_workspace): the rows, the
+    result, the rows as int16 pairs, their block scales and a flag per row."""
+    return rows * K + rows * M + rows * ((K + 3) // 2) + rows * (-(-K // ABLOCK) + 1)
+
+
+class _ConvParams:
+    """Finds the module parameter a conv's constant weight was made from, by shape and value."""
+
+    def __init__(self, params):
+        self.by_numel: dict = {}
+        for name, p in params:
+            if p.dim() >= 3 and p.is_floating_point():
+                self.by_numel.setdefault(p.numel(), []).append((name, p.detach()))
+
+    def find(self, flat: torch.Tensor, as_flat) -> tuple:
+        """(names, shape) of the parameters p with as_flat(p) equal to flat, or ([], None)."""
+        found, shape = [], None
+        for name, p in self.by_numel.get(flat.numel(), ()):
+            v = as_flat(p)
+            if v is not None and v.shape == flat.shape and v.dtype == flat.dtype and torch.equal(v, flat):
+                found.append(name)
+                shape = shape or tuple(p.shape)
+        return found, shape
+
+
+def _static(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def _const_tensor(v: Value):
+    if v.storage.kind != CONST or v.dtype != F32 or v.offset or v.nbytes != v.storage.nbytes or v.storage.tensor is None:
+        return None
+    return v.storage.tensor.reshape(v.shape)
+
+
+def quantize_convs(methods: list, params, skipped, pack) -> None:
+    """Rewrites the methods' qualifying conv / conv_transpose ops in place (see the module).
+    skipped(names, shape) -> bool; pack(B [K, M]) -> (q Value, scale Value) for B's columns."""
+    index = _ConvParams(params)
+    done: dict = {}  # id(weight storage) -> (q, scale) or None
+
+    def weights(v: Value, B: torch.Tensor, as_flat):
+        key = id(v.storage)
+        if key not in done:
+            names, shape = index.find(B.t().contiguous(), as_flat)
+            done[key] = None if not names or skipped(names, shape) else pack(B)
+        return done[key]
+
+    for m in methods:
+        for i, op in enumerate(m.ops):
+            if op.name == "conv" and len(op.outs) <= 2:
+                new = _conv(op, weights)
+            elif op.name == "conv_transpose":
+                new = _conv_transpose(op, weights)
+            else:
+                continue
+            if new is not None:
+                m.ops[i] = new
+
+
+def _conv(op: Op, weights):
+    x, w, y = op.ins[0], op.ins[1], op.outs[0]
+    r, hb, groups = op.iattr[:3]
+    if groups != 1 or not (_static(x.shape) and _static(y.shape)):
+        return None
+    wt = _const_tensor(w)
+    rows, O = math.prod(y.shape[2:]), w.shape[0]
+    if wt is None or rows > CONV_Q8_MAX_ROWS or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+        return None
+    K = wt.numel() // O
+    r_ = weights(w, wt.reshape(O, K).t(), lambda p: p.reshape(O, K) if p.shape == wt.shape else None)
+    if r_ is None:
+        return None
+    ws = _scratch(q8_workspace(rows, K, O))
+    kernel = [int(k) for k in w.shape[2:]]
+    iattr = [r, hb, 1] + kernel + list(op.iattr[3:])  # stride, padding, dilation[, activation]
+    return Op("conv_q8", [x, *r_, *op.ins[2:]], [y, ws], iattr, [], op.where)
+
+
+def _conv_transpose(op: Op, weights):
+    x, w, y = op.ins[0], op.ins[1], op.outs[0]
+    r, hb, groups = op.iattr[:3]
+    if groups != 1 or not (_static(x.shape) and _static(y.shape)):
+        return None
+    wt = _const_tensor(w)  # [1, M, C]: torch's [C, O, *kernel] as the GEMM's rows
+    rows, C, M = math.prod(x.shape[2:]), x.shape[1], w.shape[1]
+    if wt is None or rows > CONV_Q8_MAX_ROWS or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+        return None
+    r_ = weights(w, wt[0].t(), lambda p: p.reshape(C, M).t() if p.shape[0] == C and p.numel() == C * M else None)
+    if r_ is None:
+        return None
+    ws = _scratch(q8_workspace(rows, C, M) + rows * (C + M))
+    return Op("conv_transpose_q8", [x, *r_, *op.ins[2:]], [y, ws], list(op.iattr), [], op.where)
+
+
+def _scratch(floats: int) -> Value:
+    return Value(F32, (floats,), Storage(SCRATCH, 4 * floats))

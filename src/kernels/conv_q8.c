@@ -1,0 +1,205 @@
+/* conv_q8.c — conv_q8 and conv_transpose_q8: convolutions whose weights are stored int8 per output
+ * channel (`quantize="int8"` at export, python/tandem/quantize_conv.py), for streaming steps where a
+ * call reads many weight bytes per output (a few output positions of a big kernel): the weight
+ * bytes, not the multiply-adds, bound them, and int8 reads a quarter of float32's.
+ *
+ * Both are GEMVs over int8 columns in matmul_q8's packed layout (qp [ceil(M/8), K, 8], scale
+ * [ceil(M/8), 8]: docs/ops.md, "Quantized weights"), one per row of activations:
+ *  - conv_q8: the rows are x's patches (im2row, k = (c·KH + kh)·KW + kw), the columns the output
+ *    channels: y[o, p] = bias[o] + patch[p] · w[o] (then the fused activation);
+ *  - conv_transpose_q8: the rows are x's positions (x transposed), the columns the Og·KH·KW taps
+ *    of each output channel: z[m, p] = x[:, p] · wt[m], added where each tap lands (col2im).
+ * Each row is quantized to int8 per block of 32 (tdm_q8_quantize_row, as matmul_q8's one-row GEMV)
+ * and multiplied with the integer-dot GEMV (tdm_q8_gemv_dot); a row with a NaN or ±inf takes the
+ * float-lane GEMV (tdm_q8_gemm), the other rows keep theirs. Threads split the columns; each thread walks its columns a panel
+ * (or four) at a time and runs every row over it while it is in cache, so each weight byte is read
+ * from memory once per call. The kernels are matmul_q8's (variants.h, config.c, the selftest). */
+#include "../ops.h"
+#include "../threads.h"
+#include "../util.h"
+#include "conv.h"
+#include "gemm.h"
+
+#include <string.h>
+
+typedef tdm_conv_geom geom;
+
+/* The workspace (floats) for `rows` activation rows of K and M columns: the rows [rows·K], the
+ * result [rows·M], the int8 rows as int16 pairs [rows·(K + 2) int16], their block scales
+ * [rows·ceil(K/32)] and whether each row could be quantized [rows]; false if it overflows. python/tandem/quantize_conv.py computes the same. */
+bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need) {
+  size_t a, b, c, d;
+  if (K > SIZE_MAX / 4 || !tdm__mul_size(rows, K, &a) || !tdm__mul_size(rows, M, &b) || !tdm__mul_size(rows, (K + 3) / 2, &c) ||
+      !tdm__mul_size(rows, (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK + 1, &d))
+    return false;
+  return tdm__add_size(a, b, need) && tdm__add_size(*need, c, need) && tdm__add_size(*need, d, need);
+}
+
+typedef struct {
+  int64_t rows, K, M;
+  const float *a;     /* rows [rows, K] */
+  const int16_t *xq;  /* rows quantized, (K + 2) int16 each */
+  const float *xs;    /* their block scales, ceil(K/32) each */
+  const float *dot;   /* per row: 1 if quantized, 0 for the float-lane path (a NaN or ±inf in it) */
+  const int8_t *qp;   /* [ceil(M/8), K, 8] */
+  const float *scale; /* [ceil(M/8), 8] */
+  float *yt;          /* [rows, M] */
+} rows_job;
+
+static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const rows_job *j = c;
+  (void)t, (void)ws;
+  /* four panels at once (the GEMV's widest step) while they stay in L2, else one */
+  const int64_t cb = j->K <= 16384 ? 32 : 8, xql = j->K + 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t c0 = lo; c0 < hi; c0 += cb) {
+    const int64_t n = hi - c0 < cb ? hi - c0 : cb;
+    const int8_t *q = j->qp + c0 / TDM_PANEL * j->K * TDM_PANEL;
+    for (int64_t r = 0; r < j->rows; r++) {
+      float *y = j->yt + r * j->M + c0;
+      if (j->dot[r] != 0.0f) tdm_q8_gemv_dot(n, j->K, j->xq + r * xql, j->xs + r * xsl, q, j->scale + c0, y);
+      else tdm_q8_gemm(1, n, j->K, j->a + r * j->K, q, j->scale + c0, y);
+    }
+  }
+}
+
+/* yt [rows, M] = a [rows, K] @ (q · scale), the workspace after a's rows: ws = a + rows·K. */
+static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const int8_t *qp, const float *scale, float *ws) {
+  float *yt = ws;
+  int16_t *xq = (int16_t *)(yt + rows * M);
+  float *xs = (float *)(xq + rows * ((K + 3) / 2 * 2));
+  const int64_t xsl = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  float *dot = xs + rows * xsl;
+  for (int64_t r = 0; r < rows; r++) dot[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * (K + 2), xs + r * xsl) ? 1.0f : 0.0f;
+  rows_job j = {rows, K, M, a, xq, xs, dot, qp, scale, yt};
+  tdm__parallel(M, 32, rows_part, &j);
+  return yt;
+}
+
+/* conv_q8: x [N, C, (H,) W], qp int8 [ceil(O/8), C·KH·KW, 8], scale [ceil(O/8), 8][, bias [O]] →
+ * y [N, O, (OH,) OW], workspace. iattr = [r, has_bias, groups = 1, kernel(r), stride(r), padding(r),
+ * dilation(r)[, activation]]. */
+tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int r = (int)op->iattr[0];
+  geom g;
+  tdm__conv_geom(&g, r, in[0].shape, out->shape, op->iattr + 3, op->iattr + 3 + r);
+  const int64_t O = out->shape->dims[1], K = g.C * g.KH * g.KW, P = g.OH * g.OW;
+  const float *bias = op->iattr[1] ? in[3].data : NULL;
+  const int act = op->n_iattr == 4 + 4 * (uint32_t)r ? (int)op->iattr[3 + 4 * r] : TDM_CONV_ACT_NONE;
+  float *colt = out[1].data;
+  for (int64_t n = 0; n < g.N; n++) {
+    float *y = (float *)out->data + n * O * P;
+    if (K == 0) {
+      memset(y, 0, sizeof(float) * (size_t)(O * P));
+    } else {
+      tdm_f32_im2row(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, colt);
+      const float *yt = q8_rows(P, K, O, colt, in[1].data, in[2].data, colt + P * K);
+      for (int64_t o = 0; o < O; o++)
+        for (int64_t p = 0; p < P; p++) y[o * P + p] = yt[p * O + o];
+    }
+    if (bias)
+      for (int64_t o = 0; o < O; o++)
+        for (int64_t p = 0; p < P; p++) y[o * P + p] += bias[o];
+    tdm__conv_activate(act, y, O * P);
+  }
+  return TDM_OK;
+}
+
+/* qp int8 [ceil(M/8), K, 8] and scale float32 [ceil(M/8), 8]. */
+static bool q8_weights_ok(const tdm_value *q, const tdm_value *s, int64_t K, int64_t M) {
+  const int64_t P = M / TDM_PANEL + (M % TDM_PANEL != 0);
+  return q->dtype == TDM_I8 && q->shape.rank == 3 && q->shape.dims[0] == P && q->shape.dims[1] == K && q->shape.dims[2] == TDM_PANEL &&
+      s->dtype == TDM_F32 && s->shape.rank == 2 && s->shape.dims[0] == P && s->shape.dims[1] == TDM_PANEL;
+}
+
+tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 2 || op->n_iattr < 3)
+    return tdm__rule(op,
+                     "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]");
+  const int64_t r = op->iattr[0], hb = op->iattr[1];
+  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 4 * (uint32_t)r && op->n_iattr != 4 + 4 * (uint32_t)r) ||
+      op->n_in != 3 + hb)
+    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
+  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped convolutions keep float32 weights)");
+  if (op->n_iattr == 4 + 4 * (uint32_t)r && (op->iattr[3 + 4 * r] < 0 || op->iattr[3 + 4 * r] >= TDM_CONV_ACT_COUNT))
+    return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
+  if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
+  if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
+  const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r, O = y->shape.dims[1];
+  size_t K = (size_t)x->shape.dims[1], P = 1, need;
+  for (int i = 0; i < r; i++) {
+    if (k[i] > INT64_MAX / 4 || !tdm__conv_out_size_ok(x->shape.dims[2 + i], k[i], a[i], a[r + i], a[2 * r + i], y->shape.dims[2 + i]))
+      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding and dilation", i);
+    if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
+      return tdm__rule(op, "kernel or output too large");
+  }
+  if (K > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), (int64_t)K, O))
+    return tdm__rule(op, "weights must be int8 [ceil(O/8), C·kernel, 8] and scales float32 [ceil(O/8), 8]");
+  if (hb) {
+    const tdm_value *b = TDM_VAL(m, op, 3);
+    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != O) return tdm__rule(op, "bias must be float32 [O]");
+  }
+  if (!tdm__conv_q8_workspace(P, K, (size_t)O, &need) || (size_t)ws->numel < need)
+    return tdm__rule(op, "workspace must hold P·K + P·O + P·ceil((K+1)/2) + P·(ceil(K/32) + 1) floats (P output positions, docs/ops.md)");
+  return TDM_OK;
+}
+
+/* conv_transpose_q8: x [N, C, (H,) W], qp int8 [ceil(M/8), C, 8] (M = O·KH·KW), scale [ceil(M/8), 8]
+ * [, bias [O]] → y [N, O, (OH,) OW], workspace. iattr = conv_transpose's with groups = 1. */
+tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int r = (int)op->iattr[0];
+  geom g;
+  tdm__conv_geom(&g, r, in[0].shape, out->shape, op->iattr + 3, op->iattr + 3 + r);
+  const int64_t O = out->shape->dims[1], M = O * g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
+  const float *bias = op->iattr[1] ? in[3].data : NULL;
+  float *xt = out[1].data, *z = xt + HW * g.C, *ws = z + M * HW;
+  for (int64_t n = 0; n < g.N; n++) {
+    float *y = (float *)out->data + n * O * OHW;
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t i = 0; i < OHW; i++) y[o * OHW + i] = bias ? bias[o] : 0.0f;
+    if (g.C == 0) continue;
+    const float *x = (const float *)in[0].data + n * g.C * HW;
+    for (int64_t c = 0; c < g.C; c++)
+      for (int64_t p = 0; p < HW; p++) xt[p * g.C + c] = x[c * HW + p];
+    const float *zt = q8_rows(HW, g.C, M, xt, in[1].data, in[2].data, ws);
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t p = 0; p < HW; p++) z[i * HW + p] = zt[p * M + i];
+    tdm_f32_col2im_add(&g, O, z, y);
+  }
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 2 || op->n_iattr < 3)
+    return tdm__rule(op,
+                     "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, "
+                     "output_padding]");
+  const int64_t r = op->iattr[0], hb = op->iattr[1];
+  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 5 * (uint32_t)r || op->n_in != 3 + hb)
+    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
+  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped transposed convolutions keep float32 weights)");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
+  if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
+  if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
+  const int64_t *a = op->iattr + 3, C = x->shape.dims[1];
+  size_t M = (size_t)y->shape.dims[1], HW = 1, need, more;
+  for (int i = 0; i < r; i++) {
+    if (!tdm__conv_t_out_size_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
+      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding, dilation and output padding", i);
+    if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
+      return tdm__rule(op, "kernel or input too large");
+  }
+  if (M > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), C, (int64_t)M))
+    return tdm__rule(op, "weights must be int8 [ceil(O·kernel/8), C, 8] and scales float32 [ceil(O·kernel/8), 8]");
+  if (hb) {
+    const tdm_value *b = TDM_VAL(m, op, 3);
+    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
+  }
+  /* x transposed [HW·C] and z [M·HW] before the rows' workspace */
+  if (!tdm__conv_q8_workspace(HW, (size_t)C, M, &need) || !tdm__mul_size(HW, (size_t)C + M, &more) || !tdm__add_size(need, more, &need) ||
+      (size_t)ws->numel < need)
+    return tdm__rule(op, "workspace must hold H·W·(2·C + 2·M) + H·W·ceil((C+1)/2) + H·W·(ceil(C/32) + 1) floats (docs/ops.md)");
+  return TDM_OK;
+}

@@ -1,0 +1,157 @@
+"""quantize="int8" for convolutions at a streaming step's shapes (python/tandem/quantize_conv.py,
+src/kernels/conv_q8.c): a conv with few output positions, or a transposed conv with few input
+positions, and a big kernel becomes conv_q8 / conv_transpose_q8 with int8 weights per output
+column, each row of activations quantized to int8 per block of 32 as matmul_q8's GEMV does. Checked
+against an independent float64 reference of exactly that quantization (torch's conv on the
+dequantized weights and the quantized patches / input columns), within float32 rounding."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tandem
+from tandem.quantize_conv import CONV_Q8_MIN_WEIGHTS
+from test_ops import _record, ref_dequantize, ref_quantize_activations
+
+
+def g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def ref_conv_q8(conv: nn.Conv1d | nn.Conv2d, x: torch.Tensor, act=None) -> torch.Tensor:
+    """conv_q8's result in float64: the weights int8 per output channel (ref_dequantize over
+    [O, C·kernel]), each output position's patch quantized as one activation row."""
+    w = conv.weight.detach()
+    O, K = w.shape[0], w[0].numel()
+    wq = ref_dequantize(w.reshape(O, K), "int8")
+    if w.dim() == 3:
+        xp = F.pad(x, (conv.padding[0],) * 2).unfold(2, conv.dilation[0] * (w.shape[2] - 1) + 1, conv.stride[0])
+        xp = xp[..., :: conv.dilation[0]]  # [N, C, P, k]
+        rows = xp.permute(0, 2, 1, 3).reshape(x.shape[0], -1, K)
+    else:
+        cols = F.unfold(x, w.shape[2:], conv.dilation, conv.padding, conv.stride)  # [N, K, P]
+        rows = cols.transpose(1, 2)
+    y = ref_quantize_activations(rows) @ wq.t()  # [N, P, O]
+    if conv.bias is not None:
+        y = y + conv.bias.detach().double()
+    y = y.transpose(1, 2).reshape(x.shape[0], O, *conv(x).shape[2:])
+    return (act(y) if act else y).float()
+
+
+def ref_conv_transpose_q8(ct: nn.ConvTranspose1d, x: torch.Tensor) -> torch.Tensor:
+    """conv_transpose_q8's result in float64: the weights int8 per output channel and tap (a column
+    of the [C, O·k] GEMV), each input position's C values quantized as one activation row."""
+    w = ct.weight.detach()
+    C, M = w.shape[0], w[0].numel()
+    wq = ref_dequantize(w.reshape(C, M).t(), "int8").t().reshape(w.shape)
+    xq = ref_quantize_activations(x.transpose(1, 2)).transpose(1, 2)
+    b = None if ct.bias is None else ct.bias.detach().double()
+    return F.conv_transpose1d(xq, wq, b, ct.stride, ct.padding, ct.output_padding, 1, ct.dilation).float()
+
+
+class ConvAct(nn.Module):
+    def __init__(self, conv, act=None):
+        super().__init__()
+        self.conv, self.act = conv, act
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.act(y) if self.act else y
+
+
+CONVS = [  # (module, input, activation): each at most 16 output positions, >= 65536 weights
+    (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 12), None),  # Mimi's encoder downsampling at 2 positions
+    (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 12), nn.ELU()),  # the ELU fused into the conv
+    (nn.Conv1d(33, 400, 5, padding=3, dilation=2, bias=False), (2, 33, 3), None),  # K odd, no bias, 2 images
+    (nn.Conv1d(512, 160, 1), (1, 512, 1), None),  # a GEMV with 160 columns (not a multiple of 32)
+    (nn.Conv2d(64, 128, 3), (1, 64, 4, 4), None),  # 2-d: 4 positions
+    (nn.Conv1d(256, 512, 12, stride=6), (1, 256, 102), None),  # Mimi's at 16 positions
+]
+
+
+CONV_IDS = [f"conv_q8_{n}" for n in ("mimi_down", "elu", "dilated", "gemv", "conv2d", "sixteen")]
+
+
+@pytest.mark.parametrize("module,shape,act", CONVS, ids=CONV_IDS)
+def test_conv_q8_matches_reference_quantization(request, module, shape, act):
+    torch.manual_seed(1)
+    model = ConvAct(module, act).eval()
+    x = torch.randn(*shape, generator=g(2))
+    program = tandem.export(model, {"forward": (x,)}, quantize="int8")
+    names = [op.name for op in program.method("forward").ops]
+    assert "conv_q8" in names and "conv" not in names, names
+    got = tandem.load(program.to_bytes()).forward(x)
+    with torch.no_grad():
+        want = ref_conv_q8(module, x, act)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)  # tests/js/ops.test.js replays it in wasm
+        assert (model(x) - want).abs().max() > 1e-4  # the reference differs from float32's
+        float32 = tandem.load(tandem.export(model, {"forward": (x,)}).to_bytes()).forward(x)
+        torch.testing.assert_close(float32, model(x), rtol=1e-5, atol=1e-5)  # the default stays exact
+
+
+TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-3 input positions
+    (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 1)),
+    (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 3)),
+    (nn.ConvTranspose1d(130, 100, 6, stride=3, padding=2, output_padding=1, bias=False), (2, 130, 2)),
+    (nn.ConvTranspose1d(512, 256, 12, stride=6), (1, 512, 16)),  # Mimi's at 16 input positions
+]
+
+
+@pytest.mark.parametrize("module,shape", TRANSPOSED, ids=[f"conv_transpose_q8_{n}" for n in ("one", "three", "padded", "sixteen")])
+def test_conv_transpose_q8_matches_reference_quantization(request, module, shape):
+    torch.manual_seed(3)
+    x = torch.randn(*shape, generator=g(4))
+    program = tandem.export(module, {"forward": (x,)}, quantize="int8")
+    names = [op.name for op in program.method("forward").ops]
+    assert "conv_transpose_q8" in names and "conv_transpose" not in names, names
+    got = tandem.load(program.to_bytes()).forward(x)
+    with torch.no_grad():
+        want = ref_conv_transpose_q8(module, x)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)
+        assert (module(x) - want).abs().max() > 1e-4
+
+
+def test_what_stays_float32():
+    """More than 16 output positions (bound by arithmetic), small weights, groups, a computed weight and
+    `quantize_skip` keep the float32 conv."""
+    cases = [
+        (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 72)),  # 17 positions
+        (nn.Conv1d(16, 32, 4, stride=2), (1, 16, 4)),  # 2048 weights
+        (nn.Conv1d(128, 256, 8, stride=4, groups=2), (1, 128, 8)),
+        (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 17)),
+    ]
+    for module, shape in cases:
+        x = torch.randn(*shape, generator=g(5))
+        names = {op.name for op in tandem.export(module, {"forward": (x,)}, quantize="int8").method("forward").ops}
+        assert not names & {"conv_q8", "conv_transpose_q8"}, (module, names)
+    assert 64 * 128 * 8 >= CONV_Q8_MIN_WEIGHTS
+    m, x = nn.Conv1d(64, 128, 8, stride=4), torch.randn(1, 64, 12, generator=g(6))
+    names = {op.name for op in tandem.export(m, {"forward": (x,)}, quantize="int8", quantize_skip=["weight"]).method("forward").ops}
+    assert "conv" in names and "conv_q8" not in names, names
+
+    class Scaled(nn.Module):  # the weight is computed in the method: not a parameter as stored
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(64, 128, 8, stride=4)
+
+        def forward(self, x):
+            return F.conv1d(x, self.conv.weight * 2, None, 4)
+
+    names = {op.name for op in tandem.export(Scaled(), {"forward": (x,)}, quantize="int8").method("forward").ops}
+    assert "conv_q8" not in names, names
+
+
+def test_nonfinite_row_takes_the_float_path():
+    """A patch with an inf cannot be quantized: its row runs the float-lane GEMV, the others stay
+    exact to the reference (no crash, no NaN leaking into other positions)."""
+    m = nn.Conv1d(64, 256, 4, stride=4).eval()
+    x = torch.randn(1, 64, 8, generator=g(7))
+    program = tandem.export(m, {"forward": (x,)}, quantize="int8")
+    x[0, 3, 1] = float("inf")  # only position 0's patch
+    got = tandem.load(program.to_bytes()).forward(x)
+    assert not torch.isfinite(got[0, :, 0]).all()
+    with torch.no_grad():
+        torch.testing.assert_close(got[0, :, 1], ref_conv_q8(m, x)[0, :, 1], rtol=1e-5, atol=1e-5)
