@@ -83,7 +83,7 @@ class StepIO(nn.Module):
             x = x + a.o_proj(y)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
             present += [kc, vc]
-        return (self.hf.lm_head(m.norm(x))[:, -1], *present)
+        return (self.hf.lm_head(m.norm(x)), *present)  # logits [1, 1, V], as Optimum's (transformers.js slices [:, -1])
 
 
 class PrefillIO(nn.Module):
@@ -156,7 +156,7 @@ def export_onnx(hf, path):
     with torch.no_grad():
         out = hf(input_ids=prompt[:, :8], use_cache=True)
         past = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
-        want = hf(input_ids=prompt[:, 8:], past_key_values=out.past_key_values, use_cache=True).logits[:, -1]
+        want = hf(input_ids=prompt[:, 8:], past_key_values=out.past_key_values, use_cache=True).logits[:, -1:]
         got = StepIO(hf)(prompt[:, 8:], torch.tensor([[8]]), *past)[0]
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     names_in = [f"past_key_values.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
@@ -175,6 +175,20 @@ def export_onnx(hf, path):
         )
 
 
+def write_transformers_js(hf, out: Path):
+    """The folder transformers.js loads smollm.onnx from offline (bench/suite/webgpu-page.js:
+    env.localModelPath, no hub): smollm-tjs/config.json and generation_config.json from the model's
+    own configs, onnx/model.onnx a link to smollm.onnx (its fp32 file name)."""
+    d = out / "smollm-tjs"
+    (d / "onnx").mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(hf.config.to_json_string())
+    (d / "generation_config.json").write_text(hf.generation_config.to_json_string())
+    link = d / "onnx" / "model.onnx"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path("..") / ".." / "smollm.onnx")
+
+
 def main(out: Path, onnx: bool = True, layers: int | None = None):
     import tandem
     import tandem.transformers
@@ -189,6 +203,7 @@ def main(out: Path, onnx: bool = True, layers: int | None = None):
     if onnx:
         export_onnx(hf, out / "smollm.onnx")
         export_onnx_prefill(hf, out / "smollm_prefill.onnx")
+        write_transformers_js(hf, out)
     t2 = time.time()
     L, Hkv, Dh = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
     params = {id(p): p for p in hf.parameters()}  # the tied table once

@@ -1,7 +1,7 @@
 // The WebGPU benchmark's page (bench/suite/webgpu.html, driven by bench/suite/webgpu.mjs): the SmolLM-135M-shaped
 // Llama of bench/models/smollm.py and the streaming codec of bench/models/make_models.py on tandem's WebGPU
-// backend, beside tandem on wasm and onnxruntime-web's WebGPU execution provider on the same weights
-// (served from node_modules, no CDN). Counts, per call, the queue submissions and the bytes mapped
+// backend, beside tandem on wasm, onnxruntime-web's WebGPU execution provider (served from node_modules)
+// and transformers.js (a bench-only install, build/transformersjs) on the same weights, no CDN, no hub. Counts, per call, the queue submissions and the bytes mapped
 // back to the CPU (GPUQueue.submit and GPUBuffer.getMappedRange of MAP_READ buffers, wrapped in this page).
 const { load } = await import('/web/tandem.js');
 const { compare } = await import('/bench/suite/compare.mjs');
@@ -102,6 +102,63 @@ window.benchOrt = async ({ dir, fill, rounds, layers, hkv, dh }) => {
     return out;
   } finally {
     await session.release();
+  }
+};
+
+/** tandem's greedy tokens from one-token prompts: `tokens[i]` from `prompts[i]` (what transformers.js's must equal). */
+window.tandemGreedy = async ({ dir, device, prompts, tokens }) => {
+  const model = await load(`/${dir}/smollm.tandem`, { device });
+  const argmax = (a) => a.reduce((best, x, i) => (x > a[best] ? i : best), 0);
+  try {
+    const vocab = model.methods.find((m) => m.name === 'decode').outputs[0].shape.at(-1);
+    const last = (t) => t.data.subarray(t.data.length - vocab);
+    const all = [];
+    for (const [i, p] of prompts.entries()) {
+      await model.resetState();
+      const out = [argmax(last(await model.call('prefill', new BigInt64Array([BigInt(p)]))))];
+      while (out.length < tokens[i]) out.push(argmax(last(await model.decode(new BigInt64Array([BigInt(out.at(-1))])))));
+      all.push(out);
+    }
+    return all;
+  } finally {
+    model.dispose();
+  }
+};
+
+/** transformers.js (@huggingface/transformers, bench-only install in `tjs`, its bundle with onnxruntime-web
+ * inside) on the same ONNX: AutoModelForCausalLM from the local folder `dir`/smollm-tjs (config.json,
+ * generation_config.json, onnx/model.onnx = smollm.onnx; no hub), device 'webgpu', greedy generate of
+ * `tokens[i]` tokens from each one-token prompt `prompts[i]`. The first prompt's steps are timed and counted
+ * between its streamer's calls (its first step, which compiles the shaders, left out). */
+window.benchTjs = async ({ dir, tjs, prompts, tokens }) => {
+  const T = await import(`/${tjs}/node_modules/@huggingface/transformers/dist/transformers.js`);
+  T.env.allowRemoteModels = false;
+  T.env.allowLocalModels = true;
+  T.env.localModelPath = `/${dir}/`;
+  T.env.useBrowserCache = false;
+  T.env.backends.onnx.wasm.wasmPaths = `/${tjs}/node_modules/onnxruntime-web/dist/`;
+  T.env.backends.onnx.wasm.numThreads = 1;
+  const t0 = performance.now();
+  const model = await T.AutoModelForCausalLM.from_pretrained('smollm-tjs', { device: 'webgpu', dtype: 'fp32' });
+  const out = { loadMs: performance.now() - t0, version: T.env.version };
+  try {
+    const marks = [];
+    const streamer = { put: () => marks.push({ t: performance.now(), ...counts }), end: () => {} };
+    out.tokens = [];
+    for (const [i, p] of prompts.entries()) {
+      const seq = await model.generate({ input_ids: new T.Tensor('int64', new BigInt64Array([BigInt(p)]), [1, 1]),
+        max_new_tokens: tokens[i], do_sample: false, eos_token_id: null, ...(i ? {} : { streamer }) });
+      out.tokens.push(Array.from(seq.data.slice(1), Number));
+    }
+    const steps = marks.slice(1).map((m, i) => ({ ms: m.t - marks[i].t, submits: m.submits - marks[i].submits,
+      readBytes: m.readBytes - marks[i].readBytes }));
+    out.firstStepMs = steps[0]?.ms;
+    const later = steps.slice(1);
+    out.decodeMs = later.length ? median(later.map((s) => s.ms)) : undefined;
+    out.decode = later.at(-1);
+    return out;
+  } finally {
+    await model.dispose();
   }
 };
 

@@ -1,11 +1,14 @@
 // `npm run bench:webgpu` (bench/suite/webgpu.sh): the SmolLM-135M-shaped Llama (bench/models/smollm.py) decode and
 // prefill and a streaming codec step (bench/models/make_models.py's codec) on tandem's WebGPU backend in
-// headless Chromium, beside tandem on wasm and onnxruntime-web's WebGPU EP on the same weights. On
+// headless Chromium, beside tandem on wasm, onnxruntime-web's WebGPU EP and transformers.js (WebGPU,
+// greedy, its tokens checked against tandem's) on the same weights. On
 // SwiftShader (Chromium's CPU Vulkan, the only adapter here) the figures are labelled as such:
 // they measure a CPU emulating a GPU, not a GPU. Prints a markdown table.
 //
 //   node bench/suite/webgpu.mjs [build/bench-webgpu]
-//   TANDEM_WEBGPU_ROUNDS (default 3), TANDEM_WEBGPU_PREFILL (tokens, default 16), TANDEM_WEBGPU_FILL (default 32)
+//   TANDEM_WEBGPU_ROUNDS (default 3), TANDEM_WEBGPU_PREFILL (tokens, default 16), TANDEM_WEBGPU_FILL (default 32),
+//   TANDEM_WEBGPU_TJS_TOKENS (transformers.js's greedy tokens, default 6), TANDEM_WEBGPU_TJS (its install, default
+//   build/transformersjs, where bench/suite/webgpu.sh puts it), TANDEM_WEBGPU_ONLY (page functions to run, e.g. benchTjs)
 import { readFileSync } from 'node:fs';
 import { launch, WEBGPU_ARGS } from '../../tests/browser/chromium.js';
 import { serve } from '../../scripts/serve.mjs';
@@ -14,6 +17,7 @@ const DIR = process.argv[2] ?? 'build/bench-webgpu';
 const smol = JSON.parse(readFileSync(`${DIR}/smollm.json`, 'utf8'));
 const rounds = Number(process.env.TANDEM_WEBGPU_ROUNDS ?? 3), prefill = Number(process.env.TANDEM_WEBGPU_PREFILL ?? 16);
 const fill = Number(process.env.TANDEM_WEBGPU_FILL ?? 32);
+const tjsTokens = Number(process.env.TANDEM_WEBGPU_TJS_TOKENS ?? 6), tjsDir = process.env.TANDEM_WEBGPU_TJS ?? 'build/transformersjs';
 const cfg = smol.config, L = cfg.num_hidden_layers, hkv = cfg.num_key_value_heads, dh = cfg.hidden_size / cfg.num_attention_heads;
 
 const server = await serve({ index: '/bench/suite/webgpu.html' });
@@ -29,7 +33,9 @@ try {
   const soft = !info || /swiftshader/i.test(`${info.vendor} ${info.architecture} ${info.description}`);
   const label = soft ? 'SwiftShader (CPU) — not a GPU measurement' : `GPU: ${info.vendor} ${info.architecture} ${info.description}`.trim();
   console.error(`# adapter: ${JSON.stringify(info)}`);
+  const only = process.env.TANDEM_WEBGPU_ONLY?.split(','); // e.g. benchTjs,tandemGreedy (while developing)
   const run = async (fn, arg) => {
+    if (only && !only.includes(fn)) return { error: 'skipped (TANDEM_WEBGPU_ONLY)' };
     try {
       return await page.evaluate(([n, a]) => globalThis[n](a), [fn, arg]);
     } catch (e) {
@@ -42,28 +48,41 @@ try {
   console.error('# tandem wasm', JSON.stringify(wasm));
   const ort = await run('benchOrt', { dir: DIR, fill, rounds, layers: L, hkv, dh });
   console.error('# onnxruntime-web webgpu', JSON.stringify(ort));
+  // greedy from [7] (timed) and the first token from two other one-token prompts, each checked against tandem's
+  const greedy = { prompts: [7, 300, 12345], tokens: [tjsTokens, 1, 1] };
+  const tjs = await run('benchTjs', { dir: DIR, tjs: tjsDir, ...greedy });
+  console.error('# transformers.js webgpu', JSON.stringify(tjs));
+  const ref = await run('tandemGreedy', { dir: DIR, device: 'webgpu', ...greedy });
+  console.error('# tandem greedy', JSON.stringify(ref));
   const cg = await run('benchCodec', { dir: DIR, device: 'webgpu', rounds });
   const cw = await run('benchCodec', { dir: DIR, device: 'wasm', rounds });
   console.error('# codec', JSON.stringify(cg), JSON.stringify(cw));
   const tokS = (ms) => (ms ? 1000 / ms : undefined);
   console.log(`\n### WebGPU (${label}; Chromium ${browser.version()})\n`);
   console.log(`SmolLM-135M-shaped Llama (${L} layers, ${(smol.parameters / 1e6).toFixed(0)} M parameters, float32), decode at a ` +
-    `fill of ${fill}, prefill of ${prefill} tokens; codec: one 80 ms step. Medians of ${rounds} rounds.\n`);
-  console.log('| work | tandem WebGPU | tandem wasm (1 thread) | onnxruntime-web WebGPU EP | WebGPU / ORT |');
-  console.log('|---|---|---|---|---|');
+    `fill of ${fill}, prefill of ${prefill} tokens; codec: one 80 ms step. Medians of ${rounds} rounds; transformers.js: ` +
+    `the median of its greedy steps 2..${tjsTokens} from a one-token prompt (fills 1..${tjsTokens - 1}).\n`);
+  console.log('| work | tandem WebGPU | tandem wasm (1 thread) | onnxruntime-web WebGPU EP | transformers.js WebGPU | WebGPU / ORT | ' +
+    'WebGPU / transformers.js |');
+  console.log('|---|---|---|---|---|---|---|');
   const ratio = (a, b) => (a && b ? `${f(b / a, 2)}×` : '—');
   const ms = (x) => `${f(x)} (${f(tokS(x), 2)})`;
   console.log(`| decode, ms/token (tokens/s) | ${ms(gpu.decodeMs)} | ${ms(wasm.decodeMs)} | ${ms(ort.decodeMs)} | ` +
-    `${ratio(gpu.decodeMs, ort.decodeMs)} |`);
-  console.log(`| prefill of ${prefill}, ms | ${f(gpu.prefillMs)} | ${f(wasm.prefillMs)} | — | — |`);
-  console.log(`| codec encode_step, ms | ${f(cg.encode)} | ${f(cw.encode)} | — | — |`);
-  console.log(`| codec decode_step, ms | ${f(cg.decode)} | ${f(cw.decode)} | — | — |`);
-  console.log(`| decode: submissions per call | ${gpu.decode?.submits ?? '—'} | — | ${ort.decode?.submits ?? '—'} | — |`);
+    `${ms(tjs.decodeMs)} | ${ratio(gpu.decodeMs, ort.decodeMs)} | ${ratio(gpu.decodeMs, tjs.decodeMs)} |`);
+  console.log(`| prefill of ${prefill}, ms | ${f(gpu.prefillMs)} | ${f(wasm.prefillMs)} | — | — | — | — |`);
+  console.log(`| codec encode_step, ms | ${f(cg.encode)} | ${f(cw.encode)} | — | — | — | — |`);
+  console.log(`| codec decode_step, ms | ${f(cg.decode)} | ${f(cw.decode)} | — | — | — | — |`);
+  console.log(`| decode: submissions per call | ${gpu.decode?.submits ?? '—'} | — | ${ort.decode?.submits ?? '—'} | ` +
+    `${tjs.decode?.submits ?? '—'} | — | — |`);
   console.log(`| decode: bytes read back per call | ${gpu.decode?.readBytes ?? '—'} (logits: ${cfg.vocab_size * 4} + a 16-byte ` +
-    `flag) | — | ${ort.decode?.readBytes ?? '—'} | — |`);
-  console.log(`| decode_topk: bytes read back per call | ${gpu.decodeTopk?.readBytes ?? '—'} | — | — | — |`);
-  console.log(`| load, ms | ${f(gpu.loadMs, 0)} | ${f(wasm.loadMs, 0)} | ${f(ort.loadMs, 0)} | — |`);
-  const all = [['tandem WebGPU', gpu], ['tandem wasm', wasm], ['onnxruntime-web', ort], ['codec WebGPU', cg], ['codec wasm', cw]];
+    `flag) | — | ${ort.decode?.readBytes ?? '—'} | ${tjs.decode?.readBytes ?? '—'} | — | — |`);
+  console.log(`| decode_topk: bytes read back per call | ${gpu.decodeTopk?.readBytes ?? '—'} | — | — | — | — | — |`);
+  console.log(`| load, ms | ${f(gpu.loadMs, 0)} | ${f(wasm.loadMs, 0)} | ${f(ort.loadMs, 0)} | ${f(tjs.loadMs, 0)} | — | — |`);
+  const same = Array.isArray(tjs.tokens) && Array.isArray(ref) && JSON.stringify(tjs.tokens) === JSON.stringify(ref);
+  console.log(`\ngreedy tokens from the prompts ${JSON.stringify(greedy.prompts.map((p) => [p]))}: tandem WebGPU ` +
+    `${JSON.stringify(ref)}, transformers.js ${tjs.version ?? ''} ${JSON.stringify(tjs.tokens)}: ${same ? 'equal' : 'DIFFERENT'}`);
+  const all = [['tandem WebGPU', gpu], ['tandem wasm', wasm], ['onnxruntime-web', ort], ['transformers.js', tjs], ['tandem greedy', ref],
+    ['codec WebGPU', cg], ['codec wasm', cw]];
   for (const [n, r] of all) {
     if (r.error) console.log(`\n${n}: ${r.error}`);
     else if (r.deviceReason) console.log(`\n${n}: ran on ${r.device}: ${r.deviceReason}`);

@@ -289,6 +289,22 @@ test('tiled matmul and conv: every matmul/linear/addmm/bmm/conv op case equals w
     }
   });
 
+test('tiled int8/int4 matmul: every quantized op case equals wasm at tile sides 16 and 4 (rows > 1 on the dequantizing tiles)',
+  { timeout: 600000 }, async () => {
+    const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => /^int[48]_.*\.tandem$/.test(f)).map((f) => f.slice(0, -7)))];
+    assert.ok(names.length >= 20 && names.some((n) => /_m[2-9]$/.test(n)), names.join(' '));
+    for (const [limits, wg] of [TILES[0], TILES[2]]) {
+      const { r, gemm, gemmQ } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);
+      assert.ok(gemm.length >= 2 && gemm.every((w) => w === wg), `tiled kernels: ${gemm}`);
+      assert.ok(gemmQ[0] >= 1 && gemmQ[1] >= 1, `tiled int8 / int4 kernels: ${gemmQ}`);
+      for (const c of r) {
+        assert.equal(c.device, 'webgpu', c.name);
+        assert.equal(c.error, null, c.name);
+        c.got.forEach((g, k) => near(g, c.want[k], `${c.name} output ${k} (${wg} threads)`));
+      }
+    }
+  });
+
 test('tiled conv (implicit GEMM): streaming_conv, cnn and codec at tile side 4 equal eager over their call sequences',
   { timeout: 600000 }, async () => {
     for (const name of ['streaming_conv', 'cnn', 'codec']) {

@@ -22,7 +22,7 @@ export function tileSize(limits) {
  * (statements per thread after bi, row, col and live are known), `aAt` / `bAt` (expressions loading
  * a[row, ka] and b[kb, col], run only inside the matrix), `init` (acc's start), `out` (the
  * statement writing acc, run only inside y). Params 0..5: M, N, K, nbatch, tilesN, tilesM. */
-function tiledCode(T, { readers, pre, aAt, bAt, init = '0.0', out }) {
+export function tiledCode(T, { readers, pre, aAt, bAt, init = '0.0', out }) {
   return `${header(false)}${MATH}${readers}${writer('wr', 'float32')}
 var<workgroup> ta: array<f32, ${T * T}>;
 var<workgroup> tb: array<f32, ${T * T}>;
@@ -56,7 +56,8 @@ ${pre}
 `;
 }
 
-function dispatch(key, T, code, params, nb, M, N) {
+/** A tiled kernel's dispatch: nb x tilesN x tilesM workgroups of T x T threads. */
+export function dispatch(key, T, code, params, nb, M, N) {
   const groups = nb * Math.ceil(N / T) * Math.ceil(M / T);
   return { ...special(key, code, params, groups * T * T), groups, wg: T * T };
 }

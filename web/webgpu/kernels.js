@@ -380,7 +380,7 @@ export function compile(op, A, opIndex, opts = {}) {
     }
     case 'max_pool': case 'avg_pool': return [pool(name === 'max_pool', ins[0], y, iattr)];
     case 'conv_transpose': return [convTranspose(ins, y, iattr)];
-    case 'matmul_q8': case 'matmul_q4': return [matmulQ(name === 'matmul_q4', ins, y, iattr)];
+    case 'matmul_q8': case 'matmul_q4': return [matmulQ(name === 'matmul_q4', ins, y, iattr, opts.tile)];
     case 'embedding_q8': case 'embedding_q4': return [embeddingQ(name === 'embedding_q4', ins, y, iattr)];
     case 'attention': return attention(op, ins, y, iattr, fattr);
     case 'conv': return conv(ins, y, iattr, opts.tile);

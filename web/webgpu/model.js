@@ -1,114 +1,13 @@
 // The WebGPU backend: a model whose state region and scratch arena live in one GPU buffer per
 // session and whose constants (the program's data section) are uploaded once into a buffer every
 // fork shares. The wasm runtime stays the loader and verifier: the program's ops, values and memory
-// plan are read from it (tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never parsed
-// here. A call validates its inputs, then encodes every op of the method into one command
+// plan are read from it (plan.js: tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never
+// parsed here. A call validates its inputs, then encodes every op of the method into one command
 // submission and reads back only its outputs (and a 4-byte failure flag).
 import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
 import { halfWeights } from './half.js';
-
-const ALIGN = 256;
-const up = (n, a) => Math.ceil(n / a) * a;
-
-/** Reads method m's plan as the wasm session has it bound: { name, ops, values, inputs, outputs }. */
-function readPlan(rt, handle, session, m, info) {
-  const x = rt.x;
-  const values = [];
-  const nv = x.tdm_method_value_count(handle, m) >>> 0;
-  for (let v = 0; v < nv; v++) {
-    rt.check(x.tdm_session_value_info(session, m, v, info));
-    const f = new BigInt64Array(x.memory.buffer, info, 13);
-    const rank = Number(f[4]);
-    values.push({ dtype: rt.dtypeNames[Number(f[0])], region: Number(f[1]), ref: Number(f[2]), offset: Number(f[3]),
-      shape: Array.from(f.subarray(5, 5 + rank), Number) });
-  }
-  const ops = [];
-  const nops = x.tdm_method_op_count(handle, m) >>> 0;
-  for (let k = 0; k < nops; k++) {
-    const operands = (io) => Array.from({ length: x.tdm_method_op_operand_count(handle, m, k, io) >>> 0 },
-      (_, j) => x.tdm_method_op_operand(handle, m, k, io, j) >>> 0);
-    ops.push({
-      name: rt.str(x.tdm_method_op_name(handle, m, k) >>> 0), in: operands(0), out: operands(1),
-      iattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 },
-        (_, j) => Number(x.tdm_session_op_iattr(session, m, k, j))),
-      fattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 1) >>> 0 }, (_, j) => x.tdm_method_op_fattr(handle, m, k, j)),
-    });
-  }
-  const io = (k) => Array.from({ length: x.tdm_method_io_count(handle, m, k) >>> 0 },
-    (_, i) => x.tdm_method_io_value(handle, m, k, i) >>> 0);
-  return { m, ops, values, inputs: io(0), outputs: io(1) };
-}
-
-const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.values[v]), outs: op.out.map((v) => plan.values[v]) });
-const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1 };
-const nbytesOf = (v) => v.shape.reduce((a, b) => a * b, 1) * BYTES[v.dtype];
-
-/** The byte span [lo, hi) of op's constant operands (the data section), or null. */
-function constSpan(plan, op) {
-  let lo = Infinity, hi = -Infinity;
-  for (const v of [...op.in, ...op.out].map((j) => plan.values[j])) {
-    if (v.region !== 1) continue;
-    lo = Math.min(lo, v.offset);
-    hi = Math.max(hi, v.offset + nbytesOf(v));
-  }
-  return lo < hi ? [lo, hi] : null;
-}
-
-/** How the data section goes into GPU buffers: one buffer when it fits a binding (and nothing of
- * it is kept elsewhere: `split` false), else only the byte spans the ops' constants take (merged
- * where they overlap, so each op's constants lie in one span), packed one after another into
- * buffers of at most maxBufferSize, each at its own offset modulo 256 (so every element keeps its
- * alignment); each dispatch binds a window of at most maxStorageBufferBindingSize over its span.
- * Returns { chunks: [{ start, end, at, buf }] (data bytes [start, end) at byte `at` of buffer
- * `buf`), sizes: [buffer bytes] } or { error, limit }. */
-export function constLayout(plans, dataSize, maxBuffer, maxBinding, split = false) {
-  const whole = { chunks: [{ start: 0, end: dataSize, at: 0, buf: 0 }], sizes: [dataSize] };
-  if (!split && dataSize <= Math.min(maxBuffer, maxBinding)) return whole;
-  const spans = [];
-  for (const plan of plans) {
-    for (const op of plan.ops) {
-      const s = constSpan(plan, op);
-      if (s) spans.push([...s, `${op.name} (method ${plan.m} op ${plan.ops.indexOf(op)})`]);
-    }
-    for (const v of plan.outputs.map((j) => plan.values[j])) {
-      if (v.region === 1) spans.push([v.offset, v.offset + nbytesOf(v), `a constant output of method ${plan.m}`]);
-    }
-  }
-  spans.sort((a, b) => a[0] - b[0]);
-  const merged = [];
-  for (const [lo, hi, who] of spans) {
-    const last = merged[merged.length - 1];
-    if (last && lo < last[1]) last[1] = Math.max(last[1], hi);
-    else merged.push([lo & ~3, hi, who]);
-  }
-  const chunks = [], sizes = [0];
-  for (const [lo, hi, who] of merged) {
-    if (hi - lo + ALIGN > Math.min(maxBuffer, maxBinding)) {
-      const [name, limit] = maxBinding <= maxBuffer ? ['maxStorageBufferBindingSize', maxBinding] : ['maxBufferSize', maxBuffer];
-      return { error: `the constants of ${who} (with the ops sharing them) take ${hi - lo} bytes in one binding, above this ` +
-        `adapter's ${name} (${limit} bytes)`, limit: name };
-    }
-    let buf = sizes.length - 1, at = up(sizes[buf], ALIGN) + (lo % ALIGN);
-    if (at + hi - lo > maxBuffer) {
-      sizes.push(0);
-      buf++;
-      at = lo % ALIGN;
-    }
-    chunks.push({ start: lo, end: hi, at, buf });
-    sizes[buf] = at + up(hi - lo, 4);
-  }
-  if (!chunks.length) chunks.push({ start: 0, end: 0, at: 0, buf: 0 });
-  return { chunks, sizes };
-}
-
-/** Marks plan's values that live in H (float16 weights, half.js): region 3, `half` their element. */
-const markHalf = (plan, half) => {
-  for (const v of plan.values) {
-    if (half?.at.has(v.offset) && v.region === 1 && v.dtype === 'float32') Object.assign(v, { region: 3, half: half.at.get(v.offset) });
-  }
-  return plan;
-};
+import { ALIGN, up, readPlan, resolved, nbytesOf, constSpan, constLayout, markHalf } from './plan.js';
 
 /** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
  * ('auto'), or a TandemError ('webgpu'): TDM_ERR_DEVICE (no adapter, ops without a kernel),

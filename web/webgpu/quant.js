@@ -1,6 +1,7 @@
 // WebGPU kernels of the int8/int4 weight formats (docs/ops.md, Quantized weights): matmul_q8/_q4 and
 // embedding_q8/_q4, the weights dequantized as the kernels read them.
 import { numel, header, reader, writer, indexReader, MAIN, special } from './wgsl.js';
+import { tiledCode, dispatch } from './gemm.js';
 
 /** Byte and nibble readers of int8 / int4x2 weights (element e = byte e of the buffer). */
 function byteReaders(src) {
@@ -11,13 +12,35 @@ fn rq4(e: u32, hi: u32) -> i32 { return bitcast<i32>(((rbyte(e) >> (hi * 4u)) & 
 `;
 }
 
+/** matmul_q8 / matmul_q4 with more than one row on gemm.js's T x T tiles: the b tile is the weights
+ * dequantized as they are loaded into workgroup memory (int4: each times its group's scale; int8: the
+ * per-column scale applied to the sum, as the one-thread kernel's float path does). Params 0..5 as
+ * tiledCode's; 6..10: y, a, q, scales, G. */
+function tiledQ(q4, a, q, sc, y, M, N, K, G, T) {
+  const col8 = '(col / 8u)', lane = 'col % 8u';
+  const q4Weight = `f32(rq4(P[8] + ${col8} * ((K + 1u) / 2u) * 8u + (kb / 2u) * 8u + ${lane}, kb & 1u)) * `
+    + `rs(P[9] + ${col8} * ((K + P[10] - 1u) / P[10]) * 8u + (kb / P[10]) * 8u + ${lane})`;
+  const code = () => tiledCode(T, {
+    readers: reader('ra', 'float32', a.src) + reader('rs', 'float32', sc.src) + byteReaders(q.src),
+    pre: '',
+    aAt: 'ra(P[7] + row * K + ka)',
+    bAt: q4 ? q4Weight : `f32(rq8(P[8] + ${col8} * K * 8u + kb * 8u + ${lane}))`,
+    out: q4 ? 'wr(P[6] + row * N + col, acc);' : 'wr(P[6] + row * N + col, acc * rs(P[9] + col));',
+  });
+  const params = [M, N, K, 1, Math.ceil(N / T), Math.ceil(M / T), y.base, a.base, q.base, sc.base, G];
+  return dispatch(`gemmq${q4 ? 4 : 8}${T}|${a.src}${q.src}${sc.src}`, T, code, params, 1, M, N);
+}
+
 /** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
- * dequantized as they are read. matmul_q8 with 1 to 8 rows whose int8 copies fit 8192 values
- * (rows · K rounded up to even) quantizes each finite row to int8 per block of 32 and sums in int32
- * per block, as the wasm kernels do (the same values up to float32 rounding). */
-export function matmulQ(q4, ins, y, iattr) {
+ * dequantized as they are read; more than one row with a tile side `tile` (gemm.js tileSize) on the
+ * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with 1 to 8
+ * rows whose int8 copies fit 8192 values (rows · K rounded up to even) quantizes each finite row to
+ * int8 per block of 32 and sums in int32 per block, as the wasm kernels do (the same values up to
+ * float32 rounding). */
+export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
   const total = rows * N, dot = !q4 && rows <= 8 && rows * (K + (K % 2)) <= 8192 ? 1 : 0;
+  if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, a, q, sc, y, rows, N, K, G, tile);
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
   let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
