@@ -303,6 +303,7 @@ def export(
     quantize: Optional[str] = None,
     quantize_group: int = QUANT_GROUP,
     quantize_skip: Skip = None,
+    quantize_convs: bool = False,
     seed: int = 0,
 ) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
@@ -314,6 +315,9 @@ def export(
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip.
+    quantize_convs: with "int8", also the convolutions a streaming step reads many weight bytes for
+    (few output positions of a big kernel: conv_q8 / conv_transpose_q8); off by default, as it
+    costs more accuracy than the linear layers' int8 (docs/api.md).
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
     method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
@@ -377,7 +381,7 @@ def export(
                 )
     lowered = [lower_method(name, ep, tensors, states, _tensor_key, dims) for name, (ep, tensors, mutated, dims) in exported.items()]
     tie_embeddings(lowered)
-    quantize_methods(lowered, quantize, params, quantize_group, quantize_skip)
+    quantize_methods(lowered, quantize, params, quantize_group, quantize_skip, quantize_convs)
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)

@@ -16,9 +16,11 @@ of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -
 parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
 reads its rows from the quantized packed weight of the output layer.
 
-With int8, also the convolutions whose streaming step reads many weight bytes per output (a few
-output positions of a big kernel: conv_q8 / conv_transpose_q8, see quantize_conv.py); the others
-stay float32.
+With int8 and `convs=True` (`tandem.export(..., quantize_convs=True)`), also the convolutions whose
+streaming step reads many weight bytes per output (a few output positions of a big kernel: conv_q8 /
+conv_transpose_q8, see quantize_conv.py); otherwise, and for the other convs, they stay float32. It is
+opt-in because it costs more accuracy than int8 linear layers do: on the full-size Mimi, 8% of the
+codes differ from eager against none with the linear layers alone (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -135,9 +137,18 @@ def _skipped(skip: Skip, names: list, shape: tuple) -> bool:
 
 
 def quantize_methods(
-    methods: list, mode: Optional[str], params: Sequence[tuple[str, torch.Tensor]], group: int = QUANT_GROUP, skip: Skip = None
+    methods: list,
+    mode: Optional[str],
+    params: Sequence[tuple[str, torch.Tensor]],
+    group: int = QUANT_GROUP,
+    skip: Skip = None,
+    convs: bool = False,
 ) -> None:
     """Rewrites the methods' float32 weight ops into quantized ones, in place (see the module)."""
+    if convs not in (True, False):
+        raise ExportError(f"quantize_convs={convs!r}: use True or False")
+    if convs and mode != "int8":
+        raise ExportError(f"quantize_convs=True needs quantize='int8' (int8 convolutions only), not quantize={mode!r}")
     if mode is None:
         return
     if mode not in ("int8", "int4"):
@@ -195,7 +206,7 @@ def quantize_methods(
                 r = quantized(x, table.t())
                 if r:
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
-    if mode == "int8":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
+    if convs:  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
 
         def pack(b):
             return tuple(_const(t, d) for t, d in zip(pack_int8(*quantize_weight(b, "int8")), (I8, F32)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .ir import ExportError
 
-EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip")
+EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip", "quantize_convs")
 
 
 def check_options(recipe: str, options: dict) -> None:

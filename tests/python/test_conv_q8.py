@@ -1,4 +1,4 @@
-"""quantize="int8" for convolutions at a streaming step's shapes (python/tandem/quantize_conv.py,
+"""quantize="int8", quantize_convs=True for convolutions at a streaming step's shapes (python/tandem/quantize_conv.py,
 src/kernels/conv_q8.c): a conv with few output positions, or a transposed conv with few input
 positions, and a big kernel becomes conv_q8 / conv_transpose_q8 with int8 weights per output
 column, each row of activations quantized to int8 per block of 32 as matmul_q8's GEMV does. Checked
@@ -78,7 +78,7 @@ def test_conv_q8_matches_reference_quantization(request, module, shape, act):
     torch.manual_seed(1)
     model = ConvAct(module, act).eval()
     x = torch.randn(*shape, generator=g(2))
-    program = tandem.export(model, {"forward": (x,)}, quantize="int8")
+    program = tandem.export(model, {"forward": (x,)}, quantize="int8", quantize_convs=True)
     names = [op.name for op in program.method("forward").ops]
     assert "conv_q8" in names and "conv" not in names, names
     got = tandem.load(program.to_bytes()).forward(x)
@@ -103,7 +103,7 @@ TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-3 input posi
 def test_conv_transpose_q8_matches_reference_quantization(request, module, shape):
     torch.manual_seed(3)
     x = torch.randn(*shape, generator=g(4))
-    program = tandem.export(module, {"forward": (x,)}, quantize="int8")
+    program = tandem.export(module, {"forward": (x,)}, quantize="int8", quantize_convs=True)
     names = [op.name for op in program.method("forward").ops]
     assert "conv_transpose_q8" in names and "conv_transpose" not in names, names
     got = tandem.load(program.to_bytes()).forward(x)
@@ -125,11 +125,14 @@ def test_what_stays_float32():
     ]
     for module, shape in cases:
         x = torch.randn(*shape, generator=g(5))
-        names = {op.name for op in tandem.export(module, {"forward": (x,)}, quantize="int8").method("forward").ops}
+        names = {op.name for op in tandem.export(module, {"forward": (x,)}, quantize="int8", quantize_convs=True).method("forward").ops}
         assert not names & {"conv_q8", "conv_transpose_q8"}, (module, names)
     assert 64 * 128 * 8 >= CONV_Q8_MIN_WEIGHTS
     m, x = nn.Conv1d(64, 128, 8, stride=4), torch.randn(1, 64, 12, generator=g(6))
-    names = {op.name for op in tandem.export(m, {"forward": (x,)}, quantize="int8", quantize_skip=["weight"]).method("forward").ops}
+    names = {
+        op.name
+        for op in tandem.export(m, {"forward": (x,)}, quantize="int8", quantize_convs=True, quantize_skip=["weight"]).method("forward").ops
+    }
     assert "conv" in names and "conv_q8" not in names, names
 
     class Scaled(nn.Module):  # the weight is computed in the method: not a parameter as stored
@@ -140,7 +143,7 @@ def test_what_stays_float32():
         def forward(self, x):
             return F.conv1d(x, self.conv.weight * 2, None, 4)
 
-    names = {op.name for op in tandem.export(Scaled(), {"forward": (x,)}, quantize="int8").method("forward").ops}
+    names = {op.name for op in tandem.export(Scaled(), {"forward": (x,)}, quantize="int8", quantize_convs=True).method("forward").ops}
     assert "conv_q8" not in names, names
 
 
@@ -149,9 +152,24 @@ def test_nonfinite_row_takes_the_float_path():
     exact to the reference (no crash, no NaN leaking into other positions)."""
     m = nn.Conv1d(64, 256, 4, stride=4).eval()
     x = torch.randn(1, 64, 8, generator=g(7))
-    program = tandem.export(m, {"forward": (x,)}, quantize="int8")
+    program = tandem.export(m, {"forward": (x,)}, quantize="int8", quantize_convs=True)
     x[0, 3, 1] = float("inf")  # only position 0's patch
     got = tandem.load(program.to_bytes()).forward(x)
     assert not torch.isfinite(got[0, :, 0]).all()
     with torch.no_grad():
         torch.testing.assert_close(got[0, :, 1], ref_conv_q8(m, x)[0, :, 1], rtol=1e-5, atol=1e-5)
+
+
+def test_convs_stay_float32_unless_asked():
+    """quantize="int8" alone quantizes the linear layers only (int8 convs cost more accuracy: opt-in
+    with quantize_convs=True); quantize_convs with another mode, or not a bool, is an ExportError."""
+    m, x = nn.Conv1d(64, 128, 8, stride=4), torch.randn(1, 64, 12)
+    names = {op.name for op in tandem.export(m, {"forward": (x,)}, quantize="int8").method("forward").ops}
+    assert "conv" in names and "conv_q8" not in names, names
+    for kw, says in (
+        ({"quantize": "int4"}, "needs quantize='int8'"),
+        ({"quantize": None}, "needs quantize='int8'"),
+        ({"quantize": "int8", "quantize_convs": "yes"}, "use True or False"),
+    ):
+        with pytest.raises(tandem.ExportError, match=says):
+            tandem.export(m, {"forward": (x,)}, **{"quantize_convs": True, **kw})

@@ -104,11 +104,12 @@ def test_mimi_step_writes_only_its_new_rows(exported):
 
 def test_mimi_int8_linear_weights_close_to_moshi_eager():
     """The int8 option for Mimi (`quantize="int8"`: the transformers' and the quantizer's linear
-    layers stored int8 per output channel, and the convs a streaming step reads many weight bytes
-    per output for, python/tandem/quantize_conv.py; the other convs float32) on the small Mimi: every linear
-    layer's weight is quantized, the file is smaller, and against moshi's eager streaming the codes
-    mostly agree (the few that differ sit on near ties between centroids) and the decoded audio
-    keeps an SNR above 40 dB (measured 85 dB; decoding moshi's codes). float32 stays the default."""
+    layers stored int8 per output channel; with `quantize_convs=True` also the convs a streaming step
+    reads many weight bytes per output for, python/tandem/quantize_conv.py, the other convs float32)
+    on the small Mimi: every linear layer's weight is quantized, the file is smaller, and against
+    moshi's eager streaming the codes mostly agree (the few that differ sit on near ties between
+    centroids) and the decoded audio keeps an SNR above 40 dB (measured 85 dB; decoding moshi's
+    codes). float32 stays the default, and the convs stay float32 unless asked."""
     model = mimi(small=True)
     g = torch.Generator().manual_seed(2)
     chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(FRAMES)]
@@ -123,19 +124,21 @@ def test_mimi_int8_linear_weights_close_to_moshi_eager():
             "reset": tandem.Method(model.reset_streaming, ()),
         }
         q8 = tandem.export(None, methods, quantize="int8")
+        q8c = tandem.export(None, methods, quantize="int8", quantize_convs=True)
         f32 = tandem.export(None, methods)
-    kinds = [op.name for m in ("encode_step", "decode_step") for op in q8.method(m).ops]
     n_linear = sum(isinstance(mod, torch.nn.Linear) for mod in model.modules())
-    assert kinds.count("matmul_q8") >= n_linear - 2 > 0, (kinds.count("matmul_q8"), n_linear)  # 2: bias-free projections may fold
-    # the streaming step's big strided convs (encoder 64→128 k16 s8 at 2 positions, decoder's
-    # 128→64 k16 transposed at 2 input positions) read int8 weights; the others stay float32
-    assert kinds.count("conv_q8") == 1 and kinds.count("conv_transpose_q8") == 1, kinds
-    assert len(q8.to_bytes()) < len(f32.to_bytes())
-    enc, dec = tandem.load(q8.to_bytes()), tandem.load(q8.to_bytes())
-    differing = sum(int((enc.encode_step(x) != c).sum()) for x, c in zip(chunks, want))
-    assert differing <= sum(c.numel() for c in want) // 10, differing
-    sig = noise = 0.0
-    for c, y in zip(want, pcm):
-        got = dec.decode_step(c)
-        sig, noise = sig + float((y**2).sum()), noise + float(((got - y) ** 2).sum())
-    assert noise > 0 and 10 * torch.log10(torch.tensor(sig / noise)) > 40, (sig, noise)
+    for program, convs in ((q8, 0), (q8c, 1)):
+        kinds = [op.name for m in ("encode_step", "decode_step") for op in program.method(m).ops]
+        assert kinds.count("matmul_q8") >= n_linear - 2 > 0, (kinds.count("matmul_q8"), n_linear)  # 2: bias-free projections may fold
+        # with quantize_convs, the streaming step's big strided convs (encoder 64→128 k16 s8 at 2
+        # positions, decoder's 128→64 k16 transposed at 2 input positions) read int8 weights
+        assert kinds.count("conv_q8") == convs and kinds.count("conv_transpose_q8") == convs, kinds
+        assert len(program.to_bytes()) < len(f32.to_bytes())
+        enc, dec = tandem.load(program.to_bytes()), tandem.load(program.to_bytes())
+        differing = sum(int((enc.encode_step(x) != c).sum()) for x, c in zip(chunks, want))
+        assert differing <= sum(c.numel() for c in want) // 10, differing
+        sig = noise = 0.0
+        for c, y in zip(want, pcm):
+            got = dec.decode_step(c)
+            sig, noise = sig + float((y**2).sum()), noise + float(((got - y) ** 2).sum())
+        assert noise > 0 and 10 * torch.log10(torch.tensor(sig / noise)) > 40, (sig, noise)
