@@ -802,5 +802,7 @@ def test_conv_then_elu_is_one_conv_with_the_same_floats(form):
     assert [op.name for op in plain.method("forward").ops] == ["conv", "elu"]  # the ELU then is the elu op (test_elu_fusion.py)
     got, (want, _) = tandem.load(fused.to_bytes()).forward(x, w), tandem.load(plain.to_bytes()).forward(x, w)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
-    assert (got == want).float().mean() > 0.99  # all but block tails: the same floats
+    if form != "stream":  # all but block tails: the same floats (a one-position step's 12 values are
+        # handed over in blocks too short for the 4-lane exp: each may be 1 ulp off, as in the docstring)
+        assert (got == want).float().mean() > 0.99
     torch.testing.assert_close(got, F.elu(F.conv1d(x, w, **kw)))
