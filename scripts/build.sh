@@ -11,8 +11,12 @@ if [ "${TANDEM_NO_ASAN:-}" != 1 ]; then
   cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTDM_SANITIZE=ON >/dev/null
   ninja -C build/asan
 fi
-[ -f build/wasm/build.ninja ] || emcmake cmake -S . -B build/wasm -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-NODE_PATH=/usr/share/nodejs ninja -C build/wasm # the threaded build's link runs Emscripten's acorn tools
+# Debian's Emscripten runs `wasm-opt` from PATH (not from its BINARYEN_ROOT), and under `npm test` PATH
+# starts with node_modules/.bin, whose npm binaryen cannot read the LLVM 14 prototype relaxed-SIMD
+# opcodes that scripts/relaxed_simd.py rewrites later: the Emscripten builds see PATH without it.
+EM_PATH=$(tr ':' '\n' <<<"$PATH" | grep -v '/node_modules/\.bin$' | paste -sd: -)
+[ -f build/wasm/build.ninja ] || PATH=$EM_PATH emcmake cmake -S . -B build/wasm -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+PATH=$EM_PATH NODE_PATH=/usr/share/nodejs ninja -C build/wasm # the threaded build's link runs Emscripten's acorn tools
 # tandem-relaxed.wasm: clang-19 + wasi-libc (standard relaxed-SIMD opcodes; cmake/wasi-clang.cmake),
 # then Binaryen's wasm-opt -O3 from npm's binaryen (cmake/wasm-opt.cmake; configured every time, so a
 # binaryen installed after the first build is found)
