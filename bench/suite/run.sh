@@ -18,7 +18,10 @@ if wants llm; then PY=$(bash scripts/setup.sh chromium | tail -n 1); else PY=$(b
 [ -d node_modules/onnxruntime-web ] && [ -d node_modules/@tensorflow/tfjs-backend-wasm ] && [ -d node_modules/@wllama/wllama ] || npm ci --no-audit --no-fund >&2
 TANDEM_NO_ASAN=1 bash scripts/build.sh >/dev/null
 mkdir -p build/bench
-emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
+# Debian's Emscripten runs wasm-opt from PATH: not npm's binaryen (npm run puts node_modules/.bin first;
+# it cannot read LLVM 14's prototype relaxed opcodes), as in scripts/build.sh
+EM_PATH=$(tr ':' '\n' <<<"$PATH" | grep -v '/node_modules/\.bin$' | paste -sd: -)
+PATH=$EM_PATH emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/suite/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/models/make_models.py build/bench >&2
 # bench.mjs has every section but threads, llm, mimi, pocket, vad, native and toolchain: it runs unless those are all that was asked for.
@@ -61,7 +64,7 @@ fi
 # beside Emscripten's (built here for the comparison only) and SIMD128, GEMM / one-row GEMV / decode
 # (the decode rows need the smollm_int8 / int4 exports of TANDEM_BENCH=llm; skipped without them).
 if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
-  NODE_PATH=/usr/share/nodejs ninja -C build/wasm tandem_relaxed_emcc_wasm >/dev/null
+  PATH=$EM_PATH NODE_PATH=/usr/share/nodejs ninja -C build/wasm tandem_relaxed_emcc_wasm >/dev/null
   if [ -f build/bench/smollm_int4.tandem ]; then
     node --expose-gc --experimental-wasm-relaxed-simd bench/suite/toolchain.mjs build/bench
   else
