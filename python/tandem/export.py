@@ -315,9 +315,7 @@ def export(
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip.
-    quantize_convs: with "int8", also the convolutions a streaming step reads many weight bytes for
-    (few output positions of a big kernel: conv_q8 / conv_transpose_q8); off by default, as it
-    costs more accuracy than the linear layers' int8 (docs/api.md).
+    quantize_convs: with "int8", also the big streaming convs (opt-in: lossier; docs/ops.md).
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
     method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
