@@ -705,7 +705,7 @@ class Tied(nn.Module):
 
 QCASES = []
 for mode in ("int8", "int4"):
-    for K, N, rows in [(45, 29, 1), (45, 29, 3), (7, 9, 5), (32, 8, 1), (33, 17, 4), (64, 40, 1), (100, 65, 2), (31, 33, 1)]:
+    for K, N, rows in [(45, 29, 1), (45, 29, 3), (7, 9, 5), (32, 8, 1), (33, 17, 4), (64, 40, 1), (100, 65, 2), (31, 33, 1), (40, 24, 12)]:  # 12 rows: past the integer rows kernel (float tiles; WebGPU: dequantizing tiles)
         QCASES.append(pytest.param(nn.Linear(K, N), (r(rows, K),), mode, 32, (), id=f"{mode}_linear_{K}x{N}_m{rows}"))
     QCASES.append(pytest.param(nn.Embedding(37, 45), (ints(2, 5, lo=0, hi=37),), mode, 32, (), id=f"{mode}_embedding"))
     QCASES.append(pytest.param(Tied(50, 33), (ints(1, 6, lo=0, hi=50),), mode, 32, (), id=f"{mode}_tied"))
