@@ -170,6 +170,23 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
+  { /* the packed tiles (4 rows; 5 with the relaxed builds' shuffled splats) on rows 4.. (a thread
+     * part: rows split in blocks of 4) and on each row alone: the bits of the whole GEMM's rows */
+    float *yw = malloc(sizeof(float) * (size_t)(M * N + 1)), *yp = malloc(sizeof(float) * (size_t)(M * N + 1));
+    tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, yw);
+    if (M > 4) {
+      tdm_f32_gemm_packed_tiles_4x8__simd128(M - 4, N, K, a + 4 * K, bp, yp);
+      for (int64_t i = 0; i < (M - 4) * N; i++)
+        if (!same(yp[i], yw[4 * N + i])) bad += mismatch(F_GEMM, "gemm packed tiles, rows from 4", N, i, (double)M, yp[i], yw[4 * N + i]);
+    }
+    for (int64_t i = 0; i < M; i++) {
+      tdm_f32_gemm_packed_tiles_4x8__simd128(1, N, K, a + i * K, bp, yp);
+      for (int64_t j = 0; j < N; j++)
+        if (!same(yp[j], yw[i * N + j]))
+          bad += mismatch(F_GEMM, "gemm packed tiles, one row", N, i * N + j, (double)M, yp[j], yw[i * N + j]);
+    }
+    free(yw), free(yp);
+  }
 #endif
 #if TDM_X86_AVX2
   if (tdm_cpu_avx2_fma()) {
