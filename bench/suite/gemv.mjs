@@ -2,7 +2,7 @@
 // 2 rows per step and pocket-tts' flow LM d1024 with 1 row (bench/models/make_models.py,
 // TANDEM_BENCH=gemv), each layer alone and a whole stack of one model's layers in one call, one
 // thread, float32. Prints ns per weight and GB/s of weights read, against the best SIMD128 read
-// bandwidth of as many bytes (bench/suite/peak.c, 1 to 16 streams) in the same process.
+// bandwidth of as many bytes (bench/suite/peak.c, 1 to 16 streams) timed in the same rounds.
 //
 //   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/gemv.mjs [build/bench] [NAME=path.wasm ...]
 //
@@ -30,14 +30,12 @@ const CASES = [
 ];
 
 const peak = await instantiateRuntime(await WebAssembly.compile(readFileSync(`${DIR}/peak.wasm`)));
-/** The best read bandwidth (GB/s) of `bytes` bytes over 1 to 16 streams. */
-async function bandwidth(bytes) {
+/** Reads of `bytes` bytes (peak.c) over 1 to 16 streams, timed in the same rounds as the GEMVs so
+ * that the machine's noise hits the bound and the kernels alike: { name: fn } and the bytes per call. */
+function reads(bytes) {
   const src = peak.tdm_bench_alloc(bytes);
   new Uint8Array(peak.memory.buffer, src >>> 0, bytes).fill(1);
-  const reps = Math.max(1, Math.round(4e6 / bytes));
-  const reads = Object.fromEntries([1, 2, 4, 8, 16].map((s) => [s, async () => peak.tdm_bench_read(src, bytes, reps, s)]));
-  const ms = await compare(reads, { rounds: 5, minMs: 100 });
-  return Math.max(...Object.values(ms).map((t) => (bytes * reps) / t / 1e6));
+  return Object.fromEntries([1, 4, 8, 16].map((s) => [`read ${s}`, async () => peak.tdm_bench_read(src, bytes, 1, s)]));
 }
 
 console.log(`runtimes: ${Object.entries(RUNTIMES).map(([n, p]) => `${n} (${p})`).join('; ')}`);
@@ -55,8 +53,9 @@ for (const [model, rows, shapes, stack, stackWeights] of CASES) {
       models.push(m);
       fns[rn] = () => m.forward(x);
     }
+    Object.assign(fns, reads(4 * weights));
     const ms = await compare(fns, { rounds: ROUNDS });
-    const bound = await bandwidth(4 * weights);
+    const bound = Math.max(...[1, 4, 8, 16].map((s) => (4 * weights) / ms[`read ${s}`] / 1e6));
     console.log(`| ${label} | ${f((4 * weights) / 2 ** 20, 1)} | ${f(bound, 1)} | ` + Object.keys(RUNTIMES).map((rn) => {
       const gbs = (4 * weights) / ms[rn] / 1e6;
       return `${f((ms[rn] * 1e6) / weights, 3)} | ${f(gbs, 1)} | ${f((100 * gbs) / bound, 0)}%`;
