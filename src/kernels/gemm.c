@@ -241,7 +241,7 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
  * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
  * the loads in flight) measured 5-10% slower.
  * With fused multiply-adds (the relaxed builds) the tiles take 5 rows and make each row's splat
- * as a lane shuffle of one load of at[k * 5 .. k * 5 + 3] (and one of the next 4 for row 5):
+ * as a lane shuffle of one load of at[k * 5 .. k * 5 + 3] (the fifth row: of the next 4 floats):
  * shuffles are pure, so V8 computes each just before its multiply-adds instead of hoisting it
  * with the loads, and 10 accumulators + 2 B vectors + 2 loads of at + 1 splat fit the 15
  * registers; 10 independent chains of multiply-adds instead of 8 hide the FMA latency better.
