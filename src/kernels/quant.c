@@ -238,7 +238,7 @@ static void q_parallel(int64_t M, q_job *j, tdm_part_fn part) {
   }
 }
 
-/* 2 to TDM_Q8_DOT_MAX_ROWS rows: columns [lo, hi) of every row. */
+/* A block of 1 to TDM_Q8_DOT_MAX_ROWS rows: columns [lo, hi) of every row. */
 typedef struct {
   int64_t M, N, K;
   const int16_t *xq;
@@ -269,26 +269,33 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
       return TDM_OK;
     }
   }
-  /* a few rows whose int8 copies fit the same stack buffer: each row as the one-row GEMV gives it,
-   * every weight block loaded once for all of them; a row holding a NaN or ±inf is zeroed there and
-   * redone afterwards on the float path, as it would be alone */
-  if (M > 1 && M <= TDM_Q8_DOT_MAX_ROWS && M * KP <= TDM_Q8_DOT_MAX_K) {
+  /* more rows: in blocks of up to TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the same stack buffer
+   * (min(8, 8192 / KP) rows), each row as the one-row GEMV gives it (tdm_q8_gemm_dot keeps every
+   * row at tdm_q8_gemv_dot's bits, so the blocking and the row count change no value: row r of an
+   * M-row call equals a one-row call on row r), every weight block loaded once per block of rows; a
+   * row holding a NaN or ±inf is zeroed there and redone afterwards on the float path, as it would
+   * be alone */
+  if (M > 1 && KP <= TDM_Q8_DOT_MAX_K) {
     int16_t xq[TDM_Q8_DOT_MAX_K];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK + TDM_Q8_DOT_MAX_ROWS];
     bool finite[TDM_Q8_DOT_MAX_ROWS];
-    const float *a = in[0].data;
-    float *y = out->data;
-    for (int64_t r = 0; r < M; r++) {
-      finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
-      if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
-    }
-    q8_rows_job d = {M, N, K, xq, xs, in[2].data, in[1].data, y};
-    tdm__parallel(N, 32, q8_rows_part, &d);
-    for (int64_t r = 0; r < M; r++)
-      if (!finite[r]) {
-        q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N};
-        q_parallel(1, &j, q8_part);
+    const int64_t B = TDM_Q8_DOT_MAX_K / KP < TDM_Q8_DOT_MAX_ROWS ? TDM_Q8_DOT_MAX_K / KP : TDM_Q8_DOT_MAX_ROWS;
+    for (int64_t r0 = 0; r0 < M; r0 += B) {
+      const int64_t R = M - r0 < B ? M - r0 : B;
+      const float *a = (const float *)in[0].data + r0 * K;
+      float *y = (float *)out->data + r0 * N;
+      for (int64_t r = 0; r < R; r++) {
+        finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
+        if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
       }
+      q8_rows_job d = {R, N, K, xq, xs, in[2].data, in[1].data, y};
+      tdm__parallel(N, 32, q8_rows_part, &d);
+      for (int64_t r = 0; r < R; r++)
+        if (!finite[r]) {
+          q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N};
+          q_parallel(1, &j, q8_part);
+        }
+    }
     return TDM_OK;
   }
   q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data};
@@ -336,29 +343,35 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
       return TDM_OK;
     }
   }
-  /* 2 to 4 rows likewise (their int8 copies in the same buffer), each row the one-row GEMV's bits;
-   * a row with a NaN or ±inf zeroed there and redone on the float path after */
-  if (tdm_q4_gemm_dot && M > 1 && M <= TDM_Q8_DOT_MAX_ROWS && M * (K + 1) <= TDM_Q8_DOT_MAX_K + 1 && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  /* more rows likewise, in blocks of up to TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the same buffer
+   * (min(8, 8193 / (K + 1)) rows), each row the one-row GEMV's bits whatever the block (row r of an
+   * M-row call equals a one-row call on row r); a row with a NaN or ±inf zeroed there and redone on
+   * the float path after */
+  if (tdm_q4_gemm_dot && M > 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
     bool finite[TDM_Q8_DOT_MAX_ROWS];
-    const float *a = in[0].data;
-    float *y = out->data;
-    for (int64_t r = 0; r < M; r++) {
-      finite[r] = tdm_q4_quantize_row(K, G, a + r * K, xq + r * (K + 1), xs + r * NG, xsum + r * NG);
-      if (!finite[r]) {
-        memset(xq + r * (K + 1), 0, (size_t)(K + 1));
-        memset(xs + r * NG, 0, (size_t)NG * sizeof(float)), memset(xsum + r * NG, 0, (size_t)NG * sizeof(int32_t));
+    const int64_t B = (TDM_Q8_DOT_MAX_K + 1) / (K + 1) < TDM_Q8_DOT_MAX_ROWS ? (TDM_Q8_DOT_MAX_K + 1) / (K + 1) : TDM_Q8_DOT_MAX_ROWS;
+    for (int64_t r0 = 0; r0 < M; r0 += B) {
+      const int64_t R = M - r0 < B ? M - r0 : B;
+      const float *a = (const float *)in[0].data + r0 * K;
+      float *y = (float *)out->data + r0 * N;
+      for (int64_t r = 0; r < R; r++) {
+        finite[r] = tdm_q4_quantize_row(K, G, a + r * K, xq + r * (K + 1), xs + r * NG, xsum + r * NG);
+        if (!finite[r]) {
+          memset(xq + r * (K + 1), 0, (size_t)(K + 1));
+          memset(xs + r * NG, 0, (size_t)NG * sizeof(float)), memset(xsum + r * NG, 0, (size_t)NG * sizeof(int32_t));
+        }
       }
+      q4_dot_job d = {R, N, K, G, xq, xs, in[2].data, xsum, in[1].data, y};
+      tdm__parallel(N, 32, q4_dot_part, &d);
+      for (int64_t r = 0; r < R; r++)
+        if (!finite[r]) {
+          q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N};
+          q_parallel(1, &j, q4_part);
+        }
     }
-    q4_dot_job d = {M, N, K, G, xq, xs, in[2].data, xsum, in[1].data, y};
-    tdm__parallel(N, 32, q4_dot_part, &d);
-    for (int64_t r = 0; r < M; r++)
-      if (!finite[r]) {
-        q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N};
-        q_parallel(1, &j, q4_part);
-      }
     return TDM_OK;
   }
   q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data};

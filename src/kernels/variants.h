@@ -189,7 +189,7 @@ extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot;
  * row r's activations quantized by tdm_q8_quantize_row at xq + r·KP and xs + r·NB (KP = K rounded up
  * to even, NB = ceil(K/32)), its results at y + r·ldy; each weight block is loaded once for every
  * row, and each row's values are tdm_q8_gemv_dot's bits (also with M = 1). */
-#define TDM_Q8_DOT_MAX_ROWS 8 /* measured: at 8 rows still faster than the float tiles */
+#define TDM_Q8_DOT_MAX_ROWS 8 /* per call; matmul_q8 runs more rows in blocks of up to 8 (measured faster than the tiles at 16-256) */
 void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                              float *y, int64_t ldy);
 typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,

@@ -196,30 +196,71 @@ def test_quantized_op_rules():
 
 
 def test_int8_rows_take_the_integer_dot_one_by_one():
-    """matmul_q8 with 2 to 8 rows (docs/ops.md, "Integer dot products"): every finite row quantized
-    as it would be alone, a row with a NaN taking the float path by itself (its output NaN, the
-    others unchanged), and 9 rows (or rows whose int8 copies overflow 8192 values) the float path."""
+    """matmul_q8 with any number of rows (docs/ops.md, "Integer dot products"; in blocks of up to 8
+    whose int8 copies fit 8192 values): every finite row quantized as it would be alone, a row with a
+    NaN taking the float path by itself (its output NaN, the others unchanged); only K > 8192 (its
+    K rounded up to even past the stack buffer) takes the float path."""
     lin = nn.Linear(70, 24).eval()
-    for rows in (2, 3, 5, 8, 9):
+    for rows in (2, 3, 5, 8, 9, 16, 37):
         x = torch.randn(rows, 70, generator=g)
         m = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
         got, want = m.forward(x), ref_quantized_output(lin, (x,), "int8")
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         alone = torch.cat([ref_quantized_output(lin, (x[i : i + 1],), "int8") for i in range(rows)])
-        if rows <= 8:  # each row's values as the one-row GEMV gives them
-            torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
-        else:  # the float path, a different rounding of the activations
-            assert (got - alone).abs().max() > 1e-4
-        if rows <= 8:
-            x[1, 5] = float("nan")
-            got = m.forward(x)
-            assert got[1].isnan().all()
-            keep = [i for i in range(rows) if i != 1]
-            torch.testing.assert_close(got[keep], alone[keep], rtol=1e-5, atol=1e-5)
-    big = nn.Linear(2049, 8).eval()  # 4 rows of 2050 int16 > 8192: the float path
+        torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)  # each row's values as the one-row GEMV gives them
+        x[1, 5] = float("nan")
+        got = m.forward(x)
+        assert got[1].isnan().all()
+        keep = [i for i in range(rows) if i != 1]
+        torch.testing.assert_close(got[keep], alone[keep], rtol=1e-5, atol=1e-5)
+    big = nn.Linear(2049, 8).eval()  # 4 rows of 2050 int16: blocks of 3 and 1 rows
     x = torch.randn(4, 2049, generator=g)
     got = tandem.load(tandem.export(big, {"forward": (x,)}, quantize="int8").to_bytes()).forward(x)
-    torch.testing.assert_close(got, ref_quantized_output(big, (x,), "int8"), rtol=1e-5, atol=1e-5)
+    alone = torch.cat([ref_quantized_output(big, (x[i : i + 1],), "int8") for i in range(4)])
+    torch.testing.assert_close(got, alone, rtol=1e-5, atol=1e-5)
+    huge = nn.Linear(8193, 8).eval()  # K past the stack buffer: the float path, even for one row
+    x = torch.randn(3, 8193, generator=g)
+    got = tandem.load(tandem.export(huge, {"forward": (x,)}, quantize="int8").to_bytes()).forward(x)
+    torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
+
+
+def _wasm_lib():
+    pytest.importorskip("wasmtime")
+    from tandem.wasm import WasmLibrary
+
+    path = ROOT / "web" / "tandem.wasm"
+    assert path.exists(), "web/tandem.wasm is missing: run `npm run build`"
+    return WasmLibrary(path)
+
+
+def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(monkeypatch):
+    """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows (issue #23): with K = 512 they go through
+    the integer dot in blocks of 8, and with K = 2047 (blocks of 4) and K = 3000 (blocks of 2), so
+    each of 16 (and 21) rows has exactly the bits of a one-row call on it, on the native backend
+    and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits."""
+    import tandem.runtime as runtime
+
+    shapes = ((512, 40, 16), (2047, 24, 21), (3000, 9, 16))
+    xs = {K: torch.randn(rows, K, generator=g) for K, _, rows in shapes}
+    outs = {}
+    for backend in ("native", "wasm"):
+        if backend == "wasm":
+            monkeypatch.setattr(runtime, "_lib", _wasm_lib())
+            monkeypatch.setattr(runtime, "BACKEND", "wasm")
+        elif runtime.BACKEND != "native":
+            continue
+        for K, N, rows in shapes:
+            torch.manual_seed(K)
+            lin, x = nn.Linear(K, N).eval(), xs[K]
+            many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
+            one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize="int8").to_bytes())
+            got = many.forward(x)
+            alone = torch.cat([one.forward(x[i : i + 1]) for i in range(rows)])
+            assert torch.equal(got, alone), f"{backend} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
+            torch.testing.assert_close(got, ref_quantized_output(lin, (x,), "int8"), rtol=1e-5, atol=1e-5)
+            outs.setdefault((K, rows), []).append(got)
+    for key, got in outs.items():
+        assert all(torch.equal(got[0], o) for o in got[1:]), f"native and wasm differ at {key}"
 
 
 # ---- accuracy against float32 ---------------------------------------------------------------------

@@ -33,13 +33,13 @@ function tiledQ(q4, a, q, sc, y, M, N, K, G, T) {
 
 /** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
  * dequantized as they are read; more than one row with a tile side `tile` (gemm.js tileSize) on the
- * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with 1 to 8
- * rows whose int8 copies fit 8192 values (rows · K rounded up to even) quantizes each finite row to
- * int8 per block of 32 and sums in int32 per block, as the wasm kernels do (the same values up to
- * float32 rounding). */
+ * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with any
+ * number of rows whose K rounded up to even is at most 8192 (wasm runs them in blocks of up to 8
+ * rows, each row as it would be alone) quantizes each finite row to int8 per block of 32 and sums in
+ * int32 per block, as the wasm kernels do (the same values up to float32 rounding). */
 export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
-  const total = rows * N, dot = !q4 && rows <= 8 && rows * (K + (K % 2)) <= 8192 ? 1 : 0;
+  const total = rows * N, dot = !q4 && K + (K % 2) <= 8192 ? 1 : 0;
   if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, a, q, sc, y, rows, N, K, G, tile);
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
