@@ -224,11 +224,11 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
     torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
 
 
-def _wasm_lib():
+def _wasm_lib(name="tandem.wasm"):
     pytest.importorskip("wasmtime")
     from tandem.wasm import WasmLibrary
 
-    path = ROOT / "web" / "tandem.wasm"
+    path = ROOT / "web" / name
     assert path.exists(), "web/tandem.wasm is missing: run `npm run build`"
     return WasmLibrary(path)
 
@@ -261,6 +261,25 @@ def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(mon
             outs.setdefault((K, rows), []).append(got)
     for key, got in outs.items():
         assert all(torch.equal(got[0], o) for o in got[1:]), f"native and wasm differ at {key}"
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_many_rows_equal_one_row_calls_bit_for_bit_in_the_relaxed_build(monkeypatch, mode):
+    """The same in tandem-relaxed.wasm (clang-19, the relaxed integer dot), where matmul_q4 has the
+    integer path too: 21 rows of K = 2047 (blocks of 4), and 16 of K = 512 (blocks of 8), each row
+    the bits of a one-row call on it."""
+    import tandem.runtime as runtime
+
+    monkeypatch.setattr(runtime, "_lib", _wasm_lib("tandem-relaxed.wasm"))
+    monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    for K, N, rows in ((2047, 24, 21), (512, 40, 16)):
+        torch.manual_seed(K)
+        lin, x = nn.Linear(K, N).eval(), torch.randn(rows, K, generator=g)
+        many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize=mode).to_bytes())
+        one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize=mode).to_bytes())
+        got = many.forward(x)
+        alone = torch.cat([one.forward(x[i : i + 1]) for i in range(rows)])
+        assert torch.equal(got, alone), f"{mode} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
 
 
 # ---- accuracy against float32 ---------------------------------------------------------------------
