@@ -285,6 +285,12 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
  * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                int64_t ldy);
+/* The same tiles (4 rows for one position), each row read from its first and second half at once
+ * (twice the weight streams in flight: the weights of a streaming step come from memory); lane sums
+ * in another order than tdm_f32_conv_dot__simd128's (within rounding of the reference), a row's
+ * value independent of the rows beside it. The one config.c picks. */
+void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                                  int64_t ldy);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
  * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
  * written. */

@@ -1279,29 +1279,34 @@ static int check_conv_dot(void) {
                 fill(x, Cg * g.H * W, 2, false, Cg + KW);
                 fill(w, M * K, 1, false, s + d);
                 tdm_f32_im2row(&g, x, Cg, 0, pos, colt);
-                for (int variant = 0; variant < 2; variant++) {
+                for (int variant = 0; variant < 3; variant++) {
 #if !TDM_SIMD128
-                  if (variant == 1) continue;
+                  if (variant >= 1) continue;
 #endif
                   for (int64_t m = 1; m <= M; m += (m < 9 ? 1 : 5)) {
                     const float *b = (m + s) % 2 ? bias : NULL;
                     if (variant == 0) tdm_f32_conv_dot__scalar(m, pos, K, w, colt, b, y, pos);
 #if TDM_SIMD128
-                    else tdm_f32_conv_dot__simd128(m, pos, K, w, colt, b, y, pos);
+                    else if (variant == 1) tdm_f32_conv_dot__simd128(m, pos, K, w, colt, b, y, pos);
+                    else tdm_f32_conv_dot_2s__simd128(m, pos, K, w, colt, b, y, pos);
 #endif
                     cases++;
                     for (int64_t o = 0; o < m; o++)
                       for (int64_t ow = 0; ow < pos; ow++) {
                         const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, ow, b ? b[o] : 0.0f);
                         if (!near(y[o * pos + ow], ref, 1e-5f, 1e-5f * (float)K * 4))
-                          bad += mismatch(F_CONV_GEMM, variant ? "conv dot simd128" : "conv dot", K, o * pos + ow, (double)(m * 10 + pos),
-                                          y[o * pos + ow], ref);
+                          bad += mismatch(F_CONV_GEMM,
+                                          variant == 2  ? "conv dot simd128 2 streams"
+                                              : variant ? "conv dot simd128"
+                                                        : "conv dot",
+                                          K, o * pos + ow, (double)(m * 10 + pos), y[o * pos + ow], ref);
                       }
 #if TDM_SIMD128
-                    if (variant == 1)
+                    if (variant >= 1)
                       for (int64_t split = 1; split < m; split += 3) {
-                        tdm_f32_conv_dot__simd128(split, pos, K, w, colt, b, y2, pos);
-                        tdm_f32_conv_dot__simd128(m - split, pos, K, w + split * K, colt, b ? b + split : NULL, y2 + split * pos, pos);
+                        const tdm_conv_dot_fn f = variant == 1 ? tdm_f32_conv_dot__simd128 : tdm_f32_conv_dot_2s__simd128;
+                        f(split, pos, K, w, colt, b, y2, pos);
+                        f(m - split, pos, K, w + split * K, colt, b ? b + split : NULL, y2 + split * pos, pos);
                         for (int64_t i = 0; i < m * pos; i++)
                           if (!same(y2[i], y[i])) bad += mismatch(F_CONV_GEMM, "conv dot split", K, i, (double)split, y2[i], y[i]);
                       }
@@ -1309,6 +1314,22 @@ static int check_conv_dot(void) {
                   }
                 }
               }
+  /* rows long enough for the runtime's dot to read each from both halves (K >= 2048: config.c),
+   * 1 to 4 positions, every K % 8, against the scalar dots */
+  {
+    enum { DK = 2061, DM = 6 };
+    static float wd[DM * DK], cd[4 * DK], yd[DM * 4], rd[DM * 4];
+    fill(wd, DM * DK, 1, false, 11), fill(cd, 4 * DK, 1, false, 12);
+    for (int64_t K = 2048; K <= DK; K += 3)
+      for (int64_t pos = 1; pos <= 4; pos++) {
+        tdm_f32_conv_dot(DM, pos, K, wd, cd, bias, yd, pos);
+        tdm_f32_conv_dot__scalar(DM, pos, K, wd, cd, bias, rd, pos);
+        cases++;
+        for (int64_t i = 0; i < DM * pos; i++)
+          if (!near(yd[i], rd[i], 1e-5f, 1e-5f * (float)K))
+            bad += mismatch(F_CONV_GEMM, "conv dot long rows", K, i, (double)pos, yd[i], rd[i]);
+      }
+  }
   /* transposed: few input positions */
   {
     static float xt[12 * 4], wt[2 * 7 * 8 * 6], zt[7 * 8 * 4], ytr[2 * 7 * 40], ref[2 * 7 * 40], xT[6 * 4];
