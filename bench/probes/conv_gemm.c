@@ -115,3 +115,9 @@ float run_dot(int which, int reps) {
   }
   return dy[0];
 }
+
+/* The same output by phase, bias included (tdm_f32_col2im_phases). */
+float run_col2im_phases(int reps) {
+  for (int i = 0; i < reps; i++) tdm_f32_col2im_phases(&g, Og, z, bias, yt);
+  return yt[0];
+}

@@ -154,10 +154,12 @@ static void conv_dot_simd128(int64_t M, int64_t N, int64_t K, const float *a, co
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
 const tdm_conv_dot_fn tdm_f32_conv_dot = conv_dot_simd128;
+const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__simd128;
 #else
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
+const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__scalar;
 #endif
 
 /* Elementwise, reductions and normalization, attention: SIMD128 (elementwise_simd128.c,

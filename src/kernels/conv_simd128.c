@@ -377,4 +377,39 @@ void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *
     }
   }
 }
+
+/* ---- the transposed convolution's col2im, by output phase ----------------------------------------- */
+
+/* Output t = q·s + r of phase r as tdm_f32_col2im_phases__scalar sums it. */
+static inline float col2im_point(const float *z, int64_t W, int64_t K, int64_t s, int64_t q, int64_t r, float b) {
+  float acc = b;
+  for (int64_t m = 0; r + m * s < K && m <= q; m++)
+    if (q - m < W) acc += z[(r + m * s) * W + q - m];
+  return acc;
+}
+
+void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, const float *bias, float *yg) {
+  const int64_t W = g->W, K = g->KW, s = g->sw, OW = g->OW;
+  for (int64_t o = 0; o < Og; o++, z += K * W) {
+    float *yo = yg + o * OW;
+    const float b = bias ? bias[o] : 0.0f;
+    for (int64_t r = 0; r < s && r < OW; r++) {
+      const int64_t Q = (OW - r + s - 1) / s, taps = r < K ? (K - 1 - r) / s + 1 : 0;
+      /* q in [lo, W): every tap lands inside z; 4 at a time (each lane the scalar sum, in order) */
+      const int64_t lo = taps > 0 ? taps - 1 : 0, hi = taps > 0 && W < Q ? W : Q;
+      int64_t q = 0;
+      for (; q < lo && q < Q; q++) yo[q * s + r] = col2im_point(z, W, K, s, q, r, b);
+      for (; q + 4 <= hi; q += 4) {
+        v128_t acc = wasm_f32x4_splat(b);
+        for (int64_t m = 0; m < taps; m++) acc = wasm_f32x4_add(acc, wasm_v128_load(z + (r + m * s) * W + q - m));
+        float *d = yo + q * s + r;
+        d[0] = wasm_f32x4_extract_lane(acc, 0);
+        d[s] = wasm_f32x4_extract_lane(acc, 1);
+        d[2 * s] = wasm_f32x4_extract_lane(acc, 2);
+        d[3 * s] = wasm_f32x4_extract_lane(acc, 3);
+      }
+      for (; q < Q; q++) yo[q * s + r] = col2im_point(z, W, K, s, q, r, b);
+    }
+  }
+}
 #endif

@@ -1412,6 +1412,39 @@ static int check_conv_transpose(void) {
                       bad += mismatch(F_CONV_TRANSPOSE, "conv_transpose", OHW, i, 0, y[i], ref[i]);
                 }
               }
+  /* col2im by output phase (1-d, no padding or dilation) against the bias then tdm_f32_col2im_add:
+   * the same bits, strides 1 to 9, kernels 1 to 17 (shorter and longer than the stride), 1 to 13
+   * inputs (every tail of the 4-wide blocks), output padding, with and without bias */
+  {
+    static float zc[3 * 17 * 13], yr[3 * 140], yp[3 * 140], bc[3];
+    fill(bc, 3, 1, false, 13);
+    for (int64_t s = 1; s <= 9; s++)
+      for (int64_t K = 1; K <= 17; K += (K < 4 ? 1 : 3))
+        for (int64_t W = 1; W <= 13; W++)
+          for (int64_t op = 0; op <= 1 && op < s; op++) {
+            const int64_t Og = 1 + (s + K) % 3, OW = (W - 1) * s + K + op;
+            tdm_conv_geom g = {1, 1, 1, W, 1, OW, 1, K, 1, s, 0, 0, 1, 1};
+            const float *b = (W + s) % 2 ? bc : NULL;
+            fill(zc, Og * K * W, 1, false, (int)(s * 100 + K * 10 + W));
+            for (int64_t o = 0; o < Og; o++)
+              for (int64_t t = 0; t < OW; t++) yr[o * OW + t] = b ? b[o] : 0.0f;
+            tdm_f32_col2im_add(&g, Og, zc, yr);
+            for (int variant = 0; variant < 2; variant++) {
+#if !TDM_SIMD128
+              if (variant == 1) continue;
+#endif
+              for (int64_t i = 0; i < Og * OW; i++) yp[i] = NAN;
+              if (variant == 0) tdm_f32_col2im_phases__scalar(&g, Og, zc, b, yp);
+#if TDM_SIMD128
+              else tdm_f32_col2im_phases__simd128(&g, Og, zc, b, yp);
+#endif
+              for (int64_t i = 0; i < Og * OW; i++)
+                if (!same(yp[i], yr[i]))
+                  bad += mismatch(F_CONV_TRANSPOSE, variant ? "col2im phases simd128" : "col2im phases", OW, i, (double)(s * 100 + K),
+                                  yp[i], yr[i]);
+            }
+          }
+  }
   return bad;
 }
 
