@@ -272,6 +272,33 @@ if want("toolchain"):
                 OUT / f"gemv_{width}_{K}x{N}.tandem"
             )
 
+
+# ---- the transformer GEMVs of Mimi (d512, 2 rows per step) and pocket-tts' flow LM (d1024, 1 row), for
+# bench/suite/gemv.mjs: each linear layer alone, and a stack of all of a model's layers' weights in one call
+class GemvStack(nn.Module):
+    """Each layer's projections as its transformer runs them (in-projection 3d, out-projection,
+    feed-forward up and down), with residual adds only: the weights stream once per call."""
+
+    def __init__(self, d, ffn, layers):
+        super().__init__()
+        lin = lambda k, n: nn.Linear(k, n, bias=False)  # noqa: E731
+        self.d = d
+        self.layers = nn.ModuleList(nn.ModuleList([lin(d, 3 * d), lin(d, d), lin(d, ffn), lin(ffn, d)]) for _ in range(layers))
+
+    def forward(self, x):
+        for qkv, out, up, down in self.layers:
+            x = x + qkv(x)[:, : self.d]
+            x = x + out(x)
+            x = x + down(up(x))
+        return x
+
+
+if ONLY and "gemv" in ONLY:  # opt-in (TANDEM_BENCH=gemv): the two stacks are 384 MiB of weights
+    for rows, d, ffn, layers, tag in [(2, 512, 2048, 8, "mimi"), (1, 1024, 4096, 6, "pocket")]:
+        for K, N in [(d, 3 * d), (d, d), (d, ffn), (ffn, d)]:
+            tandem.export(nn.Linear(K, N, bias=False), {"forward": (torch.randn(rows, K),)}).save(OUT / f"gemv{rows}_{K}x{N}.tandem")
+        tandem.export(GemvStack(d, ffn, layers), {"forward": (torch.randn(rows, d),)}).save(OUT / f"gemv_stack_{tag}.tandem")
+
 # ---- a SmolLM-135M-shaped transformers Llama, as .tandem and as an ONNX step (bench/models/smollm.py) --
 if want("smollm", "threads", "llm"):
     import smollm  # noqa: E402

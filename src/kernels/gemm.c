@@ -239,20 +239,37 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
  * 6 rows need 12 accumulators + 2 B vectors + 6 splats, more than the 15 vector registers V8
  * allocates on x86-64, and its code for them spilled 4 accumulators to the stack in every step
  * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
- * the loads in flight) measured 5-10% slower, and the splats as lane shuffles of one load of at
- * the same. */
+ * the loads in flight) measured 5-10% slower.
+ * With fused multiply-adds (the relaxed builds) the tiles take 5 rows and make each row's splat
+ * as a lane shuffle of one load of at[k * 5 .. k * 5 + 3] (the fifth row: of the next 4 floats):
+ * shuffles are pure, so V8 computes each just before its multiply-adds instead of hoisting it
+ * with the loads, and 10 accumulators + 2 B vectors + 2 loads of at + 1 splat fit the 15
+ * registers; 10 independent chains of multiply-adds instead of 8 hide the FMA latency better.
+ * Measured (docs/benchmarks.md) 10-18% faster at 256-1024 than 4 rows of splat loads; 6 rows
+ * this way spill again (15-20% slower). Without FMA (SIMD128: a multiply and an add, the add on
+ * the shuffle's port) the shuffles measured 15-20% slower, so SIMD128 keeps 4 rows of splat loads.
+ * Either way each row's products and their order are the same as in every other tile. */
 #ifndef GEMM_KC
 #define GEMM_KC 512
 #endif
 #ifndef GEMM_NC
 #define GEMM_NC 256 /* a multiple of 8 */
 #endif
-#ifndef GEMM_PTALL
+#if defined(TDM_RELAXED_SIMD)
+#define GEMM_PTALL 5
+#define GEMM_SHUF 1
+#else
 #define GEMM_PTALL 4
+#define GEMM_SHUF 0
+#endif
+#if GEMM_SHUF
+#define PSPLAT(r) (r < 4 ? wasm_i32x4_shuffle(va, va, r & 3, r & 3, r & 3, r & 3) : wasm_i32x4_shuffle(vb, vb, r & 3, r & 3, r & 3, r & 3))
+#else
+#define PSPLAT(r) wasm_f32x4_splat(pa[r])
 #endif
 #define PTILE_ROW(R, r) \
   if (R > r) { \
-    x = wasm_f32x4_splat(pa[r]); \
+    x = PSPLAT(r); \
     c##r##0 = tdm_madd(x, b0, c##r##0); \
     c##r##1 = tdm_madd(x, b1, c##r##1); \
   }
@@ -273,6 +290,9 @@ static inline __attribute__((always_inline)) void ptile(int R, size_t kc, int64_
   const float *pa = at;
   for (size_t kk = kc; kk > 0; kk--, pa += R, pb += 8) {
     const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 4);
+#if GEMM_SHUF /* at holds 8 floats past its last row: these loads stay inside it */
+    const v128_t va = wasm_v128_load(pa), vb = R > 4 ? wasm_v128_load(pa + 4) : va;
+#endif
     v128_t x;
     PTILE_ROW(R, 0) PTILE_ROW(R, 1) PTILE_ROW(R, 2) PTILE_ROW(R, 3) PTILE_ROW(R, 4) PTILE_ROW(R, 5)
   }
@@ -289,11 +309,13 @@ static inline __attribute__((always_inline)) void ptile_rows(int R, int64_t N, i
                                                              const float *bp, float *y, int64_t ldy, float *at) {
   for (int64_t k = 0; k < kc; k++)
     for (int r = 0; r < R; r++) at[k * R + r] = a[r * K + k0 + k];
+  if (GEMM_SHUF) /* what the last step's 4-float loads read past the block: defined, never used */
+    for (int t = 0; t < 8; t++) at[kc * R + t] = 0;
   for (int64_t j = 0; j < N; j += 8) ptile(R, (size_t)kc, k0, at, bp + (j / 8) * K * 8 + k0 * 8, y + j, ldy, N - j);
 }
 
 void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
-  float at[GEMM_PTALL * GEMM_KC];
+  float at[GEMM_PTALL * GEMM_KC + 8]; /* + 8: the shuffled tiles load 4 floats at a time */
   int64_t k0 = 0;
   do { /* K = 0 still takes one (empty) block: y is zeros */
     const int64_t kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
@@ -303,7 +325,7 @@ void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const 
       float *yj = y + j0;
       int64_t i = 0;
       for (; i + GEMM_PTALL <= M; i += GEMM_PTALL) ptile_rows(GEMM_PTALL, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
-      for (; i + 4 <= M; i += 4) ptile_rows(4, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at); /* GEMM_PTALL 5, 6 */
+      for (; i + 4 <= M; i += 4) ptile_rows(4, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at); /* GEMM_PTALL 5 */
       if (M - i == 3) ptile_rows(3, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
       else if (M - i == 2) ptile_rows(2, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);
       else if (M - i == 1) ptile_rows(1, nc, K, k0, kc, a + i * K, pj, yj + i * ldy, ldy, at);

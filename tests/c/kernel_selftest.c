@@ -170,6 +170,23 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
+  { /* the packed tiles (4 rows; 5 with the relaxed builds' shuffled splats) on rows 4.. (a thread
+     * part: rows split in blocks of 4) and on each row alone: the bits of the whole GEMM's rows */
+    float *yw = malloc(sizeof(float) * (size_t)(M * N + 1)), *yp = malloc(sizeof(float) * (size_t)(M * N + 1));
+    tdm_f32_gemm_packed_tiles_4x8__simd128(M, N, K, a, bp, yw);
+    if (M > 4) {
+      tdm_f32_gemm_packed_tiles_4x8__simd128(M - 4, N, K, a + 4 * K, bp, yp);
+      for (int64_t i = 0; i < (M - 4) * N; i++)
+        if (!same(yp[i], yw[4 * N + i])) bad += mismatch(F_GEMM, "gemm packed tiles, rows from 4", N, i, (double)M, yp[i], yw[4 * N + i]);
+    }
+    for (int64_t i = 0; i < M; i++) {
+      tdm_f32_gemm_packed_tiles_4x8__simd128(1, N, K, a + i * K, bp, yp);
+      for (int64_t j = 0; j < N; j++)
+        if (!same(yp[j], yw[i * N + j]))
+          bad += mismatch(F_GEMM, "gemm packed tiles, one row", N, i * N + j, (double)M, yp[j], yw[i * N + j]);
+    }
+    free(yw), free(yp);
+  }
 #endif
 #if TDM_X86_AVX2
   if (tdm_cpu_avx2_fma()) {
@@ -1502,7 +1519,7 @@ int tdm_kernel_selftest(void) {
       for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_q8_rows(m, rn[j], rk[k]);
   bad += check_q8_rows(2, 1536, 512) + check_q8_rows(4, 512, 2048) + check_q8_rows(3, 72, 577);
   /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
-  const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
+  const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 40, 57}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
                 eg[] = {16, 20, 32, 64};
   for (size_t j = 0; j < sizeof en / sizeof en[0]; j++)
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
