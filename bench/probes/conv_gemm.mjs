@@ -14,7 +14,8 @@ const kinds = process.argv[2] && process.argv[2] !== '--build' ? [process.argv[2
 const defs = (process.env.PROBE_DEFS ?? '').split(' ').filter(Boolean), tag = defs.join('').replace(/[^A-Za-z0-9]/g, '');
 const kernels = readdirSync(`${root}src/kernels`).filter((f) => f.endsWith('.c')).map((f) => `${root}src/kernels/${f}`);
 const srcs = [`${root}bench/probes/conv_gemm.c`, ...kernels, `${root}src/ops.c`, `${root}src/util.c`, `${root}src/threads.c`];
-const exps = ['setup', 'run_gemm', 'setup_im2col', 'run_im2col', 'setup_col2im', 'run_col2im', 'setup_plane', 'run_plane', 'setup_dot', 'run_dot', 'run_col2im_phases'];
+const exps = ['setup', 'run_gemm', 'setup_im2col', 'run_im2col', 'setup_col2im', 'run_col2im', 'setup_plane', 'run_plane',
+  'setup_dot', 'run_dot', 'run_col2im_phases'];
 
 function build(kind) {
   const out = `${root}build/conv_gemm-${kind}${tag}.wasm`;
@@ -75,6 +76,7 @@ for (const kind of kinds) {
     if (extra.col2im) fns.phases = async () => x.run_col2im_phases(1);
     const t = await compare(fns, { rounds: 7, minMs: 120, clock: cpuMs });
     const gf = (ms) => ((2 * M * N * K) / ms / 1e6).toFixed(1);
-    console.log(`${name} | ${M} ${N} ${K} | ${gf(t.conv)} | ${gf(t.packed)} | ${t.conv.toFixed(3)} | ${t.aux.toFixed(3)} | ${t.phases?.toFixed(3) ?? '-'}`);
+    console.log(`${name} | ${M} ${N} ${K} | ${gf(t.conv)} | ${gf(t.packed)} | ${t.conv.toFixed(3)} | ${t.aux.toFixed(3)} | ` +
+      `${t.phases?.toFixed(3) ?? '-'}`);
   }
 }
