@@ -27,11 +27,13 @@ int setup(int m, int n, int k) {
   return 1;
 }
 
-/* 0: the conv GEMM (tdm_f32_conv_gemm_4x8__simd128), 2: gemm.c's packed tiles. */
+/* 0: the conv GEMM (tdm_f32_conv_gemm_4x8__simd128), 2: gemm.c's packed tiles, 3: gemm.c's row-major GEMM (the
+ * 1×1 convs' path; bp read as [K, N]). */
 float run_gemm(int which, int reps) {
   for (int i = 0; i < reps; i++) {
     if (which == 0) tdm_f32_conv_gemm_4x8__simd128(M, N, K, a, bp, bias, y, N);
-    else tdm_f32_gemm_packed_ld_4x8__simd128(M, N, K, a, bp, y, N);
+    else if (which == 2) tdm_f32_gemm_packed_ld_4x8__simd128(M, N, K, a, bp, y, N);
+    else tdm_f32_gemm_rows_4x8__simd128(M, N, K, a, bp, y); /* bp read as a row-major [K, N] */
   }
   return y[M * N - 1];
 }
