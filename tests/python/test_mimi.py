@@ -21,16 +21,18 @@ FRAMES, RESET_AT = 5, 3
 
 @pytest.fixture(scope="module")
 def exported():
-    """(program bytes, moshi's eager outputs over the sequence, the inputs, the exported model's
-    untouched twin). The Mimi runs one frame eagerly before the export, so its lazily registered
-    codebook buffers exist."""
+    """(program bytes, moshi's eager outputs over the sequence, the inputs). The Mimi is exported as
+    moshi's own streaming API would call it on a model that never ran: its codebooks register their
+    `_embedding` buffers lazily, on first read, i.e. during the trace; the program computes them and
+    the module after the export is the module before (the same buffers, bit for bit)."""
     model = mimi(small=True)
     g = torch.Generator().manual_seed(1)
     chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(FRAMES)]
-    with torch.no_grad(), model.streaming(1):
-        codes = model.encode(chunks[0])
-        model.decode(codes)
+    codes = torch.zeros(1, 8, 1, dtype=torch.long)  # decode_step's example input: 8 codebooks, one 12.5 Hz step
     twin = copy.deepcopy(model)  # the eager reference, from the same start
+    before = {n: t.clone() for n, t in model.state_dict().items()}
+    buffers = sorted(n for n, _ in model.named_buffers())
+    assert not [n for n in buffers if n.endswith("._embedding")]  # not made yet: moshi makes them on first read
     with torch.no_grad(), model.streaming(1):
         program = tandem.export(
             None,
@@ -40,6 +42,10 @@ def exported():
                 "reset": tandem.Method(model.reset_streaming, ()),
             },
         )
+    after = model.state_dict()
+    assert sorted(after) == sorted(before), sorted(set(after) ^ set(before))
+    assert all(torch.equal(after[n], t) for n, t in before.items())
+    assert sorted(n for n, _ in model.named_buffers()) == buffers  # the lazily made buffers are not left behind
     want = []
     with torch.no_grad(), twin.streaming(1):
         for i, x in enumerate(chunks):
