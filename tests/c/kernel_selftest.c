@@ -1465,7 +1465,7 @@ int tdm_kernel_selftest(void) {
       for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_q8_rows(m, rn[j], rk[k]);
   bad += check_q8_rows(2, 1536, 512) + check_q8_rows(4, 512, 2048) + check_q8_rows(3, 72, 577);
   /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
-  const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
+  const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 40, 57}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
                 eg[] = {16, 20, 32, 64};
   for (size_t j = 0; j < sizeof en / sizeof en[0]; j++)
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
