@@ -316,7 +316,7 @@ void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                     float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
-/* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
+/* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, log1p). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);
 float tdm_f32_sum_row__simd128(const float *x, int64_t n);
 void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp);
