@@ -334,52 +334,13 @@ def _conv_activation(ops, i, readers, producer):
     )
 
 
-def _conv_elu(ops, i, readers, producer):
-    """conv, then ELU (alpha 1) of its whole output as lowering/elementwise.py's _elu writes it: minimum(y, 0) -> exp ->
-    sub(., 1) -> maximum(y, .), y read by nothing else and each step only by the next: one conv with
-    the elu activation (the same kernels in the same order on each block of y while it is in cache)."""
-    conv = ops[i]
-    if conv.name != "conv" or len(conv.iattr) != 3 + 3 * conv.iattr[0]:
-        return None
-    y = conv.outs[0]
-    r = readers[y.storage] if y.storage.kind == SCRATCH and not y.storage.is_input and _whole(y) else []
-    if len(r) != 2 or _OUTPUT in r:
-        return None
-    mn, mx = ops[r[0]], ops[r[1]]
-    if not (_plain_binary(mn, "minimum") and _same(mn.ins[0], y) and _scalar_const(mn.ins[1]) == 0.0 and mn.outs[0].shape == y.shape):
-        return None
-    ex = _only_reader(mn.outs[0], readers)
-    if ex is None or ops[ex].name != "exp" or len(ops[ex].ins) != 1 or not _same(ops[ex].ins[0], mn.outs[0]):
-        return None
-    sb = _only_reader(ops[ex].outs[0], readers)
-    if (
-        sb is None
-        or not _plain_binary(ops[sb], "sub")
-        or not _same(ops[sb].ins[0], ops[ex].outs[0])
-        or _scalar_const(ops[sb].ins[1]) != 1.0
-    ):
-        return None
-    if (
-        _only_reader(ops[sb].outs[0], readers) != r[1]
-        or not _plain_binary(mx, "maximum")
-        or not _same(mx.ins[0], y)
-        or not _same(mx.ins[1], ops[sb].outs[0])
-        or mx.outs[0].shape != y.shape
-        or mx.outs[0].dtype != F32
-    ):
-        return None
-    return [i, r[0], ex, sb, r[1]], Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr, conv.where)
-
-
-def _elu(ops, i, readers, producer):
-    """minimum(y, 0) -> exp -> sub(., 1) -> maximum(y, .) (ELU, alpha 1, as lowering/elementwise.py's
-    _elu writes it) of a float32 y that others may read too (a conv's own ELU is _conv_elu's), each
-    step read only by the next: one elu op reading y."""
+def _elu_chain(ops, i, y: Value, readers) -> list | None:
+    """ops[i] = minimum(y, 0) -> exp -> sub(., 1) -> maximum(y, .) (ELU, alpha 1, as lowering/elementwise.py's
+    _elu writes it) over a float32 y, each step read only by the next: the four ops' indices, or None."""
     mn = ops[i]
-    if not (_plain_binary(mn, "minimum") and _scalar_const(mn.ins[1]) == 0.0 and mn.ins[0].dtype == F32):
+    if not (_plain_binary(mn, "minimum") and _same(mn.ins[0], y) and _scalar_const(mn.ins[1]) == 0.0):
         return None
-    y = mn.ins[0]
-    if mn.outs[0].shape != y.shape:
+    if mn.outs[0].shape != y.shape or y.dtype != F32:
         return None
     ex = _only_reader(mn.outs[0], readers)
     if ex is None or ops[ex].name != "exp" or len(ops[ex].ins) != 1 or not _same(ops[ex].ins[0], mn.outs[0]):
@@ -401,10 +362,41 @@ def _elu(ops, i, readers, producer):
         or not _same(mx.ins[1], ops[sb].outs[0])
         or mx.outs[0].shape != y.shape
         or mx.outs[0].dtype != F32
-        or any(_writes(ops[j], y) for j in range(i + 1, k))  # y must be the same at maximum as at minimum
     ):
         return None
-    return [i, ex, sb, k], Op("elu", [y], [mx.outs[0]], [], [], mx.where)
+    return [i, ex, sb, k]
+
+
+def _conv_elu(ops, i, readers, producer):
+    """conv, then ELU (alpha 1) of its whole output (_elu_chain), y read by nothing but the chain's
+    minimum and maximum: one conv with the elu activation (the same kernels in the same order on each
+    block of y while it is in cache)."""
+    conv = ops[i]
+    if conv.name != "conv" or len(conv.iattr) != 3 + 3 * conv.iattr[0]:
+        return None
+    y = conv.outs[0]
+    r = readers[y.storage] if y.storage.kind == SCRATCH and not y.storage.is_input and _whole(y) else []
+    if len(r) != 2 or _OUTPUT in r:
+        return None
+    chain = _elu_chain(ops, r[0], y, readers)
+    if chain is None or chain[-1] != r[1]:
+        return None
+    mx = ops[r[1]]
+    return [i] + chain, Op("conv", conv.ins, [mx.outs[0]] + conv.outs[1:], conv.iattr + [CONV_ELU], conv.fattr, conv.where)
+
+
+def _elu(ops, i, readers, producer):
+    """ELU (_elu_chain) of a float32 y that others may read too (a conv's own ELU is _conv_elu's), y
+    not written between the chain's minimum and maximum: one elu op reading y."""
+    mn = ops[i]
+    if mn.name != "minimum" or len(mn.ins) != 2:
+        return None
+    y = mn.ins[0]
+    chain = _elu_chain(ops, i, y, readers)
+    if chain is None or any(_writes(ops[j], y) for j in range(i + 1, chain[-1])):
+        return None
+    mx = ops[chain[-1]]
+    return chain, Op("elu", [y], [mx.outs[0]], [], [], mx.where)
 
 
 def _writes(op: Op, v: Value) -> bool:

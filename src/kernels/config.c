@@ -144,13 +144,22 @@ const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
 /* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,
  * conv_gemm.c; SIMD128: conv_simd128.c). */
 #if TDM_SIMD128
+/* Rows of 2048 or more k (each row's halves far apart): two weight streams per row, measured
+ * 1.15-1.35x at Mimi's K = 3072, 3584, 8192 in V8 with the weights coming from memory; at K = 1024
+ * ([8192, 1024], the transposed conv) about 1.2x slower (docs/benchmarks.md, "The conv family in
+ * V8"). */
+static void conv_dot_simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy) {
+  (K >= 2048 ? tdm_f32_conv_dot_2s__simd128 : tdm_f32_conv_dot__simd128)(M, N, K, a, colt, bias, y, ldy);
+}
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
-const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__simd128;
+const tdm_conv_dot_fn tdm_f32_conv_dot = conv_dot_simd128;
+const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__simd128;
 #else
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
+const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__scalar;
 #endif
 
 /* Elementwise, reductions and normalization, attention: SIMD128 (elementwise_simd128.c,

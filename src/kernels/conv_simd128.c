@@ -316,4 +316,100 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
     }
   }
 }
+
+/* As CONV_DOT_TILE, each row read at two places at once: its first and second half of the vector
+ * part (h = a multiple of 4, K4 = K rounded down to 4), both halves adding into the same
+ * accumulators, so R rows are 2R weight streams in flight (the dot products at a streaming step
+ * stream their weights from memory: Mimi's [1024, 8192] and [8192, 1024] convs, 32 MB each). Lane l
+ * sums, in order, the products k ≡ l mod 4 of the first half and of the second alternately, then
+ * those of [2h, K4) if K4 is not 8-aligned; then the lanes are summed, the K % 4 tail products and
+ * the bias added in order, as CONV_DOT_TILE does. A row's value depends on that row alone. */
+#define CONV_DOT2_TILE(R, P) \
+  do { \
+    v128_t s[R][P]; \
+    for (int r = 0; r < R; r++) \
+      for (int q = 0; q < P; q++) s[r][q] = wasm_f32x4_splat(0.0f); \
+    const float *ar = a + i * K; \
+    for (int64_t k = 0; k < h; k += 4) { \
+      v128_t c[P], e[P]; \
+      for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k), e[q] = wasm_v128_load(colt + q * K + h + k); \
+      for (int r = 0; r < R; r++) { \
+        const v128_t w0 = wasm_v128_load(ar + r * K + k), w1 = wasm_v128_load(ar + r * K + h + k); \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w1, e[q], tdm_madd(w0, c[q], s[r][q])); \
+      } \
+    } \
+    for (int64_t k = 2 * h; k < K4; k += 4) \
+      for (int r = 0; r < R; r++) \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(wasm_v128_load(ar + r * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
+    for (int r = 0; r < R; r++) \
+      for (int q = 0; q < P; q++) { \
+        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
+            (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
+        for (int64_t kk = K4; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
+        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
+      } \
+  } while (0)
+
+#define CONV_DOT2_ROWS(R, P) \
+  do { \
+    int64_t i = 0; \
+    for (; i + (R) <= M; i += (R)) CONV_DOT2_TILE(R, P); \
+    for (; i < M; i++) CONV_DOT2_TILE(1, P); \
+  } while (0)
+
+void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                                  int64_t ldy) {
+  const int64_t K4 = K / 4 * 4, h = K4 / 8 * 4;
+  for (int64_t j = 0; j < N;) {
+    const int64_t left = N - j;
+    if (left >= 4) {
+      CONV_DOT2_ROWS(2, 4);
+      j += 4, colt += 4 * K, y += 4;
+    } else if (left == 3) {
+      CONV_DOT2_ROWS(2, 3);
+      j += 3, colt += 3 * K, y += 3;
+    } else if (left == 2) {
+      CONV_DOT2_ROWS(4, 2);
+      j += 2, colt += 2 * K, y += 2;
+    } else {
+      CONV_DOT2_ROWS(4, 1);
+      j += 1, colt += K, y += 1;
+    }
+  }
+}
+
+/* ---- the transposed convolution's col2im, by output phase ----------------------------------------- */
+
+/* Output t = q·s + r of phase r as tdm_f32_col2im_phases__scalar sums it. */
+static inline float col2im_point(const float *z, int64_t W, int64_t K, int64_t s, int64_t q, int64_t r, float b) {
+  float acc = b;
+  for (int64_t m = 0; r + m * s < K && m <= q; m++)
+    if (q - m < W) acc += z[(r + m * s) * W + q - m];
+  return acc;
+}
+
+void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, const float *bias, float *yg) {
+  const int64_t W = g->W, K = g->KW, s = g->sw, OW = g->OW;
+  for (int64_t o = 0; o < Og; o++, z += K * W) {
+    float *yo = yg + o * OW;
+    const float b = bias ? bias[o] : 0.0f;
+    for (int64_t r = 0; r < s && r < OW; r++) {
+      const int64_t Q = (OW - r + s - 1) / s, taps = r < K ? (K - 1 - r) / s + 1 : 0;
+      /* q in [lo, W): every tap lands inside z; 4 at a time (each lane the scalar sum, in order) */
+      const int64_t lo = taps > 0 ? taps - 1 : 0, hi = taps > 0 && W < Q ? W : Q;
+      int64_t q = 0;
+      for (; q < lo && q < Q; q++) yo[q * s + r] = col2im_point(z, W, K, s, q, r, b);
+      for (; q + 4 <= hi; q += 4) {
+        v128_t acc = wasm_f32x4_splat(b);
+        for (int64_t m = 0; m < taps; m++) acc = wasm_f32x4_add(acc, wasm_v128_load(z + (r + m * s) * W + q - m));
+        float *d = yo + q * s + r;
+        d[0] = wasm_f32x4_extract_lane(acc, 0);
+        d[s] = wasm_f32x4_extract_lane(acc, 1);
+        d[2 * s] = wasm_f32x4_extract_lane(acc, 2);
+        d[3 * s] = wasm_f32x4_extract_lane(acc, 3);
+      }
+      for (; q < Q; q++) yo[q * s + r] = col2im_point(z, W, K, s, q, r, b);
+    }
+  }
+}
 #endif

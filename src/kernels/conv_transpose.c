@@ -59,11 +59,29 @@ void tdm_f32_col2im_add(const geom *g, int64_t Og, const float *z, float *yg) {
       }
 }
 
+bool tdm__col2im_phases_fit(const geom *g) { return g->H == 1 && g->OH == 1 && g->KH == 1 && g->pw == 0 && g->dw == 1 && g->sw >= 1; }
+
+void tdm_f32_col2im_phases__scalar(const geom *g, int64_t Og, const float *z, const float *bias, float *yg) {
+  const int64_t W = g->W, K = g->KW, s = g->sw, OW = g->OW;
+  for (int64_t o = 0; o < Og; o++, z += K * W) {
+    float *yo = yg + o * OW;
+    const float b = bias ? bias[o] : 0.0f;
+    for (int64_t t = 0; t < OW; t++) {
+      const int64_t q = t / s, r = t % s;
+      float acc = b;
+      for (int64_t m = 0; r + m * s < K && m <= q; m++)
+        if (q - m < W) acc += z[(r + m * s) * W + q - m];
+      yo[t] = acc;
+    }
+  }
+}
+
 /* conv_transpose: x [N, C, (H,) W], wt [groups, Og·KH·KW, C/groups][, bias [O]] → y [N, O, (OH,) OW],
  * workspace [≥ Og·KH·KW·H·W + Cg·ceil8(H·W)]. iattr = [r, has_bias, groups, kernel(r), stride(r),
  * padding(r), dilation(r), output_padding(r)]. Per image and group: z = wt[g] @ x[n, g] (the conv
  * GEMM on x's group packed in panels), then col2im adds each of z's rows onto y (which starts as
- * the bias). */
+ * the bias); 1-d without padding or dilation (Mimi's decoder) by output phase instead
+ * (tdm_f32_col2im_phases: each output written once, bias + its products in the same order). */
 tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
   const int64_t groups = op->iattr[2], O = out[0].shape->dims[1], Og = O / groups;
@@ -75,8 +93,10 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t gi = 0; gi < groups; gi++) {
       float *yg = y + (n * O + gi * Og) * OHW;
-      for (int64_t o = 0; o < Og; o++)
-        for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;
+      const bool phases = tdm__col2im_phases_fit(&g); /* 1-d, no padding or dilation: col2im writes y whole, bias included */
+      if (!phases)
+        for (int64_t o = 0; o < Og; o++)
+          for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;
       const float *xg = x + (n * g.C + gi * Cg) * HW;
       if (HW <= TDM_CONV_DOT_MAX_N) { /* few input positions: x's group transposed, then dot products */
         for (int64_t c = 0; c < Cg; c++)
@@ -86,7 +106,8 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
         tdm_f32_pack_panels(Cg, HW, xg, xp);
         tdm__conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW, TDM_CONV_ACT_NONE);
       }
-      tdm_f32_col2im_add(&g, Og, z, yg);
+      if (phases) tdm_f32_col2im_phases(&g, Og, z, bias ? bias + gi * Og : NULL, yg);
+      else tdm_f32_col2im_add(&g, Og, z, yg);
     }
   return TDM_OK;
 }

@@ -35,7 +35,7 @@ void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const fl
 
 /* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil,
  * hardswish, hardsigmoid give the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
- * their documented error). Other codes return false (scalar: log, sin, cos). */
+ * their documented error; gelu_tanh as x / (1 + e^-2u), which is 0.5 x (1 + tanh u)). Other codes return false (scalar: log, sin, cos). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
   const v128_t three = wasm_f32x4_splat(3.0f), six = wasm_f32x4_splat(6.0f);
@@ -64,6 +64,16 @@ bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
       UNARY_LOOP(wasm_v128_bitselect(v,
                                      wasm_f32x4_sub(one, wasm_f32x4_div(two, wasm_f32x4_add(tdm_f32x4_exp(wasm_f32x4_mul(v, two)), one))),
                                      wasm_f32x4_lt(wasm_f32x4_abs(v), wasm_f32x4_splat(4e-4f))));
+    case TDM_U_GELU_TANH: /* 0.5 x (1 + tanh u) = x / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3) as the scalar kernel's u */
+      UNARY_LOOP(wasm_f32x4_div(
+          v,
+          wasm_f32x4_add(
+              one,
+              tdm_f32x4_exp(wasm_f32x4_mul(
+                  wasm_f32x4_splat(-2.0f),
+                  wasm_f32x4_mul(
+                      wasm_f32x4_splat(0.7978845608028654f),
+                      wasm_f32x4_add(v, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_splat(0.044715f), v), v), v))))))));
     case TDM_U_SIGMOID: UNARY_LOOP(wasm_f32x4_div(one, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     case TDM_U_SILU: UNARY_LOOP(wasm_f32x4_div(v, wasm_f32x4_add(one, tdm_f32x4_exp(wasm_f32x4_neg(v)))));
     /* pmax(t, 0) = t < 0 ? 0 : t and pmin(t, 6) = 6 < t ? 6 : t: the scalar clamp, NaN kept; exact */

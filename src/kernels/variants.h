@@ -159,6 +159,14 @@ extern const tdm_pool_plane_fn tdm_f32_pool_plane;
 extern const tdm_conv_dot_fn tdm_f32_conv_dot;
 /* The runtime's second step: y_g [Og, OH, OW] += col2im(z [Og·KH·KW, H·W]). */
 void tdm_f32_col2im_add(const tdm_conv_geom *g, int64_t Og, const float *z, float *yg);
+/* The same for 1-d without padding or dilation (tdm__col2im_phases_fit), y written whole: output
+ * t = q·sw + r is bias + z[r][q] + z[r + sw][q - 1] + ... (the taps that land on it, in order of
+ * kw, as bias then tdm_f32_col2im_add give: the same bits), one output phase r at a time, so the
+ * z rows are read in order (SIMD128: 4 outputs of a phase at once). */
+bool tdm__col2im_phases_fit(const tdm_conv_geom *g);
+void tdm_f32_col2im_phases__scalar(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
+typedef void (*tdm_col2im_phases_fn)(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
+extern const tdm_col2im_phases_fn tdm_f32_col2im_phases;
 
 /* Quantized weights (quant.c, the references; quant_simd128.c, quant_relaxed.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
  * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), ceil(K/2), 8]
@@ -285,6 +293,13 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
  * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                int64_t ldy);
+/* The same tiles (4 rows for one position), each row read from its first and second half at once
+ * (twice the weight streams in flight: the weights of a streaming step come from memory); lane sums
+ * in another order than tdm_f32_conv_dot__simd128's (within rounding of the reference), a row's
+ * value independent of the rows beside it. The one config.c picks. */
+void tdm_f32_col2im_phases__simd128(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
+void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
+                                  int64_t ldy);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
  * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
  * written. */
@@ -301,7 +316,7 @@ void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                     float *y);
 void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const float *x1, int64_t sb, float *y, int64_t n);
-/* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, gelu_tanh). */
+/* false (nothing written) for the codes without a SIMD128 variant (log, sin, cos, log1p). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n);
 float tdm_f32_sum_row__simd128(const float *x, int64_t n);
 void tdm_f32_softmax_row__simd128(const float *x, float *y, int64_t n, bool logp);

@@ -743,11 +743,28 @@ static int check_exp(void) {
   return bad;
 }
 
+/* gelu_tanh as x / (1 + e^-2u) against the scalar 0.5 x (1 + tanhf(u)): within 1e-6 relative plus
+ * 1e-7·|x| (the reference's own 1 + tanh u cancels for negative x, an absolute error up to 3e-8·|x|),
+ * on random values of each scale with the special ones, and a sweep of [-12, 12]. */
+static int check_gelu_tanh(void) {
+  int bad = check_unary_approx(F_EXP_FAMILY, TDM_U_GELU_TANH, "gelu_tanh", 1e-6f, 1e-30f, 1e-7f);
+  float xs[4], y[4], ref[4];
+  for (float x = -12.0f; x < 12.0f; x += 0.0029f) {
+    for (int i = 0; i < 4; i++) xs[i] = x + 0.0007f * (float)i;
+    tdm_f32_unary__scalar(TDM_U_GELU_TANH, xs, ref, 4);
+    tdm_f32_unary__simd128(TDM_U_GELU_TANH, xs, y, 4);
+    for (int i = 0; i < 4; i++)
+      if (!near(y[i], ref[i], 1e-6f, 1e-30f + 1e-7f * fabsf(xs[i])))
+        bad += mismatch(F_EXP_FAMILY, "gelu_tanh (sweep)", 4, i, xs[i], y[i], ref[i]);
+  }
+  return bad;
+}
+
 /* The ops built on exp and erf (docs/ops.md's tolerances). */
 static int check_exp_family(void) {
   return check_unary_approx(F_EXP_FAMILY, TDM_U_SIGMOID, "sigmoid", 1e-6f, 1.5e-45f, 0) +
       check_unary_approx(F_EXP_FAMILY, TDM_U_SILU, "silu", 1e-6f, 1.5e-45f, 0) +
-      check_unary_approx(F_EXP_FAMILY, TDM_U_TANH, "tanh", 1e-6f, 2e-7f, 0);
+      check_unary_approx(F_EXP_FAMILY, TDM_U_TANH, "tanh", 1e-6f, 2e-7f, 0) + check_gelu_tanh();
 }
 
 static int check_erf(void) {
@@ -1296,29 +1313,34 @@ static int check_conv_dot(void) {
                 fill(x, Cg * g.H * W, 2, false, Cg + KW);
                 fill(w, M * K, 1, false, s + d);
                 tdm_f32_im2row(&g, x, Cg, 0, pos, colt);
-                for (int variant = 0; variant < 2; variant++) {
+                for (int variant = 0; variant < 3; variant++) {
 #if !TDM_SIMD128
-                  if (variant == 1) continue;
+                  if (variant >= 1) continue;
 #endif
                   for (int64_t m = 1; m <= M; m += (m < 9 ? 1 : 5)) {
                     const float *b = (m + s) % 2 ? bias : NULL;
                     if (variant == 0) tdm_f32_conv_dot__scalar(m, pos, K, w, colt, b, y, pos);
 #if TDM_SIMD128
-                    else tdm_f32_conv_dot__simd128(m, pos, K, w, colt, b, y, pos);
+                    else if (variant == 1) tdm_f32_conv_dot__simd128(m, pos, K, w, colt, b, y, pos);
+                    else tdm_f32_conv_dot_2s__simd128(m, pos, K, w, colt, b, y, pos);
 #endif
                     cases++;
                     for (int64_t o = 0; o < m; o++)
                       for (int64_t ow = 0; ow < pos; ow++) {
                         const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, ow, b ? b[o] : 0.0f);
                         if (!near(y[o * pos + ow], ref, 1e-5f, 1e-5f * (float)K * 4))
-                          bad += mismatch(F_CONV_GEMM, variant ? "conv dot simd128" : "conv dot", K, o * pos + ow, (double)(m * 10 + pos),
-                                          y[o * pos + ow], ref);
+                          bad += mismatch(F_CONV_GEMM,
+                                          variant == 2  ? "conv dot simd128 2 streams"
+                                              : variant ? "conv dot simd128"
+                                                        : "conv dot",
+                                          K, o * pos + ow, (double)(m * 10 + pos), y[o * pos + ow], ref);
                       }
 #if TDM_SIMD128
-                    if (variant == 1)
+                    if (variant >= 1)
                       for (int64_t split = 1; split < m; split += 3) {
-                        tdm_f32_conv_dot__simd128(split, pos, K, w, colt, b, y2, pos);
-                        tdm_f32_conv_dot__simd128(m - split, pos, K, w + split * K, colt, b ? b + split : NULL, y2 + split * pos, pos);
+                        const tdm_conv_dot_fn f = variant == 1 ? tdm_f32_conv_dot__simd128 : tdm_f32_conv_dot_2s__simd128;
+                        f(split, pos, K, w, colt, b, y2, pos);
+                        f(m - split, pos, K, w + split * K, colt, b ? b + split : NULL, y2 + split * pos, pos);
                         for (int64_t i = 0; i < m * pos; i++)
                           if (!same(y2[i], y[i])) bad += mismatch(F_CONV_GEMM, "conv dot split", K, i, (double)split, y2[i], y[i]);
                       }
@@ -1326,6 +1348,22 @@ static int check_conv_dot(void) {
                   }
                 }
               }
+  /* rows long enough for the runtime's dot to read each from both halves (K >= 2048: config.c),
+   * 1 to 4 positions, every K % 8, against the scalar dots */
+  {
+    enum { DK = 2061, DM = 6 };
+    static float wd[DM * DK], cd[4 * DK], yd[DM * 4], rd[DM * 4];
+    fill(wd, DM * DK, 1, false, 11), fill(cd, 4 * DK, 1, false, 12);
+    for (int64_t K = 2048; K <= DK; K += 3)
+      for (int64_t pos = 1; pos <= 4; pos++) {
+        tdm_f32_conv_dot(DM, pos, K, wd, cd, bias, yd, pos);
+        tdm_f32_conv_dot__scalar(DM, pos, K, wd, cd, bias, rd, pos);
+        cases++;
+        for (int64_t i = 0; i < DM * pos; i++)
+          if (!near(yd[i], rd[i], 1e-5f, 1e-5f * (float)K))
+            bad += mismatch(F_CONV_GEMM, "conv dot long rows", K, i, (double)pos, yd[i], rd[i]);
+      }
+  }
   /* transposed: few input positions */
   {
     static float xt[12 * 4], wt[2 * 7 * 8 * 6], zt[7 * 8 * 4], ytr[2 * 7 * 40], ref[2 * 7 * 40], xT[6 * 4];
@@ -1408,6 +1446,39 @@ static int check_conv_transpose(void) {
                       bad += mismatch(F_CONV_TRANSPOSE, "conv_transpose", OHW, i, 0, y[i], ref[i]);
                 }
               }
+  /* col2im by output phase (1-d, no padding or dilation) against the bias then tdm_f32_col2im_add:
+   * the same bits, strides 1 to 9, kernels 1 to 17 (shorter and longer than the stride), 1 to 13
+   * inputs (every tail of the 4-wide blocks), output padding, with and without bias */
+  {
+    static float zc[3 * 17 * 13], yr[3 * 140], yp[3 * 140], bc[3];
+    fill(bc, 3, 1, false, 13);
+    for (int64_t s = 1; s <= 9; s++)
+      for (int64_t K = 1; K <= 17; K += (K < 4 ? 1 : 3))
+        for (int64_t W = 1; W <= 13; W++)
+          for (int64_t op = 0; op <= 1 && op < s; op++) {
+            const int64_t Og = 1 + (s + K) % 3, OW = (W - 1) * s + K + op;
+            tdm_conv_geom g = {1, 1, 1, W, 1, OW, 1, K, 1, s, 0, 0, 1, 1};
+            const float *b = (W + s) % 2 ? bc : NULL;
+            fill(zc, Og * K * W, 1, false, (int)(s * 100 + K * 10 + W));
+            for (int64_t o = 0; o < Og; o++)
+              for (int64_t t = 0; t < OW; t++) yr[o * OW + t] = b ? b[o] : 0.0f;
+            tdm_f32_col2im_add(&g, Og, zc, yr);
+            for (int variant = 0; variant < 2; variant++) {
+#if !TDM_SIMD128
+              if (variant == 1) continue;
+#endif
+              for (int64_t i = 0; i < Og * OW; i++) yp[i] = NAN;
+              if (variant == 0) tdm_f32_col2im_phases__scalar(&g, Og, zc, b, yp);
+#if TDM_SIMD128
+              else tdm_f32_col2im_phases__simd128(&g, Og, zc, b, yp);
+#endif
+              for (int64_t i = 0; i < Og * OW; i++)
+                if (!same(yp[i], yr[i]))
+                  bad += mismatch(F_CONV_TRANSPOSE, variant ? "col2im phases simd128" : "col2im phases", OW, i, (double)(s * 100 + K),
+                                  yp[i], yr[i]);
+            }
+          }
+  }
   return bad;
 }
 
