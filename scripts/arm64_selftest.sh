@@ -24,8 +24,10 @@ ln -sfn /usr/include/simde build/arm64/include/simde
 bin=build/arm64/kernel_selftest
 newest=$(find src include tests/c/kernel_selftest.c -newer "$bin" -name '*.[ch]' 2>/dev/null | head -n 1 || true)
 if [ ! -x "$bin" ] || [ -n "$newest" ]; then
-  # one static executable (qemu-aarch64 then needs no arm64 sysroot at run time)
-  "$CC" -O2 -std=gnu11 -pthread -Wall -Iinclude -Isrc -isystem build/arm64/include tests/c/kernel_selftest.c src/*.c \
+  # one static executable (qemu-aarch64 then needs no arm64 sysroot at run time); -ffp-contract=off:
+  # GCC fuses a * b + c into one fma on arm64 by default, which would make the scalar references
+  # fused (a dot product with an overflowing product then gave -inf where the unfused sum is NaN)
+  "$CC" -O2 -std=gnu11 -ffp-contract=off -pthread -Wall -Iinclude -Isrc -isystem build/arm64/include tests/c/kernel_selftest.c src/*.c \
     src/kernels/*.c -lm -static -o "$bin"
 fi
 qemu-aarch64 "$bin"
