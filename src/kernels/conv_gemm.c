@@ -154,7 +154,7 @@ static void elu_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   elu_job j = {in[0].data, out->data};
-  if (out->numel < 65536) elu_part(&j, 0, out->numel, 0, NULL);
+  if (out->numel < 16384) elu_part(&j, 0, out->numel, 0, NULL); /* below, a thread's share is a few us */
   else tdm__parallel(out->numel, 256, elu_part, &j);
   return TDM_OK;
 }
@@ -219,11 +219,13 @@ static void im2col_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   tdm_f32_im2col_packed(j->g, j->xg, j->Cg, j->n0 + p0, p1 - p0, j->colp + lo * K * TDM_PANEL);
 }
 
-/* Below about 64 K floats a thread's share costs less than waking it. */
+/* Below about 16 K floats a thread's share costs less than handing it out (a region costs about
+ * 1 us with the workers spinning, bench/probes/parallel_region.mjs; a late worker's chunks go to
+ * the others). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp) {
   const int64_t K = Cg * g->KH * g->KW, panels = (nc + TDM_PANEL - 1) / TDM_PANEL;
   im2col_job j = {g, xg, Cg, n0, nc, colp};
-  if (K * nc < 65536) im2col_part(&j, 0, panels, 0, NULL);
+  if (K * nc < 16384) im2col_part(&j, 0, panels, 0, NULL);
   else tdm__parallel(panels, 1, im2col_part, &j);
 }
 
