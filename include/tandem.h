@@ -214,7 +214,8 @@ TDM_API double tdm_method_op_fattr(const tdm_program *p, uint32_t method, uint32
 
 /* Threads. A method's parallel parts (GEMM and GEMV by output panels or rows, attention by heads
  * and query rows, convolutions by output channels) run on n threads over this runtime's memory;
- * results are bit-identical for every n (each part's split is fixed by its size and n alone).
+ * results are bit-identical for every n (each part is cut into chunks fixed by its size and n
+ * alone, 4 per thread, which the threads take as they come free).
  * The threaded wasm build (web/tandem-mt.wasm, shared memory) runs them on real threads: the host
  * starts n - 1 workers, each an instance of the same module over the same memory that calls
  * tdm_thread_worker(i, ws) for i = 1 .. n-1 (ws: TDM_THREAD_WS_BYTES of memory of its own, 64-byte
@@ -222,7 +223,7 @@ TDM_API double tdm_method_op_fattr(const tdm_program *p, uint32_t method, uint32
  * wait, such as a browser's main thread: it then spins until the workers finish, which they do
  * within the part). tdm_thread_worker returns after tdm_threads_stop, which is final in that
  * build. Every other build (native, tandem.wasm) has no workers: tdm_threads_start(n, .) makes the
- * caller run all n parts in turn, so a test can check a split without threads, and
+ * caller run all the chunks in turn, so a test can check a split without threads, and
  * tdm_thread_worker returns at once. One method runs at a time per runtime instance; parts never
  * fail and never allocate. */
 #define TDM_THREAD_WS_BYTES (256 * 1024)

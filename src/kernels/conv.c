@@ -62,11 +62,13 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
         tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1, TDM_CONV_ACT_NONE);
-      else tdm_f32_gemm_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, yn);
+      else {
+        tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act); /* bias and activation by each thread on its rows */
+        continue;
+      }
       for (int64_t o = 0; o < O; o++) {
-        if (bias)
-          for (int64_t i = 0; i < HW; i++) yn[o * HW + i] += bias[o];
-        tdm__conv_activate(act, yn + o * HW, HW);
+        if (bias) yn[o] += bias[o];
+        tdm__conv_activate(act, yn + o, 1);
       }
     }
     return TDM_OK;

@@ -29,6 +29,13 @@ void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, co
                              int act);
 void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy,
                             int act);
+/* A 1x1 convolution's GEMM (tdm_f32_gemm_rows, rows in blocks of 4) over threads, each thread then
+ * adding the bias to its own rows and applying the activation: the floats of the serial GEMM then
+ * bias pass, whatever the split. */
+void tdm__conv_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, const float *bias, float *y, int act);
+/* tdm_f32_col2im_phases over threads, whole output channels per part (each channel is computed
+ * alone, so the same floats). */
+void tdm__col2im_phases_parallel(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
 /* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 

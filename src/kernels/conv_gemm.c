@@ -154,7 +154,7 @@ static void elu_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   elu_job j = {in[0].data, out->data};
-  if (out->numel < 65536) elu_part(&j, 0, out->numel, 0, NULL);
+  if (out->numel < 16384) elu_part(&j, 0, out->numel, 0, NULL); /* below, a thread's share is a few us */
   else tdm__parallel(out->numel, 256, elu_part, &j);
   return TDM_OK;
 }
@@ -219,10 +219,56 @@ static void im2col_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   tdm_f32_im2col_packed(j->g, j->xg, j->Cg, j->n0 + p0, p1 - p0, j->colp + lo * K * TDM_PANEL);
 }
 
-/* Below about 64 K floats a thread's share costs less than waking it. */
+/* Below about 16 K floats a thread's share costs less than handing it out (a region costs about
+ * 1 us with the workers spinning, bench/probes/parallel_region.mjs; a late worker's chunks go to
+ * the others). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp) {
   const int64_t K = Cg * g->KH * g->KW, panels = (nc + TDM_PANEL - 1) / TDM_PANEL;
   im2col_job j = {g, xg, Cg, n0, nc, colp};
-  if (K * nc < 65536) im2col_part(&j, 0, panels, 0, NULL);
+  if (K * nc < 16384) im2col_part(&j, 0, panels, 0, NULL);
   else tdm__parallel(panels, 1, im2col_part, &j);
+}
+
+typedef struct {
+  int64_t N, K;
+  const float *a, *b, *bias;
+  float *y;
+  int act;
+} rows_job;
+
+static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const rows_job *j = c;
+  (void)t, (void)ws;
+  if (j->K > 0) tdm_f32_gemm_rows(hi - lo, j->N, j->K, j->a + lo * j->K, j->b, j->y + lo * j->N);
+  else memset(j->y + lo * j->N, 0, (size_t)((hi - lo) * j->N) * sizeof(float)); /* the tile kernels assume K >= 1 */
+  for (int64_t o = lo; o < hi; o++) {
+    float *yo = j->y + o * j->N;
+    if (j->bias)
+      for (int64_t i = 0; i < j->N; i++) yo[i] += j->bias[o];
+    tdm__conv_activate(j->act, yo, j->N);
+  }
+}
+
+void tdm__conv_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *b, const float *bias, float *y, int act) {
+  rows_job j = {N, K, a, b, bias, y, act};
+  tdm__parallel(M, 4, rows_part, &j);
+}
+
+typedef struct {
+  const tdm_conv_geom *g;
+  const float *z, *bias;
+  float *yg;
+} phases_job;
+
+static void phases_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const phases_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_col2im_phases(j->g, hi - lo, j->z + lo * j->g->KW * j->g->W, j->bias ? j->bias + lo : NULL, j->yg + lo * j->g->OW);
+}
+
+/* Below about 16 K outputs a thread's share costs less than handing it out. */
+void tdm__col2im_phases_parallel(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg) {
+  phases_job j = {g, z, bias, yg};
+  if (Og * g->OW < 16384) phases_part(&j, 0, Og, 0, NULL);
+  else tdm__parallel(Og, 1, phases_part, &j);
 }

@@ -106,7 +106,7 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
         tdm_f32_pack_panels(Cg, HW, xg, xp);
         tdm__conv_gemm_parallel(M, HW, Cg, wt + gi * M * Cg, xp, NULL, z, HW, TDM_CONV_ACT_NONE);
       }
-      if (phases) tdm_f32_col2im_phases(&g, Og, z, bias ? bias + gi * Og : NULL, yg);
+      if (phases) tdm__col2im_phases_parallel(&g, Og, z, bias ? bias + gi * Og : NULL, yg);
       else tdm_f32_col2im_add(&g, Og, z, yg);
     }
   return TDM_OK;
