@@ -263,6 +263,29 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
   }
 }
 
+/* The end of a dot tile: each of the R·P accumulators' lanes summed (lanes 0+1, 2+3, then both),
+ * the tail products from k = KT on and the bias added in order, stored in y. */
+#define CONV_DOT_SUM(R, P, KT) \
+  for (int r = 0; r < R; r++) \
+    for (int q = 0; q < P; q++) { \
+      float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
+          (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
+      for (int64_t kk = (KT); kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
+      y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
+    }
+
+/* Positions 4 at a time (2 rows a tile), then the last 3, 2 (4 rows) or 1 (R1 rows), each by
+ * ROWS(R, P) over every row of a. */
+#define CONV_DOT_POSITIONS(ROWS, R1) \
+  for (int64_t j = 0; j < N;) { \
+    const int64_t left = N - j, p = left >= 4 ? 4 : left; \
+    if (p == 4) ROWS(2, 4); \
+    else if (p == 3) ROWS(2, 3); \
+    else if (p == 2) ROWS(4, 2); \
+    else ROWS(R1, 1); \
+    j += p, colt += p * K, y += p; \
+  }
+
 /* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
  * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
  * products and the bias added in order. */
@@ -281,13 +304,7 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
         for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]); \
       } \
     } \
-    for (int r = 0; r < R; r++) \
-      for (int q = 0; q < P; q++) { \
-        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
-            (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
-        for (int64_t kk = k; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
-        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
-      } \
+    CONV_DOT_SUM(R, P, k); \
   } while (0)
 
 #define CONV_DOT_ROWS(R, P) \
@@ -299,22 +316,7 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                int64_t ldy) {
-  for (int64_t j = 0; j < N;) {
-    const int64_t left = N - j;
-    if (left >= 4) {
-      CONV_DOT_ROWS(2, 4);
-      j += 4, colt += 4 * K, y += 4;
-    } else if (left == 3) {
-      CONV_DOT_ROWS(2, 3);
-      j += 3, colt += 3 * K, y += 3;
-    } else if (left == 2) {
-      CONV_DOT_ROWS(4, 2);
-      j += 2, colt += 2 * K, y += 2;
-    } else {
-      CONV_DOT_ROWS(8, 1);
-      j += 1, colt += K, y += 1;
-    }
-  }
+  CONV_DOT_POSITIONS(CONV_DOT_ROWS, 8)
 }
 
 /* As CONV_DOT_TILE, each row read at two places at once: its first and second half of the vector
@@ -341,13 +343,7 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
     for (int64_t k = 2 * h; k < K4; k += 4) \
       for (int r = 0; r < R; r++) \
         for (int q = 0; q < P; q++) s[r][q] = tdm_madd(wasm_v128_load(ar + r * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
-    for (int r = 0; r < R; r++) \
-      for (int q = 0; q < P; q++) { \
-        float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
-            (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
-        for (int64_t kk = K4; kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
-        y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
-      } \
+    CONV_DOT_SUM(R, P, K4); \
   } while (0)
 
 #define CONV_DOT2_ROWS(R, P) \
@@ -360,22 +356,7 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                   int64_t ldy) {
   const int64_t K4 = K / 4 * 4, h = K4 / 8 * 4;
-  for (int64_t j = 0; j < N;) {
-    const int64_t left = N - j;
-    if (left >= 4) {
-      CONV_DOT2_ROWS(2, 4);
-      j += 4, colt += 4 * K, y += 4;
-    } else if (left == 3) {
-      CONV_DOT2_ROWS(2, 3);
-      j += 3, colt += 3 * K, y += 3;
-    } else if (left == 2) {
-      CONV_DOT2_ROWS(4, 2);
-      j += 2, colt += 2 * K, y += 2;
-    } else {
-      CONV_DOT2_ROWS(4, 1);
-      j += 1, colt += K, y += 1;
-    }
-  }
+  CONV_DOT_POSITIONS(CONV_DOT2_ROWS, 4)
 }
 
 /* ---- the transposed convolution's col2im, by output phase ----------------------------------------- */
