@@ -61,15 +61,8 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
     for (int64_t n = 0; n < g.N; n++) {
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
-        tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, NULL, yn, 1, TDM_CONV_ACT_NONE);
-      else {
-        tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act); /* bias and activation by each thread on its rows */
-        continue;
-      }
-      for (int64_t o = 0; o < O; o++) {
-        if (bias) yn[o] += bias[o];
-        tdm__conv_activate(act, yn + o, 1);
-      }
+        tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, bias, yn, 1, act);
+      else tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act); /* bias and activation by each thread on its rows */
     }
     return TDM_OK;
   }

@@ -90,10 +90,10 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
   const int64_t Cg = g.C / groups, M = Og * g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
   const float *x = in[0].data, *wt = in[1].data, *bias = op->iattr[1] ? in[2].data : NULL;
   float *y = out[0].data, *z = out[1].data, *xp = z + M * HW;
+  const bool phases = tdm__col2im_phases_fit(&g); /* 1-d, no padding or dilation: col2im writes y whole, bias included */
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t gi = 0; gi < groups; gi++) {
       float *yg = y + (n * O + gi * Og) * OHW;
-      const bool phases = tdm__col2im_phases_fit(&g); /* 1-d, no padding or dilation: col2im writes y whole, bias included */
       if (!phases)
         for (int64_t o = 0; o < Og; o++)
           for (int64_t i = 0; i < OHW; i++) yg[o * OHW + i] = bias ? bias[gi * Og + o] : 0.0f;

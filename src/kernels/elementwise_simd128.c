@@ -35,7 +35,7 @@ void tdm_f32_binary_row__simd128(int code, const float *x0, int64_t sa, const fl
 
 /* Four lanes at a time: the exact ops (neg, abs, relu, sqrt, rsqrt, reciprocal, floor, ceil,
  * hardswish, hardsigmoid give the scalar results bit for bit) and the exp family and erf (tdm_f32x4_exp, tdm_f32x4_erf, within
- * their documented error; gelu_tanh as x / (1 + e^-2u), which is 0.5 x (1 + tanh u)). Other codes return false (scalar: log, sin, cos). */
+ * their documented error; gelu_tanh as x / (1 + e^-2u), which is 0.5 x (1 + tanh u)). Other codes return false (scalar: log, sin, cos, log1p). */
 bool tdm_f32_unary__simd128(int code, const float *x, float *y, int64_t n) {
   const v128_t one = wasm_f32x4_splat(1.0f), two = wasm_f32x4_splat(2.0f), zero = wasm_f32x4_splat(0.0f);
   const v128_t three = wasm_f32x4_splat(3.0f), six = wasm_f32x4_splat(6.0f);

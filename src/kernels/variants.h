@@ -297,9 +297,10 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
  * (twice the weight streams in flight: the weights of a streaming step come from memory); lane sums
  * in another order than tdm_f32_conv_dot__simd128's (within rounding of the reference), a row's
  * value independent of the rows beside it. The one config.c picks. */
-void tdm_f32_col2im_phases__simd128(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                   int64_t ldy);
+/* tdm_f32_col2im_phases__scalar's sums, 4 outputs of a phase at once where every tap lands inside z. */
+void tdm_f32_col2im_phases__simd128(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every
  * tap of the row inside x), in the scalar reference's order (exact); returns the first column not
  * written. */

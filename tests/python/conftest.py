@@ -14,14 +14,24 @@ import pytest  # noqa: E402
 WASM = ROOT / "web" / "tandem.wasm"
 
 
-@pytest.fixture(scope="module")
-def wasm_lib():
-    """The wasm runtime (web/tandem.wasm through wasmtime), once per test module."""
+def _wasm_library(path: Path):
     pytest.importorskip("wasmtime")
     from tandem.wasm import WasmLibrary
 
-    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(WASM)
+    assert path.exists(), f"web/{path.name} is missing: run `npm run build`"
+    return WasmLibrary(path)
+
+
+@pytest.fixture(scope="module")
+def wasm_lib():
+    """The wasm runtime (web/tandem.wasm through wasmtime), once per test module."""
+    return _wasm_library(WASM)
+
+
+@pytest.fixture(scope="module")
+def relaxed_wasm_lib():
+    """The relaxed-SIMD wasm runtime (web/tandem-relaxed.wasm, clang-19) through wasmtime."""
+    return _wasm_library(ROOT / "web" / "tandem-relaxed.wasm")
 
 
 @pytest.fixture(params=["native", "wasm"])

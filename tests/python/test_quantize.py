@@ -224,16 +224,7 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
     torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
 
 
-def _wasm_lib(name="tandem.wasm"):
-    pytest.importorskip("wasmtime")
-    from tandem.wasm import WasmLibrary
-
-    path = ROOT / "web" / name
-    assert path.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(path)
-
-
-def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(monkeypatch):
+def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch):
     """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows (issue #23): with K = 512 they go through
     the integer dot in blocks of 8, and with K = 2047 (blocks of 4) and K = 3000 (blocks of 2), so
     each of 16 (and 21) rows has exactly the bits of a one-row call on it, on the native backend
@@ -245,10 +236,10 @@ def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(mon
     outs = {}
     for backend in ("native", "wasm"):
         if backend == "wasm":
-            monkeypatch.setattr(runtime, "_lib", _wasm_lib())
+            monkeypatch.setattr(runtime, "_lib", wasm_lib)
             monkeypatch.setattr(runtime, "BACKEND", "wasm")
-        elif runtime.BACKEND != "native":
-            continue
+        else:
+            assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
         for K, N, rows in shapes:
             torch.manual_seed(K)
             lin, x = nn.Linear(K, N).eval(), xs[K]
@@ -264,13 +255,13 @@ def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(mon
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
-def test_many_rows_equal_one_row_calls_bit_for_bit_in_the_relaxed_build(monkeypatch, mode):
+def test_many_rows_equal_one_row_calls_bit_for_bit_in_the_relaxed_build(relaxed_wasm_lib, monkeypatch, mode):
     """The same in tandem-relaxed.wasm (clang-19, the relaxed integer dot), where matmul_q4 has the
     integer path too: 21 rows of K = 2047 (blocks of 4), and 16 of K = 512 (blocks of 8), each row
     the bits of a one-row call on it."""
     import tandem.runtime as runtime
 
-    monkeypatch.setattr(runtime, "_lib", _wasm_lib("tandem-relaxed.wasm"))
+    monkeypatch.setattr(runtime, "_lib", relaxed_wasm_lib)
     monkeypatch.setattr(runtime, "BACKEND", "wasm")
     for K, N, rows in ((2047, 24, 21), (512, 40, 16)):
         torch.manual_seed(K)

@@ -2,8 +2,6 @@
 PyTorch eager and the native backend; and the backend choice. The installed package itself (the
 wheel in a fresh venv outside the clone) is tests/python/test_wheel.py."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -11,17 +9,7 @@ import tandem
 import tandem.runtime as runtime
 from cases import CASES, as_tuple, original_report, run_eager
 
-ROOT = Path(__file__).resolve().parents[2]
-WASM = ROOT / "web" / "tandem.wasm"
 pytest.importorskip("wasmtime")
-
-
-@pytest.fixture(scope="module")
-def wasm_lib():
-    from tandem.wasm import WasmLibrary
-
-    assert WASM.exists(), "web/tandem.wasm is missing: run `npm run build`"
-    return WasmLibrary(WASM)
 
 
 @pytest.fixture
