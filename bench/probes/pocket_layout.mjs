@@ -1,13 +1,14 @@
-// pocket_layout.mjs — issue #23's "the package-layout cache as fast as a hand layout": pocket-tts' flow LM
-// `step` in the package's own cache layout (PKG_DIR/pocket[_int8].tandem from bench/models/pocket.py) and
-// with hand layouts (DIR/layout_hand[_int8].tandem, DIR/layout_handwhole[_int8].tandem from
-// bench/probes/pocket_layout.py: heads-first K and V buffers, attention over their prefix / over the whole
-// buffers with a mask), float32 and int8, on one wasm thread, the steps of all of them in turn (the order
-// rotating each frame) so a busy machine slows them alike: read the ratios. Each step's latent is checked
-// against the package's eager one (PKG_DIR/pocket_frames.json) and against the package-layout export's;
-// a profiled pass then gives each export's sum of per-op minima (robust to a loaded machine), the bytes a
-// step writes (all, and into the state; an op's bytes are its bound, at the cache's capacity), the ops
-// writing more than 5% of the state's bytes, and ms by op kind.
+// pocket_layout.mjs — issue #23's "the package-layout cache as fast as a hand layout": pocket-tts' flow
+// LM `step` in the package's own cache layout (DIR/layout_pkg[_int8].tandem, else bench/models/pocket.py's
+// PKG_DIR/pocket[_int8].tandem: the same step) and with hand layouts (DIR/layout_hand[_int8].tandem,
+// DIR/layout_handwhole[_int8].tandem from bench/probes/pocket_layout.py: heads-first K and V buffers,
+// attention over their prefix / over the whole buffers with a mask), float32 and int8, on one wasm
+// thread, the steps of all of them in turn (the order rotating each frame) so a busy machine slows them
+// alike: read the ratios. Each step's latent is checked against the package's eager one
+// (PKG_DIR/pocket_frames.json, else DIR/layout_frames.json) and against the package-layout export's
+// (exit code 1 if they differ); a profiled pass then gives each export's sum of per-op minima (robust to
+// a loaded machine), the bytes a step writes (all, and into the state; an op's bytes are its bound, at
+// the cache's capacity), the ops writing more than 5% of the state's bytes, and ms by op kind.
 //
 //   node --experimental-wasm-relaxed-simd bench/probes/pocket_layout.mjs DIR PKG_DIR [rounds = 2] [wasm]
 import { existsSync, readFileSync } from 'node:fs';
@@ -15,14 +16,16 @@ import { load, Tensor } from '../../node/index.js';
 
 const [DIR, PKG] = process.argv.slice(2, 4);
 const ROUNDS = Number(process.argv[4] ?? 2), WASM = process.argv[5];
-const meta = JSON.parse(readFileSync(`${PKG}/pocket_frames.json`, 'utf8')); // the prompt and the package's latents
+const framesFile = existsSync(`${PKG}/pocket_frames.json`) ? `${PKG}/pocket_frames.json` : `${DIR}/layout_frames.json`;
+const meta = JSON.parse(readFileSync(framesFile, 'utf8')); // the prompt and the package's eager latents
 const ldim = meta.latents[0].length;
 const median = (a) => [...a].sort((x, y) => x - y)[a.length >> 1];
 const f = (x, d = 2) => x.toFixed(d);
 const KiB = (b) => (b / 1024).toFixed(1);
 
 for (const variant of ['', '_int8']) {
-  const runs = [['package', `${PKG}/pocket${variant}.tandem`], ['hand', `${DIR}/layout_hand${variant}.tandem`],
+  const pkg = existsSync(`${DIR}/layout_pkg${variant}.tandem`) ? `${DIR}/layout_pkg${variant}.tandem` : `${PKG}/pocket${variant}.tandem`;
+  const runs = [['package', pkg], ['hand', `${DIR}/layout_hand${variant}.tandem`],
     ['handwhole', `${DIR}/layout_handwhole${variant}.tandem`]].filter(([, file]) => existsSync(file));
   if (runs.length < 2 || runs[0][0] !== 'package') continue;
   const models = [];

@@ -1,23 +1,23 @@
 """Issue #23's "the package-layout cache as fast as a hand layout", for pocket-tts' flow LM: the same
-full-size flow LM (bench/models/pocket.py's seeded weights) exported twice, prompt + step as the
-package's _run_flow_lm_and_increment_step calls them,
+full-size flow LM (bench/models/pocket.py's seeded weights, its prompt, capacity 64) exported with
+prompt + step as the package's _run_flow_lm_and_increment_step calls them, in three cache layouts:
   pkg:  as the package ships it: one [2, B, T, H, D] cache per layer in its ModelState, cache[0] and
         cache[1] written separately at `offset` and read as cache[:, :, :offset + t] (moshi-style);
+        bench/models/pocket.py's pocket[_int8].tandem holds the same step;
   hand: the same model with each layer's attention swapped for HandAttention below: its own K and V
-        buffers, heads-first [B, H, T, D], written by slice assignment at the offset (a buffer of
-        its own), attention by F.scaled_dot_product_attention over the valid prefix k[:, :, :offset + t];
-  handwhole: the same, attending over the whole buffers with the unwritten rows masked (as a
-        static cache does), no prefix slice.
-Both take the same weights; their eager latents are checked equal here, the exports' against them
-by bench/probes/pocket_layout.mjs (which times the two interleaved). Writes OUT/layout_{pkg,hand,handwhole}[_int8].tandem
-and OUT/layout_frames.json. Usage: python bench/probes/pocket_layout.py OUT [frames = 12]
-[variants = float32,int8] [layouts = pkg,hand,handwhole] [small: the small config, to check the probe itself].
-bench/models/pocket.py's pocket[_int8].tandem (LM_CAP 64, the same prompt) holds the same pkg step."""
+        buffers, heads-first [B, H, T, D], written by slice assignment at the offset (a buffer of its
+        own), attention by F.scaled_dot_product_attention over the prefix k[:, :, :offset + t];
+  handwhole: the same, attending over the whole buffers with the unwritten rows masked (as a static
+        cache does), no prefix slice.
+All take the same weights; their eager latents are checked equal to the package's here, the exports'
+by bench/probes/pocket_layout.mjs (which times them interleaved). Writes
+OUT/layout_{pkg,hand,handwhole}[_int8].tandem and OUT/layout_frames.json (the prompt, the package's
+latents, each step's op counts). Usage: python bench/probes/pocket_layout.py OUT [frames = 12]
+[variants = float32,int8] [layouts = pkg,hand,handwhole] [small: the small config, to check the probe]."""
 
 import copy
 import functools
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -147,7 +147,6 @@ def main():
             meta[f"{path.stem}_step_ops"] = {k: ops.count(k) for k in sorted(set(ops))}
             print(f"{path} ({len(ops)} step ops) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     (OUT / "layout_frames.json").write_text(json.dumps(meta))
-    return math.isfinite(diff)
 
 
 if __name__ == "__main__":
