@@ -10,7 +10,7 @@
  *  - conv_transpose_q8: the rows are x's positions (x transposed), the columns the Og·KH·KW taps
  *    of each output channel: z[m, p] = x[:, p] · wt[m], added where each tap lands (col2im).
  * Each row is quantized to int16 per block of 32 (tdm_conv_q8_quantize_row: matmul_q8's rows are
- * int8; the int16 ones cost the GEMV nothing and made int8 activations' error vanish, below)
+ * int8; int16 ones cost the GEMV nothing and remove the activations' share of the error, below)
  * and multiplied with the integer-dot rows kernel (tdm_q8_gemm_dot, each row tdm_q8_gemv_dot's bits); a row with a NaN or ±inf takes the
  * float-lane GEMV (tdm_q8_gemm), the other rows keep theirs. Threads split the columns; each thread walks its columns a panel
  * (or four) at a time and runs every row over it while it is in cache, so each weight byte is read
@@ -80,8 +80,8 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
  * the pad of an odd K 0; false, with part written, on a NaN or ±inf. int16 codes, where matmul_q8's
  * rows are int8 (tdm_q8_quantize_row): the GEMV takes them as they are (its pairs are int16 already)
  * and sums them exactly, so the activations cost no accuracy to speak of (2^-16 of a block's
- * largest value, where int8's 2^-8 changed 8% of a full-size Mimi's codes, docs/benchmarks.md) and
- * no time. */
+ * largest value; int8 rows alone changed 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md)
+ * and no time. The weights' int8 rounding is the larger share (8 of 128): two levels remove it. */
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
