@@ -4,12 +4,9 @@ moshi's streaming API is used, and moshi's eager torch on one thread (torch.set_
 on the same frames in the same run. Writes OUT/mimi.tandem, OUT/mimi_frames.json (inputs and moshi's
 outputs, for bench/suite/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame); with int8 in
 VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weights stored int8
-(`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32), and
-with int8convs OUT/mimi_int8convs.tandem (`quantize="int8", quantize_convs=True`: also the big
-streaming convs, conv_q8) and with int8convs2 OUT/mimi_int8convs2.tandem (the same with the convs'
-weights in two int8 levels, python/tandem/quantize_conv.py LEVELS).
+(`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
-float32, int8, int8convs, int8convs2]."""
+float32, int8]."""
 
 import json
 import sys
@@ -23,7 +20,6 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 import tandem  # noqa: E402
 from packaged_models import FRAME, mimi  # noqa: E402
-from tandem import quantize_conv  # noqa: E402
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20
@@ -52,7 +48,6 @@ print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {e
 
 for variant in VARIANTS:
     t0 = time.perf_counter()
-    quantize_conv.LEVELS = 2 if variant == "int8convs2" else 1
     with torch.no_grad(), model.streaming(1):
         program = tandem.export(
             None,
@@ -61,8 +56,7 @@ for variant in VARIANTS:
                 "decode_step": tandem.Method(model.decode, (codes_all[0],)),
                 "reset": tandem.Method(model.reset_streaming, ()),
             },
-            quantize=None if variant == "float32" else "int8",
-            quantize_convs=variant.startswith("int8convs"),
+            quantize=None if variant == "float32" else variant,
         )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0

@@ -20,8 +20,7 @@ With int8 and `convs=True` (`tandem.export(..., quantize_convs=True)`), also the
 streaming step reads many weight bytes per output (a few output positions of a big kernel: conv_q8 /
 conv_transpose_q8, see quantize_conv.py); otherwise, and for the other convs, they stay float32. It is
 opt-in because it costs more accuracy than int8 linear layers do: on the full-size Mimi, 8% of the
-codes differ from eager against none with the linear layers alone (int8 weights most of it; 5% with
-the int16 activation rows conv_q8 now uses; docs/benchmarks.md).
+codes differ from eager against none with the linear layers alone (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from . import quantize_conv
 from .ir import CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
 from .quantize_conv import quantize_convs
 from .schema import PANEL, QUANT_GROUP
@@ -210,13 +208,8 @@ def quantize_methods(
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
     if convs:  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
 
-        def pack(b):  # q0 · s0 ≈ b; with two levels also q1 · s1 ≈ its residual (docs/ops.md, conv_q8)
-            q0, s0 = quantize_weight(b, "int8")
-            p0, t0 = pack_int8(q0, s0)
-            if quantize_conv.LEVELS == 1:
-                return _const(p0, I8), _const(t0, F32)
-            p1, t1 = pack_int8(*quantize_weight(b.to(torch.float32) - q0.to(torch.float32) * s0, "int8"))
-            return _const(torch.stack([p0, p1]), I8), _const(torch.stack([t0, t1]), F32)
+        def pack(b):
+            return tuple(_const(t, d) for t, d in zip(pack_int8(*quantize_weight(b, "int8")), (I8, F32)))
 
         quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), pack)
 

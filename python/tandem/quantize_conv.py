@@ -4,7 +4,7 @@ CONV_Q8_MAX_ROWS (16) rows of activations per image (output positions of a conv,
 a transposed conv: a streaming step of a big strided kernel) and at least CONV_Q8_MIN_WEIGHTS
 weights, becomes `conv_q8` / `conv_transpose_q8` (src/kernels/conv_q8.c) with its weights int8 per
 output column of the GEMV it runs (a conv's output channel; a transposed conv's output channel and
-tap), in matmul_q8's packed layout (LEVELS below). Such a call is bound by reading the weights, not by its
+tap), in matmul_q8's packed layout. Such a call is bound by reading the weights, not by its
 multiply-adds (Mimi's encoder's 512→1024 k16 s8 reads 32 MB of float32 for two outputs), and int8
 reads a quarter of the bytes; each row of activations is quantized to int16 per block of 32 (matmul_q8's
 rows are int8) and the runtime sums int16 × int8 exactly. Convolutions over many positions stay float32 (their GEMM is bound by
@@ -28,18 +28,10 @@ CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in c
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
 
 
-# Weight levels: 1 (int8), or 2 (int8, then the residual int8: src/kernels/conv_q8.c q8_levels), which
-# changes no code of a full-size Mimi where 1 changes 8 of 128 but measured no faster than float32
-# convs on one wasm thread (each level costs the integer GEMV's ops: docs/benchmarks.md). Not an
-# export option; tests and bench/models/mimi.py's int8convs2 set it.
-LEVELS = 1
-
-
 def q8_workspace(rows: int, K: int, M: int) -> int:
-    """Floats of conv_q8's workspace (src/kernels/conv_q8.c tdm__conv_q8_workspace, then the second
-    level's result): the rows, each level's result, the rows as int16 pairs, their block scales and
-    a flag per row."""
-    return rows * K + LEVELS * rows * M + rows * ((K + 3) // 2) + rows * (-(-K // ABLOCK) + 1)
+    """Floats of conv_q8's workspace (src/kernels/conv_q8.c tdm__conv_q8_workspace): the rows, the
+    result, the rows as int16 pairs, their block scales and a flag per row."""
+    return rows * K + rows * M + rows * ((K + 3) // 2) + rows * (-(-K // ABLOCK) + 1)
 
 
 class _ConvParams:
@@ -128,7 +120,7 @@ def _conv_transpose(op: Op, weights):
     r_ = weights(w, wt[0].t(), lambda p: p.reshape(C, M).t() if p.shape[0] == C and p.numel() == C * M else None)
     if r_ is None:
         return None
-    ws = _scratch(q8_workspace(rows, C, M) + rows * (C + M))  # x transposed, z
+    ws = _scratch(q8_workspace(rows, C, M) + rows * (C + M))
     return Op("conv_transpose_q8", [x, *r_, *op.ins[2:]], [y, ws], list(op.iattr), [], op.where)
 
 

@@ -39,14 +39,14 @@ bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need) {
 }
 
 typedef struct {
-  int64_t rows, K, M, levels;
+  int64_t rows, K, M;
   const float *a;     /* rows [rows, K] */
   const int16_t *xq;  /* rows quantized, K rounded up to even int16 each (tdm_q8_gemm_dot's stride) */
   const float *xs;    /* their block scales, ceil(K/32) each */
   const float *dot;   /* per row: 1 if quantized, 0 for the float-lane path (a NaN or ±inf in it) */
-  const int8_t *qp;   /* [levels, ceil(M/8), K, 8] */
-  const float *scale; /* [levels, ceil(M/8), 8] */
-  float *yt[2];       /* [rows, M]: each level's result */
+  const int8_t *qp;   /* [ceil(M/8), K, 8] */
+  const float *scale; /* [ceil(M/8), 8] */
+  float *yt;          /* [rows, M] */
 } rows_job;
 
 static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
@@ -54,25 +54,21 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   (void)t, (void)ws;
   /* four panels at once (the GEMV's widest step) while they stay in L2, else one */
   const int64_t cb = j->K <= 16384 ? 32 : 8, xql = j->K + j->K % 2, xsl = (j->K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  const int64_t P = (j->M + TDM_PANEL - 1) / TDM_PANEL;
-  for (int64_t c0 = lo; c0 < hi; c0 += cb)
-    for (int64_t l = 0; l < j->levels; l++) { /* the residual level right after, its rows still in cache */
-      const int64_t n = hi - c0 < cb ? hi - c0 : cb;
-      const int8_t *q = j->qp + (l * P + c0 / TDM_PANEL) * j->K * TDM_PANEL;
-      const float *sc = j->scale + l * P * TDM_PANEL + c0;
-      float *yt = j->yt[l] + c0;
-      for (int64_t r = 0; r < j->rows;) {
-        if (j->dot[r] == 0.0f) { /* a NaN or ±inf in this row: the float lanes, as alone */
-          tdm_q8_gemm(1, n, j->K, j->a + r * j->K, q, sc, yt + r * j->M);
-          r++;
-          continue;
-        }
-        int64_t e = r + 1; /* a run of quantized rows, each weight block loaded once for all */
-        while (e < j->rows && e - r < TDM_Q8_DOT_MAX_ROWS && j->dot[e] != 0.0f) e++;
-        tdm_q8_gemm_dot(e - r, n, j->K, j->xq + r * xql, j->xs + r * xsl, q, sc, yt + r * j->M, j->M);
-        r = e;
+  for (int64_t c0 = lo; c0 < hi; c0 += cb) {
+    const int64_t n = hi - c0 < cb ? hi - c0 : cb;
+    const int8_t *q = j->qp + c0 / TDM_PANEL * j->K * TDM_PANEL;
+    for (int64_t r = 0; r < j->rows;) {
+      if (j->dot[r] == 0.0f) { /* a NaN or ±inf in this row: the float lanes, as alone */
+        tdm_q8_gemm(1, n, j->K, j->a + r * j->K, q, j->scale + c0, j->yt + r * j->M + c0);
+        r++;
+        continue;
       }
+      int64_t e = r + 1; /* a run of quantized rows, each weight block loaded once for all */
+      while (e < j->rows && e - r < TDM_Q8_DOT_MAX_ROWS && j->dot[e] != 0.0f) e++;
+      tdm_q8_gemm_dot(e - r, n, j->K, j->xq + r * xql, j->xs + r * xsl, q, j->scale + c0, j->yt + r * j->M + c0, j->M);
+      r = e;
     }
+  }
 }
 
 /* A row of activations for the GEMV (variants.h, tdm_conv_q8_quantize_row): per block of 32 along
@@ -103,20 +99,16 @@ bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs)
   return true;
 }
 
-/* yt [rows, M] = a [rows, K] @ (q · scale), summed over the levels (the weights int8, then their
- * residual int8: w ≈ q0·s0 + q1·s1, y = y0 + y1), the workspace after a's rows: ws = a + rows·K; a
- * second level's result after the rest (tdm__conv_q8_workspace's, then rows·M more). */
-static float *q8_rows(int64_t rows, int64_t K, int64_t M, int64_t levels, const float *a, const int8_t *qp, const float *scale, float *ws) {
+/* yt [rows, M] = a [rows, K] @ (q · scale), the workspace after a's rows: ws = a + rows·K. */
+static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const int8_t *qp, const float *scale, float *ws) {
   float *yt = ws;
   int16_t *xq = (int16_t *)(yt + rows * M);
   float *xs = (float *)(xq + rows * ((K + 3) / 2 * 2));
   const int64_t xsl = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  float *dot = xs + rows * xsl, *y1 = dot + rows;
+  float *dot = xs + rows * xsl;
   for (int64_t r = 0; r < rows; r++) dot[r] = tdm_conv_q8_quantize_row(K, a + r * K, xq + r * (K + K % 2), xs + r * xsl) ? 1.0f : 0.0f;
-  rows_job j = {rows, K, M, levels, a, xq, xs, dot, qp, scale, {yt, y1}};
+  rows_job j = {rows, K, M, a, xq, xs, dot, qp, scale, yt};
   tdm__parallel(M, 32, rows_part, &j);
-  if (levels == 2)
-    for (int64_t i = 0; i < rows * M; i++) yt[i] += y1[i];
   return yt;
 }
 
@@ -137,7 +129,7 @@ tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
       memset(y, 0, sizeof(float) * (size_t)(O * P));
     } else {
       tdm_f32_im2row(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, colt);
-      const float *yt = q8_rows(P, K, O, in[1].shape->rank - 2, colt, in[1].data, in[2].data, colt + P * K);
+      const float *yt = q8_rows(P, K, O, colt, in[1].data, in[2].data, colt + P * K);
       for (int64_t o = 0; o < O; o++)
         for (int64_t p = 0; p < P; p++) y[o * P + p] = yt[p * O + o];
     }
@@ -149,16 +141,11 @@ tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   return TDM_OK;
 }
 
-/* The levels of qp int8 [ceil(M/8), K, 8] with scale float32 [ceil(M/8), 8] (1), or of qp [2,
- * ceil(M/8), K, 8] with scale [2, ceil(M/8), 8] (2: the weights and their residual); 0 if neither. */
-static int q8_levels(const tdm_value *q, const tdm_value *s, int64_t K, int64_t M) {
+/* qp int8 [ceil(M/8), K, 8] and scale float32 [ceil(M/8), 8]. */
+static bool q8_weights_ok(const tdm_value *q, const tdm_value *s, int64_t K, int64_t M) {
   const int64_t P = M / TDM_PANEL + (M % TDM_PANEL != 0);
-  const int l = q->shape.rank == 4 ? 2 : 1, d = l - 1;
-  if (q->dtype != TDM_I8 || q->shape.rank != 3 + d || (d && q->shape.dims[0] != 2) || q->shape.dims[d] != P || q->shape.dims[d + 1] != K ||
-      q->shape.dims[d + 2] != TDM_PANEL || s->dtype != TDM_F32 || s->shape.rank != 2 + d || (d && s->shape.dims[0] != 2) ||
-      s->shape.dims[d] != P || s->shape.dims[d + 1] != TDM_PANEL)
-    return 0;
-  return l;
+  return q->dtype == TDM_I8 && q->shape.rank == 3 && q->shape.dims[0] == P && q->shape.dims[1] == K && q->shape.dims[2] == TDM_PANEL &&
+      s->dtype == TDM_F32 && s->shape.rank == 2 && s->shape.dims[0] == P && s->shape.dims[1] == TDM_PANEL;
 }
 
 tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
@@ -184,18 +171,14 @@ tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
     if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
       return tdm__rule(op, "kernel or output too large");
   }
-  const int levels = (uint64_t)K > INT64_MAX / 4 ? 0 : q8_levels(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), (int64_t)K, O);
-  if (!levels) return tdm__rule(op, "weights must be int8 [(2,) ceil(O/8), C·kernel, 8] and scales float32 [(2,) ceil(O/8), 8]");
+  if ((uint64_t)K > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), (int64_t)K, O))
+    return tdm__rule(op, "weights must be int8 [ceil(O/8), C·kernel, 8] and scales float32 [ceil(O/8), 8]");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, 3);
     if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != O) return tdm__rule(op, "bias must be float32 [O]");
   }
-  size_t second = 0; /* the residual level's result */
-  if (!tdm__conv_q8_workspace(P, K, (size_t)O, &need) || (levels == 2 && !tdm__mul_size(P, (size_t)O, &second)) ||
-      !tdm__add_size(need, second, &need) || (size_t)ws->numel < need)
-    return tdm__rule(op,
-                     "workspace must hold P·K + P·O·levels + P·ceil((K+1)/2) + P·(ceil(K/32) + 1) floats (P output positions, "
-                     "docs/ops.md)");
+  if (!tdm__conv_q8_workspace(P, K, (size_t)O, &need) || (size_t)ws->numel < need)
+    return tdm__rule(op, "workspace must hold P·K + P·O + P·ceil((K+1)/2) + P·(ceil(K/32) + 1) floats (P output positions, docs/ops.md)");
   return TDM_OK;
 }
 
@@ -216,7 +199,7 @@ tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, co
     const float *x = (const float *)in[0].data + n * g.C * HW;
     for (int64_t c = 0; c < g.C; c++)
       for (int64_t p = 0; p < HW; p++) xt[p * g.C + c] = x[c * HW + p];
-    const float *zt = q8_rows(HW, g.C, M, in[1].shape->rank - 2, xt, in[1].data, in[2].data, ws);
+    const float *zt = q8_rows(HW, g.C, M, xt, in[1].data, in[2].data, ws);
     for (int64_t i = 0; i < M; i++)
       for (int64_t p = 0; p < HW; p++) z[i * HW + p] = zt[p * M + i];
     tdm_f32_col2im_add(&g, O, z, y);
@@ -245,15 +228,15 @@ tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
     if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
       return tdm__rule(op, "kernel or input too large");
   }
-  const int levels = (uint64_t)M > INT64_MAX / 4 ? 0 : q8_levels(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), C, (int64_t)M);
-  if (!levels) return tdm__rule(op, "weights must be int8 [(2,) ceil(O·kernel/8), C, 8] and scales float32 [(2,) ceil(O·kernel/8), 8]");
+  if ((uint64_t)M > INT64_MAX / 4 || !q8_weights_ok(TDM_VAL(m, op, 1), TDM_VAL(m, op, 2), C, (int64_t)M))
+    return tdm__rule(op, "weights must be int8 [ceil(O·kernel/8), C, 8] and scales float32 [ceil(O·kernel/8), 8]");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, 3);
     if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
   }
   /* x transposed [HW·C] and z [M·HW] before the rows' workspace */
-  if (!tdm__conv_q8_workspace(HW, (size_t)C, M, &need) || !tdm__mul_size(HW, (size_t)C + M * (size_t)levels, &more) ||
-      !tdm__add_size(need, more, &need) || (size_t)ws->numel < need)
-    return tdm__rule(op, "workspace must hold H·W·(2·C + (1 + levels)·M) + H·W·ceil((C+1)/2) + H·W·(ceil(C/32) + 1) floats (docs/ops.md)");
+  if (!tdm__conv_q8_workspace(HW, (size_t)C, M, &need) || !tdm__mul_size(HW, (size_t)C + M, &more) || !tdm__add_size(need, more, &need) ||
+      (size_t)ws->numel < need)
+    return tdm__rule(op, "workspace must hold H·W·(2·C + 2·M) + H·W·ceil((C+1)/2) + H·W·(ceil(C/32) + 1) floats (docs/ops.md)");
   return TDM_OK;
 }

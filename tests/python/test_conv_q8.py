@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from torch import nn
 
 import tandem
-from tandem import quantize_conv
 from tandem.quantize_conv import CONV_Q8_MIN_WEIGHTS
 from test_ops import _record, ref_dequantize
 
@@ -34,19 +33,12 @@ def g(seed=0):
     return torch.Generator().manual_seed(seed)
 
 
-def ref_weights(w: torch.Tensor, two: bool = False) -> torch.Tensor:
-    """w [M, K] (a GEMV column per row) as conv_q8 stores it, in float64: int8 per row (ref_dequantize),
-    plus (two) its residual w - that, in float32, int8 per row again."""
-    w0 = ref_dequantize(w, "int8")
-    return w0 + ref_dequantize(w.detach().float() - w0.float(), "int8") if two else w0
-
-
-def ref_conv_q8(conv: nn.Conv1d | nn.Conv2d, x: torch.Tensor, act=None, levels: int = 32767, two: bool = False) -> torch.Tensor:
-    """conv_q8's result in float64: the weights int8 per output channel, in one level or (two) two
-    (ref_weights over [O, C·kernel]), each output position's patch quantized as one activation row."""
+def ref_conv_q8(conv: nn.Conv1d | nn.Conv2d, x: torch.Tensor, act=None, levels: int = 32767) -> torch.Tensor:
+    """conv_q8's result in float64: the weights int8 per output channel (ref_dequantize over
+    [O, C·kernel]), each output position's patch quantized as one activation row."""
     w = conv.weight.detach()
     O, K = w.shape[0], w[0].numel()
-    wq = ref_weights(w.reshape(O, K), two)
+    wq = ref_dequantize(w.reshape(O, K), "int8")
     if w.dim() == 3:
         xp = F.pad(x, (conv.padding[0],) * 2).unfold(2, conv.dilation[0] * (w.shape[2] - 1) + 1, conv.stride[0])
         xp = xp[..., :: conv.dilation[0]]  # [N, C, P, k]
@@ -61,12 +53,12 @@ def ref_conv_q8(conv: nn.Conv1d | nn.Conv2d, x: torch.Tensor, act=None, levels: 
     return (act(y) if act else y).float()
 
 
-def ref_conv_transpose_q8(ct: nn.ConvTranspose1d, x: torch.Tensor, levels: int = 32767, two: bool = False) -> torch.Tensor:
-    """conv_transpose_q8's result in float64: the weights int8 per output channel and tap, in one
-    level or (two) two (a column of the [C, O·k] GEMV), each input position's C values quantized as one activation row."""
+def ref_conv_transpose_q8(ct: nn.ConvTranspose1d, x: torch.Tensor, levels: int = 32767) -> torch.Tensor:
+    """conv_transpose_q8's result in float64: the weights int8 per output channel and tap (a column
+    of the [C, O·k] GEMV), each input position's C values quantized as one activation row."""
     w = ct.weight.detach()
     C, M = w.shape[0], w[0].numel()
-    wq = ref_weights(w.reshape(C, M).t(), two).t().reshape(w.shape)
+    wq = ref_dequantize(w.reshape(C, M).t(), "int8").t().reshape(w.shape)
     xq = ref_quantize_rows(x.transpose(1, 2), levels).transpose(1, 2)
     b = None if ct.bias is None else ct.bias.detach().double()
     return F.conv_transpose1d(xq, wq, b, ct.stride, ct.padding, ct.output_padding, 1, ct.dilation).float()
@@ -95,16 +87,8 @@ CONVS = [  # (module, input, activation): each at most 16 output positions, >= 6
 CONV_IDS = [f"conv_q8_{n}" for n in ("mimi_down", "elu", "dilated", "gemv", "conv2d", "sixteen")]
 
 
-@pytest.fixture(params=[1, 2], ids=["one_level", "two_levels"])
-def levels(request, monkeypatch):
-    """The weights in one int8 level (what quantize_convs=True writes) or two (the weights, then their
-    residual: quantize_conv.LEVELS, docs/ops.md)."""
-    monkeypatch.setattr(quantize_conv, "LEVELS", request.param)
-    return request.param
-
-
 @pytest.mark.parametrize("module,shape,act", CONVS, ids=CONV_IDS)
-def test_conv_q8_matches_reference_quantization(request, module, shape, act, levels):
+def test_conv_q8_matches_reference_quantization(request, module, shape, act):
     torch.manual_seed(1)
     model = ConvAct(module, act).eval()
     x = torch.randn(*shape, generator=g(2))
@@ -113,14 +97,12 @@ def test_conv_q8_matches_reference_quantization(request, module, shape, act, lev
     assert "conv_q8" in names and "conv" not in names, names
     got = tandem.load(program.to_bytes()).forward(x)
     with torch.no_grad():
-        want = ref_conv_q8(module, x, act, two=levels == 2)
+        want = ref_conv_q8(module, x, act)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)  # tests/js/ops.test.js replays it in wasm
-        assert (model(x) - want).abs().max() > (1e-4 if levels == 1 else 1e-6)  # the reference differs from float32's
+        assert (model(x) - want).abs().max() > 1e-4  # the reference differs from float32's
         # int16 rows, not int8 ones (matmul_q8's, which conv_q8 used before): 100x further off
         assert (got - ref_conv_q8(module, x, act, levels=127)).abs().max() > 100 * (got - want).abs().max()
-        # and the levels asked for (one int8 level alone changed 8 of 128 of a full-size Mimi's codes)
-        assert (got - ref_conv_q8(module, x, act, two=levels == 1)).abs().max() > 100 * (got - want).abs().max()
         float32 = tandem.load(tandem.export(model, {"forward": (x,)}).to_bytes()).forward(x)
         torch.testing.assert_close(float32, model(x), rtol=1e-5, atol=1e-5)  # the default stays exact
 
@@ -134,7 +116,7 @@ TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-3 input posi
 
 
 @pytest.mark.parametrize("module,shape", TRANSPOSED, ids=[f"conv_transpose_q8_{n}" for n in ("one", "three", "padded", "sixteen")])
-def test_conv_transpose_q8_matches_reference_quantization(request, module, shape, levels):
+def test_conv_transpose_q8_matches_reference_quantization(request, module, shape):
     torch.manual_seed(3)
     x = torch.randn(*shape, generator=g(4))
     program = tandem.export(module, {"forward": (x,)}, quantize="int8", quantize_convs=True)
@@ -142,12 +124,11 @@ def test_conv_transpose_q8_matches_reference_quantization(request, module, shape
     assert "conv_transpose_q8" in names and "conv_transpose" not in names, names
     got = tandem.load(program.to_bytes()).forward(x)
     with torch.no_grad():
-        want = ref_conv_transpose_q8(module, x, two=levels == 2)
+        want = ref_conv_transpose_q8(module, x)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
         _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)
-        assert (module(x) - want).abs().max() > (1e-4 if levels == 1 else 1e-6)
+        assert (module(x) - want).abs().max() > 1e-4
         assert (got - ref_conv_transpose_q8(module, x, levels=127)).abs().max() > 100 * (got - want).abs().max()
-        assert (got - ref_conv_transpose_q8(module, x, two=levels == 1)).abs().max() > 100 * (got - want).abs().max()
 
 
 def test_what_stays_float32():
