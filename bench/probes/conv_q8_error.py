@@ -36,7 +36,11 @@ def q_blocks(a: torch.Tensor, block: int, levels: int) -> torch.Tensor:
 
 
 def q_weights(w2: torch.Tensor, block) -> torch.Tensor:
-    """w2 [M, K] (a GEMV column per row) int8 per column (block None) or per column and block."""
+    """w2 [M, K] (a GEMV column per row) int8 per column (block None), per column and block, or
+    (block "col2") per column in two levels: int8, then the residual int8 (simulated only)."""
+    if block == "col2":
+        w0 = q_blocks(w2.float(), w2.shape[-1], 127)
+        return w0 + q_blocks(w2.float() - w0.float(), w2.shape[-1], 127)
     if block is None:
         return q_blocks(w2, w2.shape[-1], 127)
     return q_blocks(w2, block, 127)
@@ -51,6 +55,8 @@ VARIANTS = {
     "w8/32 only": (32, None, "all"),
     "a8/8 only": (None, (8, 127), "all"),
     "w8col+a16/32": ("col", (32, 32767), "all"),
+    "w8x2col only": ("col2", None, "all"),
+    "w8x2col+a16/32": ("col2", (32, 32767), "all"),
     "w8col+a8/32 enc only": ("col", (32, 127), "enc"),
     "w8col+a8/32 dec only": ("col", (32, 127), "dec"),
     "w8col+a16/32 enc only": ("col", (32, 32767), "enc"),

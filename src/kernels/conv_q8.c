@@ -77,7 +77,8 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
  * rows are int8 (tdm_q8_quantize_row): the GEMV takes them as they are (its pairs are int16 already)
  * and sums them exactly, so the activations cost no accuracy to speak of (2^-16 of a block's
  * largest value; int8 rows alone changed 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md)
- * and no time. The weights' int8 rounding is the larger share (8 of 128): two levels remove it. */
+ * and no time. The weights' int8 rounding is the larger share (8 of 128; two int8 levels would remove it but ran no
+ * faster than float32 convs: docs/benchmarks.md). */
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
