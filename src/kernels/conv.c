@@ -87,7 +87,12 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
         tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, bias, yn, 1, act);
-      else tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act); /* bias and activation by each thread on its rows */
+      else if (HW % TDM_PANEL || g.C < 1 || !tdm_f32_conv_gemm_x()) /* bias and activation by each thread on its rows */
+        tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act);
+      else { /* x's rows as B, packed panel by panel, the bias as the accumulators' start */
+        tdm_conv_x b = {.Cg = g.C, .KW = 1, .cs = HW, .koff = {0}, .xb = x + n * g.C * HW, .tail = NULL};
+        tdm__conv_gemm_x_parallel(tdm_f32_conv_gemm_x(), O, HW, &b, w, bias, yn, HW, act);
+      }
     }
     return TDM_OK;
   }
