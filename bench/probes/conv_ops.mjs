@@ -28,7 +28,8 @@ for (const s of shapes) {
   const ops = (await b.profile('forward', x)).ops.map((o) => o.name).join('+');
   const r = await compare({ A: () => a.forward(x), B: () => b.forward(x) }, { rounds, clock: cpuMs });
   sumA += r.A, sumB += r.B;
-  console.log(`${s.name} | ${ops} | ${r.A.toFixed(3)} | ${r.B.toFixed(3)} | ${(r.B / r.A).toFixed(2)} | ${(s.flop / r.B / 1e6).toFixed(1)} | ${err}`);
+  const gf = (s.flop / r.B / 1e6).toFixed(1);
+  console.log(`${s.name} | ${ops} | ${r.A.toFixed(3)} | ${r.B.toFixed(3)} | ${(r.B / r.A).toFixed(2)} | ${gf} | ${err}`);
   a.dispose(), b.dispose();
 }
 console.log(`sum: A ${sumA.toFixed(2)} ms, B ${sumB.toFixed(2)} ms (${(sumB / sumA).toFixed(2)}x)`);

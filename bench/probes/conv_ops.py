@@ -46,8 +46,15 @@ def main(out):
         x = torch.randn(1, c, t)
         (out / f"{name}.tandem").write_bytes(tandem.export(m, {"forward": (x,)}).to_bytes())
         tout = (t - k) // s + 1
-        meta.append({"name": name, "x": [1, c, t], "flop": 2 * o * c * k * tout, "input": x.flatten().tolist(),
-                     "expect": m(x).detach().flatten().tolist()})
+        meta.append(
+            {
+                "name": name,
+                "x": [1, c, t],
+                "flop": 2 * o * c * k * tout,
+                "input": x.flatten().tolist(),
+                "expect": m(x).detach().flatten().tolist(),
+            }
+        )
     (out / "shapes.json").write_text(json.dumps(meta))
 
 
