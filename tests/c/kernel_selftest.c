@@ -1378,6 +1378,83 @@ static int check_conv_gemm(void) {
   return bad;
 }
 
+/* convrate: the conv GEMM with B's rows read from x (tdm_f32_conv_gemm_x: 1-d, stride 1, no
+ * padding, dilation 1 and 2; the last partial panel from the packed tail) against the reference per
+ * output value, and in the SIMD128 build bit for bit against im2col + tdm_f32_conv_gemm_4x8__simd128
+ * (the path it replaces); channels past one K block (256 products), M past one row block (64), and
+ * output channels and positions on every tail of the 4-row x 8-column tiles. */
+static int check_conv_gemm_x(void) {
+  enum { MAXX = 100 * 60, MAXW = 70 * 100 * 4, MAXY = 70 * 60 };
+  static float x[MAXX], w[MAXW], bias[70], y[MAXY], ya[MAXY], tail[100 * 4 * 8], colp[100 * 4 * 64];
+  int bad = 0, cases = 0;
+  fill(bias, 70, 1, false, 5);
+  const int64_t cgs[] = {1, 3, 100}, ogs[] = {1, 2, 3, 4, 5, 9, 70};
+  for (int ci = 0; ci < 3; ci++)
+    for (int oi = 0; oi < 7; oi++)
+      for (int64_t KW = 1; KW <= 4; KW++)
+        for (int64_t d = 1; d <= 2; d++)
+          for (int64_t W = 5 + KW * d; W <= 60; W += 13) {
+            const int64_t Cg = cgs[ci], Og = ogs[oi], span = d * (KW - 1) + 1, N = W - span + 1, K = Cg * KW;
+            if (N < 1 || N > 64 || (Og == 70 && ci < 2)) continue;
+            const tdm_conv_geom g = {1, Cg, 1, W, 1, N, 1, KW, 1, 1, 0, 0, 1, d};
+            fill(x, Cg * W, 2, false, (int)(Og + KW));
+            fill(w, Og * K, 1, false, (int)(Og * 2 + d));
+            const float *b = (Og + KW) % 2 ? bias : NULL;
+            tdm_conv_x bx = {.Cg = Cg, .KW = KW, .cs = W, .xb = x, .tail = NULL};
+            for (int64_t kw = 0; kw < KW; kw++) bx.koff[kw] = kw * d;
+            if (N % 8) {
+              tdm_f32_conv_x_tail(&bx, N, tail);
+              bx.tail = tail;
+            }
+            for (int variant = 0; variant < 3; variant++) {
+              if (variant == 0) tdm_f32_conv_gemm_x__scalar(Og, N, &bx, w, b, y, N);
+#if TDM_SIMD128
+              else if (variant == 1) tdm_f32_conv_gemm_x__simd128(Og, N, &bx, w, b, y, N);
+#endif
+              else if (variant == 2 && tdm_f32_conv_gemm_x()) tdm_f32_conv_gemm_x()(Og, N, &bx, w, b, y, N);
+              else continue;
+              cases++;
+              for (int64_t o = 0; o < Og; o++)
+                for (int64_t j = 0; j < N; j++) {
+                  const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, j, b ? b[o] : 0.0f);
+                  if (!near(y[o * N + j], ref, 1e-5f, 1e-5f * (float)K * 4))
+                    bad += mismatch(F_CONV_GEMM, variant ? "conv gemm x simd128" : "conv gemm x", N, o * N + j, 0, y[o * N + j], ref);
+                }
+#if TDM_SIMD128
+              if (variant == 1) { /* the path it replaces: im2col's panels, the packed tiles */
+                tdm_f32_im2col_packed(&g, x, Cg, 0, N, colp);
+                tdm_f32_conv_gemm_4x8__simd128(Og, N, K, w, colp, b, ya, N);
+                for (int64_t i = 0; i < Og * N; i++)
+                  if (!same(y[i], ya[i])) bad += mismatch(F_CONV_GEMM, "conv gemm x vs im2col bits", N, i, 0, y[i], ya[i]);
+              }
+#endif
+            }
+          }
+  if (cases == 0) bad += mismatch(F_CONV_GEMM, "conv gemm x: no cases", 0, 0, 0, 0, 0);
+  return bad;
+}
+
+/* ELU in one pass (tdm_f32_elu__simd128) against the chain of the four elementwise ops, bit for bit:
+ * every length's tail, the special values (NaN, infinities, signed zeros, exp's edges). */
+static int check_elu(void) {
+  static float x[1030], y[1030], ref[1030];
+  int bad = 0;
+  for (int64_t n = 0; n <= 1030; n += (n < 20 ? 1 : 101)) {
+    fill(x, n, 30, true, (int)n);
+    tdm_f32_elu__chain(x, ref, n);
+    tdm_f32_elu(x, y, n);
+    for (int64_t i = 0; i < n; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_EXP, "elu one pass", n, i, x[i], y[i], ref[i]);
+  }
+  { /* -1 + e^x: exactly -1 far left, x itself right of 0 */
+    const float v[4] = {-200.0f, 3.5f, -0.0f, 0.0f};
+    float o[4];
+    tdm_f32_elu(v, o, 4);
+    if (o[0] != -1.0f || o[1] != 3.5f || o[2] != 0.0f || o[3] != 0.0f) bad += mismatch(F_EXP, "elu values", 4, 0, 0, o[0], -1.0f);
+  }
+  return bad;
+}
+
 /* Few output positions (a streaming step): im2row, then the dot-product kernel (scalar and, in
  * wasm, SIMD128) against the reference per output value: 1 to 4 positions (each tile shape), rows
  * 1 to 19 (every tail of the 8-, 4- and 2-row tiles), K = Cg·KH·KW over every K % 4, strides,
@@ -1587,7 +1664,8 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
+  bad += check_conv_gemm() + check_conv_gemm_x() + check_elu() + check_conv_dot() + check_conv_transpose() + check_attention_rows() +
+      check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
