@@ -4,7 +4,7 @@
 // ROUNDS, 25), and a plain read of the int8 bytes in ns per byte (the memory this process gets now); also
 // the int8 GEMV on the paired layout (variants.h) and both layouts with 2 rows (ns per weight and row).
 //
-//   node --experimental-wasm-relaxed-simd bench/probes/q_gemv.mjs [TREE ...]   (default: this tree)
+//   node --experimental-wasm-relaxed-simd bench/probes/q_gemv.mjs [TREE ...]   (default: this tree; SHAPES=KxN,... for others)
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpuMs } from '../suite/compare.mjs';
@@ -22,7 +22,8 @@ const modules = trees.map((tree, i) => {
 });
 const wasi = new Proxy({}, { get: () => () => 0 });
 const ROUNDS = Number(process.env.ROUNDS ?? 25);
-for (const [n, k] of [[49152, 576], [1536, 576], [576, 1536]]) {
+const shapes = process.env.SHAPES?.split(',').map((s) => s.split('x').map(Number).reverse()); // K x N
+for (const [n, k] of shapes ?? [[49152, 576], [1536, 576], [576, 1536]]) {
   const xs = [];
   for (const m of await Promise.all(modules)) {
     const { exports: x } = await WebAssembly.instantiate(m, { wasi_snapshot_preview1: wasi, env: wasi });

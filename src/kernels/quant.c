@@ -353,12 +353,23 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
   return TDM_OK;
 }
 
-/* ops.h: the paired layout in the program's copy of the data. A constant qualifies when every use
- * of it is a matmul_q8's whole weights (input 1) with K even and at most TDM_Q8_DOT_MAX_K (so
- * matmul_q8 never takes the float tiles on it): not an output, not another op's input. The repack
- * moves bytes within each 16 (two rows of a panel), so every such view of it agrees. */
+static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+
+/* Whether input e of op may see its constant c paired: a matmul_q8's whole weights (input 1) or an
+ * embedding_q8's whole table (input 0, a tied table), K even and at most TDM_Q8_DOT_MAX_K (so
+ * matmul_q8 never takes the float tiles on it). */
+static bool q8_pairable(const tdm_op *op, uint32_t e, const tdm_value *v, const tdm_const *c) {
+  const bool mm = op->def->run == matmul_q8_run && e == 1, emb = op->def->run == embedding_q8_run && e == 0;
+  return (mm || emb) && v->dtype == TDM_I8 && v->offset == c->data_offset && v->nbytes == c->nbytes && v->shape.rank == 3 &&
+      v->shape.dims[1] % 2 == 0 && v->shape.dims[1] <= TDM_Q8_DOT_MAX_K;
+}
+
+/* ops.h: the paired layout in the program's copy of the data. A constant qualifies when some
+ * matmul_q8 multiplies by it and every use of it is q8_pairable: not an output, not another op's
+ * input (conv_q8's weights keep the file's layout). The repack moves bytes within each 16 (two rows
+ * of a panel), so every such view of it agrees. */
 void tdm__q8_pair_weights(tdm_program *p) {
-  uint8_t *use = tdm__calloc(p->n_consts + 1); /* 0 unused, 1 pairable so far, 2 not */
+  uint8_t *use = tdm__calloc(p->n_consts + 1); /* 0 unused, 1 pairable so far, 2 not; | 4 a matmul_q8 uses it */
   p->q8_paired = tdm__calloc((p->n_consts + 1) * sizeof(bool));
   if (!use || !p->q8_paired) {
     tdm__free(use), tdm__free(p->q8_paired), p->q8_paired = NULL;
@@ -374,12 +385,11 @@ void tdm__q8_pair_weights(tdm_program *p) {
       for (uint32_t e = 0; e < m->ops[k].n_in; e++) {
         const tdm_value *v = TDM_VAL(m, &m->ops[k], e);
         if (v->region != TDM_REGION_CONST) continue;
-        const tdm_const *c = &p->consts[v->ref];
-        const bool ok = m->ops[k].def->run == matmul_q8_run && e == 1 && v->dtype == TDM_I8 && v->offset == c->data_offset &&
-            v->nbytes == c->nbytes && v->shape.dims[1] % 2 == 0 && v->shape.dims[1] <= TDM_Q8_DOT_MAX_K;
-        use[v->ref] = ok && use[v->ref] != 2 ? 1 : 2;
+        const bool ok = q8_pairable(&m->ops[k], e, v, &p->consts[v->ref]);
+        use[v->ref] = (ok && (use[v->ref] & 3) != 2 ? 1 : 2) | (use[v->ref] & 4) | (m->ops[k].def->run == matmul_q8_run ? 4 : 0);
       }
   }
+  for (uint32_t c = 0; c < p->n_consts; c++) use[c] = use[c] == (1 | 4); /* 1: repacked */
   for (uint32_t c = 0; c < p->n_consts; c++)
     if (use[c] == 1) {
       tdm_q8_pair_panels(TDM_PANEL, (int64_t)(p->consts[c].nbytes / TDM_PANEL), (int8_t *)p->data + p->consts[c].data_offset, true);
@@ -388,8 +398,9 @@ void tdm__q8_pair_weights(tdm_program *p) {
   for (uint32_t i = 0; i < p->n_methods; i++)
     for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
       tdm_op *op = &p->methods[i].ops[k];
-      if (op->def->run == matmul_q8_run) {
-        const tdm_value *v = TDM_VAL(&p->methods[i], op, 1);
+      const bool mm = op->def->run == matmul_q8_run;
+      if (mm || op->def->run == embedding_q8_run) {
+        const tdm_value *v = TDM_VAL(&p->methods[i], op, mm ? 1 : 0);
         if (v->region == TDM_REGION_CONST && use[v->ref] == 1) op->q8_paired = &p->q8_paired[v->ref];
       }
     }
@@ -524,9 +535,14 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
       memset(y, 0, (size_t)K * sizeof(float));
       continue;
     }
-    const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
     const float s = scale[v];
-    for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+    if (op->q8_paired && *op->q8_paired) { /* the paired layout (a tied table: matmul_q8 reads it too) */
+      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + (v % TDM_PANEL) * 2;
+      for (int64_t k = 0; k < K; k++) y[k] = (float)col[(k / 2) * 2 * TDM_PANEL + k % 2] * s;
+    } else {
+      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
+      for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+    }
   }
   return TDM_OK;
 }

@@ -287,19 +287,20 @@ class _TwoHeads(nn.Module):
         super().__init__()
         self.tied = Tied(40, 24)
         self.lin = nn.Linear(64, 40)
+        self.odd = nn.Linear(63, 16)
 
     def forward(self, i, x):
-        return self.tied(i), self.lin(x)
+        return self.tied(i), self.lin(x), self.odd(x[:, :63])
 
 
 @pytest.mark.parametrize("build", ["simd128", "relaxed"])
 def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib, relaxed_wasm_lib, monkeypatch, build):
-    """The wasm builds repack matmul_q8's int8 weights (K even, used by nothing else) in their own
-    copy of the data into the paired layout (src/ops.h, tdm__q8_pair_weights): after load the copy
-    holds the Linear's weights paired and the tied table (embedding_q8 and matmul_q8 on one
-    constant) as the file has it; the results are the native runtime's bits (the file's layout) for
-    one row, 3 rows and a row holding a NaN; tdm_program_data hands out the file's bytes (what
-    WebGPU uploads), and the same calls then give the same bits."""
+    """The wasm builds repack matmul_q8's int8 weights (K even; also a tied table, which embedding_q8
+    reads too) in their own copy of the data into the paired layout (src/ops.h,
+    tdm__q8_pair_weights): after load the copy holds the Linear's weights and the tied table paired,
+    and an odd-K Linear's weights as the file has them; the results are the native runtime's bits
+    (the file's layout) for one row, 3 rows and a row holding a NaN; tdm_program_data hands out the
+    file's bytes (what WebGPU uploads), and the same calls then give the same bits."""
     import ctypes
 
     import tandem.runtime as runtime
@@ -328,12 +329,14 @@ def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib,
     weights = [c for c in constants(data) if c[0] == 4]  # int8
     lin_w = next(c[2] for c in weights if c[1] == (5, 64, 8))
     table = next(c[2] for c in weights if c[1][1] == 24)
+    odd = next(c[2] for c in weights if c[1][1] == 63)
     size = lib._memory.data_len(lib._store)
     before = ctypes.string_at(lib._base(0, size), size)  # the wasm memory before tdm_program_data
     at, n = lib.tdm_program_data(m._program), lib.tdm_program_data_size(m._program)
     copy_then, copy_now = before[at : at + n], ctypes.string_at(lib._base(at, n), n)
     assert copy_then.find(_paired(lin_w)) >= 0 and copy_then.find(lin_w) < 0, "the Linear's weights were not held paired"
-    assert copy_then.find(table) >= 0, "the tied table's bytes were moved"
+    assert copy_then.find(_paired(table)) >= 0 and copy_then.find(table) < 0, "the tied table was not held paired"
+    assert copy_then.find(odd) >= 0, "the odd-K Linear's weights were moved"
     assert data.find(copy_now) >= 0, "tdm_program_data's bytes are not the file's data section"
     same("after tdm_program_data")
 
