@@ -227,6 +227,13 @@ void tdm_q8_gemm_dot_paired__scalar(int64_t M, int64_t N, int64_t K, const int16
                                     const float *scale, float *y, int64_t ldy);
 extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired;
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired;
+/* conv_q8's rows (conv_q8.c, branch dotconv): as tdm_q8_quantize_row but to int16, xs[b] = max|a| /
+ * 32767 and xq in [-32767, 32767]. tdm_q8_gemv_dot / tdm_q8_gemm_dot take such rows too: every
+ * variant sums int16 × int8 pairs exactly in int32 (|a block's sum| <= 32·32767·127 < 2^31) and
+ * gives the same bits (kernel_selftest, check_q8_rows with int16 rows). A variant that assumes
+ * int8 activations (a relaxed i8 dot) must not serve conv_q8. */
+#define TDM_Q8_A16_MAX 32767
+bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 /* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
  * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
  * a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1] (the
