@@ -34,6 +34,14 @@ typedef struct tdm_opdef {
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
+/* The wasm builds (TDM_Q8_PAIRED, variants.h) hold matmul_q8's weights in the paired layout, where
+ * the SIMD128 integer-dot GEMV needs no interleave: after a program is verified, every int8
+ * constant used only as whole matmul_q8 weights with K even (and at most TDM_Q8_DOT_MAX_K) is
+ * repacked in the program's own copy of the data and its ops told so; unpairing puts every one back
+ * in the file's layout (tdm_program_data, which hands the data to WebGPU and to hosts, calls it).
+ * The results are the same bits either way. Out of memory for the flags: nothing is repacked. */
+void tdm__q8_pair_weights(tdm_program *p);
+void tdm__q8_unpair_weights(tdm_program *p);
 /* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */
 bool tdm__reads_const_only(const tdm_opdef *def);
 /* How many ops the runtime has (every family's table). */

@@ -41,6 +41,9 @@ typedef struct tdm_op {
   const uint32_t *out;  /* [n_out] */
   const int64_t *iattr; /* [n_iattr] */
   const double *fattr;  /* [n_fattr] */
+  /* matmul_q8: NULL, or the program's flag that the runtime holds its weights in the paired layout
+   * (its own copy of the constant, repacked at load: quant.c, tdm__q8_pair_weights; never the file's) */
+  const bool *q8_paired;
 } tdm_op;
 
 typedef struct tdm_io {
@@ -126,6 +129,7 @@ struct tdm_program {
   uint64_t fingerprint; /* of the state layout */
   uint64_t program_id;  /* of every section but the data */
   void *arena;          /* one allocation holding every array above except file */
+  bool *q8_paired;      /* [n_consts] or NULL: the int8 constants held in the paired layout (quant.c) */
 };
 
 /* A dynamic method as a session last called it: the program's method with every symbolic size

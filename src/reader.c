@@ -2,6 +2,7 @@
  * metadata, constants and states sections into a tdm_program (the methods section: reader_methods.c),
  * every invariant of docs/format.md checked before a program is returned. */
 #include "ops.h"
+#include "kernels/variants.h"
 #include "reader.h"
 #include "util.h"
 
@@ -285,6 +286,7 @@ tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out) {
     tdm_program_free(p);
     return s;
   }
+  if (TDM_Q8_PAIRED) tdm__q8_pair_weights(p); /* the verified program: its int8 weights for the CPU kernels (ops.h) */
   *out = p;
   return TDM_OK;
 }
@@ -301,6 +303,7 @@ tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out) {
 void tdm_program_free(tdm_program *p) {
   if (!p) return;
   tdm__free(p->arena);
+  tdm__free(p->q8_paired);
   tdm__free(p->file);
   tdm__free(p);
 }

@@ -133,6 +133,16 @@ const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
+/* The int8 integer-dot GEMVs over the paired layout (variants.h; the runtime repacks into it only
+ * where TDM_Q8_PAIRED: the wasm builds, whose SIMD128 kernels save an interleave per 16 weights on
+ * it; natively the AVX2 kernels keep the file's layout). */
+#if TDM_SIMD128
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired = tdm_q8_gemv_dot_paired__simd128;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = tdm_q8_gemm_dot_paired__simd128;
+#else
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired = tdm_q8_gemv_dot_paired__scalar;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = tdm_q8_gemm_dot_paired__scalar;
+#endif
 #if TDM_RELAXED_DOT
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__relaxed;
 const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__relaxed;

@@ -95,6 +95,52 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
   for (int64_t r = 0; r < M; r++) tdm_q8_gemv_dot__scalar(N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy);
 }
 
+/* ---- int8 weights in the paired layout (variants.h: tdm_q8_pair_panels) ------------------------ */
+
+void tdm_q8_pair_panels(int64_t N, int64_t K, int8_t *qp, bool to_pairs) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL;
+  for (int64_t i = 0; i < P * (K / 2); i++) { /* every 16 bytes (two rows of a panel) stay in place */
+    int8_t *b = qp + i * 2 * TDM_PANEL, t[2 * TDM_PANEL];
+    for (int c = 0; c < TDM_PANEL; c++)
+      for (int h = 0; h < 2; h++) {
+        if (to_pairs) t[2 * c + h] = b[h * TDM_PANEL + c];
+        else t[h * TDM_PANEL + c] = b[2 * c + h];
+      }
+    memcpy(b, t, sizeof t);
+  }
+}
+
+void tdm_q8_gemm_paired__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      const int8_t *col = qp + (j / TDM_PANEL) * K * TDM_PANEL + (j % TDM_PANEL) * 2;
+      float acc = 0;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * (float)col[(k / 2) * 2 * TDM_PANEL + k % 2];
+      y[i * N + j] = acc * scale[j];
+    }
+}
+
+void tdm_q8_gemv_dot_paired__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                    float *y) {
+  for (int64_t j = 0; j < N; j++) {
+    const int8_t *col = qp + (j / TDM_PANEL) * K * TDM_PANEL + (j % TDM_PANEL) * 2; /* k at (k / 2)·16 + k % 2 */
+    float acc = 0;
+    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+      int32_t s = 0;
+      for (int64_t k = k0; k < k1; k++) s += (int32_t)xq[k] * col[(k / 2) * 2 * TDM_PANEL + k % 2];
+      acc = acc + (float)s * xs[b];
+    }
+    y[j] = acc * scale[j];
+  }
+}
+
+void tdm_q8_gemm_dot_paired__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                    const float *scale, float *y, int64_t ldy) {
+  const int64_t NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r++) tdm_q8_gemv_dot_paired__scalar(N, K, xq + r * K, xs + r * NB, qp, scale, y + r * ldy);
+}
+
 /* ---- int4 weights, int8 activations (variants.h: tdm_q4_quantize_row) --------------------------- */
 
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
@@ -192,6 +238,7 @@ typedef struct {
   const float *a, *scale;
   const void *qp;
   float *y;
+  bool paired; /* int8 weights in the paired layout (the float path of a row with a NaN or ±inf) */
 } q_job;
 
 static void q8_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
@@ -199,8 +246,8 @@ static void q8_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   (void)t, (void)ws;
   const int8_t *qp = j->qp;
   if (j->G < 0) /* columns of a GEMV */
-    tdm_q8_gemm(1, hi - lo, j->K, j->a, qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
-  else tdm_q8_gemm_tiles(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
+    (j->paired ? tdm_q8_gemm_paired__scalar : tdm_q8_gemm)(1, hi - lo, j->K, j->a, qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
+  else (j->paired ? tdm_q8_gemm_paired__scalar : tdm_q8_gemm_tiles)(hi - lo, j->N, j->K, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
 static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
@@ -220,12 +267,13 @@ typedef struct {
   const float *xs, *scale;
   const int8_t *qp;
   float *y;
+  tdm_q8_gemv_dot_fn gemv; /* tdm_q8_gemv_dot, or its paired-layout twin */
 } q8_dot_job;
 
 static void q8_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q8_dot_job *j = c;
   (void)t, (void)ws;
-  tdm_q8_gemv_dot(hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
+  j->gemv(hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
 }
 
 /* G < 0 in the job marks a GEMV split by columns (and carries -G for int4). */
@@ -245,12 +293,13 @@ typedef struct {
   const float *xs, *scale;
   const int8_t *qp;
   float *y;
+  tdm_q8_gemm_dot_fn gemm; /* tdm_q8_gemm_dot, or its paired-layout twin */
 } q8_rows_job;
 
 static void q8_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q8_rows_job *j = c;
   (void)t, (void)ws;
-  tdm_q8_gemm_dot(j->M, hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo, j->N);
+  j->gemm(j->M, hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo, j->N);
 }
 
 static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -260,11 +309,12 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
     return TDM_OK;
   }
   const int64_t M = in[0].numel / K, KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  if (M == 1 && K <= TDM_Q8_DOT_MAX_K) { /* one row: int8 activations, integer dot products */
+  const bool paired = op->q8_paired && *op->q8_paired; /* then K is even and at most TDM_Q8_DOT_MAX_K */
+  if (M == 1 && K <= TDM_Q8_DOT_MAX_K) {               /* one row: int8 activations, integer dot products */
     int16_t xq[TDM_Q8_DOT_MAX_K];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK];
     if (tdm_q8_quantize_row(K, in[0].data, xq, xs)) {
-      q8_dot_job d = {K, xq, xs, in[2].data, in[1].data, out->data};
+      q8_dot_job d = {K, xq, xs, in[2].data, in[1].data, out->data, paired ? tdm_q8_gemv_dot_paired : tdm_q8_gemv_dot};
       tdm__parallel(N, 32, q8_dot_part, &d);
       return TDM_OK;
     }
@@ -288,19 +338,81 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
         finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
         if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
       }
-      q8_rows_job d = {R, N, K, xq, xs, in[2].data, in[1].data, y};
+      q8_rows_job d = {R, N, K, xq, xs, in[2].data, in[1].data, y, paired ? tdm_q8_gemm_dot_paired : tdm_q8_gemm_dot};
       tdm__parallel(N, 32, q8_rows_part, &d);
       for (int64_t r = 0; r < R; r++)
         if (!finite[r]) {
-          q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N};
+          q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N, paired};
           q_parallel(1, &j, q8_part);
         }
     }
     return TDM_OK;
   }
-  q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data};
+  q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data, paired};
   q_parallel(M, &j, q8_part);
   return TDM_OK;
+}
+
+static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+
+/* Whether input e of op may see its constant c paired: a matmul_q8's whole weights (input 1) or an
+ * embedding_q8's whole table (input 0, a tied table), K even and at most TDM_Q8_DOT_MAX_K (so
+ * matmul_q8 never takes the float tiles on it). */
+static bool q8_pairable(const tdm_op *op, uint32_t e, const tdm_value *v, const tdm_const *c) {
+  const bool mm = op->def->run == matmul_q8_run && e == 1, emb = op->def->run == embedding_q8_run && e == 0;
+  return (mm || emb) && v->dtype == TDM_I8 && v->offset == c->data_offset && v->nbytes == c->nbytes && v->shape.rank == 3 &&
+      v->shape.dims[1] % 2 == 0 && v->shape.dims[1] <= TDM_Q8_DOT_MAX_K;
+}
+
+/* ops.h: the paired layout in the program's copy of the data. A constant qualifies when some
+ * matmul_q8 multiplies by it and every use of it is q8_pairable: not an output, not another op's
+ * input (conv_q8's weights keep the file's layout). The repack moves bytes within each 16 (two rows
+ * of a panel), so every such view of it agrees. */
+void tdm__q8_pair_weights(tdm_program *p) {
+  uint8_t *use = tdm__calloc(p->n_consts + 1); /* 0 unused, 1 pairable so far, 2 not; | 4 a matmul_q8 uses it */
+  p->q8_paired = tdm__calloc((p->n_consts + 1) * sizeof(bool));
+  if (!use || !p->q8_paired) {
+    tdm__free(use), tdm__free(p->q8_paired), p->q8_paired = NULL;
+    return;
+  }
+  for (uint32_t i = 0; i < p->n_methods; i++) {
+    const tdm_method *m = &p->methods[i];
+    for (uint32_t o = 0; o < m->n_outputs; o++) {
+      const tdm_value *v = &m->values[m->outputs[o].value];
+      if (v->region == TDM_REGION_CONST) use[v->ref] = 2;
+    }
+    for (uint32_t k = 0; k < m->n_ops; k++)
+      for (uint32_t e = 0; e < m->ops[k].n_in; e++) {
+        const tdm_value *v = TDM_VAL(m, &m->ops[k], e);
+        if (v->region != TDM_REGION_CONST) continue;
+        const bool ok = q8_pairable(&m->ops[k], e, v, &p->consts[v->ref]);
+        use[v->ref] = (ok && (use[v->ref] & 3) != 2 ? 1 : 2) | (use[v->ref] & 4) | (m->ops[k].def->run == matmul_q8_run ? 4 : 0);
+      }
+  }
+  for (uint32_t c = 0; c < p->n_consts; c++) use[c] = use[c] == (1 | 4); /* 1: repacked */
+  for (uint32_t c = 0; c < p->n_consts; c++)
+    if (use[c] == 1) {
+      tdm_q8_pair_panels(TDM_PANEL, (int64_t)(p->consts[c].nbytes / TDM_PANEL), (int8_t *)p->data + p->consts[c].data_offset, true);
+      p->q8_paired[c] = true;
+    }
+  for (uint32_t i = 0; i < p->n_methods; i++)
+    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
+      tdm_op *op = &p->methods[i].ops[k];
+      const bool mm = op->def->run == matmul_q8_run;
+      if (mm || op->def->run == embedding_q8_run) {
+        const tdm_value *v = TDM_VAL(&p->methods[i], op, mm ? 1 : 0);
+        if (v->region == TDM_REGION_CONST && use[v->ref] == 1) op->q8_paired = &p->q8_paired[v->ref];
+      }
+    }
+  tdm__free(use);
+}
+
+void tdm__q8_unpair_weights(tdm_program *p) {
+  for (uint32_t c = 0; p->q8_paired && c < p->n_consts; c++)
+    if (p->q8_paired[c]) {
+      tdm_q8_pair_panels(TDM_PANEL, (int64_t)(p->consts[c].nbytes / TDM_PANEL), (int8_t *)p->data + p->consts[c].data_offset, false);
+      p->q8_paired[c] = false;
+    }
 }
 
 /* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
@@ -368,13 +480,13 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
       tdm__parallel(N, 32, q4_dot_part, &d);
       for (int64_t r = 0; r < R; r++)
         if (!finite[r]) {
-          q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N};
+          q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N, false};
           q_parallel(1, &j, q4_part);
         }
     }
     return TDM_OK;
   }
-  q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data};
+  q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data, false};
   q_parallel(M, &j, q4_part);
   return TDM_OK;
 }
@@ -423,9 +535,14 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
       memset(y, 0, (size_t)K * sizeof(float));
       continue;
     }
-    const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
     const float s = scale[v];
-    for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+    if (op->q8_paired && *op->q8_paired) { /* the paired layout (a tied table: matmul_q8 reads it too) */
+      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + (v % TDM_PANEL) * 2;
+      for (int64_t k = 0; k < K; k++) y[k] = (float)col[(k / 2) * 2 * TDM_PANEL + k % 2] * s;
+    } else {
+      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
+      for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+    }
   }
   return TDM_OK;
 }

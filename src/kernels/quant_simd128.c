@@ -36,9 +36,15 @@ static inline void q8_pair_widen(const int8_t *p, v128_t *lo, v128_t *hi) {
   *lo = wasm_i16x8_shuffle(r0, r1, 0, 8, 1, 9, 2, 10, 3, 11);
   *hi = wasm_i16x8_shuffle(r0, r1, 4, 12, 5, 13, 6, 14, 7, 15);
 }
-static inline void q8_dot_pair_at(const int8_t *p, v128_t x, v128_t *lo, v128_t *hi) {
+/* The paired layout (variants.h, tdm_q8_pair_panels) holds each column's two weights adjacent
+ * already: the two sign-extending loads alone give the same i16x8 (no interleave). */
+static inline void q8_pair_load(const int8_t *p, int paired, v128_t *lo, v128_t *hi) {
+  if (paired) *lo = wasm_i16x8_load8x8(p), *hi = wasm_i16x8_load8x8(p + 8);
+  else q8_pair_widen(p, lo, hi);
+}
+static inline void q8_dot_pair_at(const int8_t *p, int paired, v128_t x, v128_t *lo, v128_t *hi) {
   v128_t a, b;
-  q8_pair_widen(p, &a, &b);
+  q8_pair_load(p, paired, &a, &b);
   *lo = wasm_i32x4_add(*lo, wasm_i32x4_dot_i16x8(a, x));
   *hi = wasm_i32x4_add(*hi, wasm_i32x4_dot_i16x8(b, x));
 }
@@ -107,7 +113,9 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
 
 /* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals above) --------------- */
 
-void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+/* paired (a constant at every call): the weights in the paired layout, K even */
+static inline __attribute__((always_inline)) void q8_gemv_dot(int paired, int64_t N, int64_t K, const int16_t *xq, const float *xs,
+                                                              const int8_t *qp, const float *scale, float *y) {
   int64_t j = 0;
   for (; j + 24 < N; j += 32) {
     const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
@@ -118,10 +126,10 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
       int64_t k = k0;
       for (; k + 2 <= k1; k += 2) {
         const v128_t x = wasm_v128_load32_splat(xq + k);
-        q8_dot_pair_at(p0 + k * 8, x, &s0, &s1);
-        q8_dot_pair_at(p1 + k * 8, x, &s2, &s3);
-        q8_dot_pair_at(p2 + k * 8, x, &s4, &s5);
-        q8_dot_pair_at(p3 + k * 8, x, &s6, &s7);
+        q8_dot_pair_at(p0 + k * 8, paired, x, &s0, &s1);
+        q8_dot_pair_at(p1 + k * 8, paired, x, &s2, &s3);
+        q8_dot_pair_at(p2 + k * 8, paired, x, &s4, &s5);
+        q8_dot_pair_at(p3 + k * 8, paired, x, &s6, &s7);
       }
       if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
         const v128_t x = wasm_v128_load32_splat(xq + k);
@@ -143,13 +151,21 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
       const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
       v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
       int64_t k = k0;
-      for (; k + 2 <= k1; k += 2) q8_dot_pair_at(p + k * 8, wasm_v128_load32_splat(xq + k), &s0, &s1);
+      for (; k + 2 <= k1; k += 2) q8_dot_pair_at(p + k * 8, paired, wasm_v128_load32_splat(xq + k), &s0, &s1);
       if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
       const v128_t d = wasm_f32x4_splat(xs[b]);
       t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);
     }
     tdm_store8(y + j, wasm_f32x4_mul(t0, wasm_v128_load(scale + j)), wasm_f32x4_mul(t1, wasm_v128_load(scale + j + 4)), N - j);
   }
+}
+
+void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  q8_gemv_dot(0, N, K, xq, xs, qp, scale, y);
+}
+void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                     float *y) {
+  q8_gemv_dot(1, N, K, xq, xs, qp, scale, y);
 }
 
 /* ---- int8 weights × int8 activations, 2 to 4 rows ---------------------------------------------- */
@@ -159,9 +175,9 @@ void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const flo
  * each row's exact sums into its float totals as tdm_q8_gemv_dot__scalar adds them; n columns of
  * each row written (n > 8 when NP = 2). R and NP are constants at every call: the arrays become
  * registers. */
-static inline __attribute__((always_inline)) void q8_dot_tile(int R, int NP, int64_t K, int64_t KP, int64_t NB, const int16_t *xq,
-                                                              const float *xs, const int8_t *p, const float *sc, float *y, int64_t ldy,
-                                                              int64_t n) {
+static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R, int NP, int64_t K, int64_t KP, int64_t NB,
+                                                              const int16_t *xq, const float *xs, const int8_t *p, const float *sc,
+                                                              float *y, int64_t ldy, int64_t n) {
   v128_t t[4][4];
   for (int r = 0; r < R; r++)
     for (int i = 0; i < 2 * NP; i++) t[r][i] = wasm_f32x4_splat(0);
@@ -176,7 +192,7 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int R, int NP, int
       for (int r = 0; r < R; r++) x[r] = wasm_v128_load32_splat(xq + r * KP + k);
       for (int i = 0; i < NP; i++) {
         v128_t lo, hi;
-        q8_pair_widen(p + i * K * 8 + k * 8, &lo, &hi);
+        q8_pair_load(p + i * K * 8 + k * 8, paired, &lo, &hi);
         for (int r = 0; r < R; r++) {
           s[r][2 * i] = wasm_i32x4_add(s[r][2 * i], wasm_i32x4_dot_i16x8(lo, x[r]));
           s[r][2 * i + 1] = wasm_i32x4_add(s[r][2 * i + 1], wasm_i32x4_dot_i16x8(hi, x[r]));
@@ -203,11 +219,13 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int R, int NP, int
  * (at most 8 integer accumulators), then a last single panel. */
 #define Q8_DOT_COLUMNS(R, NP) \
   do { \
-    for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
+    for (; j + 8 * (NP - 1) < N; j += 8 * NP) \
+      q8_dot_tile(paired, R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
   } while (0)
 
-static void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
-                         float *y, int64_t ldy) {
+static inline __attribute__((always_inline)) void q8_dot_4rows(int paired, int64_t M, int64_t N, int64_t K, const int16_t *xq,
+                                                               const float *xs, const int8_t *qp, const float *scale, float *y,
+                                                               int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   int64_t j = 0;
   switch (M) {
@@ -221,7 +239,7 @@ static void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, con
       break;
     case 3: Q8_DOT_COLUMNS(3, 1); break;
     case 4: Q8_DOT_COLUMNS(4, 1); break;
-    default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
+    default: (paired ? tdm_q8_gemm_dot_paired__scalar : tdm_q8_gemm_dot__scalar)(M, N, K, xq, xs, qp, scale, y, ldy);
   }
 }
 
@@ -229,7 +247,12 @@ static void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, con
 void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                               float *y, int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(0, M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+}
+void tdm_q8_gemm_dot_paired__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                     const float *scale, float *y, int64_t ldy) {
+  const int64_t NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(1, M - r < 4 ? M - r : 4, N, K, xq + r * K, xs + r * NB, qp, scale, y + r * ldy, ldy);
 }
 
 /* Rows i..i+R-1 of y, the 8 columns of panel j / 8: each k's weights are widened once and serve R

@@ -227,6 +227,30 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
 typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
                                    const float *scale, float *y, int64_t ldy);
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot;
+/* The paired int8 layout (the runtime's own copy of a matmul_q8 weight, repacked at load: quant.c;
+ * never a file's layout): K even, each panel's rows k, k + 1 (16 bytes) reordered so that each
+ * column's two weights are adjacent, qp[((j / 8)·K + k - k % 2)·8 + (j % 8)·2 + k % 2]. The same
+ * bytes in the same places per 16, so tdm_q8_pair_panels repacks in place (to_pairs) and back
+ * (!to_pairs). The GEMVs over it give tdm_q8_gemv_dot's / tdm_q8_gemm_dot's bits on the file's
+ * layout (the same integer sums and float steps); they save the SIMD kernels' interleave per pair
+ * of rows. Rows r of xq at r·K (K is even). */
+#ifndef TDM_Q8_PAIRED /* the runtime repacks matmul_q8's weights into it (ops.h, tdm__q8_pair_weights) */
+#if defined(__wasm__) && TDM_SIMD128
+#define TDM_Q8_PAIRED 1
+#else
+#define TDM_Q8_PAIRED 0
+#endif
+#endif
+void tdm_q8_pair_panels(int64_t N, int64_t K, int8_t *qp, bool to_pairs);
+/* The float path over the paired layout (tdm_q8_gemm__scalar's sums; matmul_q8's rows holding a NaN
+ * or ±inf when its weights are paired). */
+void tdm_q8_gemm_paired__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemv_dot_paired__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                    float *y);
+void tdm_q8_gemm_dot_paired__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                    const float *scale, float *y, int64_t ldy);
+extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired;
+extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired;
 /* conv_q8's rows (conv_q8.c, branch dotconv): as tdm_q8_quantize_row but to int16, xs[b] = max|a| /
  * 32767 and xq in [-32767, 32767]. tdm_q8_gemv_dot / tdm_q8_gemm_dot take such rows too: every
  * variant sums int16 × int8 pairs exactly in int32 (|a block's sum| <= 32·32767·127 < 2^31) and
@@ -344,6 +368,10 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels (32 columns) side by side, then one panel at a time. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                     float *y);
+void tdm_q8_gemm_dot_paired__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                     const float *scale, float *y, int64_t ldy);
 void tdm_q8_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                               float *y, int64_t ldy);
 void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);

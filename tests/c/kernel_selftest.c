@@ -367,6 +367,37 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
   return bad;
 }
 
+/* The paired layout (variants.h, even K): a copy of q8 repacked, its GEMVs against ref (the file
+ * layout's scalar reference) bit for bit, and the repack undone giving q8's bytes back. */
+static int q8_paired_variants(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *q8, const float *s8, const float *ref,
+                              float *y) {
+  if (K % 2) return 0;
+  const size_t nb = (size_t)((N + TDM_PANEL - 1) / TDM_PANEL * K * TDM_PANEL);
+  int8_t *qp = malloc(nb + 1);
+  memcpy(qp, q8, nb);
+  tdm_q8_pair_panels(N, K, qp, true);
+  int bad = 0;
+  if (nb >= 16 && (qp[1] != q8[8] || qp[2] != q8[1])) bad += mismatch(F_QUANT, "q8_pair_panels layout", K, 1, N, qp[1], q8[8]);
+  struct {
+    const char *name;
+    tdm_q8_gemv_dot_fn fn;
+  } v[] = {
+      {"q8_gemv_dot_paired__scalar", tdm_q8_gemv_dot_paired__scalar},
+#if TDM_SIMD128
+      {"q8_gemv_dot_paired__simd128", tdm_q8_gemv_dot_paired__simd128},
+#endif
+  };
+  for (size_t f = 0; f < sizeof v / sizeof v[0]; f++) {
+    v[f].fn(N, K, xq, xs, qp, s8, y);
+    for (int64_t j = 0; j < N; j++)
+      if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, v[f].name, K, j, N, y[j], ref[j]);
+  }
+  tdm_q8_pair_panels(N, K, qp, false);
+  if (memcmp(qp, q8, nb)) bad += mismatch(F_QUANT, "q8_pair_panels round trip", K, 0, N, 0, 1);
+  free(qp);
+  return bad;
+}
+
 /* The integer-dot GEMV's variants against the scalar reference's ref, bit for bit (y: N floats). */
 static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *q8, const float *s8, const float *ref,
                            float *y) {
@@ -384,7 +415,7 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
       if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot__avx2", K, j, N, y[j], ref[j]);
   }
 #endif
-  return bad;
+  return bad + q8_paired_variants(N, K, xq, xs, q8, s8, ref, y);
 }
 
 /* The integer-dot GEMV (int8 activations, variants.h): the scalar reference against the scheme in
@@ -501,6 +532,32 @@ static int check_q8_rows(int64_t M, int64_t N, int64_t K) {
     v[f].fn(M, N, K, xq, xs, q8, s8, y, ldy);
     for (int64_t i = 0; i < M * ldy; i++)
       if (!same(y[i], ref[i])) bad += mismatch(F_QUANT, v[f].name, K, i, (double)(M * 1000 + N), y[i], ref[i]);
+  }
+  if (K % 2 == 0) { /* the paired layout's rows kernels (variants.h), the same bits */
+    tdm_q8_pair_panels(N, K, q8, true);
+    struct {
+      const char *name;
+      tdm_q8_gemm_dot_fn fn;
+    } w[] = {
+        {"q8_gemm_dot_paired__scalar", tdm_q8_gemm_dot_paired__scalar},
+#if TDM_SIMD128
+        {"q8_gemm_dot_paired__simd128", tdm_q8_gemm_dot_paired__simd128},
+#endif
+    };
+    for (size_t f = 0; f < sizeof w / sizeof w[0]; f++) {
+      for (int64_t i = 0; i < M * ldy; i++) y[i] = -7.0f;
+      w[f].fn(M, N, K, xq, xs, q8, s8, y, ldy);
+      for (int64_t i = 0; i < M * ldy; i++)
+        if (!same(y[i], ref[i])) bad += mismatch(F_QUANT, w[f].name, K, i, (double)(M * 1000 + N), y[i], ref[i]);
+    }
+    /* and the float path over it (matmul_q8's non-finite rows) against the file layout's reference */
+    float *f0 = malloc(sizeof(float) * (size_t)(M * N)), *f1 = malloc(sizeof(float) * (size_t)(M * N));
+    tdm_q8_gemm_paired__scalar(M, N, K, a, q8, s8, f1);
+    tdm_q8_pair_panels(N, K, q8, false);
+    tdm_q8_gemm__scalar(M, N, K, a, q8, s8, f0);
+    for (int64_t i = 0; i < M * N; i++)
+      if (!same(f1[i], f0[i])) bad += mismatch(F_QUANT, "q8_gemm_paired__scalar", K, i, (double)(M * 1000 + N), f1[i], f0[i]);
+    free(f0), free(f1);
   }
   free(a), free(s8), free(xs), free(ref), free(y), free(q8), free(xq);
   return bad;

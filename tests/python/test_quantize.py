@@ -273,6 +273,74 @@ def test_many_rows_equal_one_row_calls_bit_for_bit_in_the_relaxed_build(relaxed_
         assert torch.equal(got, alone), f"{mode} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
 
 
+def _paired(b: bytes) -> bytes:
+    """int8 panels' bytes in the paired layout (src/kernels/variants.h): in every 16 (two rows of a
+    panel), the 8 columns of the two rows interleaved."""
+    out = bytearray(b)
+    for i in range(0, len(b), 16):
+        out[i : i + 16 : 2], out[i + 1 : i + 16 : 2] = b[i : i + 8], b[i + 8 : i + 16]
+    return bytes(out)
+
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tied = Tied(40, 24)
+        self.lin = nn.Linear(64, 40)
+        self.odd = nn.Linear(63, 16)
+
+    def forward(self, i, x):
+        return self.tied(i), self.lin(x), self.odd(x[:, :63])
+
+
+@pytest.mark.parametrize("build", ["simd128", "relaxed"])
+def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib, relaxed_wasm_lib, monkeypatch, build):
+    """The wasm builds repack matmul_q8's int8 weights (K even; also a tied table, which embedding_q8
+    reads too) in their own copy of the data into the paired layout (src/ops.h,
+    tdm__q8_pair_weights): after load the copy holds the Linear's weights and the tied table paired,
+    and an odd-K Linear's weights as the file has them; the results are the native runtime's bits
+    (the file's layout) for one row, 3 rows and a row holding a NaN; tdm_program_data hands out the
+    file's bytes (what WebGPU uploads), and the same calls then give the same bits."""
+    import ctypes
+
+    import tandem.runtime as runtime
+
+    torch.manual_seed(3)
+    model = _TwoHeads().eval()
+    ids, x1, x3 = torch.tensor([[1, 7, 39]]), torch.randn(1, 64, generator=g), torch.randn(3, 64, generator=g)
+    x3n = x3.clone()
+    x3n[1, 9] = float("nan")
+    data = tandem.export(model, {"forward": (ids, x1), "rows": tandem.Method(model.forward, (ids, x3))}, quantize="int8").to_bytes()
+    calls = [("forward", (ids, x1)), ("rows", (ids, x3)), ("rows", (ids, x3n))]
+    assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
+    m = tandem.load(data)
+    want = [getattr(m, name)(*args) for name, args in calls]
+    lib = wasm_lib if build == "simd128" else relaxed_wasm_lib
+    monkeypatch.setattr(runtime, "_lib", lib)
+    monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    m = tandem.load(data)
+
+    def same(what):
+        for (name, args), w in zip(calls, want):
+            for a, b in zip(getattr(m, name)(*args), w):
+                assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num()), f"{build} {name} {what}"
+
+    same("paired")
+    weights = [c for c in constants(data) if c[0] == 4]  # int8
+    lin_w = next(c[2] for c in weights if c[1] == (5, 64, 8))
+    table = next(c[2] for c in weights if c[1][1] == 24)
+    odd = next(c[2] for c in weights if c[1][1] == 63)
+    size = lib._memory.data_len(lib._store)
+    before = ctypes.string_at(lib._base(0, size), size)  # the wasm memory before tdm_program_data
+    at, n = lib.tdm_program_data(m._program), lib.tdm_program_data_size(m._program)
+    copy_then, copy_now = before[at : at + n], ctypes.string_at(lib._base(at, n), n)
+    assert copy_then.find(_paired(lin_w)) >= 0 and copy_then.find(lin_w) < 0, "the Linear's weights were not held paired"
+    assert copy_then.find(_paired(table)) >= 0 and copy_then.find(table) < 0, "the tied table was not held paired"
+    assert copy_then.find(odd) >= 0, "the odd-K Linear's weights were moved"
+    assert data.find(copy_now) >= 0, "tdm_program_data's bytes are not the file's data section"
+    same("after tdm_program_data")
+
+
 # ---- accuracy against float32 ---------------------------------------------------------------------
 
 transformers = pytest.importorskip("transformers")
