@@ -4,9 +4,11 @@ moshi's streaming API is used, and moshi's eager torch on one thread (torch.set_
 on the same frames in the same run. Writes OUT/mimi.tandem, OUT/mimi_frames.json (inputs and moshi's
 outputs, for bench/suite/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame); with int8 in
 VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weights stored int8
-(`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32).
+(`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32), and
+with int8convs OUT/mimi_int8convs.tandem (`quantize="int8", quantize_convs=True`: also the big
+streaming convs, conv_q8).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
-float32, int8]."""
+float32, int8, int8convs]."""
 
 import json
 import sys
@@ -56,7 +58,8 @@ for variant in VARIANTS:
                 "decode_step": tandem.Method(model.decode, (codes_all[0],)),
                 "reset": tandem.Method(model.reset_streaming, ()),
             },
-            quantize=None if variant == "float32" else variant,
+            quantize=None if variant == "float32" else "int8",
+            quantize_convs=variant == "int8convs",
         )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0

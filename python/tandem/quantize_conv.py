@@ -6,7 +6,8 @@ weights, becomes `conv_q8` / `conv_transpose_q8` (src/kernels/conv_q8.c) with it
 output column of the GEMV it runs (a conv's output channel; a transposed conv's output channel and
 tap), in matmul_q8's packed layout. Such a call is bound by reading the weights, not by its
 multiply-adds (Mimi's encoder's 512→1024 k16 s8 reads 32 MB of float32 for two outputs), and int8
-reads a quarter of the bytes. Convolutions over many positions stay float32 (their GEMM is bound by
+reads a quarter of the bytes; each row of activations is quantized to int16 per block of 32 (matmul_q8's
+rows are int8) and the runtime sums int16 × int8 exactly. Convolutions over many positions stay float32 (their GEMM is bound by
 arithmetic, where int8 would only add the conversion), as do grouped ones, weights that are not a
 parameter of the module (a batch norm folded in, a computed weight) and those `skip` names.
 """

@@ -58,6 +58,7 @@ const tdm_gemm_fn tdm_f32_gemm_packed_tiles = gemm_packed_tiles_x86;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = conv_gemm_x86;
 /* few rows split by columns: the SIMD128 kernels' strided form, only where they are the GEMM */
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_cpu_avx2_fma() ? NULL : tdm_f32_gemm_packed_few_4x8__simd128; }
+tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_cpu_avx2_fma() ? NULL : tdm_f32_conv_gemm_x__simd128; }
 #elif TDM_SIMD128
 int tdm_cpu_avx2_fma(void) { return 0; }
 int tdm_cpu_avx512(void) { return 0; }
@@ -66,6 +67,7 @@ const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm_4x8__simd128;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_few_4x8__simd128; }
+tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__simd128; }
 #else
 int tdm_cpu_avx2_fma(void) { return 0; }
 int tdm_cpu_avx512(void) { return 0; }
@@ -74,6 +76,7 @@ const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scalar; }
+tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__scalar; }
 #endif
 
 /* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c; AVX2:
@@ -171,6 +174,7 @@ static void unary__simd128_or_scalar(int code, const float *x, float *y, int64_t
 }
 const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__simd128;
 const tdm_f32_unary_fn tdm_f32_unary = unary__simd128_or_scalar;
+const tdm_f32_elu_fn tdm_f32_elu = tdm_f32_elu__simd128;
 const tdm_f32_sum_row_fn tdm_f32_sum_trailing = tdm_f32_sum_row__simd128;
 const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__simd128;
 const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__simd128;
@@ -180,6 +184,7 @@ const tdm_f32_attention_rows_fn tdm_f32_attention_rows = tdm_f32_attention_rows_
 #else
 const tdm_f32_binary_row_fn tdm_f32_binary_row = tdm_f32_binary_row__scalar;
 const tdm_f32_unary_fn tdm_f32_unary = tdm_f32_unary__scalar;
+const tdm_f32_elu_fn tdm_f32_elu = tdm_f32_elu__chain;
 const tdm_f32_sum_row_fn tdm_f32_sum_trailing = NULL;
 const tdm_f32_softmax_row_fn tdm_f32_softmax_row = tdm_f32_softmax_row__scalar;
 const tdm_f32_layer_norm_row_fn tdm_f32_layer_norm_row = tdm_f32_layer_norm_row__scalar;

@@ -43,6 +43,31 @@ bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t 
 }
 
 
+/* convrate: one image's group through tdm_f32_conv_gemm_x, B's rows read from x, the last partial
+ * panel packed into ws: 1-d (or a height of 1), column stride 1, no padding, at most
+ * TDM_CONV_X_MAX_KW taps, more than TDM_CONV_DOT_MAX_N positions (Mimi's k3 convs). false (nothing
+ * written) where that does not apply: the caller takes im2col's path. The same bits as im2col +
+ * tdm_f32_conv_gemm. (Strided convs through a phase-split copy of x measured no faster than
+ * im2col, bench/probes/conv_ops.mjs: their time is the GEMM's.) */
+static bool conv_x(const tdm_conv_geom *g, int64_t Og, int64_t Cg, const float *xg, const float *w, const float *bias, float *yg, float *ws,
+                   int64_t wsn, int act) {
+  const tdm_conv_gemm_x_fn fn = tdm_f32_conv_gemm_x();
+  const int64_t N = g->OW, K = Cg * g->KW;
+  if (!fn || Cg < 1 || g->H != 1 || g->OH != 1 || g->KH != 1 || g->pw != 0 || g->sw != 1 || g->KW > TDM_CONV_X_MAX_KW ||
+      N <= TDM_CONV_DOT_MAX_N)
+    return false;
+  const int64_t tail_n = N % TDM_PANEL ? K * TDM_PANEL : 0;
+  if (tail_n > wsn) return false;
+  tdm_conv_x b = {.Cg = Cg, .KW = g->KW, .cs = g->W, .xb = xg, .tail = NULL};
+  for (int64_t kw = 0; kw < g->KW; kw++) b.koff[kw] = kw * g->dw;
+  if (tail_n) {
+    tdm_f32_conv_x_tail(&b, N, ws);
+    b.tail = ws;
+  }
+  tdm__conv_gemm_x_parallel(fn, Og, N, &b, w, bias, yg, N, act);
+  return true;
+}
+
 /* conv: x [N, C, (H,) W], w [O, C/groups, (KH,) KW][, bias [O]] → y [N, O, (OH,) OW][, workspace].
  * iattr = [r, has_bias, groups, stride(r), padding(r), dilation(r)[, activation]]. See the top of
  * the file for the three paths. */
@@ -62,7 +87,12 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
         tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, bias, yn, 1, act);
-      else tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act); /* bias and activation by each thread on its rows */
+      else if (HW % TDM_PANEL || g.C < 1 || !tdm_f32_conv_gemm_x()) /* bias and activation by each thread on its rows */
+        tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act);
+      else { /* x's rows as B, packed panel by panel, the bias as the accumulators' start */
+        tdm_conv_x b = {.Cg = g.C, .KW = 1, .cs = HW, .koff = {0}, .xb = x + n * g.C * HW, .tail = NULL};
+        tdm__conv_gemm_x_parallel(tdm_f32_conv_gemm_x(), O, HW, &b, w, bias, yn, HW, act);
+      }
     }
     return TDM_OK;
   }
@@ -78,6 +108,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
           tdm__conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N, act);
           continue;
         }
+        if (conv_x(&g, Og, Cg, xg, w + gi * Og * K, bias ? bias + gi * Og : NULL, yg, colp, out[1].numel, act)) continue;
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;
           tdm__im2col_parallel(&g, xg, Cg, n0, nc, colp);

@@ -29,6 +29,10 @@ void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, co
                              int act);
 void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy,
                             int act);
+/* tdm_f32_conv_gemm_x (fn, from tdm_f32_conv_gemm_x()) over threads, rows in blocks of 4, each
+ * thread then applying the activation to its own rows: the same values whatever the split. */
+void tdm__conv_gemm_x_parallel(tdm_conv_gemm_x_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias,
+                               float *y, int64_t ldy, int act);
 /* A 1x1 convolution's GEMM (tdm_f32_gemm_rows, rows in blocks of 4) over threads, each thread then
  * adding the bias to its own rows and applying the activation: the floats of the serial GEMM then
  * bias pass, whatever the split. */

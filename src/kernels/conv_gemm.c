@@ -71,6 +71,28 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
     }
 }
 
+/* ---- without im2col's buffer: B's rows read from x (1-d, stride 1, no padding) ------------------------------------- */
+
+static inline const float *conv_x_row(const tdm_conv_x *b, int64_t k) { return b->xb + (k / b->KW) * b->cs + b->koff[k % b->KW]; }
+
+void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
+  const int64_t K = b->Cg * b->KW, N8 = N / TDM_PANEL * TDM_PANEL;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float acc = bias ? bias[i] : 0.0f;
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * (j < N8 ? conv_x_row(b, k)[j] : b->tail[k * TDM_PANEL + j - N8]);
+      y[i * ldy + j] = acc;
+    }
+}
+
+void tdm_f32_conv_x_tail(const tdm_conv_x *b, int64_t N, float *tail) {
+  const int64_t K = b->Cg * b->KW, N8 = N / TDM_PANEL * TDM_PANEL;
+  for (int64_t k = 0; k < K; k++) {
+    const float *row = conv_x_row(b, k);
+    for (int64_t t = 0; t < TDM_PANEL; t++) tail[k * TDM_PANEL + t] = N8 + t < N ? row[N8 + t] : 0.0f;
+  }
+}
+
 /* ---- few output positions: dot products along k ------------------------------------------------ */
 
 void tdm_f32_im2row(const geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt) {
@@ -120,8 +142,9 @@ void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
  * elementwise kernels in the same order, a block at a time through a stack buffer while y's block
  * is in cache. The same floats as the four ops, except that the last n % 4 values of a block take
  * the exp kernel's scalar tail (expf) where the separate op may have run them in its 4-lane
- * polynomial (within its 5e-7 relative error). */
-static void elu_rows(const float *x, float *y, int64_t n) {
+ * polynomial (within its 5e-7 relative error). tdm_f32_elu (config.c) is this chain, or its
+ * SIMD128 form with the same floats in one pass (conv_simd128.c). */
+void tdm_f32_elu__chain(const float *x, float *y, int64_t n) {
   const float zero = 0.0f, one = 1.0f;
   float t[256];
   for (int64_t i = 0; i < n; i += 256) {
@@ -132,6 +155,8 @@ static void elu_rows(const float *x, float *y, int64_t n) {
     tdm_f32_binary_row(TDM_B_MAX, x + i, 1, t, 1, y + i, m);
   }
 }
+
+static void elu_rows(const float *x, float *y, int64_t n) { tdm_f32_elu(x, y, n); }
 
 static void conv_elu(float *y, int64_t n) { elu_rows(y, y, n); }
 
@@ -203,6 +228,30 @@ void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, con
                             int act) {
   conv_job j = {tdm_f32_conv_dot, N, K, ldy, a, colt, bias, y, act};
   tdm__parallel(M, 8, conv_part, &j);
+}
+
+typedef struct {
+  tdm_conv_gemm_x_fn fn;
+  int64_t N, ldy;
+  const tdm_conv_x *b;
+  const float *a, *bias;
+  float *y;
+  int act;
+} convx_job;
+
+static void convx_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const convx_job *j = c;
+  (void)t, (void)ws;
+  const int64_t K = j->b->Cg * j->b->KW;
+  j->fn(hi - lo, j->N, j->b, j->a + lo * K, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy, j->ldy);
+  if (j->act != TDM_CONV_ACT_NONE)
+    for (int64_t i = lo; i < hi; i++) tdm__conv_activate(j->act, j->y + i * j->ldy, j->N);
+}
+
+void tdm__conv_gemm_x_parallel(tdm_conv_gemm_x_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias,
+                               float *y, int64_t ldy, int act) {
+  convx_job j = {fn, N, ldy, b, a, bias, y, act};
+  tdm__parallel(M, 4, convx_part, &j);
 }
 
 typedef struct {

@@ -9,7 +9,8 @@
  *    channels: y[o, p] = bias[o] + patch[p] · w[o] (then the fused activation);
  *  - conv_transpose_q8: the rows are x's positions (x transposed), the columns the Og·KH·KW taps
  *    of each output channel: z[m, p] = x[:, p] · wt[m], added where each tap lands (col2im).
- * Each row is quantized to int8 per block of 32 (tdm_q8_quantize_row, as matmul_q8's one-row GEMV)
+ * Each row is quantized to int16 per block of 32 (tdm_conv_q8_quantize_row: matmul_q8's rows are
+ * int8; int16 ones cost the GEMV nothing and remove the activations' share of the error, below)
  * and multiplied with the integer-dot rows kernel (tdm_q8_gemm_dot, each row tdm_q8_gemv_dot's bits); a row with a NaN or ±inf takes the
  * float-lane GEMV (tdm_q8_gemm), the other rows keep theirs. Threads split the columns; each thread walks its columns a panel
  * (or four) at a time and runs every row over it while it is in cache, so each weight byte is read
@@ -20,6 +21,8 @@
 #include "conv.h"
 #include "gemm.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 typedef tdm_conv_geom geom;
@@ -68,6 +71,35 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   }
 }
 
+/* A row of activations for the GEMV (variants.h, tdm_conv_q8_quantize_row): per block of 32 along
+ * K, d = max|a| / 32767 and xq[k] = round-half-even(a[k] / d) in [-32767, 32767] (0 where d is 0),
+ * the pad of an odd K 0; false, with part written, on a NaN or ±inf. int16 codes, where matmul_q8's
+ * rows are int8 (tdm_q8_quantize_row): the GEMV takes them as they are (its pairs are int16 already)
+ * and sums them exactly, so the activations cost no accuracy to speak of (2^-16 of a block's
+ * largest value; int8 rows alone changed 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md)
+ * and no time. The weights' int8 rounding is the larger share (8 of 128; two int8 levels would remove it but ran no
+ * faster than float32 convs: docs/benchmarks.md). */
+bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    float m = 0;
+    for (int64_t k = k0; k < k1; k++) {
+      const float v = fabsf(a[k]);
+      if (!(v <= FLT_MAX)) return false; /* NaN or ±inf */
+      m = v > m ? v : m;
+    }
+    const float d = m / (float)TDM_Q8_A16_MAX;
+    xs[b] = d;
+    for (int64_t k = k0; k < k1; k++) {
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f; /* clamped: a denormal d rounds coarsely */
+      q = q > (float)TDM_Q8_A16_MAX ? (float)TDM_Q8_A16_MAX : q < -(float)TDM_Q8_A16_MAX ? -(float)TDM_Q8_A16_MAX : q;
+      xq[k] = (int16_t)q;
+    }
+  }
+  if (K % 2) xq[K] = 0;
+  return true;
+}
+
 /* yt [rows, M] = a [rows, K] @ (q · scale), the workspace after a's rows: ws = a + rows·K. */
 static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const int8_t *qp, const float *scale, float *ws) {
   float *yt = ws;
@@ -75,7 +107,7 @@ static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const 
   float *xs = (float *)(xq + rows * ((K + 3) / 2 * 2));
   const int64_t xsl = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   float *dot = xs + rows * xsl;
-  for (int64_t r = 0; r < rows; r++) dot[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * (K + K % 2), xs + r * xsl) ? 1.0f : 0.0f;
+  for (int64_t r = 0; r < rows; r++) dot[r] = tdm_conv_q8_quantize_row(K, a + r * K, xq + r * (K + K % 2), xs + r * xsl) ? 1.0f : 0.0f;
   rows_job j = {rows, K, M, a, xq, xs, dot, qp, scale, yt};
   tdm__parallel(M, 32, rows_part, &j);
   return yt;

@@ -263,6 +263,63 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
   }
 }
 
+/* convrate: the conv GEMM with B's rows read where they lie (tdm_conv_x), each panel's block packed
+ * just before its tiles use it: for each block of CONV_KC steps and CONV_MC rows, panel by panel,
+ * the block's kc rows of 8 columns are copied from x (or from the packed tail for the last partial
+ * panel) into an 8 KiB stack panel, which every 4-row tile then walks from L1 (CONV_TILE, the
+ * packed kernel's tiles: the same products in the same order, so the same bits as im2col +
+ * tdm_f32_conv_gemm_4x8__simd128). Reading B's rows straight from x in the tiles measured slower
+ * (1.3 ms against 0.9 at [32, 192] x [192, 1920]: every step a row of its own, 192 cache lines a
+ * panel); im2col's whole-chunk buffer (up to 1 MiB written, then read back from L2/L3) measured
+ * about 0.4 ms of that conv's 1.4. The copy is repeated for each block of CONV_MC rows (M / 64
+ * times; about 1/25 of the tiles' work per block). */
+void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
+  const int64_t KW = b->KW, K = b->Cg * KW, N8 = N / TDM_PANEL * TDM_PANEL;
+  const float *rows[CONV_KC];
+  float panel[CONV_KC * TDM_PANEL];
+  for (int64_t k0 = 0; k0 < K; k0 += CONV_KC) {
+    const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
+    for (int64_t t = 0; t < kc; t++) {
+      const int64_t k = k0 + t;
+      rows[t] = b->xb + (k / KW) * b->cs + b->koff[k % KW];
+    }
+    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
+      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
+      for (int64_t j = 0; j < N; j += TDM_PANEL) {
+        const int64_t n = N - j;
+        if (j < N8) {
+          float *d = panel;
+          const float *const *r = rows;
+          for (uint32_t kk = (uint32_t)kc; kk > 0; kk--, d += TDM_PANEL, r++) {
+            const float *src = *r + j;
+            wasm_v128_store(d, wasm_v128_load(src));
+            wasm_v128_store(d + 4, wasm_v128_load(src + 4));
+          }
+        } else memcpy(panel, b->tail + k0 * TDM_PANEL, sizeof(float) * (size_t)(kc * TDM_PANEL));
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) CONV_TILE(4);
+        for (; i < i1; i++) CONV_TILE(1);
+      }
+    }
+  }
+}
+
+/* ELU in one pass, 4 lanes in registers: minimum (f32x4 pmin with NaN passed, as
+ * tdm_f32_binary_row's), exp (tdm_f32x4_exp), minus 1, maximum (as binary_row's): the chain's
+ * floats; the last n % 4 by the chain itself. */
+void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
+  const v128_t zero = wasm_f32x4_splat(0.0f), one = wasm_f32x4_splat(1.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v128_t v = wasm_v128_load(x + i);
+    const v128_t nan = wasm_f32x4_ne(v, v);
+    const v128_t mn = wasm_v128_or(wasm_f32x4_pmin(zero, v), nan);
+    const v128_t e = wasm_f32x4_sub(tdm_f32x4_exp(mn), one);
+    wasm_v128_store(y + i, wasm_v128_or(wasm_f32x4_pmax(e, v), wasm_v128_or(nan, wasm_f32x4_ne(e, e))));
+  }
+  if (i < n) tdm_f32_elu__chain(x + i, y + i, n - i);
+}
+
 /* The end of a dot tile: each of the R·P accumulators' lanes summed (lanes 0+1, 2+3, then both),
  * the tail products from k = KT on and the bias added in order, stored in y. */
 #define CONV_DOT_SUM(R, P, KT) \

@@ -134,6 +134,30 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
 #define TDM_CONV_DOT_MAX_N 4
 void tdm_f32_im2row(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colt);
 void tdm_f32_conv_dot__scalar(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy);
+/* convrate: convolution as a GEMM without im2col's buffer (1-d, column stride 1, no padding: Mimi's
+ * SEANet): B's row k = c·KW + kw is x's channel row at an offset, B(k, j) = xb[c·cs + koff[kw] + j]
+ * (xb = x, cs = W, koff[kw] = kw·dw), for the full 8-column panels j < N8 = N / 8 · 8; the columns
+ * [N8, N) come from tail, that panel packed as tdm_f32_im2col_packed packs it (tdm_f32_conv_x_tail;
+ * NULL when N8 == N). y[i·ldy + j] = bias[i] (or 0) + a[i, :] · B(:, j), each output's products
+ * added in the order k = 0, 1, ...: the bits of tdm_f32_conv_gemm on im2col's panels. */
+#define TDM_CONV_X_MAX_KW 32
+typedef struct tdm_conv_x {
+  int64_t Cg, KW, cs, koff[TDM_CONV_X_MAX_KW];
+  const float *xb, *tail;
+} tdm_conv_x;
+void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+/* tail [Cg·KW, 8] = B's columns N8 .. N - 1 (zeros after): the panel tdm_f32_im2col_packed makes. */
+void tdm_f32_conv_x_tail(const tdm_conv_x *b, int64_t N, float *tail);
+typedef void (*tdm_conv_gemm_x_fn)(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+/* The variant for the runtime (config.c), or NULL where the packed GEMM is another ISA's (native
+ * AVX2: its bits differ, so conv.c keeps im2col there). */
+tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void);
+/* ELU (alpha 1) of n floats, maximum(x, exp(minimum(x, 0)) - 1): the reference is the four
+ * elementwise ops in turn (tdm_f32_elu__chain, conv_gemm.c); the SIMD128 form does the four in
+ * registers, the last n % 4 through the chain (the same floats). */
+void tdm_f32_elu__chain(const float *x, float *y, int64_t n);
+typedef void (*tdm_f32_elu_fn)(const float *x, float *y, int64_t n);
+extern const tdm_f32_elu_fn tdm_f32_elu;
 /* b [K, N] row-major as 8-column panels bp [ceil(N/8), K, 8], zero past N. */
 void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp);
 /* Transposed convolution, the reference: every input value times every tap added where it lands.
@@ -203,6 +227,13 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
 typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
                                    const float *scale, float *y, int64_t ldy);
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot;
+/* conv_q8's rows (conv_q8.c, branch dotconv): as tdm_q8_quantize_row but to int16, xs[b] = max|a| /
+ * 32767 and xq in [-32767, 32767]. tdm_q8_gemv_dot / tdm_q8_gemm_dot take such rows too: every
+ * variant sums int16 × int8 pairs exactly in int32 (|a block's sum| <= 32·32767·127 < 2^31) and
+ * gives the same bits (kernel_selftest, check_q8_rows with int16 rows). A variant that assumes
+ * int8 activations (a relaxed i8 dot) must not serve conv_q8. */
+#define TDM_Q8_A16_MAX 32767
+bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 /* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
  * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
  * a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1] (the
@@ -289,6 +320,8 @@ void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 #if TDM_SIMD128
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
                                     int64_t ldy);
+void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+void tdm_f32_elu__simd128(const float *x, float *y, int64_t n);
 /* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
  * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,

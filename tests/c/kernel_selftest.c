@@ -506,6 +506,97 @@ static int check_q8_rows(int64_t M, int64_t N, int64_t K) {
   return bad;
 }
 
+/* conv_q8's int16 rows (tdm_conv_q8_quantize_row, branch dotconv) through the int8-weight GEMV over
+ * 1 to 8 rows: the codes against their definition (|xq| <= 32767, within half a step of a / d (and
+ * a / d's float rounding, 2^-24 of 32767 steps), a
+ * block's largest at ±32767), the scalar rows against the scheme in double (exact int64 block
+ * sums: int32 must not overflow, so row 0's first block is all one value and column 0's weights all
+ * 127, the largest sum there can be), and every variant bit for bit the scalar one; NaN / ±inf
+ * refused. Activations in [-2, 2], row 1 scaled by 1e-3, row 2 with a zero block. */
+static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK, KP = K + K % 2, ldy = N + 3;
+  float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *s8 = calloc((size_t)(P * 8), sizeof(float));
+  float *xs = malloc(sizeof(float) * (size_t)(M * NB + 1)), *ref = malloc(sizeof(float) * (size_t)(M * ldy));
+  float *y = malloc(sizeof(float) * (size_t)(M * ldy));
+  int8_t *q8 = calloc((size_t)(P * K * 8 + 1), 1);
+  int16_t *xq = malloc(sizeof(int16_t) * (size_t)(M * KP + 1));
+  for (int64_t i = 0; i < M * K; i++) a[i] = 2 * frand() * (i / K == 1 ? 1e-3f : 1.0f);
+  for (int64_t k = 0; k < K && k < TDM_Q8_ABLOCK; k++) a[k] = -1.75f;
+  for (int64_t k = 0; k < K && M > 2; k++)
+    if (k / TDM_Q8_ABLOCK == 1) a[2 * K + k] = 0;
+  for (int64_t j = 0; j < N; j++) {
+    s8[j] = (frand() + 1.5f) / 127;
+    for (int64_t k = 0; k < K; k++) {
+      rng = rng * 1664525u + 1013904223u;
+      q8[((j / 8) * K + k) * 8 + j % 8] = j == 0 ? 127 : (int8_t)((int)((rng >> 8) % 255) - 127);
+    }
+  }
+  int bad = 0;
+  for (int64_t r = 0; r < M; r++) {
+    const float *ar = a + r * K;
+    int16_t *xr = xq + r * KP;
+    float *sr = xs + r * NB;
+    if (!tdm_conv_q8_quantize_row(K, ar, xr, sr)) bad += mismatch(F_QUANT, "conv_q8_quantize_row refused finite", K, r, 0, 0, 0);
+    for (int64_t b = 0; b < NB; b++) {
+      int top = 0;
+      for (int64_t k = b * TDM_Q8_ABLOCK; k < K && k < (b + 1) * TDM_Q8_ABLOCK; k++) {
+        const float d = sr[b];
+        top = abs(xr[k]) > top ? abs(xr[k]) : top;
+        if (xr[k] < -TDM_Q8_A16_MAX || xr[k] > TDM_Q8_A16_MAX || (d >= FLT_MIN && fabs((double)xr[k] * d - ar[k]) > 0.501 * d) ||
+            (d == 0 && xr[k] != 0))
+          bad += mismatch(F_QUANT, "conv_q8_quantize_row", K, k, ar[k], (float)xr[k], ar[k] / d);
+      }
+      if (sr[b] >= FLT_MIN && top != TDM_Q8_A16_MAX) bad += mismatch(F_QUANT, "conv_q8_quantize_row block max", K, b, 0, (float)top, 32767);
+    }
+    if (K % 2 && xr[K] != 0) bad += mismatch(F_QUANT, "conv_q8_quantize_row pad", K, K, 0, xr[K], 0);
+    for (int64_t j = 0; j < ldy; j++) ref[r * ldy + j] = -7.0f; /* the gaps */
+    tdm_q8_gemv_dot__scalar(N, K, xr, sr, q8, s8, ref + r * ldy);
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0, mag = 0;
+      for (int64_t b = 0; b < NB; b++) {
+        int64_t sum = 0;
+        for (int64_t k = b * TDM_Q8_ABLOCK; k < K && k < (b + 1) * TDM_Q8_ABLOCK; k++)
+          sum += (int64_t)xr[k] * q8[((j / 8) * K + k) * 8 + j % 8];
+        acc += (double)sum * sr[b], mag += fabs((double)sum * sr[b]);
+      }
+      if (!near(ref[r * ldy + j], (float)(acc * s8[j]), 1e-6f, 1.2e-7f * (float)(NB + 2) * (float)(mag * s8[j])))
+        bad += mismatch(F_QUANT, "q8_gemv_dot__scalar on int16 rows", K, j, (double)r, ref[r * ldy + j], (float)(acc * s8[j]));
+    }
+  }
+  struct {
+    const char *name;
+    tdm_q8_gemm_dot_fn fn;
+    bool run;
+  } v[] = {
+      {"q8_gemm_dot (the runtime's) on int16 rows", tdm_q8_gemm_dot, true},
+#if TDM_SIMD128
+      {"q8_gemm_dot__simd128 on int16 rows", tdm_q8_gemm_dot__simd128, true},
+#endif
+#if TDM_X86_AVX2
+      {"q8_gemm_dot__avx2 on int16 rows", tdm_q8_gemm_dot__avx2, tdm_cpu_avx2_fma()},
+#endif
+  };
+  for (size_t f = 0; f < sizeof v / sizeof v[0]; f++) {
+    if (!v[f].run) continue;
+    for (int64_t i = 0; i < M * ldy; i++) y[i] = -7.0f;
+    v[f].fn(M, N, K, xq, xs, q8, s8, y, ldy);
+    for (int64_t i = 0; i < M * ldy; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_QUANT, v[f].name, K, i, (double)(M * 1000 + N), y[i], ref[i]);
+  }
+  tdm_q8_gemv_dot(N, K, xq, xs, q8, s8, y);
+  for (int64_t j = 0; j < N; j++)
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q8_gemv_dot (the runtime's) on an int16 row", K, j, N, y[j], ref[j]);
+  const float nonfinite[] = {NAN, INFINITY, -INFINITY};
+  for (int i = 0; i < 3 && K > 0; i++) {
+    a[(K * (i + 1)) / 4] = nonfinite[i];
+    if (tdm_conv_q8_quantize_row(K, a, xq, xs))
+      bad += mismatch(F_QUANT, "conv_q8_quantize_row took a non-finite value", K, i, nonfinite[i], 1, 0);
+    a[(K * (i + 1)) / 4] = 0;
+  }
+  free(a), free(s8), free(xs), free(ref), free(y), free(q8), free(xq);
+  return bad;
+}
+
 /* The int4 integer-dot GEMV (int8 activations per weight group, variants.h): tdm_q4_quantize_row's
  * codes, scales and group sums checked against their definition; the scalar reference against the
  * scheme in double (exact group sums times the activation and weight scales: within float32
@@ -1287,6 +1378,83 @@ static int check_conv_gemm(void) {
   return bad;
 }
 
+/* convrate: the conv GEMM with B's rows read from x (tdm_f32_conv_gemm_x: 1-d, stride 1, no
+ * padding, dilation 1 and 2; the last partial panel from the packed tail) against the reference per
+ * output value, and in the SIMD128 build bit for bit against im2col + tdm_f32_conv_gemm_4x8__simd128
+ * (the path it replaces); channels past one K block (256 products), M past one row block (64), and
+ * output channels and positions on every tail of the 4-row x 8-column tiles. */
+static int check_conv_gemm_x(void) {
+  enum { MAXX = 100 * 60, MAXW = 70 * 100 * 4, MAXY = 70 * 60 };
+  static float x[MAXX], w[MAXW], bias[70], y[MAXY], ya[MAXY], tail[100 * 4 * 8], colp[100 * 4 * 64];
+  int bad = 0, cases = 0;
+  fill(bias, 70, 1, false, 5);
+  const int64_t cgs[] = {1, 3, 100}, ogs[] = {1, 2, 3, 4, 5, 9, 70};
+  for (int ci = 0; ci < 3; ci++)
+    for (int oi = 0; oi < 7; oi++)
+      for (int64_t KW = 1; KW <= 4; KW++)
+        for (int64_t d = 1; d <= 2; d++)
+          for (int64_t W = 5 + KW * d; W <= 60; W += 13) {
+            const int64_t Cg = cgs[ci], Og = ogs[oi], span = d * (KW - 1) + 1, N = W - span + 1, K = Cg * KW;
+            if (N < 1 || N > 64 || (Og == 70 && ci < 2)) continue;
+            const tdm_conv_geom g = {1, Cg, 1, W, 1, N, 1, KW, 1, 1, 0, 0, 1, d};
+            fill(x, Cg * W, 2, false, (int)(Og + KW));
+            fill(w, Og * K, 1, false, (int)(Og * 2 + d));
+            const float *b = (Og + KW) % 2 ? bias : NULL;
+            tdm_conv_x bx = {.Cg = Cg, .KW = KW, .cs = W, .xb = x, .tail = NULL};
+            for (int64_t kw = 0; kw < KW; kw++) bx.koff[kw] = kw * d;
+            if (N % 8) {
+              tdm_f32_conv_x_tail(&bx, N, tail);
+              bx.tail = tail;
+            }
+            for (int variant = 0; variant < 3; variant++) {
+              if (variant == 0) tdm_f32_conv_gemm_x__scalar(Og, N, &bx, w, b, y, N);
+#if TDM_SIMD128
+              else if (variant == 1) tdm_f32_conv_gemm_x__simd128(Og, N, &bx, w, b, y, N);
+#endif
+              else if (variant == 2 && tdm_f32_conv_gemm_x()) tdm_f32_conv_gemm_x()(Og, N, &bx, w, b, y, N);
+              else continue;
+              cases++;
+              for (int64_t o = 0; o < Og; o++)
+                for (int64_t j = 0; j < N; j++) {
+                  const float ref = tdm_f32_conv_point__scalar(&g, x, w + o * K, Cg, 0, j, b ? b[o] : 0.0f);
+                  if (!near(y[o * N + j], ref, 1e-5f, 1e-5f * (float)K * 4))
+                    bad += mismatch(F_CONV_GEMM, variant ? "conv gemm x simd128" : "conv gemm x", N, o * N + j, 0, y[o * N + j], ref);
+                }
+#if TDM_SIMD128
+              if (variant == 1) { /* the path it replaces: im2col's panels, the packed tiles */
+                tdm_f32_im2col_packed(&g, x, Cg, 0, N, colp);
+                tdm_f32_conv_gemm_4x8__simd128(Og, N, K, w, colp, b, ya, N);
+                for (int64_t i = 0; i < Og * N; i++)
+                  if (!same(y[i], ya[i])) bad += mismatch(F_CONV_GEMM, "conv gemm x vs im2col bits", N, i, 0, y[i], ya[i]);
+              }
+#endif
+            }
+          }
+  if (cases == 0) bad += mismatch(F_CONV_GEMM, "conv gemm x: no cases", 0, 0, 0, 0, 0);
+  return bad;
+}
+
+/* ELU in one pass (tdm_f32_elu__simd128) against the chain of the four elementwise ops, bit for bit:
+ * every length's tail, the special values (NaN, infinities, signed zeros, exp's edges). */
+static int check_elu(void) {
+  static float x[1030], y[1030], ref[1030];
+  int bad = 0;
+  for (int64_t n = 0; n <= 1030; n += (n < 20 ? 1 : 101)) {
+    fill(x, n, 30, true, (int)n);
+    tdm_f32_elu__chain(x, ref, n);
+    tdm_f32_elu(x, y, n);
+    for (int64_t i = 0; i < n; i++)
+      if (!same(y[i], ref[i])) bad += mismatch(F_EXP, "elu one pass", n, i, x[i], y[i], ref[i]);
+  }
+  { /* -1 + e^x: exactly -1 far left, x itself right of 0 */
+    const float v[4] = {-200.0f, 3.5f, -0.0f, 0.0f};
+    float o[4];
+    tdm_f32_elu(v, o, 4);
+    if (o[0] != -1.0f || o[1] != 3.5f || o[2] != 0.0f || o[3] != 0.0f) bad += mismatch(F_EXP, "elu values", 4, 0, 0, o[0], -1.0f);
+  }
+  return bad;
+}
+
 /* Few output positions (a streaming step): im2row, then the dot-product kernel (scalar and, in
  * wasm, SIMD128) against the reference per output value: 1 to 4 positions (each tile shape), rows
  * 1 to 19 (every tail of the 8-, 4- and 2-row tiles), K = Cg·KH·KW over every K % 4, strides,
@@ -1496,7 +1664,8 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_dot() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
+  bad += check_conv_gemm() + check_conv_gemm_x() + check_elu() + check_conv_dot() + check_conv_transpose() + check_attention_rows() +
+      check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
@@ -1535,6 +1704,11 @@ int tdm_kernel_selftest(void) {
     for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++)
       for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_q8_rows(m, rn[j], rk[k]);
   bad += check_q8_rows(2, 1536, 512) + check_q8_rows(4, 512, 2048) + check_q8_rows(3, 72, 577);
+  /* conv_q8's int16 rows through the same kernels (Mimi's shapes: K = 8192 at 2 rows, 16 rows in two runs) */
+  for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m += 3)
+    for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++)
+      for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_conv_q8_rows(m, rn[j], rk[k]);
+  bad += check_conv_q8_rows(2, 64, 8192) + check_conv_q8_rows(8, 40, 3072);
   /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
   const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 40, 57}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
                 eg[] = {16, 20, 32, 64};
