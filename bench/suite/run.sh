@@ -3,7 +3,7 @@
 # the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads, llm, mimi, pocket, vad, native, toolchain, gemv) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# memory, load, threads, llm, mimi, pocket, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
 # bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/suite/llm.mjs)
 # runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
 # @wllama/wllama. native (bench/suite/native.py) runs tandem from Python, native scalar / native SIMD /
@@ -24,8 +24,8 @@ EM_PATH=$(tr ':' '\n' <<<"$PATH" | grep -v '/node_modules/\.bin$' | paste -sd: -
 PATH=$EM_PATH emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/suite/peak.c -o build/bench/peak.wasm
 "$PY" -W ignore bench/models/make_models.py build/bench >&2
-# bench.mjs has every section but threads, llm, mimi, pocket, vad, native, toolchain and gemv: it runs unless those are all that was asked for.
-if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e toolchain -e gemv -e '')" ]; then
+# bench.mjs has every section but threads, llm, mimi, pocket, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
@@ -75,6 +75,14 @@ fi
 # ns per weight and GB/s against peak.c's read bandwidth of as many bytes, relaxed and SIMD128.
 if [[ ",${TANDEM_BENCH:-}," == *,gemv,* ]]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/gemv.mjs build/bench
+fi
+# The full 30-layer SmolLM-135M shape at float32, int8 and int4 (issue #24's wasm decode targets;
+# bench/models/smollm30.py exports into build/bench30 once and keeps what is there, then
+# bench/suite/smollm30.mjs: SIMD128 and relaxed, one thread, fills 32 and 256, against the read rate of
+# each width's bytes). Only when asked (TANDEM_BENCH=smollm30): the three exports take many minutes.
+if [[ ",${TANDEM_BENCH:-}," == *,smollm30,* ]]; then
+  "$PY" -W ignore bench/models/smollm30.py build/bench30 >&2
+  node --expose-gc --experimental-wasm-relaxed-simd bench/suite/smollm30.mjs build/bench30
 fi
 # The native table: the scalar build beside the shipped one (build/native-scalar, its library renamed
 # so both load into one process), then bench/suite/native.py.
