@@ -7,7 +7,9 @@ the activation rows int8 or int16 per block of 32 (or of 8), on all of them or o
 the decoder's only. The products are summed in float64 (conv_q8 sums each block exactly in int32), so
 the differences are the quantization's alone. Prints per variant the codes differing from the float32
 run (encoder) and the SNR of the decoder's pcm, the decoder fed the float32 run's codes (so that a
-changed code does not count twice), in the same pass.
+changed code does not count twice), in the same pass. Also (branch bf16probe) the weights in 16-bit floats:
+"bf16" (float32's top 16 bits, rounded to nearest even as torch's cast does) or "fp16" (IEEE half),
+and the rows in bfloat16 too, for comparison.
 Usage: python bench/probes/conv_q8_error.py [frames = 40] [variants = all: comma-separated names]."""
 
 import sys
@@ -37,7 +39,10 @@ def q_blocks(a: torch.Tensor, block: int, levels: int) -> torch.Tensor:
 
 def q_weights(w2: torch.Tensor, block) -> torch.Tensor:
     """w2 [M, K] (a GEMV column per row) int8 per column (block None), per column and block, or
-    (block "col2") per column in two levels: int8, then the residual int8 (simulated only)."""
+    (block "col2") per column in two levels: int8, then the residual int8 (simulated only), or
+    (block "bf16" / "fp16") each weight rounded to bfloat16 / float16 (round to nearest even)."""
+    if block in ("bf16", "fp16"):
+        return w2.float().to(torch.bfloat16 if block == "bf16" else torch.float16).double()
     if block == "col2":
         w0 = q_blocks(w2.float(), w2.shape[-1], 127)
         return w0 + q_blocks(w2.float() - w0.float(), w2.shape[-1], 127)
@@ -46,7 +51,13 @@ def q_weights(w2: torch.Tensor, block) -> torch.Tensor:
     return q_blocks(w2, block, 127)
 
 
-# name -> (weights: None (float) | "col" | block, activations: None | (block, levels), where: "all" | "enc" | "dec")
+def q_rows(a: torch.Tensor, aq) -> torch.Tensor:
+    """The activation rows a [..., K] quantized per block ((block, levels)) or rounded to bfloat16."""
+    return a.float().to(torch.bfloat16).double() if aq == "bf16" else q_blocks(a, *aq)
+
+
+# name -> (weights: None (float) | "col" | "col2" | "bf16" | "fp16" | block,
+#          activations: None | (block, levels) | "bf16", where: "all" | "enc" | "dec")
 VARIANTS = {
     "float32": (None, None, "all"),
     "w8col+a8/32 (conv_q8 today)": ("col", (32, 127), "all"),
@@ -61,6 +72,11 @@ VARIANTS = {
     "w8col+a8/32 dec only": ("col", (32, 127), "dec"),
     "w8col+a16/32 enc only": ("col", (32, 32767), "enc"),
     "w8col+a16/32 dec only": ("col", (32, 32767), "dec"),
+    "bf16 weights / float rows": ("bf16", None, "all"),
+    "bf16 weights / float rows enc only": ("bf16", None, "enc"),
+    "bf16 weights / float rows dec only": ("bf16", None, "dec"),
+    "fp16 weights / float rows": ("fp16", None, "all"),
+    "bf16 weights / bf16 rows": ("bf16", "bf16", "all"),
 }
 PICK = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
 
@@ -87,7 +103,7 @@ def q_conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if wq is not None:
         w2 = q_weights(w2, None if wq == "col" else wq)
     if aq is not None:
-        patches = q_blocks(patches, *aq)
+        patches = q_rows(patches, aq)
     out = (patches @ w2.t()).transpose(1, 2)
     if bias is not None:
         out = out + bias.double()[:, None]
@@ -106,7 +122,7 @@ def q_conv_t1d(x, w, bias=None, stride=1, padding=0, output_padding=0, groups=1,
         w2 = q_weights(w2, None if wq == "col" else wq)
     xx = x.double().transpose(1, 2)  # [N, T, C]: a row per input position
     if aq is not None:
-        xx = q_blocks(xx, *aq)
+        xx = q_rows(xx, aq)
     return conv_t1d(
         xx.transpose(1, 2),
         w2.t().reshape(C, O, KW),
