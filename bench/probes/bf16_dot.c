@@ -25,8 +25,8 @@
 #define NPOS 2
 
 static int64_t M, K, n32, n16, next32, next16;
-static float *w32, *colt, *y, *ev, *od;
-static uint16_t *w16, *h16, *p4, *p2; /* bf16 [M, K], fp16 [M, K], bf16 in 4-row and 2-row panels */
+static float *w32, *f2, *colt, *y, *ev, *od; /* f32 [M, K] and in 2-row panels */
+static uint16_t *w16, *h16, *p4, *p2;        /* bf16 [M, K], fp16 [M, K], bf16 in 4-row and 2-row panels */
 
 /* float32 -> bfloat16, round to nearest even (the values here are finite). */
 static uint16_t to_bf16(float f) {
@@ -80,11 +80,12 @@ int setup(int m, int k, int mb) {
   if (K % 8) return 0;
   const int64_t W = M * K, B = (int64_t)mb << 20;
   n32 = B > 0 ? (B + 4 * W - 1) / (4 * W) : 1, n16 = B > 0 ? (B + 2 * W - 1) / (2 * W) : 1;
-  w32 = malloc((size_t)(4 * W * n32)), w16 = malloc((size_t)(2 * W * n16)), h16 = malloc((size_t)(2 * W * n16));
+  w32 = malloc((size_t)(4 * W * n32)), f2 = malloc((size_t)(4 * W * n32)), w16 = malloc((size_t)(2 * W * n16)),
+  h16 = malloc((size_t)(2 * W * n16));
   p4 = malloc((size_t)(2 * W * n16)), p2 = malloc((size_t)(2 * W * n16));
   colt = malloc((size_t)(4 * NPOS * K)), y = malloc((size_t)(4 * NPOS * M));
   ev = malloc((size_t)(4 * NPOS * K / 2)), od = malloc((size_t)(4 * NPOS * K / 2));
-  if (M % 4 || !w32 || !w16 || !h16 || !p4 || !p2 || !colt || !y || !ev || !od) return 0;
+  if (M % 4 || !w32 || !f2 || !w16 || !h16 || !p4 || !p2 || !colt || !y || !ev || !od) return 0;
   uint32_t r = 1;
   /* weights ~ N(0, 1/K)-sized (uniform, a conv's scale), activations in [-1, 1) */
   const float sc = 2.0f / sqrtf((float)K);
@@ -96,7 +97,9 @@ int setup(int m, int k, int mb) {
     for (int64_t k = 0; k < K; k++) {
       p4[((i / 4) * (K / 8) + k / 8) * 32 + (i % 4) * 8 + k % 8] = w16[i * K + k];
       p2[((i / 2) * (K / 8) + k / 8) * 16 + (i % 2) * 8 + k % 8] = w16[i * K + k];
+      f2[((i / 2) * (K / 4) + k / 4) * 8 + (i % 2) * 4 + k % 4] = w32[i * K + k];
     }
+  for (int64_t c = 1; c < n32; c++) memcpy(f2 + c * W, f2, (size_t)(4 * W));
   for (int64_t c = 1; c < n16; c++) {
     memcpy(w16 + c * W, w16, (size_t)(2 * W)), memcpy(h16 + c * W, h16, (size_t)(2 * W));
     memcpy(p4 + c * W, p4, (size_t)(2 * W)), memcpy(p2 + c * W, p2, (size_t)(2 * W));
@@ -215,6 +218,29 @@ BF16_KERNEL(bf16_r8s1, 8, 1)
             (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
   } while (0)
 
+/* The float32 dots on 2-row panels (4 weights of each row side by side), rows i, i+1 with
+ * i + M/2, i + M/2 + 1: the layout of bf16_panel2x2 without the 16-bit weights. */
+static void f32_panel2x2(const float *w, const float *x) {
+  for (int64_t i = 0; i < M / 2; i += 2) {
+    v128_t s[4][NPOS];
+    for (int r = 0; r < 4; r++)
+      for (int q = 0; q < NPOS; q++) s[r][q] = wasm_f32x4_splat(0.0f);
+    const float *pa = w + i * K, *pb = w + (i + M / 2) * K;
+    for (int64_t k = 0; k < K; k += 4, pa += 8, pb += 8) {
+      v128_t c[NPOS];
+      for (int q = 0; q < NPOS; q++) c[q] = wasm_v128_load(x + q * K + k);
+      for (int r = 0; r < 4; r++) {
+        const v128_t v = wasm_v128_load((r < 2 ? pa : pb) + (r % 2) * 4);
+        for (int q = 0; q < NPOS; q++) s[r][q] = tdm_madd(v, c[q], s[r][q]);
+      }
+    }
+    for (int r = 0; r < 4; r++)
+      for (int q = 0; q < NPOS; q++)
+        y[(i + (r < 2 ? r : M / 2 + r - 2)) * NPOS + q] = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) +
+            (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3));
+  }
+}
+
 static void bf16_panel4(const uint16_t *w, const float *x) {
   const v128_t hi = wasm_i32x4_splat((int32_t)0xFFFF0000u);
   split(x);
@@ -229,13 +255,15 @@ static void bf16_panel2x2(const uint16_t *w, const float *x) {
 
 /* which: 0 f32 dot (1 stream a row), 1 f32 dot_2s, 2 bf16 4 rows x 1, 3 bf16 2 rows x 2 halves,
  * 4 bf16 4 rows x 2 halves, 5 bf16 8 rows x 1, 6 the plain read of one float32 copy (4 accumulators),
- * 7 fp16 4 rows x 1, 8 bf16 on 4-row panels, 9 bf16 on 2-row panels, two streams M/2 rows apart. */
+ * 7 fp16 4 rows x 1, 8 bf16 on 4-row panels, 9 bf16 on 2-row panels, two streams M/2 rows apart, 10 the same
+ * on float32 panels. */
 float run(int which, int reps) {
   const int64_t W = M * K;
   for (int i = 0; i < reps; i++) {
-    const float *a = w32 + (next32 % n32) * W;
-    const uint16_t *b = w16 + (next16 % n16) * W;
-    if (which <= 1 || which == 6) next32++;
+    const int64_t c32 = (next32 % n32) * W, c16 = (next16 % n16) * W;
+    const float *a = w32 + c32;
+    const uint16_t *b = w16 + c16;
+    if (which <= 1 || which == 6 || which == 10) next32++;
     else next16++;
     if (which == 0) tdm_f32_conv_dot__simd128(M, NPOS, K, a, colt, NULL, y, NPOS);
     else if (which == 1) tdm_f32_conv_dot_2s__simd128(M, NPOS, K, a, colt, NULL, y, NPOS);
@@ -243,9 +271,10 @@ float run(int which, int reps) {
     else if (which == 3) bf16_r2s2(b, colt);
     else if (which == 4) bf16_r4s2(b, colt);
     else if (which == 5) bf16_r8s1(b, colt);
-    else if (which == 7) fp16_r4(h16 + (next16 % n16) * W, colt);
-    else if (which == 8) bf16_panel4(p4 + (next16 % n16) * W, colt);
-    else if (which == 9) bf16_panel2x2(p2 + (next16 % n16) * W, colt);
+    else if (which == 7) fp16_r4(h16 + c16, colt);
+    else if (which == 8) bf16_panel4(p4 + c16, colt);
+    else if (which == 9) bf16_panel2x2(p2 + c16, colt);
+    else if (which == 10) f32_panel2x2(f2 + c32, colt);
     else {
       v128_t t0 = wasm_i32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
       for (const float *p = a; p + 16 <= a + W; p += 16) {
@@ -279,7 +308,7 @@ int check(void) {
   }
   if (from_fp16(0x3C00u) != 1.0f || from_fp16(0x0001u) != 0x1p-24f || from_fp16(0x8400u) != -0x1p-14f || from_fp16(0x7BFFu) != 65504.0f)
     return 107;
-  for (int which = 0; which <= 9; which++) {
+  for (int which = 0; which <= 10; which++) {
     if (which == 6) continue;
     const float *a = w32 + (next32 % n32) * M * K;
     const uint16_t *b = w16 + (next16 % n16) * M * K, *hh = h16 + (next16 % n16) * M * K;
@@ -288,9 +317,9 @@ int check(void) {
       for (int q = 0; q < NPOS; q++) {
         double ref = 0, mag = 0;
         for (int64_t k = 0; k < K; k++) {
-          const double w = which <= 1 ? (double)a[i * K + k]
-              : which == 7            ? (double)from_fp16(hh[i * K + k])
-                                      : (double)from_bf16(b[i * K + k]);
+          const double w = which <= 1 || which == 10 ? (double)a[i * K + k]
+              : which == 7                           ? (double)from_fp16(hh[i * K + k])
+                                                     : (double)from_bf16(b[i * K + k]);
           ref += w * colt[q * K + k], mag += fabs(w * colt[q * K + k]);
         }
         if (fabs((double)y[i * NPOS + q] - ref) > 1e-5 * mag + 1e-30) return 1 + which;

@@ -6,7 +6,7 @@
 // reference first; then ROUNDS (9) interleaved rounds, CPU time of this process, the median: ms per
 // call, ns per weight and GB/s of weight bytes read.
 //
-//   node --experimental-wasm-relaxed-simd bench/probes/bf16_dot.mjs [simd128|relaxed]
+//   node --experimental-wasm-relaxed-simd --expose-gc bench/probes/bf16_dot.mjs [simd128|relaxed]
 //   (SHAPES=KxM,... default 8192x1024,3584x1024,1024x8192; CYCLE_MB, ROUNDS)
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -44,10 +44,11 @@ const ROUNDS = Number(process.env.ROUNDS ?? 9), MB = Number(process.env.CYCLE_MB
 const shapes = (process.env.SHAPES ?? '8192x1024,3584x1024,1024x8192').split(',').map((s) => s.split('x').map(Number)); // K x M
 const names = ['f32 dot (1 stream/row)', 'f32 dot_2s (runtime, K>=2048)', 'bf16 4 rows x 1', 'bf16 2 rows x 2 halves',
   'bf16 4 rows x 2 halves', 'bf16 8 rows x 1', 'plain read of the f32 bytes', 'fp16 4 rows x 1',
-  'bf16 4-row panels (1 stream)', 'bf16 2-row panels x 2 streams'];
+  'bf16 4-row panels (1 stream)', 'bf16 2-row panels x 2 streams', 'f32 2-row panels x 2 streams'];
 for (const kind of kinds) {
   const mod = await WebAssembly.compile(readFileSync(build(kind)));
   for (const [k, m] of shapes) {
+    globalThis.gc?.(); // the last shape's instance (3 GB of copies at CYCLE_MB=512) let go of first
     const { exports: x } = await WebAssembly.instantiate(mod, { wasi_snapshot_preview1: stub, env: stub });
     x._initialize?.();
     if (!x.setup(m, k, MB)) throw new Error('out of memory (or K not a multiple of 8, M of 4)');
@@ -71,7 +72,7 @@ for (const kind of kinds) {
     console.log('|---|---|---|---|---|');
     const base = med([...t[k >= 2048 ? 1 : 0]]); // config.c: the _2s kernel from K = 2048 on
     for (const [w, name] of names.entries()) {
-      const ms = med(t[w]), bytes = (w === 6 || w < 2 ? 4 : 2) * m * k;
+      const ms = med(t[w]), bytes = (w === 6 || w === 10 || w < 2 ? 4 : 2) * m * k;
       console.log(`| ${name} | ${ms.toFixed(3)} | ${((ms * 1e6) / (m * k)).toFixed(4)} | ${(bytes / ms / 1e6).toFixed(1)} | ` +
         `${(ms / base).toFixed(2)} |`);
     }
