@@ -215,10 +215,119 @@ static inline __attribute__((always_inline)) void stream_panels(int np, const ui
   }
 }
 
+/* Two panels far apart (two sequential streams, the quads' layout and kernel step): panel 0 at p0 with
+ * its block's interleaved scales at s0 and results at y0, panel 1 likewise. */
+static void quads_far2(const uint8_t *p0, const uint8_t *p1, const float *s0, const float *s1, float *y0, float *y1) {
+  const v128_t m = wasm_i8x16_splat(0x0F);
+  for (int i = 0; i < 2; i++) wasm_v128_store(y0 + 4 * i, wasm_f32x4_splat(0)), wasm_v128_store(y1 + 4 * i, wasm_f32x4_splat(0));
+  for (int64_t g = 0; g < NG; g++) {
+    const int8_t *xk = xq + g * G, *xe = xk + G;
+    const uint8_t *a0 = p0 + (size_t)g * G * 4, *a1 = p1 + (size_t)g * G * 4;
+    v128_t h[4];
+    for (int i = 0; i < 4; i++) h[i] = wasm_i16x8_splat(0);
+#pragma clang loop unroll(disable)
+    for (; xk < xe; xk += 8, a0 += 32, a1 += 32) {
+      const v128_t x0 = wasm_v128_load32_splat(xk), x1 = wasm_v128_load32_splat(xk + 4);
+      for (int i = 0; i < 4; i++) {
+        const v128_t v = wasm_v128_load((i < 2 ? a0 : a1) + (i % 2) * 16);
+        const v128_t lo = wasm_v128_and(v, m), hi = wasm_v128_and(wasm_u16x8_shr(v, 4), m);
+        h[i] = wasm_i16x8_add(h[i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, lo), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1, hi)));
+      }
+    }
+    const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+    for (int i = 0; i < 4; i++) {
+      float *yo = (i < 2 ? y0 : y1) + 4 * (i % 2);
+      const float *sc = (i < 2 ? s0 : s1) + g * 32 + 4 * (i % 2);
+      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(wasm_i32x4_extadd_pairwise_i16x8(h[i]), bias)), d);
+      wasm_v128_store(yo, wasm_f32x4_add(wasm_v128_load(yo), wasm_f32x4_mul(f, wasm_v128_load(sc))));
+    }
+  }
+}
+
+/* S streams (2 or 4) of one panel each, far apart: panel i's codes at pp[i] (the quads' layout, or the
+ * file's with file = 1), its scales at ss[i] (interleaved: group stride 32; the file's: 8), results at yy[i]. */
+static inline __attribute__((always_inline)) void far_panels(int S, int file, const uint8_t *const *pp, const float *const *ss,
+                                                             float *const *yy) {
+  const v128_t m = wasm_i8x16_splat(0x0F), x88 = wasm_i8x16_splat((int8_t)0x88);
+  const uint8_t *p[4];
+  for (int i = 0; i < S; i++) p[i] = pp[i], wasm_v128_store(yy[i], wasm_f32x4_splat(0)), wasm_v128_store(yy[i] + 4, wasm_f32x4_splat(0));
+  for (int64_t g = 0; g < NG; g++) {
+    const int8_t *xk = xq + g * G, *xe = xk + G;
+    v128_t h[8];
+    for (int i = 0; i < 2 * S; i++) h[i] = wasm_i32x4_splat(0);
+    if (file) { /* the current kernel's step: 4 k of a panel per 16 bytes, 16-bit sums widened per 16 k */
+      v128_t t[8];
+      for (int i = 0; i < 2 * S; i++) t[i] = wasm_i32x4_splat(0);
+      for (int half = 0; half < 2; half++) {
+        v128_t u[4];
+        for (int i = 0; i < S; i++) u[i] = wasm_i16x8_splat(0);
+        const int8_t *he = xk + 16;
+#pragma clang loop unroll(disable)
+        for (; xk < he; xk += 4) {
+          const v128_t x0 = wasm_v128_load16_splat(xk), x1 = wasm_v128_load16_splat(xk + 2);
+          for (int i = 0; i < S; i++) {
+            const v128_t x = wasm_v128_xor(wasm_v128_load(p[i]), x88);
+            const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
+            const v128_t a = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+            const v128_t b = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            u[i] =
+                wasm_i16x8_add(u[i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, a), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1, b)));
+            p[i] += 16;
+          }
+        }
+        for (int i = 0; i < S; i++)
+          t[2 * i] = wasm_i32x4_add(t[2 * i], wasm_i32x4_extend_low_i16x8(u[i])),
+                t[2 * i + 1] = wasm_i32x4_add(t[2 * i + 1], wasm_i32x4_extend_high_i16x8(u[i]));
+      }
+      for (int i = 0; i < 2 * S; i++) h[i] = t[i];
+    } else {
+#pragma clang loop unroll(disable)
+      for (; xk < xe; xk += 8) {
+        const v128_t x0 = wasm_v128_load32_splat(xk), x1 = wasm_v128_load32_splat(xk + 4);
+        for (int i = 0; i < 2 * S; i++) {
+          const v128_t v = wasm_v128_load(p[i / 2] + (i % 2) * 16);
+          const v128_t lo = wasm_v128_and(v, m), hi = wasm_v128_and(wasm_u16x8_shr(v, 4), m);
+          h[i] =
+              wasm_i16x8_add(h[i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, lo), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1, hi)));
+        }
+        for (int i = 0; i < S; i++) p[i] += 32;
+      }
+      for (int i = 0; i < 2 * S; i++) h[i] = wasm_i32x4_extadd_pairwise_i16x8(h[i]);
+    }
+    const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+    for (int i = 0; i < 2 * S; i++) {
+      float *yo = yy[i / 2] + 4 * (i % 2);
+      const float *sc = ss[i / 2] + g * (file ? 8 : 32) + 4 * (i % 2);
+      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(h[i], bias)), d);
+      wasm_v128_store(yo, wasm_f32x4_add(wasm_v128_load(yo), wasm_f32x4_mul(f, wasm_v128_load(sc))));
+    }
+  }
+}
+
+/* The GEMV as S streams: column j of stream i is i·N/S + j (N/S a multiple of 8). */
+static void far_gemv(int S, int file, const uint8_t *q, const float *si) {
+  const size_t PS = (size_t)KB * 8;
+  const int64_t H = N / S;
+  for (int64_t j = 0; j < H; j += 8) {
+    const uint8_t *pp[4];
+    const float *ss[4];
+    float *yy[4];
+    for (int i = 0; i < S; i++) {
+      const int64_t c = i * H + j;
+      pp[i] = q + (c / 8) * PS, yy[i] = y + c;
+      ss[i] = file ? si + (c / 8) * NG * 8 : si + (c / 32) * NG * 32 + (c % 32);
+    }
+    if (S == 2) far_panels(2, file, pp, ss, yy);
+    else far_panels(4, file, pp, ss, yy);
+  }
+}
+
 /* which: 0 current (file layout), 1 pairs, 2 quads (16-bit dots), 3 quads (dot_add), 4 quads with 2
  * panels a step, 5 quads with 1 panel a step, 6 / 7 streamed with 1 / 2 panels a step, 8 a plain read of
  * the file layout's codes and scales (not a GEMV; after the activation quantization too), 9 quads with 1 panel
- * and 16 k a step; copy: which of the C copies. The activation quantization is in every one. */
+ * and 16 k a step, 10 quads with 2 panels N / 2 columns apart, 11 / 12 the file's layout and
+ * the current kernel's step in 2 / 4 streams N / S columns apart, 13 / 14 the quads so, 15 a plain read in 4
+ * streams (the codes in 4 quarters side by side, then the scales); copy: which of the C copies. The activation quantization is in every one. */
 static void gemv(int which, int64_t copy) {
   const size_t PS = (size_t)KB * 8;
   tdm_q4_quantize_row(K, G, a, xq, xs, xsum);
@@ -246,8 +355,34 @@ static void gemv(int which, int64_t copy) {
       else stream_panels(2, q + (size_t)(j / 8) * NG * 160, y + j);
     return;
   }
+  if (which >= 11 && which <= 14) { /* 11 / 12 the file's layout in 2 / 4 streams, 13 / 14 the quads' */
+    const int file = which <= 12, S = which % 2 ? 2 : 4;
+    far_gemv(S, file, file ? q4 + copy * CB4 : qquad + copy * CB4, file ? s4 + copy * CBS : s4i + copy * CBS);
+    return;
+  }
+  if (which == 15) { /* the plain read in 4 streams */
+    v128_t t0 = wasm_i32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
+    const size_t Q = CB4 / 4;
+    for (size_t o = 0; o + 16 <= Q; o += 16) {
+      const uint8_t *b = q4 + copy * CB4 + o;
+      t0 = wasm_i32x4_add(t0, wasm_v128_load(b)), t1 = wasm_i32x4_add(t1, wasm_v128_load(b + Q));
+      t2 = wasm_i32x4_add(t2, wasm_v128_load(b + 2 * Q)), t3 = wasm_i32x4_add(t3, wasm_v128_load(b + 3 * Q));
+    }
+    const uint8_t *b = (const uint8_t *)(s4 + copy * CBS), *e = b + 4 * CBS;
+    for (; b + 64 <= e; b += 64) t0 = wasm_i32x4_add(t0, wasm_v128_load(b)), t1 = wasm_i32x4_add(t1, wasm_v128_load(b + 16));
+    y[0] = (float)wasm_i32x4_extract_lane(wasm_i32x4_add(wasm_i32x4_add(t0, t1), wasm_i32x4_add(t2, t3)), 0);
+    return;
+  }
   const uint8_t *q = (which == 1 ? qpair : qquad) + copy * CB4;
   const float *si = s4i + copy * CBS;
+  if (which == 10) { /* N / 2 is a multiple of 16 here (N a multiple of 32) */
+    for (int64_t j = 0, H = N / 2; j < H; j += 8) {
+      const int64_t j1 = j + H;
+      quads_far2(q + (j / 8) * PS, q + (j1 / 8) * PS, si + (j / 32) * NG * 32 + (j % 32), si + (j1 / 32) * NG * 32 + (j1 % 32), y + j,
+                 y + j1);
+    }
+    return;
+  }
   for (int64_t j = 0; j < N; j += 32) {
     const uint8_t *p = q + (j / 8) * PS;
     const float *sj = si + (j / 32) * NG * 32;
@@ -275,7 +410,7 @@ float run(int which, int reps, int start) {
   return y[N - 1];
 }
 
-/* bit i set when kernel i (1..7, 9) differs from the current kernel's bits, on copy 0 and the last; 1 when the
+/* bit i set when kernel i (1..7, 9..14) differs from the current kernel's bits, on copy 0 and the last; 1 when the
  * current kernel differs from its scalar reference */
 int check(void) {
   int bad = 0;
@@ -283,7 +418,7 @@ int check(void) {
   tdm_q4_gemv_dot__scalar(N, K, G, xq, xs, xsum, q4, s4, y2);
   gemv(0, 0);
   bad |= memcmp(y, y2, 4 * (size_t)N) != 0;
-  for (int w = 1; w <= 9; w++) {
+  for (int w = 1; w <= 14; w++) {
     if (w == 8) continue;
 #ifndef Q4_DOTADD
     if (w == 3) continue;

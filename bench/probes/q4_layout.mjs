@@ -26,8 +26,9 @@ const module = await WebAssembly.compile(readFileSync(out));
 const wasi = new Proxy({}, { get: () => () => 0 });
 const ROUNDS = Number(process.env.ROUNDS ?? 15), MB = Number(process.env.MB ?? 256);
 const names = ['current', 'pairs', 'quads', 'quads+dot_add', 'quads 2 panels', 'quads 1 panel', 'streamed 1 panel',
-  'streamed 2 panels', 'plain read', 'quads 1 panel 16k'];
-const shapes = (process.env.SHAPES ?? '576x1536,1536x576,576x576,576x49152').split(',').map((s) => s.split('x').map(Number));
+  'streamed 2 panels', 'plain read', 'quads 1 panel 16k', 'quads 2 far panels',
+  'file 2 streams', 'file 4 streams', 'quads 2 streams', 'quads 4 streams', 'plain read 4 streams'];
+const shapes = (process.env.SHAPES ?? '576x1536,1536x576,576x576,576x192,576x49152').split(',').map((s) => s.split('x').map(Number));
 const modes = (process.env.MODES ?? 'cache,dram').split(',');
 for (const [k, n] of shapes)
   for (const mode of modes) {
