@@ -91,13 +91,14 @@ static void repack_stream(int np, const uint8_t *q, const float *s, uint8_t *o) 
     }
 }
 
-/* n, k: the shape; mb: the megabytes each layout's copies should span (1 copy if 0: from cache) */
+/* n, k: the shape; mb: the megabytes each layout's copies should span (1 copy if 0: from cache; -mb copies if
+ * negative: the decode sequence's) */
 int setup(int n, int k, int mb) {
   N = n, K = k, NG = K / G, KB = K / 2;
   if (N % 32 || K % 32 || N < 32 || K < 32) return 0;
   CB4 = (size_t)N * (size_t)KB, CBS = (size_t)N * (size_t)NG;
   const size_t per = CB4 + 4 * CBS;
-  C = mb > 0 ? (int64_t)(((size_t)mb << 20) / per + 1) : 1;
+  C = mb > 0 ? (int64_t)(((size_t)mb << 20) / per + 1) : mb < 0 ? -(int64_t)mb : 1;
   CBST1 = (size_t)(N / 8) * NG * 160, CBST2 = CBST1;
   qs1 = malloc(CBST1 * C), qs2 = malloc(CBST2 * C);
   if (!qs1 || !qs2) return 0;

@@ -8,7 +8,7 @@
 // 'plain read' reads the file layout's codes and scales once (no GEMV, the same bytes): what memory gives now.
 // quads+dot_add only with DOTADD=1 (Node 20's V8 rejects the opcode at compile time).
 //
-//   node --experimental-wasm-relaxed-simd bench/probes/q4_layout.mjs   (SHAPES=KxN,... ROUNDS=15 MB=256 MODES=cache,dram)
+//   node --experimental-wasm-relaxed-simd bench/probes/q4_layout.mjs   (SHAPES=KxN,... ROUNDS=15 MB=256 MODES=cache,dram,decode)
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { cpuMs } from '../suite/compare.mjs';
@@ -29,9 +29,9 @@ const names = ['current', 'pairs', 'quads', 'quads+dot_add', 'quads 2 panels', '
   'streamed 2 panels', 'plain read', 'quads 1 panel 16k', 'quads 2 far panels',
   'file 2 streams', 'file 4 streams', 'quads 2 streams', 'quads 4 streams', 'plain read 4 streams'];
 const shapes = (process.env.SHAPES ?? '576x1536,1536x576,576x576,576x192,576x49152').split(',').map((s) => s.split('x').map(Number));
-const modes = (process.env.MODES ?? 'cache,dram').split(',');
+const modes = (process.env.MODES ?? 'cache,dram,decode').split(',');
 for (const [k, n] of shapes)
-  for (const mode of modes) {
+  for (const mode of modes.filter((m) => m !== 'decode')) {
     const { exports: x } = await WebAssembly.instantiate(module, { wasi_snapshot_preview1: wasi, env: wasi });
     x._initialize?.();
     const copies = x.setup(n, k, mode === 'dram' ? MB : 0);
@@ -56,3 +56,37 @@ for (const [k, n] of shapes)
       `${nm} ${q(t[w]).toFixed(4)}${w ? ` (${(q(t[w]) / base).toFixed(2)}x)` : ''}`));
     console.log(`K=${k} N=${n} ${mode} (${copies} cop${copies > 1 ? 'ies' : 'y'}): ${cols.join(', ')} ns/weight`);
   }
+
+// 'decode' in MODES: one token's GEMVs of the 30-layer SmolLM-135M in the decode's order (per layer q, k, v,
+// o, gate, up, down, each its own weights; then the head: 80 MiB of int4), all tokens on the same weights,
+// kernels interleaved token by token: ms per token's GEMVs (CPU time, 3rd fastest of ROUNDS).
+if (modes.includes('decode')) {
+  const per = { '576x576': 60, '576x192': 60, '576x1536': 60, '1536x576': 30, '576x49152': 1 };
+  const inst = {};
+  for (const [key, c] of Object.entries(per)) {
+    const [k, n] = key.split('x').map(Number);
+    const { exports: x } = await WebAssembly.instantiate(module, { wasi_snapshot_preview1: wasi, env: wasi });
+    x._initialize?.();
+    if (x.setup(n, k, -c) !== c) throw new Error('out of memory');
+    if (x.check() & ~(1 << 3)) throw new Error(`a kernel differs at ${key} (check ${x.check()})`);
+    inst[key] = x;
+  }
+  const token = (w) => {
+    for (let l = 0; l < 30; l++) {
+      inst['576x576'].run(w, 1, 2 * l), inst['576x192'].run(w, 2, 2 * l), inst['576x576'].run(w, 1, 2 * l + 1);
+      inst['576x1536'].run(w, 2, 2 * l), inst['1536x576'].run(w, 1, l);
+    }
+    inst['576x49152'].run(w, 1, 0);
+  };
+  const D = [0, 4, 5, 11, 12, 14, 8, 15];
+  const t = D.map(() => []);
+  for (let r = 0; r < ROUNDS; r++)
+    for (const [i, w] of D.entries()) {
+      const c0 = cpuMs();
+      token(w);
+      t[i].push(cpuMs() - c0);
+    }
+  const q = (v) => v.sort((p, r) => p - r)[2];
+  console.log('decode, one token\'s GEMVs: ' + D.map((w, i) => `${names[w]} ${q(t[i]).toFixed(2)} ms` +
+    (i ? ` (${(q(t[i]) / q(t[0])).toFixed(2)}x)` : '')).join(', '));
+}
