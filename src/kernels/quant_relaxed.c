@@ -22,8 +22,8 @@ static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
 }
 
 /* One row (the decode step's GEMV, kept apart from the rows' kernel below, which measured up to
- * 9% slower with one row): np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (NG·8
- * apart), into y (np·8 columns). The float totals live in y (the loads and stores per group cost
+ * 9% slower with one row): np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
+ * apart), into y (8 columns per panel, YS floats apart). The float totals live in y (the loads and stores per group cost
  * little; in registers they pushed V8's allocation past its 15 xmm registers), and the pair loop
  * walks pointers (the int64 index and its k / 2 cost V8 about ten scalar instructions per step).
  * Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in magnitude:
@@ -31,8 +31,8 @@ static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
  * reference adds it (the integer sums are exact in any order, the float steps are the reference's). */
 static inline __attribute__((always_inline)) void q4_dot_panels1(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
                                                                  const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
-                                                                 float *y) {
-  for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + 4 * i, wasm_f32x4_splat(0));
+                                                                 size_t SS, float *y, size_t YS) {
+  for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
     v128_t s[8];
@@ -68,8 +68,9 @@ static inline __attribute__((always_inline)) void q4_dot_panels1(int np, int64_t
     const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
     for (int i = 0; i < 2 * np; i++) {
       const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[i], bias)), d);
-      const v128_t w = wasm_v128_load(sc + (i / 2) * NG * 8 + g * 8 + (i % 2) * 4);
-      wasm_v128_store(y + 4 * i, wasm_f32x4_add(wasm_v128_load(y + 4 * i), wasm_f32x4_mul(f, w)));
+      const v128_t w = wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4);
+      float *yi = y + (i / 2) * YS + (i % 2) * 4;
+      wasm_v128_store(yi, wasm_f32x4_add(wasm_v128_load(yi), wasm_f32x4_mul(f, w)));
     }
   }
 }
@@ -167,14 +168,21 @@ void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const 
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  const size_t PS = (size_t)KB * 8;
-  int64_t j = 0; /* four panels side by side (measured 10-20% faster than two), then two, one, a partial one */
-  for (; j + 32 <= N; j += 32) q4_dot_panels1(4, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j);
-  for (; j + 16 <= N; j += 16) q4_dot_panels1(2, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j);
-  for (; j + 8 <= N; j += 8) q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j);
+  const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
+  /* Four panels at a time, from four streams H columns apart (the columns in four runs): each stream
+   * reads whole runs of panels one after the other, which from memory took 0.54-0.80x the time of four
+   * adjacent panels (bench/probes/q4_layout.mjs, docs/benchmarks.md); then two, one and a partial panel
+   * side by side. Each column's sums are the same either way. */
+  const int64_t H = N / 32 * 8;
+  for (int64_t j = 0; j < H; j += 8)
+    q4_dot_panels1(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+                   (size_t)H);
+  int64_t j = 4 * H;
+  for (; j + 16 <= N; j += 16) q4_dot_panels1(2, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
   if (j < N) {
     float t[8];
-    q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, t);
+    q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
     memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
   }
 }
