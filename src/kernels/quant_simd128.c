@@ -193,8 +193,8 @@ void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, co
  * each row written (n > 8 when NP = 2). R and NP are constants at every call: the arrays become
  * registers. */
 static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R, int NP, int64_t K, int64_t KP, int64_t NB,
-                                                              const int16_t *xq, const float *xs, const int8_t *p, const float *sc,
-                                                              float *y, int64_t ldy, int64_t n) {
+                                                              const int16_t *xq, const float *xs, const int8_t *p, size_t PST,
+                                                              const float *sc, float *y, int64_t ldy, int64_t YS, int64_t n) {
   v128_t t[4][4];
   for (int r = 0; r < R; r++)
     for (int i = 0; i < 2 * NP; i++) t[r][i] = wasm_f32x4_splat(0);
@@ -209,7 +209,7 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
       for (int r = 0; r < R; r++) x[r] = wasm_v128_load32_splat(xq + r * KP + k);
       for (int i = 0; i < NP; i++) {
         v128_t lo, hi;
-        q8_pair_load(p + i * K * 8 + k * 8, paired, &lo, &hi);
+        q8_pair_load(p + i * PST + k * 8, paired, &lo, &hi);
         for (int r = 0; r < R; r++) {
           s[r][2 * i] = wasm_i32x4_add(s[r][2 * i], wasm_i32x4_dot_i16x8(lo, x[r]));
           s[r][2 * i + 1] = wasm_i32x4_add(s[r][2 * i + 1], wasm_i32x4_dot_i16x8(hi, x[r]));
@@ -219,8 +219,7 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
     if (k < k1) /* odd K: its last row alone, paired with the padding 0 of each row's xq */
       for (int i = 0; i < NP; i++)
         for (int r = 0; r < R; r++)
-          q8_dot_pair(wasm_v128_load64_zero(p + i * K * 8 + k * 8), wasm_v128_load32_splat(xq + r * KP + k), &s[r][2 * i],
-                      &s[r][2 * i + 1]);
+          q8_dot_pair(wasm_v128_load64_zero(p + i * PST + k * 8), wasm_v128_load32_splat(xq + r * KP + k), &s[r][2 * i], &s[r][2 * i + 1]);
     for (int r = 0; r < R; r++) {
       const v128_t d = wasm_f32x4_splat(xs[r * NB + b]);
       for (int i = 0; i < 2 * NP; i++) t[r][i] = q8_dot_total(t[r][i], s[r][i], d);
@@ -228,16 +227,25 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
   }
   for (int r = 0; r < R; r++)
     for (int i = 0; i < NP; i++)
-      tdm_store8(y + r * ldy + 8 * i, wasm_f32x4_mul(t[r][2 * i], wasm_v128_load(sc + 8 * i)),
-                 wasm_f32x4_mul(t[r][2 * i + 1], wasm_v128_load(sc + 8 * i + 4)), n - 8 * i);
+      tdm_store8(y + r * ldy + YS * i, wasm_f32x4_mul(t[r][2 * i], wasm_v128_load(sc + YS * i)),
+                 wasm_f32x4_mul(t[r][2 * i + 1], wasm_v128_load(sc + YS * i + 4)), n - 8 * i);
 }
 
-/* All M rows at once (M <= 4): two panels side by side for up to two rows, one for three or four
- * (at most 8 integer accumulators), then a last single panel. */
+/* All M rows at once (M <= 4): two panels for up to two rows, one for three or four (at most 8
+ * integer accumulators), then a last single panel. The two panels come from two runs of columns
+ * H = ⌊N / 16⌋·8 apart first (two sequential streams, which read faster from memory than two adjacent
+ * panels, as the one-row GEMV's four), then side by side; each column's sums are the same either way. */
 #define Q8_DOT_COLUMNS(R, NP) \
   do { \
     for (; j + 8 * (NP - 1) < N; j += 8 * NP) \
-      q8_dot_tile(paired, R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
+      q8_dot_tile(paired, R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, (size_t)K * 8, scale + j, y + j, ldy, 8, N - j); \
+  } while (0)
+#define Q8_DOT_TWO_RUNS(R) \
+  do { \
+    const int64_t H = N / 16 * 8; \
+    for (; j < H; j += 8) \
+      q8_dot_tile(paired, R, 2, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, (size_t)(H / 8) * K * 8, scale + j, y + j, ldy, H, 16); \
+    j = 2 * H; \
   } while (0)
 
 static inline __attribute__((always_inline)) void q8_dot_4rows(int paired, int64_t M, int64_t N, int64_t K, const int16_t *xq,
@@ -247,10 +255,12 @@ static inline __attribute__((always_inline)) void q8_dot_4rows(int paired, int64
   int64_t j = 0;
   switch (M) {
     case 1:
+      Q8_DOT_TWO_RUNS(1);
       Q8_DOT_COLUMNS(1, 2);
       Q8_DOT_COLUMNS(1, 1);
       break;
     case 2:
+      Q8_DOT_TWO_RUNS(2);
       Q8_DOT_COLUMNS(2, 2);
       Q8_DOT_COLUMNS(2, 1);
       break;
