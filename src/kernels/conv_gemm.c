@@ -73,14 +73,12 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
 
 /* ---- without im2col's buffer: B's rows read from x (1-d, stride 1, no padding) ------------------------------------- */
 
-static inline const float *conv_x_row(const tdm_conv_x *b, int64_t k) { return b->xb + (k / b->KW) * b->cs + b->koff[k % b->KW]; }
-
 void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
   const int64_t K = b->Cg * b->KW, N8 = N / TDM_PANEL * TDM_PANEL;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       float acc = bias ? bias[i] : 0.0f;
-      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * (j < N8 ? conv_x_row(b, k)[j] : b->tail[k * TDM_PANEL + j - N8]);
+      for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * (j < N8 ? tdm_conv_x_row(b, k)[j] : b->tail[k * TDM_PANEL + j - N8]);
       y[i * ldy + j] = acc;
     }
 }
@@ -88,7 +86,7 @@ void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, cons
 void tdm_f32_conv_x_tail(const tdm_conv_x *b, int64_t N, float *tail) {
   const int64_t K = b->Cg * b->KW, N8 = N / TDM_PANEL * TDM_PANEL;
   for (int64_t k = 0; k < K; k++) {
-    const float *row = conv_x_row(b, k);
+    const float *row = tdm_conv_x_row(b, k);
     for (int64_t t = 0; t < TDM_PANEL; t++) tail[k * TDM_PANEL + t] = N8 + t < N ? row[N8 + t] : 0.0f;
   }
 }
@@ -156,9 +154,7 @@ void tdm_f32_elu__chain(const float *x, float *y, int64_t n) {
   }
 }
 
-static void elu_rows(const float *x, float *y, int64_t n) { tdm_f32_elu(x, y, n); }
-
-static void conv_elu(float *y, int64_t n) { elu_rows(y, y, n); }
+static void conv_elu(float *y, int64_t n) { tdm_f32_elu(y, y, n); }
 
 /* ---- elu: the same ELU as its own op, on a value no conv produced (after a residual add) ------- */
 
@@ -170,7 +166,7 @@ typedef struct {
 static void elu_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const elu_job *j = c;
   (void)t, (void)ws;
-  elu_rows(j->x + lo, j->y + lo, hi - lo);
+  tdm_f32_elu(j->x + lo, j->y + lo, hi - lo);
 }
 
 /* elu: x → y (alpha 1), one pass in 256-float blocks instead of the four ops' four passes; any

@@ -21,8 +21,6 @@
 #include "conv.h"
 #include "gemm.h"
 
-#include <float.h>
-#include <math.h>
 #include <string.h>
 
 typedef tdm_conv_geom geom;
@@ -71,34 +69,11 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   }
 }
 
-/* A row of activations for the GEMV (variants.h, tdm_conv_q8_quantize_row): per block of 32 along
- * K, d = max|a| / 32767 and xq[k] = round-half-even(a[k] / d) in [-32767, 32767] (0 where d is 0),
- * the pad of an odd K 0; false, with part written, on a NaN or ±inf. int16 codes, where matmul_q8's
- * rows are int8 (tdm_q8_quantize_row): the GEMV takes them as they are (its pairs are int16 already)
- * and sums them exactly, so the activations cost no accuracy to speak of (2^-16 of a block's
- * largest value; int8 rows alone changed 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md)
- * and no time. The weights' int8 rounding is the larger share (8 of 128; two int8 levels would remove it but ran no
- * faster than float32 convs: docs/benchmarks.md). */
-bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
-  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
-    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-    float m = 0;
-    for (int64_t k = k0; k < k1; k++) {
-      const float v = fabsf(a[k]);
-      if (!(v <= FLT_MAX)) return false; /* NaN or ±inf */
-      m = v > m ? v : m;
-    }
-    const float d = m / (float)TDM_Q8_A16_MAX;
-    xs[b] = d;
-    for (int64_t k = k0; k < k1; k++) {
-      float q = d > 0 ? rintf(a[k] / d) : 0.0f; /* clamped: a denormal d rounds coarsely */
-      q = q > (float)TDM_Q8_A16_MAX ? (float)TDM_Q8_A16_MAX : q < -(float)TDM_Q8_A16_MAX ? -(float)TDM_Q8_A16_MAX : q;
-      xq[k] = (int16_t)q;
-    }
-  }
-  if (K % 2) xq[K] = 0;
-  return true;
-}
+/* The rows are quantized to int16 (tdm_conv_q8_quantize_row, quant.c), where matmul_q8's are int8:
+ * the GEMV takes them as they are (its pairs are int16 already) and sums them exactly, so the
+ * activations cost no accuracy to speak of (2^-16 of a block's largest value; int8 rows alone changed
+ * 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md) and no time. The weights' int8 rounding is
+ * the larger share (8 of 128; two int8 levels would remove it but ran no faster than float32 convs). */
 
 /* yt [rows, M] = a [rows, K] @ (q · scale), the workspace after a's rows: ws = a + rows·K. */
 static float *q8_rows(int64_t rows, int64_t K, int64_t M, const float *a, const int8_t *qp, const float *scale, float *ws) {

@@ -281,7 +281,7 @@ void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, con
     const int64_t kc = K - k0 < CONV_KC ? K - k0 : CONV_KC;
     for (int64_t t = 0; t < kc; t++) {
       const int64_t k = k0 + t;
-      rows[t] = b->xb + (k / KW) * b->cs + b->koff[k % KW];
+      rows[t] = tdm_conv_x_row(b, k);
     }
     for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
       const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;

@@ -54,7 +54,10 @@ void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float
 
 /* ---- int8 activations (variants.h: tdm_q8_quantize_row) ----------------------------------------- */
 
-bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
+/* Per block of 32: d = max|a| / qmax, xq = round-half-even(a / d) clamped to ±qmax (0 where d is 0,
+ * also when m is denormal and d underflows); false on a NaN or ±inf. qmax 127: matmul_q8's int8
+ * rows; TDM_Q8_A16_MAX: conv_q8's int16 rows (variants.h). */
+static bool quantize_row(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
     float m = 0;
@@ -63,16 +66,21 @@ bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
       if (!(v <= FLT_MAX)) return false; /* NaN or ±inf */
       m = v > m ? v : m;
     }
-    const float d = m / 127.0f;
+    const float d = m / qmax;
     xs[b] = d;
     for (int64_t k = k0; k < k1; k++) {
-      float q = d > 0 ? rintf(a[k] / d) : 0.0f; /* d = 0 also when m is denormal: the block is 0 */
-      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f;
+      q = q > qmax ? qmax : q < -qmax ? -qmax : q;
       xq[k] = (int16_t)q;
     }
   }
   if (K % 2) xq[K] = 0;
   return true;
+}
+
+bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) { return quantize_row(K, a, xq, xs, 127.0f); }
+bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
+  return quantize_row(K, a, xq, xs, (float)TDM_Q8_A16_MAX);
 }
 
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {

@@ -145,6 +145,8 @@ typedef struct tdm_conv_x {
   int64_t Cg, KW, cs, koff[TDM_CONV_X_MAX_KW];
   const float *xb, *tail;
 } tdm_conv_x;
+/* B's row k (of the full panels) in x. */
+static inline const float *tdm_conv_x_row(const tdm_conv_x *b, int64_t k) { return b->xb + (k / b->KW) * b->cs + b->koff[k % b->KW]; }
 void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
 /* tail [Cg·KW, 8] = B's columns N8 .. N - 1 (zeros after): the panel tdm_f32_im2col_packed makes. */
 void tdm_f32_conv_x_tail(const tdm_conv_x *b, int64_t N, float *tail);
@@ -366,7 +368,8 @@ int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool incl
 /* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
-/* Four panels (32 columns) side by side, then one panel at a time. */
+/* Four panels at a time from four runs of columns N / 4 apart, then the rest side by side, then one
+ * panel at a time (quant_simd128.c). */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                      float *y);
