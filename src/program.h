@@ -44,6 +44,9 @@ typedef struct tdm_op {
   /* matmul_q8: NULL, or the program's flag that the runtime holds its weights in the paired layout
    * (its own copy of the constant, repacked at load: quant.c, tdm__q8_pair_weights; never the file's) */
   const bool *q8_paired;
+  /* conv: NULL, or its weights' Winograd transform U = G w [4, O, C], computed at load into the
+   * program's own memory (kernels/conv_wino.c, tdm__conv_wino_prepare; never the file's) */
+  const float *wino_u;
 } tdm_op;
 
 typedef struct tdm_io {
@@ -130,6 +133,7 @@ struct tdm_program {
   uint64_t program_id;  /* of every section but the data */
   void *arena;          /* one allocation holding every array above except file */
   bool *q8_paired;      /* [n_consts] or NULL: the int8 constants held in the paired layout (quant.c) */
+  float *wino;          /* NULL, or every conv's Winograd weights (op->wino_u points inside; conv_wino.c) */
 };
 
 /* A dynamic method as a session last called it: the program's method with every symbolic size

@@ -287,6 +287,7 @@ tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out) {
     return s;
   }
   if (TDM_Q8_PAIRED) tdm__q8_pair_weights(p); /* the verified program: its int8 weights for the CPU kernels (ops.h) */
+  tdm__conv_wino_prepare(p);                  /* and its k3 convs' Winograd weights (ops.h) */
   *out = p;
   return TDM_OK;
 }
@@ -304,6 +305,7 @@ void tdm_program_free(tdm_program *p) {
   if (!p) return;
   tdm__free(p->arena);
   tdm__free(p->q8_paired);
+  tdm__free(p->wino);
   tdm__free(p->file);
   tdm__free(p);
 }

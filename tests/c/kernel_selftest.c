@@ -1491,6 +1491,54 @@ static int check_conv_gemm_x(void) {
   return bad;
 }
 
+/* Winograd F(2,3) for 1-d k3 convs (tdm_f32_conv_wino, conv_wino.c) against the direct sum in
+ * double: every tile tail (N odd and even, N % 16), channels not a multiple of 4, 1 to 9 rows,
+ * bias or not, relu and ELU fused, a workspace of one panel of tiles (many chunks) and a whole one,
+ * and one too small (refused, y untouched). The bound: the float sum of the transformed products,
+ * (C + 4) roundings of at most 3 (sum |w|)(sum |d|) per channel (U and V each at most that). */
+static int check_conv_wino(void) {
+  enum { WC = 70, WO = 9, WN = 140 };
+  static float x[WC * (WN + 2)], w[WO * WC * 3], u[4 * WO * WC], bias[WO], y[WO * WN], ws[4 * (WC + WO) * (WN / 2 + 16)];
+  int bad = 0, cases = 0;
+  const int64_t cs[] = {1, 5, 32, 70}, os[] = {1, 4, 9}, ns[] = {1, 2, 5, 16, 17, 31, 64, 139};
+  for (int ci = 0; ci < 4; ci++)
+    for (int oi = 0; oi < 3; oi++)
+      for (int ni = 0; ni < 8; ni++)
+        for (int form = 0; form < 4; form++) {
+          const int64_t C = cs[ci], O = os[oi], N = ns[ni], W = N + 2;
+          const int act = form == 2 ? TDM_CONV_ACT_RELU : form == 3 ? TDM_CONV_ACT_ELU : TDM_CONV_ACT_NONE;
+          fill(x, C * W, 2, false, (int)(C + N)), fill(w, O * C * 3, 1, false, (int)(O + form)), fill(bias, O, 1, false, 7);
+          const float *b = form % 2 ? bias : NULL;
+          tdm_conv_wino_weights(O, C, w, u);
+          const int64_t one = 4 * (C + O) * 8, wsn = ni % 2 ? one : (int64_t)(sizeof ws / sizeof ws[0]);
+          for (int64_t i = 0; i < O * N; i++) y[i] = -7.0f;
+          if (tdm_f32_conv_wino(O, C, N, x, u, b, y, ws, one - 1, act) || y[0] != -7.0f)
+            bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, y[0], -7.0f);
+          if (!tdm_f32_conv_wino(O, C, N, x, u, b, y, ws, wsn, act)) {
+            bad += mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
+            continue;
+          }
+          cases++;
+          for (int64_t o = 0; o < O; o++)
+            for (int64_t j = 0; j < N; j++) {
+              double ref = b ? b[o] : 0.0, mag = 0;
+              for (int64_t c = 0; c < C; c++) {
+                const float *wr = w + (o * C + c) * 3, *xr = x + c * W + j;
+                double sw = 0, sd = fabs(xr[0]) + fabs(xr[1]) + fabs(xr[2]) + (j + 3 < W ? fabs(xr[3]) : 0);
+                for (int k = 0; k < 3; k++) ref += (double)wr[k] * xr[k], sw += fabs(wr[k]);
+                mag += 3 * sw * sd;
+              }
+              const double bound = (double)(C + 4) * FLT_EPSILON * mag + 1e-6 * fabs(ref);
+              if (act == TDM_CONV_ACT_RELU) ref = ref > 0 ? ref : 0;
+              if (act == TDM_CONV_ACT_ELU) ref = ref > 0 ? ref : expm1(ref);
+              if (!(fabs((double)y[o * N + j] - ref) <= bound))
+                bad += mismatch(F_CONV_GEMM, "conv wino", N, o * N + j, (double)(C * 100 + O * 10 + form), y[o * N + j], (float)ref);
+            }
+        }
+  if (cases == 0) bad += mismatch(F_CONV_GEMM, "conv wino: no cases", 0, 0, 0, 0, 0);
+  return bad;
+}
+
 /* ELU in one pass (tdm_f32_elu__simd128) against the chain of the four elementwise ops, bit for bit:
  * every length's tail, the special values (NaN, infinities, signed zeros, exp's edges). */
 static int check_elu(void) {
@@ -1721,8 +1769,8 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_gemm_x() + check_elu() + check_conv_dot() + check_conv_transpose() + check_attention_rows() +
-      check_row_forms() + check_planes();
+  bad += check_conv_gemm() + check_conv_gemm_x() + check_conv_wino() + check_elu() + check_conv_dot() + check_conv_transpose() +
+      check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
