@@ -19,6 +19,9 @@
 
 
 #define WINO_T 4 /* the transformed points per tile (m + r - 1 = 2 + 3 - 1) */
+#ifndef WINO_CHUNK_FLOATS
+#define WINO_CHUNK_FLOATS 32768
+#endif
 
 void tdm_conv_wino_weights(int64_t O, int64_t C, const float *w, float *u) {
   const int64_t OC = O * C;
@@ -32,7 +35,9 @@ void tdm_conv_wino_weights(int64_t O, int64_t C, const float *w, float *u) {
 }
 
 int64_t tdm_conv_wino_tiles(int64_t O, int64_t C, int64_t N, int64_t wsn) {
-  const int64_t all = ((N + 1) / 2 + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL, per = O + C > 0 ? wsn / (WINO_T * (O + C)) : 0;
+  const int64_t all = ((N + 1) / 2 + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL, want = WINO_T * O * C > WINO_CHUNK_FLOATS ? WINO_T * O * C : WINO_CHUNK_FLOATS;
+  const int64_t cap = wsn < want ? wsn : want;
+  const int64_t per = O + C > 0 ? cap / (WINO_T * (O + C)) : 0;
   const int64_t fit = per / TDM_PANEL * TDM_PANEL;
   return fit < all ? fit : all;
 }
