@@ -47,6 +47,7 @@ typedef struct tdm_op {
   /* conv: NULL, or its weights' Winograd transform U = G w [4, O, C], computed at load into the
    * program's own memory (kernels/conv_wino.c, tdm__conv_wino_prepare; never the file's) */
   const float *wino_u;
+  int wino_m; /* with wino_u: F(wino_m, 3), 2 or 4 */
 } tdm_op;
 
 typedef struct tdm_io {

@@ -110,7 +110,7 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
           continue;
         }
         if (op->wino_u && groups == 1 && g.H == 1 && g.KH == 1 && g.KW == 3 && g.sw == 1 && g.pw == 0 && g.dw == 1 &&
-            tdm__conv_wino(Og, Cg, N, xg, op->wino_u, bias, yg, colp, out[1].numel, act))
+            tdm__conv_wino(op->wino_m, Og, Cg, N, xg, op->wino_u, bias, yg, colp, out[1].numel, act))
           continue;
         if (conv_x(&g, Og, Cg, xg, w + gi * Og * K, bias ? bias + gi * Og : NULL, yg, colp, out[1].numel, act)) continue;
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {

@@ -43,12 +43,10 @@ void tdm__col2im_phases_parallel(const tdm_conv_geom *g, int64_t Og, const float
 /* tdm_f32_im2col_packed over threads, whole panels per thread (the same floats). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp);
 
-/* conv_wino.c: y [O, N] = the k3 conv of x [C, N + 2] (stride 1, no padding, dilation 1) with
- * weights u = tdm_conv_wino_weights(w) by Winograd F(2,3), bias and activation fused, chunks of
- * tiles through the workspace ws [wsn floats]; false (nothing written) when ws holds less than one
- * panel of tiles (tdm_conv_wino_tiles). Any split over threads gives the same floats. */
-bool tdm__conv_wino(int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn,
-                    int act);
+/* conv_wino.c: tdm_f32_conv_wino (variants.h) with the input transform split over threads by
+ * channels and the GEMMs and output transform by rows in blocks of 4 (the same floats). */
+bool tdm__conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
+                    int64_t wsn, int act);
 
 /* in is the input size, out the transposed convolution's output size for kernel k, stride s, padding p,
  * dilation d and output padding op. */

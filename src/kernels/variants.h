@@ -154,20 +154,25 @@ typedef void (*tdm_conv_gemm_x_fn)(int64_t M, int64_t N, const tdm_conv_x *b, co
 /* The variant for the runtime (config.c), or NULL where the packed GEMM is another ISA's (native
  * AVX2: its bits differ, so conv.c keeps im2col there). */
 tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void);
-/* winograd: 1-d k3 convs by Winograd F(2,3) (conv_wino.c). u [4, O, C] = G w for w [O, C, 3]
- * (rows w0, (w0 + w1 + w2)/2, (w0 - w1 + w2)/2, w2, each rounded once from double). The tiles
- * (pairs of outputs) per chunk that a workspace of wsn floats holds, a multiple of 8, at most every
- * tile of N outputs rounded up to 8: V [4, C, tiles] and M [4, O, tiles]. Convs with fewer input
- * channels than TDM_CONV_WINO_MIN_C keep the direct path (conv_x). */
+/* winograd: 1-d k3 convs by Winograd F(m,3), m = 2 or 4 (conv_wino.c, whose top gives the
+ * transforms). u [m + 2, O, C] = G w for w [O, C, 3], each value rounded once from double.
+ * tdm_conv_wino_tiles: the tiles (m outputs each) per chunk that a workspace of wsn floats holds, a
+ * multiple of 8, at most every tile of N outputs rounded up to 8: V [m + 2, C, tiles] and
+ * M [m + 2, O, tiles]. Convs with fewer input channels than TDM_CONV_WINO_MIN_C keep the direct path
+ * (conv_x); F(4,3) from TDM_CONV_WINO4_MIN_N outputs (the runtime picks at load, by y's largest
+ * shape), F(2,3) below. */
 #define TDM_CONV_WINO_MIN_C 32
-void tdm_conv_wino_weights(int64_t O, int64_t C, const float *w, float *u);
-int64_t tdm_conv_wino_tiles(int64_t O, int64_t C, int64_t N, int64_t wsn);
+#ifndef TDM_CONV_WINO4_MIN_N
+#define TDM_CONV_WINO4_MIN_N 64
+#endif
+void tdm_conv_wino_weights(int m, int64_t O, int64_t C, const float *w, float *u);
+int64_t tdm_conv_wino_tiles(int m, int64_t O, int64_t C, int64_t N, int64_t wsn);
 /* y [O, N] = the k3 conv of x [C, N + 2] (stride 1, no padding, dilation 1) from u, plus bias (or
  * none), then the activation act (TDM_CONV_ACT_*), on one thread: the floats of the threaded form
  * the conv op runs (conv.h, tdm__conv_wino). false, nothing written, when ws [wsn] holds less than
  * a panel of tiles. */
-bool tdm_f32_conv_wino(int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn,
-                       int act);
+bool tdm_f32_conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
+                       int64_t wsn, int act);
 /* ELU (alpha 1) of n floats, maximum(x, exp(minimum(x, 0)) - 1): the reference is the four
  * elementwise ops in turn (tdm_f32_elu__chain, conv_gemm.c); the SIMD128 form does the four in
  * registers, the last n % 4 through the chain (the same floats). */

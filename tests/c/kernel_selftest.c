@@ -1491,50 +1491,74 @@ static int check_conv_gemm_x(void) {
   return bad;
 }
 
-/* Winograd F(2,3) for 1-d k3 convs (tdm_f32_conv_wino, conv_wino.c) against the direct sum in
- * double: every tile tail (N odd and even, N % 16), channels not a multiple of 4, 1 to 9 rows,
- * bias or not, relu and ELU fused, a workspace of one panel of tiles (many chunks) and a whole one,
- * and one too small (refused, y untouched). The bound: the float sum of the transformed products,
- * (C + 4) roundings of at most 3 (sum |w|)(sum |d|) per channel (U and V each at most that). */
+/* Winograd F(2,3) and F(4,3) for 1-d k3 convs (tdm_f32_conv_wino, conv_wino.c) against the direct
+ * sum in double: every tile tail (N % m, N % 8m), channels not a multiple of 4, 1 to 9 rows, bias
+ * or not, relu and ELU fused, a workspace of one panel of tiles (many chunks) and a whole one, and
+ * one too small (refused, y untouched). The bound, per output j: (C + 8)·ε·Σ_i |A_ji| Σ_c (|G||w|)_i
+ * (|Bᵀ||d|)_i, the float sums of the transformed products (the transforms with absolute values). */
+static const double WINO_G2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
+static const double WINO_B2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+static const double WINO_A2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+static const double WINO_G4[6][3] = {
+    {.25, 0, 0}, {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6}, {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6},
+    {0, 0, 1}};
+static const double WINO_B4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
+                                     {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+static const double WINO_A4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+
+static double wino_bound(int m, int64_t C, int64_t W, const float *x, const float *w, int64_t o, int64_t j) {
+  const int64_t q = j / m, r = j % m, T = m + 2;
+  double mag[6] = {0};
+  for (int64_t c = 0; c < C; c++)
+    for (int i = 0; i < T; i++) {
+      double gw = 0, bd = 0;
+      for (int k = 0; k < 3; k++) gw += fabs(m == 2 ? WINO_G2[i][k] : WINO_G4[i][k]) * fabs(w[(o * C + c) * 3 + k]);
+      for (int k = 0; k < T; k++)
+        if (q * m + k < W) bd += fabs(m == 2 ? WINO_B2[i][k] : WINO_B4[i][k]) * fabs(x[c * W + q * m + k]);
+      mag[i] += gw * bd;
+    }
+  double s = 0;
+  for (int i = 0; i < T; i++) s += fabs(m == 2 ? WINO_A2[r][i] : WINO_A4[r][i]) * mag[i];
+  return (double)(C + 8) * FLT_EPSILON * s;
+}
+
 static int check_conv_wino(void) {
   enum { WC = 70, WO = 9, WN = 140 };
-  static float x[WC * (WN + 2)], w[WO * WC * 3], u[4 * WO * WC], bias[WO], y[WO * WN], ws[4 * (WC + WO) * (WN / 2 + 16)];
+  static float x[WC * (WN + 2)], w[WO * WC * 3], u[6 * WO * WC], bias[WO], y[WO * WN], ws[6 * (WC + WO) * (WN / 2 + 16)];
   int bad = 0, cases = 0;
-  const int64_t cs[] = {1, 5, 32, 70}, os[] = {1, 4, 9}, ns[] = {1, 2, 5, 16, 17, 31, 64, 139};
-  for (int ci = 0; ci < 4; ci++)
-    for (int oi = 0; oi < 3; oi++)
-      for (int ni = 0; ni < 8; ni++)
-        for (int form = 0; form < 4; form++) {
-          const int64_t C = cs[ci], O = os[oi], N = ns[ni], W = N + 2;
-          const int act = form == 2 ? TDM_CONV_ACT_RELU : form == 3 ? TDM_CONV_ACT_ELU : TDM_CONV_ACT_NONE;
-          fill(x, C * W, 2, false, (int)(C + N)), fill(w, O * C * 3, 1, false, (int)(O + form)), fill(bias, O, 1, false, 7);
-          const float *b = form % 2 ? bias : NULL;
-          tdm_conv_wino_weights(O, C, w, u);
-          const int64_t one = 4 * (C + O) * 8, wsn = ni % 2 ? one : (int64_t)(sizeof ws / sizeof ws[0]);
-          for (int64_t i = 0; i < O * N; i++) y[i] = -7.0f;
-          if (tdm_f32_conv_wino(O, C, N, x, u, b, y, ws, one - 1, act) || y[0] != -7.0f)
-            bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, y[0], -7.0f);
-          if (!tdm_f32_conv_wino(O, C, N, x, u, b, y, ws, wsn, act)) {
-            bad += mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
-            continue;
-          }
-          cases++;
-          for (int64_t o = 0; o < O; o++)
-            for (int64_t j = 0; j < N; j++) {
-              double ref = b ? b[o] : 0.0, mag = 0;
-              for (int64_t c = 0; c < C; c++) {
-                const float *wr = w + (o * C + c) * 3, *xr = x + c * W + j;
-                double sw = 0, sd = fabs(xr[0]) + fabs(xr[1]) + fabs(xr[2]) + (j + 3 < W ? fabs(xr[3]) : 0);
-                for (int k = 0; k < 3; k++) ref += (double)wr[k] * xr[k], sw += fabs(wr[k]);
-                mag += 3 * sw * sd;
-              }
-              const double bound = (double)(C + 4) * FLT_EPSILON * mag + 1e-6 * fabs(ref);
-              if (act == TDM_CONV_ACT_RELU) ref = ref > 0 ? ref : 0;
-              if (act == TDM_CONV_ACT_ELU) ref = ref > 0 ? ref : expm1(ref);
-              if (!(fabs((double)y[o * N + j] - ref) <= bound))
-                bad += mismatch(F_CONV_GEMM, "conv wino", N, o * N + j, (double)(C * 100 + O * 10 + form), y[o * N + j], (float)ref);
+  const int64_t cs[] = {1, 5, 32, 70}, os[] = {1, 4, 9}, ns[] = {1, 2, 3, 5, 16, 17, 31, 64, 139};
+  for (int m = 2; m <= 4; m += 2)
+    for (int ci = 0; ci < 4; ci++)
+      for (int oi = 0; oi < 3; oi++)
+        for (int ni = 0; ni < 9; ni++)
+          for (int form = 0; form < 4; form++) {
+            const int64_t C = cs[ci], O = os[oi], N = ns[ni], W = N + 2;
+            const int act = form == 2 ? TDM_CONV_ACT_RELU : form == 3 ? TDM_CONV_ACT_ELU : TDM_CONV_ACT_NONE;
+            fill(x, C * W, 2, false, (int)(C + N)), fill(w, O * C * 3, 1, false, (int)(O + form)), fill(bias, O, 1, false, 7);
+            const float *b = form % 2 ? bias : NULL;
+            tdm_conv_wino_weights(m, O, C, w, u);
+            const int64_t one = (m + 2) * (C + O) * 8, wsn = ni % 2 ? one : (int64_t)(sizeof ws / sizeof ws[0]);
+            for (int64_t i = 0; i < O * N; i++) y[i] = -7.0f;
+            if (tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, one - 1, act) || y[0] != -7.0f)
+              bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, y[0], -7.0f);
+            if (!tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, wsn, act)) {
+              bad += mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
+              continue;
             }
-        }
+            cases++;
+            for (int64_t o = 0; o < O; o++)
+              for (int64_t j = 0; j < N; j++) {
+                double ref = b ? b[o] : 0.0;
+                for (int64_t c = 0; c < C; c++)
+                  for (int k = 0; k < 3; k++) ref += (double)w[(o * C + c) * 3 + k] * x[c * W + j + k];
+                const double bound = wino_bound(m, C, W, x, w, o, j) + (b ? FLT_EPSILON * fabs(b[o]) : 0) + 1e-6 * fabs(ref);
+                if (act == TDM_CONV_ACT_RELU) ref = ref > 0 ? ref : 0;
+                if (act == TDM_CONV_ACT_ELU) ref = ref > 0 ? ref : expm1(ref);
+                if (!(fabs((double)y[o * N + j] - ref) <= bound))
+                  bad += mismatch(F_CONV_GEMM, m == 2 ? "conv wino F(2,3)" : "conv wino F(4,3)", N, o * N + j,
+                                  (double)(C * 100 + O * 10 + form), y[o * N + j], (float)ref);
+              }
+          }
   if (cases == 0) bad += mismatch(F_CONV_GEMM, "conv wino: no cases", 0, 0, 0, 0, 0);
   return bad;
 }

@@ -468,11 +468,13 @@ case("conv1d_elu_stream", lambda x, w: F.elu(F.conv1d(x, w, stride=2)), r(1, 16,
 # 1-d k3 convs without padding, stride 1, 32+ input channels, constant weights (Mimi's SEANet residual units):
 # Winograd F(2,3) through the packed GEMM with U = G w made at load (conv_wino.c): odd and even lengths, tile
 # tails, channels not a multiple of 4, no bias, a batch of 2, a fused ELU, a long row in several chunks of
-# tiles (O > C: [32, 100, 3000]); and weights passed as an input (not transformed: the direct path)
+# tiles (O > C: [32, 100, 3000]); and weights passed as an input (not transformed: the direct path). From 64
+# outputs F(4,3), whose transforms scale by up to 8: within 1e-4 at outputs of about 10 (randn weights, C 32-64)
+WINO_ATOL = 1e-4
 for cin, cout, length, bias in [(32, 16, 11, True), (37, 19, 40, True), (33, 8, 7, False), (64, 32, 130, True), (36, 5, 2001, True), (32, 100, 3002, True)]:
-    case("conv1d_wino", lambda x, m: m(x), r(1, cin, length), with_random_params(nn.Conv1d(cin, cout, 3, bias=bias)).eval(), rtol=1e-5, atol=2e-5)
-case("conv1d_wino_batch", lambda x, m: m(x), r(2, 40, 23), with_random_params(nn.Conv1d(40, 12, 3)).eval(), rtol=1e-5, atol=2e-5)
-case("conv1d_wino_elu", lambda x, m: F.elu(m(x)), r(1, 48, 99), with_random_params(nn.Conv1d(48, 24, 3)).eval(), rtol=1e-5, atol=2e-5)
+    case("conv1d_wino", lambda x, m: m(x), r(1, cin, length), with_random_params(nn.Conv1d(cin, cout, 3, bias=bias)).eval(), rtol=1e-5, atol=WINO_ATOL)
+case("conv1d_wino_batch", lambda x, m: m(x), r(2, 40, 23), with_random_params(nn.Conv1d(40, 12, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
+case("conv1d_wino_elu", lambda x, m: F.elu(m(x)), r(1, 48, 99), with_random_params(nn.Conv1d(48, 24, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
 case("conv1d_k3_input_weights", lambda x, w, b: F.conv1d(x, w, b), r(1, 37, 40), r(19, 37, 3), r(19), rtol=1e-5, atol=2e-5)
 case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
 case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
