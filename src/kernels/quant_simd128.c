@@ -231,57 +231,10 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
                  wasm_f32x4_mul(t[r][2 * i + 1], wasm_v128_load(sc + YS * i + 4)), n - 8 * i);
 }
 
-/* The paired layout's half tile: R rows by NP panels at p, p + PST, ... (bytes), but only half h of
- * each panel (columns 4h to 4h + 3: the i16x8 at byte 8h of each pair of k), so R·NP integer
- * accumulators (at most 8) serve NP sequential streams: three or four rows take two panels from two
- * runs where the full tile takes one panel, at the cost of the other half's pass, which follows at
- * once and reads those panels from L1 or L2 (0.88-0.96x the full tile's time at 3, 4 and 16 rows;
- * two rows over four runs measured 1.04-1.05x the full 2 x 2 tile, so two rows keep it:
- * docs/benchmarks.md). Each column's block sums and float steps are the full tile's. Column c of
- * panel i, row r at y + r·ldy + YS·i + 4h + c (scales at sc + YS·i + 4h). */
-static inline __attribute__((always_inline)) void q8_dot_half(int R, int NP, int h, int64_t K, int64_t NB, const int16_t *xq,
-                                                              const float *xs, const int8_t *p, size_t PST, const float *sc, float *y,
-                                                              int64_t ldy, int64_t YS) {
-  v128_t t[8];
-  for (int v = 0; v < R * NP; v++) t[v] = wasm_f32x4_splat(0);
-  p += 8 * h, sc += 4 * h, y += 4 * h;
-  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
-    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-    v128_t s[8];
-    for (int v = 0; v < R * NP; v++) s[v] = wasm_i32x4_splat(0);
-    for (int64_t k = k0; k < k1; k += 2) {
-      v128_t x[4];
-      for (int r = 0; r < R; r++) x[r] = wasm_v128_load32_splat(xq + r * K + k);
-      for (int i = 0; i < NP; i++) {
-        const v128_t w = wasm_i16x8_load8x8(p + i * PST + k * 8);
-        for (int r = 0; r < R; r++) s[r * NP + i] = wasm_i32x4_add(s[r * NP + i], wasm_i32x4_dot_i16x8(w, x[r]));
-      }
-    }
-    for (int r = 0; r < R; r++) {
-      const v128_t d = wasm_f32x4_splat(xs[r * NB + b]);
-      for (int i = 0; i < NP; i++) t[r * NP + i] = q8_dot_total(t[r * NP + i], s[r * NP + i], d);
-    }
-  }
-  for (int r = 0; r < R; r++)
-    for (int i = 0; i < NP; i++) wasm_v128_store(y + r * ldy + YS * i, wasm_f32x4_mul(t[r * NP + i], wasm_v128_load(sc + YS * i)));
-}
-
-/* Whole panels from NP runs of columns H = ⌊N / (8·NP)⌋·8 apart by half tiles (both halves of each
- * group of panels one after the other); j = NP·H after. */
-#define Q8_DOT_HALF_RUNS(R, NP) \
-  do { \
-    const int64_t H = N / (8 * NP) * 8; \
-    for (; j < H; j += 8) \
-      for (int h = 0; h < 2; h++) \
-        q8_dot_half(R, NP, h, K, NB, xq, xs, qp + (j / 8) * K * 8, (size_t)(H / 8) * K * 8, scale + j, y + j, ldy, H); \
-    j = NP * H; \
-  } while (0)
-
 /* All M rows at once (M <= 4): two panels for up to two rows, one for three or four (at most 8
  * integer accumulators), then a last single panel. The two panels come from two runs of columns
  * H = ⌊N / 16⌋·8 apart first (two sequential streams, which read faster from memory than two adjacent
- * panels, as the one-row GEMV's four), then side by side; each column's sums are the same either way.
- * On the paired layout three or four rows take the half tiles over two runs first. */
+ * panels, as the one-row GEMV's four), then side by side; each column's sums are the same either way. */
 #define Q8_DOT_COLUMNS(R, NP) \
   do { \
     for (; j + 8 * (NP - 1) < N; j += 8 * NP) \
@@ -300,8 +253,6 @@ static inline __attribute__((always_inline)) void q8_dot_4rows(int paired, int64
                                                                int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   int64_t j = 0;
-  if (paired && M == 3) Q8_DOT_HALF_RUNS(3, 2); /* K even: the half tiles first (the rest below) */
-  if (paired && M == 4) Q8_DOT_HALF_RUNS(4, 2);
   switch (M) {
     case 1:
       Q8_DOT_TWO_RUNS(1);
