@@ -155,11 +155,29 @@ static void wino_rows(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
   }
 }
 
+/* Whether x [n] holds a NaN or an infinity (x - x is then NaN, 0 otherwise). */
+static bool any_nonfinite(const float *x, int64_t n) {
+  int64_t i = 0;
+  bool bad = false;
+#if TDM_SIMD128
+  v128_t acc = wasm_i32x4_splat(0);
+  for (; i + 4 <= n; i += 4) {
+    const v128_t v = wasm_v128_load(x + i), z = wasm_f32x4_sub(v, v);
+    acc = wasm_v128_or(acc, wasm_f32x4_ne(z, z));
+  }
+  bad = wasm_v128_any_true(acc);
+#endif
+  for (; i < n; i++) bad |= !(x[i] - x[i] == 0.0f);
+  return bad;
+}
+
 /* The chunks of tiles, each region run by `par` (tdm__parallel, or serial_run: the same floats). */
 static bool wino_run(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
                      int64_t wsn, int act, void (*par)(int64_t, int64_t, tdm_part_fn, void *)) {
   const int64_t P = tdm_conv_wino_tiles(m, O, C, N, wsn), tiles = (N + m - 1) / m;
-  if ((m != 2 && m != 4) || P < TDM_PANEL || O < 1 || C < 1) return false;
+  /* A NaN or infinity in x would reach every output of its tiles (inf - inf in the transforms),
+   * where the direct sum keeps it to the outputs whose taps read it: the direct path takes such x. */
+  if ((m != 2 && m != 4) || P < TDM_PANEL || O < 1 || C < 1 || any_nonfinite(x, C * (N + 2))) return false;
   wino_job j = {m, O, C, N + 2, N, 0, 0, P, x, u, bias, ws, ws + (m + 2) * C * P, y, act};
   for (int64_t q0 = 0; q0 < tiles; q0 += P) {
     j.q0 = q0, j.nt = tiles - q0 < P ? tiles - q0 : P;

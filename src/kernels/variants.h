@@ -170,7 +170,8 @@ int64_t tdm_conv_wino_tiles(int m, int64_t O, int64_t C, int64_t N, int64_t wsn)
 /* y [O, N] = the k3 conv of x [C, N + 2] (stride 1, no padding, dilation 1) from u, plus bias (or
  * none), then the activation act (TDM_CONV_ACT_*), on one thread: the floats of the threaded form
  * the conv op runs (conv.h, tdm__conv_wino). false, nothing written, when ws [wsn] holds less than
- * a panel of tiles. */
+ * a panel of tiles or x holds a NaN or an infinity (which the transforms would spread to the other
+ * outputs of its tiles: the direct path keeps torch's pattern). */
 bool tdm_f32_conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
                        int64_t wsn, int act);
 /* ELU (alpha 1) of n floats, maximum(x, exp(minimum(x, 0)) - 1): the reference is the four

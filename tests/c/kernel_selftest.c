@@ -1541,6 +1541,14 @@ static int check_conv_wino(void) {
             for (int64_t i = 0; i < O * N; i++) y[i] = -7.0f;
             if (tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, one - 1, act) || y[0] != -7.0f)
               bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, y[0], -7.0f);
+            for (int k = 0; k < 3 && ni == 3; k++) { /* a NaN or infinity anywhere in x: refused (the direct path) */
+              const int64_t at = (k * 7919) % (C * W);
+              const float keep = x[at];
+              x[at] = k == 0 ? NAN : k == 1 ? INFINITY : -INFINITY;
+              if (tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, wsn, act) || y[0] != -7.0f)
+                bad += mismatch(F_CONV_GEMM, "conv wino took a non-finite x", N, at, (double)k, y[0], -7.0f);
+              x[at] = keep;
+            }
             if (!tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, wsn, act)) {
               bad += mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
               continue;

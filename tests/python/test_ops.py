@@ -484,6 +484,14 @@ for cin, cout, length, bias in [(32, 16, 11, True), (37, 19, 40, True), (33, 8, 
     case("conv1d_wino", lambda x, m: m(x), r(1, cin, length), with_random_params(nn.Conv1d(cin, cout, 3, bias=bias)).eval(), rtol=1e-5, atol=WINO_ATOL)
 case("conv1d_wino_batch", lambda x, m: m(x), r(2, 40, 23), with_random_params(nn.Conv1d(40, 12, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
 case("conv1d_wino_elu", lambda x, m: F.elu(m(x)), r(1, 48, 99), with_random_params(nn.Conv1d(48, 24, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
+def _with_inf(t, at):
+    t[at] = float("inf")
+    return t
+
+
+# an infinity in x: torch's ±inf at the 3 outputs per channel that read it, finite elsewhere (the transforms
+# would spread inf - inf over its tiles, so such an x takes the direct path)
+case("conv1d_wino_inf", lambda x, m: m(x), _with_inf(r(1, 36, 70), (0, 5, 33)), with_random_params(nn.Conv1d(36, 8, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
 case("conv1d_k3_input_weights", lambda x, w, b: F.conv1d(x, w, b), r(1, 37, 40), r(19, 37, 3), r(19), rtol=1e-5, atol=2e-5)
 case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
 case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
