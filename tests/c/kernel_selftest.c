@@ -1589,6 +1589,45 @@ static int check_conv_dot(void) {
             bad += mismatch(F_CONV_GEMM, "conv dot long rows", K, i, (double)pos, yd[i], rd[i]);
       }
   }
+  /* the SIMD128 dots walk the rows in R runs of M / R (R = the tile's rows), the rows past R·(M / R)
+   * one at a time: at every M up to 41 (every tail of 8, 4 and 2 runs, runs of 1 to 20 rows), short
+   * rows and rows read from both halves, each row's value equals that row run alone (bit for bit)
+   * and the scalar dots */
+  {
+    enum { RK = 2054, RM = 41 };
+    static float wr[RM * RK], cr[4 * RK], yr[RM * 4], y1[4], rr[RM * 4];
+    fill(wr, RM * RK, 1, false, 13), fill(cr, 4 * RK, 1, false, 14);
+    const int64_t Ks[] = {7, 64, 2054};
+    for (int kc = 0; kc < 3; kc++)
+      for (int64_t pos = 1; pos <= 4; pos++)
+        for (int64_t m = 1; m <= RM; m++) {
+          const int64_t K = Ks[kc];
+          const float *b = m % 2 ? bias : NULL;
+          if (m > 19 && b) continue; /* bias holds 19 */
+          tdm_f32_conv_dot__scalar(m, pos, K, wr, cr, b, rr, pos);
+          for (int variant = 0; variant < 2; variant++) {
+#if TDM_SIMD128
+            const tdm_conv_dot_fn f = variant ? tdm_f32_conv_dot_2s__simd128 : tdm_f32_conv_dot__simd128;
+#else
+            const tdm_conv_dot_fn f = tdm_f32_conv_dot;
+            if (variant) continue;
+#endif
+            f(m, pos, K, wr, cr, b, yr, pos);
+            cases++;
+            for (int64_t o = 0; o < m; o++) {
+              f(1, pos, K, wr + o * K, cr, b ? b + o : NULL, y1, pos);
+              for (int64_t q = 0; q < pos; q++) {
+                if (!same(yr[o * pos + q], y1[q]))
+                  bad += mismatch(F_CONV_GEMM, variant ? "conv dot 2s runs vs one row" : "conv dot runs vs one row", K, o * pos + q,
+                                  (double)(m * 10 + pos), yr[o * pos + q], y1[q]);
+                if (!near(yr[o * pos + q], rr[o * pos + q], 1e-5f, 1e-5f * (float)K))
+                  bad += mismatch(F_CONV_GEMM, variant ? "conv dot 2s runs" : "conv dot runs", K, o * pos + q, (double)(m * 10 + pos),
+                                  yr[o * pos + q], rr[o * pos + q]);
+              }
+            }
+          }
+        }
+  }
   /* transposed: few input positions */
   {
     static float xt[12 * 4], wt[2 * 7 * 8 * 6], zt[7 * 8 * 4], ytr[2 * 7 * 40], ref[2 * 7 * 40], xT[6 * 4];
