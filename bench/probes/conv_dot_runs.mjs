@@ -44,7 +44,8 @@ const ROUNDS = Number(process.env.ROUNDS ?? 9), MB = Number(process.env.CYCLE_MB
 const shapes = (process.env.SHAPES ?? '8192x1024,3584x1024,3072x512,1024x8192').split(',').map((s) => s.split('x').map(Number));
 const names = ["main's dot (4 adjacent rows)", "main's dot_2s (4 adjacent rows x 2 halves)", 'runs 4 (dot bits)', 'runs 8 (dot bits)',
   'runs 4 x 2 adjacent (dot bits)', 'runs 4, loads ahead (dot bits)', 'runs 4 x 2 halves (dot_2s bits)', 'runs 2 x 2 halves (dot_2s bits)',
-  'plain read, 4 runs', 'runs 8 x 2 halves (dot_2s bits)', 'plain read, 8 runs', 'runtime dot (this branch)', 'runtime dot_2s (this branch)'];
+  'plain read, 4 runs', 'runs 8 x 2 halves (dot_2s bits)', 'plain read, 8 runs', 'runtime dot (this branch)',
+  'runtime dot_2s (this branch)'];
 for (const kind of kinds) {
   const mod = await WebAssembly.compile(readFileSync(build(kind)));
   for (const [k, m] of shapes) {

@@ -349,10 +349,12 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
 void tdm_f32_elu__simd128(const float *x, float *y, int64_t n);
 /* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
- * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
+ * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. The R
+ * rows of a tile come from R runs M / R rows apart (R sequential weight streams), the rows from
+ * R·(M / R) on one at a time; a row's sums are those it has alone. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                int64_t ldy);
-/* The same tiles (4 rows for one position), each row read from its first and second half at once
+/* The same tiles and runs (4 rows for one position), each row read from its first and second half at once
  * (twice the weight streams in flight: the weights of a streaming step come from memory); lane sums
  * in another order than tdm_f32_conv_dot__simd128's (within rounding of the reference), a row's
  * value independent of the rows beside it. The one config.c picks. */
