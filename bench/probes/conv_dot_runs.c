@@ -25,13 +25,15 @@
 static int64_t M, K, ncopy, next;
 static float *w, *colt, *y, *yr;
 
-int setup(int m, int k, int mb) {
+/* off: the weights start off floats past a 16-byte boundary (0: aligned, as malloc gives them). */
+int setup(int m, int k, int mb, int off) {
   M = m, K = k;
   const int64_t W = M * K, B = (int64_t)mb << 20;
   ncopy = B > 0 ? (B + 4 * W - 1) / (4 * W) : 1;
-  w = malloc((size_t)(4 * W * ncopy)), colt = malloc((size_t)(4 * P * K)), y = malloc((size_t)(4 * P * M)),
+  w = malloc((size_t)(4 * W * ncopy + 64)), colt = malloc((size_t)(4 * P * K)), y = malloc((size_t)(4 * P * M)),
   yr = malloc((size_t)(4 * P * M));
   if (!w || !colt || !y || !yr) return 0;
+  w += off;
   uint32_t r = 1;
   for (int64_t i = 0; i < W; i++) r = r * 1664525u + 1013904223u, w[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 0.05f;
   for (int64_t i = 0; i < P * K; i++) r = r * 1664525u + 1013904223u, colt[i] = (float)(r >> 8) / 8388608.0f - 1.0f;

@@ -7,7 +7,8 @@
 // ROUNDS (9) interleaved rounds, CPU time of this process, medians: ms per call and GB/s.
 //
 //   node --experimental-wasm-relaxed-simd --expose-gc bench/probes/conv_dot_runs.mjs [simd128|relaxed]
-//   (SHAPES=KxM,... default 8192x1024,3584x1024,3072x512,1024x8192; CYCLE_MB, ROUNDS)
+//   (SHAPES=KxM,... default 8192x1024,3584x1024,3072x512,1024x8192; CYCLE_MB, ROUNDS; MISALIGN=n: the weights n floats off
+//   a 16-byte boundary)
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpuMs } from '../suite/compare.mjs';
@@ -52,7 +53,7 @@ for (const kind of kinds) {
     globalThis.gc?.();
     const { exports: x } = await WebAssembly.instantiate(mod, { wasi_snapshot_preview1: stub, env: stub });
     x._initialize?.();
-    if (!x.setup(m, k, MB)) throw new Error('out of memory');
+    if (!x.setup(m, k, MB, Number(process.env.MISALIGN ?? 0))) throw new Error('out of memory');
     const c = x.check();
     if (c !== 0) throw new Error(`${kind} K=${k}: ${names[c - 1]} differs from its runtime kernel's bits`);
     const reps = Math.max(2, Math.round(1.6e8 / (m * k)));
