@@ -43,13 +43,14 @@ int setup(int m, int k, int mb, int off) {
 
 /* One row's end, as the runtime's CONV_DOT_SUM: lanes 0+1, 2+3, both, then the K % 4 tail. */
 static inline float finish(v128_t s, const float *ar, const float *x, int64_t KT) {
-  float t = (wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1)) + (wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3));
+  float t =
+      (wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1)) + (wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3));
   for (int64_t kk = KT; kk < K; kk++) t += ar[kk] * x[kk];
   return t;
 }
 
 /* R rows at row stride S (in rows: 1 = adjacent, L = runs), one stream each. */
-#define RUNS_TILE(R, S) RUNS_TILE_AT(R, r * (S))
+#define RUNS_TILE(R, S) RUNS_TILE_AT(R, r *(S))
 #define RUNS_TILE_AT(R, OFF) \
   do { \
     v128_t s[R][P]; \
@@ -138,8 +139,7 @@ static void dot_runs4_ahead(const float *a, float *yo) {
     } \
     for (int64_t k = 2 * h; k < K4; k += 4) \
       for (int r = 0; r < R; r++) \
-        for (int q = 0; q < P; q++) \
-          s[r][q] = tdm_madd(wasm_v128_load(ar + r * (S) * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(wasm_v128_load(ar + r * (S) * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
     for (int r = 0; r < R; r++) \
       for (int q = 0; q < P; q++) yo[(i + r * (S)) * 2 + q] = finish(s[r][q], ar + r * (S) * K, colt + q * K, K4); \
   } while (0)
@@ -207,20 +207,20 @@ float run(int which, int reps) {
   for (int rep = 0; rep < reps; rep++) {
     const float *a = w + (next++ % ncopy) * M * K;
     switch (which) {
-    case 0: dot_adjacent4(a, y); break;
-    case 1: dot2_adjacent4(a, y); break;
-    case 11: tdm_f32_conv_dot__simd128(M, P, K, a, colt, NULL, y, 2); break;
-    case 12: tdm_f32_conv_dot_2s__simd128(M, P, K, a, colt, NULL, y, 2); break;
-    case 2: dot_runs4(a, y); break;
-    case 3: dot_runs8(a, y); break;
-    case 4: dot_runs4x2(a, y); break;
-    case 5: dot_runs4_ahead(a, y); break;
-    case 6: dot2_runs4(a, y); break;
-    case 7: dot2_runs2(a, y); break;
-    case 8: sink += plain_read4(a); break;
-    case 9: dot2_runs8(a, y); break;
-    case 10: sink += plain_read8(a); break;
-    default: break;
+      case 0: dot_adjacent4(a, y); break;
+      case 1: dot2_adjacent4(a, y); break;
+      case 11: tdm_f32_conv_dot__simd128(M, P, K, a, colt, NULL, y, 2); break;
+      case 12: tdm_f32_conv_dot_2s__simd128(M, P, K, a, colt, NULL, y, 2); break;
+      case 2: dot_runs4(a, y); break;
+      case 3: dot_runs8(a, y); break;
+      case 4: dot_runs4x2(a, y); break;
+      case 5: dot_runs4_ahead(a, y); break;
+      case 6: dot2_runs4(a, y); break;
+      case 7: dot2_runs2(a, y); break;
+      case 8: sink += plain_read4(a); break;
+      case 9: dot2_runs8(a, y); break;
+      case 10: sink += plain_read8(a); break;
+      default: break;
     }
     sink += y[rep % (2 * M)];
   }
