@@ -49,6 +49,26 @@ static inline void q8_dot_pair_at(const int8_t *p, int paired, v128_t x, v128_t 
   *hi = wasm_i32x4_add(*hi, wasm_i32x4_dot_i16x8(b, x));
 }
 
+/* The one-row GEMV's pair step (q8_gemv_dot): on the paired layout one 16-byte load widened in
+ * registers (i16x8.extend_{low,high}_i8x16_s) instead of two sign-extending 8-byte loads. V8 keeps
+ * a loop body's loads in the wasm's order but sinks the arithmetic to its uses, so every loaded value
+ * of a step over four panels is live at once: eight i16x8 loads + eight sums + x spill x86's 16
+ * registers, four v128 loads do not (bench/probes/q8_walk.mjs; the same products and sums). */
+#ifdef __clang__
+#define Q8_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define Q8_NO_UNROLL
+#endif
+static inline void q8_gemv_pair_at(const int8_t *p, int paired, v128_t x, v128_t *lo, v128_t *hi) {
+  if (!paired) {
+    q8_dot_pair_at(p, 0, x, lo, hi);
+    return;
+  }
+  const v128_t b = wasm_v128_load(p);
+  *lo = wasm_i32x4_add(*lo, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(b), x));
+  *hi = wasm_i32x4_add(*hi, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(b), x));
+}
+
 /* A block's exact int32 sums into the float total, unfused (as the scalar reference rounds). */
 static inline v128_t q8_dot_total(v128_t t, v128_t s, v128_t d) {
   return wasm_f32x4_add(t, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s), d));
@@ -125,12 +145,13 @@ static inline __attribute__((always_inline)) void q8_gemv_4panels(int paired, in
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
     v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
     int64_t k = k0;
-    for (; k + 2 <= k1; k += 2) {
+    Q8_NO_UNROLL /* clang's unroll by 2 would put both steps' loads in one block (the spills above) */
+        for (; k + 2 <= k1; k += 2) {
       const v128_t x = wasm_v128_load32_splat(xq + k);
-      q8_dot_pair_at(p0 + k * 8, paired, x, &s0, &s1);
-      q8_dot_pair_at(p1 + k * 8, paired, x, &s2, &s3);
-      q8_dot_pair_at(p2 + k * 8, paired, x, &s4, &s5);
-      q8_dot_pair_at(p3 + k * 8, paired, x, &s6, &s7);
+      q8_gemv_pair_at(p0 + k * 8, paired, x, &s0, &s1);
+      q8_gemv_pair_at(p1 + k * 8, paired, x, &s2, &s3);
+      q8_gemv_pair_at(p2 + k * 8, paired, x, &s4, &s5);
+      q8_gemv_pair_at(p3 + k * 8, paired, x, &s6, &s7);
     }
     if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
       const v128_t x = wasm_v128_load32_splat(xq + k);
@@ -168,7 +189,7 @@ static inline __attribute__((always_inline)) void q8_gemv_dot(int paired, int64_
       const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
       v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
       int64_t k = k0;
-      for (; k + 2 <= k1; k += 2) q8_dot_pair_at(p + k * 8, paired, wasm_v128_load32_splat(xq + k), &s0, &s1);
+      for (; k + 2 <= k1; k += 2) q8_gemv_pair_at(p + k * 8, paired, wasm_v128_load32_splat(xq + k), &s0, &s1);
       if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
       const v128_t d = wasm_f32x4_splat(xs[b]);
       t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);

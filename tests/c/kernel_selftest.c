@@ -1756,6 +1756,8 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof dk / sizeof dk[0]; k++) bad += check_q8_dot(dn[j], dk[k]);
   bad += check_q8_dot(1536, 576) + check_q8_dot(576, 1536);
   bad += check_q8_dot(57, 64) + check_q8_dot(1000, 130); /* four column runs of 8 and 248, then 25 and 8 left */
+  /* the walk's tails: 8 left (one panel), 4 left (a partial panel), odd K over the four runs, the k / v shape */
+  bad += check_q8_dot(72, 34) + check_q8_dot(100, 576) + check_q8_dot(1000, 129) + check_q8_dot(192, 576) + check_q8_dot(129, 1537);
   /* the same over 1 to 4 rows: K odd, K % 32, N % 16 and N % 8 (the two- and one-panel tiles) */
   const int64_t rn[] = {1, 7, 8, 9, 16, 17, 24, 33}, rk[] = {1, 2, 3, 31, 32, 33, 64, 65, 129};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
