@@ -56,8 +56,8 @@ static inline __attribute__((always_inline)) void panels4(int ext, const int8_t 
 #pragma clang loop unroll(disable)
     for (int64_t k = k0; k < k1; k += 2) {
       const v128_t x = wasm_v128_load32_splat(xq + k);
-      step(ext, p0 + k * 8, x, &s0, &s1), step(ext, p1 + k * 8, x, &s2, &s3);
-      step(ext, p2 + k * 8, x, &s4, &s5), step(ext, p3 + k * 8, x, &s6, &s7);
+      step(ext != 0, p0 + k * 8, x, &s0, &s1), step(ext != 0, p1 + k * 8, x, &s2, &s3);
+      step(ext == 1 || ext == 3, p2 + k * 8, x, &s4, &s5), step(ext == 1, p3 + k * 8, x, &s6, &s7);
     }
     const v128_t d = wasm_f32x4_splat(xs[b]);
     t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
@@ -88,19 +88,23 @@ static void walk(const int8_t *qp, int S, int ext) {
   for (int64_t j = 0; j < H; j += 8)
     for (int g = 0; g < S; g += 4) {
       const int64_t c = g * H + j;
-      if (ext) panels4(1, qp + (c / 8) * PS, PST, s + c, y + c, (size_t)H);
+      if (ext == 1) panels4(1, qp + (c / 8) * PS, PST, s + c, y + c, (size_t)H);
+      else if (ext == 2) panels4(2, qp + (c / 8) * PS, PST, s + c, y + c, (size_t)H);
+      else if (ext == 3) panels4(3, qp + (c / 8) * PS, PST, s + c, y + c, (size_t)H);
       else panels4(0, qp + (c / 8) * PS, PST, s + c, y + c, (size_t)H);
     }
 }
 
-/* which: 0 the paired kernel (4 streams), 1 its step over 8 streams, 2 / 3 not unrolled over 4 / 8
- * streams, 4 / 5 one 16-byte load per step over 4 / 8 streams, 6 / 7 a plain read in 1 / 4 streams */
+/* which: 0 the paired kernel (4 streams), 1 its step over 8 streams, then over 4 streams not unrolled:
+ * 2 two 8-byte loads per step, 3 panels 0-1 one 16-byte load and 2-3 two 8-byte, 4 all one 16-byte
+ * load, 5 panels 0-2 one 16-byte load; 6 / 7 a plain read in 1 / 4 streams; 8 the quantization alone */
 static void gemv(int which, int64_t copy) {
   const int8_t *qp = q + copy * CB;
   tdm_q8_quantize_row(K, a, xq, xs);
+  if (which == 8) return; /* the activation's quantization alone */
   if (which == 0) tdm_q8_gemv_dot_paired__simd128(N, K, xq, xs, qp, s, y);
   else if (which == 1) walk_rt(qp, 8);
-  else if (which <= 5) walk(qp, which & 1 ? 8 : 4, which >= 4);
+  else if (which <= 5) walk(qp, 4, (int[]){0, 0, 0, 2, 1, 3}[which]);
   else {
     v128_t t0 = wasm_i32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
     const size_t Q = which == 6 ? CB : CB / 4;

@@ -21,8 +21,8 @@ execFileSync('clang-19', ['--target=wasm32-wasi', '-O3', '-msimd128', '-mrelaxed
 const module = await WebAssembly.compile(readFileSync(out));
 const wasi = new Proxy({}, { get: () => () => 0 });
 const ROUNDS = Number(process.env.ROUNDS ?? 15), MB = Number(process.env.MB ?? 256);
-const names = ['runtime (4 streams)', 'runtime step, 8 streams', 'no unroll', 'no unroll, 8 streams', '16-byte load', '16-byte load, 8 streams',
-  'plain read', 'plain read, 4 streams'];
+const names = ['runtime (4 streams)', 'runtime step, 8 streams', '8-byte loads', '16-byte loads in 2 of 4', '16-byte loads', '16-byte loads in 3 of 4',
+  'plain read', 'plain read, 4 streams', 'quantization alone'];
 const MODES = (process.env.MODES ?? 'shapes,decode').split(','), DIST = Number(process.env.DIST ?? 4608);
 const q3 = (v) => v.sort((p, r) => p - r)[2];
 const make = async (k, n, copies) => {

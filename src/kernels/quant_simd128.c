@@ -5,6 +5,10 @@
  * tests/c/kernel_selftest.c compares them with the references. */
 #include "variants.h"
 
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
 #if TDM_SIMD128
 #include "vec.h"
 
@@ -129,6 +133,56 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
     }
     tdm_store8(y + j, wasm_f32x4_mul(s0, wasm_v128_load(scale + j)), wasm_f32x4_mul(s1, wasm_v128_load(scale + j + 4)), N - j);
   }
+}
+
+/* ---- the activation row's quantization (tdm_q8_quantize_row__scalar's floats) ------------------- */
+
+/* Per block of 32 k: the largest |a| four lanes at a time (max is exact: any order gives the
+ * reference's m), d = m / qmax, then a / d rounded half to even (f32x4.nearest is rintf in the
+ * default rounding mode), clamped to ±qmax and narrowed to int16; a block's last K % 4 k as the
+ * reference does them. false at a NaN or ±inf, as the reference. */
+bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
+  const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(qmax), lo = wasm_f32x4_splat(-qmax);
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K, k4 = k0 + (k1 - k0) / 4 * 4;
+    v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
+    for (int64_t k = k0; k < k4; k += 4) {
+      const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
+      ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
+      m4 = wasm_f32x4_max(m4, v);
+    }
+    if (!wasm_i32x4_all_true(ok)) return false;
+    float m = 0;
+    for (int i = 0; i < 4; i++) {
+      const float v = wasm_f32x4_extract_lane(m4, 0);
+      m = v > m ? v : m;
+      m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
+    }
+    for (int64_t k = k4; k < k1; k++) {
+      const float v = fabsf(a[k]);
+      if (!(v <= FLT_MAX)) return false;
+      m = v > m ? v : m;
+    }
+    const float d = m / qmax;
+    xs[b] = d;
+    int64_t k = k0;
+    if (d > 0) {
+      const v128_t dv = wasm_f32x4_splat(d);
+      for (; k < k4; k += 4) {
+        const v128_t q = wasm_f32x4_min(wasm_f32x4_max(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi);
+        const v128_t w = wasm_i16x8_narrow_i32x4(wasm_i32x4_trunc_sat_f32x4(q), wasm_i32x4_trunc_sat_f32x4(q));
+        const int64_t four = wasm_i64x2_extract_lane(w, 0);
+        memcpy(xq + k, &four, sizeof four);
+      }
+    }
+    for (; k < k1; k++) {
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f;
+      q = q > qmax ? qmax : q < -qmax ? -qmax : q;
+      xq[k] = (int16_t)q;
+    }
+  }
+  if (K % 2) xq[K] = 0;
+  return true;
 }
 
 /* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals above) --------------- */
