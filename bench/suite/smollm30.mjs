@@ -167,6 +167,7 @@ for (const w of WIDTHS) {
   console.log(`| ${w} | ${f(wb / 2 ** 20, 1)} MiB | ${f(hb / 2 ** 20, 1)} MiB | ${f((100 * hb) / wb, 0)}% | ` +
     Object.keys(RUNTIMES).map((rn) => {
       const h = headShare[`${rn} ${w}`];
+      if (!h) return 'not profiled (PROFILES=0)';
       return `${h.name} ${f(h.ms, 1)} of ${f(h.total, 1)} ms (${f((100 * h.ms) / h.total, 0)}%)`;
     }).join(' | ') + ' |');
 }

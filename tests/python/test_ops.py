@@ -170,6 +170,15 @@ case("sdpa_fmask_bcast_keys", lambda q_, k_, v_, m: F.scaled_dot_product_attenti
      r(1, 2, 5, 4), r(1, 2, 7, 4), r(1, 2, 7, 4), r(5, 1))
 case("sdpa_decode_prefix", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
      r(1, 4, 1, 8), r(1, 4, 300, 8), r(1, 4, 300, 8), torch.arange(300)[None, :] <= 12)
+# bool masks whose kept keys sit inside a run of masked ones, per query and per head (the op drops
+# the blocks of four keys every head of a group masks: a sliding window's start, a cache's tail)
+case("sdpa_decode_window", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
+     r(1, 4, 3, 8), r(1, 4, 70, 8), r(1, 4, 70, 8),
+     (torch.arange(70)[None, :] >= torch.tensor([[5], [9], [33]])) & (torch.arange(70)[None, :] < torch.tensor([[14], [11], [67]])))
+case("sdpa_gqa_head_masks", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m, enable_gqa=True),
+     r(1, 6, 1, 8), r(1, 2, 41, 8), r(1, 2, 41, 8),
+     (torch.arange(41)[None, None, :] >= torch.tensor([0, 3, 7, 13, 21, 30])[:, None, None])
+     & (torch.arange(41)[None, None, :] < torch.tensor([2, 9, 8, 40, 25, 41])[:, None, None]))
 # an additive mask with -inf holes, D and Tk not multiples of 4 (the SIMD128 build takes keys four
 # at a time where four in a row are kept, and never adds 0 * v for a key whose weight is 0)
 case("sdpa_fmask_holes", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, k_, v_, attn_mask=m),
