@@ -1,11 +1,12 @@
-/* q8_walk.c — candidate column walks for the int8 one-row GEMV on the paired layout
+/* q8_walk.c — candidate steps and walks for the int8 one-row GEMV on the paired layout
  * (tdm_q8_gemv_dot_paired__simd128), for bench/probes/q8_walk.mjs (clang-19, wasm32-wasi, as
- * tandem-relaxed.wasm is built): S = 4 or 8 runs of columns N / S apart, four panels at a time (for
- * S = 8 streams 0-3 then 4-7 at each step), K unrolled by 8 (one 64-byte line of each panel per
- * step), and optionally one byte of each panel D bytes ahead read per line (a demand load issued
- * early: wasm has no prefetch). Every variant is checked bit for bit against the scalar reference.
- * Includes src/kernels/quant_simd128.c for its static pair step and totals. Probe only: N a
- * multiple of 8·S, K even. */
+ * tandem-relaxed.wasm is built): the runtime's step over 8 streams (columns N / 8 apart, four panels
+ * at a time: streams 0-3, then 4-7), and over 4 streams a pair step of two 8-byte sign-extending
+ * loads or one 16-byte load widened in registers, in all four panels or some. Every variant is
+ * checked bit for bit against the scalar reference. Includes src/kernels/quant_simd128.c for its
+ * static helpers. Probe only: N a multiple of 64, K even. (Tried and dropped: one byte of each
+ * panel read a line ahead per step, as wasm has no prefetch: 1.10-1.3x slower; a miss blocks
+ * retirement.) */
 #include "../../src/kernels/quant_simd128.c"
 
 #include <stdlib.h>
@@ -124,7 +125,6 @@ float run(int which, int reps, int start) {
   for (int i = 0; i < reps; i++) gemv(which, (start + i) % C);
   return y[N - 1];
 }
-void set_dist(int d) { (void)d; }
 
 /* 0 when every kernel gives the scalar reference's bits (on the file's layout); else a bit per variant */
 int check(void) {

@@ -1,11 +1,11 @@
 // q8_walk.mjs — the int8 one-row GEMV on the paired layout (tdm_q8_gemv_dot_paired__simd128, 4 streams)
-// against candidate walks (bench/probes/q8_walk.c: K unrolled per line, 8 streams, a byte DIST ahead read
-// per line) and a plain read of the same bytes in 1 and 4 streams, built with clang-19 for wasm32-wasi as
-// tandem-relaxed.wasm is; bits checked first. DIST (bytes, default 4608) is the touch distance.
+// against candidate steps and walks (bench/probes/q8_walk.c: 8 streams; 8- or 16-byte loads per pair step),
+// a plain read of the same bytes in 1 and 4 streams and the activation's quantization alone, built with
+// clang-19 for wasm32-wasi as tandem-relaxed.wasm is; bits checked first.
 // Per shape from DRAM (copies spanning ≥ MB, 256) in ns per weight, then one token's 30-layer SmolLM-135M
 // GEMVs in the decode's order (134 MiB of int8) in ms; CPU time, 3rd fastest of ROUNDS (15), interleaved.
 //
-//   node --experimental-wasm-relaxed-simd bench/probes/q8_walk.mjs   (SHAPES=KxN,... ROUNDS=15 MB=256 MODES=shapes,decode DIST=4608)
+//   node --experimental-wasm-relaxed-simd bench/probes/q8_walk.mjs   (SHAPES=KxN,... ROUNDS=15 MB=256 MODES=shapes,decode)
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { cpuMs } from '../suite/compare.mjs';
@@ -16,19 +16,18 @@ const src = ['kernels/quant.c', 'kernels/quant_relaxed.c', 'ops.c', 'util.c', 't
 mkdirSync(`${root}build`, { recursive: true });
 execFileSync('clang-19', ['--target=wasm32-wasi', '-O3', '-msimd128', '-mrelaxed-simd', '-DTDM_RELAXED_SIMD=1',
   `-I${root}include`, `-I${root}src`, `-I${root}src/kernels`, '-mexec-model=reactor', '-Wl,--export=setup',
-  '-Wl,--export=run', '-Wl,--export=check', '-Wl,--export=set_dist', '-Wl,-z,stack-size=262144', '-Wl,--max-memory=4294967296',
+  '-Wl,--export=run', '-Wl,--export=check', '-Wl,-z,stack-size=262144', '-Wl,--max-memory=4294967296',
   `${root}bench/probes/q8_walk.c`, ...src.map((s) => `${root}src/${s}`), '-o', out]);
 const module = await WebAssembly.compile(readFileSync(out));
 const wasi = new Proxy({}, { get: () => () => 0 });
 const ROUNDS = Number(process.env.ROUNDS ?? 15), MB = Number(process.env.MB ?? 256);
-const names = ['runtime (4 streams)', 'runtime step, 8 streams', '8-byte loads', '16-byte loads in 2 of 4', '16-byte loads', '16-byte loads in 3 of 4',
-  'plain read', 'plain read, 4 streams', 'quantization alone'];
-const MODES = (process.env.MODES ?? 'shapes,decode').split(','), DIST = Number(process.env.DIST ?? 4608);
+const names = ['runtime (4 streams)', 'runtime step, 8 streams', '8-byte loads', '16-byte loads in 2 of 4', '16-byte loads',
+  '16-byte loads in 3 of 4', 'plain read', 'plain read, 4 streams', 'quantization alone'];
+const MODES = (process.env.MODES ?? 'shapes,decode').split(',');
 const q3 = (v) => v.sort((p, r) => p - r)[2];
 const make = async (k, n, copies) => {
   const { exports: x } = await WebAssembly.instantiate(module, { wasi_snapshot_preview1: wasi, env: wasi });
   x._initialize?.();
-  x.set_dist(DIST);
   if (x.setup(n, k, copies) !== copies) throw new Error('out of memory or a shape not a multiple of 64');
   if (x.check() !== 0) throw new Error(`K=${k} N=${n}: a kernel differs from the reference (check ${x.check()})`);
   return x;

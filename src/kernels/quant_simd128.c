@@ -138,9 +138,12 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
 /* ---- the activation row's quantization (tdm_q8_quantize_row__scalar's floats) ------------------- */
 
 /* Per block of 32 k: the largest |a| four lanes at a time (max is exact: any order gives the
- * reference's m), d = m / qmax, then a / d rounded half to even (f32x4.nearest is rintf in the
- * default rounding mode), clamped to ±qmax and narrowed to int16; a block's last K % 4 k as the
- * reference does them. false at a NaN or ±inf, as the reference. */
+ * reference's m; f32x4.pmax, one instruction, as NaNs are refused anyway), d = m / qmax, then a / d
+ * rounded half to even (f32x4.nearest is rintf in the default rounding mode) and clamped to ±qmax
+ * (pmin / pmax: never NaN here, and -0 stays -0 as the reference's compares keep it), an integer q
+ * with |q| <= 32767; q + 1.5·2^23 is exact and holds q in its low 16 bits, which one shuffle packs
+ * into int16 (V8 lowers i32x4.trunc_sat_f32x4_s to eight x86 instructions). A block's last K % 4 k
+ * as the reference does them; false at a NaN or ±inf, as the reference. */
 bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
   const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(qmax), lo = wasm_f32x4_splat(-qmax);
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
@@ -149,7 +152,7 @@ bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float 
     for (int64_t k = k0; k < k4; k += 4) {
       const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
       ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
-      m4 = wasm_f32x4_max(m4, v);
+      m4 = wasm_f32x4_pmax(m4, v);
     }
     if (!wasm_i32x4_all_true(ok)) return false;
     float m = 0;
@@ -167,10 +170,11 @@ bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float 
     xs[b] = d;
     int64_t k = k0;
     if (d > 0) {
-      const v128_t dv = wasm_f32x4_splat(d);
+      const v128_t dv = wasm_f32x4_splat(d), magic = wasm_f32x4_splat(12582912.0f); /* 1.5·2^23 */
       for (; k < k4; k += 4) {
-        const v128_t q = wasm_f32x4_min(wasm_f32x4_max(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi);
-        const v128_t w = wasm_i16x8_narrow_i32x4(wasm_i32x4_trunc_sat_f32x4(q), wasm_i32x4_trunc_sat_f32x4(q));
+        const v128_t q = wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi);
+        const v128_t f = wasm_f32x4_add(q, magic);
+        const v128_t w = wasm_i16x8_shuffle(f, f, 0, 2, 4, 6, 0, 2, 4, 6);
         const int64_t four = wasm_i64x2_extract_lane(w, 0);
         memcpy(xq + k, &four, sizeof four);
       }
