@@ -1814,6 +1814,10 @@ int tdm_kernel_selftest(void) {
       for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_q8_rows(m, rn[j], rk[k]);
   bad += check_q8_rows(2, 1536, 512) + check_q8_rows(4, 512, 2048) + check_q8_rows(3, 72, 577);
   bad += check_q8_rows(2, 1000, 96) + check_q8_rows(1, 40, 64); /* two column runs of 496 and 16, then 8 left */
+  /* the paired layout's half tiles (two rows: four runs of columns, three or four rows: two runs), then the
+   * panels left: Mimi's and pocket-tts' shapes, N % 32 and N % 16 left over, K % 32 != 0, and up to 16 rows */
+  bad += check_q8_rows(2, 2048, 512) + check_q8_rows(3, 1000, 66) + check_q8_rows(4, 1000, 66) + check_q8_rows(2, 56, 34);
+  for (int64_t m = 1; m <= 16; m++) bad += check_q8_rows(m, 41, 64) + check_q8_rows(m, 512, 2048 - 32 * (m % 2));
   /* conv_q8's int16 rows through the same kernels (Mimi's shapes: K = 8192 at 2 rows, 16 rows in two runs) */
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m += 3)
     for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++)
