@@ -3,7 +3,7 @@
 // this shared machine hits both alike): each convolution-family op with its shapes, its median ms
 // over the frames (a mean of few frames picks up other work's spikes) in each build and the ratio,
 // and the GFLOP/s of the second. The op list comes from DIR/mimi_ops.json (bench/models/mimi.py).
-// Usage: node --experimental-wasm-relaxed-simd bench/probes/mimi_node_profile.mjs DIR WASM_A WASM_B [frames]
+// Usage: [THREADS=2] node --experimental-wasm-relaxed-simd bench/probes/mimi_node_profile.mjs DIR WASM_A WASM_B [frames]
 import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 
@@ -12,7 +12,9 @@ const nframes = Number(process.argv[5] ?? 12);
 const frames = JSON.parse(readFileSync(`${dir}/mimi_frames.json`, 'utf8'));
 const opsList = JSON.parse(readFileSync(`${dir}/mimi_ops.json`, 'utf8'));
 const models = [];
-for (const wasm of [wasmA, wasmB]) models.push(await load(`${dir}/mimi.tandem`, { wasm, threads: 1 }));
+const threads = Number(process.env.THREADS ?? 1); // THREADS=2: WASM_A / WASM_B are threaded builds (tandem-mt*.wasm)
+for (const wasm of [wasmA, wasmB])
+  models.push(await load(`${dir}/mimi.tandem`, threads > 1 ? { wasmThreads: wasm, threads } : { wasm, threads: 1 }));
 const per = [new Map(), new Map()];
 for (const m of models) await m.resetState();
 for (let i = 0; i < Math.min(nframes, frames.inputs.length); i++)

@@ -320,15 +320,15 @@ void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
   if (i < n) tdm_f32_elu__chain(x + i, y + i, n - i);
 }
 
-/* The end of a dot tile: each of the R·P accumulators' lanes summed (lanes 0+1, 2+3, then both),
- * the tail products from k = KT on and the bias added in order, stored in y. */
-#define CONV_DOT_SUM(R, P, KT) \
+/* The end of a dot tile over rows i + r·S: each of the R·P accumulators' lanes summed (lanes 0+1,
+ * 2+3, then both), the tail products from k = KT on and the bias added in order, stored in y. */
+#define CONV_DOT_SUM(R, P, S, KT) \
   for (int r = 0; r < R; r++) \
     for (int q = 0; q < P; q++) { \
       float t = (wasm_f32x4_extract_lane(s[r][q], 0) + wasm_f32x4_extract_lane(s[r][q], 1)) + \
           (wasm_f32x4_extract_lane(s[r][q], 2) + wasm_f32x4_extract_lane(s[r][q], 3)); \
-      for (int64_t kk = (KT); kk < K; kk++) t += ar[r * K + kk] * colt[q * K + kk]; \
-      y[(i + r) * ldy + q] = t + (bias ? bias[i + r] : 0.0f); \
+      for (int64_t kk = (KT); kk < K; kk++) t += ar[r * (S) * K + kk] * colt[q * K + kk]; \
+      y[(i + r * (S)) * ldy + q] = t + (bias ? bias[i + r * (S)] : 0.0f); \
     }
 
 /* Positions 4 at a time (2 rows a tile), then the last 3, 2 (4 rows) or 1 (R1 rows), each by
@@ -343,10 +343,10 @@ void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
     j += p, colt += p * K, y += p; \
   }
 
-/* Rows i .. i+R-1 of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes (lane l
- * sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4 tail
- * products and the bias added in order. */
-#define CONV_DOT_TILE(R, P) \
+/* Rows i, i+S, .., i+(R-1)·S of a against positions 0 .. P-1 of colt: R·P accumulators of 4 lanes
+ * (lane l sums the k ≡ l mod 4 products), then each summed (lanes 0+1, 2+3, then both), the K % 4
+ * tail products and the bias added in order. */
+#define CONV_DOT_TILE(R, P, S) \
   do { \
     v128_t s[R][P]; \
     for (int r = 0; r < R; r++) \
@@ -357,18 +357,23 @@ void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
       v128_t c[P]; \
       for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k); \
       for (int r = 0; r < R; r++) { \
-        const v128_t w = wasm_v128_load(ar + r * K + k); \
+        const v128_t w = wasm_v128_load(ar + r * (S) * K + k); \
         for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w, c[q], s[r][q]); \
       } \
     } \
-    CONV_DOT_SUM(R, P, k); \
+    CONV_DOT_SUM(R, P, S, k); \
   } while (0)
 
+/* The rows in R runs of L = M / R (a tile: row i of every run, i < L; R sequential weight streams
+ * M / R rows apart instead of R adjacent rows: 0.82-0.89x the time at [8192, 1024] from memory,
+ * docs/benchmarks.md, "The float dot convs in four runs"), then the rows from R·L on one at a time.
+ * A row's sums do not depend on the rows beside it, so the walk changes no value. */
 #define CONV_DOT_ROWS(R, P) \
   do { \
+    const int64_t L = M / (R); \
     int64_t i = 0; \
-    for (; i + (R) <= M; i += (R)) CONV_DOT_TILE(R, P); \
-    for (; i < M; i++) CONV_DOT_TILE(1, P); \
+    for (; i < L; i++) CONV_DOT_TILE(R, P, L); \
+    for (i = (R) * L; i < M; i++) CONV_DOT_TILE(1, P, 1); \
   } while (0)
 
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
@@ -383,7 +388,7 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
  * sums, in order, the products k ≡ l mod 4 of the first half and of the second alternately, then
  * those of [2h, K4) if K4 is not 8-aligned; then the lanes are summed, the K % 4 tail products and
  * the bias added in order, as CONV_DOT_TILE does. A row's value depends on that row alone. */
-#define CONV_DOT2_TILE(R, P) \
+#define CONV_DOT2_TILE(R, P, S) \
   do { \
     v128_t s[R][P]; \
     for (int r = 0; r < R; r++) \
@@ -393,21 +398,24 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
       v128_t c[P], e[P]; \
       for (int q = 0; q < P; q++) c[q] = wasm_v128_load(colt + q * K + k), e[q] = wasm_v128_load(colt + q * K + h + k); \
       for (int r = 0; r < R; r++) { \
-        const v128_t w0 = wasm_v128_load(ar + r * K + k), w1 = wasm_v128_load(ar + r * K + h + k); \
+        const v128_t w0 = wasm_v128_load(ar + r * (S) * K + k), w1 = wasm_v128_load(ar + r * (S) * K + h + k); \
         for (int q = 0; q < P; q++) s[r][q] = tdm_madd(w1, e[q], tdm_madd(w0, c[q], s[r][q])); \
       } \
     } \
     for (int64_t k = 2 * h; k < K4; k += 4) \
       for (int r = 0; r < R; r++) \
-        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(wasm_v128_load(ar + r * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
-    CONV_DOT_SUM(R, P, K4); \
+        for (int q = 0; q < P; q++) s[r][q] = tdm_madd(wasm_v128_load(ar + r * (S) * K + k), wasm_v128_load(colt + q * K + k), s[r][q]); \
+    CONV_DOT_SUM(R, P, S, K4); \
   } while (0)
 
+/* In R runs as CONV_DOT_ROWS (2R weight streams: 0.94-0.97x the time of R adjacent rows at
+ * K = 3072-8192 from memory). */
 #define CONV_DOT2_ROWS(R, P) \
   do { \
+    const int64_t L = M / (R); \
     int64_t i = 0; \
-    for (; i + (R) <= M; i += (R)) CONV_DOT2_TILE(R, P); \
-    for (; i < M; i++) CONV_DOT2_TILE(1, P); \
+    for (; i < L; i++) CONV_DOT2_TILE(R, P, L); \
+    for (i = (R) * L; i < M; i++) CONV_DOT2_TILE(1, P, 1); \
   } while (0)
 
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,

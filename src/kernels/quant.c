@@ -57,7 +57,7 @@ void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float
 /* Per block of 32: d = max|a| / qmax, xq = round-half-even(a / d) clamped to ±qmax (0 where d is 0,
  * also when m is denormal and d underflows); false on a NaN or ±inf. qmax 127: matmul_q8's int8
  * rows; TDM_Q8_A16_MAX: conv_q8's int16 rows (variants.h). */
-static bool quantize_row(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
+bool tdm_q8_quantize_row__scalar(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
     float m = 0;
@@ -78,6 +78,11 @@ static bool quantize_row(int64_t K, const float *a, int16_t *xq, float *xs, floa
   return true;
 }
 
+#if TDM_SIMD128 && defined(__wasm__) /* natively the scalar loop (the compiler's own vectors; SIMDe's rounding may not be) */
+#define quantize_row tdm_q8_quantize_row__simd128
+#else
+#define quantize_row tdm_q8_quantize_row__scalar
+#endif
 bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) { return quantize_row(K, a, xq, xs, 127.0f); }
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
   return quantize_row(K, a, xq, xs, (float)TDM_Q8_A16_MAX);

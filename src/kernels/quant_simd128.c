@@ -5,6 +5,10 @@
  * tests/c/kernel_selftest.c compares them with the references. */
 #include "variants.h"
 
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
 #if TDM_SIMD128
 #include "vec.h"
 
@@ -47,6 +51,26 @@ static inline void q8_dot_pair_at(const int8_t *p, int paired, v128_t x, v128_t 
   q8_pair_load(p, paired, &a, &b);
   *lo = wasm_i32x4_add(*lo, wasm_i32x4_dot_i16x8(a, x));
   *hi = wasm_i32x4_add(*hi, wasm_i32x4_dot_i16x8(b, x));
+}
+
+/* The one-row GEMV's pair step (q8_gemv_dot): on the paired layout one 16-byte load widened in
+ * registers (i16x8.extend_{low,high}_i8x16_s) instead of two sign-extending 8-byte loads. V8 keeps
+ * a loop body's loads in the wasm's order but sinks the arithmetic to its uses, so every loaded value
+ * of a step over four panels is live at once: eight i16x8 loads + eight sums + x spill x86's 16
+ * registers, four v128 loads do not (bench/probes/q8_walk.mjs; the same products and sums). */
+#ifdef __clang__
+#define Q8_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define Q8_NO_UNROLL
+#endif
+static inline void q8_gemv_pair_at(const int8_t *p, int paired, v128_t x, v128_t *lo, v128_t *hi) {
+  if (!paired) {
+    q8_dot_pair_at(p, 0, x, lo, hi);
+    return;
+  }
+  const v128_t b = wasm_v128_load(p);
+  *lo = wasm_i32x4_add(*lo, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(b), x));
+  *hi = wasm_i32x4_add(*hi, wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(b), x));
 }
 
 /* A block's exact int32 sums into the float total, unfused (as the scalar reference rounds). */
@@ -111,6 +135,60 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
   }
 }
 
+/* ---- the activation row's quantization (tdm_q8_quantize_row__scalar's floats) ------------------- */
+
+/* Per block of 32 k: the largest |a| four lanes at a time (max is exact: any order gives the
+ * reference's m; f32x4.pmax, one instruction, as NaNs are refused anyway), d = m / qmax, then a / d
+ * rounded half to even (f32x4.nearest is rintf in the default rounding mode) and clamped to ±qmax
+ * (pmin / pmax: never NaN here, and -0 stays -0 as the reference's compares keep it), an integer q
+ * with |q| <= 32767; q + 1.5·2^23 is exact and holds q in its low 16 bits, which one shuffle packs
+ * into int16 (V8 lowers i32x4.trunc_sat_f32x4_s to eight x86 instructions). A block's last K % 4 k
+ * as the reference does them; false at a NaN or ±inf, as the reference. */
+bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
+  const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(qmax), lo = wasm_f32x4_splat(-qmax);
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K, k4 = k0 + (k1 - k0) / 4 * 4;
+    v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
+    for (int64_t k = k0; k < k4; k += 4) {
+      const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
+      ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
+      m4 = wasm_f32x4_pmax(m4, v);
+    }
+    if (!wasm_i32x4_all_true(ok)) return false;
+    float m = 0;
+    for (int i = 0; i < 4; i++) {
+      const float v = wasm_f32x4_extract_lane(m4, 0);
+      m = v > m ? v : m;
+      m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
+    }
+    for (int64_t k = k4; k < k1; k++) {
+      const float v = fabsf(a[k]);
+      if (!(v <= FLT_MAX)) return false;
+      m = v > m ? v : m;
+    }
+    const float d = m / qmax;
+    xs[b] = d;
+    int64_t k = k0;
+    if (d > 0) {
+      const v128_t dv = wasm_f32x4_splat(d), magic = wasm_f32x4_splat(12582912.0f); /* 1.5·2^23 */
+      for (; k < k4; k += 4) {
+        const v128_t q = wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi);
+        const v128_t f = wasm_f32x4_add(q, magic);
+        const v128_t w = wasm_i16x8_shuffle(f, f, 0, 2, 4, 6, 0, 2, 4, 6);
+        const int64_t four = wasm_i64x2_extract_lane(w, 0);
+        memcpy(xq + k, &four, sizeof four);
+      }
+    }
+    for (; k < k1; k++) {
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f;
+      q = q > qmax ? qmax : q < -qmax ? -qmax : q;
+      xq[k] = (int16_t)q;
+    }
+  }
+  if (K % 2) xq[K] = 0;
+  return true;
+}
+
 /* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals above) --------------- */
 
 /* paired (a constant at every call): the weights in the paired layout, K even */
@@ -125,12 +203,13 @@ static inline __attribute__((always_inline)) void q8_gemv_4panels(int paired, in
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
     v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
     int64_t k = k0;
-    for (; k + 2 <= k1; k += 2) {
+    Q8_NO_UNROLL /* clang's unroll by 2 would put both steps' loads in one block (the spills above) */
+        for (; k + 2 <= k1; k += 2) {
       const v128_t x = wasm_v128_load32_splat(xq + k);
-      q8_dot_pair_at(p0 + k * 8, paired, x, &s0, &s1);
-      q8_dot_pair_at(p1 + k * 8, paired, x, &s2, &s3);
-      q8_dot_pair_at(p2 + k * 8, paired, x, &s4, &s5);
-      q8_dot_pair_at(p3 + k * 8, paired, x, &s6, &s7);
+      q8_gemv_pair_at(p0 + k * 8, paired, x, &s0, &s1);
+      q8_gemv_pair_at(p1 + k * 8, paired, x, &s2, &s3);
+      q8_gemv_pair_at(p2 + k * 8, paired, x, &s4, &s5);
+      q8_gemv_pair_at(p3 + k * 8, paired, x, &s6, &s7);
     }
     if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
       const v128_t x = wasm_v128_load32_splat(xq + k);
@@ -168,7 +247,7 @@ static inline __attribute__((always_inline)) void q8_gemv_dot(int paired, int64_
       const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
       v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
       int64_t k = k0;
-      for (; k + 2 <= k1; k += 2) q8_dot_pair_at(p + k * 8, paired, wasm_v128_load32_splat(xq + k), &s0, &s1);
+      for (; k + 2 <= k1; k += 2) q8_gemv_pair_at(p + k * 8, paired, wasm_v128_load32_splat(xq + k), &s0, &s1);
       if (k < k1) q8_dot_pair(wasm_v128_load64_zero(p + k * 8), wasm_v128_load32_splat(xq + k), &s0, &s1);
       const v128_t d = wasm_f32x4_splat(xs[b]);
       t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d);

@@ -42,44 +42,55 @@ static inline AVX2 __m256i dot_pair(__m128i b, __m256i x, __m256i s) {
 /* A block's exact sums into the float total, unfused: t + float(s)·d, as the references round. */
 static inline AVX2 __m256 block_total(__m256 t, __m256i s, __m256 d) { return _mm256_add_ps(t, _mm256_mul_ps(_mm256_cvtepi32_ps(s), d)); }
 
-/* Four panels (32 columns) side by side, then one panel at a time; per block of TDM_Q8_ABLOCK k the
- * int32 sums of each column, added to its float total in block order, times the column scale at
- * the end (tdm_q8_gemv_dot__scalar's operations, value for value). */
-AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
-  int64_t j = 0;
-  for (; j + 24 < N; j += 32) {
-    const int8_t *p0 = qp + (j / 8) * K * 8, *p1 = p0 + K * 8, *p2 = p1 + K * 8, *p3 = p2 + K * 8;
-    __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
-    for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
-      const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-      __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-      int64_t k = k0;
-      for (; k + 2 <= k1; k += 2) {
-        int32_t pair;
-        memcpy(&pair, xq + k, sizeof pair);
-        const __m256i x = _mm256_set1_epi32(pair);
-        s0 = dot_pair(LOAD2(p0 + k * 8), x, s0);
-        s1 = dot_pair(LOAD2(p1 + k * 8), x, s1);
-        s2 = dot_pair(LOAD2(p2 + k * 8), x, s2);
-        s3 = dot_pair(LOAD2(p3 + k * 8), x, s3);
-      }
-      if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
-        int32_t pair;
-        memcpy(&pair, xq + k, sizeof pair);
-        const __m256i x = _mm256_set1_epi32(pair);
-        s0 = dot_pair(LOAD1(p0 + k * 8), x, s0);
-        s1 = dot_pair(LOAD1(p1 + k * 8), x, s1);
-        s2 = dot_pair(LOAD1(p2 + k * 8), x, s2);
-        s3 = dot_pair(LOAD1(p3 + k * 8), x, s3);
-      }
-      const __m256 d = _mm256_set1_ps(xs[b]);
-      t0 = block_total(t0, s0, d), t1 = block_total(t1, s1, d), t2 = block_total(t2, s2, d), t3 = block_total(t3, s3, d);
+/* Four panels at p0, p0 + PST, p0 + 2·PST, p0 + 3·PST (bytes), their columns' results at y + i·YS
+ * (scales at scale + i·YS), n columns of the fourth written (the first three whole); per block of
+ * TDM_Q8_ABLOCK k the int32 sums of each column, added to its float total in block order, times the
+ * column scale at the end (tdm_q8_gemv_dot__scalar's operations, value for value). */
+static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int64_t K, const int16_t *xq, const float *xs, const int8_t *p0,
+                                                                       size_t PST, const float *scale, float *y, size_t YS, int64_t n) {
+  const int8_t *p1 = p0 + PST, *p2 = p1 + PST, *p3 = p2 + PST;
+  __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
+  for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
+    const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t k = k0;
+    for (; k + 2 <= k1; k += 2) {
+      int32_t pair;
+      memcpy(&pair, xq + k, sizeof pair);
+      const __m256i x = _mm256_set1_epi32(pair);
+      s0 = dot_pair(LOAD2(p0 + k * 8), x, s0);
+      s1 = dot_pair(LOAD2(p1 + k * 8), x, s1);
+      s2 = dot_pair(LOAD2(p2 + k * 8), x, s2);
+      s3 = dot_pair(LOAD2(p3 + k * 8), x, s3);
     }
-    _mm256_storeu_ps(y + j, _mm256_mul_ps(t0, _mm256_loadu_ps(scale + j)));
-    _mm256_storeu_ps(y + j + 8, _mm256_mul_ps(t1, _mm256_loadu_ps(scale + j + 8)));
-    _mm256_storeu_ps(y + j + 16, _mm256_mul_ps(t2, _mm256_loadu_ps(scale + j + 16)));
-    store_n(y + j + 24, _mm256_mul_ps(t3, _mm256_loadu_ps(scale + j + 24)), N - j - 24);
+    if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
+      int32_t pair;
+      memcpy(&pair, xq + k, sizeof pair);
+      const __m256i x = _mm256_set1_epi32(pair);
+      s0 = dot_pair(LOAD1(p0 + k * 8), x, s0);
+      s1 = dot_pair(LOAD1(p1 + k * 8), x, s1);
+      s2 = dot_pair(LOAD1(p2 + k * 8), x, s2);
+      s3 = dot_pair(LOAD1(p3 + k * 8), x, s3);
+    }
+    const __m256 d = _mm256_set1_ps(xs[b]);
+    t0 = block_total(t0, s0, d), t1 = block_total(t1, s1, d), t2 = block_total(t2, s2, d), t3 = block_total(t3, s3, d);
   }
+  _mm256_storeu_ps(y, _mm256_mul_ps(t0, _mm256_loadu_ps(scale)));
+  _mm256_storeu_ps(y + YS, _mm256_mul_ps(t1, _mm256_loadu_ps(scale + YS)));
+  _mm256_storeu_ps(y + 2 * YS, _mm256_mul_ps(t2, _mm256_loadu_ps(scale + 2 * YS)));
+  store_n(y + 3 * YS, _mm256_mul_ps(t3, _mm256_loadu_ps(scale + 3 * YS)), n - 24);
+}
+
+/* As tdm_q8_gemv_dot__simd128 walks: four panels at a time from four runs of columns H = ⌊N / 32⌋·8
+ * apart (four sequential streams of weights, which from memory read faster than four adjacent
+ * panels), then the last N − 4H columns four adjacent panels (the last partial) and one panel at a
+ * time; each column's sums are the same either way. */
+AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  const int64_t H = N / 32 * 8;
+  const size_t PS = (size_t)K * 8;
+  for (int64_t j = 0; j < H; j += 8) q8_gemv_4panels(K, xq, xs, qp + (j / 8) * PS, (size_t)(H / 8) * PS, scale + j, y + j, (size_t)H, 32);
+  int64_t j = 4 * H;
+  for (; j + 24 < N; j += 32) q8_gemv_4panels(K, xq, xs, qp + (j / 8) * PS, PS, scale + j, y + j, 8, N - j);
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
     __m256 t = _mm256_setzero_ps();

@@ -234,6 +234,11 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm;
 #define TDM_Q8_ABLOCK 32
 #define TDM_Q8_DOT_MAX_K 8192 /* the runtime quantizes into a stack buffer up to this K */
 bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
+/* The quantizer of tdm_q8_quantize_row (qmax 127) and tdm_conv_q8_quantize_row (TDM_Q8_A16_MAX): the
+ * scalar reference and (TDM_SIMD128) four k per step, the same floats (one division and
+ * round-half-even per k); those two call the SIMD128 one in the wasm builds. */
+bool tdm_q8_quantize_row__scalar(int64_t K, const float *a, int16_t *xq, float *xs, float qmax);
+bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax);
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                    float *y);
@@ -369,10 +374,12 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
 void tdm_f32_elu__simd128(const float *x, float *y, int64_t n);
 /* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
- * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. */
+ * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. The R
+ * rows of a tile come from R runs M / R rows apart (R sequential weight streams), the rows from
+ * R·(M / R) on one at a time; a row's sums are those it has alone. */
 void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                int64_t ldy);
-/* The same tiles (4 rows for one position), each row read from its first and second half at once
+/* The same tiles and runs (4 rows for one position), each row read from its first and second half at once
  * (twice the weight streams in flight: the weights of a streaming step come from memory); lane sums
  * in another order than tdm_f32_conv_dot__simd128's (within rounding of the reference), a row's
  * value independent of the rows beside it. The one config.c picks. */
@@ -389,7 +396,8 @@ int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool incl
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels at a time from four runs of columns N / 4 apart, then the rest side by side, then one
- * panel at a time (quant_simd128.c). */
+ * panel at a time (quant_simd128.c; on the paired layout one 16-byte load per pair of k, widened in
+ * registers). tdm_q8_gemv_dot__avx2 walks the same four runs. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                      float *y);

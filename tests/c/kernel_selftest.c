@@ -424,6 +424,53 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
  * (both add the exact block sums unfused, in block order). Activations random in [-2, 2], with one
  * block all zeros, one of denormals (its scale rounds to 0: the block counts as 0) and one huge;
  * with a NaN or ±inf anywhere tdm_q8_quantize_row must refuse. */
+/* The activation row's quantizer: the SIMD128 variant against the scalar reference bit for bit (xq,
+ * xs) at qmax 127 and TDM_Q8_A16_MAX, over blocks of zeros, subnormals, large values and ties
+ * (a[k] / d at half-integers), and both refusing a NaN or ±inf anywhere in the row. */
+static int check_q8_quantize(int64_t K) {
+  int bad = 0;
+#if TDM_SIMD128
+  const int64_t NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  float *a = malloc(sizeof(float) * (size_t)(K + 1)), *xs = malloc(sizeof(float) * (size_t)(NB + 1)),
+        *xs2 = malloc(sizeof(float) * (size_t)(NB + 1));
+  int16_t *xq = malloc(sizeof(int16_t) * (size_t)(K + 2)), *xq2 = malloc(sizeof(int16_t) * (size_t)(K + 2));
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t b = k / TDM_Q8_ABLOCK;
+    a[k] = 2 * frand();
+    if (b == 1) a[k] = 0;
+    if (b == 2) a[k] *= 1e-44f;
+    if (b == 3) a[k] *= 1e30f;
+    if (b == 4) a[k] = (float)((k % 7) - 3) + 0.5f; /* m = 3.5: a / d lands on halves */
+    if (b == 5 && k % 3 == 0) a[k] = -0.0f;
+  }
+  const float qmax[] = {127.0f, (float)TDM_Q8_A16_MAX};
+  for (int q = 0; q < 2; q++) {
+    memset(xq, 0x55, sizeof(int16_t) * (size_t)(K + 2)), memset(xq2, 0x55, sizeof(int16_t) * (size_t)(K + 2));
+    const bool r1 = tdm_q8_quantize_row__scalar(K, a, xq, xs, qmax[q]), r2 = tdm_q8_quantize_row__simd128(K, a, xq2, xs2, qmax[q]);
+    if (!r1 || !r2) bad += mismatch(F_QUANT, "q8_quantize_row__simd128 refused finite", K, q, r1, r2, 1);
+    for (int64_t b = 0; b < NB; b++)
+      if (!same(xs[b], xs2[b])) bad += mismatch(F_QUANT, "q8_quantize_row__simd128 scale", K, b, qmax[q], xs2[b], xs[b]);
+    for (int64_t k = 0; k < K + (K % 2); k++)
+      if (xq[k] != xq2[k]) bad += mismatch(F_QUANT, "q8_quantize_row__simd128", K, k, qmax[q], xq2[k], xq[k]);
+  }
+  if (K > 0) {
+    const float special[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+      const int64_t k = (K - 1) * i / 2;
+      const float keep = a[k];
+      a[k] = special[i];
+      if (tdm_q8_quantize_row__simd128(K, a, xq2, xs2, 127.0f) || tdm_q8_quantize_row__scalar(K, a, xq, xs, 127.0f))
+        bad += mismatch(F_QUANT, "q8_quantize_row took a NaN or inf", K, k, i, 1, 0);
+      a[k] = keep;
+    }
+  }
+  free(a), free(xs), free(xs2), free(xq), free(xq2);
+#else
+  (void)K;
+#endif
+  return bad;
+}
+
 static int check_q8_dot(int64_t N, int64_t K) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s8 = calloc((size_t)(P * 8), sizeof(float));
@@ -1669,6 +1716,45 @@ static int check_conv_dot(void) {
             bad += mismatch(F_CONV_GEMM, "conv dot long rows", K, i, (double)pos, yd[i], rd[i]);
       }
   }
+  /* the SIMD128 dots walk the rows in R runs of M / R (R = the tile's rows), the rows past R·(M / R)
+   * one at a time: at every M up to 41 (every tail of 8, 4 and 2 runs, runs of 1 to 20 rows), short
+   * rows and rows read from both halves, each row's value equals that row run alone (bit for bit)
+   * and the scalar dots */
+  {
+    enum { RK = 2054, RM = 41 };
+    static float wr[RM * RK], cr[4 * RK], yr[RM * 4], y1[4], rr[RM * 4];
+    fill(wr, RM * RK, 1, false, 13), fill(cr, 4 * RK, 1, false, 14);
+    const int64_t Ks[] = {7, 64, 2054};
+    for (int kc = 0; kc < 3; kc++)
+      for (int64_t pos = 1; pos <= 4; pos++)
+        for (int64_t m = 1; m <= RM; m++) {
+          const int64_t K = Ks[kc];
+          const float *b = m % 2 ? bias : NULL;
+          if (m > 19 && b) continue; /* bias holds 19 */
+          tdm_f32_conv_dot__scalar(m, pos, K, wr, cr, b, rr, pos);
+          for (int variant = 0; variant < 2; variant++) {
+#if TDM_SIMD128
+            const tdm_conv_dot_fn f = variant ? tdm_f32_conv_dot_2s__simd128 : tdm_f32_conv_dot__simd128;
+#else
+            const tdm_conv_dot_fn f = tdm_f32_conv_dot;
+            if (variant) continue;
+#endif
+            f(m, pos, K, wr, cr, b, yr, pos);
+            cases++;
+            for (int64_t o = 0; o < m; o++) {
+              f(1, pos, K, wr + o * K, cr, b ? b + o : NULL, y1, pos);
+              for (int64_t q = 0; q < pos; q++) {
+                if (!same(yr[o * pos + q], y1[q]))
+                  bad += mismatch(F_CONV_GEMM, variant ? "conv dot 2s runs vs one row" : "conv dot runs vs one row", K, o * pos + q,
+                                  (double)(m * 10 + pos), yr[o * pos + q], y1[q]);
+                if (!near(yr[o * pos + q], rr[o * pos + q], 1e-5f, 1e-5f * (float)K))
+                  bad += mismatch(F_CONV_GEMM, variant ? "conv dot 2s runs" : "conv dot runs", K, o * pos + q, (double)(m * 10 + pos),
+                                  yr[o * pos + q], rr[o * pos + q]);
+              }
+            }
+          }
+        }
+  }
   /* transposed: few input positions */
   {
     static float xt[12 * 4], wt[2 * 7 * 8 * 6], zt[7 * 8 * 4], ytr[2 * 7 * 40], ref[2 * 7 * 40], xT[6 * 4];
@@ -1836,6 +1922,10 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof dk / sizeof dk[0]; k++) bad += check_q8_dot(dn[j], dk[k]);
   bad += check_q8_dot(1536, 576) + check_q8_dot(576, 1536);
   bad += check_q8_dot(57, 64) + check_q8_dot(1000, 130); /* four column runs of 8 and 248, then 25 and 8 left */
+  const int64_t qk8[] = {1, 2, 3, 4, 5, 7, 31, 32, 33, 35, 63, 64, 100, 191, 192, 193, 576, 1537};
+  for (size_t k = 0; k < sizeof qk8 / sizeof qk8[0]; k++) bad += check_q8_quantize(qk8[k]);
+  /* the walk's tails: 8 left (one panel), 4 left (a partial panel), odd K over the four runs, the k / v shape */
+  bad += check_q8_dot(72, 34) + check_q8_dot(100, 576) + check_q8_dot(1000, 129) + check_q8_dot(192, 576) + check_q8_dot(129, 1537);
   /* the same over 1 to 4 rows: K odd, K % 32, N % 16 and N % 8 (the two- and one-panel tiles) */
   const int64_t rn[] = {1, 7, 8, 9, 16, 17, 24, 33}, rk[] = {1, 2, 3, 31, 32, 33, 64, 65, 129};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
