@@ -78,14 +78,9 @@ bool tdm_q8_quantize_row__scalar(int64_t K, const float *a, int16_t *xq, float *
   return true;
 }
 
-#if TDM_SIMD128 && defined(__wasm__) /* natively the scalar loop (the compiler's own vectors; SIMDe's rounding may not be) */
-#define quantize_row tdm_q8_quantize_row__simd128
-#else
-#define quantize_row tdm_q8_quantize_row__scalar
-#endif
-bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) { return quantize_row(K, a, xq, xs, 127.0f); }
+bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) { return tdm_q8_quantize_rows(K, a, xq, xs, 127.0f); }
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs) {
-  return quantize_row(K, a, xq, xs, (float)TDM_Q8_A16_MAX);
+  return tdm_q8_quantize_rows(K, a, xq, xs, (float)TDM_Q8_A16_MAX);
 }
 
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {

@@ -236,9 +236,11 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm;
 bool tdm_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 /* The quantizer of tdm_q8_quantize_row (qmax 127) and tdm_conv_q8_quantize_row (TDM_Q8_A16_MAX): the
  * scalar reference and (TDM_SIMD128) four k per step, the same floats (one division and
- * round-half-even per k); those two call the SIMD128 one in the wasm builds. */
+ * round-half-even per k); config.c picks the one those two call (tdm_q8_quantize_rows). */
 bool tdm_q8_quantize_row__scalar(int64_t K, const float *a, int16_t *xq, float *xs, float qmax);
 bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax);
+typedef bool (*tdm_q8_quantize_rows_fn)(int64_t K, const float *a, int16_t *xq, float *xs, float qmax);
+extern const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows; /* config.c: SIMD128 in wasm, natively the scalar loop */
 void tdm_q8_gemv_dot__scalar(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q8_gemv_dot_fn)(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                    float *y);
