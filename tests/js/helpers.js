@@ -31,6 +31,8 @@ export function assertClose(got, want, where, { rtol = 1.3e-6, atol = 1e-5 } = {
       assert.equal(a, b, `${where}[${i}]`);
     } else if (Number.isNaN(b)) {
       assert.ok(Number.isNaN(a), `${where}[${i}]: ${a}, expected NaN`);
+    } else if (!Number.isFinite(b)) {
+      assert.equal(a, b, `${where}[${i}]`); // ±inf: the same infinity (inf - inf is NaN, never within a tolerance)
     } else {
       assert.ok(Math.abs(a - b) <= atol + rtol * Math.abs(b), `${where}[${i}]: ${a}, expected ${b}`);
     }
