@@ -9,7 +9,7 @@
  *    positions at a time, then a packed GEMM with register tiles (tdm_f32_conv_gemm), the bias as
  *    the accumulators' start; at few output positions (a streaming step) im2row and dot products
  *    (tdm_f32_conv_dot) instead (conv_gemm.c); 1-d k3 convs with stride 1 and no padding whose
- *    weights the runtime transformed at load (op->wino_u) by Winograd F(2,3) (conv_wino.c);
+ *    weights the runtime transformed at load (op->wino_u) by Winograd F(4,3) or F(2,3) (conv_wino.c);
  *  - otherwise (depthwise, tiny kernels) directly, one output channel's plane at a time
  *    (tdm_f32_conv_plane: conv_rows.c).
  * Every kernel is called through the pointer config.c sets. */
