@@ -43,8 +43,9 @@ const tdm_opdef *tdm__find_op(const char *name);
 void tdm__q8_pair_weights(tdm_program *p);
 void tdm__q8_unpair_weights(tdm_program *p);
 /* After a program is verified: every 1-d k3 conv (stride 1, no padding, dilation 1, one group,
- * float32 constant weights, a workspace) gets its weights' Winograd transform in memory the
- * program owns (op->wino_u; kernels/conv_wino.c). Out of memory: none do (the direct path). */
+ * float32 constant weights, a workspace), and every 1-d conv and transposed conv with kernel 2s and
+ * stride s where it pays, gets its weights' Winograd transform in memory the program owns
+ * (op->wino_u; kernels/conv_wino.c). Out of memory: none do (the direct path). */
 void tdm__conv_wino_prepare(tdm_program *p);
 /* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */
 bool tdm__reads_const_only(const tdm_opdef *def);

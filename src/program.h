@@ -44,10 +44,10 @@ typedef struct tdm_op {
   /* matmul_q8: NULL, or the program's flag that the runtime holds its weights in the paired layout
    * (its own copy of the constant, repacked at load: quant.c, tdm__q8_pair_weights; never the file's) */
   const bool *q8_paired;
-  /* conv: NULL, or its weights' Winograd transform U = G w [4, O, C], computed at load into the
-   * program's own memory (kernels/conv_wino.c, tdm__conv_wino_prepare; never the file's) */
+  /* conv, conv_transpose: NULL, or its weights' Winograd transform U = G w [T, O, C], computed at
+   * load into the program's own memory (kernels/conv_wino.c, tdm__conv_wino_prepare; never the file's) */
   const float *wino_u;
-  int wino_m; /* with wino_u: F(wino_m, 3), 2 or 4 */
+  int wino_m; /* with wino_u: F(wino_m, 3) for k3 convs (2 or 4), F(wino_m, 2) for kernel 2s stride s (2 or 3) */
 } tdm_op;
 
 typedef struct tdm_io {

@@ -287,7 +287,7 @@ tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out) {
     return s;
   }
   if (TDM_Q8_PAIRED) tdm__q8_pair_weights(p); /* the verified program: its int8 weights for the CPU kernels (ops.h) */
-  tdm__conv_wino_prepare(p);                  /* and its k3 convs' Winograd weights (ops.h) */
+  tdm__conv_wino_prepare(p);                  /* and its convs' Winograd weights (ops.h) */
   *out = p;
   return TDM_OK;
 }

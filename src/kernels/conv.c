@@ -9,7 +9,8 @@
  *    positions at a time, then a packed GEMM with register tiles (tdm_f32_conv_gemm), the bias as
  *    the accumulators' start; at few output positions (a streaming step) im2row and dot products
  *    (tdm_f32_conv_dot) instead (conv_gemm.c); 1-d k3 convs with stride 1 and no padding whose
- *    weights the runtime transformed at load (op->wino_u) by Winograd F(4,3) or F(2,3) (conv_wino.c);
+ *    weights the runtime transformed at load (op->wino_u) by Winograd F(4,3) or F(2,3), and 1-d
+ *    convs with kernel 2s and stride s by F(3,2) or F(2,2) over x split by phase (conv_wino.c);
  *  - otherwise (depthwise, tiny kernels) directly, one output channel's plane at a time
  *    (tdm_f32_conv_plane: conv_rows.c).
  * Every kernel is called through the pointer config.c sets. */
@@ -109,9 +110,10 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
           tdm__conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N, act);
           continue;
         }
-        if (op->wino_u && groups == 1 && g.H == 1 && g.KH == 1 && g.KW == 3 && g.sw == 1 && g.pw == 0 && g.dw == 1 &&
-            tdm__conv_wino(op->wino_m, Og, Cg, N, xg, op->wino_u, bias, yg, colp, out[1].numel, act))
-          continue;
+        if (op->wino_u && groups == 1 && g.H == 1 && g.KH == 1 && g.pw == 0 && g.dw == 1 && (g.sw == 1 ? g.KW == 3 : g.KW == 2 * g.sw)) {
+          const tdm_wino wg = g.sw == 1 ? tdm_wino_k3(op->wino_m, Og, Cg, N) : tdm_wino_strided(op->wino_m, Og, Cg, g.sw, g.W, N);
+          if (tdm__conv_wino(&wg, xg, op->wino_u, bias, yg, colp, out[1].numel, act)) continue;
+        }
         if (conv_x(&g, Og, Cg, xg, w + gi * Og * K, bias ? bias + gi * Og : NULL, yg, colp, out[1].numel, act)) continue;
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
           const int64_t nc = N - n0 < chunk ? N - n0 : chunk;

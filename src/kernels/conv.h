@@ -45,8 +45,7 @@ void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, i
 
 /* conv_wino.c: tdm_f32_conv_wino (variants.h) with the input transform split over threads by
  * channels and the GEMMs and output transform by rows in blocks of 4 (the same floats). */
-bool tdm__conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
-                    int64_t wsn, int act);
+bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act);
 
 /* in is the input size, out the transposed convolution's output size for kernel k, stride s, padding p,
  * dilation d and output padding op. */

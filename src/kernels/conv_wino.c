@@ -1,21 +1,30 @@
-/* conv_wino.c — Winograd minimal filtering F(m,3), m = 2 or 4, for 1-d k3 convolutions (stride 1,
- * dilation 1, no padding, one group: the SEANet residual units' convs in Mimi's streaming step,
- * whose state holds the left context). A tile of m outputs from the m + 2 inputs d0.. and the taps
- * w0..w2 takes m + 2 products instead of 3m (y = Aᵀ[(G w) ⊙ (Bᵀ d)], Lavin & Gray's matrices):
+/* conv_wino.c — Winograd minimal filtering F(m, r) for 1-d convolutions, as the correlation of r
+ * taps over a view of x (variants.h, tdm_wino): F(2,3) and F(4,3) for k3 convs (stride 1, dilation 1,
+ * no padding, one group: the SEANet residual units' convs in Mimi's streaming step, whose state
+ * holds the left context); F(2,2) and F(3,2) for convs and transposed convs with kernel 2s and
+ * stride s (SEANet's down- and upsampling), split by phase into a 2-tap conv. A tile of m outputs
+ * from the T = m + r - 1 inputs d0.. and the taps w0.. takes T products instead of r·m
+ * (y = Aᵀ[(G w) ⊙ (Bᵀ d)]; r = 3: Lavin & Gray's matrices, r = 2: Toom-Cook at 0, ±1, ∞):
  *   F(2,3): V = [d0 - d2, d1 + d2, d2 - d1, d1 - d3],  U = [w0, (w0 + w1 + w2)/2, (w0 - w1 + w2)/2, w2],
  *           y0 = M0 + M1 + M2,  y1 = M1 - M2 - M3;
  *   F(4,3): V = [4d0 - 5d2 + d4, (d4 - 4d2) ± (d3 - 4d1), (d4 - d2) ± 2(d3 - d1), 4d1 - 5d3 + d5],
  *           U = [w0/4, -(w0 ± w1 + w2)/6, w0/24 ± w1/12 + w2/6, w2],
  *           y0 = M0 + (M1 + M2) + (M3 + M4), y1 = (M1 - M2) + 2(M3 - M4), y2 = (M1 + M2) + 4(M3 + M4),
  *           y3 = (M1 - M2) + 8(M3 - M4) + M5;
- * with M_i = the sum over channels of U_i V_i: m + 2 GEMMs U_i [O, C] @ V_i [C, tiles] on the packed
+ *   F(2,2): V = [d0 - d1, d1, d2 - d1],  U = [w0, w0 + w1, w1],  y0 = M0 + M1, y1 = M1 + M2;
+ *   F(3,2): V = [d0 - d2, d1 + d2, d2 - d1, d3 - d1],  U = [w0, (w0 + w1)/2, (w0 - w1)/2, w1],
+ *           y0 = M0 + M1 + M2, y1 = M1 - M2, y2 = M1 + M2 + M3;
+ * with M_i = the sum over channels of U_i V_i: T GEMMs U_i [O, C] @ V_i [C, tiles] on the packed
  * conv GEMM (tdm_f32_conv_gemm, any ISA), V_i packed straight into its 8-column panels (the input
- * transform is the packing), the bias as M1's accumulators' start (M1 enters every output once),
+ * transform is the packing), the bias as M1's accumulators' start (M1 enters every output once;
+ * a transposed conv's rows, whose bias is per output channel, add it in the output transform),
  * the output transform and the fused activation by each thread on its own rows. U is computed once
  * at load into memory the runtime owns (tdm__conv_wino_prepare: never the file's data, never
- * state), F(4,3) for convs with at least TDM_CONV_WINO4_MIN_N outputs. Multiplies per output: 3 direct,
- * 2 for F(2,3), 1.5 for F(4,3); the rounding differs from the direct sum by a few ulps of the terms
- * (more for F(4,3), whose transforms scale by up to 8: tests/c/kernel_selftest.c bounds both). */
+ * state), F(4,3) for k3 convs with at least TDM_CONV_WINO4_MIN_N outputs, and for the 2-tap views
+ * the m whose GEMMs cover the fewest 8-column panels, only where that is at most 0.9 of the direct
+ * GEMM's and the tiles fill two panels or more. Multiplies per output: 3 direct, 2 for F(2,3), 1.5 for F(4,3); 2 direct, 1.5 for F(2,2),
+ * 1.33 for F(3,2). The rounding differs from the direct sum by a few ulps of the terms (more for
+ * F(4,3), whose transforms scale by up to 8: tests/c/kernel_selftest.c bounds all four). */
 #include "../threads.h"
 #include "../util.h"
 #include "conv.h"
@@ -26,9 +35,27 @@
 #define WINO_CHUNK_FLOATS 32768 /* V + M of a chunk of tiles stay in L2 (at least U's size) */
 #endif
 
-void tdm_conv_wino_weights(int m, int64_t O, int64_t C, const float *w, float *u) {
+tdm_wino tdm_wino_k3(int m, int64_t O, int64_t C, int64_t N) {
+  return (tdm_wino){.m = m, .r = 3, .O = O, .C = C, .N = N, .xs = 1, .xw = N + 2, .L = N + 2, .lp = 0, .ys = 1, .yw = N};
+}
+
+tdm_wino tdm_wino_strided(int m, int64_t O, int64_t C, int64_t s, int64_t W, int64_t N) {
+  return (tdm_wino){.m = m, .r = 2, .O = O, .C = C * s, .N = N, .xs = s, .xw = W, .L = N + 1, .lp = 0, .ys = 1, .yw = N};
+}
+
+tdm_wino tdm_wino_transposed(int m, int64_t O, int64_t C, int64_t s, int64_t T) {
+  return (tdm_wino){.m = m, .r = 2, .O = O * s, .C = C, .N = T + 1, .xs = 1, .xw = T, .L = T, .lp = 1, .ys = s, .yw = s * (T + 1)};
+}
+
+void tdm_conv_wino_weights(int m, int r, int64_t O, int64_t C, const float *w, float *u) {
   const int64_t OC = O * C;
   for (int64_t i = 0; i < OC; i++) {
+    if (r == 2) {
+      const double w0 = w[2 * i], w1 = w[2 * i + 1];
+      if (m == 2) u[i] = (float)w0, u[OC + i] = (float)(w0 + w1), u[2 * OC + i] = (float)w1;
+      else u[i] = (float)w0, u[OC + i] = (float)(0.5 * (w0 + w1)), u[2 * OC + i] = (float)(0.5 * (w0 - w1)), u[3 * OC + i] = (float)w1;
+      continue;
+    }
     const double w0 = w[3 * i], w1 = w[3 * i + 1], w2 = w[3 * i + 2];
     if (m == 2) {
       u[i] = (float)w0, u[OC + i] = (float)(0.5 * (w0 + w1 + w2)), u[2 * OC + i] = (float)(0.5 * (w0 - w1 + w2)), u[3 * OC + i] = (float)w2;
@@ -39,23 +66,28 @@ void tdm_conv_wino_weights(int m, int64_t O, int64_t C, const float *w, float *u
   }
 }
 
-int64_t tdm_conv_wino_tiles(int m, int64_t O, int64_t C, int64_t N, int64_t wsn) {
-  const int64_t T = m + 2, all = ((N + m - 1) / m + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL;
-  const int64_t want = T * O * C > WINO_CHUNK_FLOATS ? T * O * C : WINO_CHUNK_FLOATS, cap = wsn < want ? wsn : want;
-  const int64_t fit = (O + C > 0 ? cap / (T * (O + C)) : 0) / TDM_PANEL * TDM_PANEL;
+int64_t tdm_conv_wino_tiles(const tdm_wino *g, int64_t wsn) {
+  const int64_t T = g->m + g->r - 1, all = ((g->N + g->m - 1) / g->m + TDM_PANEL - 1) / TDM_PANEL * TDM_PANEL;
+  const int64_t want = T * g->O * g->C > WINO_CHUNK_FLOATS ? T * g->O * g->C : WINO_CHUNK_FLOATS, cap = wsn < want ? wsn : want;
+  const int64_t fit = (g->O + g->C > 0 ? cap / (T * (g->O + g->C)) : 0) / TDM_PANEL * TDM_PANEL;
   return fit < all ? fit : all;
 }
 
 typedef struct {
-  int m;
-  int64_t O, C, W, N, q0, nt, P; /* tiles [q0, q0 + nt) of this chunk, P (a multiple of 8) per transformed point */
+  const tdm_wino *g;
+  int64_t q0, nt, P; /* tiles [q0, q0 + nt) of this chunk, P (a multiple of 8) per transformed point */
   const float *x, *u, *bias;
-  float *v, *mm, *y; /* v [m + 2][P/8][C][8], mm [m + 2][O][P] (in the workspace), y [O, N] */
+  float *v, *mm, *y; /* v [T][P/8][C][8], mm [T][O][P] (in the workspace), y: the view's rows */
   int act;
 } wino_job;
 
 /* The transformed points of one tile from its inputs d (scalar: the SIMD128 lanes' operations). */
-static void wino_point(int m, const float *d, float *v, int64_t stride) {
+static void wino_point(int m, int r, const float *d, float *v, int64_t stride) {
+  if (r == 2) {
+    if (m == 2) v[0] = d[0] - d[1], v[stride] = d[1], v[2 * stride] = d[2] - d[1];
+    else v[0] = d[0] - d[2], v[stride] = d[1] + d[2], v[2 * stride] = d[2] - d[1], v[3 * stride] = d[3] - d[1];
+    return;
+  }
   if (m == 2) {
     v[0] = d[0] - d[2], v[stride] = d[1] + d[2], v[2 * stride] = d[2] - d[1], v[3 * stride] = d[1] - d[3];
     return;
@@ -96,62 +128,115 @@ static void wino_point4(int m, const float *s, float *v, int64_t stride) {
 #endif
 
 /* V's panels of channels [lo, hi): lane l of panel p is tile q0 + 8p + l (zeros past the chunk and
- * for inputs past x's row: those outputs are never stored). */
+ * for inputs outside x's row: those outputs are never stored, or the view's padding). */
 static void wino_pack(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
   const wino_job *j = ctx;
+  const tdm_wino *g = j->g;
   (void)t, (void)ws;
-  const int m = j->m, T = m + 2;
-  const int64_t C = j->C, W = j->W, stride = C * j->P; /* floats between the transformed points' blocks */
+  const int m = g->m, T = m + g->r - 1;
+  const int64_t C = g->C, xs = g->xs, L = g->L, lp = g->lp, stride = C * j->P; /* floats between the transformed points' blocks */
   for (int64_t ch = lo; ch < hi; ch++) {
-    const float *xc = j->x + ch * W;
+    const float *xb = j->x + (ch / xs) * g->xw + ch % xs;
     for (int64_t p = 0; p * TDM_PANEL < j->nt; p++) {
       float *v = j->v + (p * C + ch) * TDM_PANEL;
-      const int64_t qb = j->q0 + p * TDM_PANEL;
-      if (p * TDM_PANEL + TDM_PANEL <= j->nt && m * qb + (m == 2 ? 17 : 35) < W) { /* the SIMD128 loads' reach: x[m·qb + 17 or 35] */
-        const float *s = xc + m * qb;
+      const int64_t qb = j->q0 + p * TDM_PANEL, i0 = m * qb - lp; /* the panel's first input, in x's positions */
+      const bool full = p * TDM_PANEL + TDM_PANEL <= j->nt && i0 >= 0 && i0 + m * (TDM_PANEL - 1) + T <= L;
 #if TDM_SIMD128
-        wino_point4(m, s, v, stride), wino_point4(m, s + 4 * m, v + 4, stride);
-#else
-        for (int l = 0; l < TDM_PANEL; l++) wino_point(m, s + m * l, v + l, stride);
+      if (full && g->r == 3 && xs == 1 && i0 + (m == 2 ? 17 : 35) < L) { /* the SIMD128 loads' reach: x[i0 + 17 or 35] */
+        wino_point4(m, xb + i0, v, stride), wino_point4(m, xb + i0 + 4 * m, v + 4, stride);
+        continue;
+      }
 #endif
+      if (full && g->r == 2) { /* 2 taps: tile l + 1's first input is tile l's last, T loads of x and T stores a tile */
+        const float *sx = xb + i0 * xs;
+        float *v0 = v, *v1 = v + stride, *v2 = v1 + stride, *v3 = v2 + stride, d0 = sx[0];
+        if (m == 3)
+          for (int l = 0; l < TDM_PANEL; l++, sx += 3 * xs) {
+            const float d1 = sx[xs], d2 = sx[2 * xs], d3 = sx[3 * xs];
+            v0[l] = d0 - d2, v1[l] = d1 + d2, v2[l] = d2 - d1, v3[l] = d3 - d1, d0 = d3;
+          }
+        else
+          for (int l = 0; l < TDM_PANEL; l++, sx += 2 * xs) {
+            const float d1 = sx[xs], d2 = sx[2 * xs];
+            v0[l] = d0 - d1, v1[l] = d1, v2[l] = d2 - d1, d0 = d2;
+          }
+        continue;
+      }
+      if (full) { /* every input inside x: no bounds to check */
+        for (int l = 0; l < TDM_PANEL; l++) {
+          const float *s = xb + (i0 + m * l) * xs;
+          float d[6];
+          for (int k = 0; k < T; k++) d[k] = s[k * xs];
+          wino_point(m, g->r, d, v + l, stride);
+        }
         continue;
       }
       for (int l = 0; l < TDM_PANEL; l++) {
         float d[6] = {0, 0, 0, 0, 0, 0};
         if (p * TDM_PANEL + l < j->nt)
-          for (int k = 0; k < T; k++) d[k] = m * (qb + l) + k < W ? xc[m * (qb + l) + k] : 0.0f;
-        wino_point(m, d, v + l, stride);
+          for (int k = 0; k < T; k++) {
+            const int64_t i = i0 + m * l + k;
+            d[k] = i >= 0 && i < L ? xb[i * xs] : 0.0f;
+          }
+        wino_point(m, g->r, d, v + l, stride);
       }
     }
   }
 }
 
-/* Rows [lo, hi) of y: the m + 2 GEMMs, then the output transform (M1 holds the bias), then the
- * activation, while the rows are in this thread's cache. */
+/* Outputs [0, n) of one row from its tiles' products m0.. (P apart), each plus b when add_b. */
+static void wino_out(const tdm_wino *g, const float *m0, int64_t P, int64_t n, float *yb, bool add_b, float b) {
+  const int m = g->m;
+  const int64_t ys = g->ys;
+  const float *m1 = m0 + P, *m2 = m1 + P, *m3 = m2 + P;
+  int64_t q = 0;
+  if (g->r == 2 && m == 3 && !add_b) /* the whole tiles of the 2-tap transforms without the branches below (the same floats) */
+    for (; 3 * q + 3 <= n; q++) {
+      const float s12 = m1[q] + m2[q];
+      yb[3 * q * ys] = m0[q] + s12, yb[(3 * q + 1) * ys] = m1[q] - m2[q], yb[(3 * q + 2) * ys] = s12 + m3[q];
+    }
+  else if (g->r == 2 && m == 3)
+    for (; 3 * q + 3 <= n; q++) {
+      const float s12 = m1[q] + m2[q];
+      yb[3 * q * ys] = (m0[q] + s12) + b, yb[(3 * q + 1) * ys] = (m1[q] - m2[q]) + b, yb[(3 * q + 2) * ys] = (s12 + m3[q]) + b;
+    }
+  else if (g->r == 2 && !add_b)
+    for (; 2 * q + 2 <= n; q++) yb[2 * q * ys] = m0[q] + m1[q], yb[(2 * q + 1) * ys] = m1[q] + m2[q];
+  else if (g->r == 2)
+    for (; 2 * q + 2 <= n; q++) yb[2 * q * ys] = (m0[q] + m1[q]) + b, yb[(2 * q + 1) * ys] = (m1[q] + m2[q]) + b;
+  for (; q * m < n; q++) {
+    float r[4];
+    if (g->r == 2 && m == 2) r[0] = m0[q] + m1[q], r[1] = m1[q] + m2[q];
+    else if (g->r == 2) {
+      const float s12 = m1[q] + m2[q];
+      r[0] = m0[q] + s12, r[1] = m1[q] - m2[q], r[2] = s12 + m3[q];
+    } else if (m == 2) r[0] = m0[q] + m1[q] + m2[q], r[1] = m1[q] - m2[q] - m3[q];
+    else {
+      const float *m4 = m3 + P, *m5 = m4 + P;
+      const float s12 = m1[q] + m2[q], d12 = m1[q] - m2[q], s34 = m3[q] + m4[q], d34 = m3[q] - m4[q];
+      r[0] = m0[q] + s12 + s34, r[1] = d12 + 2.0f * d34, r[2] = s12 + 4.0f * s34, r[3] = d12 + 8.0f * d34 + m5[q];
+    }
+    for (int k = 0; k < m && m * q + k < n; k++) yb[(m * q + k) * ys] = add_b ? r[k] + b : r[k];
+  }
+}
+
+/* Rows [lo, hi) of the view: the T GEMMs, then the output transform (M1 holds the bias of rows
+ * that have one each), then the activation, while the rows are in this thread's cache. */
 static void wino_rows(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
   const wino_job *j = ctx;
+  const tdm_wino *g = j->g;
   (void)t, (void)ws;
-  const int m = j->m;
-  const int64_t O = j->O, C = j->C, P = j->P, OC = O * C, OP = O * P;
-  for (int i = 0; i < m + 2; i++)
-    tdm_f32_conv_gemm(hi - lo, j->nt, C, j->u + i * OC + lo * C, j->v + i * C * P, i == 1 && j->bias ? j->bias + lo : NULL,
+  const int m = g->m, T = m + g->r - 1;
+  const int64_t O = g->O, C = g->C, P = j->P, OC = O * C, OP = O * P, ys = g->ys;
+  const bool row_bias = ys == 1 && j->bias; /* a transposed conv's rows share their channel's bias */
+  for (int i = 0; i < T; i++)
+    tdm_f32_conv_gemm(hi - lo, j->nt, C, j->u + i * OC + lo * C, j->v + i * C * P, i == 1 && row_bias ? j->bias + lo : NULL,
                       j->mm + i * OP + lo * P, P);
-  const int64_t y0 = m * j->q0, n = j->N - y0 < m * j->nt ? j->N - y0 : m * j->nt;
+  const int64_t y0 = m * j->q0, n = g->N - y0 < m * j->nt ? g->N - y0 : m * j->nt;
   for (int64_t o = lo; o < hi; o++) {
-    const float *m0 = j->mm + o * P, *m1 = m0 + OP, *m2 = m1 + OP, *m3 = m2 + OP;
-    float *yo = j->y + o * j->N + y0;
-    if (m == 2) {
-      for (int64_t q = 0; q < n / 2; q++) yo[2 * q] = m0[q] + m1[q] + m2[q], yo[2 * q + 1] = m1[q] - m2[q] - m3[q];
-      if (n % 2) yo[n - 1] = m0[n / 2] + m1[n / 2] + m2[n / 2];
-    } else {
-      const float *m4 = m3 + OP, *m5 = m4 + OP;
-      for (int64_t q = 0; q * 4 < n; q++) {
-        const float s12 = m1[q] + m2[q], d12 = m1[q] - m2[q], s34 = m3[q] + m4[q], d34 = m3[q] - m4[q];
-        const float r[4] = {m0[q] + s12 + s34, d12 + 2.0f * d34, s12 + 4.0f * s34, d12 + 8.0f * d34 + m5[q]};
-        for (int k = 0; k < 4 && 4 * q + k < n; k++) yo[4 * q + k] = r[k];
-      }
-    }
-    tdm__conv_activate(j->act, yo, n);
+    float *yb = j->y + (o / ys) * g->yw + o % ys + y0 * ys;
+    wino_out(g, j->mm + o * P, OP, n, yb, ys > 1 && j->bias, ys > 1 && j->bias ? j->bias[o / ys] : 0.0f);
+    if (ys == 1) tdm__conv_activate(j->act, yb, n);
   }
 }
 
@@ -172,18 +257,22 @@ static bool any_nonfinite(const float *x, int64_t n) {
 }
 
 /* The chunks of tiles, each region run by `par` (tdm__parallel, or serial_run: the same floats). */
-static bool wino_run(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
-                     int64_t wsn, int act, void (*par)(int64_t, int64_t, tdm_part_fn, void *)) {
-  const int64_t P = tdm_conv_wino_tiles(m, O, C, N, wsn), tiles = (N + m - 1) / m;
+static bool wino_run(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act,
+                     void (*par)(int64_t, int64_t, tdm_part_fn, void *)) {
+  const int m = g->m, T = m + g->r - 1;
+  const bool known = g->r == 3 ? m == 2 || m == 4 : g->r == 2 && (m == 2 || m == 3);
+  if (!known || (act != TDM_CONV_ACT_NONE && g->ys != 1) || g->O < 1 || g->C < 1 || g->N < 1 || g->xs < 1 || g->ys < 1 || g->C % g->xs)
+    return false;
+  const int64_t P = tdm_conv_wino_tiles(g, wsn), tiles = (g->N + m - 1) / m;
   /* A NaN or infinity in x would reach every output of its tiles (inf - inf in the transforms),
    * where the direct sum keeps it to the outputs whose taps read it: the direct path takes such x. */
-  if ((m != 2 && m != 4) || P < TDM_PANEL || O < 1 || C < 1 || any_nonfinite(x, C * (N + 2))) return false;
-  wino_job j = {m, O, C, N + 2, N, 0, 0, P, x, u, bias, ws, ws + (m + 2) * C * P, y, act};
+  if (P < TDM_PANEL || any_nonfinite(x, g->C / g->xs * g->xw)) return false;
+  wino_job j = {g, 0, 0, P, x, u, bias, ws, ws + T * g->C * P, y, act};
   for (int64_t q0 = 0; q0 < tiles; q0 += P) {
     j.q0 = q0, j.nt = tiles - q0 < P ? tiles - q0 : P;
-    if (C * j.nt * (m + 2) < 16384) wino_pack(&j, 0, C, 0, NULL); /* below, a thread's share costs less than handing it out */
-    else par(C, 1, wino_pack, &j);
-    par(O, 4, wino_rows, &j);
+    if (g->C * j.nt * T < 16384) wino_pack(&j, 0, g->C, 0, NULL); /* below, a thread's share costs less than handing it out */
+    else par(g->C, 1, wino_pack, &j);
+    par(g->O, 4, wino_rows, &j);
   }
   return true;
 }
@@ -193,52 +282,115 @@ static void serial_run(int64_t n, int64_t align, tdm_part_fn fn, void *ctx) {
   fn(ctx, 0, n, 0, NULL);
 }
 
-bool tdm_f32_conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
-                       int64_t wsn, int act) {
-  return wino_run(m, O, C, N, x, u, bias, y, ws, wsn, act, serial_run);
+bool tdm_f32_conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act) {
+  return wino_run(g, x, u, bias, y, ws, wsn, act, serial_run);
 }
 
-bool tdm__conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
-                    int64_t wsn, int act) {
-  return wino_run(m, O, C, N, x, u, bias, y, ws, wsn, act, tdm__parallel);
+bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act) {
+  return wino_run(g, x, u, bias, y, ws, wsn, act, tdm__parallel);
 }
 
 /* ---- at load: U for every conv that may take this path ---------------------------------------- */
 
-/* A conv whose weights are a whole float32 constant [O, C, 3], 1-d, one group, stride 1, no
- * padding, dilation 1, with a workspace, more than TDM_CONV_DOT_MAX_N outputs at its largest and
- * wide enough to pay (TDM_CONV_WINO_MIN_C): 0, else its m (4 from TDM_CONV_WINO4_MIN_N outputs). */
-static int wino_m(const tdm_method *md, const tdm_op *op) {
-  if (op->def != &tdm__conv_ops[0] || op->n_out != 2 || op->n_iattr < 6 || op->iattr[0] != 1 || op->iattr[2] != 1 || op->iattr[3] != 1 ||
-      op->iattr[4] != 0 || op->iattr[5] != 1)
+/* The m of F(m, 2) whose T GEMMs cover the fewest 8-column panels for N outputs, or 0 where that is
+ * more than 0.9 of the direct GEMM's 2 · ceil(Nd / 8) (Nd: its columns), or where the tiles fill
+ * fewer than two panels: U, (m + 1)/2 times w's size, is then read for too few columns (Mimi's
+ * stride-6 conv at 16 outputs: F(2,2) no faster than the direct GEMM, bench/probes/conv_ops.mjs). */
+static int wino2_m(int64_t N, int64_t Nd) {
+  int best = 0;
+  int64_t best_cost = 0;
+  for (int m = 2; m <= 3; m++) {
+    const int64_t tiles = (N + m - 1) / m, cost = (m + 1) * ((tiles + TDM_PANEL - 1) / TDM_PANEL);
+    if (tiles >= 2 * TDM_PANEL && (!best || cost < best_cost)) best = m, best_cost = cost;
+  }
+  return best && best_cost * 10 <= 9 * 2 * ((Nd + TDM_PANEL - 1) / TDM_PANEL) ? best : 0;
+}
+
+/* An op that may take this path: a conv with a workspace, or a transposed conv, 1-d, one group, no
+ * padding, dilation 1, whose weights are a whole float32 constant and whose input has at least
+ * TDM_CONV_WINO_MIN_C channels in the view, at more than TDM_CONV_DOT_MAX_N positions (its
+ * largest shape): k3 convs with stride 1 (r = 3), convs and transposed convs with kernel 2s, stride
+ * s >= 2 (r = 2). Its m (0: none), and r and s. */
+static int wino_plan(const tdm_method *md, const tdm_op *op, int *r, int64_t *s) {
+  const int64_t *a = op->iattr;
+  const tdm_value *w = TDM_VAL(md, op, 1), *x = TDM_VAL(md, op, 0), *y = TDM_OUTVAL(md, op, 0);
+  if (op->n_out != 2 || op->n_iattr < 3 || a[0] != 1 || a[2] != 1 || w->region != TDM_REGION_CONST || w->dtype != TDM_F32 ||
+      w->shape.rank != 3 || w->nbytes != (size_t)w->numel * sizeof(float) || x->shape.rank != 3 || y->shape.rank != 3)
     return 0;
-  const tdm_value *w = TDM_VAL(md, op, 1), *y = TDM_OUTVAL(md, op, 0);
-  if (w->region != TDM_REGION_CONST || w->dtype != TDM_F32 || w->shape.rank != 3 || w->shape.dims[2] != 3 ||
-      w->shape.dims[1] < TDM_CONV_WINO_MIN_C || w->nbytes != (size_t)w->numel * sizeof(float) || y->shape.rank != 3 ||
-      y->shape.dims[2] <= TDM_CONV_DOT_MAX_N)
+  if (op->def == &tdm__conv_ops[0]) { /* [r, has_bias, groups, stride, padding, dilation[, act]] */
+    const int64_t K = w->shape.dims[2], C = w->shape.dims[1], N = y->shape.dims[2];
+    if (op->n_iattr < 6 || a[4] != 0 || a[5] != 1 || N <= TDM_CONV_DOT_MAX_N) return 0;
+    *s = a[3];
+    if (K == 3 && a[3] == 1 && C >= TDM_CONV_WINO_MIN_C) return *r = 3, N >= TDM_CONV_WINO4_MIN_N ? 4 : 2;
+    if (a[3] >= 2 && K == 2 * a[3] && C * a[3] >= TDM_CONV_WINO_MIN_C) return *r = 2, wino2_m(N, N);
     return 0;
-  return y->shape.dims[2] >= TDM_CONV_WINO4_MIN_N ? 4 : 2;
+  }
+  if (op->def == &tdm__conv_ops[3]) { /* [r, has_bias, groups, kernel, stride, padding, dilation, output_padding] */
+    const int64_t T = x->shape.dims[2];
+    if (op->n_iattr != 8 || a[4] < 2 || a[3] != 2 * a[4] || a[5] != 0 || a[6] != 1 || a[7] != 0 || T <= TDM_CONV_DOT_MAX_N ||
+        w->shape.dims[2] < TDM_CONV_WINO_MIN_C)
+      return 0;
+    return *r = 2, *s = a[4], wino2_m(T + 1, T);
+  }
+  return 0;
+}
+
+/* w2 [O', C', 2] = the 2-tap view's taps of op's weights (variants.h, tdm_wino). */
+static void wino2_taps(const tdm_op *op, const tdm_value *w, const float *wd, int64_t s, float *w2) {
+  if (op->def == &tdm__conv_ops[0]) { /* w [O, C, 2s] → w2 [O, C·s, 2] */
+    const int64_t O = w->shape.dims[0], C = w->shape.dims[1];
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t c = 0; c < C; c++)
+        for (int64_t p = 0; p < s; p++)
+          for (int k = 0; k < 2; k++) w2[((o * C + c) * s + p) * 2 + k] = wd[(o * C + c) * 2 * s + s * k + p];
+    return;
+  }
+  const int64_t O = w->shape.dims[1] / (2 * s), C = w->shape.dims[2]; /* wt [1, O·2s, C] → w2 [O·s, C, 2] */
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t p = 0; p < s; p++)
+      for (int64_t c = 0; c < C; c++) {
+        w2[((o * s + p) * C + c) * 2] = wd[(o * 2 * s + p + s) * C + c];
+        w2[((o * s + p) * C + c) * 2 + 1] = wd[(o * 2 * s + p) * C + c];
+      }
 }
 
 void tdm__conv_wino_prepare(tdm_program *p) {
-  size_t total = 0;
+  size_t total = 0, most = 0;
   for (uint32_t i = 0; i < p->n_methods; i++)
     for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
-      const int m = wino_m(&p->methods[i], &p->methods[i].ops[k]);
-      if (m) total += (size_t)TDM_VAL(&p->methods[i], &p->methods[i].ops[k], 1)->numel / 3 * (size_t)(m + 2);
+      int r = 0;
+      int64_t s = 1;
+      const int m = wino_plan(&p->methods[i], &p->methods[i].ops[k], &r, &s);
+      const size_t n = (size_t)TDM_VAL(&p->methods[i], &p->methods[i].ops[k], 1)->numel;
+      if (m) total += n / (size_t)r * (size_t)(m + r - 1), most = r == 2 && n > most ? n : most;
     }
   if (!total || total > SIZE_MAX / sizeof(float)) return;
   p->wino = tdm__alloc(total * sizeof(float));
-  if (!p->wino) return; /* out of memory: the convs keep the direct path */
+  float *w2 = most ? tdm__alloc(most * sizeof(float)) : NULL;
+  if (!p->wino || (most && !w2)) { /* out of memory: the convs keep the direct path */
+    tdm__free(p->wino), tdm__free(w2);
+    p->wino = NULL;
+    return;
+  }
   float *u = p->wino;
   for (uint32_t i = 0; i < p->n_methods; i++)
     for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
       tdm_op *op = &p->methods[i].ops[k];
-      const int m = wino_m(&p->methods[i], op);
+      int r = 0;
+      int64_t s = 1;
+      const int m = wino_plan(&p->methods[i], op, &r, &s);
       if (!m) continue;
       const tdm_value *w = TDM_VAL(&p->methods[i], op, 1);
-      tdm_conv_wino_weights(m, w->shape.dims[0], w->shape.dims[1], (const float *)(const void *)(p->data + w->offset), u);
+      const float *wd = (const float *)(const void *)(p->data + w->offset);
+      if (r == 3) tdm_conv_wino_weights(m, 3, w->shape.dims[0], w->shape.dims[1], wd, u);
+      else {
+        const bool conv = op->def == &tdm__conv_ops[0];
+        const int64_t O2 = conv ? w->shape.dims[0] : w->shape.dims[1] / 2, C2 = conv ? w->shape.dims[1] * s : w->shape.dims[2];
+        wino2_taps(op, w, wd, s, w2);
+        tdm_conv_wino_weights(m, 2, O2, C2, w2, u);
+      }
       op->wino_u = u, op->wino_m = m;
-      u += w->numel / 3 * (m + 2);
+      u += w->numel / r * (m + r - 1);
     }
+  tdm__free(w2);
 }

@@ -154,26 +154,43 @@ typedef void (*tdm_conv_gemm_x_fn)(int64_t M, int64_t N, const tdm_conv_x *b, co
 /* The variant for the runtime (config.c), or NULL where the packed GEMM is another ISA's (native
  * AVX2: its bits differ, so conv.c keeps im2col there). */
 tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void);
-/* winograd: 1-d k3 convs by Winograd F(m,3), m = 2 or 4 (conv_wino.c, whose top gives the
- * transforms). u [m + 2, O, C] = G w for w [O, C, 3], each value rounded once from double.
- * tdm_conv_wino_tiles: the tiles (m outputs each) per chunk that a workspace of wsn floats holds, a
- * multiple of 8, at most every tile of N outputs rounded up to 8: V [m + 2, C, tiles] and
- * M [m + 2, O, tiles]. Convs with fewer input channels than TDM_CONV_WINO_MIN_C keep the direct path
- * (conv_x); F(4,3) from TDM_CONV_WINO4_MIN_N outputs (the runtime picks at load, by y's largest
- * shape), F(2,3) below. */
+/* winograd: 1-d convolutions by Winograd minimal filtering F(m, r) (conv_wino.c, whose top gives the
+ * transforms), as the correlation y[o, j] = Σ_c Σ_k w[o, c, k] · d_c(j + k), k < r, of r taps over
+ * a view of x:
+ *  - r = 3, m = 2 or 4: k3 convs (stride 1, no padding, dilation 1), d_c = x's channel row;
+ *  - r = 2, m = 2 or 3: convs with kernel 2s and stride s (SEANet's downsampling), split by input
+ *    phase into C·s channels of a 2-tap conv, d_(c·s + p)(i) = x[c, s·i + p], w'[o, c·s + p, k] =
+ *    w[o, c, s·k + p]; and transposed convs with kernel 2s and stride s (its upsampling), split by
+ *    output phase into O·s rows, output t = s·j + p of channel o from row o·s + p, d_c(i) =
+ *    x[c, i - 1] (zero outside x), w'[o·s + p, c, 0] = wt[o, p + s, c], w'[o·s + p, c, 1] = wt[o, p, c].
+ * tdm_wino describes the view: F(m, r) has T = m + r - 1 transformed points, and the GEMMs run U_i
+ * [O, C] (O rows, C channels of the view) @ V_i [C, tiles]. */
 #define TDM_CONV_WINO_MIN_C 32
 #ifndef TDM_CONV_WINO4_MIN_N
 #define TDM_CONV_WINO4_MIN_N 64
 #endif
-void tdm_conv_wino_weights(int m, int64_t O, int64_t C, const float *w, float *u);
-int64_t tdm_conv_wino_tiles(int m, int64_t O, int64_t C, int64_t N, int64_t wsn);
-/* y [O, N] = the k3 conv of x [C, N + 2] (stride 1, no padding, dilation 1) from u, plus bias (or
- * none), then the activation act (TDM_CONV_ACT_*), on one thread: the floats of the threaded form
- * the conv op runs (conv.h, tdm__conv_wino). false, nothing written, when ws [wsn] holds less than
- * a panel of tiles or x holds a NaN or an infinity (which the transforms would spread to the other
- * outputs of its tiles: the direct path keeps torch's pattern). */
-bool tdm_f32_conv_wino(int m, int64_t O, int64_t C, int64_t N, const float *x, const float *u, const float *bias, float *y, float *ws,
-                       int64_t wsn, int act);
+typedef struct tdm_wino {
+  int m, r;              /* F(m, r) */
+  int64_t O, C, N;       /* the view's rows, channels and outputs per row */
+  int64_t xs, xw, L, lp; /* channel c reads xb = x + (c / xs)·xw + c % xs: d_c(i) = xb[(i - lp)·xs] for 0 <= i - lp < L, else 0 */
+  int64_t ys, yw;        /* row o writes yb = y + (o / ys)·yw + o % ys: output j at yb[j·ys], plus bias[o / ys] */
+} tdm_wino;
+/* The views above: a k3 conv y [O, N] of x [C, N + 2]; a kernel-2s stride-s conv y [O, N] of x
+ * [C, W] (W >= s·(N + 1)); a kernel-2s stride-s transposed conv y [O, s·(T + 1)] of x [C, T]. */
+tdm_wino tdm_wino_k3(int m, int64_t O, int64_t C, int64_t N);
+tdm_wino tdm_wino_strided(int m, int64_t O, int64_t C, int64_t s, int64_t W, int64_t N);
+tdm_wino tdm_wino_transposed(int m, int64_t O, int64_t C, int64_t s, int64_t T);
+/* u [T, O, C] = G w for the view's taps w [O, C, r], each value rounded once from double. */
+void tdm_conv_wino_weights(int m, int r, int64_t O, int64_t C, const float *w, float *u);
+/* The tiles (m outputs each) per chunk that a workspace of wsn floats holds, a multiple of 8, at
+ * most every tile of the N outputs rounded up to 8: V [T, C, tiles] and M [T, O, tiles]. */
+int64_t tdm_conv_wino_tiles(const tdm_wino *g, int64_t wsn);
+/* y = the view's correlation from u, plus bias (or none), then the activation act (TDM_CONV_ACT_*;
+ * only with ys = 1), on one thread: the floats of the threaded form the ops run (conv.h,
+ * tdm__conv_wino). false, nothing written, when ws [wsn] holds less than a panel of tiles, F(m, r)
+ * is not one of the four, or x holds a NaN or an infinity (which the transforms would spread to the
+ * other outputs of its tiles: the direct path keeps torch's pattern). */
+bool tdm_f32_conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act);
 /* ELU (alpha 1) of n floats, maximum(x, exp(minimum(x, 0)) - 1): the reference is the four
  * elementwise ops in turn (tdm_f32_elu__chain, conv_gemm.c); the SIMD128 form does the four in
  * registers, the last n % 4 through the chain (the same floats). */

@@ -1538,11 +1538,15 @@ static int check_conv_gemm_x(void) {
   return bad;
 }
 
-/* Winograd F(2,3) and F(4,3) for 1-d k3 convs (tdm_f32_conv_wino, conv_wino.c) against the direct
- * sum in double: every tile tail (N % m, N % 8m), channels not a multiple of 4, 1 to 9 rows, bias
- * or not, relu and ELU fused, a workspace of one panel of tiles (many chunks) and a whole one, and
- * one too small (refused, y untouched). The bound, per output j: (C + 8)·ε·Σ_i |A_ji| Σ_c (|G||w|)_i
- * (|Bᵀ||d|)_i, the float sums of the transformed products (the transforms with absolute values). */
+/* Winograd F(2,3) and F(4,3) for 1-d k3 convs, F(2,2) and F(3,2) for convs and transposed convs with
+ * kernel 2s and stride s (tdm_f32_conv_wino over a tdm_wino view, conv_wino.c), against each op's own
+ * definition summed in double (the k3 and strided convs' sums of taps, the transposed conv's scatter
+ * of every input times every tap): every tile tail (N % m, N % 8m), channels not a multiple of 4,
+ * strides 2 to 4, 1 to 9 rows, bias or not, relu and ELU fused, a workspace of one panel of tiles
+ * (many chunks) and a whole one, one too small (refused, y untouched), and x with a NaN or an
+ * infinity (refused). The bound, per output j of view row o: (C + 8)·ε·Σ_i |A_ji| Σ_c (|G||w|)_i
+ * (|Bᵀ||d|)_i over the view's taps w and inputs d (the float sums of the transformed products, the
+ * transforms with absolute values). */
 static const double WINO_G2[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}};
 static const double WINO_B2[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
 static const double WINO_A2[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
@@ -1552,68 +1556,125 @@ static const double WINO_G4[6][3] = {
 static const double WINO_B4[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
                                      {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
 static const double WINO_A4[4][6] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+static const double WINO_G22[3][3] = {{1, 0}, {1, 1}, {0, 1}};
+static const double WINO_B22[3][3] = {{1, -1, 0}, {0, 1, 0}, {0, -1, 1}};
+static const double WINO_A22[2][3] = {{1, 1, 0}, {0, 1, 1}};
+static const double WINO_G32[4][3] = {{1, 0}, {.5, .5}, {.5, -.5}, {0, 1}};
+static const double WINO_B32[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, -1, 0, 1}};
+static const double WINO_A32[3][4] = {{1, 1, 1, 0}, {0, 1, -1, 0}, {0, 1, 1, 1}};
 
-static double wino_bound(int m, int64_t C, int64_t W, const float *x, const float *w, int64_t o, int64_t j) {
-  const int64_t q = j / m, r = j % m, T = m + 2;
+/* The view's input d_c(i) (variants.h, tdm_wino). */
+static double wino_d(const tdm_wino *g, const float *x, int64_t c, int64_t i) {
+  return i - g->lp >= 0 && i - g->lp < g->L ? x[(c / g->xs) * g->xw + c % g->xs + (i - g->lp) * g->xs] : 0.0;
+}
+
+static double wino_bound(const tdm_wino *g, const float *x, const float *w2, int64_t o, int64_t j) {
+  const int m = g->m, r = g->r, T = m + r - 1;
+  const int64_t q = j / m, rr = j % m;
   double mag[6] = {0};
-  for (int64_t c = 0; c < C; c++)
+  for (int64_t c = 0; c < g->C; c++)
     for (int i = 0; i < T; i++) {
       double gw = 0, bd = 0;
-      for (int k = 0; k < 3; k++) gw += fabs(m == 2 ? WINO_G2[i][k] : WINO_G4[i][k]) * fabs(w[(o * C + c) * 3 + k]);
-      for (int k = 0; k < T; k++)
-        if (q * m + k < W) bd += fabs(m == 2 ? WINO_B2[i][k] : WINO_B4[i][k]) * fabs(x[c * W + q * m + k]);
+      for (int k = 0; k < r; k++) {
+        const double G = r == 3 ? (m == 2 ? WINO_G2[i][k] : WINO_G4[i][k]) : (m == 2 ? WINO_G22[i][k] : WINO_G32[i][k]);
+        gw += fabs(G) * fabs(w2[(o * g->C + c) * r + k]);
+      }
+      for (int k = 0; k < T; k++) {
+        const double B = r == 3 ? (m == 2 ? WINO_B2[i][k] : WINO_B4[i][k]) : (m == 2 ? WINO_B22[i][k] : WINO_B32[i][k]);
+        bd += fabs(B) * fabs(wino_d(g, x, c, q * m + k));
+      }
       mag[i] += gw * bd;
     }
   double s = 0;
-  for (int i = 0; i < T; i++) s += fabs(m == 2 ? WINO_A2[r][i] : WINO_A4[r][i]) * mag[i];
-  return (double)(C + 8) * FLT_EPSILON * s;
+  for (int i = 0; i < T; i++)
+    s += fabs(r == 3 ? (m == 2 ? WINO_A2[rr][i] : WINO_A4[rr][i]) : (m == 2 ? WINO_A22[rr][i] : WINO_A32[rr][i])) * mag[i];
+  return (double)(g->C + 8) * FLT_EPSILON * s;
+}
+
+enum { WC = 70, WO = 9, WN = 140, WS = 4 };
+static float wx[WC * (WN + 2) * WS], ww[WO * WC * 3 * WS], wu[6 * WO * WC * WS], wtaps[WO * WC * 3 * WS], wbias[WO], wy[WO * (WN + 2) * WS],
+    wws[6 * (WC * WS + WO * WS) * (WN / 2 + 16)];
+
+/* One case of form 0 (k3), 1 (kernel 2s, stride s), 2 (transposed, kernel 2s, stride s): y's
+ * reference from the op's definition, the view's taps for U, every refusal above, then every output
+ * within the bound. C, O: the op's channels; N: the conv's outputs or the transposed conv's inputs. */
+static int wino_case(int form, int m, int64_t s, int64_t C, int64_t O, int64_t N, int bform, bool small_ws, int *cases) {
+  const int r = form == 0 ? 3 : 2;
+  const int act = form != 2 && bform == 2 ? TDM_CONV_ACT_RELU : form != 2 && bform == 3 ? TDM_CONV_ACT_ELU : TDM_CONV_ACT_NONE;
+  const int64_t K = form == 0 ? 3 : 2 * s, W = form == 0 ? N + 2 : form == 1 ? s * (N + 1) + (N % 2) * (s - 1) : N;
+  const int64_t OW = form == 2 ? s * (N + 1) : N;
+  const tdm_wino g = form == 0 ? tdm_wino_k3(m, O, C, N)
+      : form == 1              ? tdm_wino_strided(m, O, C, s, W, N)
+                               : tdm_wino_transposed(m, O, C, s, N);
+  int bad = 0;
+  fill(wx, C * W, 2, false, (int)(C + N)), fill(ww, O * C * K, 1, false, (int)(O + bform)), fill(wbias, O, 1, false, 7);
+  const float *b = bform % 2 ? wbias : NULL;
+  /* the view's taps: k3 as is; strided w [O, C, 2s] → [O, C·s, 2]; transposed wt [O·2s, C] → [O·s, C, 2] */
+  for (int64_t o = 0; o < g.O; o++)
+    for (int64_t c = 0; c < g.C; c++)
+      for (int k = 0; k < r; k++)
+        wtaps[(o * g.C + c) * r + k] = form == 0 ? ww[(o * C + c) * 3 + k]
+            : form == 1                          ? ww[(o * C + c / s) * K + s * k + c % s]
+                                                 : ww[((o / s) * K + o % s + (k == 0 ? s : 0)) * C + c];
+  tdm_conv_wino_weights(m, r, g.O, g.C, wtaps, wu);
+  const int64_t T = m + r - 1, one = T * (g.C + g.O) * 8, wsn = small_ws ? one : (int64_t)(sizeof wws / sizeof wws[0]);
+  for (int64_t i = 0; i < O * OW; i++) wy[i] = -7.0f;
+  if (tdm_f32_conv_wino(&g, wx, wu, b, wy, wws, one - 1, act) || wy[0] != -7.0f)
+    bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, wy[0], -7.0f);
+  for (int k = 0; k < 3 && N == 5; k++) { /* a NaN or infinity anywhere in x: refused (the direct path) */
+    const int64_t at = (k * 7919) % (C * W);
+    const float keep = wx[at];
+    wx[at] = k == 0 ? NAN : k == 1 ? INFINITY : -INFINITY;
+    if (tdm_f32_conv_wino(&g, wx, wu, b, wy, wws, wsn, act) || wy[0] != -7.0f)
+      bad += mismatch(F_CONV_GEMM, "conv wino took a non-finite x", N, at, (double)k, wy[0], -7.0f);
+    wx[at] = keep;
+  }
+  if (!tdm_f32_conv_wino(&g, wx, wu, b, wy, wws, wsn, act))
+    return bad + mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
+  ++*cases;
+  for (int64_t o = 0; o < O; o++)
+    for (int64_t t = 0; t < OW; t++) {
+      double ref = b ? b[o] : 0.0;
+      if (form == 2) /* every input i times every tap k lands on i·s + k */
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t i = 0; i < N; i++) {
+            if (t - i * s >= 0 && t - i * s < K) ref += (double)ww[(o * K + t - i * s) * C + c] * wx[c * N + i];
+          }
+      else
+        for (int64_t c = 0; c < C; c++)
+          for (int64_t k = 0; k < K; k++) ref += (double)ww[(o * C + c) * K + k] * wx[c * W + (form == 0 ? t : s * t) + k];
+      const int64_t vo = form == 2 ? o * s + t % s : o, vj = form == 2 ? t / s : t; /* the view's row and output */
+      const double bound = wino_bound(&g, wx, wtaps, vo, vj) + (b ? FLT_EPSILON * fabs(b[o]) : 0) + 1e-6 * fabs(ref);
+      if (act == TDM_CONV_ACT_RELU) ref = ref > 0 ? ref : 0;
+      if (act == TDM_CONV_ACT_ELU) ref = ref > 0 ? ref : expm1(ref);
+      if (!(fabs((double)wy[o * OW + t] - ref) <= bound)) {
+        static const char *what[3][5] = {{"", "", "conv wino F(2,3)", "", "conv wino F(4,3)"},
+                                         {"", "", "conv wino strided F(2,2)", "conv wino strided F(3,2)", ""},
+                                         {"", "", "conv wino transposed F(2,2)", "conv wino transposed F(3,2)", ""}};
+        bad +=
+            mismatch(F_CONV_GEMM, what[form][m], N, o * OW + t, (double)(C * 1000 + O * 100 + s * 10 + bform), wy[o * OW + t], (float)ref);
+      }
+    }
+  return bad;
 }
 
 static int check_conv_wino(void) {
-  enum { WC = 70, WO = 9, WN = 140 };
-  static float x[WC * (WN + 2)], w[WO * WC * 3], u[6 * WO * WC], bias[WO], y[WO * WN], ws[6 * (WC + WO) * (WN / 2 + 16)];
   int bad = 0, cases = 0;
   const int64_t cs[] = {1, 5, 32, 70}, os[] = {1, 4, 9}, ns[] = {1, 2, 3, 5, 16, 17, 31, 64, 139};
   for (int m = 2; m <= 4; m += 2)
     for (int ci = 0; ci < 4; ci++)
       for (int oi = 0; oi < 3; oi++)
         for (int ni = 0; ni < 9; ni++)
-          for (int form = 0; form < 4; form++) {
-            const int64_t C = cs[ci], O = os[oi], N = ns[ni], W = N + 2;
-            const int act = form == 2 ? TDM_CONV_ACT_RELU : form == 3 ? TDM_CONV_ACT_ELU : TDM_CONV_ACT_NONE;
-            fill(x, C * W, 2, false, (int)(C + N)), fill(w, O * C * 3, 1, false, (int)(O + form)), fill(bias, O, 1, false, 7);
-            const float *b = form % 2 ? bias : NULL;
-            tdm_conv_wino_weights(m, O, C, w, u);
-            const int64_t one = (m + 2) * (C + O) * 8, wsn = ni % 2 ? one : (int64_t)(sizeof ws / sizeof ws[0]);
-            for (int64_t i = 0; i < O * N; i++) y[i] = -7.0f;
-            if (tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, one - 1, act) || y[0] != -7.0f)
-              bad += mismatch(F_CONV_GEMM, "conv wino took a workspace under one panel", N, 0, (double)C, y[0], -7.0f);
-            for (int k = 0; k < 3 && ni == 3; k++) { /* a NaN or infinity anywhere in x: refused (the direct path) */
-              const int64_t at = (k * 7919) % (C * W);
-              const float keep = x[at];
-              x[at] = k == 0 ? NAN : k == 1 ? INFINITY : -INFINITY;
-              if (tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, wsn, act) || y[0] != -7.0f)
-                bad += mismatch(F_CONV_GEMM, "conv wino took a non-finite x", N, at, (double)k, y[0], -7.0f);
-              x[at] = keep;
-            }
-            if (!tdm_f32_conv_wino(m, O, C, N, x, u, b, y, ws, wsn, act)) {
-              bad += mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
-              continue;
-            }
-            cases++;
-            for (int64_t o = 0; o < O; o++)
-              for (int64_t j = 0; j < N; j++) {
-                double ref = b ? b[o] : 0.0;
-                for (int64_t c = 0; c < C; c++)
-                  for (int k = 0; k < 3; k++) ref += (double)w[(o * C + c) * 3 + k] * x[c * W + j + k];
-                const double bound = wino_bound(m, C, W, x, w, o, j) + (b ? FLT_EPSILON * fabs(b[o]) : 0) + 1e-6 * fabs(ref);
-                if (act == TDM_CONV_ACT_RELU) ref = ref > 0 ? ref : 0;
-                if (act == TDM_CONV_ACT_ELU) ref = ref > 0 ? ref : expm1(ref);
-                if (!(fabs((double)y[o * N + j] - ref) <= bound))
-                  bad += mismatch(F_CONV_GEMM, m == 2 ? "conv wino F(2,3)" : "conv wino F(4,3)", N, o * N + j,
-                                  (double)(C * 100 + O * 10 + form), y[o * N + j], (float)ref);
-              }
-          }
+          for (int bform = 0; bform < 4; bform++) bad += wino_case(0, m, 1, cs[ci], os[oi], ns[ni], bform, ni % 2, &cases);
+  const int64_t cs2[] = {1, 5, 17}, os2[] = {1, 3, 9}, ns2[] = {1, 2, 3, 5, 16, 17, 31, 64};
+  for (int form = 1; form <= 2; form++)
+    for (int m = 2; m <= 3; m++)
+      for (int64_t s = 2; s <= WS; s++)
+        for (int ci = 0; ci < 3; ci++)
+          for (int oi = 0; oi < 3; oi++)
+            for (int ni = 0; ni < 8; ni++)
+              for (int bform = 0; bform < 2; bform++)
+                bad += wino_case(form, m, s, cs2[ci], os2[oi], ns2[ni], bform + (form == 1 && ni % 3 == 0 ? 2 : 0), ni % 2, &cases);
   if (cases == 0) bad += mismatch(F_CONV_GEMM, "conv wino: no cases", 0, 0, 0, 0, 0);
   return bad;
 }

@@ -492,6 +492,25 @@ def _with_inf(t, at):
 # an infinity in x: torch's ±inf at the 3 outputs per channel that read it, finite elsewhere (the transforms
 # would spread inf - inf over its tiles, so such an x takes the direct path)
 case("conv1d_wino_inf", lambda x, m: m(x), _with_inf(r(1, 36, 70), (0, 5, 33)), with_random_params(nn.Conv1d(36, 8, 3)).eval(), rtol=1e-5, atol=WINO_ATOL)
+# convs and transposed convs with kernel 2s and stride s, 32+ channels once split by phase, constant weights
+# (Mimi's SEANet down- and upsampling): Winograd F(3,2) or F(2,2) over x split by phase (conv_wino.c), where
+# its GEMMs cover at most 0.9 of the direct GEMM's panels in two or more panels of tiles (F(2,2): the
+# second and third shapes, the transposed batch): a trailing sample past the last window, odd tile tails,
+# no bias, a batch of 2, a fused ELU, a transposed conv with 97 outputs a phase, an infinity in x
+for cin, cout, s, length, bias in [(16, 12, 4, 244, True), (12, 8, 3, 99, True), (64, 20, 2, 93, False), (64, 128, 4, 964, True)]:
+    case("conv1d_wino_strided", lambda x, m: m(x), r(1, cin, length), with_random_params(nn.Conv1d(cin, cout, 2 * s, stride=s, bias=bias)).eval(),
+         rtol=1e-5, atol=WINO_ATOL)
+case("conv1d_wino_strided_batch_elu", lambda x, m: F.elu(m(x)), r(2, 20, 3 * 61 + 2), with_random_params(nn.Conv1d(20, 24, 6, stride=3)).eval(),
+     rtol=1e-5, atol=WINO_ATOL)
+for cin, cout, s, length, bias in [(40, 6, 4, 60, True), (33, 5, 5, 96, True), (32, 16, 2, 200, False), (128, 64, 4, 120, True)]:
+    case("conv_transpose1d_wino", lambda x, m: m(x), r(1, cin, length),
+         with_random_params(nn.ConvTranspose1d(cin, cout, 2 * s, stride=s, bias=bias)).eval(), rtol=1e-5, atol=WINO_ATOL)
+case("conv_transpose1d_wino_batch", lambda x, m: m(x), r(2, 36, 30), with_random_params(nn.ConvTranspose1d(36, 10, 6, stride=3)).eval(),
+     rtol=1e-5, atol=WINO_ATOL)
+case("conv1d_wino_strided_inf", lambda x, m: m(x), _with_inf(r(1, 16, 244), (0, 3, 77)),
+     with_random_params(nn.Conv1d(16, 8, 8, stride=4)).eval(), rtol=1e-5, atol=WINO_ATOL)
+case("conv_transpose1d_wino_inf", lambda x, m: m(x), _with_inf(r(1, 40, 60), (0, 7, 21)),
+     with_random_params(nn.ConvTranspose1d(40, 6, 8, stride=4)).eval(), rtol=1e-5, atol=WINO_ATOL)
 case("conv1d_k3_input_weights", lambda x, w, b: F.conv1d(x, w, b), r(1, 37, 40), r(19, 37, 3), r(19), rtol=1e-5, atol=2e-5)
 case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
 case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
