@@ -76,4 +76,16 @@ if ! node -e '
   process.exit(names.every((n) => fs.existsSync(`node_modules/${n}/package.json`)) ? 0 : 1);' 2>/dev/null; then
   npm ci --no-audit --no-fund >&2
 fi
+# The package's own dependencies into npm's cache with their registry documents, as package.json's
+# ranges resolve today and at package-lock.json's versions (and those of their own dependencies):
+# tests/js/pack.test.js installs the packed tarball into an empty project offline, which resolves
+# the ranges from those documents, and `npm ci` caches only the locked tarballs (a fresh machine's
+# cache has nothing else).
+mapfile -t RUNTIME_DEPS < <(node -e '
+  const p = require("./package.json"), l = require("./package-lock.json");
+  for (const [n, r] of Object.entries(p.dependencies ?? {})) console.log(`${n}@${r}`);
+  for (const [k, v] of Object.entries(l.packages))
+    if (k.startsWith("node_modules/") && !v.dev && !v.devOptional && !v.optional)
+      console.log(`${k.slice(k.lastIndexOf("node_modules/") + 13)}@${v.version}`);')
+[ ${#RUNTIME_DEPS[@]} -eq 0 ] || npm cache add "${RUNTIME_DEPS[@]}" >&2
 echo "$VENV/bin/python"
