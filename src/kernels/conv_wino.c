@@ -190,7 +190,15 @@ static void wino_out(const tdm_wino *g, const float *m0, int64_t P, int64_t n, f
   const int64_t ys = g->ys;
   const float *m1 = m0 + P, *m2 = m1 + P, *m3 = m2 + P;
   int64_t q = 0;
-  if (g->r == 2 && m == 3 && !add_b) /* the whole tiles of the 2-tap transforms without the branches below (the same floats) */
+  if (g->r == 3 && ys == 1 && !add_b && m == 4) /* the whole tiles without the branches below (the same floats) */
+    for (const float *m4 = m3 + P, *m5 = m4 + P; 4 * q + 4 <= n; q++) {
+      const float s12 = m1[q] + m2[q], d12 = m1[q] - m2[q], s34 = m3[q] + m4[q], d34 = m3[q] - m4[q];
+      yb[4 * q] = m0[q] + s12 + s34, yb[4 * q + 1] = d12 + 2.0f * d34, yb[4 * q + 2] = s12 + 4.0f * s34,
+             yb[4 * q + 3] = d12 + 8.0f * d34 + m5[q];
+    }
+  else if (g->r == 3 && ys == 1 && !add_b)
+    for (; 2 * q + 2 <= n; q++) yb[2 * q] = m0[q] + m1[q] + m2[q], yb[2 * q + 1] = m1[q] - m2[q] - m3[q];
+  else if (g->r == 2 && m == 3 && !add_b) /* the whole tiles of the 2-tap transforms without the branches below (the same floats) */
     for (; 3 * q + 3 <= n; q++) {
       const float s12 = m1[q] + m2[q];
       yb[3 * q * ys] = m0[q] + s12, yb[(3 * q + 1) * ys] = m1[q] - m2[q], yb[(3 * q + 2) * ys] = s12 + m3[q];
