@@ -125,6 +125,29 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
   return wasm_f32x4_mul(wasm_f32x4_mul(p, s1), s2);
 }
 
+/* e^x for four lanes whose x is at most 0 or NaN, as ELU needs it (exp(minimum(y, 0)) - 1): the
+ * steps of tdm_f32x4_exp without its upper clamp, and with x clamped below at -87 instead of -104,
+ * so n >= -126 and 2^n is one normal float (one multiply, rounding once as the two halves do). The
+ * same floats as tdm_f32x4_exp for x in [-87, 0] and NaN; below -87 both are under 2^-125, so
+ * e^x - 1 is exactly -1 from either (tests/c/kernel_selftest.c, check_elu, sweeps [-110, 0]). */
+static inline v128_t tdm_f32x4_exp_nonpos(v128_t x) {
+  x = wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.0f));
+  const v128_t magic = wasm_f32x4_splat(12582912.0f); /* 1.5 * 2^23 */
+  const v128_t nm = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), magic);
+  const v128_t n = wasm_f32x4_sub(nm, magic);
+  v128_t r = wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693145752f)));
+  r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(1.42860677e-6f)));
+  v128_t p = wasm_f32x4_splat(1.0f / 720);
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 120));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 24));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 6));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
+  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
+  const v128_t s = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(nm, magic), wasm_i32x4_splat(127)), 23);
+  return wasm_f32x4_mul(p, s);
+}
+
 /* erf(x) for four lanes as a rational function, x·P(x²)/Q(x²) with P of degree 6 and Q of degree
  * 4 in x², on x clamped to [-4, 4] (erf(4) = 1 - 1.5e-8, so past that erf is ±1 in float32): one
  * division and no exp. The coefficients are the minimax fit Eigen uses for float erf. Absolute

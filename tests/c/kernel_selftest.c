@@ -1691,6 +1691,16 @@ static int check_elu(void) {
     for (int64_t i = 0; i < n; i++)
       if (!same(y[i], ref[i])) bad += mismatch(F_EXP, "elu one pass", n, i, x[i], y[i], ref[i]);
   }
+  { /* every 1/64 from -110 to 0 (the one-pass exp's clamp at -87, the denormal results below), NaN, ±inf */
+    static float v[7046], o[7046], r[7046];
+    int64_t n = 0;
+    for (int k = -7040; k <= 0; k++) v[n++] = (float)k / 64.0f;
+    v[n++] = NAN, v[n++] = INFINITY, v[n++] = -INFINITY, v[n++] = -87.00001f, v[n++] = -86.99999f;
+    tdm_f32_elu__chain(v, r, n);
+    tdm_f32_elu(v, o, n);
+    for (int64_t i = 0; i < n; i++)
+      if (!same(o[i], r[i])) bad += mismatch(F_EXP, "elu one pass, [-110, 0]", n, i, v[i], o[i], r[i]);
+  }
   { /* -1 + e^x: exactly -1 far left, x itself right of 0 */
     const float v[4] = {-200.0f, 3.5f, -0.0f, 0.0f};
     float o[4];
