@@ -101,9 +101,9 @@ static inline void tdm_f32_axpy__simd128(float p, const float *x, float *y, int6
  * Written for how V8 lowers SIMD128 on x86: pmin/pmax are one instruction each (min/max with NaN
  * semantics are several), and n is rounded by adding 1.5·2^23, which leaves n in the low mantissa
  * bits (no float→int conversion, which is a long sequence there). */
-static inline v128_t tdm_f32x4_exp(v128_t x) {
-  /* pmax(a, b) = a < b ? b : a and pmin(a, b) = b < a ? b : a keep a NaN in a */
-  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-104.0f)), wasm_f32x4_splat(89.0f));
+/* The shared steps of the two below: x = n ln2 + r, e^r by the degree-6 polynomial (returned), and
+ * the integer n in *ni (nm's bits minus magic's bits). */
+static inline v128_t tdm__f32x4_exp_poly(v128_t x, v128_t *ni) {
   const v128_t magic = wasm_f32x4_splat(12582912.0f); /* 1.5 * 2^23 */
   const v128_t nm = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), magic);
   const v128_t n = wasm_f32x4_sub(nm, magic); /* round-to-nearest of x / ln 2, as a float */
@@ -116,9 +116,17 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
   p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
-  /* the integer n (in [-150, 129]) is nm's bits minus magic's bits; 2^n = 2^h · 2^(n-h) with
-   * h = floor(n / 2): both halves are normal floats, so the product rounds only once */
-  const v128_t ni = wasm_i32x4_sub(nm, magic);
+  *ni = wasm_i32x4_sub(nm, magic);
+  return p;
+}
+
+static inline v128_t tdm_f32x4_exp(v128_t x) {
+  /* pmax(a, b) = a < b ? b : a and pmin(a, b) = b < a ? b : a keep a NaN in a */
+  x = wasm_f32x4_pmin(wasm_f32x4_pmax(x, wasm_f32x4_splat(-104.0f)), wasm_f32x4_splat(89.0f));
+  v128_t ni;
+  const v128_t p = tdm__f32x4_exp_poly(x, &ni);
+  /* the integer n is in [-150, 129]; 2^n = 2^h · 2^(n-h) with h = floor(n / 2): both halves are
+   * normal floats, so the product rounds only once */
   const v128_t h = wasm_i32x4_shr(ni, 1);
   const v128_t s1 = wasm_i32x4_shl(wasm_i32x4_add(h, wasm_i32x4_splat(127)), 23);
   const v128_t s2 = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(ni, h), wasm_i32x4_splat(127)), 23);
@@ -131,21 +139,9 @@ static inline v128_t tdm_f32x4_exp(v128_t x) {
  * same floats as tdm_f32x4_exp for x in [-87, 0] and NaN; below -87 both are under 2^-125, so
  * e^x - 1 is exactly -1 from either (tests/c/kernel_selftest.c, check_elu, sweeps [-110, 0]). */
 static inline v128_t tdm_f32x4_exp_nonpos(v128_t x) {
-  x = wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.0f));
-  const v128_t magic = wasm_f32x4_splat(12582912.0f); /* 1.5 * 2^23 */
-  const v128_t nm = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), magic);
-  const v128_t n = wasm_f32x4_sub(nm, magic);
-  v128_t r = wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693145752f)));
-  r = wasm_f32x4_sub(r, wasm_f32x4_mul(n, wasm_f32x4_splat(1.42860677e-6f)));
-  v128_t p = wasm_f32x4_splat(1.0f / 720);
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 120));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 24));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f / 6));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(0.5f));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
-  p = wasm_f32x4_add(wasm_f32x4_mul(p, r), wasm_f32x4_splat(1.0f));
-  const v128_t s = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(nm, magic), wasm_i32x4_splat(127)), 23);
-  return wasm_f32x4_mul(p, s);
+  v128_t ni;
+  const v128_t p = tdm__f32x4_exp_poly(wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.0f)), &ni);
+  return wasm_f32x4_mul(p, wasm_i32x4_shl(wasm_i32x4_add(ni, wasm_i32x4_splat(127)), 23));
 }
 
 /* erf(x) for four lanes as a rational function, x·P(x²)/Q(x²) with P of degree 6 and Q of degree
