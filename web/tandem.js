@@ -68,7 +68,8 @@ export async function load(source, options = {}) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
       `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
   }
-  const threads = threadsAvailable() && threadedBuild ? asked ?? defaultThreads(options._cores) : 1;
+  // device 'webgpu' runs its methods on the GPU (model.threads is 1 there): no pool unless asked for
+  const threads = threadsAvailable() && threadedBuild ? asked ?? (device === 'webgpu' ? 1 : defaultThreads(options._cores)) : 1;
   const level = simdLevel(options.simd);
   const wasm = await ((threads > 1 ? options.wasmThreads : options.wasm)
     ?? (options._wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));

@@ -15,6 +15,7 @@ from torch import nn
 import tandem
 from conftest import ROOT
 from models.families import MODELS
+from tandem.cli import main
 from tandem.format import VERSION
 from tandem.ir import CONST, DTYPE_NAME
 from tandem.runtime import _library
@@ -144,16 +145,22 @@ def bad_files(tmp_path, good):
 
 
 @pytest.mark.parametrize("command", ["inspect", "check"])
-def test_bad_files_are_one_line_and_a_nonzero_exit(transformer, tmp_path, command):
+def test_bad_files_are_one_line_and_a_nonzero_exit(transformer, tmp_path, capsys, command):
+    """Each bad file through the command's entry point in this process (tandem.cli.main, what
+    `python -m tandem` calls; an exception would fail the test), and one of them through a real
+    `python -m tandem` process (each starts torch: a few seconds)."""
     for what, (path, message) in bad_files(tmp_path, transformer[0]).items():
-        if command == "check" and what in ("empty", "directory"):
-            continue  # read and verified as inspect does; each run starts torch, so fewer here
-        r = run(command, path)
-        assert r.returncode == 1, (what, r.stdout, r.stderr)
-        assert "Traceback" not in r.stdout + r.stderr, what
-        assert r.stdout == "", what
-        assert r.stderr.count("\n") == 1 and r.stderr.startswith("tandem: "), (what, r.stderr)
-        assert re.search(message, r.stderr), (what, r.stderr)
+        code = main([command, str(path)])
+        out, err = capsys.readouterr()
+        assert code == 1, (what, out, err)
+        assert out == "", what
+        assert err.count("\n") == 1 and err.startswith("tandem: "), (what, err)
+        assert re.search(message, err), (what, err)
+    path, message = bad_files(tmp_path, transformer[0])["corrupt"]
+    r = run(command, path)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stdout + r.stderr
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and re.search(message, r.stderr), r.stderr
 
 
 def test_docs_api_md_names_every_public_python_name_and_command():
