@@ -210,6 +210,17 @@ test("device 'auto' runs a program with an op without a kernel on wasm and says 
   r.outs.forEach((outs, i) => outs.forEach((o, k) => near(o, spec.calls[i].outputs[k], `call ${i}`)));
 });
 
+test("device 'webgpu' starts no wasm thread pool unless threads are asked for (its methods run on the GPU)", async () => {
+  const gpu = await page.evaluate(() => window.workersFor('transformer', { device: 'webgpu' }));
+  assert.equal(gpu.device, 'webgpu');
+  assert.equal(gpu.made, 0);
+  const asked = await page.evaluate(() => window.workersFor('transformer', { device: 'webgpu', threads: 2 }));
+  assert.equal(asked.made, 1, 'threads: 2 asked for: one worker beside the calling thread');
+  const wasm = await page.evaluate(() => window.workersFor('transformer', {}));
+  assert.ok(wasm.isolated, 'the page is cross-origin isolated (scripts/serve.mjs)');
+  assert.equal(wasm.made, Math.min(4, wasm.cores) - 1, 'device wasm: the default pool');
+});
+
 test("device 'webgpu' refuses such a program with TDM_ERR_DEVICE naming the ops", async () => {
   const e = await page.evaluate(() => window.gpuRefuses('gpu_fallback'));
   assert.equal(e.code, 'TDM_ERR_DEVICE');
