@@ -20,9 +20,10 @@
   X(4, I8, "int8", 1) \
   X(5, I4X2, "int4x2", 1) \
   X(6, I32, "int32", 4) \
+  X(7, BF16, "bfloat16", 2) \
 
 /* Constant-only dtypes (quantized weights): only the quantized ops may read them. */
-#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5)
+#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5 || (d) == 7)
 
 /* Columns per panel of a packed weight: b [K, N] is stored [ceil(N/TDM_PANEL), K, TDM_PANEL]. */
 #define TDM_PANEL 8
@@ -192,99 +193,103 @@ enum {
   X(conv_q8, 0, TDM_INPLACE_NONE) \
   X(conv_transpose_q8, 0, TDM_INPLACE_NONE) \
   X(elu, 0, TDM_INPLACE_ANY) \
+  X(conv_bf16, 0, TDM_INPLACE_NONE) \
+  X(conv_transpose_bf16, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 90
+#define TDM_SCHEMA_OP_COUNT 92
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
-#define TDM__OPFLAGS_add               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_sub               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_mul               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_div               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_maximum           false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_minimum           false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_pow               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_remainder         false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_eq                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_ne                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_lt                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_le                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_gt                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_ge                false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_logical_and       false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_logical_or        false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_floor_divide      false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_trunc_divide      false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_neg               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_abs               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_exp               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_log               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_sqrt              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_rsqrt             false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_sin               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_cos               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_tanh              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_sigmoid           false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_relu              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_gelu              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_gelu_tanh         false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_silu              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_erf               false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_reciprocal        false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_floor             false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_ceil              false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_logical_not       false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_where             false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_cast              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_fill              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_copy              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_matmul            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_matmul_packed     false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_embedding_packed  false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_permute           false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_slice             false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_cat               false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_expand            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_index_select      false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_any               false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_all               false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_argmax            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_argmin            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_sum               false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_mean              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_amax              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_amin              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_softmax           false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_log_softmax       false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_layer_norm        false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_rms_norm          false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_check_index       true, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_index_put         false, TDM_INPLACE_FIRST
-#define TDM__OPFLAGS_slice_scatter     false, TDM_INPLACE_FIRST
-#define TDM__OPFLAGS_attention         false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_conv              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_max_pool          false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_avg_pool          false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_conv_transpose    false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_log1p             false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_cumsum            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_gather            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_sort              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_topk              false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_matmul_q8         false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_matmul_q4         false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_embedding_q8      false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_embedding_q4      false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_hardswish         false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_hardsigmoid       false, TDM_INPLACE_ANY
-#define TDM__OPFLAGS_guard             true, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_scatter           false, TDM_INPLACE_FIRST
-#define TDM__OPFLAGS_isnan             false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_isinf             false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_isfinite          false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_random            false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_multinomial       true, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_conv_q8           false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_conv_transpose_q8 false, TDM_INPLACE_NONE
-#define TDM__OPFLAGS_elu               false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_sub                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_mul                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_div                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_maximum             false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_minimum             false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_pow                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_remainder           false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_eq                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_ne                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_lt                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_le                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_gt                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_ge                  false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_logical_and         false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_logical_or          false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_floor_divide        false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_trunc_divide        false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_neg                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_abs                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_exp                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_log                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_sqrt                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_rsqrt               false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_sin                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_cos                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_tanh                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_sigmoid             false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_relu                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_gelu                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_gelu_tanh           false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_silu                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_erf                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_reciprocal          false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_floor               false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_ceil                false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_logical_not         false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_where               false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_cast                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_fill                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_copy                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_packed       false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_packed    false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_permute             false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_slice               false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_cat                 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_expand              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_index_select        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_any                 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_all                 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_argmax              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_argmin              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_sum                 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_mean                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_amax                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_amin                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_softmax             false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_log_softmax         false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_layer_norm          false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_rms_norm            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_check_index         true, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_index_put           false, TDM_INPLACE_FIRST
+#define TDM__OPFLAGS_slice_scatter       false, TDM_INPLACE_FIRST
+#define TDM__OPFLAGS_attention           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_max_pool            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_avg_pool            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_transpose      false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_log1p               false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_cumsum              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_gather              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_sort                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_topk                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q8           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_q4           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q8        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_embedding_q4        false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_hardswish           false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_hardsigmoid         false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_guard               true, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_scatter             false, TDM_INPLACE_FIRST
+#define TDM__OPFLAGS_isnan               false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_isinf               false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_isfinite            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_random              false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_multinomial         true, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_q8             false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_transpose_q8   false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_elu                 false, TDM_INPLACE_ANY
+#define TDM__OPFLAGS_conv_bf16           false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_transpose_bf16 false, TDM_INPLACE_NONE
 
 #endif

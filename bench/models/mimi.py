@@ -6,9 +6,10 @@ outputs, for bench/suite/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms
 VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weights stored int8
 (`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32), and
 with int8convs OUT/mimi_int8convs.tandem (`quantize="int8", quantize_convs=True`: also the big
-streaming convs, conv_q8).
+streaming convs, conv_q8), with int8bf16 OUT/mimi_int8bf16.tandem (`quantize="int8",
+quantize_convs="bf16"`: those of them at 1-2 positions with bfloat16 weights, conv_bf16).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
-float32, int8, int8convs]."""
+float32, int8, int8convs, int8bf16]."""
 
 import json
 import sys
@@ -59,7 +60,7 @@ for variant in VARIANTS:
                 "reset": tandem.Method(model.reset_streaming, ()),
             },
             quantize=None if variant == "float32" else "int8",
-            quantize_convs=variant == "int8convs",
+            quantize_convs={"int8convs": True, "int8bf16": "bf16"}.get(variant, False),
         )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0

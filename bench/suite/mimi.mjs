@@ -2,7 +2,8 @@
 // wasm (Node) on 1 and 2 threads over the frames moshi's eager torch ran, its codes and audio checked
 // against moshi's, printed beside moshi's eager torch on one thread (timed by bench/models/mimi.py in the
 // same run). Usage: node bench/suite/mimi.mjs build/bench. Prints table rows: float32 (mimi.tandem), then,
-// where bench/models/mimi.py exported it, int8 linear weights (mimi_int8.tandem), whose check column gives
+// where bench/models/mimi.py exported them, int8 linear weights (mimi_int8.tandem) and those with the 1-2
+// position convs' weights bfloat16 (mimi_int8bf16.tandem, quantize_convs="bf16"), whose check column gives
 // the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
 import { existsSync, readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
@@ -13,7 +14,8 @@ const eager = JSON.parse(readFileSync(`${DIR}/mimi_eager.json`, 'utf8'));
 const f = (x, d = 1) => x.toFixed(d);
 const eagerMs = eager.encode_ms + eager.decode_ms;
 
-const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
+const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights'],
+  ['mimi_int8bf16', ', int8 linear weights, bfloat16 streaming convs']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
 for (const [name, label] of variants) for (const threads of [1, 2]) {
   const m = await load(`${DIR}/${name}.tandem`, { threads });
   await m.resetState();

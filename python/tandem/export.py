@@ -303,7 +303,7 @@ def export(
     quantize: Optional[str] = None,
     quantize_group: int = QUANT_GROUP,
     quantize_skip: Skip = None,
-    quantize_convs: bool = False,
+    quantize_convs: Union[bool, str] = False,
     seed: int = 0,
 ) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
@@ -315,7 +315,8 @@ def export(
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip.
-    quantize_convs: with "int8", also the big streaming convs (opt-in: lossier; docs/ops.md).
+    quantize_convs: True (or "int8"; with quantize="int8"): also the big streaming convs' weights, int8;
+    "bf16" (with any quantize): those with at most 2 positions, bfloat16 (opt-in: lossier; docs/ops.md).
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
     method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
@@ -333,7 +334,7 @@ def export(
         for r in roots.values():
             r.bind(counters)
         name_of = _names_of(module, list(roots.values()))
-        params = _parameters(list(roots.values())) if quantize is not None else []
+        params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
         exported, constants, created = {}, {}, []
         for name, (fn, inputs, dynamic) in specs.items():
             try:

@@ -15,8 +15,8 @@ import torch
 from . import schema
 
 # Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
-F32, I64, BOOL, I8, I4X2, I32 = (
-    next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int8", "int4x2", "int32")
+F32, I64, BOOL, I8, I4X2, I32, BF16 = (
+    next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int8", "int4x2", "int32", "bfloat16")
 )
 # torch dtype -> code for what a method computes with; the constant-only dtypes (quantized weights,
 # made by quantize.py) are not in it, so no input, state or activation can take them.
@@ -24,7 +24,7 @@ DTYPE_CODE = {getattr(torch, d.name): d.code for d in schema.DTYPES if not d.con
 TORCH_DTYPE = {v: k for k, v in DTYPE_CODE.items()}
 DTYPE_SIZE = {d.code: d.size for d in schema.DTYPES}
 DTYPE_NAME = {d.code: d.name for d in schema.DTYPES}
-SUPPORTED_DTYPES = ", ".join(d.name for d in schema.DTYPES)  # for messages
+SUPPORTED_DTYPES = ", ".join(d.name for d in schema.DTYPES if not d.const_only)  # for messages
 # Floating dtypes tandem stores as float32: constants (parameters, buffers never written, literals)
 # convert exactly (float16, bfloat16) or by rounding to nearest (float64); float64 values computed
 # inside a method (torch.full(..., dtype=torch.float64), x.double()) are computed in float32.

@@ -16,11 +16,13 @@ of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -
 parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
 reads its rows from the quantized packed weight of the output layer.
 
-With int8 and `convs=True` (`tandem.export(..., quantize_convs=True)`), also the convolutions whose
-streaming step reads many weight bytes per output (a few output positions of a big kernel: conv_q8 /
-conv_transpose_q8, see quantize_conv.py); otherwise, and for the other convs, they stay float32. It is
-opt-in because it costs more accuracy than int8 linear layers do: on the full-size Mimi, 8% of the
-codes differ from eager against none with the linear layers alone (docs/benchmarks.md).
+With int8 and `convs=True` or "int8" (`tandem.export(..., quantize_convs=True)`), also the
+convolutions whose streaming step reads many weight bytes per output (a few output positions of a big
+kernel: conv_q8 / conv_transpose_q8, see quantize_conv.py); with `convs="bf16"` (and any mode, None
+too) those with at most two positions get bfloat16 weights instead (conv_bf16 / conv_transpose_bf16);
+otherwise, and for the other convs, they stay float32. It is opt-in because it costs more accuracy
+than int8 linear layers do: on the full-size Mimi, 8% of the codes differ from eager with int8 convs,
+2-3% with bfloat16 ones, against none with the linear layers alone (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .ir import CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
-from .quantize_conv import quantize_convs
+from .ir import BF16, CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
+from .quantize_conv import pack_bf16, quantize_convs
 from .schema import PANEL, QUANT_GROUP
 
 Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
@@ -142,16 +144,18 @@ def quantize_methods(
     params: Sequence[tuple[str, torch.Tensor]],
     group: int = QUANT_GROUP,
     skip: Skip = None,
-    convs: bool = False,
+    convs: Union[bool, str] = False,
 ) -> None:
     """Rewrites the methods' float32 weight ops into quantized ones, in place (see the module)."""
-    if convs not in (True, False):
-        raise ExportError(f"quantize_convs={convs!r}: use True or False")
-    if convs and mode != "int8":
-        raise ExportError(f"quantize_convs=True needs quantize='int8' (int8 convolutions only), not quantize={mode!r}")
-    if mode is None:
-        return
-    if mode not in ("int8", "int4"):
+    if convs is not True and convs is not False and convs not in ("int8", "bf16"):
+        raise ExportError(f"quantize_convs={convs!r}: use False, True (the same as 'int8') or 'bf16'")
+    convs = "int8" if convs is True else convs or None
+    if convs == "int8" and mode != "int8":
+        raise ExportError(
+            f"quantize_convs='int8' needs quantize='int8' (int8 convolutions), not quantize={mode!r}; "
+            "quantize_convs='bf16' goes with any quantize"
+        )
+    if mode not in (None, "int8", "int4"):
         raise ExportError(f"quantize={mode!r}: use 'int8', 'int4' or None")
     if mode == "int4" and (not isinstance(group, int) or group < 2 or group % 2):
         raise ExportError(f"quantize_group={group!r}: the int4 group size must be an even integer >= 2")
@@ -162,6 +166,10 @@ def quantize_methods(
         or (isinstance(skip, (list, tuple, set)) and all(isinstance(s, str) for s in skip))
     ):
         raise ExportError("quantize_skip must be a list of name substrings or a function (name, shape) -> bool")
+    if convs == "bf16":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), lambda b: (_const(pack_bf16(b), BF16),), "bf16")
+    if mode is None:
+        return
     names = _Names(params)
     done: dict = {}  # id(float storage) -> (q Value, scale Value) or None (stays float32)
 
@@ -206,7 +214,7 @@ def quantize_methods(
                 r = quantized(x, table.t())
                 if r:
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
-    if convs:  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
+    if convs == "int8":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
 
         def pack(b):
             return tuple(_const(t, d) for t, d in zip(pack_int8(*quantize_weight(b, "int8")), (I8, F32)))

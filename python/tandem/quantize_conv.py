@@ -10,6 +10,12 @@ reads a quarter of the bytes; each row of activations is quantized to int16 per 
 rows are int8) and the runtime sums int16 × int8 exactly. Convolutions over many positions stay float32 (their GEMM is bound by
 arithmetic, where int8 would only add the conversion), as do grouped ones, weights that are not a
 parameter of the module (a batch norm folded in, a computed weight) and those `skip` names.
+
+`quantize_convs="bf16"` (with any `quantize`) makes the same convs `conv_bf16` / `conv_transpose_bf16`
+instead, where they have at most CONV_BF16_MAX_ROWS rows: the weights rounded to bfloat16 (float32's
+top half, to nearest even) in 2-row panels (pack_bf16), read at half float32's bytes and multiplied in
+float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs,
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from .ir import CONST, F32, SCRATCH, Op, Storage, Value
 # and more positions the float GEMM is bound by arithmetic and stays.
 CONV_Q8_MAX_ROWS = 16
 CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in cache between steps
+# conv_bf16's GEMV runs two rows of activations a pass over the weights: more would read them again
+# (Mimi's bandwidth-bound convs have 1-2 positions; its 16-position ones are bound by arithmetic).
+CONV_BF16_MAX_ROWS = 2
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
 
 
@@ -32,6 +41,23 @@ def q8_workspace(rows: int, K: int, M: int) -> int:
     """Floats of conv_q8's workspace (src/kernels/conv_q8.c tdm__conv_q8_workspace): the rows, the
     result, the rows as int16 pairs, their block scales and a flag per row."""
     return rows * K + rows * M + rows * ((K + 3) // 2) + rows * (-(-K // ABLOCK) + 1)
+
+
+def bf16_workspace(rows: int, K: int, M: int) -> int:
+    """Floats of conv_bf16's workspace (src/kernels/conv_q8.c tdm__conv_bf16_workspace): the rows, the
+    result and the rows split into even and odd k per block of 8."""
+    return rows * K + rows * M + rows * 8 * -(-K // 8)
+
+
+def pack_bf16(B: torch.Tensor) -> torch.Tensor:
+    """B [K, M] float32 -> its columns as bfloat16 rows (torch's rounding: to nearest even) in 2-row
+    panels [ceil(M/2), ceil(K/8), 2, 8], zeros past K and M, as the int16 of their bits (docs/ops.md,
+    `conv_bf16`)."""
+    K, M = B.shape
+    K8, P = -(-K // 8), -(-M // 2)
+    w = torch.zeros(2 * P, 8 * K8, dtype=torch.bfloat16)
+    w[:M, :K] = B.detach().t().to(torch.bfloat16)
+    return w.reshape(P, 2, K8, 8).permute(0, 2, 1, 3).contiguous().view(torch.int16)
 
 
 class _ConvParams:
@@ -64,10 +90,13 @@ def _const_tensor(v: Value):
     return v.storage.tensor.reshape(v.shape)
 
 
-def quantize_convs(methods: list, params, skipped, pack) -> None:
+def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> None:
     """Rewrites the methods' qualifying conv / conv_transpose ops in place (see the module).
-    skipped(names, shape) -> bool; pack(B [K, M]) -> (q Value, scale Value) for B's columns."""
+    skipped(names, shape) -> bool; pack(B [K, M]) -> the weight Values for B's columns: (q, scale)
+    for kind "q8", (w,) for "bf16"."""
     index = _ConvParams(params)
+    max_rows = CONV_Q8_MAX_ROWS if kind == "q8" else CONV_BF16_MAX_ROWS
+    workspace = q8_workspace if kind == "q8" else bf16_workspace
     done: dict = {}  # id(weight storage) -> (q, scale) or None
 
     def weights(v: Value, B: torch.Tensor, as_flat):
@@ -80,48 +109,48 @@ def quantize_convs(methods: list, params, skipped, pack) -> None:
     for m in methods:
         for i, op in enumerate(m.ops):
             if op.name == "conv" and len(op.outs) <= 2:
-                new = _conv(op, weights)
+                new = _conv(op, weights, kind, max_rows, workspace)
             elif op.name == "conv_transpose":
-                new = _conv_transpose(op, weights)
+                new = _conv_transpose(op, weights, kind, max_rows, workspace)
             else:
                 continue
             if new is not None:
                 m.ops[i] = new
 
 
-def _conv(op: Op, weights):
+def _conv(op: Op, weights, kind, max_rows, workspace):
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):
         return None
     wt = _const_tensor(w)
     rows, O = math.prod(y.shape[2:]), w.shape[0]
-    if wt is None or rows > CONV_Q8_MAX_ROWS or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+    if wt is None or rows > max_rows or wt.numel() < CONV_Q8_MIN_WEIGHTS:
         return None
     K = wt.numel() // O
     r_ = weights(w, wt.reshape(O, K).t(), lambda p: p.reshape(O, K) if p.shape == wt.shape else None)
     if r_ is None:
         return None
-    ws = _scratch(q8_workspace(rows, K, O))
+    ws = _scratch(workspace(rows, K, O))
     kernel = [int(k) for k in w.shape[2:]]
     iattr = [r, hb, 1] + kernel + list(op.iattr[3:])  # stride, padding, dilation[, activation]
-    return Op("conv_q8", [x, *r_, *op.ins[2:]], [y, ws], iattr, [], op.where)
+    return Op(f"conv_{kind}", [x, *r_, *op.ins[2:]], [y, ws], iattr, [], op.where)
 
 
-def _conv_transpose(op: Op, weights):
+def _conv_transpose(op: Op, weights, kind, max_rows, workspace):
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):
         return None
     wt = _const_tensor(w)  # [1, M, C]: torch's [C, O, *kernel] as the GEMM's rows
     rows, C, M = math.prod(x.shape[2:]), x.shape[1], w.shape[1]
-    if wt is None or rows > CONV_Q8_MAX_ROWS or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+    if wt is None or rows > max_rows or wt.numel() < CONV_Q8_MIN_WEIGHTS:
         return None
     r_ = weights(w, wt[0].t(), lambda p: p.reshape(C, M).t() if p.shape[0] == C and p.numel() == C * M else None)
     if r_ is None:
         return None
-    ws = _scratch(q8_workspace(rows, C, M) + rows * (C + M))
-    return Op("conv_transpose_q8", [x, *r_, *op.ins[2:]], [y, ws], list(op.iattr), [], op.where)
+    ws = _scratch(workspace(rows, C, M) + rows * (C + M))
+    return Op(f"conv_transpose_{kind}", [x, *r_, *op.ins[2:]], [y, ws], list(op.iattr), [], op.where)
 
 
 def _scratch(floats: int) -> Value:

@@ -39,6 +39,9 @@ DTYPES = [
     # count bytes, so element count x 1 = size in bytes, as for every other dtype.
     Dtype(5, "int4x2", 1, "I4X2", const_only=True),
     Dtype(6, "int32", 4, "I32"),
+    # The top 16 bits of a float32 (rounded to nearest even by the exporter): the weights of conv_bf16 /
+    # conv_transpose_bf16 only (quantize_convs="bf16"; no torch.bfloat16 tensor is ever a program's input).
+    Dtype(7, "bfloat16", 2, "BF16", const_only=True),
 ]
 CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
@@ -253,13 +256,19 @@ OPS = [
     # ELU (alpha 1) of a value no conv produced (SEANet's after each residual add): one pass, fused
     # from its four-op lowering by python/tandem/fuse_elu.py.
     *_elementwise("elu"),
+    # Convolutions with bfloat16 weights (quantize_convs="bf16": the same convs as conv_q8, at most
+    # 2 rows of activations; python/tandem/quantize_conv.py, src/kernels/conv_q8.c).
+    OpDef("conv_bf16"),
+    OpDef("conv_transpose_bf16"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
 CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
-QUANT_OPS = frozenset(("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4", "conv_q8", "conv_transpose_q8"))
+QUANT_OPS = frozenset(
+    ("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4", "conv_q8", "conv_transpose_q8", "conv_bf16", "conv_transpose_bf16")
+)
 
 
 # ---- the C ABI -----------------------------------------------------------------------------------
@@ -451,6 +460,7 @@ SIGS = {
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("conv_q8 conv_transpose_q8", (3, 4), 2, iattr=None, dtypes=_F),
+    **_sig("conv_bf16 conv_transpose_bf16", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("elu", 1, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),
     # input 0 is the rng state (int64 [2]: seed, calls); docs/ops.md, Random sampling

@@ -162,8 +162,8 @@ const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = NULL;
 const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
 #endif
 
-/* Convolution and pooling planes and the conv's dot products at few positions (conv_rows.c,
- * conv_gemm.c; SIMD128: conv_simd128.c). */
+/* Convolution and pooling planes, the conv's dot products at few positions and conv_bf16's GEMV
+ * (conv_rows.c, conv_gemm.c, conv_q8.c; SIMD128: conv_simd128.c). */
 #if TDM_SIMD128
 /* Rows of 2048 or more k (each row's halves far apart): two weight streams per row, measured
  * 1.15-1.35x at Mimi's K = 3072, 3584, 8192 in V8 with the weights coming from memory; at K = 1024
@@ -175,11 +175,13 @@ static void conv_dot_simd128(int64_t M, int64_t N, int64_t K, const float *a, co
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
 const tdm_conv_dot_fn tdm_f32_conv_dot = conv_dot_simd128;
+const tdm_bf16_gemv_fn tdm_bf16_gemv = tdm_bf16_gemv__simd128;
 const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__simd128;
 #else
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
+const tdm_bf16_gemv_fn tdm_bf16_gemv = tdm_bf16_gemv__scalar;
 const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__scalar;
 #endif
 

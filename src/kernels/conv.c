@@ -178,10 +178,12 @@ const tdm_opdef tdm__conv_ops[] = {
     TDM_OP_END,
 };
 
-/* The convolutions with int8 weights (conv_q8.c): a family of their own, so the verifier lets them
- * read the constant-only dtype (ops.c, tdm__reads_const_only). */
+/* The convolutions with int8 (code 0) or bfloat16 (code 1) weights (conv_q8.c): a family of their
+ * own, so the verifier lets them read the constant-only dtypes (ops.c, tdm__reads_const_only). */
 const tdm_opdef tdm__conv_q8_ops[] = {
     TDM_OP(conv_q8, 0, tdm__conv_q8_check, tdm__conv_q8_run),
     TDM_OP(conv_transpose_q8, 0, tdm__conv_transpose_q8_check, tdm__conv_transpose_q8_run),
+    TDM_OP(conv_bf16, 1, tdm__conv_q8_check, tdm__conv_q8_run),
+    TDM_OP(conv_transpose_bf16, 1, tdm__conv_transpose_q8_check, tdm__conv_transpose_q8_run),
     TDM_OP_END,
 };

@@ -52,6 +52,8 @@ bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const flo
 bool tdm__conv_t_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op, int64_t out);
 /* conv_q8.c: the workspace of `rows` activation rows of K against M int8 columns (floats). */
 bool tdm__conv_q8_workspace(size_t rows, size_t K, size_t M, size_t *need);
+/* ... and of `rows` rows of K against M bfloat16 columns (conv_bf16, conv_transpose_bf16). */
+bool tdm__conv_bf16_workspace(size_t rows, size_t K, size_t M, size_t *need);
 
 tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);

@@ -425,6 +425,55 @@ void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *
   CONV_DOT_POSITIONS(CONV_DOT2_ROWS, 4)
 }
 
+/* ---- conv_bf16's GEMV over 2-row bfloat16 panels ------------------------------------------------ */
+
+static inline float bf16_lanes(v128_t s) {
+  return (wasm_f32x4_extract_lane(s, 0) + wasm_f32x4_extract_lane(s, 1)) + (wasm_f32x4_extract_lane(s, 2) + wasm_f32x4_extract_lane(s, 3));
+}
+
+/* The weight rows of G panels (pa; and pb when G = 2) against NR rows of activations from row r. */
+#define BF16_PANELS(G, NR) \
+  do { \
+    v128_t s[2 * (G)][NR]; \
+    for (int j = 0; j < 2 * (G); j++) \
+      for (int q = 0; q < (NR); q++) s[j][q] = wasm_f32x4_splat(0.0f); \
+    const uint16_t *wa = w + pa * K8 * 16, *wb = w + pb * K8 * 16; \
+    const float *x = eo + r * K8 * 8; \
+    for (int64_t b = 0; b < K8; b++) { \
+      v128_t e[NR], o[NR]; \
+      for (int q = 0; q < (NR); q++) e[q] = wasm_v128_load(x + (q * K8 + b) * 8), o[q] = wasm_v128_load(x + (q * K8 + b) * 8 + 4); \
+      for (int j = 0; j < 2 * (G); j++) { \
+        const v128_t v = wasm_v128_load((j < 2 ? wa : wb) + b * 16 + (j % 2) * 8); \
+        const v128_t we = wasm_i32x4_shl(v, 16), wo = wasm_v128_and(v, hi); \
+        for (int q = 0; q < (NR); q++) s[j][q] = tdm_madd(wo, o[q], tdm_madd(we, e[q], s[j][q])); \
+      } \
+    } \
+    for (int j = 0; j < 2 * (G); j++) { \
+      const int64_t i = 2 * (j < 2 ? pa : pb) + j % 2; \
+      if (i < M) \
+        for (int q = 0; q < (NR); q++) yt[(r + q) * ldy + i] = bf16_lanes(s[j][q]); \
+    } \
+  } while (0)
+
+void tdm_bf16_gemv__simd128(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
+                            int64_t ldy) {
+  const v128_t hi = wasm_i32x4_splat((int32_t)0xFFFF0000u);
+  const int64_t h = (p1 - p0) / 2;
+  for (int64_t r = 0; r < R; r += 2) {
+    const bool two = r + 1 < R;
+    for (int64_t t = 0; t < h; t++) {
+      const int64_t pa = p0 + t, pb = p0 + h + t;
+      if (two) BF16_PANELS(2, 2);
+      else BF16_PANELS(2, 1);
+    }
+    if ((p1 - p0) % 2) {
+      const int64_t pa = p1 - 1, pb = pa;
+      if (two) BF16_PANELS(1, 2);
+      else BF16_PANELS(1, 1);
+    }
+  }
+}
+
 /* ---- the transposed convolution's col2im, by output phase ----------------------------------------- */
 
 /* Output t = q·s + r of phase r as tdm_f32_col2im_phases__scalar sums it. */

@@ -216,6 +216,26 @@ typedef void (*tdm_conv_plane_fn)(const tdm_conv_geom *g, const float *xg, const
 typedef void (*tdm_pool_plane_fn)(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, float *yc);
 typedef void (*tdm_conv_dot_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                 int64_t ldy);
+/* conv_bf16's GEMV (conv_q8.c): yt[r·ldy + i] = Σ_k a_r[k] · w(i, k) for the rows of activations
+ * r < R and the weight rows i = 2p, 2p + 1 (those below M) of the panels p in [p0, p1). w bfloat16
+ * in 2-row panels [ceil(M/2), K8, 2, 8]: w(i, k) at ((i/2)·K8 + k/8)·16 + (i%2)·8 + k%8, a float32's
+ * top half, zeros past K; eo the rows split into blocks of 8 k, a_r's 4 even k then its 4 odd k
+ * (block b of row r at eo + (r·K8 + b)·8, zeros past K). Each sum is 4 lane sums, lane l adding
+ * block by block the products of k = 8b + 2l, then 8b + 2l + 1, then (s0 + s1) + (s2 + s3): the same
+ * bits in both variants where tdm_madd rounds twice (not the relaxed builds), and a row's value
+ * does not depend on the panels or rows run with it. */
+static inline float tdm_bf16_to_f32(uint16_t h) {
+  const union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)h << 16};
+  return v.f;
+}
+void tdm_bf16_gemv__scalar(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
+                           int64_t ldy);
+typedef void (*tdm_bf16_gemv_fn)(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
+                                 int64_t ldy);
+extern const tdm_bf16_gemv_fn tdm_bf16_gemv;
 /* The variants the runtime uses (config.c). */
 extern const tdm_conv_plane_fn tdm_f32_conv_plane;
 extern const tdm_pool_plane_fn tdm_f32_pool_plane;
@@ -404,6 +424,11 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
  * value independent of the rows beside it. The one config.c picks. */
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                   int64_t ldy);
+/* Two panels at once, p and p + h (the chunk's two halves: two sequential weight streams), two rows
+ * of activations at a time, 8 k a step: one 16-byte load of a row's 8 weights widened by
+ * i32x4.shl(v, 16) (the even k) and v128.and(v, 0xFFFF0000) (the odd k). */
+void tdm_bf16_gemv__simd128(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
+                            int64_t ldy);
 /* tdm_f32_col2im_phases__scalar's sums, 4 outputs of a phase at once where every tap lands inside z. */
 void tdm_f32_col2im_phases__simd128(const tdm_conv_geom *g, int64_t Og, const float *z, const float *bias, float *yg);
 /* Pooling: output columns [lo, hi) of row oh of one channel xc [H, W] (column stride 1 or 2, every

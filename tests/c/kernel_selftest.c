@@ -1863,6 +1863,98 @@ static int check_conv_dot(void) {
   return bad;
 }
 
+/* conv_bf16's GEMV (tdm_bf16_gemv): float32 weights rounded to bfloat16 (to nearest even, by
+ * bits), packed into 2-row panels, rows of activations split into even and odd k: the scalar and
+ * SIMD128 variants against a float64 sum of the widened weights' products (within float32
+ * rounding of the sum of |w·x|); the SIMD128 one against the scalar one (bit for bit where its
+ * multiply-adds round twice, within a rounding per product with relaxed SIMD), on R 1-5 rows, M 1-19
+ * (an odd M: a half-empty last panel), every K % 8, and split into panel ranges as threads split
+ * them (each row's bits those of the whole call). A NaN or ±inf weight or activation reaches
+ * exactly the outputs that read it. */
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (f != f) return 0x7FC0u;
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+static int check_bf16_gemv(void) {
+  enum { MM = 19, MK = 41, MR = 5 };
+  static float wf[MM * MK], a[MR * MK], eo[MR * 48], y[MR * MM], y2[MR * MM], ys[MR * MM];
+  static uint16_t w[10 * 6 * 16];
+  int bad = 0;
+  { /* rounding: ties to even, a carry into the exponent, NaN stays NaN */
+    static const uint32_t in[] = {0x3F808000u, 0x3F818000u, 0x3F808001u, 0x3F807FFFu, 0xBF818000u, 0x3F7F8000u, 0x7FFFFFFFu};
+    static const uint16_t out[] = {0x3F80u, 0x3F82u, 0x3F81u, 0x3F80u, 0xBF82u, 0x3F80u, 0x7FC0u};
+    for (int i = 0; i < 7; i++) {
+      float f;
+      memcpy(&f, &in[i], 4);
+      if (to_bf16(f) != out[i]) bad += mismatch(F_CONV_GEMM, "bfloat16 rounding", 7, i, f, to_bf16(f), out[i]);
+    }
+    if (tdm_bf16_to_f32(0x3F82u) != 1.015625f || tdm_bf16_to_f32(0xBF80u) != -1.0f)
+      bad += mismatch(F_CONV_GEMM, "bfloat16 widening", 1, 0, 0, tdm_bf16_to_f32(0x3F82u), 1.015625f);
+  }
+  for (int special = 0; special <= 1; special++)
+    for (int64_t K = 1; K <= MK; K += (K < 17 ? 1 : 8))
+      for (int64_t M = 1; M <= MM; M += (M < 6 ? 1 : 4))
+        for (int64_t R = 1; R <= MR; R++) {
+          const int64_t K8 = (K + 7) / 8, P = (M + 1) / 2;
+          fill(wf, M * K, 1, false, (int)(K + M)), fill(a, R * K, 1, false, (int)(K + R));
+          if (special) wf[(K * 7) % (M * K)] = NAN, a[(R * K) / 2] = INFINITY;
+          memset(w, 0, sizeof w);
+          for (int64_t i = 0; i < M; i++)
+            for (int64_t k = 0; k < K; k++) w[((i / 2) * K8 + k / 8) * 16 + (i % 2) * 8 + k % 8] = to_bf16(wf[i * K + k]);
+          for (int64_t r = 0; r < R; r++)
+            for (int64_t b = 0; b < K8; b++)
+              for (int l = 0; l < 8; l++) {
+                const int64_t k = 8 * b + (l < 4 ? 2 * l : 2 * (l - 4) + 1);
+                eo[(r * K8 + b) * 8 + l] = k < K ? a[r * K + k] : 0.0f;
+              }
+          for (int variant = 0; variant < 2; variant++) {
+#if !TDM_SIMD128
+            if (variant) continue;
+#endif
+            float *out = variant ? y : ys;
+#if TDM_SIMD128
+            if (variant) tdm_bf16_gemv__simd128(R, M, K8, eo, w, 0, P, out, MM);
+            else
+#endif
+              tdm_bf16_gemv__scalar(R, M, K8, eo, w, 0, P, out, MM);
+            for (int64_t r = 0; r < R; r++)
+              for (int64_t i = 0; i < M; i++) {
+                double ref = 0, mag = 0;
+                for (int64_t k = 0; k < K; k++) {
+                  const double p = (double)tdm_bf16_to_f32(w[((i / 2) * K8 + k / 8) * 16 + (i % 2) * 8 + k % 8]) * a[r * K + k];
+                  ref += p, mag += fabs(p);
+                }
+                const float got = out[r * MM + i];
+                if (!near(got, (float)ref, 1e-6f, 2e-7f * (float)mag * (float)K))
+                  bad += mismatch(F_CONV_GEMM, variant ? "bf16 gemv simd128" : "bf16 gemv", K, r * MM + i, (double)(R * 100 + M), got,
+                                  (float)ref);
+                if (variant) {
+                  float mg = 0;
+                  for (int64_t k = 0; k < K; k++)
+                    mg += fabsf(tdm_bf16_to_f32(w[((i / 2) * K8 + k / 8) * 16 + (i % 2) * 8 + k % 8]) * a[r * K + k]);
+                  if (!fused_near(got, ys[r * MM + i], mg))
+                    bad += mismatch(F_CONV_GEMM, "bf16 gemv simd128 vs scalar", K, r * MM + i, (double)(R * 100 + M), got, ys[r * MM + i]);
+                }
+              }
+#if TDM_SIMD128
+            if (variant) /* split into panel ranges at every panel, as threads split them */
+              for (int64_t cut = 1; cut < P; cut++) {
+                tdm_bf16_gemv__simd128(R, M, K8, eo, w, 0, cut, y2, MM);
+                tdm_bf16_gemv__simd128(R, M, K8, eo, w, cut, P, y2, MM);
+                for (int64_t r = 0; r < R; r++)
+                  for (int64_t i = 0; i < M; i++)
+                    if (!same(y2[r * MM + i], y[r * MM + i]))
+                      bad += mismatch(F_CONV_GEMM, "bf16 gemv split", K, r * MM + i, (double)cut, y2[r * MM + i], y[r * MM + i]);
+              }
+#endif
+          }
+        }
+  return bad;
+}
+
 /* The runtime's transposed convolution (x packed, the conv GEMM into z, then col2im) against the reference scatter:
  * 1-d and 2-d, strides 1 to 3, padding, dilation, output padding, groups. */
 static int check_conv_transpose(void) {
@@ -1958,8 +2050,8 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_gemm_x() + check_conv_wino() + check_elu() + check_conv_dot() + check_conv_transpose() +
-      check_attention_rows() + check_row_forms() + check_planes();
+  bad += check_conv_gemm() + check_conv_gemm_x() + check_conv_wino() + check_elu() + check_conv_dot() + check_bf16_gemv() +
+      check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)

@@ -186,7 +186,111 @@ def test_convs_stay_float32_unless_asked():
     for kw, says in (
         ({"quantize": "int4"}, "needs quantize='int8'"),
         ({"quantize": None}, "needs quantize='int8'"),
-        ({"quantize": "int8", "quantize_convs": "yes"}, "use True or False"),
+        ({"quantize": "int8", "quantize_convs": "yes"}, "use False, True"),
+        ({"quantize": "int8", "quantize_convs": "fp16"}, "or 'bf16'"),
     ):
         with pytest.raises(tandem.ExportError, match=says):
             tandem.export(m, {"forward": (x,)}, **{"quantize_convs": True, **kw})
+
+
+# ---- quantize_convs="bf16": the same convs with bfloat16 weights (conv_bf16, conv_transpose_bf16) ----
+
+
+def bf16(w: torch.Tensor) -> torch.Tensor:
+    """The weights as conv_bf16 stores them (torch's float32 -> bfloat16 rounding, to nearest even), in float64."""
+    return w.detach().to(torch.bfloat16).double()
+
+
+BF16_CONVS = [  # at most 2 output positions, >= 65536 weights
+    (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 8), None),  # Mimi's encoder downsampling at 2 positions
+    (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 8), nn.ELU()),  # the ELU fused into the conv
+    (nn.Conv1d(33, 401, 5, padding=3, dilation=2, bias=False), (2, 33, 3), None),  # K % 8 = 5, odd O, 2 images
+    (nn.Conv1d(512, 160, 1), (1, 512, 1), None),  # one position
+    (nn.Conv2d(64, 128, 3), (1, 64, 3, 4), None),  # 2-d: 2 positions
+]
+
+
+@pytest.mark.parametrize("module,shape,act", BF16_CONVS, ids=[f"conv_bf16_{n}" for n in ("mimi_down", "elu", "dilated", "one", "conv2d")])
+def test_conv_bf16_matches_rounded_weights(request, module, shape, act):
+    """Each output is the float64 conv of x with the weights rounded to bfloat16 (nothing else is
+    rounded: the activations stay float32), within float32 rounding; natively here, in wasm by
+    tests/js/ops.test.js (the recorded case)."""
+    torch.manual_seed(5)
+    model = ConvAct(module, act).eval()
+    x = torch.randn(*shape, generator=g(8))
+    program = tandem.export(model, {"forward": (x,)}, quantize_convs="bf16")
+    names = [op.name for op in program.method("forward").ops]
+    assert "conv_bf16" in names and "conv" not in names, names
+    got = tandem.load(program.to_bytes()).forward(x)
+    with torch.no_grad():
+        conv = F.conv1d if x.dim() == 3 else F.conv2d
+        b = None if module.bias is None else module.bias.detach().double()
+        want = conv(x.double(), bf16(module.weight), b, module.stride, module.padding, module.dilation)
+        want = (act(want) if act else want).float()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)
+        assert (model(x) - want).abs().max() > 1e-4  # the rounded weights' reference differs from float32's
+        assert (got - model(x)).abs().max() > 10 * (got - want).abs().max()
+
+
+BF16_TRANSPOSED = [  # Mimi's decoder upsampling: stride s, kernel 2s, 1-2 input positions
+    (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 1)),
+    (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 2)),
+    (nn.ConvTranspose1d(130, 101, 6, stride=3, padding=2, output_padding=1, bias=False), (2, 130, 2)),  # C % 8 = 2, odd O·k
+]
+
+
+@pytest.mark.parametrize("module,shape", BF16_TRANSPOSED, ids=[f"conv_transpose_bf16_{n}" for n in ("one", "two", "padded")])
+def test_conv_transpose_bf16_matches_rounded_weights(request, module, shape):
+    torch.manual_seed(6)
+    x = torch.randn(*shape, generator=g(9))
+    program = tandem.export(module, {"forward": (x,)}, quantize="int8", quantize_convs="bf16")
+    names = [op.name for op in program.method("forward").ops]
+    assert "conv_transpose_bf16" in names and "conv_transpose" not in names, names
+    got = tandem.load(program.to_bytes()).forward(x)
+    with torch.no_grad():
+        b = None if module.bias is None else module.bias.detach().double()
+        want = F.conv_transpose1d(
+            x.double(), bf16(module.weight), b, module.stride, module.padding, module.output_padding, 1, module.dilation
+        ).float()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        _record(request, program.to_bytes(), (x,), want, 1e-5, 1e-5)
+        assert (module(x) - want).abs().max() > 1e-4
+
+
+def test_bf16_convs_which_and_how_stored():
+    """bfloat16 takes the convs with at most 2 positions (more read the weights again per pair of
+    rows) of a parameter's weight, with any quantize mode; the file holds them at 2 bytes a weight
+    (half the float32 program's bytes for them), in 2-row panels."""
+    for module, shape in (
+        (nn.Conv1d(64, 128, 8, stride=4), (1, 64, 16)),  # 3 positions
+        (nn.Conv1d(16, 32, 4, stride=2), (1, 16, 4)),  # 2048 weights
+        (nn.Conv1d(128, 256, 8, stride=4, groups=2), (1, 128, 8)),
+        (nn.ConvTranspose1d(256, 128, 8, stride=4), (1, 256, 3)),
+    ):
+        x = torch.randn(*shape, generator=g(10))
+        names = {op.name for op in tandem.export(module, {"forward": (x,)}, quantize_convs="bf16").method("forward").ops}
+        assert not names & {"conv_bf16", "conv_transpose_bf16"}, (module, names)
+    m, x = nn.Conv1d(512, 1024, 16, stride=8), torch.randn(1, 512, 24, generator=g(11))  # Mimi's k16 s8 at 2 positions
+    f32 = tandem.export(m, {"forward": (x,)}).to_bytes()
+    for mode in (None, "int8", "int4"):
+        p = tandem.export(m, {"forward": (x,)}, quantize=mode, quantize_convs="bf16")
+        op = next(o for o in p.method("forward").ops if o.name == "conv_bf16")
+        assert op.ins[1].dtype == tandem.ir.BF16 and op.ins[1].shape == (512, 8192 // 8, 2, 8), op.ins[1]
+        assert len(p.to_bytes()) < 0.52 * len(f32)
+    names = {op.name for op in tandem.export(m, {"forward": (x,)}, quantize_convs="bf16", quantize_skip=["weight"]).method("forward").ops}
+    assert "conv" in names and "conv_bf16" not in names, names
+
+
+def test_bf16_nonfinite_stays_where_it_is():
+    """No row is quantized: an inf in x reaches only the outputs whose patch reads it, the others stay
+    equal to the reference."""
+    m = nn.Conv1d(64, 256, 4, stride=4).eval()
+    x = torch.randn(1, 64, 8, generator=g(12))
+    program = tandem.export(m, {"forward": (x,)}, quantize_convs="bf16")
+    x[0, 3, 1] = float("inf")  # only position 0's patch
+    got = tandem.load(program.to_bytes()).forward(x)
+    assert not torch.isfinite(got[0, :, 0]).all()
+    with torch.no_grad():
+        want = F.conv1d(x.double(), bf16(m.weight), m.bias.detach().double(), 4).float()
+        torch.testing.assert_close(got[0, :, 1], want[0, :, 1], rtol=1e-5, atol=1e-5)
