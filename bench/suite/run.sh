@@ -37,10 +37,11 @@ if wants threads; then
   done
 fi
 # Mimi (moshi from PyPI, full size): exported and timed eagerly on one thread by bench/models/mimi.py,
-# then run in wasm on 1 and 2 threads by bench/suite/mimi.mjs, in the same run. Only when asked
-# (TANDEM_BENCH=mimi): the full-size export takes minutes.
+# then run in wasm on 1 and 2 threads by bench/suite/mimi.mjs, in the same run: float32, int8 linear
+# weights, and those with the 1-2 position convs' weights bfloat16 (quantize_convs="bf16"). Only when
+# asked (TANDEM_BENCH=mimi): the full-size exports take minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
-  "$PY" -W ignore bench/models/mimi.py build/bench 20 float32,int8 >&2
+  "$PY" -W ignore bench/models/mimi.py build/bench 20 float32,int8,int8bf16 >&2
   node bench/suite/mimi.mjs build/bench
 fi
 # pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/models/pocket.py, then
