@@ -264,9 +264,43 @@ static bool any_nonfinite(const float *x, int64_t n) {
   return bad;
 }
 
+/* Whole chunks of tiles per thread (tile mode): each chunk's input transform, its T GEMMs over every
+ * row and its output transform by one thread in its own workspace (thread 0: the op's), one region
+ * a call. The same floats as the chunks run one after another: a tile's points and each column of
+ * the GEMMs (full 8-column panels, every row) do not depend on the chunk the tile is in. */
+typedef struct {
+  wino_job j; /* P: the chunk's tiles, the same for every chunk */
+  int64_t tiles;
+  float *ws0; /* thread 0's workspace */
+} tiles_job;
+
+static void wino_chunks(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
+  const tiles_job *tj = ctx;
+  wino_job j = tj->j;
+  const int64_t T = j.g->m + j.g->r - 1, P = j.P;
+  j.v = t ? (float *)ws : tj->ws0;
+  j.mm = j.v + T * j.g->C * P;
+  for (int64_t c = lo; c < hi; c++) {
+    j.q0 = c * P, j.nt = tj->tiles - j.q0 < P ? tj->tiles - j.q0 : P;
+    wino_pack(&j, 0, j.g->C, 0, NULL);
+    wino_rows(&j, 0, j.g->O, 0, NULL);
+  }
+}
+
+/* Tile mode's tiles per chunk on `threads` (> 1) threads (TILE_CHUNK, fewer where a thread's workspace
+ * holds fewer), or 0 where it does not pay: with fewer than 2 chunks a thread, or with a panel of
+ * tiles above a thread's workspace. Rows are then split instead (chunks of rows in blocks of 4). */
+#define TILE_CHUNK 32
+static int64_t tile_mode_P(const tdm_wino *g, int64_t tiles, int64_t wsn, int threads) {
+  const int64_t T = g->m + g->r - 1, per = T * (g->O + g->C), cap = TDM_THREAD_WS_BYTES / (int64_t)sizeof(float);
+  int64_t P = (cap < wsn ? cap : wsn) / per / TDM_PANEL * TDM_PANEL;
+  if (P > TILE_CHUNK) P = TILE_CHUNK;
+  return P >= TDM_PANEL && (tiles + P - 1) / P >= 2 * threads ? P : 0;
+}
+
 /* The chunks of tiles, each region run by `par` (tdm__parallel, or serial_run: the same floats). */
 static bool wino_run(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act,
-                     void (*par)(int64_t, int64_t, tdm_part_fn, void *)) {
+                     void (*par)(int64_t, int64_t, tdm_part_fn, void *), int threads) {
   const int m = g->m, T = m + g->r - 1;
   const bool known = g->r == 3 ? m == 2 || m == 4 : g->r == 2 && (m == 2 || m == 3);
   if (!known || (act != TDM_CONV_ACT_NONE && g->ys != 1) || g->O < 1 || g->C < 1 || g->N < 1 || g->xs < 1 || g->ys < 1 || g->C % g->xs)
@@ -276,6 +310,13 @@ static bool wino_run(const tdm_wino *g, const float *x, const float *u, const fl
    * where the direct sum keeps it to the outputs whose taps read it: the direct path takes such x. */
   if (P < TDM_PANEL || any_nonfinite(x, g->C / g->xs * g->xw)) return false;
   wino_job j = {g, 0, 0, P, x, u, bias, ws, ws + T * g->C * P, y, act};
+  const int64_t Pt = threads > 1 ? tile_mode_P(g, tiles, wsn, threads) : 0;
+  if (Pt) {
+    tiles_job tj = {j, tiles, ws};
+    tj.j.P = Pt;
+    par((tiles + Pt - 1) / Pt, 1, wino_chunks, &tj);
+    return true;
+  }
   for (int64_t q0 = 0; q0 < tiles; q0 += P) {
     j.q0 = q0, j.nt = tiles - q0 < P ? tiles - q0 : P;
     if (g->C * j.nt * T < 16384) wino_pack(&j, 0, g->C, 0, NULL); /* below, a thread's share costs less than handing it out */
@@ -291,11 +332,11 @@ static void serial_run(int64_t n, int64_t align, tdm_part_fn fn, void *ctx) {
 }
 
 bool tdm_f32_conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act) {
-  return wino_run(g, x, u, bias, y, ws, wsn, act, serial_run);
+  return wino_run(g, x, u, bias, y, ws, wsn, act, serial_run, 1);
 }
 
 bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act) {
-  return wino_run(g, x, u, bias, y, ws, wsn, act, tdm__parallel);
+  return wino_run(g, x, u, bias, y, ws, wsn, act, tdm__parallel, tdm__threads());
 }
 
 /* ---- at load: U for every conv that may take this path ---------------------------------------- */

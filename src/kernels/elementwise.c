@@ -1,6 +1,7 @@
 /* elementwise.c — binary ops with PyTorch broadcasting, unary ops, where, cast, fill, copy.
  * Scalar reference kernels. */
 #include "../ops.h"
+#include "../threads.h"
 #include "../util.h"
 #include "variants.h"
 
@@ -187,13 +188,37 @@ static bool i64_compare(int code, int64_t a, int64_t b) {
   return false;
 }
 
+/* A float32 result of one row of BINARY_PARALLEL_MIN elements or more (SEANet's residual adds, [64,
+ * 1920] a step) is split over threads; each element is computed alone, so any split gives the same
+ * bits. */
+#define BINARY_PARALLEL_MIN 65536
+
+typedef struct {
+  int code;
+  const float *x0, *x1;
+  int64_t sa, sb;
+  float *y;
+} binary_job;
+
+static void binary_part(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
+  const binary_job *j = ctx;
+  (void)t, (void)ws;
+  tdm_f32_binary_row(j->code, j->x0 + lo * j->sa, j->sa, j->x1 + lo * j->sb, j->sb, j->y + lo, hi - lo);
+}
+
 static tdm_status binary_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int code = op->def->code;
   bcast b;
   bcast_init(&b, out->shape, in, 2);
   bcast_it it;
   const int64_t n = bcast_rowlen(&b), sa = bcast_inner(&b, 0), sb = bcast_inner(&b, 1);
-  for (bcast_begin(&b, &it); it.row < it.n_rows; bcast_next(&b, &it)) {
+  bcast_begin(&b, &it);
+  if (it.n_rows == 1 && n >= BINARY_PARALLEL_MIN && !is_compare(code) && out->dtype == TDM_F32) {
+    binary_job j = {code, (const float *)in[0].data + it.offs[0], (const float *)in[1].data + it.offs[1], sa, sb, out->data};
+    tdm__parallel(n, 64, binary_part, &j);
+    return TDM_OK;
+  }
+  for (; it.row < it.n_rows; bcast_next(&b, &it)) {
     const int64_t o = it.row * n, oa = it.offs[0], ob = it.offs[1];
     if (is_compare(code)) {
       uint8_t *y = (uint8_t *)out->data + o;

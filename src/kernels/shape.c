@@ -1,6 +1,7 @@
 /* shape.c — ops that move elements without arithmetic: permute, slice, cat, expand,
  * index_select. Element-size generic (1, 4 or 8 bytes). */
 #include "../ops.h"
+#include "../threads.h"
 #include "../util.h"
 
 #include <string.h>
@@ -13,36 +14,62 @@ static void contiguous_strides(const tdm_shape *s, int64_t *st) {
   }
 }
 
-/* Copy `out` elements from `src`, where out index (i0..ir) reads src at sum(i_d * st[d]) + base. */
-static void strided_gather(const tdm_tensor *out, const void *src, const int64_t *st, int64_t base) {
-  const size_t es = tdm_dtype_size(out->dtype);
-  const tdm_shape *s = out->shape;
-  if (out->numel == 0) return;
-  /* Rows of the last dimension at a time, with a typed inner loop per element size. */
+/* A copy of 256 KB or more is split over threads (Mimi's streaming buffers: [64, 1922] floats a
+ * step); each element is copied alone, so any split gives the same bytes. */
+#define PARALLEL_COPY_BYTES (256 * 1024)
+
+typedef struct {
+  const tdm_tensor *out;
+  const void *src;
+  const int64_t *st;
+  int64_t base, n;
+} gather_job;
+
+/* Rows [lo, hi) of the last dimension of `out` (n elements each) from src. */
+static void gather_rows(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
+  const gather_job *j = ctx;
+  (void)t, (void)ws;
+  const size_t es = tdm_dtype_size(j->out->dtype);
+  const tdm_shape *s = j->out->shape;
   const int r = s->rank;
-  const int64_t n = r ? s->dims[r - 1] : 1, inner = r ? st[r - 1] : 0;
-  int64_t idx[TDM_MAX_RANK] = {0}, off = base;
-  for (int64_t row = 0; row < out->numel / n; row++) {
-    uint8_t *y = (uint8_t *)out->data + row * n * es;
+  const int64_t n = j->n, inner = r ? j->st[r - 1] : 0;
+  int64_t idx[TDM_MAX_RANK] = {0}, off = j->base;
+  for (int64_t i = r - 2, q = lo; i >= 0; i--) { /* row lo's index, last dims fastest */
+    idx[i] = q % s->dims[i], q /= s->dims[i];
+    off += idx[i] * j->st[i];
+  }
+  for (int64_t row = lo; row < hi; row++) {
+    uint8_t *y = (uint8_t *)j->out->data + row * n * (int64_t)es;
     if (es == 4) {
-      const uint32_t *x = (const uint32_t *)src + off;
-      for (int64_t j = 0; j < n; j++) ((uint32_t *)y)[j] = x[j * inner];
+      const uint32_t *x = (const uint32_t *)j->src + off;
+      for (int64_t k = 0; k < n; k++) ((uint32_t *)y)[k] = x[k * inner];
     } else if (es == 8) {
-      const uint64_t *x = (const uint64_t *)src + off;
-      for (int64_t j = 0; j < n; j++) ((uint64_t *)y)[j] = x[j * inner];
+      const uint64_t *x = (const uint64_t *)j->src + off;
+      for (int64_t k = 0; k < n; k++) ((uint64_t *)y)[k] = x[k * inner];
     } else {
-      const uint8_t *x = (const uint8_t *)src + off;
-      for (int64_t j = 0; j < n; j++) y[j] = x[j * inner];
+      const uint8_t *x = (const uint8_t *)j->src + off;
+      for (int64_t k = 0; k < n; k++) y[k] = x[k * inner];
     }
     for (int i = r - 2; i >= 0; i--) {
       if (++idx[i] < s->dims[i]) {
-        off += st[i];
+        off += j->st[i];
         break;
       }
-      off -= st[i] * (s->dims[i] - 1);
+      off -= j->st[i] * (s->dims[i] - 1);
       idx[i] = 0;
     }
   }
+}
+
+/* Copy `out` elements from `src`, where out index (i0..ir) reads src at sum(i_d * st[d]) + base:
+ * rows of the last dimension at a time, with a typed inner loop per element size. */
+static void strided_gather(const tdm_tensor *out, const void *src, const int64_t *st, int64_t base) {
+  if (out->numel == 0) return;
+  const int r = out->shape->rank;
+  const int64_t n = r ? out->shape->dims[r - 1] : 1, rows = out->numel / n;
+  gather_job j = {out, src, st, base, n};
+  if (rows >= 2 && (size_t)out->numel * tdm_dtype_size(out->dtype) >= PARALLEL_COPY_BYTES) tdm__parallel(rows, 1, gather_rows, &j);
+  else gather_rows(&j, 0, rows, 0, NULL);
 }
 
 /* permute: iattr = perm. */
@@ -96,20 +123,35 @@ static tdm_status slice_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
-/* cat: iattr = [dim]. */
+/* cat: iattr = [dim]. Rows of the dims before `dim` ([lo, hi) of `outer`), each the inputs' pieces
+ * side by side. */
+typedef struct {
+  const tdm_op *op;
+  const tdm_tensor *in, *out;
+  int64_t inner;
+} cat_job;
+
+static void cat_rows(void *ctx, int64_t lo, int64_t hi, int t, void *ws) {
+  const cat_job *j = ctx;
+  (void)t, (void)ws;
+  const int64_t d = j->op->iattr[0];
+  const size_t es = tdm_dtype_size(j->out->dtype), row = (size_t)(j->out->shape->dims[d] * j->inner) * es;
+  size_t col = 0;
+  for (uint32_t k = 0; k < j->op->n_in; k++) {
+    const size_t chunk = (size_t)(j->in[k].shape->dims[d] * j->inner) * es;
+    for (int64_t o = lo; o < hi; o++) memcpy((uint8_t *)j->out->data + o * row + col, (const uint8_t *)j->in[k].data + o * chunk, chunk);
+    col += chunk;
+  }
+}
+
 static tdm_status cat_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t d = op->iattr[0];
-  const size_t es = tdm_dtype_size(out->dtype);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; i++) outer *= out->shape->dims[i];
   for (int i = (int)d + 1; i < out->shape->rank; i++) inner *= out->shape->dims[i];
-  const size_t row = (size_t)(out->shape->dims[d] * inner) * es;
-  size_t col = 0;
-  for (uint32_t k = 0; k < op->n_in; k++) {
-    const size_t chunk = (size_t)(in[k].shape->dims[d] * inner) * es;
-    for (int64_t o = 0; o < outer; o++) memcpy((uint8_t *)out->data + o * row + col, (const uint8_t *)in[k].data + o * chunk, chunk);
-    col += chunk;
-  }
+  cat_job j = {op, in, out, inner};
+  if (outer >= 2 && (size_t)out->numel * tdm_dtype_size(out->dtype) >= PARALLEL_COPY_BYTES) tdm__parallel(outer, 1, cat_rows, &j);
+  else cat_rows(&j, 0, outer, 0, NULL);
   return TDM_OK;
 }
 

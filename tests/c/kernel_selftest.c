@@ -1543,7 +1543,7 @@ static int check_conv_gemm_x(void) {
  * definition summed in double (the k3 and strided convs' sums of taps, the transposed conv's scatter
  * of every input times every tap): every tile tail (N % m, N % 8m), channels not a multiple of 4,
  * strides 2 to 4, 1 to 9 rows, bias or not, relu and ELU fused, a workspace of one panel of tiles
- * (many chunks) and a whole one, one too small (refused, y untouched), and x with a NaN or an
+ * (many chunks) and a whole one (the same bits: any chunk size does), one too small (refused, y untouched), and x with a NaN or an
  * infinity (refused). The bound, per output j of view row o: (C + 8)·ε·Σ_i |A_ji| Σ_c (|G||w|)_i
  * (|Bᵀ||d|)_i over the view's taps w and inputs d (the float sums of the transformed products, the
  * transforms with absolute values). */
@@ -1593,7 +1593,7 @@ static double wino_bound(const tdm_wino *g, const float *x, const float *w2, int
 
 enum { WC = 70, WO = 9, WN = 140, WS = 4 };
 static float wx[WC * (WN + 2) * WS], ww[WO * WC * 3 * WS], wu[6 * WO * WC * WS], wtaps[WO * WC * 3 * WS], wbias[WO], wy[WO * (WN + 2) * WS],
-    wws[6 * (WC * WS + WO * WS) * (WN / 2 + 16)];
+    wy1[WO * (WN + 2) * WS], wws[6 * (WC * WS + WO * WS) * (WN / 2 + 16)];
 
 /* One case of form 0 (k3), 1 (kernel 2s, stride s), 2 (transposed, kernel 2s, stride s): y's
  * reference from the op's definition, the view's taps for U, every refusal above, then every output
@@ -1632,6 +1632,11 @@ static int wino_case(int form, int m, int64_t s, int64_t C, int64_t O, int64_t N
   if (!tdm_f32_conv_wino(&g, wx, wu, b, wy, wws, wsn, act))
     return bad + mismatch(F_CONV_GEMM, "conv wino refused its workspace", N, 0, (double)wsn, 0, 1);
   ++*cases;
+  if (!small_ws) { /* chunks of one panel of tiles give the bits of the whole (conv_wino.c's tile mode hands chunks to threads) */
+    if (!tdm_f32_conv_wino(&g, wx, wu, b, wy1, wws, one, act)) bad += mismatch(F_CONV_GEMM, "conv wino refused one panel", N, 0, 0, 0, 1);
+    for (int64_t i = 0; i < O * OW; i++)
+      if (!same(wy1[i], wy[i])) bad += mismatch(F_CONV_GEMM, "conv wino chunk size changed a bit", N, i, (double)C, wy1[i], wy[i]);
+  }
   for (int64_t o = 0; o < O; o++)
     for (int64_t t = 0; t < OW; t++) {
       double ref = b ? b[o] : 0.0;
