@@ -5,6 +5,8 @@
 // where bench/models/mimi.py exported them, int8 linear weights (mimi_int8.tandem) and those with the 1-2
 // position convs' weights bfloat16 (mimi_int8bf16.tandem, quantize_convs="bf16"), whose check column gives
 // the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
+// The time is the mean over the timed frames, and beside it the median frame (this shared machine's
+// neighbours make single frames several times slower at random; eager's time is a mean too).
 import { existsSync, readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 
@@ -20,6 +22,7 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
   const m = await load(`${DIR}/${name}.tandem`, { threads });
   await m.resetState();
   let enc = 0, dec = 0, codeMiss = 0, pcmDiff = 0, sig = 0, noise = 0;
+  const perFrame = [];
   const n = frames.inputs.length;
   for (let i = 0; i < n; i++) {
     const x = Float32Array.from(frames.inputs[i]);
@@ -29,7 +32,7 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
     const codes = BigInt64Array.from(frames.codes[i].map(BigInt)); // moshi's codes: both decoders see the same input
     const y = await m.decode_step(codes);
     const t2 = performance.now();
-    if (i >= 2) { enc += t1 - t0; dec += t2 - t1; }
+    if (i >= 2) { enc += t1 - t0; dec += t2 - t1; perFrame.push(t2 - t0); }
     c.data.forEach((v, j) => { if (Number(v) !== frames.codes[i][j]) codeMiss++; });
     y.data.forEach((v, j) => {
       const d = v - frames.pcm[i][j];
@@ -38,11 +41,12 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
       noise += d * d;
     });
   }
-  const k = n - 2, total = (enc + dec) / k;
+  const k = n - 2, total = (enc + dec) / k, median = perFrame.sort((a, b) => a - b)[perFrame.length >> 1];
   const snr = noise > 0 ? `${f(10 * Math.log10(sig / noise))} dB` : 'exact';
   console.log(`| Mimi (moshi 0.2.13, full size${label}) | encode_step + decode_step of one 80 ms frame, ${threads} ` +
     `thread${threads > 1 ? 's' : ''} (ms) | ` +
-    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} | moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ` +
+    `${f(enc / k)} + ${f(dec / k)} = ${f(total)} (median frame ${f(median)}) | ` +
+    `moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ` +
     `${f(eagerMs)} | ` +
     `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ` +
     `${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
