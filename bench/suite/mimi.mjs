@@ -44,7 +44,7 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
   const k = n - 2, total = (enc + dec) / k, median = perFrame.sort((a, b) => a - b)[perFrame.length >> 1];
   const snr = noise > 0 ? `${f(10 * Math.log10(sig / noise))} dB` : 'exact';
   console.log(`| Mimi (moshi 0.2.13, full size${label}) | encode_step + decode_step of one 80 ms frame, ${threads} ` +
-    `thread${threads > 1 ? 's' : ''} (ms) | ` +
+    `thread${threads > 1 ? 's' : ''}, ${m.simd} (ms) | ` +
     `${f(enc / k)} + ${f(dec / k)} = ${f(total)} (median frame ${f(median)}) | ` +
     `moshi eager torch 1 thread ${f(eager.encode_ms)} + ${f(eager.decode_ms)} = ` +
     `${f(eagerMs)} | ` +

@@ -64,7 +64,7 @@ for (const threads of [1, 2]) {
     const latSnr = 10 * Math.log10(s.latSig / Math.max(s.latErr, 1e-30));
     const vs = k > 0 ? `, ${f(total[k] / total[0], 2)}× float32's time in the same run` : '';
     console.log(`| pocket-tts 4.0.1 (english.yaml, full size, temperature 0), ${v} | step + decode + advance of one 80 ms frame, ` +
-      `${threads} thread${threads > 1 ? 's' : ''} (ms) | ${f(s.lm / s.n)} + ${f(s.dec / s.n)} = ${f(total[k])} | ` +
+      `${threads} thread${threads > 1 ? 's' : ''}, ${models[k].simd} (ms) | ${f(s.lm / s.n)} + ${f(s.dec / s.n)} = ${f(total[k])} | ` +
       `pocket-tts eager torch 1 thread ${f(eager.step_ms)} + ${f(eager.decode_ms)} = ${f(eagerMs)} | ` +
       `${f(total[k] / eagerMs, 2)}× eager's time${vs}, ${f(80 / total[k], 2)}× real time | ` +
       `latent max |diff| ${s.lat.toExponential(1)}, SNR ${f(latSnr)} dB, ` +
