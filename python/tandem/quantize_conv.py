@@ -60,6 +60,9 @@ def pack_bf16(B: torch.Tensor) -> torch.Tensor:
     return w.reshape(P, 2, K8, 8).permute(0, 2, 1, 3).contiguous().view(torch.int16)
 
 
+_KINDS = {"q8": (CONV_Q8_MAX_ROWS, q8_workspace), "bf16": (CONV_BF16_MAX_ROWS, bf16_workspace)}  # kind -> (rows at most, workspace)
+
+
 class _ConvParams:
     """Finds the module parameter a conv's constant weight was made from, by shape and value."""
 
@@ -95,9 +98,7 @@ def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> No
     skipped(names, shape) -> bool; pack(B [K, M]) -> the weight Values for B's columns: (q, scale)
     for kind "q8", (w,) for "bf16"."""
     index = _ConvParams(params)
-    max_rows = CONV_Q8_MAX_ROWS if kind == "q8" else CONV_BF16_MAX_ROWS
-    workspace = q8_workspace if kind == "q8" else bf16_workspace
-    done: dict = {}  # id(weight storage) -> (q, scale) or None
+    done: dict = {}  # id(weight storage) -> pack's Values, or None
 
     def weights(v: Value, B: torch.Tensor, as_flat):
         key = id(v.storage)
@@ -109,16 +110,17 @@ def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> No
     for m in methods:
         for i, op in enumerate(m.ops):
             if op.name == "conv" and len(op.outs) <= 2:
-                new = _conv(op, weights, kind, max_rows, workspace)
+                new = _conv(op, weights, kind)
             elif op.name == "conv_transpose":
-                new = _conv_transpose(op, weights, kind, max_rows, workspace)
+                new = _conv_transpose(op, weights, kind)
             else:
                 continue
             if new is not None:
                 m.ops[i] = new
 
 
-def _conv(op: Op, weights, kind, max_rows, workspace):
+def _conv(op: Op, weights, kind):
+    max_rows, workspace = _KINDS[kind]
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):
@@ -137,7 +139,8 @@ def _conv(op: Op, weights, kind, max_rows, workspace):
     return Op(f"conv_{kind}", [x, *r_, *op.ins[2:]], [y, ws], iattr, [], op.where)
 
 
-def _conv_transpose(op: Op, weights, kind, max_rows, workspace):
+def _conv_transpose(op: Op, weights, kind):
+    max_rows, workspace = _KINDS[kind]
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):

@@ -199,8 +199,7 @@ tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
 }
 
 /* The weights of an op of this family for K rows of M columns: int8 [ceil(M/8), K, 8] with scales
- * float32 [ceil(M/8), 8], or bfloat16 [ceil(M/2), ceil(K/8), 2, 8]; and its workspace's floats for
- * `rows` rows (false on overflow). */
+ * float32 [ceil(M/8), 8], or bfloat16 [ceil(M/2), ceil(K/8), 2, 8]. */
 static bool weights_ok(const tdm_method *m, const tdm_op *op, int64_t K, int64_t M) {
   const tdm_value *q = TDM_VAL(m, op, 1);
   if (op->def->code)
@@ -212,6 +211,7 @@ static bool weights_ok(const tdm_method *m, const tdm_op *op, int64_t K, int64_t
       s->dtype == TDM_F32 && s->shape.rank == 2 && s->shape.dims[0] == P && s->shape.dims[1] == TDM_PANEL;
 }
 
+/* Its workspace's floats for `rows` rows of K against M columns (false on overflow). */
 static bool workspace_of(const tdm_op *op, size_t rows, size_t K, size_t M, size_t *need) {
   return op->def->code ? tdm__conv_bf16_workspace(rows, K, M, need) : tdm__conv_q8_workspace(rows, K, M, need);
 }
