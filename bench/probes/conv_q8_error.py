@@ -9,7 +9,9 @@ the differences are the quantization's alone. Prints per variant the codes diffe
 run (encoder) and the SNR of the decoder's pcm, the decoder fed the float32 run's codes (so that a
 changed code does not count twice), in the same pass. Also (branch bf16probe) the weights in 16-bit floats:
 "bf16" (float32's top 16 bits, rounded to nearest even as torch's cast does) or "fp16" (IEEE half),
-and the rows in bfloat16 too, for comparison.
+and the rows in bfloat16 too, for comparison. And (issue #23, i16_gemm.c) every GEMM-shaped conv (any
+rows, any size) on 16-bit integers: weights per output column and activation rows per block of 32 at
+13 bits each (`w13col+a13/32`) or 15 and 11 (`w15col+a11/32`: a block's 32 products still sum exactly in int32).
 Usage: python bench/probes/conv_q8_error.py [frames = 40] [variants = all: comma-separated names]."""
 
 import sys
@@ -37,7 +39,7 @@ def q_blocks(a: torch.Tensor, block: int, levels: int) -> torch.Tensor:
     return (q * d).reshape(*a.shape[:-1], -1)[..., :K]
 
 
-def q_weights(w2: torch.Tensor, block) -> torch.Tensor:
+def q_weights(w2: torch.Tensor, block, levels: int = 127) -> torch.Tensor:
     """w2 [M, K] (a GEMV column per row) int8 per column (block None), per column and block, or
     (block "col2") per column in two levels: int8, then the residual int8 (simulated only), or
     (block "bf16" / "fp16") each weight rounded to bfloat16 / float16 (round to nearest even)."""
@@ -47,8 +49,8 @@ def q_weights(w2: torch.Tensor, block) -> torch.Tensor:
         w0 = q_blocks(w2.float(), w2.shape[-1], 127)
         return w0 + q_blocks(w2.float() - w0.float(), w2.shape[-1], 127)
     if block is None:
-        return q_blocks(w2, w2.shape[-1], 127)
-    return q_blocks(w2, block, 127)
+        return q_blocks(w2, w2.shape[-1], levels)
+    return q_blocks(w2, block, levels)
 
 
 def q_rows(a: torch.Tensor, aq) -> torch.Tensor:
@@ -77,6 +79,9 @@ VARIANTS = {
     "bf16 weights / float rows dec only": ("bf16", None, "dec"),
     "fp16 weights / float rows": ("fp16", None, "all"),
     "bf16 weights / bf16 rows": ("bf16", "bf16", "all"),
+    "w13col+a13/32 every conv": (("col", 4095), (32, 4095), "all", "every"),
+    "w15col+a11/32 every conv": (("col", 32767), (32, 1023), "all", "every"),
+    "w13col+a13/32 every conv, enc only": (("col", 4095), (32, 4095), "enc", "every"),
 }
 PICK = sys.argv[2].split(",") if len(sys.argv) > 2 else list(VARIANTS)
 
@@ -86,7 +91,8 @@ state = {"variant": None, "part": None, "hits": set()}
 
 def _on(w: torch.Tensor, rows: int) -> bool:
     v = state["variant"]
-    return v is not None and (v[2] == "all" or v[2] == state["part"]) and rows <= MAX_ROWS and w.numel() >= MIN_WEIGHTS
+    every = len(v or ()) > 3  # the 16-bit integer variants: every GEMM-shaped conv
+    return v is not None and (v[2] == "all" or v[2] == state["part"]) and (every or (rows <= MAX_ROWS and w.numel() >= MIN_WEIGHTS))
 
 
 def q_conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -100,7 +106,9 @@ def q_conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
     patches = x.double().unfold(2, (KW - 1) * d + 1, s)[..., ::d]  # [N, C, P, KW]
     patches = patches.permute(0, 2, 1, 3).reshape(x.shape[0], -1, C * KW)  # k = c·KW + kw
     w2 = w.double().reshape(O, C * KW)
-    if wq is not None:
+    if isinstance(wq, tuple):
+        w2 = q_weights(w2, None, wq[1])
+    elif wq is not None:
         w2 = q_weights(w2, None if wq == "col" else wq)
     if aq is not None:
         patches = q_rows(patches, aq)
@@ -118,7 +126,9 @@ def q_conv_t1d(x, w, bias=None, stride=1, padding=0, output_padding=0, groups=1,
     state["hits"].add(("conv_t", state["part"], C, O, KW, x.shape[-1]))
     wq, aq = state["variant"][:2]
     w2 = w.double().reshape(C, O * KW).t()  # [M = O·KW, C]: a column per output channel and tap
-    if wq is not None:
+    if isinstance(wq, tuple):
+        w2 = q_weights(w2, None, wq[1])
+    elif wq is not None:
         w2 = q_weights(w2, None if wq == "col" else wq)
     xx = x.double().transpose(1, 2)  # [N, T, C]: a row per input position
     if aq is not None:

@@ -9,7 +9,7 @@
 // neighbours make single frames several times slower at random; eager's time is a mean too).
 import { existsSync, readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
-import { instantiateRuntime } from '../../web/loader.js';
+import { machine } from './machine.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench';
 const frames = JSON.parse(readFileSync(`${DIR}/mimi_frames.json`, 'utf8'));
@@ -17,27 +17,13 @@ const eager = JSON.parse(readFileSync(`${DIR}/mimi_eager.json`, 'utf8'));
 const f = (x, d = 1) => x.toFixed(d);
 const eagerMs = eager.encode_ms + eager.decode_ms;
 
-// The DRAM read rate of this minute (bench/suite/peak.c, built by run.sh; the best of 4, 8 and 16 streams
-// over 256 MB, more than this VM's L3), printed in each row: the steps read their weights from DRAM every
-// frame, so on a shared machine their time follows what the neighbours leave (docs/benchmarks.md).
-const peak = existsSync(`${DIR}/peak.wasm`) ? await instantiateRuntime(await WebAssembly.compile(readFileSync(`${DIR}/peak.wasm`))) : null;
-const READ_BYTES = 256 << 20, readSrc = peak ? peak.tdm_bench_alloc(READ_BYTES) : 0;
-if (peak) new Uint8Array(peak.memory.buffer, readSrc >>> 0, READ_BYTES).fill(1);
-function dramGBs() {
-  if (!peak) return 'DRAM read not measured';
-  let best = 0;
-  for (const streams of [4, 8, 16]) {
-    const t0 = performance.now();
-    peak.tdm_bench_read(readSrc, READ_BYTES, 1, streams);
-    best = Math.max(best, READ_BYTES / (performance.now() - t0) / 1e6);
-  }
-  return `DRAM read ${f(best)} GB/s`;
-}
+// The minute's FMA rate and DRAM read rate (bench/suite/machine.mjs), printed in each row.
+const minute = await machine(DIR);
 
 const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights'],
   ['mimi_int8bf16', ', int8 linear weights, bfloat16 streaming convs']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
 for (const [name, label] of variants) for (const threads of [1, 2]) {
-  const dram = dramGBs();
+  const limits = minute();
   const m = await load(`${DIR}/${name}.tandem`, { threads });
   await m.resetState();
   let enc = 0, dec = 0, codeMiss = 0, pcmDiff = 0, sig = 0, noise = 0;
@@ -69,6 +55,6 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
     `${f(eagerMs)} | ` +
     `${f(total / eagerMs, 2)}× eager's time, ${f(80 / total, 2)}× real time | codes differing ` +
     `${codeMiss}/${frames.codes.length * frames.codes[0].length}, ` +
-    `pcm max |diff| ${pcmDiff.toExponential(1)}, SNR ${snr}; ${dram} |`);
+    `pcm max |diff| ${pcmDiff.toExponential(1)}, SNR ${snr}; ${limits} |`);
   m.dispose();
 }

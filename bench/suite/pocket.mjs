@@ -5,9 +5,11 @@
 // interleaved frame by frame, so a busy machine slows both alike: their ratio is what to read. Each
 // is checked against the package's latents (max |diff|, SNR) and audio (max |diff|, SNR), and printed
 // beside the package's eager torch on one thread (timed by bench/models/pocket.py in the same run).
+// Each row ends with the minute's FMA and DRAM read rates (bench/suite/machine.mjs).
 // Usage: node bench/suite/pocket.mjs build/bench.
 import { existsSync, readFileSync } from 'node:fs';
 import { load, Tensor } from '../../node/index.js';
+import { machine } from './machine.mjs';
 
 const DIR = process.argv[2] ?? 'build/bench';
 const frames = JSON.parse(readFileSync(`${DIR}/pocket_frames.json`, 'utf8'));
@@ -16,6 +18,7 @@ const f = (x, d = 1) => x.toFixed(d);
 const eagerMs = eager.step_ms + eager.decode_ms;
 const ldim = frames.emb_std.length;
 const variants = ['float32', 'int8'].filter((v) => v === 'float32' || existsSync(`${DIR}/pocket_${v}.tandem`));
+const minute = await machine(DIR);
 const file = (v) => `${DIR}/pocket${v === 'float32' ? '' : '_' + v}.tandem`;
 
 async function frame(m, i, x, acc) {
@@ -43,6 +46,7 @@ async function frame(m, i, x, acc) {
 }
 
 for (const threads of [1, 2]) {
+  const limits = minute();
   const models = [];
   for (const v of variants) {
     const m = await load(file(v), { threads });
@@ -68,7 +72,7 @@ for (const threads of [1, 2]) {
       `pocket-tts eager torch 1 thread ${f(eager.step_ms)} + ${f(eager.decode_ms)} = ${f(eagerMs)} | ` +
       `${f(total[k] / eagerMs, 2)}× eager's time${vs}, ${f(80 / total[k], 2)}× real time | ` +
       `latent max |diff| ${s.lat.toExponential(1)}, SNR ${f(latSnr)} dB, ` +
-      `audio max |diff| ${s.audio.toExponential(1)}, SNR ${f(snr)} dB, is_eos differing ${s.eos}/${n} |`);
+      `audio max |diff| ${s.audio.toExponential(1)}, SNR ${f(snr)} dB, is_eos differing ${s.eos}/${n}; ${limits} |`);
   });
   models.forEach((m) => m.dispose());
 }

@@ -23,6 +23,9 @@ mkdir -p build/bench
 EM_PATH=$(tr ':' '\n' <<<"$PATH" | grep -v '/node_modules/\.bin$' | paste -sd: -)
 PATH=$EM_PATH emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sALLOW_MEMORY_GROWTH=1 \
   -sEXPORTED_FUNCTIONS=_tdm_bench_peak,_tdm_bench_alloc,_tdm_bench_copy,_tdm_bench_read bench/suite/peak.c -o build/bench/peak.wasm
+# The fused multiply-add rate (relaxed SIMD, standard opcodes): clang-19 and lld-19, as tandem-relaxed.wasm
+clang-19 --target=wasm32 -O2 -msimd128 -mrelaxed-simd -c bench/suite/peak_fma.c -o build/bench/peak_fma.o
+wasm-ld-19 --no-entry build/bench/peak_fma.o -o build/bench/peak-fma.wasm
 "$PY" -W ignore bench/models/make_models.py build/bench >&2
 # bench.mjs has every section but threads, llm, mimi, pocket, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
 if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
