@@ -176,12 +176,16 @@ const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__simd128;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__simd128;
 const tdm_conv_dot_fn tdm_f32_conv_dot = conv_dot_simd128;
 const tdm_bf16_gemv_fn tdm_bf16_gemv = tdm_bf16_gemv__simd128;
+const tdm_i16_conv_gemm_fn tdm_i16_conv_gemm = tdm_i16_conv_gemm__simd128;
+const tdm_i16_quantize_panel_fn tdm_i16_quantize_panel = tdm_i16_quantize_panel__simd128;
 const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__simd128;
 #else
 const tdm_conv_plane_fn tdm_f32_conv_plane = tdm_f32_conv_plane__scalar;
 const tdm_pool_plane_fn tdm_f32_pool_plane = tdm_f32_pool_plane__scalar;
 const tdm_conv_dot_fn tdm_f32_conv_dot = tdm_f32_conv_dot__scalar;
 const tdm_bf16_gemv_fn tdm_bf16_gemv = tdm_bf16_gemv__scalar;
+const tdm_i16_conv_gemm_fn tdm_i16_conv_gemm = tdm_i16_conv_gemm__scalar;
+const tdm_i16_quantize_panel_fn tdm_i16_quantize_panel = tdm_i16_quantize_panel__scalar;
 const tdm_col2im_phases_fn tdm_f32_col2im_phases = tdm_f32_col2im_phases__scalar;
 #endif
 

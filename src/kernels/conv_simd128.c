@@ -509,3 +509,103 @@ void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, c
   }
 }
 #endif
+
+/* ---- the convolution GEMM on 16-bit integers (conv_i16.c: the operands and the float steps) ---- */
+
+/* tdm_i16_quantize_panel__scalar's codes and scales: per block of 32 k the 8 columns' max |x| in
+ * two vectors (f32x4.max of |x| propagates no NaN here: the panel is finite, the op's check), the
+ * reciprocal and the codes by f32x4.nearest (ties to even, as nearbyintf), clamped, converted and
+ * interleaved so that each column's k pair is adjacent. */
+void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s) {
+  const int64_t K32 = (K + 31) / 32 * 32;
+  const v128_t zero = wasm_f32x4_splat(0.0f), lim = wasm_f32x4_splat(4095.0f), nlim = wasm_f32x4_splat(-4095.0f);
+  for (int64_t b = 0; b < K32 / 32; b++) {
+    const int64_t k0 = 32 * b, kn = K - k0 < 32 ? K - k0 : 32;
+    v128_t m0 = zero, m1 = zero;
+    for (int64_t k = k0; k < k0 + kn; k++) {
+      m0 = wasm_f32x4_max(m0, wasm_f32x4_abs(wasm_v128_load(panel + k * 8)));
+      m1 = wasm_f32x4_max(m1, wasm_f32x4_abs(wasm_v128_load(panel + k * 8 + 4)));
+    }
+    const v128_t pos0 = wasm_f32x4_gt(m0, zero), pos1 = wasm_f32x4_gt(m1, zero);
+    const v128_t inv0 = wasm_v128_and(wasm_f32x4_div(lim, m0), pos0), inv1 = wasm_v128_and(wasm_f32x4_div(lim, m1), pos1);
+    wasm_v128_store(s + b * 8, wasm_f32x4_div(m0, lim));
+    wasm_v128_store(s + b * 8 + 4, wasm_f32x4_div(m1, lim));
+    for (int64_t k = k0; k < k0 + 32; k += 2) {
+      v128_t c[4]; /* k's columns 0-3, 4-7, then k + 1's */
+      for (int h = 0; h < 2; h++)
+        for (int e = 0; e < 2; e++) {
+          const int64_t kk = k + h;
+          const v128_t x = kk < K ? wasm_v128_load(panel + kk * 8 + e * 4) : zero;
+          const v128_t v = wasm_f32x4_nearest(wasm_f32x4_mul(x, e ? inv1 : inv0));
+          c[h * 2 + e] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_min(wasm_f32x4_max(v, nlim), lim));
+        }
+      /* int32 lanes to int16 (exact: |code| <= 4095), then k and k + 1 interleaved per column */
+      const v128_t lo = wasm_i16x8_narrow_i32x4(c[0], c[1]), hi = wasm_i16x8_narrow_i32x4(c[2], c[3]);
+      wasm_v128_store(q + (k / 2) * 16, wasm_i16x8_shuffle(lo, hi, 0, 8, 1, 9, 2, 10, 3, 11));
+      wasm_v128_store(q + (k / 2) * 16 + 8, wasm_i16x8_shuffle(lo, hi, 4, 12, 5, 13, 6, 14, 7, 15));
+    }
+  }
+}
+
+/* Rows i .. i+R-1 of a against panel j's 8 columns over the blocks of 32 k in [k0, k0 + kc): 2R
+ * int32 accumulators a block (two dots a k pair and row), converted and multiplied into the float
+ * totals kept in y (loaded and stored each block: 2R more accumulators would pass V8's 15 xmm
+ * registers). */
+#define I16_TILE(R) \
+  do { \
+    float *yr = y + i * ldy + j; \
+    for (int64_t kb = k0; kb < k0 + kc; kb += 32) { \
+      v128_t c[4][2]; \
+      for (int r = 0; r < R; r++) c[r][0] = c[r][1] = wasm_i32x4_splat(0); \
+      const int16_t *ar = a + i * K32 + kb, *pb = panel + kb * 8; \
+      for (int kk = 0; kk < 32; kk += 2, ar += 2, pb += 16) { \
+        const v128_t b0 = wasm_v128_load(pb), b1 = wasm_v128_load(pb + 8); \
+        for (int r = 0; r < R; r++) { \
+          const v128_t x = wasm_v128_load32_splat(ar + r * K32); \
+          c[r][0] = wasm_i32x4_add(c[r][0], wasm_i32x4_dot_i16x8(x, b0)); \
+          c[r][1] = wasm_i32x4_add(c[r][1], wasm_i32x4_dot_i16x8(x, b1)); \
+        } \
+      } \
+      const v128_t s0 = wasm_v128_load(sp + (kb / 32) * 8), s1 = wasm_v128_load(sp + (kb / 32) * 8 + 4); \
+      for (int r = 0; r < R; r++) { \
+        v128_t t0, t1; \
+        if (kb == 0) t0 = t1 = wasm_f32x4_splat(0.0f); \
+        else tdm_load8(yr + r * ldy, n, &t0, &t1); \
+        t0 = tdm_madd(wasm_f32x4_convert_i32x4(c[r][0]), s0, t0); \
+        t1 = tdm_madd(wasm_f32x4_convert_i32x4(c[r][1]), s1, t1); \
+        tdm_store8(yr + r * ldy, t0, t1, n); \
+      } \
+    } \
+  } while (0)
+
+void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
+                                const float *bias, float *y, int64_t ldy) {
+  if (K32 == 0)
+    for (int64_t i = 0; i < M; i++) memset(y + i * ldy, 0, sizeof(float) * (size_t)N);
+  for (int64_t k0 = 0; k0 < K32; k0 += CONV_KC) { /* CONV_KC and CONV_MC: multiples of 32 and 4, as the float tiles' */
+    const int64_t kc = K32 - k0 < CONV_KC ? K32 - k0 : CONV_KC;
+    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
+      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
+      for (int64_t j = 0; j < N; j += TDM_PANEL) {
+        const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
+        const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
+        const int64_t n = N - j;
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) I16_TILE(4);
+        for (; i < i1; i++) I16_TILE(1);
+      }
+    }
+  }
+  /* the row scale and the bias, each output once */
+  for (int64_t i = 0; i < M; i++) {
+    const v128_t s = wasm_f32x4_splat(sa[i]), b = wasm_f32x4_splat(bias ? bias[i] : 0.0f);
+    int64_t j = 0;
+    for (; j + 4 <= N; j += 4) wasm_v128_store(y + i * ldy + j, tdm_madd(wasm_v128_load(y + i * ldy + j), s, b));
+    if (j < N) { /* the last 1-3 columns in a vector too: the same rounding as the others */
+      float t[4] = {0};
+      memcpy(t, y + i * ldy + j, sizeof(float) * (size_t)(N - j));
+      wasm_v128_store(t, tdm_madd(wasm_v128_load(t), s, b));
+      memcpy(y + i * ldy + j, t, sizeof(float) * (size_t)(N - j));
+    }
+  }
+}

@@ -236,6 +236,23 @@ void tdm_bf16_gemv__scalar(int64_t R, int64_t M, int64_t K8, const float *eo, co
 typedef void (*tdm_bf16_gemv_fn)(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
                                  int64_t ldy);
 extern const tdm_bf16_gemv_fn tdm_bf16_gemv;
+/* The convolution GEMM on 16-bit integers (conv_i16.c; branch int16conv, not yet used by an op):
+ * y[i·ldy + j] = sa[i] · Σ_b sb(b, j) · Σ_{k in block b} a[i·K32 + k] · q(k, j) + bias[i] for i < M,
+ * j < N, a int16 [M, K32] (K32 a multiple of 32, zeros past K), q and sb the 8-column panels of
+ * tdm_i16_quantize_panel (panel j/8 at bq + (j/8)·K32·8 and sb + (j/8)·(K32/32)·8). Per output:
+ * t = 0, per block in order t = isum · sb + t, then y = t · sa + bias, the scalar reference rounding
+ * each step twice (the SIMD128 variant's bits; the relaxed builds fuse them). */
+void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
+                               const float *bias, float *y, int64_t ldy);
+/* An 8-column panel [K, 8] of finite floats -> codes q [K32/2, 8, 2] (column c's k pair at
+ * (k/2)·16 + 2c) and scales s [K32/32, 8]: per block of 32 k and column, s = max |x| / 4095 and
+ * q = nearest-even(x · (4095 / max |x|)) clamped to ±4095 (0 where the block is all zeros). */
+void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s);
+typedef void (*tdm_i16_conv_gemm_fn)(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq,
+                                     const float *sb, const float *bias, float *y, int64_t ldy);
+typedef void (*tdm_i16_quantize_panel_fn)(int64_t K, const float *panel, int16_t *q, float *s);
+extern const tdm_i16_conv_gemm_fn tdm_i16_conv_gemm;
+extern const tdm_i16_quantize_panel_fn tdm_i16_quantize_panel;
 /* The variants the runtime uses (config.c). */
 extern const tdm_conv_plane_fn tdm_f32_conv_plane;
 extern const tdm_pool_plane_fn tdm_f32_pool_plane;
@@ -424,6 +441,12 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
  * value independent of the rows beside it. The one config.c picks. */
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                   int64_t ldy);
+/* The 16-bit integer conv GEMM's 4-row x 8-column tiles (`i32x4.dot_i16x8_s` a k pair), in blocks
+ * of CONV_KC k and CONV_MC rows as the float conv GEMM, and its panel quantizer: the scalar
+ * references' integers and float steps. */
+void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
+                                const float *bias, float *y, int64_t ldy);
+void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s);
 /* Two panels at once, p and p + h (the chunk's two halves: two sequential weight streams), two rows
  * of activations at a time, 8 k a step: one 16-byte load of a row's 8 weights widened by
  * i32x4.shl(v, 16) (the even k) and v128.and(v, 0xFFFF0000) (the odd k). */

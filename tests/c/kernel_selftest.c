@@ -1883,6 +1883,99 @@ static uint16_t to_bf16(float f) {
   return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
+/* The 16-bit integer conv GEMM (conv_i16.c, branch int16conv): the panel quantizer's codes and
+ * scales (SIMD128 against scalar bit for bit; each code within half a step of x / s, plus the
+ * scale and its reciprocal's roundings: 4095 steps of 2^-24 each; an all-zero
+ * block gives zero codes and scale), the GEMM against the float64 sum of the same integers and
+ * scales (scalar within rounding; SIMD128 bit for bit with it where the steps round twice, within
+ * fused_near where the relaxed build fuses them), at M over the 4-row tiles' tail, N over a
+ * panel's tail, K over a block's and CONV_KC's (256) edges, and a hand-computed case. */
+static int check_i16_conv_gemm(void) {
+  enum { MM = 9, MN = 17, MK = 300, MK32 = 320, MP = 3 };
+  static float x[MN * MK], pan[MP * MK * 8], s1[MP * MK32 / 32 * 8], s2[MP * MK32 / 32 * 8], sa[MM], bias[MM];
+  static float y[MM * MN], ys[MM * MN];
+  static int16_t q1[MP * MK32 * 8], q2[MP * MK32 * 8], a[MM * MK32];
+  int bad = 0;
+  static const int64_t ks[] = {1, 5, 31, 32, 33, 64, 100, 256, 257, 300}, ns[] = {1, 3, 8, 9, 16, 17}, ms[] = {1, 3, 4, 5, 9};
+  for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+      const int64_t K = ks[ki], N = ns[ni], K32 = (K + 31) / 32 * 32, P = (N + 7) / 8;
+      fill(x, N * K, 2.0f, false, (int)(K + N));
+      if (K > 40) /* an all-zero block in column 0 */
+        for (int64_t k = 32; k < 64 && k < K; k++) x[k * N] = 0.0f;
+      memset(pan, 0, sizeof pan);
+      for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) pan[((j / 8) * K + k) * 8 + j % 8] = x[k * N + j];
+      for (int64_t p = 0; p < P; p++) {
+        tdm_i16_quantize_panel__scalar(K, pan + p * K * 8, q1 + p * K32 * 8, s1 + p * (K32 / 32) * 8);
+#if TDM_SIMD128
+        tdm_i16_quantize_panel__simd128(K, pan + p * K * 8, q2 + p * K32 * 8, s2 + p * (K32 / 32) * 8);
+        if (memcmp(q1 + p * K32 * 8, q2 + p * K32 * 8, sizeof(int16_t) * (size_t)(K32 * 8)) ||
+            memcmp(s1 + p * (K32 / 32) * 8, s2 + p * (K32 / 32) * 8, sizeof(float) * (size_t)(K32 / 32 * 8)))
+          bad += mismatch(F_CONV_GEMM, "i16 panel quantizer simd128 vs scalar", K, p, (double)N, 1, 0);
+#endif
+      }
+      for (int64_t k = 0; k < K32; k++)
+        for (int64_t j = 0; j < N; j++) {
+          const float sc = s1[((j / 8) * (K32 / 32) + k / 32) * 8 + j % 8];
+          const float v = k < K ? x[k * N + j] : 0.0f;
+          const int16_t code = q1[(j / 8) * K32 * 8 + (k / 2) * 16 + (j % 8) * 2 + k % 2];
+          if (sc == 0 ? code != 0 : fabsf((float)code * sc - v) > 0.502f * sc || abs(code) > 4095)
+            bad += mismatch(F_CONV_GEMM, "i16 panel code", K, k * N + j, v, (float)code * sc, v);
+        }
+      for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t M = ms[mi];
+        for (int64_t i = 0; i < M; i++) {
+          sa[i] = 0.001f + 0.01f * (float)(i + 1);
+          bias[i] = frand();
+          for (int64_t k = 0; k < K32; k++) a[i * K32 + k] = k < K ? (int16_t)((i * 131 + k * 977 + K) % 8191 - 4095) : 0;
+        }
+        for (int variant = 0; variant < 2; variant++) {
+#if !TDM_SIMD128
+          if (variant) continue;
+#endif
+          float *out = variant ? y : ys;
+#if TDM_SIMD128
+          if (variant) tdm_i16_conv_gemm__simd128(M, N, K32, a, sa, q1, s1, (mi % 2) ? NULL : bias, out, MN);
+          else
+#endif
+            tdm_i16_conv_gemm__scalar(M, N, K32, a, sa, q1, s1, (mi % 2) ? NULL : bias, out, MN);
+          for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+              double t = 0, mag = 0;
+              for (int64_t b = 0; b < K32 / 32; b++) {
+                int64_t isum = 0;
+                for (int64_t k = 32 * b; k < 32 * b + 32; k++)
+                  isum += (int64_t)a[i * K32 + k] * q1[(j / 8) * K32 * 8 + (k / 2) * 16 + (j % 8) * 2 + k % 2];
+                const double term = (double)isum * s1[((j / 8) * (K32 / 32) + b) * 8 + j % 8];
+                t += term, mag += fabs(term);
+              }
+              const double b0 = (mi % 2) ? 0.0 : bias[i], ref = t * sa[i] + b0;
+              const float got = out[i * MN + j], bound = (float)((mag * sa[i] + fabs(b0)) * (double)(K32 / 32 + 2));
+              if (!near(got, (float)ref, 1e-6f, 1.2e-7f * bound))
+                bad += mismatch(F_CONV_GEMM, variant ? "i16 conv gemm simd128" : "i16 conv gemm", K, i * MN + j, (double)(M * 100 + N), got,
+                                (float)ref);
+              if (variant && !fused_near(got, ys[i * MN + j], bound))
+                bad += mismatch(F_CONV_GEMM, "i16 conv gemm simd128 vs scalar", K, i * MN + j, (double)(M * 100 + N), got, ys[i * MN + j]);
+            }
+        }
+      }
+    }
+  { /* by hand: one block, column 0 all 0.5 (scale 0.5 / 4095, codes 4095), weights all 2 with row
+     * scale 0.25: t = 32·2·4095 · (0.5 / 4095) = 32 (to a rounding of the scale), y = 32·0.25 + 1 = 9 */
+    float p1[32 * 8] = {0}, sc[8];
+    static int16_t qq[32 * 8], w[32];
+    for (int k = 0; k < 32; k++) p1[k * 8] = 0.5f, w[k] = 2;
+    tdm_i16_quantize_panel(32, p1, qq, sc);
+    const float r = 0.25f, b1 = 1.0f;
+    float out[1];
+    tdm_i16_conv_gemm(1, 1, 32, w, &r, qq, sc, &b1, out, 1);
+    if (qq[0] != 4095 || qq[1] != 4095 || qq[2] != 0 || sc[1] != 0.0f || !near(out[0], 9.0f, 1e-6f, 0))
+      bad += mismatch(F_CONV_GEMM, "i16 conv gemm by hand", 32, 0, qq[0], out[0], 9.0f);
+  }
+  return bad;
+}
+
 static int check_bf16_gemv(void) {
   enum { MM = 19, MK = 41, MR = 5 };
   static float wf[MM * MK], a[MR * MK], eo[MR * 48], y[MR * MM], y2[MR * MM], ys[MR * MM];
@@ -2056,7 +2149,7 @@ int tdm_kernel_selftest(void) {
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
   bad += check_conv_gemm() + check_conv_gemm_x() + check_conv_wino() + check_elu() + check_conv_dot() + check_bf16_gemv() +
-      check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
+      check_i16_conv_gemm() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
     for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
