@@ -54,10 +54,19 @@ typedef enum tdm_status {
 } tdm_status;
 
 /* Append-only. Element sizes: F32 4, I64 8, BOOL 1 (0 or 1), I32 4. I8 (1), I4X2 (1 byte holding
- * two signed 4-bit values, low nibble first) and BF16 (2: a float32's top 16 bits) are
+ * two signed 4-bit values, low nibble first), BF16 (2: a float32's top 16 bits) and I16 (2) are
  * constant-only: quantized weights that only the quantized ops read; never a method's input,
  * output or state, nor any other op's operand. */
-typedef enum tdm_dtype { TDM_F32 = 1, TDM_I64 = 2, TDM_BOOL = 3, TDM_I8 = 4, TDM_I4X2 = 5, TDM_I32 = 6, TDM_BF16 = 7 } tdm_dtype;
+typedef enum tdm_dtype {
+  TDM_F32 = 1,
+  TDM_I64 = 2,
+  TDM_BOOL = 3,
+  TDM_I8 = 4,
+  TDM_I4X2 = 5,
+  TDM_I32 = 6,
+  TDM_BF16 = 7,
+  TDM_I16 = 8
+} tdm_dtype;
 
 typedef struct tdm_program tdm_program;
 typedef struct tdm_session tdm_session;

@@ -80,7 +80,8 @@ extern const tdm_opdef tdm__scatter_ops[];
 extern const tdm_opdef tdm__attention_ops[];
 extern const tdm_opdef tdm__conv_ops[];
 extern const tdm_opdef tdm__conv_q8_ops[]; /* conv_q8, conv_transpose_q8, conv_bf16, conv_transpose_bf16:
-                                              int8 or bfloat16 weights (conv_q8.c) */
+                                              int8 or bfloat16 weights (conv_q8.c); conv_i16,
+                                              conv_transpose_i16: int16 (conv_i16.c) */
 extern const tdm_opdef tdm__select_ops[];
 extern const tdm_opdef tdm__random_ops[]; /* random.c: the generator's state is the `__rng__` slot */
 

@@ -21,9 +21,10 @@
   X(5, I4X2, "int4x2", 1) \
   X(6, I32, "int32", 4) \
   X(7, BF16, "bfloat16", 2) \
+  X(8, I16, "int16", 2) \
 
 /* Constant-only dtypes (quantized weights): only the quantized ops may read them. */
-#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5 || (d) == 7)
+#define TDM_DTYPE_CONST_ONLY(d) ((d) == 4 || (d) == 5 || (d) == 7 || (d) == 8)
 
 /* Columns per panel of a packed weight: b [K, N] is stored [ceil(N/TDM_PANEL), K, TDM_PANEL]. */
 #define TDM_PANEL 8
@@ -195,8 +196,10 @@ enum {
   X(elu, 0, TDM_INPLACE_ANY) \
   X(conv_bf16, 0, TDM_INPLACE_NONE) \
   X(conv_transpose_bf16, 0, TDM_INPLACE_NONE) \
+  X(conv_i16, 0, TDM_INPLACE_NONE) \
+  X(conv_transpose_i16, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 92
+#define TDM_SCHEMA_OP_COUNT 94
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -291,5 +294,7 @@ enum {
 #define TDM__OPFLAGS_elu                 false, TDM_INPLACE_ANY
 #define TDM__OPFLAGS_conv_bf16           false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_transpose_bf16 false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_i16            false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_conv_transpose_i16  false, TDM_INPLACE_NONE
 
 #endif

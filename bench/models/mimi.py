@@ -8,9 +8,11 @@ VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weig
 with int8convs OUT/mimi_int8convs.tandem (`quantize="int8", quantize_convs=True`: also the big
 streaming convs, conv_q8), with int8bf16 OUT/mimi_int8bf16.tandem (`quantize="int8",
 quantize_convs="bf16"`: those of them at 1-2 positions with bfloat16 weights, conv_bf16); int4 and
-int4bf16 the same with `quantize="int4"` (docs/benchmarks.md: no faster, codes differ).
+int4bf16 the same with `quantize="int4"` (docs/benchmarks.md: no faster, codes differ); int8i16
+OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the convs over 3+ positions on
+16-bit integers, conv_i16, and the 1-2 position ones bfloat16).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
-float32, int8, int8convs, int8bf16, int4, int4bf16]."""
+float32, int8, int8convs, int8bf16, int4, int4bf16, int8i16]."""
 
 import json
 import sys
@@ -61,7 +63,7 @@ for variant in VARIANTS:
                 "reset": tandem.Method(model.reset_streaming, ()),
             },
             quantize=None if variant == "float32" else variant[:4],
-            quantize_convs={"int8convs": True, "int8bf16": "bf16", "int4bf16": "bf16"}.get(variant, False),
+            quantize_convs={"int8convs": True, "int8bf16": "bf16", "int4bf16": "bf16", "int8i16": "int16"}.get(variant, False),
         )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0

@@ -315,7 +315,7 @@ def export(
     group of `quantize_group` k, default 32): the weights of linear layers and embedding tables
     that are parameters are stored quantized (python/tandem/quantize.py); `quantize_skip` keeps
     some in float32: name substrings, or a function (parameter name, shape) -> True to skip.
-    quantize_convs: True / "int8" (with "int8") or "bf16" (any quantize): the big streaming convs too (docs/ops.md)
+    quantize_convs: True / "int8" (with "int8"), "bf16" or "int16" (any quantize): the big convs too (docs/ops.md)
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
     method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""

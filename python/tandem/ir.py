@@ -15,8 +15,8 @@ import torch
 from . import schema
 
 # Dtype codes from schema.py (append-only; include/tandem.h tdm_dtype has the same numbers).
-F32, I64, BOOL, I8, I4X2, I32, BF16 = (
-    next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int8", "int4x2", "int32", "bfloat16")
+F32, I64, BOOL, I8, I4X2, I32, BF16, I16 = (
+    next(d.code for d in schema.DTYPES if d.name == n) for n in ("float32", "int64", "bool", "int8", "int4x2", "int32", "bfloat16", "int16")
 )
 # torch dtype -> code for what a method computes with; the constant-only dtypes (quantized weights,
 # made by quantize.py) are not in it, so no input, state or activation can take them.

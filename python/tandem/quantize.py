@@ -20,9 +20,12 @@ With int8 and `convs=True` or "int8" (`tandem.export(..., quantize_convs=True)`)
 convolutions whose streaming step reads many weight bytes per output (a few output positions of a big
 kernel: conv_q8 / conv_transpose_q8, see quantize_conv.py); with `convs="bf16"` (and any mode, None
 too) those with at most two positions get bfloat16 weights instead (conv_bf16 / conv_transpose_bf16);
+with `convs="int16"` (any mode) those too, and the convolutions over three or more positions run on
+16-bit integers (conv_i16 / conv_transpose_i16: int16 weights, activations quantized to 13 bits per
+block of 32; bound by multiply-adds, which `i32x4.dot_i16x8_s` does twice as many of per instruction);
 otherwise, and for the other convs, they stay float32. It is opt-in because it costs more accuracy
 than int8 linear layers do: on the full-size Mimi, 8% of the codes differ from eager with int8 convs,
-2-3% with bfloat16 ones, against none with the linear layers alone (docs/benchmarks.md).
+2-3% with bfloat16 or int16 ones, against none with the linear layers alone (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .ir import BF16, CONST, F32, I4X2, I8, I64, ExportError, Op, Storage, Value
-from .quantize_conv import pack_bf16, quantize_convs
+from .ir import BF16, CONST, F32, I4X2, I8, I16, I64, ExportError, Op, Storage, Value
+from .quantize_conv import pack_bf16, pack_i16, quantize_convs
 from .schema import PANEL, QUANT_GROUP
 
 Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
@@ -147,13 +150,13 @@ def quantize_methods(
     convs: Union[bool, str] = False,
 ) -> None:
     """Rewrites the methods' float32 weight ops into quantized ones, in place (see the module)."""
-    if convs is not True and convs is not False and convs not in ("int8", "bf16"):
-        raise ExportError(f"quantize_convs={convs!r}: use False, True (the same as 'int8') or 'bf16'")
+    if convs is not True and convs is not False and convs not in ("int8", "bf16", "int16"):
+        raise ExportError(f"quantize_convs={convs!r}: use False, True (the same as 'int8'), 'bf16' or 'int16'")
     convs = "int8" if convs is True else convs or None
     if convs == "int8" and mode != "int8":
         raise ExportError(
             f"quantize_convs='int8' needs quantize='int8' (int8 convolutions), not quantize={mode!r}; "
-            "quantize_convs='bf16' goes with any quantize"
+            "quantize_convs='bf16' and 'int16' go with any quantize"
         )
     if mode not in (None, "int8", "int4"):
         raise ExportError(f"quantize={mode!r}: use 'int8', 'int4' or None")
@@ -166,8 +169,15 @@ def quantize_methods(
         or (isinstance(skip, (list, tuple, set)) and all(isinstance(s, str) for s in skip))
     ):
         raise ExportError("quantize_skip must be a list of name substrings or a function (name, shape) -> bool")
-    if convs == "bf16":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
+    if convs in ("bf16", "int16"):  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
         quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), lambda b: (_const(pack_bf16(b), BF16),), "bf16")
+    if convs == "int16":  # and those over many positions, bound by their multiply-adds
+
+        def pack16(b):
+            w, scale = pack_i16(b)
+            return _const(w, I16), _const(scale, F32)
+
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), pack16, "i16")
     if mode is None:
         return
     names = _Names(params)

@@ -16,6 +16,11 @@ instead, where they have at most CONV_BF16_MAX_ROWS rows: the weights rounded to
 top half, to nearest even) in 2-row panels (pack_bf16), read at half float32's bytes and multiplied in
 float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs,
 docs/benchmarks.md).
+
+`quantize_convs="int16"` does that and makes the convs with at least CONV_I16_MIN_ROWS rows (and
+CONV_I16_MIN_K k per output, CONV_I16_MIN_WEIGHTS weights) `conv_i16` / `conv_transpose_i16`: their
+GEMM bound by multiply-adds, run on 16-bit integers (src/kernels/conv_i16.c): the weights rounded to
+13 bits per output row (pack_i16), the activations to 13 bits per block of 32 k at run time.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in c
 # (Mimi's bandwidth-bound convs have 1-2 positions; its 16-position ones are bound by arithmetic).
 CONV_BF16_MAX_ROWS = 2
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
+# conv_i16: from 3 rows (1-2 rows are the dot convs above, bound by weight bytes), at least one block
+# of 32 k (fewer would pad each weight row with zeros), and a weight big enough to be worth a kernel.
+CONV_I16_MIN_ROWS, CONV_I16_MIN_K, CONV_I16_MIN_WEIGHTS = 3, 32, 2048
+I16_LEVELS = 4095  # 13-bit codes: 32 products of two of them sum exactly in int32
 
 
 def q8_workspace(rows: int, K: int, M: int) -> int:
@@ -60,7 +69,32 @@ def pack_bf16(B: torch.Tensor) -> torch.Tensor:
     return w.reshape(P, 2, K8, 8).permute(0, 2, 1, 3).contiguous().view(torch.int16)
 
 
-_KINDS = {"q8": (CONV_Q8_MAX_ROWS, q8_workspace), "bf16": (CONV_BF16_MAX_ROWS, bf16_workspace)}  # kind -> (rows at most, workspace)
+def i16_workspace(cols: int, K: int, M: int) -> int:
+    """Floats of conv_i16's workspace past its patches (src/kernels/conv_i16.c i16_parts): a float
+    panel [K, 8], the codes and block scales of ceil(cols/8) panels and a flag per panel."""
+    P, K32 = -(-cols // 8), -(-K // 32) * 32
+    return P * K32 * 4 + P * (K32 // 4) + K * 8 + P
+
+
+def pack_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """B [K, M] float32 -> (w int16 [M, K32]: each column of B, i.e. each output row of the GEMM, as
+    codes round(w / s) (to nearest even) with s = max |w| / 4095, zeros past K; scale float32 [M])."""
+    K, M = B.shape
+    K32 = -(-K // 32) * 32
+    w = B.detach().t().float()
+    scale = w.abs().amax(1) / I16_LEVELS
+    q = torch.where(scale[:, None] > 0, torch.round(w / torch.where(scale > 0, scale, 1)[:, None]), 0).clamp(-I16_LEVELS, I16_LEVELS)
+    out = torch.zeros(M, K32, dtype=torch.int16)
+    out[:, :K] = q.to(torch.int16)
+    return out, scale.contiguous()
+
+
+# kind -> (rows at least, rows at most, workspace past the rows: (rows, K, M) -> floats)
+_KINDS = {
+    "q8": (1, CONV_Q8_MAX_ROWS, q8_workspace),
+    "bf16": (1, CONV_BF16_MAX_ROWS, bf16_workspace),
+    "i16": (CONV_I16_MIN_ROWS, None, lambda rows, K, M: rows * K + i16_workspace(rows, K, M)),
+}
 
 
 class _ConvParams:
@@ -119,15 +153,24 @@ def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> No
                 m.ops[i] = new
 
 
+def _fits(kind: str, rows: int, K: int, numel: int) -> bool:
+    """Whether a conv with `rows` rows of activations, K multiply-adds per output and numel weights is
+    one `kind` takes."""
+    lo, hi, _ = _KINDS[kind]
+    if kind == "i16":
+        return rows >= lo and K >= CONV_I16_MIN_K and numel >= CONV_I16_MIN_WEIGHTS
+    return lo <= rows <= hi and numel >= CONV_Q8_MIN_WEIGHTS
+
+
 def _conv(op: Op, weights, kind):
-    max_rows, workspace = _KINDS[kind]
+    workspace = _KINDS[kind][2]
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):
         return None
     wt = _const_tensor(w)
     rows, O = math.prod(y.shape[2:]), w.shape[0]
-    if wt is None or rows > max_rows or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+    if wt is None or not _fits(kind, rows, wt.numel() // O, wt.numel()):
         return None
     K = wt.numel() // O
     r_ = weights(w, wt.reshape(O, K).t(), lambda p: p.reshape(O, K) if p.shape == wt.shape else None)
@@ -140,19 +183,20 @@ def _conv(op: Op, weights, kind):
 
 
 def _conv_transpose(op: Op, weights, kind):
-    max_rows, workspace = _KINDS[kind]
+    workspace = _KINDS[kind][2]
     x, w, y = op.ins[0], op.ins[1], op.outs[0]
     r, hb, groups = op.iattr[:3]
     if groups != 1 or not (_static(x.shape) and _static(y.shape)):
         return None
     wt = _const_tensor(w)  # [1, M, C]: torch's [C, O, *kernel] as the GEMM's rows
     rows, C, M = math.prod(x.shape[2:]), x.shape[1], w.shape[1]
-    if wt is None or rows > max_rows or wt.numel() < CONV_Q8_MIN_WEIGHTS:
+    if wt is None or not _fits(kind, rows, C, wt.numel()):
         return None
     r_ = weights(w, wt[0].t(), lambda p: p.reshape(C, M).t() if p.shape[0] == C and p.numel() == C * M else None)
     if r_ is None:
         return None
-    ws = _scratch(workspace(rows, C, M) + rows * (C + M))
+    # conv_i16: z [M, rows] and the panels' part; the others: x transposed, z, then the rows' part
+    ws = _scratch(M * rows + i16_workspace(rows, C, M) if kind == "i16" else workspace(rows, C, M) + rows * (C + M))
     return Op(f"conv_transpose_{kind}", [x, *r_, *op.ins[2:]], [y, ws], list(op.iattr), [], op.where)
 
 

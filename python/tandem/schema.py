@@ -42,6 +42,9 @@ DTYPES = [
     # The top 16 bits of a float32 (rounded to nearest even by the exporter): the weights of conv_bf16 /
     # conv_transpose_bf16 only (quantize_convs="bf16"; no torch.bfloat16 tensor is ever a program's input).
     Dtype(7, "bfloat16", 2, "BF16", const_only=True),
+    # A signed 16-bit integer: the weights of conv_i16 / conv_transpose_i16 only (quantize_convs="int16",
+    # codes within ±4095 with a float32 scale per row).
+    Dtype(8, "int16", 2, "I16", const_only=True),
 ]
 CONST_ONLY_DTYPES = frozenset(d.code for d in DTYPES if d.const_only)
 
@@ -260,6 +263,10 @@ OPS = [
     # 2 rows of activations; python/tandem/quantize_conv.py, src/kernels/conv_q8.c).
     OpDef("conv_bf16"),
     OpDef("conv_transpose_bf16"),
+    # Convolutions over many positions with int16 weights and activations quantized to 13 bits per block
+    # of 32 (quantize_convs="int16"; python/tandem/quantize_conv.py, src/kernels/conv_i16.c).
+    OpDef("conv_i16"),
+    OpDef("conv_transpose_i16"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -267,7 +274,18 @@ CAN_FAIL = frozenset(o.name for o in OPS if o.can_fail)
 IN_PLACE_FIRST = frozenset(o.name for o in OPS if o.inplace == "first")
 IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
 QUANT_OPS = frozenset(
-    ("matmul_q8", "matmul_q4", "embedding_q8", "embedding_q4", "conv_q8", "conv_transpose_q8", "conv_bf16", "conv_transpose_bf16")
+    (
+        "matmul_q8",
+        "matmul_q4",
+        "embedding_q8",
+        "embedding_q4",
+        "conv_q8",
+        "conv_transpose_q8",
+        "conv_bf16",
+        "conv_transpose_bf16",
+        "conv_i16",
+        "conv_transpose_i16",
+    )
 )
 
 
@@ -459,7 +477,7 @@ SIGS = {
     # by their *_check in src/kernels/conv.c, conv_transpose.c and pool.c, not here.
     **_sig("conv", (2, 3), (1, 2), iattr=None, dtypes=_F),
     **_sig("conv_transpose", (2, 3), 2, iattr=None, dtypes=_F),
-    **_sig("conv_q8 conv_transpose_q8", (3, 4), 2, iattr=None, dtypes=_F),
+    **_sig("conv_q8 conv_transpose_q8 conv_i16 conv_transpose_i16", (3, 4), 2, iattr=None, dtypes=_F),
     **_sig("conv_bf16 conv_transpose_bf16", (2, 3), 2, iattr=None, dtypes=_F),
     **_sig("elu", 1, dtypes=_F),
     **_sig("max_pool avg_pool", 1, iattr=None, dtypes=_F),

@@ -178,12 +178,15 @@ const tdm_opdef tdm__conv_ops[] = {
     TDM_OP_END,
 };
 
-/* The convolutions with int8 (code 0) or bfloat16 (code 1) weights (conv_q8.c): a family of their
- * own, so the verifier lets them read the constant-only dtypes (ops.c, tdm__reads_const_only). */
+/* The convolutions with int8 (code 0) or bfloat16 (code 1) weights (conv_q8.c), and with int16 ones
+ * (code 2, conv_i16.c): a family of their own, so the verifier lets them read the constant-only
+ * dtypes (ops.c, tdm__reads_const_only). */
 const tdm_opdef tdm__conv_q8_ops[] = {
     TDM_OP(conv_q8, 0, tdm__conv_q8_check, tdm__conv_q8_run),
     TDM_OP(conv_transpose_q8, 0, tdm__conv_transpose_q8_check, tdm__conv_transpose_q8_run),
     TDM_OP(conv_bf16, 1, tdm__conv_q8_check, tdm__conv_q8_run),
     TDM_OP(conv_transpose_bf16, 1, tdm__conv_transpose_q8_check, tdm__conv_transpose_q8_run),
+    TDM_OP(conv_i16, 2, tdm__conv_i16_check, tdm__conv_i16_run),
+    TDM_OP(conv_transpose_i16, 2, tdm__conv_transpose_i16_check, tdm__conv_transpose_i16_run),
     TDM_OP_END,
 };

@@ -63,6 +63,11 @@ tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+/* conv_i16.c: conv_i16 and conv_transpose_i16. */
+tdm_status tdm__conv_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op);
+tdm_status tdm__conv_transpose_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+tdm_status tdm__conv_transpose_i16_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op);

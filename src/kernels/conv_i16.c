@@ -1,21 +1,27 @@
-/* conv_i16.c — the convolution GEMM on 16-bit integers (branch int16conv, issue #23: not yet used by
- * an op). `i32x4.dot_i16x8_s` does 8 multiply-adds per instruction where `f32x4.relaxed_madd` does
+/* conv_i16.c — conv_i16 and conv_transpose_i16 (quantize_convs="int16" at export,
+ * python/tandem/quantize_conv.py): convolutions over many positions, bound by their multiply-adds,
+ * run as a GEMM on 16-bit integers. `i32x4.dot_i16x8_s` does 8 multiply-adds per instruction where `f32x4.relaxed_madd` does
  * 4; at Mimi's and pocket-tts' conv GEMM shapes the integer tile took 0.54-0.88x the float32 tile's
  * time (bench/probes/i16_gemm.mjs, docs/benchmarks.md, "16-bit integer conv GEMMs").
  *
  * The operands (variants.h, tdm_i16_conv_gemm): the weights a [M, K32] int16, row-major, K32 = K
  * rounded up to 32 (zeros past K), with a float scale per row sa [M]; the GEMM's B (the patches or
  * positions of x) in 8-column panels quantized by tdm_i16_quantize_panel: per block of 32 k and
- * column, scale = max |x| / 4095 and codes round(x · 4095 / max |x|) in [-4095, 4095], stored with
+ * column, scale s = max |x| / 4095 and codes round(x / s) in [-4095, 4095] (0 where s is 0), stored with
  * each column's k pair adjacent ([K32/2, 8, 2] a panel) for `i32x4.dot_i16x8_s`. With both operands
  * within 13 bits a block's 32 products sum exactly in int32 (32 · 4095² < 2^31), in any order; the
  * float steps are fixed: per output t = 0, then per block in order t = isum · sb + t (tdm_madd's
  * rounding: fused in the relaxed builds), then y = t · sa + bias (the same); the scalar reference
  * rounds twice, so the SIMD128 build's variant gives its bits and the relaxed ones are within a
  * rounding per step of them. */
+#include "../ops.h"
+#include "../threads.h"
+#include "../util.h"
+#include "conv.h"
 #include "variants.h"
 
 #include <math.h>
+#include <string.h>
 
 void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s) {
   const int64_t K32 = (K + 31) / 32 * 32;
@@ -23,10 +29,10 @@ void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, f
     for (int c = 0; c < 8; c++) {
       float mx = 0;
       for (int64_t k = 32 * b; k < 32 * b + 32 && k < K; k++) mx = fmaxf(mx, fabsf(panel[k * 8 + c]));
-      const float inv = mx > 0 ? 4095.0f / mx : 0.0f;
-      s[b * 8 + c] = mx / 4095.0f;
+      const float sc = mx / 4095.0f;
+      s[b * 8 + c] = sc;
       for (int64_t k = 32 * b; k < 32 * b + 32; k++) {
-        const float v = k < K ? nearbyintf(panel[k * 8 + c] * inv) : 0.0f;
+        const float v = k < K && sc > 0 ? nearbyintf(panel[k * 8 + c] / sc) : 0.0f;
         q[(k / 2) * 16 + c * 2 + k % 2] = (int16_t)fminf(fmaxf(v, -4095.0f), 4095.0f);
       }
     }
@@ -48,4 +54,193 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
       const float m = t * sa[i];
       y[i * ldy + j] = m + (bias ? bias[i] : 0.0f);
     }
+}
+
+/* ---- the ops ------------------------------------------------------------------------------------
+ * conv_i16: x [N, C, (H,) W], w int16 [O, K32] (K = C·KH·KW, K32 = K rounded up to 32, zeros past K),
+ * scale [O][, bias [O]] -> y [N, O, (OH,) OW], workspace; iattr as conv_q8's. Per image: x's patches
+ * (tdm_f32_im2row: colt [P, K], P output positions), each 8 positions copied into a float panel and
+ * quantized (tdm_i16_quantize_panel), then the GEMM y [O, P] = w @ panels with the row scales and the
+ * bias, the rows split over threads, then the activation. conv_transpose_i16: w int16 [M, C32] (M =
+ * O·KH·KW taps), scale [M]: the GEMM z [M, HW] = w @ x's positions, added where each tap lands
+ * (tdm_f32_col2im_add) onto the bias. A panel holding a NaN or ±inf is computed in float32 instead
+ * (its 8 columns: each weight dequantized, w · scale, then the products summed in k order, times
+ * nothing more; a weight rounded to 0 then gives 0 · inf = NaN where the float weight would give
+ * ±inf). Workspace floats (i16_workspace, python/tandem/quantize_conv.py the same): colt or z, a
+ * float panel [K·8], the codes [ceil(P/8)·K32·4], their scales [ceil(P/8)·K32/4] and a flag per panel. */
+
+typedef tdm_conv_geom geom;
+
+static int64_t k32_of(int64_t K) { return (K + 31) / 32 * 32; }
+
+/* The workspace past colt / z: panel, codes, scales, flags (floats); false on overflow. */
+static bool i16_parts(size_t cols, size_t K, size_t *need) {
+  const size_t P = (cols + 7) / 8, K32 = (K + 31) / 32 * 32;
+  size_t a, b, c;
+  if (K > SIZE_MAX / 64 || !tdm__mul_size(P, K32 * 4, &a) || !tdm__mul_size(P, K32 / 4, &b)) return false;
+  c = K * 8;
+  return tdm__add_size(a, b, need) && tdm__add_size(*need, c, need) && tdm__add_size(*need, P, need);
+}
+
+typedef struct {
+  int64_t N, K32, ldy;
+  const int16_t *w, *q;
+  const float *sa, *sb, *bias;
+  float *y;
+} gemm_job;
+
+static void gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const gemm_job *j = c;
+  (void)t, (void)ws;
+  tdm_i16_conv_gemm(hi - lo, j->N, j->K32, j->w + lo * j->K32, j->sa + lo, j->q, j->sb, j->bias ? j->bias + lo : NULL, j->y + lo * j->ldy,
+                    j->ldy);
+}
+
+/* y [M, N] (row stride N) = w [M, K] · B + bias, B's column j at b + j·bs with k stride ks: the
+ * panels of B quantized, the GEMM, then the columns of a non-finite panel in float32. */
+static void i16_gemm(int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias, const float *b, int64_t bs,
+                     int64_t ks, float *y, float *ws) {
+  const int64_t K32 = k32_of(K), P = (N + 7) / 8;
+  float *panel = ws, *sb = panel + K * 8, *flag = sb + P * (K32 / 32) * 8;
+  int16_t *q = (int16_t *)(flag + P);
+  for (int64_t p = 0; p < P; p++) {
+    bool finite = true;
+    for (int64_t k = 0; k < K; k++)
+      for (int c = 0; c < 8; c++) {
+        const float v = 8 * p + c < N ? b[(8 * p + c) * bs + k * ks] : 0.0f;
+        panel[k * 8 + c] = v;
+        finite = finite && isfinite(v);
+      }
+    flag[p] = finite ? 0.0f : 1.0f;
+    if (finite) tdm_i16_quantize_panel(K, panel, q + p * K32 * 8, sb + p * (K32 / 32) * 8);
+    else
+      memset(q + p * K32 * 8, 0, sizeof(int16_t) * (size_t)(K32 * 8)),
+          memset(sb + p * (K32 / 32) * 8, 0, sizeof(float) * (size_t)(K32 / 4));
+  }
+  gemm_job j = {N, K32, N, w, q, sa, sb, bias, y};
+  tdm__parallel(M, 4, gemm_part, &j);
+  for (int64_t p = 0; p < P; p++)
+    if (flag[p] != 0.0f)
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t col = 8 * p; col < N && col < 8 * p + 8; col++) {
+          float t = 0;
+          for (int64_t k = 0; k < K; k++) t += (float)w[i * K32 + k] * sa[i] * b[col * bs + k * ks];
+          y[i * N + col] = t + (bias ? bias[i] : 0.0f);
+        }
+}
+
+tdm_status tdm__conv_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int r = (int)op->iattr[0];
+  geom g;
+  tdm__conv_geom(&g, r, in[0].shape, out->shape, op->iattr + 3, op->iattr + 3 + r);
+  const int64_t O = out->shape->dims[1], K = g.C * g.KH * g.KW, P = g.OH * g.OW;
+  const float *bias = op->iattr[1] ? in[3].data : NULL;
+  const int act = op->n_iattr == 4 + 4 * (uint32_t)r ? (int)op->iattr[3 + 4 * r] : TDM_CONV_ACT_NONE;
+  float *colt = out[1].data;
+  for (int64_t n = 0; n < g.N; n++) {
+    float *y = (float *)out->data + n * O * P;
+    tdm_f32_im2row(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, colt);
+    i16_gemm(O, P, K, in[1].data, in[2].data, bias, colt, K, 1, y, colt + P * K);
+    tdm__conv_activate(act, y, O * P);
+  }
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_transpose_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int r = (int)op->iattr[0];
+  geom g;
+  tdm__conv_geom(&g, r, in[0].shape, out->shape, op->iattr + 3, op->iattr + 3 + r);
+  const int64_t O = out->shape->dims[1], M = O * g.KH * g.KW, HW = g.H * g.W, OHW = g.OH * g.OW;
+  const float *bias = op->iattr[1] ? in[3].data : NULL;
+  float *z = out[1].data;
+  for (int64_t n = 0; n < g.N; n++) {
+    float *y = (float *)out->data + n * O * OHW;
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t i = 0; i < OHW; i++) y[o * OHW + i] = bias ? bias[o] : 0.0f;
+    if (g.C == 0) continue;
+    /* B's column p (an input position) is x[:, p]: k stride HW */
+    i16_gemm(M, HW, g.C, in[1].data, in[2].data, NULL, (const float *)in[0].data + n * g.C * HW, 1, HW, z, z + M * HW);
+    tdm_f32_col2im_add(&g, O, z, y);
+  }
+  return TDM_OK;
+}
+
+/* w int16 [M, K32] and scale float32 [M]. */
+static bool i16_weights_ok(const tdm_method *m, const tdm_op *op, int64_t K, int64_t M) {
+  const tdm_value *w = TDM_VAL(m, op, 1), *s = TDM_VAL(m, op, 2);
+  return w->dtype == TDM_I16 && w->shape.rank == 2 && w->shape.dims[0] == M && w->shape.dims[1] == k32_of(K) && s->dtype == TDM_F32 &&
+      s->shape.rank == 1 && s->shape.dims[0] == M;
+}
+
+/* The checks both ops share past their geometry: x, y, workspace dtypes and ranks, bias [O]. */
+static tdm_status i16_common(const tdm_method *m, const tdm_op *op, int64_t r) {
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
+  if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
+  if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
+  if (op->iattr[1]) {
+    const tdm_value *b = TDM_VAL(m, op, 3);
+    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
+  }
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 2 || op->n_iattr < 3)
+    return tdm__rule(op,
+                     "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]");
+  const int64_t r = op->iattr[0], hb = op->iattr[1];
+  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 4 * (uint32_t)r && op->n_iattr != 4 + 4 * (uint32_t)r) ||
+      op->n_in != 3 + hb)
+    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
+  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped convolutions keep float32 weights)");
+  if (op->n_iattr == 4 + 4 * (uint32_t)r && (op->iattr[3 + 4 * r] < 0 || op->iattr[3 + 4 * r] >= TDM_CONV_ACT_COUNT))
+    return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
+  const tdm_status st = i16_common(m, op, r);
+  if (st != TDM_OK) return st;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
+  const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r, O = y->shape.dims[1];
+  size_t K = (size_t)x->shape.dims[1], P = 1, need, colt;
+  for (int i = 0; i < r; i++) {
+    if (k[i] > INT64_MAX / 4 || !tdm__conv_out_size_ok(x->shape.dims[2 + i], k[i], a[i], a[r + i], a[2 * r + i], y->shape.dims[2 + i]))
+      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding and dilation", i);
+    if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
+      return tdm__rule(op, "kernel or output too large");
+  }
+  if ((uint64_t)K > INT64_MAX / 64 || !i16_weights_ok(m, op, (int64_t)K, O))
+    return tdm__rule(op, "weights must be int16 [O, C·kernel rounded up to 32] and scales float32 [O]");
+  if (!tdm__mul_size(P, K, &colt) || !i16_parts(P, K, &need) || !tdm__add_size(need, colt, &need) || (size_t)ws->numel < need)
+    return tdm__rule(op,
+                     "workspace must hold P·K + 8·K + ceil(P/8)·(4·K32 + K32/4 + 1) floats (P output positions, K = C·kernel, "
+                     "K32 = K rounded up to 32, docs/ops.md)");
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_transpose_i16_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_out != 2 || op->n_iattr < 3)
+    return tdm__rule(op,
+                     "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, "
+                     "output_padding]");
+  const int64_t r = op->iattr[0], hb = op->iattr[1];
+  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 5 * (uint32_t)r || op->n_in != 3 + hb)
+    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
+  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped transposed convolutions keep float32 weights)");
+  const tdm_status st = i16_common(m, op, r);
+  if (st != TDM_OK) return st;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
+  const int64_t *a = op->iattr + 3, C = x->shape.dims[1];
+  size_t M = (size_t)y->shape.dims[1], HW = 1, need, z;
+  for (int i = 0; i < r; i++) {
+    if (!tdm__conv_t_out_size_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
+      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding, dilation and output padding", i);
+    if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
+      return tdm__rule(op, "kernel or input too large");
+  }
+  if ((uint64_t)M > INT64_MAX / 4 || (uint64_t)C > INT64_MAX / 64 || !i16_weights_ok(m, op, C, (int64_t)M))
+    return tdm__rule(op, "weights must be int16 [O·kernel, C rounded up to 32] and scales float32 [O·kernel]");
+  if (!tdm__mul_size(M, HW, &z) || !i16_parts(HW, (size_t)C, &need) || !tdm__add_size(need, z, &need) || (size_t)ws->numel < need)
+    return tdm__rule(op,
+                     "workspace must hold M·H·W + 8·C + ceil(H·W/8)·(4·C32 + C32/4 + 1) floats (M = O·kernel, C32 = C rounded up "
+                     "to 32, docs/ops.md)");
+  return TDM_OK;
 }

@@ -513,9 +513,9 @@ void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, c
 /* ---- the convolution GEMM on 16-bit integers (conv_i16.c: the operands and the float steps) ---- */
 
 /* tdm_i16_quantize_panel__scalar's codes and scales: per block of 32 k the 8 columns' max |x| in
- * two vectors (f32x4.max of |x| propagates no NaN here: the panel is finite, the op's check), the
- * reciprocal and the codes by f32x4.nearest (ties to even, as nearbyintf), clamped, converted and
- * interleaved so that each column's k pair is adjacent. */
+ * two vectors (the panel is finite: the op sends a non-finite one elsewhere), the scales, and the
+ * codes x / s by f32x4.nearest (ties to even, as nearbyintf), masked to 0 where s is 0, clamped,
+ * converted and interleaved so that each column's k pair is adjacent. */
 void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s) {
   const int64_t K32 = (K + 31) / 32 * 32;
   const v128_t zero = wasm_f32x4_splat(0.0f), lim = wasm_f32x4_splat(4095.0f), nlim = wasm_f32x4_splat(-4095.0f);
@@ -526,17 +526,17 @@ void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, 
       m0 = wasm_f32x4_max(m0, wasm_f32x4_abs(wasm_v128_load(panel + k * 8)));
       m1 = wasm_f32x4_max(m1, wasm_f32x4_abs(wasm_v128_load(panel + k * 8 + 4)));
     }
-    const v128_t pos0 = wasm_f32x4_gt(m0, zero), pos1 = wasm_f32x4_gt(m1, zero);
-    const v128_t inv0 = wasm_v128_and(wasm_f32x4_div(lim, m0), pos0), inv1 = wasm_v128_and(wasm_f32x4_div(lim, m1), pos1);
-    wasm_v128_store(s + b * 8, wasm_f32x4_div(m0, lim));
-    wasm_v128_store(s + b * 8 + 4, wasm_f32x4_div(m1, lim));
+    const v128_t s0 = wasm_f32x4_div(m0, lim), s1 = wasm_f32x4_div(m1, lim);
+    const v128_t pos0 = wasm_f32x4_gt(s0, zero), pos1 = wasm_f32x4_gt(s1, zero);
+    wasm_v128_store(s + b * 8, s0);
+    wasm_v128_store(s + b * 8 + 4, s1);
     for (int64_t k = k0; k < k0 + 32; k += 2) {
       v128_t c[4]; /* k's columns 0-3, 4-7, then k + 1's */
       for (int h = 0; h < 2; h++)
         for (int e = 0; e < 2; e++) {
           const int64_t kk = k + h;
           const v128_t x = kk < K ? wasm_v128_load(panel + kk * 8 + e * 4) : zero;
-          const v128_t v = wasm_f32x4_nearest(wasm_f32x4_mul(x, e ? inv1 : inv0));
+          const v128_t v = wasm_v128_and(wasm_f32x4_nearest(wasm_f32x4_div(x, e ? s1 : s0)), e ? pos1 : pos0);
           c[h * 2 + e] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_min(wasm_f32x4_max(v, nlim), lim));
         }
       /* int32 lanes to int16 (exact: |code| <= 4095), then k and k + 1 interleaved per column */

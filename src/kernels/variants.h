@@ -246,7 +246,7 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
                                const float *bias, float *y, int64_t ldy);
 /* An 8-column panel [K, 8] of finite floats -> codes q [K32/2, 8, 2] (column c's k pair at
  * (k/2)·16 + 2c) and scales s [K32/32, 8]: per block of 32 k and column, s = max |x| / 4095 and
- * q = nearest-even(x · (4095 / max |x|)) clamped to ±4095 (0 where the block is all zeros). */
+ * q = nearest-even(x / s) clamped to ±4095 (0 where s is 0). */
 void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s);
 typedef void (*tdm_i16_conv_gemm_fn)(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq,
                                      const float *sb, const float *bias, float *y, int64_t ldy);

@@ -1885,7 +1885,7 @@ static uint16_t to_bf16(float f) {
 
 /* The 16-bit integer conv GEMM (conv_i16.c, branch int16conv): the panel quantizer's codes and
  * scales (SIMD128 against scalar bit for bit; each code within half a step of x / s, plus the
- * scale and its reciprocal's roundings: 4095 steps of 2^-24 each; an all-zero
+ * division's and the scale's roundings; an all-zero
  * block gives zero codes and scale), the GEMM against the float64 sum of the same integers and
  * scales (scalar within rounding; SIMD128 bit for bit with it where the steps round twice, within
  * fused_near where the relaxed build fuses them), at M over the 4-row tiles' tail, N over a
