@@ -8,9 +8,10 @@ OUT/pocket.tandem, OUT/pocket_frames.json (the prompt and the package's latents 
 bench/suite/pocket.mjs's check) and OUT/pocket_eager.json (ms per generated 80 ms frame); with int8 in
 VARIANTS also OUT/pocket_int8.tandem, the same export with its linear layers' weights stored int8
 (`quantize="int8"`: the flow LM's transformer and flow net, the Mimi decoder's transformer and
-projections; the convs stay float32). Each variant's op listing goes to OUT/pocket[_int8]_ops.json
-(for profiling). Usage: python bench/models/pocket.py OUT [frames = 12] [VARIANTS = float32,int8: a
-comma-separated list of float32, int8]."""
+projections; the convs stay float32); int4 the same with `quantize="int4"`; int8i16 with int8 and
+`quantize_convs="int16"` (the decoder's convs over 3-128 positions on 16-bit integers). Each variant's
+op listing goes to OUT/pocket[_VARIANT]_ops.json (for profiling). Usage: python bench/models/pocket.py
+OUT [frames = 12] [VARIANTS = float32,int8: a comma-separated list of float32, int8, int4, int8i16]."""
 
 import functools
 import json
@@ -88,7 +89,8 @@ for variant in VARIANTS:
             "decode": tandem.Method(mimi.decode_from_latent, (torch.zeros(1, 1, lm.ldim), mimi_state)),
             "advance": tandem.Method(functools.partial(increment_steps, mimi, increment=steps), (mimi_state,)),
         },
-        quantize=None if variant == "float32" else variant,
+        quantize=None if variant == "float32" else variant[:4],
+        quantize_convs="int16" if variant == "int8i16" else False,
     )
     suffix = "" if variant == "float32" else "_" + variant
     eager["export_s" + suffix] = time.perf_counter() - t0

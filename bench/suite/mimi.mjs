@@ -3,7 +3,8 @@
 // against moshi's, printed beside moshi's eager torch on one thread (timed by bench/models/mimi.py in the
 // same run). Usage: node bench/suite/mimi.mjs build/bench. Prints table rows: float32 (mimi.tandem), then,
 // where bench/models/mimi.py exported them, int8 linear weights (mimi_int8.tandem) and those with the 1-2
-// position convs' weights bfloat16 (mimi_int8bf16.tandem, quantize_convs="bf16"), whose check column gives
+// position convs' weights bfloat16 (mimi_int8bf16.tandem, quantize_convs="bf16") and those with the 3-128
+// position convs on 16-bit integers too (mimi_int8i16.tandem, quantize_convs="int16"), whose check column gives
 // the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
 // The time is the mean over the timed frames, and beside it the median frame (this shared machine's
 // neighbours make single frames several times slower at random; eager's time is a mean too).
@@ -21,7 +22,8 @@ const eagerMs = eager.encode_ms + eager.decode_ms;
 const minute = await machine(DIR);
 
 const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights'],
-  ['mimi_int8bf16', ', int8 linear weights, bfloat16 streaming convs']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
+  ['mimi_int8bf16', ', int8 linear weights, bfloat16 streaming convs'],
+  ['mimi_int8i16', ', int8 linear weights, int16 convs at 3-128 positions, bfloat16 at 1-2']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
 for (const [name, label] of variants) for (const threads of [1, 2]) {
   const limits = minute();
   const m = await load(`${DIR}/${name}.tandem`, { threads });

@@ -17,7 +17,7 @@ const eager = JSON.parse(readFileSync(`${DIR}/pocket_eager.json`, 'utf8'));
 const f = (x, d = 1) => x.toFixed(d);
 const eagerMs = eager.step_ms + eager.decode_ms;
 const ldim = frames.emb_std.length;
-const variants = ['float32', 'int8'].filter((v) => v === 'float32' || existsSync(`${DIR}/pocket_${v}.tandem`));
+const variants = ['float32', 'int8', 'int8i16'].filter((v) => v === 'float32' || existsSync(`${DIR}/pocket_${v}.tandem`));
 const minute = await machine(DIR);
 const file = (v) => `${DIR}/pocket${v === 'float32' ? '' : '_' + v}.tandem`;
 

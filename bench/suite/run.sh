@@ -45,14 +45,14 @@ fi
 # relaxed builds, which Chromium, Firefox 145+ and Node 22+ load by default (each row names its build).
 # Only when asked (TANDEM_BENCH=mimi): the full-size exports take minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
-  "$PY" -W ignore bench/models/mimi.py build/bench 20 float32,int8,int8bf16 >&2
+  "$PY" -W ignore bench/models/mimi.py build/bench 20 float32,int8,int8bf16,int8i16 >&2
   node --experimental-wasm-relaxed-simd bench/suite/mimi.mjs build/bench
 fi
 # pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/models/pocket.py, then
 # run in wasm on 1 and 2 threads by bench/suite/pocket.mjs (float32 and int8 interleaved), in the same run. Only when asked
 # (TANDEM_BENCH=pocket): the full-size export takes minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
-  "$PY" -W ignore bench/models/pocket.py build/bench >&2
+  "$PY" -W ignore bench/models/pocket.py build/bench 12 float32,int8,int8i16 >&2
   node --experimental-wasm-relaxed-simd bench/suite/pocket.mjs build/bench
 fi
 # The LLM table: tandem, onnxruntime-web and llama.cpp (@wllama/wllama) in one Chromium page per width.

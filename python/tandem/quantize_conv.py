@@ -17,8 +17,8 @@ top half, to nearest even) in 2-row panels (pack_bf16), read at half float32's b
 float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs,
 docs/benchmarks.md).
 
-`quantize_convs="int16"` does that and makes the convs with at least CONV_I16_MIN_ROWS rows (and
-CONV_I16_MIN_K k per output, CONV_I16_MIN_WEIGHTS weights) `conv_i16` / `conv_transpose_i16`: their
+`quantize_convs="int16"` does that and makes the convs with CONV_I16_MIN_ROWS to CONV_I16_MAX_ROWS rows
+(and CONV_I16_MIN_K k per output, CONV_I16_MIN_M outputs per row) `conv_i16` / `conv_transpose_i16`: their
 GEMM bound by multiply-adds, run on 16-bit integers (src/kernels/conv_i16.c): the weights rounded to
 13 bits per output row (pack_i16), the activations to 13 bits per block of 32 k at run time.
 """
@@ -40,9 +40,14 @@ CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in c
 # (Mimi's bandwidth-bound convs have 1-2 positions; its 16-position ones are bound by arithmetic).
 CONV_BF16_MAX_ROWS = 2
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
-# conv_i16: from 3 rows (1-2 rows are the dot convs above, bound by weight bytes), at least one block
-# of 32 k (fewer would pad each weight row with zeros), and a weight big enough to be worth a kernel.
-CONV_I16_MIN_ROWS, CONV_I16_MIN_K, CONV_I16_MIN_WEIGHTS = 3, 32, 2048
+# conv_i16: from 3 rows (1-2 rows are the dot convs above, bound by weight bytes) to 128 (past that the
+# float32 path's Winograd transforms save as many multiplies: Mimi's k8 s4 at 480 positions and
+# transposed k8 s4 at 480 inputs measured 1.0-1.1x), at least one block of 32 k (fewer would pad each
+# weight row with zeros), and at least 256 rows of the GEMM (a conv's output channels, a transposed
+# conv's O·kernel): the panels' quantization is a pass over the activations, paid back by the GEMM's
+# rows (32-128 rows measured 1.1-3.6x the float32 conv; 256-3072 rows at 16-96 positions 0.58-0.88x:
+# docs/benchmarks.md).
+CONV_I16_MIN_ROWS, CONV_I16_MAX_ROWS, CONV_I16_MIN_K, CONV_I16_MIN_M = 3, 128, 32, 256
 I16_LEVELS = 4095  # 13-bit codes: 32 products of two of them sum exactly in int32
 
 
@@ -70,10 +75,10 @@ def pack_bf16(B: torch.Tensor) -> torch.Tensor:
 
 
 def i16_workspace(cols: int, K: int, M: int) -> int:
-    """Floats of conv_i16's workspace past its patches (src/kernels/conv_i16.c i16_parts): a float
-    panel [K, 8], the codes and block scales of ceil(cols/8) panels and a flag per panel."""
-    P, K32 = -(-cols // 8), -(-K // 32) * 32
-    return P * K32 * 4 + P * (K32 // 4) + K * 8 + P
+    """Floats of conv_i16's GEMM workspace (src/kernels/conv_i16.c i16_parts): per 8 columns a float
+    panel [K, 8], its codes [K32/2, 8, 2] int16, block scales [K32/32, 8] and a flag."""
+    K32 = -(-K // 32) * 32
+    return -(-cols // 8) * (8 * K + 4 * K32 + K32 // 4 + 1)
 
 
 def pack_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,7 +98,7 @@ def pack_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 _KINDS = {
     "q8": (1, CONV_Q8_MAX_ROWS, q8_workspace),
     "bf16": (1, CONV_BF16_MAX_ROWS, bf16_workspace),
-    "i16": (CONV_I16_MIN_ROWS, None, lambda rows, K, M: rows * K + i16_workspace(rows, K, M)),
+    "i16": (CONV_I16_MIN_ROWS, None, i16_workspace),
 }
 
 
@@ -153,13 +158,13 @@ def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> No
                 m.ops[i] = new
 
 
-def _fits(kind: str, rows: int, K: int, numel: int) -> bool:
-    """Whether a conv with `rows` rows of activations, K multiply-adds per output and numel weights is
-    one `kind` takes."""
+def _fits(kind: str, rows: int, K: int, M: int) -> bool:
+    """Whether a conv with `rows` rows of activations against K·M weights (K per output, M outputs per
+    row: a conv's output channels, a transposed conv's output channels and taps) is one `kind` takes."""
     lo, hi, _ = _KINDS[kind]
     if kind == "i16":
-        return rows >= lo and K >= CONV_I16_MIN_K and numel >= CONV_I16_MIN_WEIGHTS
-    return lo <= rows <= hi and numel >= CONV_Q8_MIN_WEIGHTS
+        return lo <= rows <= CONV_I16_MAX_ROWS and K >= CONV_I16_MIN_K and M >= CONV_I16_MIN_M
+    return lo <= rows <= hi and K * M >= CONV_Q8_MIN_WEIGHTS
 
 
 def _conv(op: Op, weights, kind):
@@ -170,7 +175,7 @@ def _conv(op: Op, weights, kind):
         return None
     wt = _const_tensor(w)
     rows, O = math.prod(y.shape[2:]), w.shape[0]
-    if wt is None or not _fits(kind, rows, wt.numel() // O, wt.numel()):
+    if wt is None or not _fits(kind, rows, wt.numel() // O, O):
         return None
     K = wt.numel() // O
     r_ = weights(w, wt.reshape(O, K).t(), lambda p: p.reshape(O, K) if p.shape == wt.shape else None)
@@ -190,7 +195,7 @@ def _conv_transpose(op: Op, weights, kind):
         return None
     wt = _const_tensor(w)  # [1, M, C]: torch's [C, O, *kernel] as the GEMM's rows
     rows, C, M = math.prod(x.shape[2:]), x.shape[1], w.shape[1]
-    if wt is None or not _fits(kind, rows, C, wt.numel()):
+    if wt is None or not _fits(kind, rows, C, M):
         return None
     r_ = weights(w, wt[0].t(), lambda p: p.reshape(C, M).t() if p.shape[0] == C and p.numel() == C * M else None)
     if r_ is None:

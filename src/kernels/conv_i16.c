@@ -23,8 +23,10 @@
 #include <math.h>
 #include <string.h>
 
-void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s) {
+bool tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s) {
   const int64_t K32 = (K + 31) / 32 * 32;
+  for (int64_t k = 0; k < K * 8; k++)
+    if (!isfinite(panel[k])) return false;
   for (int64_t b = 0; b < K32 / 32; b++)
     for (int c = 0; c < 8; c++) {
       float mx = 0;
@@ -36,6 +38,7 @@ void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, f
         q[(k / 2) * 16 + c * 2 + k % 2] = (int16_t)fminf(fmaxf(v, -4095.0f), 4095.0f);
       }
     }
+  return true;
 }
 
 void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
@@ -59,27 +62,28 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
 /* ---- the ops ------------------------------------------------------------------------------------
  * conv_i16: x [N, C, (H,) W], w int16 [O, K32] (K = C·KH·KW, K32 = K rounded up to 32, zeros past K),
  * scale [O][, bias [O]] -> y [N, O, (OH,) OW], workspace; iattr as conv_q8's. Per image: x's patches
- * (tdm_f32_im2row: colt [P, K], P output positions), each 8 positions copied into a float panel and
- * quantized (tdm_i16_quantize_panel), then the GEMM y [O, P] = w @ panels with the row scales and the
+ * in 8-position panels (tdm_f32_im2col_packed, P output positions), each quantized
+ * (tdm_i16_quantize_panel), then the GEMM y [O, P] = w @ panels with the row scales and the
  * bias, the rows split over threads, then the activation. conv_transpose_i16: w int16 [M, C32] (M =
  * O·KH·KW taps), scale [M]: the GEMM z [M, HW] = w @ x's positions, added where each tap lands
  * (tdm_f32_col2im_add) onto the bias. A panel holding a NaN or ±inf is computed in float32 instead
  * (its 8 columns: each weight dequantized, w · scale, then the products summed in k order, times
  * nothing more; a weight rounded to 0 then gives 0 · inf = NaN where the float weight would give
- * ±inf). Workspace floats (i16_workspace, python/tandem/quantize_conv.py the same): colt or z, a
- * float panel [K·8], the codes [ceil(P/8)·K32·4], their scales [ceil(P/8)·K32/4] and a flag per panel. */
+ * ±inf). Workspace floats (i16_workspace, python/tandem/quantize_conv.py the same): z (transposed),
+ * the float panels [ceil(P/8)·K·8], their codes [ceil(P/8)·K32·4], scales [ceil(P/8)·K32/4] and a flag
+ * per panel. */
 
 typedef tdm_conv_geom geom;
 
 static int64_t k32_of(int64_t K) { return (K + 31) / 32 * 32; }
 
-/* The workspace past colt / z: panel, codes, scales, flags (floats); false on overflow. */
+/* The workspace's GEMM part for `cols` columns of K: the float panels [ceil(cols/8), K, 8], their
+ * codes [.., K32/2, 8, 2] int16 (K32·4 floats a panel), their scales [.., K32/32, 8] and a flag per
+ * panel (floats); false on overflow. */
 static bool i16_parts(size_t cols, size_t K, size_t *need) {
   const size_t P = (cols + 7) / 8, K32 = (K + 31) / 32 * 32;
-  size_t a, b, c;
-  if (K > SIZE_MAX / 64 || !tdm__mul_size(P, K32 * 4, &a) || !tdm__mul_size(P, K32 / 4, &b)) return false;
-  c = K * 8;
-  return tdm__add_size(a, b, need) && tdm__add_size(*need, c, need) && tdm__add_size(*need, P, need);
+  if (K > SIZE_MAX / 64) return false;
+  return tdm__mul_size(P, K * 8 + K32 * 4 + K32 / 4 + 1, need);
 }
 
 typedef struct {
@@ -96,35 +100,30 @@ static void gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
                     j->ldy);
 }
 
-/* y [M, N] (row stride N) = w [M, K] · B + bias, B's column j at b + j·bs with k stride ks: the
- * panels of B quantized, the GEMM, then the columns of a non-finite panel in float32. */
-static void i16_gemm(int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias, const float *b, int64_t bs,
-                     int64_t ks, float *y, float *ws) {
+/* y [M, N] (row stride N) = w [M, K] · B + bias, B's columns in the float panels fp [ceil(N/8), K, 8]
+ * at the workspace's start: each panel quantized, the GEMM over the rows split between threads, then
+ * the columns of a panel with a NaN or ±inf in float32. */
+static void i16_gemm(int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias, float *y, float *ws) {
   const int64_t K32 = k32_of(K), P = (N + 7) / 8;
-  float *panel = ws, *sb = panel + K * 8, *flag = sb + P * (K32 / 32) * 8;
+  const float *fp = ws;
+  float *sb = ws + P * K * 8, *flag = sb + P * (K32 / 4);
   int16_t *q = (int16_t *)(flag + P);
+  bool all = true;
   for (int64_t p = 0; p < P; p++) {
-    bool finite = true;
-    for (int64_t k = 0; k < K; k++)
-      for (int c = 0; c < 8; c++) {
-        const float v = 8 * p + c < N ? b[(8 * p + c) * bs + k * ks] : 0.0f;
-        panel[k * 8 + c] = v;
-        finite = finite && isfinite(v);
-      }
-    flag[p] = finite ? 0.0f : 1.0f;
-    if (finite) tdm_i16_quantize_panel(K, panel, q + p * K32 * 8, sb + p * (K32 / 32) * 8);
-    else
-      memset(q + p * K32 * 8, 0, sizeof(int16_t) * (size_t)(K32 * 8)),
-          memset(sb + p * (K32 / 32) * 8, 0, sizeof(float) * (size_t)(K32 / 4));
+    const bool ok = tdm_i16_quantize_panel(K, fp + p * K * 8, q + p * K32 * 8, sb + p * (K32 / 4));
+    if (!ok) /* its columns come from the float path below: zero codes keep the GEMM's sums finite */
+      memset(q + p * K32 * 8, 0, sizeof(int16_t) * (size_t)(K32 * 8)), memset(sb + p * (K32 / 4), 0, sizeof(float) * (size_t)(K32 / 4));
+    flag[p] = ok ? 0.0f : 1.0f, all = all && ok;
   }
   gemm_job j = {N, K32, N, w, q, sa, sb, bias, y};
   tdm__parallel(M, 4, gemm_part, &j);
+  if (all) return;
   for (int64_t p = 0; p < P; p++)
     if (flag[p] != 0.0f)
       for (int64_t i = 0; i < M; i++)
         for (int64_t col = 8 * p; col < N && col < 8 * p + 8; col++) {
           float t = 0;
-          for (int64_t k = 0; k < K; k++) t += (float)w[i * K32 + k] * sa[i] * b[col * bs + k * ks];
+          for (int64_t k = 0; k < K; k++) t += (float)w[i * K32 + k] * sa[i] * fp[(p * K + k) * 8 + col % 8];
           y[i * N + col] = t + (bias ? bias[i] : 0.0f);
         }
 }
@@ -136,11 +135,11 @@ tdm_status tdm__conv_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   const int64_t O = out->shape->dims[1], K = g.C * g.KH * g.KW, P = g.OH * g.OW;
   const float *bias = op->iattr[1] ? in[3].data : NULL;
   const int act = op->n_iattr == 4 + 4 * (uint32_t)r ? (int)op->iattr[3 + 4 * r] : TDM_CONV_ACT_NONE;
-  float *colt = out[1].data;
+  float *ws = out[1].data;
   for (int64_t n = 0; n < g.N; n++) {
     float *y = (float *)out->data + n * O * P;
-    tdm_f32_im2row(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, colt);
-    i16_gemm(O, P, K, in[1].data, in[2].data, bias, colt, K, 1, y, colt + P * K);
+    tdm_f32_im2col_packed(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, ws); /* the panels */
+    i16_gemm(O, P, K, in[1].data, in[2].data, bias, y, ws);
     tdm__conv_activate(act, y, O * P);
   }
   return TDM_OK;
@@ -158,8 +157,17 @@ tdm_status tdm__conv_transpose_i16_run(const tdm_op *op, const tdm_tensor *in, c
     for (int64_t o = 0; o < O; o++)
       for (int64_t i = 0; i < OHW; i++) y[o * OHW + i] = bias ? bias[o] : 0.0f;
     if (g.C == 0) continue;
-    /* B's column p (an input position) is x[:, p]: k stride HW */
-    i16_gemm(M, HW, g.C, in[1].data, in[2].data, NULL, (const float *)in[0].data + n * g.C * HW, 1, HW, z, z + M * HW);
+    /* B's column p (an input position) is x[:, p]: 8 positions a panel, k = c */
+    const float *x = (const float *)in[0].data + n * g.C * HW;
+    float *fp = z + M * HW;
+    for (int64_t p = 0; p < HW; p += 8)
+      for (int64_t c = 0; c < g.C; c++) {
+        float *d = fp + ((p / 8) * g.C + c) * 8;
+        const int64_t m = HW - p < 8 ? HW - p : 8;
+        memcpy(d, x + c * HW + p, sizeof(float) * (size_t)m);
+        if (m < 8) memset(d + m, 0, sizeof(float) * (size_t)(8 - m));
+      }
+    i16_gemm(M, HW, g.C, in[1].data, in[2].data, NULL, z, fp);
     tdm_f32_col2im_add(&g, O, z, y);
   }
   return TDM_OK;
@@ -200,7 +208,7 @@ tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op) {
   if (st != TDM_OK) return st;
   const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
   const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r, O = y->shape.dims[1];
-  size_t K = (size_t)x->shape.dims[1], P = 1, need, colt;
+  size_t K = (size_t)x->shape.dims[1], P = 1, need;
   for (int i = 0; i < r; i++) {
     if (k[i] > INT64_MAX / 4 || !tdm__conv_out_size_ok(x->shape.dims[2 + i], k[i], a[i], a[r + i], a[2 * r + i], y->shape.dims[2 + i]))
       return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding and dilation", i);
@@ -209,10 +217,10 @@ tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op) {
   }
   if ((uint64_t)K > INT64_MAX / 64 || !i16_weights_ok(m, op, (int64_t)K, O))
     return tdm__rule(op, "weights must be int16 [O, C·kernel rounded up to 32] and scales float32 [O]");
-  if (!tdm__mul_size(P, K, &colt) || !i16_parts(P, K, &need) || !tdm__add_size(need, colt, &need) || (size_t)ws->numel < need)
+  if (!i16_parts(P, K, &need) || (size_t)ws->numel < need)
     return tdm__rule(op,
-                     "workspace must hold P·K + 8·K + ceil(P/8)·(4·K32 + K32/4 + 1) floats (P output positions, K = C·kernel, "
-                     "K32 = K rounded up to 32, docs/ops.md)");
+                     "workspace must hold ceil(P/8)·(8·K + 4·K32 + K32/4 + 1) floats (P output positions, K = C·kernel, K32 = K "
+                     "rounded up to 32, docs/ops.md)");
   return TDM_OK;
 }
 
@@ -240,7 +248,7 @@ tdm_status tdm__conv_transpose_i16_check(const tdm_method *m, const tdm_op *op) 
     return tdm__rule(op, "weights must be int16 [O·kernel, C rounded up to 32] and scales float32 [O·kernel]");
   if (!tdm__mul_size(M, HW, &z) || !i16_parts(HW, (size_t)C, &need) || !tdm__add_size(need, z, &need) || (size_t)ws->numel < need)
     return tdm__rule(op,
-                     "workspace must hold M·H·W + 8·C + ceil(H·W/8)·(4·C32 + C32/4 + 1) floats (M = O·kernel, C32 = C rounded up "
+                     "workspace must hold M·H·W + ceil(H·W/8)·(8·C + 4·C32 + C32/4 + 1) floats (M = O·kernel, C32 = C rounded up "
                      "to 32, docs/ops.md)");
   return TDM_OK;
 }

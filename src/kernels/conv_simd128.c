@@ -513,12 +513,15 @@ void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, c
 /* ---- the convolution GEMM on 16-bit integers (conv_i16.c: the operands and the float steps) ---- */
 
 /* tdm_i16_quantize_panel__scalar's codes and scales: per block of 32 k the 8 columns' max |x| in
- * two vectors (the panel is finite: the op sends a non-finite one elsewhere), the scales, and the
+ * two vectors (after a pass that returns false for a NaN or ±inf), the scales, and the
  * codes x / s by f32x4.nearest (ties to even, as nearbyintf), masked to 0 where s is 0, clamped,
  * converted and interleaved so that each column's k pair is adjacent. */
-void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s) {
+bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s) {
   const int64_t K32 = (K + 31) / 32 * 32;
   const v128_t zero = wasm_f32x4_splat(0.0f), lim = wasm_f32x4_splat(4095.0f), nlim = wasm_f32x4_splat(-4095.0f);
+  v128_t bad = wasm_i32x4_splat(0); /* x · 0 is ±0 for finite x, NaN for a NaN or ±inf */
+  for (int64_t k = 0; k < K * 8; k += 4) bad = wasm_v128_or(bad, wasm_f32x4_ne(wasm_f32x4_mul(wasm_v128_load(panel + k), zero), zero));
+  if (wasm_v128_any_true(bad)) return false;
   for (int64_t b = 0; b < K32 / 32; b++) {
     const int64_t k0 = 32 * b, kn = K - k0 < 32 ? K - k0 : 32;
     v128_t m0 = zero, m1 = zero;
@@ -545,6 +548,7 @@ void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, 
       wasm_v128_store(q + (k / 2) * 16 + 8, wasm_i16x8_shuffle(lo, hi, 4, 12, 5, 13, 6, 14, 7, 15));
     }
   }
+  return true;
 }
 
 /* Rows i .. i+R-1 of a against panel j's 8 columns over the blocks of 32 k in [k0, k0 + kc): 2R

@@ -246,11 +246,12 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
                                const float *bias, float *y, int64_t ldy);
 /* An 8-column panel [K, 8] of finite floats -> codes q [K32/2, 8, 2] (column c's k pair at
  * (k/2)·16 + 2c) and scales s [K32/32, 8]: per block of 32 k and column, s = max |x| / 4095 and
- * q = nearest-even(x / s) clamped to ±4095 (0 where s is 0). */
-void tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s);
+ * q = nearest-even(x / s) clamped to ±4095 (0 where s is 0). Returns false (q and s then undefined)
+ * if the panel holds a NaN or ±inf. */
+bool tdm_i16_quantize_panel__scalar(int64_t K, const float *panel, int16_t *q, float *s);
 typedef void (*tdm_i16_conv_gemm_fn)(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq,
                                      const float *sb, const float *bias, float *y, int64_t ldy);
-typedef void (*tdm_i16_quantize_panel_fn)(int64_t K, const float *panel, int16_t *q, float *s);
+typedef bool (*tdm_i16_quantize_panel_fn)(int64_t K, const float *panel, int16_t *q, float *s);
 extern const tdm_i16_conv_gemm_fn tdm_i16_conv_gemm;
 extern const tdm_i16_quantize_panel_fn tdm_i16_quantize_panel;
 /* The variants the runtime uses (config.c). */
@@ -446,7 +447,7 @@ void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *
  * references' integers and float steps. */
 void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
                                 const float *bias, float *y, int64_t ldy);
-void tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s);
+bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s);
 /* Two panels at once, p and p + h (the chunk's two halves: two sequential weight streams), two rows
  * of activations at a time, 8 k a step: one 16-byte load of a row's 8 weights widened by
  * i32x4.shl(v, 16) (the even k) and v128.and(v, 0xFFFF0000) (the odd k). */

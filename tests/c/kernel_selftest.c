@@ -1907,9 +1907,11 @@ static int check_i16_conv_gemm(void) {
       for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < N; j++) pan[((j / 8) * K + k) * 8 + j % 8] = x[k * N + j];
       for (int64_t p = 0; p < P; p++) {
-        tdm_i16_quantize_panel__scalar(K, pan + p * K * 8, q1 + p * K32 * 8, s1 + p * (K32 / 32) * 8);
+        if (!tdm_i16_quantize_panel__scalar(K, pan + p * K * 8, q1 + p * K32 * 8, s1 + p * (K32 / 32) * 8))
+          bad += mismatch(F_CONV_GEMM, "i16 panel quantizer: a finite panel refused", K, p, (double)N, 0, 1);
 #if TDM_SIMD128
-        tdm_i16_quantize_panel__simd128(K, pan + p * K * 8, q2 + p * K32 * 8, s2 + p * (K32 / 32) * 8);
+        if (!tdm_i16_quantize_panel__simd128(K, pan + p * K * 8, q2 + p * K32 * 8, s2 + p * (K32 / 32) * 8))
+          bad += mismatch(F_CONV_GEMM, "i16 panel quantizer simd128: a finite panel refused", K, p, (double)N, 0, 1);
         if (memcmp(q1 + p * K32 * 8, q2 + p * K32 * 8, sizeof(int16_t) * (size_t)(K32 * 8)) ||
             memcmp(s1 + p * (K32 / 32) * 8, s2 + p * (K32 / 32) * 8, sizeof(float) * (size_t)(K32 / 32 * 8)))
           bad += mismatch(F_CONV_GEMM, "i16 panel quantizer simd128 vs scalar", K, p, (double)N, 1, 0);
@@ -1972,6 +1974,17 @@ static int check_i16_conv_gemm(void) {
     tdm_i16_conv_gemm(1, 1, 32, w, &r, qq, sc, &b1, out, 1);
     if (qq[0] != 4095 || qq[1] != 4095 || qq[2] != 0 || sc[1] != 0.0f || !near(out[0], 9.0f, 1e-6f, 0))
       bad += mismatch(F_CONV_GEMM, "i16 conv gemm by hand", 32, 0, qq[0], out[0], 9.0f);
+    /* a NaN or ±inf anywhere in the panel (the last column's last k too): refused by both variants */
+    for (int sp = 0; sp < 3; sp++) {
+      const int at = sp == 0 ? 0 : sp == 1 ? 8 * 17 + 3 : 32 * 8 - 1;
+      p1[at] = sp == 1 ? -INFINITY : sp == 2 ? INFINITY : NAN;
+      if (tdm_i16_quantize_panel__scalar(32, p1, qq, sc)) bad += mismatch(F_CONV_GEMM, "i16 panel non-finite kept", 32, at, 0, 1, 0);
+#if TDM_SIMD128
+      if (tdm_i16_quantize_panel__simd128(32, p1, qq, sc))
+        bad += mismatch(F_CONV_GEMM, "i16 panel non-finite kept simd128", 32, at, 0, 1, 0);
+#endif
+      p1[at] = 0.5f;
+    }
   }
   return bad;
 }

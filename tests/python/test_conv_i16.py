@@ -51,12 +51,12 @@ def ref_conv_transpose_i16(ct, x: torch.Tensor) -> torch.Tensor:
     return F.conv_transpose1d(xq, wq, b, ct.stride, ct.padding, ct.output_padding, 1, ct.dilation).float()
 
 
-CONVS = [  # (module, input, activation): 3 or more positions, K >= 32, >= 4096 weights
+CONVS = [  # (module, input, activation): 3 to 128 positions, K >= 32, >= 256 output channels
     (nn.Conv1d(256, 512, 12, stride=6), (1, 256, 102), None),  # Mimi's k12 s6 at 16 positions
-    (nn.Conv1d(64, 32, 3), (1, 64, 1922), nn.ELU()),  # the residual unit's k3 at 1920, ELU fused
-    (nn.Conv1d(33, 70, 5, padding=3, dilation=2, bias=False), (2, 33, 9), None),  # K % 32 = 5, odd O, 2 images
-    (nn.Conv1d(32, 64, 1), (1, 32, 45), None),  # 1x1, one block of k, a partial panel
-    (nn.Conv2d(16, 24, 3, padding=1), (1, 16, 5, 6), nn.ReLU()),  # 2-d
+    (nn.Conv1d(64, 256, 3), (1, 64, 130), nn.ELU()),  # a k3 at 128 positions (the most), ELU fused
+    (nn.Conv1d(33, 261, 5, padding=3, dilation=2, bias=False), (2, 33, 9), None),  # K % 32 = 5, O % 4 = 1, 2 images
+    (nn.Conv1d(32, 256, 1), (1, 32, 45), None),  # 1x1, one block of k, a partial panel
+    (nn.Conv2d(16, 256, 3, padding=1), (1, 16, 5, 6), nn.ReLU()),  # 2-d
 ]
 
 
@@ -79,7 +79,7 @@ def test_conv_i16_matches_reference_quantization(request, module, shape, act):
 
 TRANSPOSED = [
     (nn.ConvTranspose1d(512, 256, 12, stride=6), (1, 512, 16)),  # Mimi's at 16 input positions
-    (nn.ConvTranspose1d(130, 50, 6, stride=3, padding=2, output_padding=1, bias=False), (2, 130, 11)),  # C % 32 = 2
+    (nn.ConvTranspose1d(130, 50, 6, stride=3, padding=2, output_padding=1, bias=False), (2, 130, 11)),  # C % 32 = 2, M = 300
 ]
 
 
@@ -99,16 +99,19 @@ def test_conv_transpose_i16_matches_reference_quantization(request, module, shap
 
 
 def test_which_convs_and_how_stored():
-    """int16 takes the convs over 3+ positions with K >= 32 and >= 2048 weights of a parameter, with any
-    quantize mode; those over 1-2 positions take bfloat16; the file holds 2 bytes a weight."""
+    """int16 takes the convs over 3-128 positions with K >= 32 and >= 256 outputs per position of a
+    parameter, with any quantize mode; those over 1-2 positions take bfloat16; the file holds 2 bytes
+    a weight."""
     for module, shape in (
-        (nn.Conv1d(1, 64, 7), (1, 1, 100)),  # K = 7
-        (nn.Conv1d(32, 32, 1), (1, 32, 50)),  # 1024 weights
-        (nn.Conv1d(64, 128, 4, groups=2), (1, 64, 50)),
+        (nn.Conv1d(1, 256, 7), (1, 1, 100)),  # K = 7
+        (nn.Conv1d(64, 128, 3), (1, 64, 50)),  # 128 output channels
+        (nn.Conv1d(64, 256, 3), (1, 64, 131)),  # 129 positions
+        (nn.ConvTranspose1d(64, 16, 8, stride=4), (1, 64, 50)),  # M = 128
+        (nn.Conv1d(64, 512, 4, groups=2), (1, 64, 50)),
     ):
         x = torch.randn(*shape, generator=g(15))
         names = {op.name for op in tandem.export(module, {"forward": (x,)}, quantize_convs="int16").method("forward").ops}
-        assert "conv" in names and not names & {"conv_i16", "conv_bf16"}, (module, names)
+        assert names & {"conv", "conv_transpose"} and not names & {"conv_i16", "conv_transpose_i16", "conv_bf16"}, (module, names)
     seq = nn.Sequential(nn.Conv1d(256, 512, 12, stride=6), nn.Conv1d(512, 1024, 8, stride=8))  # 16 positions, then 2
     x = torch.randn(1, 256, 102, generator=g(16))
     f32 = tandem.export(seq, {"forward": (x,)}).to_bytes()
@@ -127,7 +130,7 @@ def test_which_convs_and_how_stored():
 def test_nonfinite_panel_takes_the_float_path():
     """A NaN or inf in x reaches the outputs whose patch reads it (computed in float32 on the dequantized
     weights), the other panels keep the integer GEMM's values."""
-    m = nn.Conv1d(64, 96, 4, stride=4).eval()
+    m = nn.Conv1d(64, 256, 4, stride=4).eval()
     x = torch.randn(1, 64, 80, generator=g(17))  # 20 positions: panels 0-7, 8-15, 16-19
     program = tandem.export(m, {"forward": (x,)}, quantize_convs="int16")
     x[0, 3, 1] = float("inf")  # only position 0's patch
@@ -138,6 +141,6 @@ def test_nonfinite_panel_takes_the_float_path():
         y[0, 3, 1] = 0.0
         want = ref_conv_i16(m, y)
         torch.testing.assert_close(got[0, :, 8:], want[0, :, 8:], rtol=1e-5, atol=1e-5)  # panels without the inf
-        wq = ref_weights(m.weight.reshape(96, -1)).reshape(m.weight.shape)
+        wq = ref_weights(m.weight.reshape(256, -1)).reshape(m.weight.shape)
         float_path = F.conv1d(y.double(), wq, m.bias.detach().double(), 4).float()  # panel 0 in float32 (its finite columns)
         torch.testing.assert_close(got[0, :, 1:8], float_path[0, :, 1:8], rtol=1e-5, atol=1e-5)

@@ -187,7 +187,7 @@ def test_convs_stay_float32_unless_asked():
         ({"quantize": "int4"}, "needs quantize='int8'"),
         ({"quantize": None}, "needs quantize='int8'"),
         ({"quantize": "int8", "quantize_convs": "yes"}, "use False, True"),
-        ({"quantize": "int8", "quantize_convs": "fp16"}, "or 'bf16'"),
+        ({"quantize": "int8", "quantize_convs": "fp16"}, "'bf16' or 'int16'"),
     ):
         with pytest.raises(tandem.ExportError, match=says):
             tandem.export(m, {"forward": (x,)}, **{"quantize_convs": True, **kw})
