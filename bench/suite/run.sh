@@ -41,7 +41,8 @@ if wants threads; then
 fi
 # Mimi (moshi from PyPI, full size): exported and timed eagerly on one thread by bench/models/mimi.py,
 # then run in wasm on 1 and 2 threads by bench/suite/mimi.mjs, in the same run: float32, int8 linear
-# weights, and those with the 1-2 position convs' weights bfloat16 (quantize_convs="bf16"); on the
+# weights, and those with the 1-2 position convs' weights bfloat16 (quantize_convs="bf16") or also the 3-128
+# position ones on 16-bit integers (quantize_convs="int16"); on the
 # relaxed builds, which Chromium, Firefox 145+ and Node 22+ load by default (each row names its build).
 # Only when asked (TANDEM_BENCH=mimi): the full-size exports take minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
@@ -49,7 +50,8 @@ if [[ ",${TANDEM_BENCH:-}," == *,mimi,* ]]; then
   node --experimental-wasm-relaxed-simd bench/suite/mimi.mjs build/bench
 fi
 # pocket-tts (PyPI, full size): exported and timed eagerly on one thread by bench/models/pocket.py, then
-# run in wasm on 1 and 2 threads by bench/suite/pocket.mjs (float32 and int8 interleaved), in the same run. Only when asked
+# run in wasm on 1 and 2 threads by bench/suite/pocket.mjs (float32, int8 and int8 + int16 convs interleaved), in the same
+# run. Only when asked
 # (TANDEM_BENCH=pocket): the full-size export takes minutes.
 if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
   "$PY" -W ignore bench/models/pocket.py build/bench 12 float32,int8,int8i16 >&2
