@@ -49,9 +49,9 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
       const float *sp = sb + (j / 8) * (K32 / 32) * 8;
       float t = 0;
       for (int64_t b = 0; b < K32 / 32; b++) {
-        int32_t acc = 0;
-        for (int64_t k = 32 * b; k < 32 * b + 32; k++) acc += (int32_t)ar[k] * p[(k / 2) * 16 + (j % 8) * 2 + k % 2];
-        const float m = (float)acc * sp[b * 8 + j % 8];
+        uint32_t acc = 0; /* exact for the exporter's codes (within ±4095); others wrap as i32x4.add does, never UB */
+        for (int64_t k = 32 * b; k < 32 * b + 32; k++) acc += (uint32_t)((int32_t)ar[k] * p[(k / 2) * 16 + (j % 8) * 2 + k % 2]);
+        const float m = (float)(int32_t)acc * sp[b * 8 + j % 8];
         t = t + m;
       }
       const float m = t * sa[i];
