@@ -1,8 +1,9 @@
 /* conv_i16.c — conv_i16 and conv_transpose_i16 (quantize_convs="int16" at export,
- * python/tandem/quantize_conv.py): convolutions over many positions, bound by their multiply-adds,
- * run as a GEMM on 16-bit integers. `i32x4.dot_i16x8_s` does 8 multiply-adds per instruction where `f32x4.relaxed_madd` does
- * 4; at Mimi's and pocket-tts' conv GEMM shapes the integer tile took 0.54-0.88x the float32 tile's
- * time (bench/probes/i16_gemm.mjs, docs/benchmarks.md, "16-bit integer conv GEMMs").
+ * python/tandem/quantize_conv.py): convolutions over 3-128 positions with 256+ outputs per position,
+ * bound by their multiply-adds, run as a GEMM on 16-bit integers. `i32x4.dot_i16x8_s` does 8
+ * multiply-adds per instruction where `f32x4.relaxed_madd` does 4; at Mimi's and pocket-tts' conv GEMM
+ * shapes the integer tile took 0.54-0.88x the float32 tile's time (bench/probes/i16_gemm.mjs,
+ * docs/benchmarks.md, "16-bit integer conv GEMMs").
  *
  * The operands (variants.h, tdm_i16_conv_gemm): the weights a [M, K32] int16, row-major, K32 = K
  * rounded up to 32 (zeros past K), with a float scale per row sa [M]; the GEMM's B (the patches or

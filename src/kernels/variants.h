@@ -236,7 +236,7 @@ void tdm_bf16_gemv__scalar(int64_t R, int64_t M, int64_t K8, const float *eo, co
 typedef void (*tdm_bf16_gemv_fn)(int64_t R, int64_t M, int64_t K8, const float *eo, const uint16_t *w, int64_t p0, int64_t p1, float *yt,
                                  int64_t ldy);
 extern const tdm_bf16_gemv_fn tdm_bf16_gemv;
-/* The convolution GEMM on 16-bit integers (conv_i16.c; branch int16conv, not yet used by an op):
+/* The convolution GEMM on 16-bit integers (conv_i16.c: conv_i16 and conv_transpose_i16):
  * y[i·ldy + j] = sa[i] · Σ_b sb(b, j) · Σ_{k in block b} a[i·K32 + k] · q(k, j) + bias[i] for i < M,
  * j < N, a int16 [M, K32] (K32 a multiple of 32, zeros past K), q and sb the 8-column panels of
  * tdm_i16_quantize_panel (panel j/8 at bq + (j/8)·K32·8 and sb + (j/8)·(K32/32)·8). Per output:

@@ -1883,7 +1883,7 @@ static uint16_t to_bf16(float f) {
   return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* The 16-bit integer conv GEMM (conv_i16.c, branch int16conv): the panel quantizer's codes and
+/* The 16-bit integer conv GEMM (conv_i16.c): the panel quantizer's codes and
  * scales (SIMD128 against scalar bit for bit; each code within half a step of x / s, plus the
  * division's and the scale's roundings; an all-zero
  * block gives zero codes and scale), the GEMM against the float64 sum of the same integers and
