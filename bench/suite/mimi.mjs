@@ -23,7 +23,8 @@ const minute = await machine(DIR);
 
 const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights'],
   ['mimi_int8bf16', ', int8 linear weights, bfloat16 streaming convs'],
-  ['mimi_int8i16', ', int8 linear weights, int16 convs at 3-128 positions, bfloat16 at 1-2']].filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
+  ['mimi_int8i16', ', int8 linear weights, int16 convs at 3-128 positions, bfloat16 at 1-2']]
+  .filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
 for (const [name, label] of variants) for (const threads of [1, 2]) {
   const limits = minute();
   const m = await load(`${DIR}/${name}.tandem`, { threads });
