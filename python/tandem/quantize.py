@@ -20,7 +20,7 @@ With int8 and `convs=True` or "int8" (`tandem.export(..., quantize_convs=True)`)
 convolutions whose streaming step reads many weight bytes per output (a few output positions of a big
 kernel: conv_q8 / conv_transpose_q8, see quantize_conv.py); with `convs="bf16"` (and any mode, None
 too) those with at most two positions get bfloat16 weights instead (conv_bf16 / conv_transpose_bf16);
-with `convs="int16"` (any mode) those too, and the convolutions over three or more positions run on
+with `convs="int16"` (any mode) those too, and the convolutions over 3-128 positions with 256+ outputs run on
 16-bit integers (conv_i16 / conv_transpose_i16: int16 weights, activations quantized to 13 bits per
 block of 32; bound by multiply-adds, which `i32x4.dot_i16x8_s` does twice as many of per instruction);
 otherwise, and for the other convs, they stay float32. It is opt-in because it costs more accuracy

@@ -98,7 +98,7 @@ def pack_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 _KINDS = {
     "q8": (1, CONV_Q8_MAX_ROWS, q8_workspace),
     "bf16": (1, CONV_BF16_MAX_ROWS, bf16_workspace),
-    "i16": (CONV_I16_MIN_ROWS, None, i16_workspace),
+    "i16": (CONV_I16_MIN_ROWS, CONV_I16_MAX_ROWS, i16_workspace),
 }
 
 
@@ -163,7 +163,7 @@ def _fits(kind: str, rows: int, K: int, M: int) -> bool:
     row: a conv's output channels, a transposed conv's output channels and taps) is one `kind` takes."""
     lo, hi, _ = _KINDS[kind]
     if kind == "i16":
-        return lo <= rows <= CONV_I16_MAX_ROWS and K >= CONV_I16_MIN_K and M >= CONV_I16_MIN_M
+        return lo <= rows <= hi and K >= CONV_I16_MIN_K and M >= CONV_I16_MIN_M
     return lo <= rows <= hi and K * M >= CONV_Q8_MIN_WEIGHTS
 
 

@@ -63,6 +63,11 @@ tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+/* conv_q8.c: the checks every quantized convolution starts with (attributes, dtypes, ranks, output
+ * sizes, bias); K = C·kernel, P = output positions / C, M = O·kernel, HW = input positions. */
+tdm_status tdm__conv_quant_geometry(const tdm_method *m, const tdm_op *op, uint32_t nw, const char *usage, size_t *K, size_t *P);
+tdm_status tdm__conv_transpose_quant_geometry(const tdm_method *m, const tdm_op *op, uint32_t nw, const char *usage, int64_t *C, size_t *M,
+                                              size_t *HW);
 /* conv_i16.c: conv_i16 and conv_transpose_i16. */
 tdm_status tdm__conv_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op);

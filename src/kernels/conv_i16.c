@@ -181,44 +181,14 @@ static bool i16_weights_ok(const tdm_method *m, const tdm_op *op, int64_t K, int
       s->shape.rank == 1 && s->shape.dims[0] == M;
 }
 
-/* The checks both ops share past their geometry: x, y, workspace dtypes and ranks, bias [O]. */
-static tdm_status i16_common(const tdm_method *m, const tdm_op *op, int64_t r) {
-  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
-  if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
-  if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
-  if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
-  if (op->iattr[1]) {
-    const tdm_value *b = TDM_VAL(m, op, 3);
-    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
-  }
-  return TDM_OK;
-}
-
 tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_out != 2 || op->n_iattr < 3)
-    return tdm__rule(op,
-                     "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]");
-  const int64_t r = op->iattr[0], hb = op->iattr[1];
-  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 4 * (uint32_t)r && op->n_iattr != 4 + 4 * (uint32_t)r) ||
-      op->n_in != 3 + hb)
-    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
-  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped convolutions keep float32 weights)");
-  if (op->n_iattr == 4 + 4 * (uint32_t)r && (op->iattr[3 + 4 * r] < 0 || op->iattr[3 + 4 * r] >= TDM_CONV_ACT_COUNT))
-    return tdm__rule(op, "activation must be 0 (none), 1 (relu), 2 (hardswish) or 3 (elu)");
-  const tdm_status st = i16_common(m, op, r);
+  size_t K = 0, P = 0, need;
+  const tdm_status st = tdm__conv_quant_geometry(
+      m, op, 3, "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]", &K, &P);
   if (st != TDM_OK) return st;
-  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
-  const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r, O = y->shape.dims[1];
-  size_t K = (size_t)x->shape.dims[1], P = 1, need;
-  for (int i = 0; i < r; i++) {
-    if (k[i] > INT64_MAX / 4 || !tdm__conv_out_size_ok(x->shape.dims[2 + i], k[i], a[i], a[r + i], a[2 * r + i], y->shape.dims[2 + i]))
-      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding and dilation", i);
-    if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
-      return tdm__rule(op, "kernel or output too large");
-  }
-  if ((uint64_t)K > INT64_MAX / 64 || !i16_weights_ok(m, op, (int64_t)K, O))
+  if (!i16_weights_ok(m, op, (int64_t)K, TDM_OUTVAL(m, op, 0)->shape.dims[1]))
     return tdm__rule(op, "weights must be int16 [O, C·kernel rounded up to 32] and scales float32 [O]");
-  if (!i16_parts(P, K, &need) || (size_t)ws->numel < need)
+  if (!i16_parts(P, K, &need) || (size_t)TDM_OUTVAL(m, op, 1)->numel < need)
     return tdm__rule(op,
                      "workspace must hold ceil(P/8)·(8·K + 4·K32 + K32/4 + 1) floats (P output positions, K = C·kernel, K32 = K "
                      "rounded up to 32, docs/ops.md)");
@@ -226,28 +196,16 @@ tdm_status tdm__conv_i16_check(const tdm_method *m, const tdm_op *op) {
 }
 
 tdm_status tdm__conv_transpose_i16_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_out != 2 || op->n_iattr < 3)
-    return tdm__rule(op,
-                     "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, "
-                     "output_padding]");
-  const int64_t r = op->iattr[0], hb = op->iattr[1];
-  if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 5 * (uint32_t)r || op->n_in != 3 + hb)
-    return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
-  if (op->iattr[2] != 1) return tdm__rule(op, "groups must be 1 (grouped transposed convolutions keep float32 weights)");
-  const tdm_status st = i16_common(m, op, r);
+  int64_t C = 0;
+  size_t M = 0, HW = 0, need, z;
+  const tdm_status st = tdm__conv_transpose_quant_geometry(
+      m, op, 3, "takes x, w, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, output_padding]",
+      &C, &M, &HW);
   if (st != TDM_OK) return st;
-  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0), *ws = TDM_OUTVAL(m, op, 1);
-  const int64_t *a = op->iattr + 3, C = x->shape.dims[1];
-  size_t M = (size_t)y->shape.dims[1], HW = 1, need, z;
-  for (int i = 0; i < r; i++) {
-    if (!tdm__conv_t_out_size_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
-      return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding, dilation and output padding", i);
-    if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
-      return tdm__rule(op, "kernel or input too large");
-  }
-  if ((uint64_t)M > INT64_MAX / 4 || (uint64_t)C > INT64_MAX / 64 || !i16_weights_ok(m, op, C, (int64_t)M))
+  if (!i16_weights_ok(m, op, C, (int64_t)M))
     return tdm__rule(op, "weights must be int16 [O·kernel, C rounded up to 32] and scales float32 [O·kernel]");
-  if (!tdm__mul_size(M, HW, &z) || !i16_parts(HW, (size_t)C, &need) || !tdm__add_size(need, z, &need) || (size_t)ws->numel < need)
+  if (!tdm__mul_size(M, HW, &z) || !i16_parts(HW, (size_t)C, &need) || !tdm__add_size(need, z, &need) ||
+      (size_t)TDM_OUTVAL(m, op, 1)->numel < need)
     return tdm__rule(op,
                      "workspace must hold M·H·W + ceil(H·W/8)·(8·C + 4·C32 + C32/4 + 1) floats (M = O·kernel, C32 = C rounded up "
                      "to 32, docs/ops.md)");

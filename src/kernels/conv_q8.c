@@ -216,14 +216,12 @@ static bool workspace_of(const tdm_op *op, size_t rows, size_t K, size_t M, size
   return op->def->code ? tdm__conv_bf16_workspace(rows, K, M, need) : tdm__conv_q8_workspace(rows, K, M, need);
 }
 
-tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
-  const bool bf = op->def->code != 0;
-  const uint32_t nw = bf ? 2 : 3; /* x and the weights' operands */
-  if (op->n_out != 2 || op->n_iattr < 3)
-    return tdm__rule(
-        op,
-        bf ? "takes x, w[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]"
-           : "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]");
+/* The checks every convolution with quantized weights (conv_q8, conv_bf16, conv_i16) starts with:
+ * 2 outputs, the attributes (`usage` names them), x and nw - 1 weight operands then the bias, groups
+ * 1, the activation, x, y and the workspace float32 of rank r + 2, each spatial output size, the bias
+ * float32 [O]; sets K = C·kernel and P = the output positions. */
+tdm_status tdm__conv_quant_geometry(const tdm_method *m, const tdm_op *op, uint32_t nw, const char *usage, size_t *K, size_t *P) {
+  if (op->n_out != 2 || op->n_iattr < 3) return tdm__rule(op, "%s", usage);
   const int64_t r = op->iattr[0], hb = op->iattr[1];
   if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || (op->n_iattr != 3 + 4 * (uint32_t)r && op->n_iattr != 4 + 4 * (uint32_t)r) ||
       op->n_in != nw + hb)
@@ -235,23 +233,37 @@ tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
   if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
   if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
   if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
-  const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r, O = y->shape.dims[1];
-  size_t K = (size_t)x->shape.dims[1], P = 1, need;
+  const int64_t *k = op->iattr + 3, *a = op->iattr + 3 + r;
+  *K = (size_t)x->shape.dims[1], *P = 1;
   for (int i = 0; i < r; i++) {
     if (k[i] > INT64_MAX / 4 || !tdm__conv_out_size_ok(x->shape.dims[2 + i], k[i], a[i], a[r + i], a[2 * r + i], y->shape.dims[2 + i]))
       return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding and dilation", i);
-    if (!tdm__mul_size(K, (size_t)k[i], &K) || !tdm__mul_size(P, (size_t)y->shape.dims[2 + i], &P))
+    if (!tdm__mul_size(*K, (size_t)k[i], K) || !tdm__mul_size(*P, (size_t)y->shape.dims[2 + i], P))
       return tdm__rule(op, "kernel or output too large");
   }
-  if ((uint64_t)K > INT64_MAX / 4 || !weights_ok(m, op, (int64_t)K, O))
+  if ((uint64_t)*K > INT64_MAX / 64) return tdm__rule(op, "kernel too large");
+  if (hb) {
+    const tdm_value *b = TDM_VAL(m, op, nw);
+    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
+  }
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_q8_check(const tdm_method *m, const tdm_op *op) {
+  const bool bf = op->def->code != 0;
+  size_t K = 0, P = 0, need;
+  const tdm_status st = tdm__conv_quant_geometry(
+      m, op, bf ? 2 : 3,
+      bf ? "takes x, w[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]"
+         : "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation[, act]]",
+      &K, &P);
+  if (st != TDM_OK) return st;
+  const int64_t O = TDM_OUTVAL(m, op, 0)->shape.dims[1];
+  if (!weights_ok(m, op, (int64_t)K, O))
     return tdm__rule(op,
                      bf ? "weights must be bfloat16 [ceil(O/2), ceil(C·kernel/8), 2, 8]"
                         : "weights must be int8 [ceil(O/8), C·kernel, 8] and scales float32 [ceil(O/8), 8]");
-  if (hb) {
-    const tdm_value *b = TDM_VAL(m, op, nw);
-    if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != O) return tdm__rule(op, "bias must be float32 [O]");
-  }
-  if (!workspace_of(op, P, K, (size_t)O, &need) || (size_t)ws->numel < need)
+  if (!workspace_of(op, P, K, (size_t)O, &need) || (size_t)TDM_OUTVAL(m, op, 1)->numel < need)
     return tdm__rule(op,
                      bf ? "workspace must hold P·K + P·O + P·8·ceil(K/8) floats (P output positions, K = C·kernel, docs/ops.md)"
                         : "workspace must hold P·K + P·O + P·ceil((K+1)/2) + P·(ceil(K/32) + 1) floats (P output positions, "
@@ -285,15 +297,11 @@ tdm_status tdm__conv_transpose_q8_run(const tdm_op *op, const tdm_tensor *in, co
   return TDM_OK;
 }
 
-tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
-  const bool bf = op->def->code != 0;
-  const uint32_t nw = bf ? 2 : 3;
-  if (op->n_out != 2 || op->n_iattr < 3)
-    return tdm__rule(op,
-                     bf ? "takes x, w[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, "
-                          "output_padding]"
-                        : "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, "
-                          "output_padding]");
+/* tdm__conv_quant_geometry's checks for the transposed ones (conv_transpose_q8, _bf16, _i16), their
+ * attributes conv_transpose's; sets C, M = O·kernel and HW = the input positions. */
+tdm_status tdm__conv_transpose_quant_geometry(const tdm_method *m, const tdm_op *op, uint32_t nw, const char *usage, int64_t *C, size_t *M,
+                                              size_t *HW) {
+  if (op->n_out != 2 || op->n_iattr < 3) return tdm__rule(op, "%s", usage);
   const int64_t r = op->iattr[0], hb = op->iattr[1];
   if ((r != 1 && r != 2) || (hb != 0 && hb != 1) || op->n_iattr != 3 + 5 * (uint32_t)r || op->n_in != nw + hb)
     return tdm__rule(op, "bad spatial rank, has_bias or attribute count");
@@ -302,25 +310,39 @@ tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
   if (x->dtype != TDM_F32 || y->dtype != TDM_F32 || ws->dtype != TDM_F32) return tdm__rule(op, "x, y and the workspace must be float32");
   if (x->shape.rank != r + 2 || y->shape.rank != r + 2) return tdm__rule(op, "x and y must have rank %d", (int)r + 2);
   if (y->shape.dims[0] != x->shape.dims[0]) return tdm__rule(op, "output must be [N, O, ...]");
-  const int64_t *a = op->iattr + 3, C = x->shape.dims[1];
-  size_t M = (size_t)y->shape.dims[1], HW = 1, need, more;
+  const int64_t *a = op->iattr + 3;
+  *C = x->shape.dims[1], *M = (size_t)y->shape.dims[1], *HW = 1;
   for (int i = 0; i < r; i++) {
     if (!tdm__conv_t_out_size_ok(x->shape.dims[2 + i], a[i], a[r + i], a[2 * r + i], a[3 * r + i], a[4 * r + i], y->shape.dims[2 + i]))
       return tdm__rule(op, "spatial dim %d: output size does not follow from kernel, stride, padding, dilation and output padding", i);
-    if (!tdm__mul_size(M, (size_t)a[i], &M) || !tdm__mul_size(HW, (size_t)x->shape.dims[2 + i], &HW))
+    if (!tdm__mul_size(*M, (size_t)a[i], M) || !tdm__mul_size(*HW, (size_t)x->shape.dims[2 + i], HW))
       return tdm__rule(op, "kernel or input too large");
   }
-  if ((uint64_t)M > INT64_MAX / 4 || !weights_ok(m, op, C, (int64_t)M))
-    return tdm__rule(op,
-                     bf ? "weights must be bfloat16 [ceil(O·kernel/2), ceil(C/8), 2, 8]"
-                        : "weights must be int8 [ceil(O·kernel/8), C, 8] and scales float32 [ceil(O·kernel/8), 8]");
+  if ((uint64_t)*M > INT64_MAX / 4 || (uint64_t)*C > INT64_MAX / 64) return tdm__rule(op, "kernel or channels too large");
   if (hb) {
     const tdm_value *b = TDM_VAL(m, op, nw);
     if (b->dtype != TDM_F32 || b->shape.rank != 1 || b->shape.dims[0] != y->shape.dims[1]) return tdm__rule(op, "bias must be float32 [O]");
   }
+  return TDM_OK;
+}
+
+tdm_status tdm__conv_transpose_q8_check(const tdm_method *m, const tdm_op *op) {
+  const bool bf = op->def->code != 0;
+  int64_t C = 0;
+  size_t M = 0, HW = 0, need, more;
+  const tdm_status st = tdm__conv_transpose_quant_geometry(
+      m, op, bf ? 2 : 3,
+      bf ? "takes x, w[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, output_padding]"
+         : "takes x, q, scale[, bias], outputs y and a workspace, [r, has_bias, 1, kernel, stride, padding, dilation, output_padding]",
+      &C, &M, &HW);
+  if (st != TDM_OK) return st;
+  if (!weights_ok(m, op, C, (int64_t)M))
+    return tdm__rule(op,
+                     bf ? "weights must be bfloat16 [ceil(O·kernel/2), ceil(C/8), 2, 8]"
+                        : "weights must be int8 [ceil(O·kernel/8), C, 8] and scales float32 [ceil(O·kernel/8), 8]");
   /* x transposed [HW·C] and z [M·HW] before the rows' workspace */
   if (!workspace_of(op, HW, (size_t)C, M, &need) || !tdm__mul_size(HW, (size_t)C + M, &more) || !tdm__add_size(need, more, &need) ||
-      (size_t)ws->numel < need)
+      (size_t)TDM_OUTVAL(m, op, 1)->numel < need)
     return tdm__rule(op,
                      bf ? "workspace must hold H·W·(2·C + 2·M) + H·W·8·ceil(C/8) floats (docs/ops.md)"
                         : "workspace must hold H·W·(2·C + 2·M) + H·W·ceil((C+1)/2) + H·W·(ceil(C/32) + 1) floats (docs/ops.md)");
