@@ -64,8 +64,9 @@ void tdm_i16_conv_gemm__scalar(int64_t M, int64_t N, int64_t K32, const int16_t 
  * conv_i16: x [N, C, (H,) W], w int16 [O, K32] (K = C·KH·KW, K32 = K rounded up to 32, zeros past K),
  * scale [O][, bias [O]] -> y [N, O, (OH,) OW], workspace; iattr as conv_q8's. Per image: x's patches
  * in 8-position panels (tdm_f32_im2col_packed, P output positions), each quantized
- * (tdm_i16_quantize_panel), then the GEMM y [O, P] = w @ panels with the row scales and the
- * bias, the rows split over threads, then the activation. conv_transpose_i16: w int16 [M, C32] (M =
+ * (tdm_i16_quantize_panel) right after it is packed, the panels split over threads, then the GEMM
+ * y [O, P] = w @ panels with the row scales and the bias, the rows split over threads, then the
+ * activation. conv_transpose_i16: w int16 [M, C32] (M =
  * O·KH·KW taps), scale [M]: the GEMM z [M, HW] = w @ x's positions, added where each tap lands
  * (tdm_f32_col2im_add) onto the bias. A panel holding a NaN or ±inf is computed in float32 instead
  * (its 8 columns: each weight dequantized, w · scale, then the products summed in k order, times
@@ -101,24 +102,53 @@ static void gemm_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
                     j->ldy);
 }
 
-/* y [M, N] (row stride N) = w [M, K] · B + bias, B's columns in the float panels fp [ceil(N/8), K, 8]
- * at the workspace's start: each panel quantized, the GEMM over the rows split between threads, then
- * the columns of a panel with a NaN or ±inf in float32. */
-static void i16_gemm(int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias, float *y, float *ws) {
-  const int64_t K32 = k32_of(K), P = (N + 7) / 8;
-  const float *fp = ws;
-  float *sb = ws + P * K * 8, *flag = sb + P * (K32 / 4);
-  int16_t *q = (int16_t *)(flag + P);
-  bool all = true;
-  for (int64_t p = 0; p < P; p++) {
-    const bool ok = tdm_i16_quantize_panel(K, fp + p * K * 8, q + p * K32 * 8, sb + p * (K32 / 4));
-    if (!ok) /* its columns come from the float path below: zero codes keep the GEMM's sums finite */
-      memset(q + p * K32 * 8, 0, sizeof(int16_t) * (size_t)(K32 * 8)), memset(sb + p * (K32 / 4), 0, sizeof(float) * (size_t)(K32 / 4));
-    flag[p] = ok ? 0.0f : 1.0f, all = all && ok;
+/* The GEMM's B in the workspace (i16_parts): per 8 columns the float panel [K, 8] (from x: the
+ * conv's patches, tdm_f32_im2col_packed, or the transpose's positions x[:, p]), then its codes and
+ * block scales, each panel packed and quantized in one pass while it is in cache, the panels split
+ * between threads; a panel with a NaN or ±inf gets zero codes (the GEMM's sums stay finite) and its
+ * flag. */
+typedef struct {
+  const geom *g; /* NULL: the transpose's positions */
+  const float *x;
+  int64_t N, K, K32;
+  float *fp, *sb, *flag;
+  int16_t *q;
+} panels_job;
+
+static void panels_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const panels_job *j = c;
+  (void)t, (void)ws;
+  for (int64_t p = lo; p < hi; p++) {
+    float *fp = j->fp + p * j->K * 8;
+    int16_t *q = j->q + p * j->K32 * 8;
+    float *sb = j->sb + p * (j->K32 / 4);
+    const int64_t m = j->N - 8 * p < 8 ? j->N - 8 * p : 8;
+    if (j->g) tdm_f32_im2col_packed(j->g, j->x, j->g->C, 8 * p, m, fp);
+    else
+      for (int64_t k = 0; k < j->K; k++) { /* B's column 8p + t is x[:, 8p + t], k = c */
+        memcpy(fp + k * 8, j->x + k * j->N + 8 * p, sizeof(float) * (size_t)m);
+        if (m < 8) memset(fp + k * 8 + m, 0, sizeof(float) * (size_t)(8 - m));
+      }
+    const bool ok = tdm_i16_quantize_panel(j->K, fp, q, sb);
+    if (!ok) memset(q, 0, sizeof(int16_t) * (size_t)(j->K32 * 8)), memset(sb, 0, sizeof(float) * (size_t)(j->K32 / 4));
+    j->flag[p] = ok ? 0.0f : 1.0f;
   }
+}
+
+/* y [M, N] (row stride N) = w [M, K] · B + bias, B's N columns packed from x as above into the
+ * workspace ws: the GEMM over the rows split between threads, then the columns of a panel with a
+ * NaN or ±inf in float32. Below about 16 K floats of panels one thread packs them (a region costs
+ * about 1 us, conv_gemm.c's tdm__im2col_parallel). */
+static void i16_gemm(const geom *g, const float *x, int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias,
+                     float *y, float *ws) {
+  const int64_t K32 = k32_of(K), P = (N + 7) / 8;
+  float *fp = ws, *sb = ws + P * K * 8, *flag = sb + P * (K32 / 4);
+  int16_t *q = (int16_t *)(flag + P);
+  panels_job pj = {g, x, N, K, K32, fp, sb, flag, q};
+  if (K * N < 16384) panels_part(&pj, 0, P, 0, NULL);
+  else tdm__parallel(P, 1, panels_part, &pj);
   gemm_job j = {N, K32, N, w, q, sa, sb, bias, y};
   tdm__parallel(M, 4, gemm_part, &j);
-  if (all) return;
   for (int64_t p = 0; p < P; p++)
     if (flag[p] != 0.0f)
       for (int64_t i = 0; i < M; i++)
@@ -139,8 +169,7 @@ tdm_status tdm__conv_i16_run(const tdm_op *op, const tdm_tensor *in, const tdm_t
   float *ws = out[1].data;
   for (int64_t n = 0; n < g.N; n++) {
     float *y = (float *)out->data + n * O * P;
-    tdm_f32_im2col_packed(&g, (const float *)in[0].data + n * g.C * g.H * g.W, g.C, 0, P, ws); /* the panels */
-    i16_gemm(O, P, K, in[1].data, in[2].data, bias, y, ws);
+    i16_gemm(&g, (const float *)in[0].data + n * g.C * g.H * g.W, O, P, K, in[1].data, in[2].data, bias, y, ws);
     tdm__conv_activate(act, y, O * P);
   }
   return TDM_OK;
@@ -158,17 +187,7 @@ tdm_status tdm__conv_transpose_i16_run(const tdm_op *op, const tdm_tensor *in, c
     for (int64_t o = 0; o < O; o++)
       for (int64_t i = 0; i < OHW; i++) y[o * OHW + i] = bias ? bias[o] : 0.0f;
     if (g.C == 0) continue;
-    /* B's column p (an input position) is x[:, p]: 8 positions a panel, k = c */
-    const float *x = (const float *)in[0].data + n * g.C * HW;
-    float *fp = z + M * HW;
-    for (int64_t p = 0; p < HW; p += 8)
-      for (int64_t c = 0; c < g.C; c++) {
-        float *d = fp + ((p / 8) * g.C + c) * 8;
-        const int64_t m = HW - p < 8 ? HW - p : 8;
-        memcpy(d, x + c * HW + p, sizeof(float) * (size_t)m);
-        if (m < 8) memset(d + m, 0, sizeof(float) * (size_t)(8 - m));
-      }
-    i16_gemm(M, HW, g.C, in[1].data, in[2].data, NULL, z, fp);
+    i16_gemm(NULL, (const float *)in[0].data + n * g.C * HW, M, HW, g.C, in[1].data, in[2].data, NULL, z, z + M * HW);
     tdm_f32_col2im_add(&g, O, z, y);
   }
   return TDM_OK;
