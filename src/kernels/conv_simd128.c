@@ -513,12 +513,16 @@ void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, c
 /* ---- the convolution GEMM on 16-bit integers (conv_i16.c: the operands and the float steps) ---- */
 
 /* tdm_i16_quantize_panel__scalar's codes and scales: per block of 32 k the 8 columns' max |x| in
- * two vectors (after a pass that returns false for a NaN or ±inf), the scales, and the
- * codes x / s by f32x4.nearest (ties to even, as nearbyintf), masked to 0 where s is 0, clamped,
- * converted and interleaved so that each column's k pair is adjacent. */
+ * two vectors (after a pass that returns false for a NaN or ±inf; the values being finite, pmax is
+ * max, one instruction in V8 where f32x4.max is several), the scales, and the codes: x / s rounded
+ * to nearest even by adding 1.5·2^23 (exact for |x / s| <= 4096, which puts the integer in the low
+ * mantissa bits: nearbyintf's value, without f32x4.nearest and the float→int conversion, a long
+ * sequence in V8 on x86), clamped and masked to 0 where s is 0 in int32 lanes, narrowed and
+ * interleaved so that each column's k pair is adjacent. */
 bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s) {
   const int64_t K32 = (K + 31) / 32 * 32;
-  const v128_t zero = wasm_f32x4_splat(0.0f), lim = wasm_f32x4_splat(4095.0f), nlim = wasm_f32x4_splat(-4095.0f);
+  const v128_t zero = wasm_f32x4_splat(0.0f), lim = wasm_f32x4_splat(4095.0f), magic = wasm_f32x4_splat(12582912.0f);
+  const v128_t ilim = wasm_i32x4_splat(4095), nilim = wasm_i32x4_splat(-4095);
   v128_t bad = wasm_i32x4_splat(0); /* x · 0 is ±0 for finite x, NaN for a NaN or ±inf */
   for (int64_t k = 0; k < K * 8; k += 4) bad = wasm_v128_or(bad, wasm_f32x4_ne(wasm_f32x4_mul(wasm_v128_load(panel + k), zero), zero));
   if (wasm_v128_any_true(bad)) return false;
@@ -526,8 +530,8 @@ bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, 
     const int64_t k0 = 32 * b, kn = K - k0 < 32 ? K - k0 : 32;
     v128_t m0 = zero, m1 = zero;
     for (int64_t k = k0; k < k0 + kn; k++) {
-      m0 = wasm_f32x4_max(m0, wasm_f32x4_abs(wasm_v128_load(panel + k * 8)));
-      m1 = wasm_f32x4_max(m1, wasm_f32x4_abs(wasm_v128_load(panel + k * 8 + 4)));
+      m0 = wasm_f32x4_pmax(m0, wasm_f32x4_abs(wasm_v128_load(panel + k * 8)));
+      m1 = wasm_f32x4_pmax(m1, wasm_f32x4_abs(wasm_v128_load(panel + k * 8 + 4)));
     }
     const v128_t s0 = wasm_f32x4_div(m0, lim), s1 = wasm_f32x4_div(m1, lim);
     const v128_t pos0 = wasm_f32x4_gt(s0, zero), pos1 = wasm_f32x4_gt(s1, zero);
@@ -539,8 +543,8 @@ bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, 
         for (int e = 0; e < 2; e++) {
           const int64_t kk = k + h;
           const v128_t x = kk < K ? wasm_v128_load(panel + kk * 8 + e * 4) : zero;
-          const v128_t v = wasm_v128_and(wasm_f32x4_nearest(wasm_f32x4_div(x, e ? s1 : s0)), e ? pos1 : pos0);
-          c[h * 2 + e] = wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_min(wasm_f32x4_max(v, nlim), lim));
+          const v128_t v = wasm_i32x4_sub(wasm_f32x4_add(wasm_f32x4_div(x, e ? s1 : s0), magic), magic); /* the integer (where s > 0) */
+          c[h * 2 + e] = wasm_v128_and(wasm_i32x4_min(wasm_i32x4_max(v, nilim), ilim), e ? pos1 : pos0);
         }
       /* int32 lanes to int16 (exact: |code| <= 4095), then k and k + 1 interleaved per column */
       const v128_t lo = wasm_i16x8_narrow_i32x4(c[0], c[1]), hi = wasm_i16x8_narrow_i32x4(c[2], c[3]);
