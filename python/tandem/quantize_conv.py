@@ -123,7 +123,7 @@ class _ConvParams:
 
 
 def _static(shape) -> bool:
-    return all(isinstance(d, int) for d in shape)
+    return all(type(d) is int for d in shape)  # a SymDim (a dynamic size) is an int too
 
 
 def _const_tensor(v: Value):

@@ -144,3 +144,19 @@ def test_nonfinite_panel_takes_the_float_path():
         wq = ref_weights(m.weight.reshape(256, -1)).reshape(m.weight.shape)
         float_path = F.conv1d(y.double(), wq, m.bias.detach().double(), 4).float()  # panel 0 in float32 (its finite columns)
         torch.testing.assert_close(got[0, :, 1:8], float_path[0, :, 1:8], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["int16", "bf16"])
+def test_dynamic_length_conv_stays_float32(kind):
+    """A conv over a dynamic number of positions keeps the float32 conv (the quantized ones' workspaces are
+    sized for static shapes) and runs at any length in its bounds, equal to torch's."""
+    from torch.export import Dim
+
+    conv = nn.Conv1d(64, 256, 3).eval()
+    x = torch.randn(1, 64, 50, generator=g(20))
+    method = tandem.Method(conv.forward, (x,), dynamic_shapes=({2: Dim("n", min=5, max=100)},))
+    program = tandem.export(conv, {"forward": method}, quantize_convs=kind)
+    assert [o.name for o in program.method("forward").ops] == ["conv"]
+    x90 = torch.randn(1, 64, 90, generator=g(21))
+    with torch.no_grad():
+        torch.testing.assert_close(tandem.load(program.to_bytes()).forward(x90), conv(x90), rtol=1e-5, atol=1e-5)

@@ -43,7 +43,8 @@ def _convolution(L, node, args, kwargs):
     # (depthwise, tiny kernels).
     if not plain_1x1 and K >= 16 and (O // groups >= 4 or stride[-1] > 2):
         y = L.new(F32, out_shape)
-        ws = L.new(F32, (K * conv_gemm_chunk(K, math.prod(out_shape[2:])),))
+        # sized for the most positions (a dynamic length's maximum: int() of a SymDim), so a plain size
+        ws = L.new(F32, (int(K * conv_gemm_chunk(K, math.prod(out_shape[2:]))),))
         L.ops.append(Op("conv", ins, [y, ws], iattr, [], source_line(L.node)))
         return y
     return L.emit("conv", ins, F32, out_shape, iattr=iattr)
@@ -62,7 +63,7 @@ def _conv_transpose(L, node, x, w, b, stride, padding, dilation, output_padding,
         wt = L.emit("permute", [L.reshape(w, (groups, C // groups, rows))], F32, (groups, rows, C // groups), iattr=[0, 2, 1])
     y = L.new(F32, _shape_of(node))
     hw = math.prod(x.shape[2:])
-    ws = L.new(F32, (rows * hw + (C // groups) * ((hw + PANEL - 1) // PANEL * PANEL),))
+    ws = L.new(F32, (int(rows * hw + (C // groups) * ((hw + PANEL - 1) // PANEL * PANEL)),))  # at the maximum, as conv's
     ins = [x, wt] + ([b] if b is not None else [])
     iattr = [len(kernel), int(b is not None), groups] + kernel + stride + padding + dilation + output_padding
     L.ops.append(Op("conv_transpose", ins, [y, ws], iattr, [], source_line(L.node)))
