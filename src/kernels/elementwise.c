@@ -373,6 +373,13 @@ static tdm_status unary_check(const tdm_method *m, const tdm_op *op) {
 
 /* ---- where -------------------------------------------------------------------------------- */
 
+/* A row of 4-byte elements (float32, int32) without a memcpy call per element (memcpy of a size
+ * known only at run time is a call in wasm: ~10 ns an element). */
+static void where_row32(int64_t n, const uint8_t *c, int64_t sc, const uint32_t *x, int64_t sa, const uint32_t *z, int64_t sb,
+                        uint32_t *y) {
+  for (int64_t i = 0; i < n; i++) y[i] = c[i * sc] ? x[i * sa] : z[i * sb];
+}
+
 static tdm_status where_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)op;
   bcast b;
@@ -385,7 +392,11 @@ static tdm_status where_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
     const uint8_t *x = (const uint8_t *)in[1].data + it.offs[1] * es;
     const uint8_t *z = (const uint8_t *)in[2].data + it.offs[2] * es;
     uint8_t *y = (uint8_t *)out->data + it.row * n * es;
-    for (int64_t i = 0; i < n; i++) memcpy(y + i * es, c[i * sc] ? x + i * sa * es : z + i * sb * es, es);
+    if (sc == 0 && (c[0] ? sa : sb) == 1) memmove(y, c[0] ? x : z, (size_t)n * es); /* one condition for the row, a whole row chosen */
+    else if (es == 4)
+      where_row32(n, c, sc, (const uint32_t *)(const void *)x, sa, (const uint32_t *)(const void *)z, sb, (uint32_t *)(void *)y);
+    else
+      for (int64_t i = 0; i < n; i++) memcpy(y + i * es, c[i * sc] ? x + i * sa * es : z + i * sb * es, es);
   }
   return TDM_OK;
 }

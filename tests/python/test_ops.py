@@ -514,6 +514,13 @@ case("conv_transpose1d_wino_inf", lambda x, m: m(x), _with_inf(r(1, 40, 60), (0,
 case("conv1d_k3_input_weights", lambda x, w, b: F.conv1d(x, w, b), r(1, 37, 40), r(19, 37, 3), r(19), rtol=1e-5, atol=2e-5)
 case("linear_2rows", lambda x, m: m(x), r(1, 2, 70), nn.Linear(70, 45))
 case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False))
+# where with one condition per row (moshi's streaming state: where(exec_mask, new, old)): the whole row from
+# either side, or a broadcast value; then int64 and bool values, one condition per element and per row
+case("where_row_cond", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[1.0]], [[-1.0]]]), r(2, 5, 9), r(2, 5, 9))
+case("where_row_cond_bcast", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[-1.0]], [[1.0]]]), r(2, 5, 9), r(1, 1, 9))
+case("where_scalar_value", lambda c, a: torch.where(c > 0, a, 0.5), torch.tensor([[1.0], [-1.0], [1.0]]), r(3, 7))
+case("where_i64", lambda c, a, b: torch.where(c > 0, a, b), r(3, 1), torch.arange(12).reshape(3, 4) - 5, torch.arange(4) * 7)
+case("where_bool", lambda c, a, b: torch.where(c > 0, a > 0, b > 0), r(4, 6), r(4, 6), r(1, 6))
 
 
 class Fn(nn.Module):
