@@ -464,7 +464,8 @@ case("cat_i32", lambda a, b: torch.cat([a, b.permute(1, 0)], 0)[1::2], ints(3, 4
 for cin, cout, k, stride, dil, groups, length in [(512, 19, 4, 2, 1, 1, 4), (24, 13, 16, 8, 1, 1, 24), (9, 6, 3, 1, 2, 1, 7),
                                                    (8, 12, 3, 1, 1, 2, 5), (5, 9, 7, 1, 1, 1, 8), (33, 8, 1, 1, 1, 1, 1)]:
     case("conv1d_stream", lambda x, w, b, s=stride, d=dil, gr=groups: F.conv1d(x, w, b, s, 0, d, gr),
-         r(1, cin, length), r(cout, cin // groups, k), r(cout), rtol=1e-5, atol=1e-5)  # K up to 2048: float32 sums' order
+         r(1, cin, length), r(cout, cin // groups, k), r(cout), rtol=1e-5, atol=1e-4)  # K up to 2048: float32 sums' order
+    # (outputs ~45 in size: one ulp is 4e-6, and a sum of 2048 terms in another order moves by ~sqrt(K) ulps)
 case("conv1d_stream_relu", lambda x, w: torch.relu(F.conv1d(x, w, stride=4)), r(1, 20, 12), r(10, 20, 8))
 case("conv1d_stream_1x1", lambda x, w, b: F.conv1d(x, w, b), r(1, 70, 1), r(21, 70, 1), r(21))
 for cin, cout, k, stride, groups, length in [(32, 12, 16, 8, 1, 2), (10, 6, 12, 6, 1, 1), (7, 5, 8, 4, 1, 3), (8, 8, 4, 2, 8, 1),
