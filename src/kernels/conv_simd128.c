@@ -555,14 +555,14 @@ bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, 
   return true;
 }
 
-/* Rows i .. i+R-1 of a against panel j's 8 columns over the blocks of 32 k in [k0, k0 + kc): 2R
+/* Rows i .. i+R-1 of a against panel j's 8 columns over all K32 k, by blocks of 32: 2R
  * int32 accumulators a block (two dots a k pair and row), converted and multiplied into the float
  * totals kept in y (loaded and stored each block: 2R more accumulators would pass V8's 15 xmm
  * registers). */
 #define I16_TILE(R) \
   do { \
     float *yr = y + i * ldy + j; \
-    for (int64_t kb = k0; kb < k0 + kc; kb += 32) { \
+    for (int64_t kb = 0; kb < K32; kb += 32) { \
       v128_t c[4][2]; \
       for (int r = 0; r < R; r++) c[r][0] = c[r][1] = wasm_i32x4_splat(0); \
       const int16_t *ar = a + i * K32 + kb, *pb = panel + kb * 8; \
@@ -590,20 +590,26 @@ void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t
                                 const float *bias, float *y, int64_t ldy) {
   if (K32 == 0)
     for (int64_t i = 0; i < M; i++) memset(y + i * ldy, 0, sizeof(float) * (size_t)N);
-  for (int64_t k0 = 0; k0 < K32; k0 += CONV_KC) { /* CONV_KC and CONV_MC: multiples of 32 and 4, as the float tiles' */
-    const int64_t kc = K32 - k0 < CONV_KC ? K32 - k0 : CONV_KC;
-    for (int64_t i0 = 0; i0 < M; i0 += CONV_MC) {
-      const int64_t i1 = M - i0 < CONV_MC ? M : i0 + CONV_MC;
-      for (int64_t j = 0; j < N; j += TDM_PANEL) {
-        const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
-        const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
-        const int64_t n = N - j;
-        int64_t i = i0;
-        for (; i + 4 <= i1; i += 4) I16_TILE(4);
-        for (; i < i1; i++) I16_TILE(1);
-      }
+  /* No blocking of k or rows (the float tiles' CONV_KC / CONV_MC): a's rows are the conv's weights,
+   * read from memory once per call, and each tile's rows walk all of K in order, every panel in
+   * turn while they are in L1 (B, the few positions' panels, stays in L2). Blocks of 256 k read each
+   * row in 512-byte pieces, a pattern the prefetchers follow late: 0.83-0.92x the op's time with
+   * its weights cold (docs/benchmarks.md), the same sums in the same order. */
+  int64_t i = 0;
+  for (; i + 4 <= M; i += 4)
+    for (int64_t j = 0; j < N; j += TDM_PANEL) {
+      const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
+      const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
+      const int64_t n = N - j;
+      I16_TILE(4);
     }
-  }
+  for (; i < M; i++)
+    for (int64_t j = 0; j < N; j += TDM_PANEL) {
+      const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
+      const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
+      const int64_t n = N - j;
+      I16_TILE(1);
+    }
   /* the row scale and the bias, each output once */
   for (int64_t i = 0; i < M; i++) {
     const v128_t s = wasm_f32x4_splat(sa[i]), b = wasm_f32x4_splat(bias ? bias[i] : 0.0f);

@@ -442,9 +442,9 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
  * value independent of the rows beside it. The one config.c picks. */
 void tdm_f32_conv_dot_2s__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y,
                                   int64_t ldy);
-/* The 16-bit integer conv GEMM's 4-row x 8-column tiles (`i32x4.dot_i16x8_s` a k pair), in blocks
- * of CONV_KC k and CONV_MC rows as the float conv GEMM, and its panel quantizer: the scalar
- * references' integers and float steps. */
+/* The 16-bit integer conv GEMM's 4-row x 8-column tiles (`i32x4.dot_i16x8_s` a k pair), each tile
+ * over all of K and every panel in turn (no blocking: a's rows, the weights, stream from memory once),
+ * and its panel quantizer: the scalar references' integers and float steps. */
 void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t *a, const float *sa, const int16_t *bq, const float *sb,
                                 const float *bias, float *y, int64_t ldy);
 bool tdm_i16_quantize_panel__simd128(int64_t K, const float *panel, int16_t *q, float *s);
