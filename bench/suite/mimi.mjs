@@ -26,7 +26,7 @@ const variants = [['mimi', ''], ['mimi_int8', ', int8 linear weights'],
   ['mimi_int8i16', ', int8 linear weights, int16 convs at 3-128 positions, bfloat16 at 1-2']]
   .filter(([name]) => existsSync(`${DIR}/${name}.tandem`));
 for (const [name, label] of variants) for (const threads of [1, 2]) {
-  const limits = minute();
+  const limits = await minute(threads);
   const m = await load(`${DIR}/${name}.tandem`, { threads });
   await m.resetState();
   let enc = 0, dec = 0, codeMiss = 0, pcmDiff = 0, sig = 0, noise = 0;

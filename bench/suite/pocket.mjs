@@ -46,7 +46,7 @@ async function frame(m, i, x, acc) {
 }
 
 for (const threads of [1, 2]) {
-  const limits = minute();
+  const limits = await minute(threads);
   const models = [];
   for (const v of variants) {
     const m = await load(file(v), { threads });
