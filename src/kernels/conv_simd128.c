@@ -595,20 +595,13 @@ void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t
    * turn while they are in L1 (B, the few positions' panels, stays in L2). Blocks of 256 k read each
    * row in 512-byte pieces, a pattern the prefetchers follow late: 0.83-0.92x the op's time with
    * its weights cold (docs/benchmarks.md), the same sums in the same order. */
-  int64_t i = 0;
-  for (; i + 4 <= M; i += 4)
+  for (int64_t i = 0; i < M; i += M - i >= 4 ? 4 : 1) /* 4-row tiles, then the last M % 4 rows one at a time */
     for (int64_t j = 0; j < N; j += TDM_PANEL) {
       const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
       const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
       const int64_t n = N - j;
-      I16_TILE(4);
-    }
-  for (; i < M; i++)
-    for (int64_t j = 0; j < N; j += TDM_PANEL) {
-      const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;
-      const float *sp = sb + (j / TDM_PANEL) * (K32 / 32) * TDM_PANEL;
-      const int64_t n = N - j;
-      I16_TILE(1);
+      if (M - i >= 4) I16_TILE(4);
+      else I16_TILE(1);
     }
   /* the row scale and the bias, each output once */
   for (int64_t i = 0; i < M; i++) {
