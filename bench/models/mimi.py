@@ -1,16 +1,18 @@
-"""npm run bench, Mimi rows (TANDEM_BENCH=mimi): Kyutai's Mimi codec from PyPI `moshi` at full size
-(79 M parameters, seeded random weights from moshi's own config, nothing downloaded), exported as
-moshi's streaming API is used, and moshi's eager torch on one thread (torch.set_num_threads(1)) timed
-on the same frames in the same run. Writes OUT/mimi.tandem, OUT/mimi_frames.json (inputs and moshi's
-outputs, for bench/suite/mimi.mjs's check) and OUT/mimi_eager.json (ms per 80 ms frame); with int8 in
-VARIANTS also OUT/mimi_int8.tandem, the same export with its linear layers' weights stored int8
-(`quantize="int8"`: the two transformers and the codebook projections; the convs stay float32), and
-with int8convs OUT/mimi_int8convs.tandem (`quantize="int8", quantize_convs=True`: also the big
-streaming convs, conv_q8), with int8bf16 OUT/mimi_int8bf16.tandem (`quantize="int8",
-quantize_convs="bf16"`: those of them at 1-2 positions with bfloat16 weights, conv_bf16); int4 and
-int4bf16 the same with `quantize="int4"` (docs/benchmarks.md: no faster, codes differ); int8i16
-OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the convs over 3+ positions on
-16-bit integers, conv_i16, and the 1-2 position ones bfloat16).
+"""npm run bench, Mimi rows (TANDEM_BENCH=mimi): Kyutai's Mimi codec from PyPI `moshi` at full size (79 M
+parameters, seeded random weights from moshi's own config, nothing downloaded), exported as moshi's
+streaming API is used, and moshi's eager torch on one thread (torch.set_num_threads(1)) timed on the
+same frames in the same run. The timed frames follow WARMUP frames that fill the transformers' attention
+context (250 steps, 10 s of audio), so both sides are timed in a long stream's steady state (each step
+attends to the whole cache) rather than on a cache a few steps full. Writes OUT/mimi.tandem,
+OUT/mimi_frames.json (inputs and moshi's outputs, for bench/suite/mimi.mjs's check) and
+OUT/mimi_eager.json (ms per 80 ms frame); with int8 in VARIANTS also OUT/mimi_int8.tandem, the same
+export with its linear layers' weights stored int8 (`quantize="int8"`: the two transformers and the
+codebook projections; the convs stay float32), and with int8convs OUT/mimi_int8convs.tandem
+(`quantize="int8", quantize_convs=True`: also the big streaming convs, conv_q8), with int8bf16
+OUT/mimi_int8bf16.tandem (`quantize="int8", quantize_convs="bf16"`: those of them at 1-2 positions with
+bfloat16 weights, conv_bf16); int4 and int4bf16 the same with `quantize="int4"` (docs/benchmarks.md: no
+faster, codes differ); int8i16 OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the
+convs over 3+ positions on 16-bit integers, conv_i16, and the 1-2 position ones bfloat16).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
 float32, int8, int8convs, int8bf16, int4, int4bf16, int8i16]."""
 
@@ -34,9 +36,13 @@ OUT.mkdir(parents=True, exist_ok=True)
 torch.set_num_threads(1)
 model = mimi(small=False)
 g = torch.Generator().manual_seed(1)
-chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(N + 2)]
+# Frames before the timed ones: the attention context (steps of the 25 Hz transformers, two an 80 ms frame)
+# filled, plus two.
+CONTEXT = next(m.context for m in model.modules() if hasattr(m, "context"))
+WARMUP = -(-CONTEXT // 2) + 2
+chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(N + WARMUP)]
 
-with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: warm-up 2 frames, then N timed
+with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: WARMUP frames, then N timed
     enc = dec = 0.0
     codes_all, pcm_all = [], []
     for i, x in enumerate(chunks):
@@ -45,11 +51,11 @@ with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: warm-
         t1 = time.perf_counter()
         y = model.decode(c)
         t2 = time.perf_counter()
-        if i >= 2:
+        if i >= WARMUP:
             enc, dec = enc + t1 - t0, dec + t2 - t1
         codes_all.append(c)
         pcm_all.append(y)
-eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "threads": torch.get_num_threads()}
+eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "warmup": WARMUP, "threads": torch.get_num_threads()}
 print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame", file=sys.stderr)
 
 for variant in VARIANTS:
@@ -93,6 +99,7 @@ for variant in VARIANTS:
             "codes": [c.reshape(-1).tolist() for c in codes_all],
             "pcm": [y.reshape(-1).tolist() for y in pcm_all],
             "codes_shape": list(codes_all[0].shape),
+            "warmup": WARMUP,
         }
     )
 )

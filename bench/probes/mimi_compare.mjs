@@ -25,7 +25,7 @@ async function step(m, frames, i, acc) {
   const t1 = performance.now();
   const y = await m.decode_step(BigInt64Array.from(frames.codes[i].map(BigInt)));
   const t2 = performance.now();
-  if (i >= 2) { acc.enc += t1 - t0; acc.dec += t2 - t1; acc.n++; }
+  if (i >= (frames.warmup ?? 2)) { acc.enc += t1 - t0; acc.dec += t2 - t1; acc.n++; }
   c.data.forEach((v, j) => { if (Number(v) !== frames.codes[i][j]) acc.miss++; });
   y.data.forEach((v, j) => { acc.pcm = Math.max(acc.pcm, Math.abs(v - frames.pcm[i][j])); });
 }

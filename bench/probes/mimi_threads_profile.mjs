@@ -18,11 +18,17 @@ const models = [
 ];
 const per = [new Map(), new Map()], totals = [[], []];
 for (const m of models) await m.resetState();
-for (let i = 0; i < Math.min(nframes, frames.inputs.length); i++)
+const warmup = frames.warmup ?? 2; // frames that fill the attention context (bench/models/mimi.py), run unprofiled
+for (let i = 0; i < Math.min(warmup + nframes, frames.inputs.length); i++)
   for (let b = 0; b < 2; b++) {
-    const e = await models[b].profile('encode_step', Float32Array.from(frames.inputs[i]));
-    const d = await models[b].profile('decode_step', BigInt64Array.from(frames.codes[i].map(BigInt)));
-    if (i < 2) continue; // warm-up
+    const x = Float32Array.from(frames.inputs[i]), codes = BigInt64Array.from(frames.codes[i].map(BigInt));
+    if (i < warmup) {
+      await models[b].encode_step(x);
+      await models[b].decode_step(codes);
+      continue;
+    }
+    const e = await models[b].profile('encode_step', x);
+    const d = await models[b].profile('decode_step', codes);
     let t = 0;
     for (const [meth, p] of [['encode_step', e], ['decode_step', d]])
       for (const op of p.ops) {

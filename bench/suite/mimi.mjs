@@ -6,7 +6,8 @@
 // position convs' weights bfloat16 (mimi_int8bf16.tandem, quantize_convs="bf16") and those with the 3-128
 // position convs on 16-bit integers too (mimi_int8i16.tandem, quantize_convs="int16"), whose check column gives
 // the codes that differ from moshi's and the decoded pcm's SNR against moshi's (decoding moshi's codes).
-// The time is the mean over the timed frames, and beside it the median frame (this shared machine's
+// The time is the mean over the timed frames (those after the `warmup` frames that fill moshi's attention
+// context, bench/models/mimi.py), and beside it the median frame (this shared machine's
 // neighbours make single frames several times slower at random; eager's time is a mean too).
 import { existsSync, readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
@@ -17,6 +18,7 @@ const frames = JSON.parse(readFileSync(`${DIR}/mimi_frames.json`, 'utf8'));
 const eager = JSON.parse(readFileSync(`${DIR}/mimi_eager.json`, 'utf8'));
 const f = (x, d = 1) => x.toFixed(d);
 const eagerMs = eager.encode_ms + eager.decode_ms;
+const warmup = frames.warmup ?? 2;
 
 // The minute's FMA rate and DRAM read rate (bench/suite/machine.mjs), printed in each row.
 const minute = await machine(DIR);
@@ -40,7 +42,7 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
     const codes = BigInt64Array.from(frames.codes[i].map(BigInt)); // moshi's codes: both decoders see the same input
     const y = await m.decode_step(codes);
     const t2 = performance.now();
-    if (i >= 2) { enc += t1 - t0; dec += t2 - t1; perFrame.push(t2 - t0); }
+    if (i >= warmup) { enc += t1 - t0; dec += t2 - t1; perFrame.push(t2 - t0); }
     c.data.forEach((v, j) => { if (Number(v) !== frames.codes[i][j]) codeMiss++; });
     y.data.forEach((v, j) => {
       const d = v - frames.pcm[i][j];
@@ -49,7 +51,7 @@ for (const [name, label] of variants) for (const threads of [1, 2]) {
       noise += d * d;
     });
   }
-  const k = n - 2, total = (enc + dec) / k, median = perFrame.sort((a, b) => a - b)[perFrame.length >> 1];
+  const k = n - warmup, total = (enc + dec) / k, median = perFrame.sort((a, b) => a - b)[perFrame.length >> 1];
   const snr = noise > 0 ? `${f(10 * Math.log10(sig / noise))} dB` : 'exact';
   console.log(`| Mimi (moshi 0.2.13, full size${label}) | encode_step + decode_step of one 80 ms frame, ${threads} ` +
     `thread${threads > 1 ? 's' : ''}, ${m.simd} (ms) | ` +
