@@ -1,7 +1,7 @@
 // The two limits of this minute's machine that the streaming rows (Mimi, pocket-tts) run into, measured just
 // before each row: the core's rate of 4-lane fused multiply-adds (bench/suite/peak_fma.c; the convs' GEMMs
-// run at it) and the DRAM read rate (bench/suite/peak.c's read of 256 MB, more than an L3, the best of 4,
-// 8 and 16 streams; the steps read their weights from DRAM every frame). On a shared VM both move: a
+// run at it) and the DRAM read rate (bench/suite/peak.c's read of 256 MB, more than an L3, the best of 1,
+// 2, 4, 8 and 16 streams; the steps read their weights from DRAM every frame). On a shared VM both move: a
 // neighbour on the same physical core halves the first, one streaming memory cuts the second
 // (docs/benchmarks.md). For a row on n threads the FMA loop also runs on n - 1 workers at the same time, each
 // core's rate printed: a neighbour holding one of the cores shows there (a two-thread row no faster than one
@@ -48,7 +48,7 @@ export async function machine(dir) {
     const gflops = !fma ? 'FMA not measured'
       : threads > 1 ? `FMA ${(await fmaRates(threads)).map(f).join(' + ')} GFLOP/s on ${threads} threads at once`
       : `FMA ${f(fmaRate())} GFLOP/s`;
-    const readGBs = () => Math.max(...[4, 8, 16].map((s) => timed(() => peak.tdm_bench_read(src, READ_BYTES, 1, s), READ_BYTES)()));
+    const readGBs = () => Math.max(...[1, 2, 4, 8, 16].map((s) => timed(() => peak.tdm_bench_read(src, READ_BYTES, 1, s), READ_BYTES)()));
     const dram = peak ? `DRAM read ${f(readGBs())} GB/s` : 'DRAM read not measured';
     return `${gflops}, ${dram}`;
   };

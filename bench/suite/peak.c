@@ -1,6 +1,7 @@
 /* peak.c — the machine's reference numbers, measured by the same command as the benchmarks:
  * the rate of independent SIMD128 multiply-adds, and the copy and read bandwidths of linear
  * memory. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <wasm_simd128.h>
@@ -31,25 +32,44 @@ void tdm_bench_copy(void *dst, const void *src, size_t n, int reps) {
   for (int i = 0; i < reps; i++) memcpy(dst, src, n);
 }
 
-/* Reads n bytes at p with SIMD128 loads, reps times, as `streams` (1 to 16) parts side by side:
- * the bandwidth a GEMV streaming its weights can reach. From DRAM, one stream is far from what
- * the memory system gives (the hardware prefetchers track each stream; more in flight, more
- * bandwidth), so the benchmark takes the best over 1 to 16 streams. Returns a sum so the loads are
- * not optimized away. */
-float tdm_bench_read(const void *p, size_t n, int reps, int streams) {
-  enum { MAXS = 16 };
-  if (streams < 1) streams = 1;
-  if (streams > MAXS) streams = MAXS;
-  const size_t part = n / 4 / (size_t)streams / 8 * 8; /* floats per stream, whole pairs of vectors */
-  v128_t s[MAXS];
-  for (int i = 0; i < MAXS; i++) s[i] = wasm_f32x4_splat(0);
-  for (int r = 0; r < reps; r++) {
-    const float *f[MAXS];
-    for (int i = 0; i < streams; i++) f[i] = (const float *)p + (size_t)i * part;
-    for (size_t k = 0; k < part; k += 8)
-      for (int i = 0; i < streams; i++) s[i] = wasm_f32x4_add(s[i], wasm_f32x4_add(wasm_v128_load(f[i] + k), wasm_v128_load(f[i] + k + 4)));
+/* S streams of `part` floats side by side, reps times. S is a constant, so the compiler keeps each
+ * stream's pointer and sum in registers; with S a run-time count (this file before the thirteenth
+ * session) they lived in memory, and the loop read 7-9 GB/s with one stream and 15-17 with 2-4 where
+ * a plain loop reads 22-25 in the same minute, as native AVX2 does (docs/benchmarks.md). Integer
+ * adds: their one-cycle chains never limit a stream. */
+#define READ_STREAMS(S)                                                                                                \
+  static int32_t read_##S(const float *p, size_t part, int reps) {                                                    \
+    v128_t s[S];                                                                                                       \
+    for (int i = 0; i < S; i++) s[i] = wasm_i32x4_splat(0);                                                            \
+    for (int r = 0; r < reps; r++)                                                                                     \
+      for (size_t k = 0; k < part; k += 8)                                                                             \
+        for (int i = 0; i < S; i++) {                                                                                  \
+          const float *f = p + (size_t)i * part + k;                                                                   \
+          s[i] = wasm_i32x4_add(s[i], wasm_i32x4_add(wasm_v128_load(f), wasm_v128_load(f + 4)));                       \
+        }                                                                                                              \
+    v128_t t = s[0];                                                                                                   \
+    for (int i = 1; i < S; i++) t = wasm_i32x4_add(t, s[i]);                                                           \
+    return wasm_i32x4_extract_lane(t, 0);                                                                              \
   }
-  v128_t t = s[0];
-  for (int i = 1; i < MAXS; i++) t = wasm_f32x4_add(t, s[i]);
-  return wasm_f32x4_extract_lane(t, 0);
+READ_STREAMS(1)
+READ_STREAMS(2)
+READ_STREAMS(4)
+READ_STREAMS(8)
+READ_STREAMS(16)
+
+/* Reads n bytes at p with SIMD128 loads, reps times, as `streams` parts side by side (1, 2, 4, 8 or
+ * 16; another count takes the largest of those below it): the bandwidth a GEMV streaming its weights
+ * can reach. The hardware prefetchers track each stream, so the benchmarks take the best over several
+ * counts. Returns a sum so the loads are not optimized away. */
+float tdm_bench_read(const void *p, size_t n, int reps, int streams) {
+  const int S = streams >= 16 ? 16 : streams >= 8 ? 8 : streams >= 4 ? 4 : streams >= 2 ? 2 : 1;
+  const size_t part = n / 4 / (size_t)S / 8 * 8; /* floats per stream, whole pairs of vectors */
+  const float *f = p;
+  switch (S) {
+    case 1: return (float)read_1(f, part, reps);
+    case 2: return (float)read_2(f, part, reps);
+    case 4: return (float)read_4(f, part, reps);
+    case 8: return (float)read_8(f, part, reps);
+    default: return (float)read_16(f, part, reps);
+  }
 }
