@@ -55,7 +55,7 @@ with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: WARMU
             enc, dec = enc + t1 - t0, dec + t2 - t1
         codes_all.append(c)
         pcm_all.append(y)
-eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "warmup": WARMUP, "threads": torch.get_num_threads()}
+eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "threads": torch.get_num_threads()}
 print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame", file=sys.stderr)
 
 for variant in VARIANTS:
