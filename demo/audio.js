@@ -39,10 +39,12 @@ let run = null; // { probs, wave, ms, dropped, length, live }
 let controller = null;
 
 async function stream(source, options) {
-  await model.reset();
+  // the new run replaces the last one's plot and figures before the first await, so what the
+  // page shows once a caller says 'listening…' is this run's
   const file = source instanceof Float32Array;
   run = { probs: [], wave: [], ms: [], dropped: 0, length: file ? source.length : 0, live: !file };
-  draw(); // clears the last run's plot and figures
+  draw();
+  await model.reset();
   const t0 = performance.now();
   let pending = false;
   const summary = await streamAudio(model, 'forward', source, {
@@ -121,8 +123,9 @@ $('mic').onclick = async () => {
   controller = new AbortController();
   try {
     const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
+    const streaming = stream(mic, { backpressure: 'drop', maxQueue: 2, signal: controller.signal });
     $('message').textContent = 'listening…';
-    await stream(mic, { backpressure: 'drop', maxQueue: 2, signal: controller.signal });
+    await streaming;
     mic.getTracks().forEach((t) => t.stop());
     $('message').textContent = '';
   } catch (e) {
@@ -141,11 +144,11 @@ let codecController = null;
 const extent = (a) => { let lo = 0, hi = 0; for (const v of a) { lo = Math.min(lo, v); hi = Math.max(hi, v); } return [lo, hi]; };
 
 async function streamCodec(source, options) {
-  await codec.reset();
-  const file = source instanceof Float32Array;
+  const file = source instanceof Float32Array; // as in stream(): the new run shows before the first await
   const frames = file ? Math.ceil((source.length * CODEC_RATE) / RATE / FRAME) : 0;
   codecRun = { input: [], output: [], decoded: [], inputs: [], ms: [], live: !file, frames };
   drawCodec();
+  await codec.reset();
   const t0 = performance.now();
   let decoding = Promise.resolve(), pending = false;
   const run = codecRun;
@@ -241,8 +244,9 @@ $('codec-mic').onclick = async () => {
   codecController = new AbortController();
   try {
     const mic = await navigator.mediaDevices.getUserMedia({ audio: true });
+    const streaming = streamCodec(mic, { backpressure: 'drop', maxQueue: 2, signal: codecController.signal });
     $('codec-message').textContent = 'listening…';
-    await streamCodec(mic, { backpressure: 'drop', maxQueue: 2, signal: codecController.signal });
+    await streaming;
     mic.getTracks().forEach((t) => t.stop());
     $('codec-message').textContent = '';
   } catch (e) {

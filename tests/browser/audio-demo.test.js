@@ -59,9 +59,27 @@ test("the audio page finds the shipped ONNX model's speech segments on the recor
   assert.ok(text.startsWith('speech: ') && text.split(',').length === want.segments.length, text);
 });
 
+/**
+ * Clicks `button` and returns what `#seconds` showed the moment `#message` first read 'listening…':
+ * it must be the new run's count, not the 16 s recording's before it (a stale count once let the
+ * test's wait for a second of audio pass at once and Stop come before the first frame).
+ */
+async function listen(button, message, seconds) {
+  const shown = page.evaluate(([message, seconds]) => new Promise((resolve) => {
+    const m = document.getElementById(message);
+    new MutationObserver((_, observer) => {
+      if (m.textContent !== 'listening…') return;
+      observer.disconnect();
+      resolve(document.getElementById(seconds).textContent);
+    }).observe(m, { childList: true, characterData: true, subtree: true });
+  }), [message, seconds]);
+  await page.click(button);
+  return shown;
+}
+
 test('the Microphone button streams the (fake) microphone live until Stop', async () => {
-  await page.click('#mic');
-  await page.waitForFunction(() => document.getElementById('message').textContent === 'listening…', null, { timeout: 20000 });
+  const shown = await listen('#mic', 'message', 'audio-seconds');
+  assert.equal(shown, '0.0 s', 'the last run\'s figures were still shown while listening');
   await page.waitForFunction(() => parseFloat(document.getElementById('audio-seconds').textContent) >= 1, null, { timeout: 30000 });
   await page.click('#stop');
   await page.waitForFunction(() => !document.getElementById('mic').disabled, null, { timeout: 20000 });
@@ -134,8 +152,8 @@ test('the codec panel streams the recording through encode_step and decode_step 
 });
 
 test("the codec panel's Microphone button streams the (fake) microphone through the codec until Stop", async () => {
-  await page.click('#codec-mic');
-  await page.waitForFunction(() => document.getElementById('codec-message').textContent === 'listening…', null, { timeout: 20000 });
+  const shown = await listen('#codec-mic', 'codec-message', 'codec-seconds');
+  assert.equal(shown, '0.0 s', 'the last run\'s figures were still shown while listening');
   await page.waitForFunction(() => parseFloat(document.getElementById('codec-seconds').textContent) >= 1, null, { timeout: 30000 });
   await page.click('#codec-stop');
   await page.waitForFunction(() => !document.getElementById('codec-mic').disabled, null, { timeout: 20000 });
