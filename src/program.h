@@ -95,6 +95,11 @@ typedef struct tdm_method {
   tdm_sym *syms;         /* [n_syms] */
   const int64_t *iattrs; /* every op's iattrs, contiguous: op->iattr points inside */
   size_t n_iattrs;
+  /* Versions: a method named 'base#k' is another version of 'base', specialized at export to values
+   * of the state its leading `when` ops name; a call of base runs the first version whose values the
+   * state holds (session.c). next_version links base's versions in file order (UINT32_MAX ends). */
+  uint32_t next_version;
+  bool is_version; /* named 'base#k': not a method of its own (tdm_program_method_count lists it) */
 } tdm_method;
 
 typedef struct tdm_const {
@@ -152,6 +157,7 @@ struct tdm_session {
   uint8_t *scratch; /* [scratch_size] */
   tdm_bound *bound; /* [n_methods]; m.values is NULL for a method without dims */
   void *bound_mem;  /* one allocation holding every bound method's arrays */
+  uint32_t *ran;    /* [n_methods]: the version of each method that its last run ran */
 };
 
 /* ---- loading: reader.c and reader_methods.c read, verify.c checks, bind.c evaluates sizes ---- */

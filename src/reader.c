@@ -261,6 +261,7 @@ static tdm_status parse(tdm_program *p) {
   p->program_id = fnv1a((const uint8_t *)&data_size, sizeof data_size, id);
 
   if ((s = tdm__read_methods(p, rm, &cv, &c))) return s;
+  if ((s = tdm__link_versions(p))) return s;
   size_t total;
   if (!tdm__add_size(p->state_size, p->scratch_size, &total) || total > cap)
     return tdm__fail(TDM_ERR_LIMIT, "state (%zu bytes) plus scratch (%zu bytes) is above the cap of %llu", p->state_size, p->scratch_size,

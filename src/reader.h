@@ -70,5 +70,7 @@ static inline void *carve(carver *c, size_t bytes) {
  * reads and verifies every method into it. */
 tdm_status tdm__count_methods(rd r, uint32_t n_methods, uint32_t version, counts *c);
 tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c);
+/* Links each method 'base#k' to base's versions, after checking it takes and gives what base does. */
+tdm_status tdm__link_versions(tdm_program *p);
 
 #endif

@@ -356,3 +356,42 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
   }
   return TDM_OK;
 }
+
+static bool same_io(const tdm_method *a, const tdm_io *x, const tdm_method *b, const tdm_io *y) {
+  const tdm_value *u = &a->values[x->value], *v = &b->values[y->value];
+  if (strcmp(x->name, y->name) != 0 || u->dtype != v->dtype || u->shape.rank != v->shape.rank) return false;
+  for (int d = 0; d < u->shape.rank; d++)
+    if (u->shape.dims[d] != v->shape.dims[d]) return false;
+  return true;
+}
+
+tdm_status tdm__link_versions(tdm_program *p) {
+  for (uint32_t i = 0; i < p->n_methods; i++) p->methods[i].next_version = UINT32_MAX;
+  for (uint32_t i = 0; i < p->n_methods; i++) {
+    tdm_method *v = &p->methods[i];
+    const char *hash = strchr(v->name, '#');
+    if (!hash) continue;
+    const size_t n = (size_t)(hash - v->name);
+    bool digits = hash[1] != 0;
+    for (const char *c = hash + 1; *c; c++) digits = digits && *c >= '0' && *c <= '9';
+    tdm_method *base = NULL;
+    for (uint32_t j = 0; j < p->n_methods && digits; j++) {
+      const tdm_method *b = &p->methods[j];
+      if (j != i && strlen(b->name) == n && strncmp(b->name, v->name, n) == 0) base = &p->methods[j];
+    }
+    if (!base) return tdm__fail(TDM_ERR_MALFORMED, "method '%s' is named as a version ('base#k') of no method of the program", v->name);
+    bool same = v->n_inputs == base->n_inputs && v->n_outputs == base->n_outputs && v->n_dims == base->n_dims;
+    for (uint32_t k = 0; same && k < v->n_inputs; k++) same = same_io(v, &v->inputs[k], base, &base->inputs[k]);
+    for (uint32_t k = 0; same && k < v->n_outputs; k++) same = same_io(v, &v->outputs[k], base, &base->outputs[k]);
+    for (uint32_t d = 0; same && d < v->n_dims; d++)
+      same = strcmp(v->dims[d].name, base->dims[d].name) == 0 && v->dims[d].min == base->dims[d].min && v->dims[d].max == base->dims[d].max;
+    if (!same)
+      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' is a version of '%s' but does not take and give the same inputs, outputs and dims",
+                       v->name, base->name);
+    v->is_version = true;
+    tdm_method *last = base;
+    while (last->next_version != UINT32_MAX) last = &p->methods[last->next_version];
+    last->next_version = i;
+  }
+  return TDM_OK;
+}

@@ -198,8 +198,9 @@ enum {
   X(conv_transpose_bf16, 0, TDM_INPLACE_NONE) \
   X(conv_i16, 0, TDM_INPLACE_NONE) \
   X(conv_transpose_i16, 0, TDM_INPLACE_NONE) \
+  X(when, 1, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 94
+#define TDM_SCHEMA_OP_COUNT 95
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -296,5 +297,6 @@ enum {
 #define TDM__OPFLAGS_conv_transpose_bf16 false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_i16            false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_transpose_i16  false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_when                true, TDM_INPLACE_NONE
 
 #endif

@@ -54,10 +54,11 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
   if (!s) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session");
   s->program = p;
   s->state = tdm__alloc(p->state_size);
+  s->ran = tdm__alloc((p->n_methods ? p->n_methods : 1) * sizeof(uint32_t));
   /* Zeroed: no byte of an earlier allocation (another session's activations or KV cache) can
    * reach an output, even from a value the verifier proved is written before it is read. */
   s->scratch = tdm__calloc(p->scratch_size);
-  if (!s->state || !s->scratch) {
+  if (!s->state || !s->scratch || !s->ran) {
     tdm_session_free(s);
     return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session (%zu bytes of state, %zu of scratch)", p->state_size,
                      p->scratch_size);
@@ -67,6 +68,7 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
     tdm_session_free(s);
     return st;
   }
+  for (uint32_t i = 0; i < p->n_methods; i++) s->ran[i] = i;
   tdm_session_reset_state(s);
   *out = s;
   return TDM_OK;
@@ -75,6 +77,7 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
 void tdm_session_free(tdm_session *s) {
   if (!s) return;
   tdm__free(s->bound_mem);
+  tdm__free(s->ran);
   tdm__free(s->state);
   tdm__free(s->scratch);
   tdm__free(s);
@@ -106,19 +109,55 @@ static const tdm_method *session_method(const tdm_session *s, uint32_t method) {
   return m && m->n_dims ? &s->bound[method].m : m;
 }
 
+/* Whether the state holds the values a version's leading `when` ops name. */
+static bool version_fits(const tdm_session *s, const tdm_method *m) {
+  for (uint32_t k = 0; k < m->n_ops && strcmp(m->ops[k].def->name, "when") == 0; k++) {
+    const tdm_value *v = &m->values[m->ops[k].in[0]]; /* one int64 of the state (when_check) */
+    int64_t x;
+    memcpy(&x, s->state + v->offset, 8);
+    if (x != m->ops[k].iattr[0]) return false;
+  }
+  return true;
+}
+
+/* The version of `method` that a call finds fitting the state now: the first whose values the state
+ * holds, else the method itself (whose `when` fails the call, typed, with the state unchanged). */
+static uint32_t version_now(const tdm_session *s, uint32_t method) {
+  const tdm_program *p = s ? s->program : NULL;
+  if (!p || method >= p->n_methods || p->methods[method].is_version) return method;
+  for (uint32_t v = method; v != UINT32_MAX; v = p->methods[v].next_version)
+    if (version_fits(s, &p->methods[v])) return v;
+  return method;
+}
+
+/* The version of `method` that its last run ran (its outputs and their shapes are that version's). */
+static uint32_t version_ran(const tdm_session *s, uint32_t method) { return s && method < s->program->n_methods ? s->ran[method] : method; }
+
 void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i) {
-  const tdm_method *m = session_method(s, method);
+  const tdm_method *m = session_method(s, version_now(s, method));
   if (!m || i >= m->n_inputs) return NULL;
   return value_ptr(s, &m->values[m->inputs[i].value]);
 }
 
 const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i) {
-  const tdm_method *m = session_method(s, method);
+  const tdm_method *m = session_method(s, version_ran(s, method));
   if (!m || i >= m->n_outputs) return NULL;
   return value_ptr(s, &m->values[m->outputs[i].value]);
 }
 
+static tdm_status set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank);
+
+/* Every version of a method takes the same inputs (reader_methods.c): each gets the shape. */
 tdm_status tdm_session_set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank) {
+  tdm_status st = set_input_shape(s, method, i, dims, rank);
+  const tdm_method *m = st ? NULL : tdm__method_of(s->program, method);
+  if (m && !m->is_version)
+    for (uint32_t v = m->next_version; v != UINT32_MAX && !st; v = s->program->methods[v].next_version)
+      st = set_input_shape(s, v, i, dims, rank);
+  return st;
+}
+
+static tdm_status set_input_shape(tdm_session *s, uint32_t method, uint32_t i, const int64_t *dims, int rank) {
   const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m || i >= m->n_inputs || (!dims && rank > 0))
     return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_set_input_shape: no method %u input %u, or dims is NULL", method, i);
@@ -187,6 +226,7 @@ static tdm_status bind_call(tdm_session *s, uint32_t method) {
 }
 
 int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32_t i, int d) {
+  method = io ? version_ran(s, method) : method;
   const tdm_method *m = session_method(s, method);
   if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return -1;
   const tdm_value *v = &m->values[(io ? m->outputs : m->inputs)[i].value];
@@ -195,6 +235,7 @@ int64_t tdm_session_io_dim(const tdm_session *s, uint32_t method, int io, uint32
 }
 
 size_t tdm_session_io_nbytes(const tdm_session *s, uint32_t method, int io, uint32_t i) {
+  method = io ? version_ran(s, method) : method;
   const tdm_method *m = session_method(s, method);
   if (!m || i >= (io ? m->n_outputs : m->n_inputs)) return 0;
   const tdm_value *v = &m->values[(io ? m->outputs : m->inputs)[i].value];
@@ -228,25 +269,31 @@ static double now_ms(void) {
 static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
   const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run: no method %u", method);
+  const uint32_t called = method, n_timed = m->n_ops; /* op_ms has room for the called method's ops */
+  method = version_now(s, method);
+  m = &s->program->methods[method];
   if (m->n_dims) {
     tdm_status st = bind_call(s, method);
     if (st) return st;
     m = &s->bound[method].m;
   }
   tdm_tensor in[TDM_MAX_OPERANDS], out[TDM_MAX_OPERANDS];
+  if (op_ms)
+    for (uint32_t k = 0; k < n_timed; k++) op_ms[k] = 0;
   for (uint32_t k = 0; k < m->n_ops; k++) {
     const tdm_op *op = &m->ops[k];
     for (uint32_t j = 0; j < op->n_in; j++) view(s, &m->values[op->in[j]], &in[j]);
     for (uint32_t j = 0; j < op->n_out; j++) view(s, &m->values[op->out[j]], &out[j]);
     const double t0 = op_ms ? now_ms() : 0;
     tdm_status st = op->def->run(op, in, out);
-    if (op_ms) op_ms[k] = now_ms() - t0;
+    if (op_ms && k < n_timed) op_ms[k] = now_ms() - t0;
     if (st) {
       char msg[400];
       snprintf(msg, sizeof msg, "%s", tdm_last_error());
       return tdm__fail(st, "method '%s' op %u: %s (the state is unchanged)", m->name, k, msg);
     }
   }
+  s->ran[called] = method;
   return TDM_OK;
 }
 

@@ -306,6 +306,46 @@ def branch_guard():
     return m, spec, {"forward": e.forward}, calls
 
 
+class Streaming(nn.Module):
+    """Streaming state as people write it by hand: a Python bool first-frame flag steering a branch (a
+    version of forward per value), a float clock and an int ring position computed with (state the
+    program reads each call), and a buffer reassigned instead of written in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = True
+        self.t = 0.0
+        self.pos = 0
+        self.register_buffer("ring", torch.zeros(3, 2))
+        self.register_buffer("avg", torch.zeros(2))
+
+    def forward(self, x):
+        if self.first:
+            self.first = False
+            self.avg = x.clone()
+        else:
+            self.avg = self.avg * 0.5 + x * 0.5
+        self.ring[self.pos % 3] = x
+        self.pos += 1
+        self.t += 0.5
+        return self.avg * self.t + self.ring.sum(0)
+
+    def reset(self):
+        self.first = True
+        self.t = 0.0
+        self.pos = 0
+        self.ring.zero_()
+
+
+def python_values():
+    m = Streaming()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randn(2, generator=g) for _ in range(6)]
+    calls = [("forward", (x,)) for x in xs[:4]] + [("reset", ())] + [("forward", (x,)) for x in xs[4:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -317,6 +357,7 @@ CASES = {
     "int32_counter": int32_counter,
     "dynamic_appender": dynamic_appender,
     "branch_guard": branch_guard,
+    "python_values": python_values,
 }
 
 

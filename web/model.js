@@ -50,8 +50,10 @@ class Program {
           max: Number(x.tdm_method_dim_max(handle, m, d)) };
       }
       const dynamic = Object.keys(dims).length > 0;
-      this.methodSpecs.push({ name: rt.str(x.tdm_program_method_name(handle, m)), inputs: this.#io(m, 0, dynamic),
-        outputs: this.#io(m, 1, dynamic), dims });
+      const name = rt.str(x.tdm_program_method_name(handle, m));
+      // 'name#k': another version of method 'name' (the runtime picks the one that fits the state)
+      this.methodSpecs.push({ name, inputs: this.#io(m, 0, dynamic), outputs: this.#io(m, 1, dynamic), dims,
+        version: name.includes('#') });
     }
     this.stateLayout = [];
     for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
@@ -63,8 +65,8 @@ class Program {
     const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
     // A dynamic dim appears in a spec's shape as its expression: the dim's name ('n') or 'n + 1'.
     const io = ({ name, dtype, shape, exprs }) => ({ name, dtype, shape: shape.map((d, k) => (exprs && exprs[k]) || d) });
-    this.methods = frozenCopy(this.methodSpecs.map((m) => ({ name: m.name, inputs: m.inputs.map(io), outputs: m.outputs.map(io),
-      dims: m.dims })));
+    this.methods = frozenCopy(this.methodSpecs.filter((m) => !m.version).map((m) => ({ name: m.name, inputs: m.inputs.map(io),
+      outputs: m.outputs.map(io), dims: m.dims })));
     this.state = frozenCopy(this.stateLayout.map(strip));
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
@@ -159,7 +161,7 @@ export class Model {
     this.#program = program;
     this.#flagFraction = flagFraction;
     this.#session = program.newSession();
-    program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
+    program.methodSpecs.forEach((m, i) => m.version || this.#index.set(m.name, i));
     defineMethods(this, program.methods);
   }
 

@@ -25,10 +25,12 @@ from .lowering.random import add_rng_state
 from .names import check_method_name
 from .plan import plan_method
 from .program import Program
+from .python_values import add_whens, check_counters, check_settled, scopes
 from .quantize import Skip, quantize_methods
 from .runtime import TandemError, verify
 from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
+from .snapshot import tensor_key as _tensor_key
 from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
@@ -89,7 +91,7 @@ def _trace_values(name: str, root, inputs, dynamic):
         raise
     except Exception:
         if mode.reads or getattr(root, "perturb", None):
-            # (a trace with a Python int moved, _check_counters: its failure is the finding)
+            # (a trace with a Python int moved, python_values.check_counters: its failure is the finding)
             raise
         # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
         # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
@@ -138,11 +140,6 @@ def _decompositions():
     ):
         table.pop(op, None)
     return table
-
-
-def _tensor_key(t: torch.Tensor) -> tuple:
-    """Identity of a module tensor: the bytes it views, not the Python object."""
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
@@ -324,23 +321,34 @@ def export(
     for fn, _, _ in specs.values():
         _keep_source_lines(fn)
     users = ([module] if module is not None else []) + [r.owner for r in roots.values()]
-    # The user's modules (and containers given as inputs) exactly as they are now: put back after
-    # every trace, whether it returns or raises.
-    before = Snapshot(users, tuple((f"{n}.{i}", c) for n, r in roots.items() for i, c in r._tandem_held.items()))
+    held_scopes = scopes(users, [fn for fn, _, _ in specs.values()])
+    # The user's modules (and containers given as inputs, and the globals their code keeps) exactly as
+    # they are now: put back after every trace, whether it returns or raises.
+    before = Snapshot(users, tuple((f"{n}.{i}", c) for n, r in roots.items() for i, c in r._tandem_held.items()), held_scopes)
     try:
-        name_of = {}
-        counters = {}  # (holder, key) -> the int64 tensor standing for a Python int, shared by the methods
-        for r in roots.values():
-            r.bind(counters)
-        name_of = _names_of(module, list(roots.values()))
+        # A number or bool that a method changes becomes state (tracing.Traced._after finds them): the
+        # methods are traced again with a tensor standing for each one found.
+        wanted: frozenset = frozenset()
+        for _ in range(4):
+            counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
+            for r in roots.values():
+                r.bind(counters, wanted, held_scopes)
+            name_of = _names_of(module, list(roots.values()))
+            exported, constants, created = {}, {}, []
+            for name, (fn, inputs, dynamic) in specs.items():
+                try:
+                    exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants)
+                finally:
+                    before.restore()
+            found = {place for r in roots.values() for place in r.discovered}
+            for r in roots.values():
+                r.discovered.clear()
+            if found <= wanted:
+                break
+            wanted = wanted | found
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
-        exported, constants, created = {}, {}, []
-        for name, (fn, inputs, dynamic) in specs.items():
-            try:
-                exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants)
-            finally:
-                before.restore()
-        _check_counters(specs, roots, exported, name_of, constants, before)
+        whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
+        check_settled(_export_one, specs, roots, name_of, before)
         for name, root in roots.items():
             created += [(name, *c) for c in root.created]
         exported = {name: e for name, e in exported.items() if e is not None}
@@ -378,6 +386,9 @@ def export(
                     "every call. Create it before the export (run the code that creates it once), or keep it as state"
                 )
     lowered = [lower_method(name, ep, tensors, states, _tensor_key, dims) for name, (ep, tensors, mutated, dims) in exported.items()]
+    for ir in lowered:
+        if ir.name in whens:
+            add_whens(ir, whens[ir.name], states)
     tie_embeddings(lowered)
     quantize_methods(lowered, quantize, params, quantize_group, quantize_skip, quantize_convs)
     for ir in lowered:
@@ -405,8 +416,8 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
         try:
             ep = _trace_values(name, root, runtime, _dynamic_for(name, root, inputs, dynamic))
             root.code = ep.graph_module.code
-            if root.perturb:
-                return None  # a check of the graph only (_check_counters)
+            if (root.perturb or root.preset) and not getattr(root, "keep", False):
+                return None  # a check of the graph only (python_values)
             limits = getattr(ep, "_tandem_limits", [])
             ep = ep.run_decompositions(_decompositions())
             dims = _method_dims(name, ep)
@@ -456,75 +467,6 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
     if not runtime and not mutated and _constant_result(name, ep, constants):
         return None
     return ep, tensors, mutated, dims
-
-
-_PERTURB = 1_000_003
-
-
-def _check_counters(specs, roots, exported, name_of, constants, before) -> None:
-    """Python ints of state objects that a method changes (moshi's `offset_cpu`) become int64 state,
-    when no method's program depends on their value: every method is traced again with each such
-    int moved by a large amount, and its graph must be the same (but for the ints' own updates). An
-    int that is set to the same value from any start (a reset) is filled, one that moves by the same
-    amount is counted up; anything else is an ExportError naming it."""
-    changed = {}
-    for name, root in roots.items():
-        for place in root.observed:
-            changed.setdefault(place, name)
-    if not changed:
-        return
-    first = {name: (dict(root.observed), root.code) for name, root in roots.items()}
-    for name, (fn, inputs, dynamic) in specs.items():
-        root = roots[name]
-        paths = {place: path for place, (_, path) in root._counters.items()}
-        moved = {place: _PERTURB for place in changed if place in root._counters}
-        if not moved:
-            continue
-        which = ", ".join(f"'{paths[p]}'" for p in moved)
-
-        def computes_with(why: str = ""):
-            return ExportError(
-                f"method '{name}' computes with the Python int{'s' if len(moved) > 1 else ''} {which}, which method "
-                f"'{changed[next(iter(moved))]}' changes{why}; a program is traced once, so it would use the value of "
-                "the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), dtype=torch.long)) "
-                "and update it in place (+= / copy_)"
-            )
-
-        root.perturb = moved
-        try:
-            _export_one(name, root, inputs, dynamic, name_of, {})
-        except ExportError as e:  # traced at another value of the int, the method fails: it computes with it
-            raise computes_with(f" (traced with it moved by {_PERTURB}: {e})") from e
-        finally:
-            root.perturb = {}
-            before.restore()
-        observed, code = first[name]
-        ignore = set(root.counter_names())
-        if _graph_text(code, ignore) != _graph_text(root.code, ignore):
-            raise computes_with()
-        fill = set()
-        for place, (start, end) in root.observed.items():
-            start1, end1 = observed.get(place, (start - _PERTURB, start - _PERTURB))
-            if end == end1:
-                fill.add(place)
-            elif end - start != end1 - start1:
-                raise ExportError(
-                    f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
-                    "adding a fixed amount nor setting a fixed value; keep it in a tensor instead"
-                )
-        if fill:
-            root.fill = fill
-            try:
-                exported[name] = _export_one(name, root, inputs, dynamic, name_of, constants)
-            finally:
-                root.fill = set()
-                before.restore()
-
-
-def _graph_text(code: str, ignore: set) -> list:
-    """The lines of a traced graph's code, without those that touch the given buffers."""
-    names = [re.compile(re.escape(n) + r"(?!\d)") for n in ignore]
-    return [line for line in code.splitlines() if line.lstrip().startswith("def ") or not any(p.search(line) for p in names)]
 
 
 def _export_error_in(e: BaseException):

@@ -227,6 +227,8 @@ class Model:
         self.dims = {}  # method -> {dim name: (min, max)}
         for m in range(lib.tdm_program_method_count(p)):
             name = lib.tdm_program_method_name(p, m).decode()
+            if "#" in name:
+                continue  # 'name#k': another version of method 'name' (the runtime picks the one that fits the state)
             ins = [_IO(lib, p, m, 0, i) for i in range(lib.tdm_method_io_count(p, m, 0))]
             outs = [_IO(lib, p, m, 1, i) for i in range(lib.tdm_method_io_count(p, m, 1))]
             self.methods[name] = (m, ins, outs)

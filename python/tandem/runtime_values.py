@@ -216,6 +216,18 @@ class _Reads:
             return type(obj)(self.plain(x) for x in obj)
         return obj
 
+    def single(self, index, line: str):
+        """(index, True) with x[off] written x[off:off + 1] when one item of index is a single value read
+        from a tensor (a TensorInt, or a 0-d integer tensor, which torch reads as an int); else (index, False)."""
+        items = list(index) if isinstance(index, tuple) else [index]
+        for i, it in enumerate(items):
+            if isinstance(it, torch.Tensor) and it.dim() == 0 and not it.is_floating_point() and it.dtype != torch.bool:
+                it = self.new(it, line)
+            if not isinstance(it, slice) and self.find(it) is not None:
+                items[i] = slice(it, it + 1)
+                return (tuple(items) if isinstance(index, tuple) else items[0]), True
+        return index, False
+
     def slice_of(self, x: torch.Tensor, index):
         """(view, dim, idx) when `index` has one slice between two reads: view = x indexed with that
         slice made whole, dim = the slice's dim in view, idx its rows as a tensor; else None."""
@@ -443,6 +455,21 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             s = torch.where(start < 0, start + size, start).reshape(())
             s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
             return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
+        one = False
+        if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) >= 2:
+            index, one = r.single(args[1], "")
+            if one:  # x[off], x[off] = v: at an offset known at run time (a 0-d tensor index, an int read)
+                args = (args[0], index) + tuple(args[2:])
+        if one and func is torch.Tensor.__getitem__:
+            view, dim, idx = r.slice_of(args[0], args[1])
+            return view[(slice(None),) * dim + (idx,)].squeeze(dim)
+        if one:
+            x, index, value = args
+            view, dim, idx = r.slice_of(x, index)
+            rows = view[(slice(None),) * dim + (idx,)]
+            value = torch.as_tensor(r.plain(value), dtype=x.dtype).expand(rows.squeeze(dim).shape).unsqueeze(dim)
+            view[(slice(None),) * dim + (idx,)] = value
+            return None
         if func is torch.Tensor.__getitem__ and r.has(args[1]):
             hit = r.slice_of(args[0], args[1])
             if isinstance(hit, torch.Tensor):  # a prefix of a length read from the state

@@ -267,6 +267,9 @@ OPS = [
     # of 32 (quantize_convs="int16"; python/tandem/quantize_conv.py, src/kernels/conv_i16.c).
     OpDef("conv_i16"),
     OpDef("conv_transpose_i16"),
+    # A version of a method for one value of a Python bool or int it branches on (kept as int64 state):
+    # fails the call unless the state holds that value (session.c picks the version that fits).
+    OpDef("when", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -455,6 +458,7 @@ SIGS = {
     **_sig("scatter", 3, iattr=("dim",)),
     **_sig("check_index", 1, 0, iattr=("n",), dtypes=("int64", "int32")),
     **_sig("guard", 1, 0, iattr=("line",), dtypes=("bool",)),
+    **_sig("when", 1, 0, iattr=("value", "line"), dtypes=("int64",)),
     **_sig("isnan isinf isfinite", 1, dtypes=_F),
     **_sig("sum amax amin", 1, iattr=None, dtypes=("float32", "int64")),
     **_sig("mean", 1, iattr=None, dtypes=_F),

@@ -16,8 +16,14 @@ what the user's module looks like afterwards.
   computed by the program (a constant when it comes from weights and unchanged buffers); one
   that is computed from the method's inputs, changed in place after it is stored, or computed
   from state that a method changes would differ from eager after the first call: ExportError.
-- A Python int kept beside the tensors that a method changes (an offset, a step counter) would
-  stay at its traced value in every call: ExportError naming it.
+- A registered buffer the code replaces (`self.buf = self.buf + 1`, `setattr`, `.data =`) is a
+  write of the new value into its state slot, as any state tensor replaced by a new one is.
+- Every other value the code changes (a number, a bool, a string, None, in a module's attributes,
+  its `training` flag, a container, or a global of the user's modules) is found by comparing them
+  all around the trace: a number or bool becomes state (python_values.check_counters: counted, set,
+  computed with at run time, or, for a bool the program branches on, one version of the method per
+  value); anything else must leave the program the same from its new value (python_values.check_settled),
+  else ExportError naming it. Nothing a call changes stays at its traced value.
 """
 
 from __future__ import annotations
@@ -30,231 +36,97 @@ import torch
 from torch import nn
 
 from .ir import ExportError
-
-_MODULE_INTERNALS = frozenset(vars(nn.Module()))
-_ATOMS = (str, bytes, bool, int, float, complex, type(None), type, torch.dtype, torch.device, torch.Size)
-_MAX_DEPTH = 16
-
-
-def _is_fake(t) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(t, FakeTensor)
-
-
-def _plain_object(obj) -> bool:
-    """An object whose attributes are followed: a dataclass, a cache object, a state object (not a
-    module, tensor, function or anything of Python's or torch's own)."""
-    mod = type(obj).__module__ or ""
-    return (
-        hasattr(obj, "__dict__")
-        and not callable(obj)
-        and not isinstance(obj, (nn.Module, torch.Tensor, type))
-        and mod.split(".")[0] not in ("builtins", "torch", "numpy", "sympy", "functools", "typing", "abc")
-    )
+from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
+    _MISSING,
+    _MODULE_INTERNALS,
+    _SCALARS,
+    Snapshot,
+    _get,
+    _has_tensor,
+    _same_value,
+    _tensors_in,
+)
 
 
-def _has_tensor(v) -> bool:
-    """A tensor (not a parameter), or a tuple holding one (through tuples)."""
-    if isinstance(v, torch.Tensor):
-        return not isinstance(v, nn.Parameter)
-    return isinstance(v, tuple) and any(_has_tensor(x) for x in v)
+class _watching:
+    """While the method runs: the user's line that sets a non-tensor attribute of a module, and
+    `tensor.data` as the user's code means it (`.data` read: the tensor itself, detached; `.data =
+    value`: an in-place copy into it, so a buffer's new value is a state write)."""
 
+    def __init__(self, lines: dict, numbers: set = frozenset()):
+        self.lines = lines
+        self.numbers = set(numbers)
 
-def _tensors_in(v, path: str, depth: int = 0, seen: Optional[set] = None):
-    """(path, tensor) for every tensor inside v: tuples, lists, dicts, plain objects."""
-    seen = set() if seen is None else seen
-    if isinstance(v, torch.Tensor):
-        if not isinstance(v, nn.Parameter):
-            yield path, v
-        return
-    if depth > _MAX_DEPTH or id(v) in seen or isinstance(v, _ATOMS + (nn.Module,)):
-        return
-    seen.add(id(v))
-    if isinstance(v, (list, tuple)):
-        items = enumerate(v)
-    elif isinstance(v, dict):
-        items = v.items()
-    elif _plain_object(v):
-        items = vars(v).items()
-    else:
-        return
-    for k, x in list(items):
-        yield from _tensors_in(x, f"{path}.{k}", depth + 1, seen)
+    def __enter__(self):
+        lines, setattr_, numbers = self.lines, nn.Module.__setattr__, self.numbers
+        # A tensor standing for a Python number behaves as one: `n += 1` gives a new value (a name
+        # bound to the old one keeps it).
+        self._inplace = {}
+        for name, op in _AUGMENTED.items():
+            inplace = getattr(torch.Tensor, name)
+            self._inplace[name] = inplace
 
+            def augmented(t, other, _inplace=inplace, _op=op):
+                if id(t) not in numbers:
+                    return _inplace(t, other)
+                out = _op(t, other)
+                numbers.add(id(out))
+                return out
 
-class Snapshot:
-    """Every place in a tree of modules (and of the containers given as `held`) that holds a
-    value: each module's attributes, parameters, buffers and submodules, and the lists, dicts and
-    plain objects reachable from its attributes (through tuples too). `restore()` puts every one
-    back as it was; `tensors` lists the tensors kept outside parameters and buffers, `ints` the
-    Python ints kept beside them."""
+            setattr(torch.Tensor, name, augmented)
 
-    def __init__(self, modules: list, held: tuple = ()):
-        self.modules = []  # (module, path, __dict__, _parameters, _buffers, _modules, non-persistent names)
-        self.holders = []  # (list or dict (an object's __dict__ too), copy of it, path)
-        self.tensors = []  # (holder, key, value, path): a tensor, or a tuple holding tensors
-        self.ints = []  # (holder, key, value, path)
-        self.counters = []  # the ints of objects and containers (not of modules' own attributes)
-        self._in_module = False
-        self._seen: set = set()
-        self._keep = []  # the walked objects, alive while ids are compared
-        mods = set()
-        for top in modules:
-            for mname, mod in top.named_modules():
-                if id(mod) in mods:
-                    continue
-                mods.add(id(mod))
-                prefix = f"{mname}." if mname else ""
-                for kind in ("_parameters", "_buffers"):
-                    for k, t in getattr(mod, kind).items():
-                        if t is not None and _is_fake(t):
-                            raise ExportError(
-                                f"module tensor '{prefix}{k}' is a FakeTensor (left in the module by an earlier trace of "
-                                "another tool, or of a tandem older than this one); rebuild the module, or load its "
-                                "state_dict again, before exporting"
-                            )
-                self.modules.append(
-                    (
-                        mod,
-                        mname,
-                        dict(vars(mod)),
-                        dict(mod._parameters),
-                        dict(mod._buffers),
-                        dict(mod._modules),
-                        set(mod._non_persistent_buffers_set),
-                    )
-                )
-                d = vars(mod)
-                for k, v in list(d.items()):
-                    if k not in _MODULE_INTERNALS:
-                        self._in_module = True
-                        self._slot(d, k, v, prefix + k, 0)
-        for path, obj in held:
-            self._walk(obj, path, 0)
+        def record(module, name, value):
+            if not isinstance(value, (torch.Tensor, nn.Module)):
+                lines[(id(vars(module)), name)] = _stack_line()
+            setattr_(module, name, value)
 
-    def _slot(self, holder, key, v, path: str, depth: int) -> None:
-        if isinstance(v, nn.Parameter):
-            return
-        if _has_tensor(v):
-            for p, t in _tensors_in(v, path):
-                if _is_fake(t):
+        self._setattr = setattr_
+        nn.Module.__setattr__ = record
+        base = torch._C.TensorBase.data
+
+        class _Data:
+            def __get__(self, obj, typ=None):
+                if obj is None:
+                    return base
+                return obj.detach() if _called_from_user() else base.__get__(obj, typ)
+
+            def __set__(self, obj, value):
+                if not _called_from_user():
+                    return base.__set__(obj, value)
+                if not isinstance(value, torch.Tensor) or value.shape != obj.shape or value.dtype != obj.dtype:
                     raise ExportError(
-                        f"'{path}' holds a FakeTensor (left by an earlier trace of another tool, or of a "
-                        "tandem older than this one); rebuild the module or its state before exporting"
+                        f"'.data =' gives a tensor of {obj.dtype}{list(obj.shape)} a value of another shape or dtype"
+                        f"{_stack_line()}; state keeps its dtype and shape: assign a tensor like it"
                     )
-            self.tensors.append((holder, key, v, path))
-            if isinstance(v, tuple):
-                self._walk(v, path, depth)
-            return
-        if isinstance(v, int) and not isinstance(v, bool):
-            self.ints.append((holder, key, v, path))
-            if not self._in_module:
-                self.counters.append((holder, key, v, path))
-            return
-        self._walk(v, path, depth)
+                with torch.no_grad():
+                    obj.copy_(value)
 
-    def _walk(self, obj, path: str, depth: int) -> None:
-        self._in_module = False
-        if depth > _MAX_DEPTH or isinstance(obj, _ATOMS + (nn.Module, torch.Tensor)) or id(obj) in self._seen:
-            return
-        self._seen.add(id(obj))
-        self._keep.append(obj)
-        if isinstance(obj, tuple):
-            for i, x in enumerate(obj):
-                if not isinstance(x, torch.Tensor):
-                    self._walk(x, f"{path}.{i}", depth + 1)
-            return
-        if isinstance(obj, list):
-            holder = obj
-            self.holders.append((obj, list(obj), path))
-            items = list(enumerate(obj))
-        elif isinstance(obj, dict):
-            holder = obj
-            self.holders.append((obj, dict(obj), path))
-            items = list(obj.items())
-        elif _plain_object(obj):
-            holder = vars(obj)
-            self.holders.append((holder, dict(holder), path))
-            items = list(holder.items())
-        else:
-            return
-        for k, x in items:
-            self._slot(holder, k, x, f"{path}.{k}", depth + 1)
+        torch.Tensor.data = _Data()
+        return self
 
-    def restore(self, tracing: bool = False) -> None:
-        """Put every place back. tracing=True (inside torch.export's trace, whose stand-ins for the
-        parameters and buffers are in the modules): of the parameters, buffers and submodules
-        only those registered during the trace are removed (or set back to None)."""
-        for holder, saved, _ in self.holders:
-            if isinstance(holder, list):
-                if len(holder) != len(saved) or any(a is not b for a, b in zip(holder, saved)):
-                    holder[:] = saved
-            else:
-                _restore_dict(holder, saved)
-        for mod, _, d, params, buffers, modules, npb in self.modules:
-            for live, saved in ((mod._parameters, params), (mod._buffers, buffers), (mod._modules, modules)):
-                if tracing:
-                    for k in [k for k in live if k not in saved]:
-                        del live[k]
-                    for k, v in saved.items():
-                        if v is None and live.get(k) is not None:
-                            live[k] = None
-                else:
-                    _restore_dict(live, saved)
-            if mod._non_persistent_buffers_set != npb:
-                mod._non_persistent_buffers_set.clear()
-                mod._non_persistent_buffers_set.update(npb)
-            live = vars(mod)
-            for k in [k for k in live if k not in d]:
-                del live[k]
-            for k, v in d.items():
-                if live.get(k, _MISSING) is not v and (not tracing or k not in _MODULE_INTERNALS):
-                    live[k] = v
-
-    def changes(self):
-        """(holder, key, path, value before, value now) for every place whose value is not the one it had
-        (tensors compared by identity), including places added since."""
-        out = []
-        for holder, saved, path in self.holders:
-            keys = range(max(len(holder), len(saved))) if isinstance(holder, list) else set(saved) | set(holder)
-            for k in keys:
-                before = _get(saved, k)
-                now = _get(holder, k)
-                if before is not now:
-                    out.append((holder, k, f"{path}.{k}", before, now))
-        for mod, mname, d, params, buffers, modules, _ in self.modules:
-            prefix = f"{mname}." if mname else ""
-            for live, saved in ((vars(mod), d), (mod._parameters, params), (mod._buffers, buffers)):
-                for k in set(saved) | set(live):
-                    if live is vars(mod) and k in _MODULE_INTERNALS:
-                        continue
-                    before, now = saved.get(k, _MISSING), live.get(k, _MISSING)
-                    if before is not now:
-                        out.append((live, k, prefix + k, before, now))
-        return out
+    def __exit__(self, *exc):
+        nn.Module.__setattr__ = self._setattr
+        del torch.Tensor.data
+        for name, inplace in self._inplace.items():
+            setattr(torch.Tensor, name, inplace)
+        return False
 
 
-class _Missing:
-    def __repr__(self):
-        return "(absent)"
+_AUGMENTED = {
+    "__iadd__": __import__("operator").add,
+    "__isub__": __import__("operator").sub,
+    "__imul__": __import__("operator").mul,
+    "__itruediv__": __import__("operator").truediv,
+    "__ifloordiv__": __import__("operator").floordiv,
+    "__imod__": __import__("operator").mod,
+}
 
 
-_MISSING = _Missing()
+def _called_from_user() -> bool:
+    from .lowering.provenance import is_user_file
 
-
-def _get(container, k):
-    if isinstance(container, list):
-        return container[k] if k < len(container) else _MISSING
-    return container.get(k, _MISSING)
-
-
-def _restore_dict(live: dict, saved: dict) -> None:
-    for k in [k for k in live if k not in saved]:
-        del live[k]
-    for k, v in saved.items():
-        if live.get(k, _MISSING) is not v:
-            live[k] = v
+    f = __import__("sys")._getframe(2)
+    return is_user_file(f.f_code.co_filename)
 
 
 def _subst(v, fakes: dict):
@@ -345,10 +217,20 @@ class Traced(nn.Module):
         self._tandem_token = next(_TOKENS)
         # args: the example inputs (tensors/None are run-time inputs, the rest held); held: position ->
         # the container given there
-        _FOUND[self._tandem_token] = {"created": [], "observed": {}, "args": args, "held": held}
+        _FOUND[self._tandem_token] = {
+            "created": [],
+            "observed": {},
+            "discovered": {},
+            "settled": {},
+            "counters": {},
+            "runtime": set(),
+            "args": args,
+            "held": held,
+        }
         self._arg_names = arg_names
-        self.perturb: dict = {}  # place -> amount added to that int for this trace
+        self.perturb: dict = {}  # place -> the value that number or bool has at the start of this trace
         self.fill: set = set()  # places whose int the method sets (to a constant), not counts up
+        self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
 
     @property
@@ -370,14 +252,39 @@ class Traced(nn.Module):
         """place -> (value at the start, value at the end) of each int the last trace changed."""
         return _FOUND[self._tandem_token]["observed"]
 
+    @property
+    def runtime(self) -> set:
+        """The places of numbers that the methods compute with: each is a 0-d tensor (int64 or
+        float32) while traced, read from its state slot and written back (python_values.check_counters)."""
+        return _FOUND[self._tandem_token]["runtime"]
+
+    @property
+    def settled(self) -> dict:
+        """place -> (holder, key, path, value before, value after, line) of each other value (a string,
+        None) that the last trace saw the method change."""
+        return _FOUND[self._tandem_token]["settled"]
+
+    @property
+    def _counters(self) -> dict:
+        """place -> (tensor, path, holder, key, value at bind) of each number standing as a tensor (kept
+        outside the module: torch.export puts back copies of the traced module's attributes)."""
+        return _FOUND[self._tandem_token]["counters"]
+
+    @property
+    def discovered(self) -> dict:
+        """place -> path of each number or bool without a tensor that a trace saw the method change."""
+        return _FOUND[self._tandem_token]["discovered"]
+
     def forget(self) -> None:
         _FOUND.pop(self._tandem_token, None)
 
-    def bind(self, counters: Optional[dict] = None) -> dict:
-        """Snapshot the owner and the held containers, register their tensors as buffers of this
-        wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their names)."""
+    def bind(self, counters: Optional[dict] = None, wanted: frozenset = frozenset(), scopes: tuple = ()) -> dict:
+        """Snapshot the owner, the held containers and the scopes (globals), register their tensors as
+        buffers of this wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their
+        names). The ints of state objects and the places in `wanted` (numbers and bools that a method
+        was seen to change) get a tensor each (`counters`, shared by the methods)."""
         held = [(self._arg_names[i] if i < len(self._arg_names) else f"arg{i}", c) for i, c in self._tandem_held.items()]
-        tree = Snapshot([self.owner], tuple(held))
+        tree = Snapshot([self.owner], tuple(held), scopes)
         object.__setattr__(self, "tree", tree)
         names = {id(t): n for n, t in self.named_buffers(remove_duplicate=False)}
         self._held_names = {}
@@ -389,27 +296,32 @@ class Traced(nn.Module):
                 self._held_names.setdefault(id(t), (names[id(t)], p))
         # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
         # which becomes state when a method changes the int.
-        self._counters = {}
+        _FOUND[self._tandem_token]["counters"] = {}
         counters = {} if counters is None else counters
-        for holder, key, v, path in tree.counters:
-            t = counters.setdefault((id(holder), key), torch.tensor(v, dtype=torch.long))
+        places = {(id(h), k): (h, k, v, path) for h, k, v, path in tree.counters}
+        for h, k, v, path in tree.values:
+            if (id(h), k) in wanted and type(v) in _SCALARS:
+                places[(id(h), k)] = (h, k, v, path)
+        for place, (holder, key, v, path) in places.items():
+            t = counters.setdefault(place, torch.tensor(v, dtype=torch.float32 if type(v) is float else torch.long))
             if id(t) not in self._held_names:
                 name = f"_tandem_held_{len(self._held_names)}"
                 self.register_buffer(name, t, persistent=False)
                 self._held_names[id(t)] = (name, path)
-            self._counters[(id(holder), key)] = (t, path)
+            self._counters[place] = (t, path, holder, key, v)
         self._real_keys = {n: t for n, t in self.named_buffers(remove_duplicate=False)}
         return {name: path for name, path in self._held_names.values()}
 
     def counter_names(self) -> dict:
         """buffer name -> path of the int64 tensors standing for ints."""
-        return {self._held_names[id(t)][0]: path for t, path in self._counters.values()}
+        return {self._held_names[id(t)][0]: path for t, path, *_ in self._counters.values()}
 
     def forward(self, *args):
         return self._trace(*args)
 
     def _trace(self, *inputs):
         tree = self.tree
+        tree.restore(tracing=True)  # torch.export puts back copies of attributes after a trace: the user's own objects again
         tracer = _tracer()
         fakes = {i: self.get_buffer(name) for i, (name, _) in self._held_names.items()}
         input_nodes = {n for n in (_proxy_node(x, tracer) for x in inputs) if n is not None}
@@ -424,9 +336,22 @@ class Traced(nn.Module):
             new = _subst(v, fakes)
             holder[key] = new
             installed[(id(holder), key)] = (new, path)
-        for holder, key, v, path in tree.counters:
-            if (id(holder), key) in self.perturb:
-                holder[key] = v + self.perturb[(id(holder), key)]
+        for place, value in self.perturb.items():
+            _, _, holder, key, _ = self._counters[place]
+            holder[key] = value
+        for holder, key, value in self.preset.values():
+            holder[key] = value
+        self.settled.clear()
+        # place -> what stands for that number while the method runs: an int is read from its slot
+        # (runtime_values.TensorInt: offsets and arithmetic at run time), a float is a 0-d tensor
+        numbers = {}
+        for place in self.runtime:
+            t0, _, holder, key, _ = self._counters[place]
+            slot = self.get_buffer(self._held_names[id(t0)][0])
+            numbers[place] = holder[key] = slot.clone() if slot.is_floating_point() else slot.item()
+        # as the method finds them (torch.export may have set some, e.g. training, before calling it)
+        start = {(id(h), k): _get(h, k) for h, k, _, _ in tree.values}
+        buffers = {(id(m), k): b for m, *_ in tree.modules for k, b in m._buffers.items()}
         it = iter(inputs)
         args = [_subst(self._tandem_held[i], fakes) if i in self._tandem_held else next(it) for i in range(len(self._tandem_args))]
         versions: dict = {}
@@ -436,58 +361,80 @@ class Traced(nn.Module):
                 versions[id(tensor)] = (tensor._version, _stack_line())
 
         handle = nn.modules.module.register_module_buffer_registration_hook(on_register)
+        lines: dict = {}  # (id(module __dict__), name) -> the user's line that set a value there
         try:
-            if self._tandem_call_owner:
-                out = self.owner(*args)
-            else:
-                out = self._tandem_fn(*args)
+            with _watching(lines, {id(t) for t in numbers.values() if isinstance(t, torch.Tensor)}):
+                if self._tandem_call_owner:
+                    out = self.owner(*args)
+                else:
+                    out = self._tandem_fn(*args)
             handle.remove()
-            self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes)
+            self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers)
         finally:
             handle.remove()
             tree.restore(tracing=True)
         return out
 
-    def _after(self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes) -> None:
+    def _after(
+        self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers
+    ) -> None:
         method = self._tandem_method
-        # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...)): a write. Every
-        # new value is read before any is written (a swap of two state tensors stays a swap).
+        # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...), self.buf = self.buf + 1,
+        # a registered buffer too): a write. Every new value is read before any is written (a swap of two
+        # state tensors stays a swap).
         writes = []
         for holder, key, _, path in tree.tensors:
             new, _ = installed[(id(holder), key)]
             self._write_back(new, _get(holder, key), path, writes)
+        for mod, mname, *_ in tree.modules:
+            for k, now in list(mod._buffers.items()):
+                was = buffers.get((id(mod), k))
+                if was is None or now is was:
+                    continue
+                self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes)
+                mod._buffers[k] = was  # torch.export sees its own stand-in, written in place
         sources = [src.clone() if id(src) in self._stand_ins else src for _, src in writes]
         for (dst, _), src in zip(writes, sources):
             dst.copy_(src)  # the state slot takes the new value
         # Python ints changed by the method.
         self.observed.clear()  # in place: torch.export puts back attributes assigned while tracing
-        for holder, key, before, path in tree.counters:
-            place = (id(holder), key)
-            start = before + self.perturb.get(place, 0)
-            now = _get(holder, key)
-            if type(now) is int and now == start and place not in self.fill:
+        for place, (t0, path, holder, key, _) in self._counters.items():
+            if place in numbers:
+                self._number_back(place, path, _get(holder, key), numbers[place], lines)
                 continue
-            if type(now) is not int:
+            begin = start[place] if place in start else self.perturb.get(place, _get(holder, key))
+            now = _get(holder, key)
+            if _same_value(now, begin) and place not in self.fill:
+                continue
+            if type(now) not in _SCALARS or (type(now) is bool) != (type(begin) is bool) or (type(now) is float) != t0.is_floating_point():
                 raise ExportError(
-                    f"method '{method}' sets the Python int '{path}' to {now!r}; an int kept beside the state can become "
-                    "int64 state only when the method sets it to an int or adds an int to it"
+                    f"method '{method}' sets the Python {type(begin).__name__} '{path}' to {now!r}{lines.get(place, '')}; "
+                    f"a {type(begin).__name__} kept beside the state becomes state only when the method sets it to a "
+                    f"{type(begin).__name__} or adds to it"
                 )
-            self.observed[place] = (start, now)
-            t = self.get_buffer(self._held_names[id(self._counters[place][0])][0])
-            if place in self.fill:
+            self.observed[place] = (begin, now)
+            t = self.get_buffer(self._held_names[id(t0)][0])
+            if place in self.fill or type(now) is bool:
                 t.fill_(now)
             else:
-                t.add_(now - start)
-        for holder, key, before, path in tree.ints:
-            now = _get(holder, key)
-            if (id(holder), key) in self._counters:
+                t.add_(now - begin)
+        # Every other value the method changed (a number, a bool, a string, None; in an attribute of any
+        # module, training included, a container, an object, a global): a program is traced once, so it
+        # would keep the traced value. A number or bool becomes state (export traces again with it,
+        # python_values.check_counters); anything else is an ExportError naming it.
+        for holder, key, before, path in tree.values:
+            place = (id(holder), key)
+            if place in self._counters:
                 continue
-            if now is not before and not (type(now) is int and now == before):
-                raise ExportError(
-                    f"method '{method}' changes the Python int '{path}' (from {before} to {now!r}); a program is traced "
-                    f"once, so it would stay {before} in every call. Keep it in a tensor beside the state (e.g. "
-                    f"torch.zeros((), dtype=torch.long), or a buffer) and update it in place (+= / copy_)"
-                )
+            before = start.get(place, before)
+            now = _get(holder, key)
+            if _same_value(now, before) or isinstance(now, torch.Tensor) or _has_tensor(now):
+                continue  # unchanged, or a tensor stored where a value was (below)
+            if type(before) in _SCALARS and type(now) in _SCALARS and (type(now) is bool) == (type(before) is bool):
+                self.discovered[place] = path
+                continue
+            # another value (a string, None): export traces again from the new value (python_values.check_settled)
+            self.settled[place] = (holder, key, path, before, now, lines.get(place, ""))
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors}
         for holder, key, path, before, now in tree.changes():
@@ -497,6 +444,29 @@ class Traced(nn.Module):
                 if id(t) in self._stand_ins or (t._base is not None and id(t._base) in self._stand_ins):
                     continue  # a stand-in of a parameter, buffer or state, or a view of one
                 self._created(p, t, versions, tracer, input_nodes, buffer_nodes)
+
+    def _number_back(self, place, path: str, now, installed: torch.Tensor, lines: dict) -> None:
+        """The state slot of a number the method computes with takes its new value: a tensor of one
+        element (computed from it), a number (set to a constant), or a value read from a tensor."""
+        from .runtime_values import TensorInt
+
+        t = self.get_buffer(self._held_names[id(self._counters[place][0])][0])
+        if isinstance(now, TensorInt):
+            if now is installed:
+                return
+            now = now.tensor
+        if isinstance(now, torch.Tensor) and now.numel() == 1 and not now.is_complex():
+            if now is not installed or now._version:
+                t.copy_(now.reshape(()).to(t.dtype))
+            return
+        if type(now) in (int, float) and (type(now) is float) <= t.is_floating_point():
+            t.fill_(now)
+            return
+        what = f"a tensor of shape {list(now.shape)}" if isinstance(now, torch.Tensor) else repr(now)
+        raise ExportError(
+            f"method '{self._tandem_method}' sets the number '{path}' to {what}{lines.get(place, '')}; a number a method "
+            "computes with is state of one element: set it to a number, or to a value computed from it"
+        )
 
     def _write_back(self, installed, now, path: str, writes: list) -> None:
         """Appends (state stand-in, new value) to writes when the place holds a new tensor."""

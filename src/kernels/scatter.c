@@ -51,6 +51,31 @@ static tdm_status guard_run(const tdm_op *op, const tdm_tensor *in, const tdm_te
   return TDM_OK;
 }
 
+/* when: a state value (one int64) → (nothing); iattr = [value, line]. The method is a version
+ * specialized at export for the state holding `value` there (a Python bool or int that steers the
+ * program); session.c picks the version whose `when` ops hold before the call, and the op itself
+ * fails the call (TDM_ERR_GUARD) when no version fits. `line` is the user's source line (0 if unknown). */
+static tdm_status when_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)out;
+  int64_t v;
+  memcpy(&v, in[0].data, 8);
+  if (v != op->iattr[0])
+    return tdm__fail(TDM_ERR_GUARD,
+                     "the method was exported in versions for the values that a Python value it branches on (the method's line "
+                     "%lld) took at export, and this call finds %lld, which no version was traced for; export again with "
+                     "state that reaches that value, or write the branch with torch.where",
+                     (long long)op->iattr[1], (long long)v);
+  return TDM_OK;
+}
+
+static tdm_status when_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 2 || op->n_fattr != 0)
+    return tdm__rule(op, "takes 1 input, no output, [value, line]");
+  const tdm_value *c = TDM_VAL(m, op, 0);
+  if (c->dtype != TDM_I64 || c->numel != 1 || c->region != TDM_REGION_STATE) return tdm__rule(op, "input must be one int64 of the state");
+  return TDM_OK;
+}
+
 static tdm_status guard_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 1 || op->n_fattr != 0) return tdm__rule(op, "takes 1 input, no output, [line]");
   const tdm_value *c = TDM_VAL(m, op, 0);
@@ -192,6 +217,7 @@ static tdm_status scatter_check(const tdm_method *m, const tdm_op *op) {
 const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(check_index, 0, check_index_check, check_index_run),
     TDM_OP(guard, 0, guard_check, guard_run),
+    TDM_OP(when, 0, when_check, when_run),
     TDM_OP(index_put, 0, index_put_check, index_put_run),
     TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
     TDM_OP(scatter, 0, scatter_check, scatter_run),

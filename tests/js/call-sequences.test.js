@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { fixture, checkSequence } from './helpers.js';
 
-const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender'];
+const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values'];
 
 for (const name of CASES) {
   test(`${name}: call sequence matches PyTorch eager`, () => checkSequence(name));
@@ -21,6 +21,23 @@ test('methods describe their inputs and outputs', async () => {
   assert.deepEqual(fwd.outputs, [{ name: 'output', dtype: 'float32', shape: [1, 32] }]);
   assert.equal(await model.reset(), undefined);
   model.dispose();
+});
+
+test('a method exported in versions (a Python bool it branches on) is one method; the state picks the version', async () => {
+  const model = await load(fixture('python_values').path);
+  try {
+    assert.deepEqual(model.methods.map((m) => m.name).sort(), ['forward', 'reset']);
+    assert.equal(model.forward1, undefined);
+    const first = model.state.find((s) => s.name === 'first');
+    assert.deepEqual(first, { name: 'first', dtype: 'int64', shape: [] });
+    assert.equal((await model.readState('first')).data[0], 1n);
+    await model.forward(new Float32Array([1, 2]));
+    assert.equal((await model.readState('first')).data[0], 0n); // the next call runs the other version
+    await model.reset();
+    assert.equal((await model.readState('first')).data[0], 1n);
+  } finally {
+    model.dispose();
+  }
 });
 
 test('inputs may be typed arrays or plain numbers', async () => {

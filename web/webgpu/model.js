@@ -225,7 +225,7 @@ export class GpuModel {
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.#flag = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     dev.queue.writeBuffer(this.#buf, 0, gp.initial);
-    gp.program.methodSpecs.forEach((m, i) => this.#index.set(m.name, i));
+    gp.program.methodSpecs.forEach((m, i) => m.version || this.#index.set(m.name, i));
     this[gp.h.PREPARE] = () => wasm[gp.h.PREPARE]();
     this[gp.h.TOKENIZER_TEXT] = () => wasm[gp.h.TOKENIZER_TEXT]();
     for (const { name } of wasm.methods) {

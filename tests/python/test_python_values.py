@@ -1,0 +1,246 @@
+"""Nothing a call changes is frozen at its traced value (python/tandem/tracing.py, Traced._after):
+a buffer a method reassigns, `.data =`, a number or bool kept on a module, in a container or in a
+global of the user's code is state; a value that cannot become state, or a bool that steers the
+program, is an ExportError naming it. Each program that exports is checked against PyTorch eager
+over a call sequence with a reset in between, natively and on the wasm backend."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tandem
+
+COUNTS = {"calls": 0}
+STEP = 0
+
+
+class Reassign(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(3))
+
+    def forward(self, x):
+        self.buf = self.buf + 1
+        return x + self.buf
+
+    def reset(self):
+        self.buf = torch.zeros(3)
+
+
+class ReassignFromInput(Reassign):
+    def forward(self, x):
+        self.buf = self.buf * 0.5 + x
+        return x + self.buf
+
+
+class Setattr(Reassign):
+    def forward(self, x):
+        setattr(self, "buf", self.buf - x)
+        return self.buf * 2
+
+
+class DataAssign(Reassign):
+    def forward(self, x):
+        self.buf.data = self.buf * 0.5 + x
+        return self.buf + 0
+
+    def reset(self):
+        self.buf.data.copy_(torch.zeros(3))
+
+
+class Clock(nn.Module):
+    """A Python float advanced each call and computed with."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = 0.0
+
+    def forward(self, x):
+        before = self.t
+        self.t += 0.25
+        return x * self.t + before
+
+    def reset(self):
+        self.t = 0.0
+
+
+class Ring(nn.Module):
+    """A Python int used as a ring index and in arithmetic."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ring", torch.zeros(4, 3))
+        self.i = 0
+
+    def forward(self, x):
+        self.ring[self.i % 4] = x
+        self.i += 1
+        return self.ring.sum(0) * (self.i % 4) + self.ring[(self.i + 3) % 4]
+
+    def reset(self):
+        self.ring.zero_()
+        self.i = 0
+
+
+class GlobalCounters(nn.Module):
+    """A counter in a module-level dict and a module-level int."""
+
+    def forward(self, x):
+        global STEP
+        COUNTS["calls"] += 1
+        STEP += 2
+        return x * COUNTS["calls"] - STEP
+
+    def reset(self):
+        global STEP
+        COUNTS["calls"] = 0
+        STEP = 0
+
+
+class Quiet(nn.Module):
+    """Values that change but do not change the program: a bool set once, a string mode set once,
+    a call count nobody reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.warned = False
+        self.mode = "fresh"
+        self.calls = 0
+
+    def forward(self, x):
+        self.warned = True
+        self.mode = "used"
+        self.calls += 1
+        return x * 2
+
+    def reset(self):
+        self.calls = 0
+
+
+class FirstFrame(nn.Module):
+    """A Python bool "first frame" flag steering a branch: a version of forward per value."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = True
+        self.register_buffer("prev", torch.zeros(3))
+
+    def forward(self, x):
+        if self.first:
+            self.first = False
+            y = x * 2
+        else:
+            y = x + self.prev
+        self.prev.copy_(x)
+        return y
+
+    def reset(self):
+        self.first = True
+        self.prev.zero_()
+
+
+class NestedFlag(nn.Module):
+    """The same flag held on a submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = FirstFrame()
+
+    def forward(self, x):
+        return self.inner(x) + 1
+
+    def reset(self):
+        self.inner.reset()
+
+
+class Armed(nn.Module):
+    """A flag that one method sets and another reads (and clears), and a second flag beside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.armed = False
+        self.loud = False
+
+    def forward(self, x):
+        y = x * 10 if self.armed else x
+        if self.loud:
+            y = y + 100
+        self.armed = False
+        self.loud = not self.loud
+        return y
+
+    def reset(self):
+        self.armed = True
+
+
+CASES = [Reassign, ReassignFromInput, Setattr, DataAssign, Clock, Ring, GlobalCounters, Quiet, FirstFrame, NestedFlag, Armed]
+
+
+@pytest.mark.parametrize("cls", CASES, ids=lambda c: c.__name__)
+def test_values_a_call_changes_are_state(backend, cls):
+    global STEP
+    torch.manual_seed(0)
+    m = cls()
+    kept = copy.deepcopy(vars(m)), dict(COUNTS), STEP
+    program = tandem.export(m, {"forward": (torch.randn(3),), "reset": ()})
+    assert (dict(COUNTS), STEP) == kept[1:], "the export changed a global"
+    for k, v in kept[0].items():
+        if not isinstance(v, dict):
+            assert vars(m)[k] == v, f"the export changed '{k}'"
+    eager = cls()
+    model = tandem.load(program.to_bytes())
+    xs = [torch.randn(3) for _ in range(8)]
+    try:
+        for i, x in enumerate(xs[:3] + [None] + xs[3:5] + [None, None] + xs[5:]):
+            if x is None:
+                eager.reset()
+                model.reset()
+                continue
+            with torch.no_grad():
+                want = eager(x.clone())
+            got = model.forward(x.clone())
+            torch.testing.assert_close(got, want, msg=lambda s: f"call {i}: {s}")
+    finally:
+        COUNTS["calls"], STEP = kept[1]["calls"], kept[2]
+
+
+class Flip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        y = self.drop(x) if self.training else x * 3
+        self.train(not self.training)
+        return y
+
+
+class Mode(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = "warmup"
+
+    def forward(self, x):
+        out = x * 0 if self.mode == "warmup" else x
+        self.mode = "run"
+        return out
+
+
+@pytest.mark.parametrize(
+    "cls, words, unchanged",
+    [
+        (Flip, "depends on the mode 'training', 'drop.training' (train() / eval())", lambda m: m.training and m.drop.training),
+        (Mode, "changes the Python value 'mode' (from 'warmup' to 'run') (at test_python_values.py:", lambda m: m.mode == "warmup"),
+    ],
+    ids=lambda c: getattr(c, "__name__", ""),
+)
+def test_a_value_that_steers_the_program_is_an_error_naming_it(cls, words, unchanged):
+    m = cls()
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(m, {"forward": (torch.ones(3),)})
+    assert words in str(e.value)
+    assert unchanged(m), "the export left the module changed"
