@@ -107,7 +107,33 @@ def make_plan(seed: int) -> dict:
                 )
         outputs = [rnd.randrange(64) for _ in range(rnd.choice([0, 1, 1, 2, 3]))]
         methods.append({"name": names[m], "inputs": inputs, "dynamic": dynamic, "steps": steps, "outputs": outputs})
-    return {"seed": seed, "d": d, "states": states, "params": params, "methods": methods}
+    plan = {"seed": seed, "d": d, "states": states, "params": params, "methods": methods}
+    if (seed // 7) % 2:
+        _python_values(plan, random.Random(seed * 7919 + 1))
+    return plan
+
+
+def _python_values(plan: dict, rnd: random.Random) -> None:
+    """State kept as people write it by hand, in every other run of 7 seeds (a stream of its own,
+    so the other seeds' plans stay what they were): Python ints, floats and bools in a module
+    attribute, a dict attribute or a global of this file, changed and computed with (an int as a row
+    index too, a bool branched on), and buffers reassigned instead of written in place."""
+    kinds = [rnd.choice(["int", "float", "bool"]) for _ in range(rnd.randint(1, 3))]
+    while kinds.count("bool") > 2:
+        kinds[kinds.index("bool")] = "int"
+    plan["py"] = [{"kind": k, "where": rnd.choice(["attr", "dict", "global"])} for k in kinds]
+    n = len(plan["py"])
+    for m in plan["methods"]:
+        for _ in range(rnd.randint(1, 4)):
+            op = rnd.choice(["py_set", "py_use", "py_use", "py_row", "reassign"])
+            st = {
+                "op": op,
+                "p": rnd.randrange(n),
+                "a": rnd.randrange(64),
+                "k": rnd.randrange(64),
+                "state": rnd.randrange(len(plan["states"])),
+            }
+            m["steps"].insert(rnd.randint(0, len(m["steps"])), st)
 
 
 # ---- the module that runs a plan --------------------------------------------------------------
@@ -131,11 +157,32 @@ class Planned(nn.Module):
                 init = torch.randint(0, 2, shape, generator=g).bool()
             self.register_buffer(f"s{i}", init)
         self.ws = nn.ParameterList([nn.Parameter(torch.randn(p, generator=g) / max(p[0], 1) ** 0.5) for p in plan["params"]])
+        self.pyd = {}
+        for j, v in enumerate(plan.get("py", [])):
+            self.set_py(j, {"int": 1, "float": 0.5, "bool": True}[v["kind"]])
         for m in plan["methods"]:
             setattr(self, m["name"], _bind(self, m))
 
     def state(self, i: int) -> torch.Tensor:
         return getattr(self, f"s{i}")
+
+    def py(self, j: int):
+        where = self.plan["py"][j]["where"]
+        key = f"p{j}"
+        return getattr(self, key) if where == "attr" else self.pyd[key] if where == "dict" else PY_GLOBALS[key]
+
+    def set_py(self, j: int, v) -> None:
+        where = self.plan["py"][j]["where"]
+        key = f"p{j}"
+        if where == "attr":
+            setattr(self, key, v)
+        elif where == "dict":
+            self.pyd[key] = v
+        else:
+            PY_GLOBALS[key] = v
+
+
+PY_GLOBALS = {}  # the plans' Python values kept as globals (each Planned sets its own at the start)
 
 
 def _bind(module: Planned, method: dict):
@@ -257,6 +304,10 @@ def _run(mod: Planned, method: dict, xs):
         elif op == "update":
             _update(mod, st, a, d, xs, dyn)
             continue
+        elif op.startswith("py_") or op == "reassign":
+            v = _python_step(mod, st, a, d, dyn)
+            if v is None:
+                continue
         else:
             raise ValueError(op)
         pool.append(v)
@@ -264,6 +315,36 @@ def _run(mod: Planned, method: dict, xs):
     if not outs:
         return None
     return outs[0] if len(outs) == 1 else outs
+
+
+def _python_step(mod: Planned, st: dict, a: torch.Tensor, d: int, dyn: bool):
+    """A step of _python_values: sets a Python value, computes with one (a new pool value), writes a
+    state row at an int, or reassigns a float state."""
+    j, k, op = st["p"], st["k"], st["op"]
+    kind = mod.plan["py"][j]["kind"]
+    v = mod.py(j)
+    if op == "py_set":
+        if kind == "bool":
+            mod.set_py(j, (not v) if k % 2 else k % 4 == 0)
+        elif k % 5 == 0:
+            mod.set_py(j, 0 if kind == "int" else 0.0)
+        else:
+            mod.set_py(j, v + (1 + k % 3) * (1 if kind == "int" else 0.25))
+        return None
+    if op == "py_use":
+        if kind == "bool":
+            return a * 0.5 if v else torch.tanh(a)
+        return a * 0.5 + (v % 4 if kind == "int" else v * 0.125)
+    spec = mod.plan["states"][st["state"]]
+    if spec["dtype"] != "f32":
+        return None
+    s = mod.state(st["state"])
+    if op == "reassign":
+        setattr(mod, f"s{st['state']}", torch.tanh(s * 0.5 + _fit(a, spec["shape"], d, dyn)))
+        return None
+    if kind == "int" and len(spec["shape"]) == 2:  # py_row
+        s[v % spec["shape"][0]] = torch.tanh(_to_row(a, d))
+    return None
 
 
 def _update(mod: Planned, st: dict, a: torch.Tensor, d: int, xs, dyn: bool) -> None:

@@ -14,6 +14,7 @@ import { SAVED_STATE } from './schema.js';
 const { magic: STATE_MAGIC, format: STATE_VERSION, bytes: STATE_HEADER, offset: AT } = SAVED_STATE;
 
 export const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no option parsing
+export const WRITTEN = Symbol('tandem.written'); // the inputs a method changes, for the worker side
 
 export const PREPARE = Symbol('prepare'), TOKENIZER_TEXT = Symbol('tokenizerText');
 /** For web/webgpu/: the wasm model's program and session (the loader and verifier of a WebGPU
@@ -65,8 +66,10 @@ class Program {
     const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
     // A dynamic dim appears in a spec's shape as its expression: the dim's name ('n') or 'n + 1'.
     const io = ({ name, dtype, shape, exprs }) => ({ name, dtype, shape: shape.map((d, k) => (exprs && exprs[k]) || d) });
-    this.methods = frozenCopy(this.methodSpecs.filter((m) => !m.version).map((m) => ({ name: m.name, inputs: m.inputs.map(io),
-      outputs: m.outputs.map(io), dims: m.dims })));
+    // an input the method changes (an output '<input>!') says so; the output is not a result
+    const input = (m) => (v) => (m.outputs.some((o) => o.name === `${v.name}!`) ? { ...io(v), mutated: true } : io(v));
+    this.methods = frozenCopy(this.methodSpecs.filter((m) => !m.version).map((m) => ({ name: m.name, inputs: m.inputs.map(input(m)),
+      outputs: m.outputs.filter((o) => !o.name.endsWith('!')).map(io), dims: m.dims })));
     this.state = frozenCopy(this.stateLayout.map(strip));
     this.stateBytes = x.tdm_program_state_size(handle);
     this.scratchBytes = x.tdm_program_scratch_size(handle);
@@ -134,6 +137,19 @@ class Program {
 /** model.<name> for each method, except names the model already has (its own API, which
  * tandem.export rejects: python/tandem/names.py) and `then`, which would make the model a thenable
  * that `await load()` never settles. Every method stays reachable as model.call(name, ...). */
+/** The indices of the inputs a method changes (its outputs named '<input>!'). */
+function writtenInputs(spec) {
+  return spec.outputs.filter((s) => s.name.endsWith('!')).map((s) => spec.inputs.findIndex((v) => v.name === s.name.slice(0, -1)));
+}
+
+/** Writes an input's new value (a tensor) into what the caller passed: a typed array, or a tensor
+ * whose data is one (a Tensor, onnxruntime-web's), of that type and length; other forms (numbers,
+ * plain arrays) cannot take it. */
+export function writeBack(given, t) {
+  const into = ArrayBuffer.isView(given) ? given : given && ArrayBuffer.isView(given.data) ? given.data : null;
+  if (into && into.constructor === t.data.constructor && into.length === t.data.length) into.set(t.data);
+}
+
 export function defineMethods(model, methods) {
   for (const { name } of methods) {
     if (!(name in model) && name !== 'then') {
@@ -221,6 +237,9 @@ export class Model {
       return this[RUN](name, inputs, true);
     });
   }
+
+  /** For the worker side: the indices of the inputs method `name` changes (written back to the caller). */
+  [WRITTEN](name) { return writtenInputs(this.#program.methodSpecs[this.#index.get(name)]); }
 
   /** For the worker side: a call whose arguments are all inputs (the caller's options were taken
    * off before the call was posted), run now. */
@@ -415,11 +434,16 @@ export class Model {
     } finally {
       if (buf) x.tdm_free(buf);
     }
-    const outs = spec.outputs.map((s, i) => {
+    const all = spec.outputs.map((s, i) => {
       // a dynamic output has the call's actual shape
       const shape = s.dynamic ? s.shape.map((_, d) => Number(x.tdm_session_io_dim(this.#session, m, 1, i, d))) : s.shape;
       const data = rt.read(x.tdm_session_output(this.#session, m, i), ARRAY_OF[s.dtype], numelOf(shape));
       return new Tensor(s.dtype, data, shape);
+    });
+    // '<input>!': the new value of an input the method changes (x.add_(1)), written into the caller's array
+    const outs = all.filter((_, i) => !spec.outputs[i].name.endsWith('!'));
+    spec.outputs.forEach((s, i) => {
+      if (s.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === s.name.slice(0, -1))], all[i]);
     });
     return outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
   }

@@ -3,7 +3,8 @@
 import { TandemError, abortError } from './errors.js';
 import { Tensor } from './tensor.js';
 import { DEFAULT_FLAG_FRACTION, splitOptions, forkState } from './options.js';
-import { RUN, TOKENIZER_TEXT, DEVICE_REASON, loadTokenizer, frozenCopy, defineMethods, summarizeProfile, createModel } from './model.js';
+import { RUN, TOKENIZER_TEXT, DEVICE_REASON, loadTokenizer, frozenCopy, defineMethods, summarizeProfile, createModel,
+  WRITTEN, writeBack } from './model.js';
 
 // ---- worker mode ------------------------------------------------------------------------------
 
@@ -107,7 +108,12 @@ export class WorkerModel {
     return this.#request(type, [name, ...inputs], { signal: options.signal, what: name });
   }
 
-  call(name, ...args) { return this.#invoke('call', name, args).then(revive); }
+  call(name, ...args) {
+    return this.#invoke('call', name, args).then(({ out, written }) => {
+      for (const [k, v] of written) writeBack(args[k], { data: ArrayBuffer.isView(v) ? v : v.data });
+      return revive(out);
+    });
+  }
   async profile(name, ...args) {
     const r = await this.#invoke('profile', name, args);
     return summarizeProfile(revive(r.outputs), r.ops, r.stateBytes, this.#flagFraction);
@@ -309,7 +315,11 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
         if (!m) throw new TandemError('TDM_ERR_DISPOSED', `${msg.type}(): the model was disposed`);
         const a = msg.args;
         switch (msg.type) {
-          case 'call': result = tensorOutAll(m[RUN](a[0], a.slice(1), false)); break;
+          case 'call': { // the inputs the method changed go back too, for the caller's arrays
+            const out = tensorOutAll(m[RUN](a[0], a.slice(1), false));
+            result = { out, written: m[WRITTEN](a[0]).map((k) => [k, a[1 + k]]) };
+            break;
+          }
           case 'profile': { const r = m[RUN](a[0], a.slice(1), true); result = { ...r, outputs: tensorOutAll(r.outputs) }; break; }
           case 'readState': result = tensorOut(await m.readState(a[0])); break;
           case 'writeState': result = await m.writeState(a[0], revive(a[1])); break;

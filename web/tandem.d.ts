@@ -31,7 +31,11 @@ export class Tensor<D extends DType = DType> {
 /** Specs as model.methods and model.state give them: deep-frozen. */
 /** A method's input or output. A dynamic dim appears in `shape` as its expression of the method's
  * dims: the dim's name (`'n'`) or a form such as `'n + 1'`; a call's outputs carry actual sizes. */
-export interface TensorSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly (number | string)[] }
+export interface TensorSpec {
+  readonly name: string; readonly dtype: DType; readonly shape: readonly (number | string)[];
+  /** An input the method changes in place: a call writes its new value into the caller's typed array. */
+  readonly mutated?: true;
+}
 /** A dynamic dim's bounds: every call gives it a size in [min, max] (else TDM_ERR_SHAPE). */
 export interface DimBounds { readonly min: number; readonly max: number }
 export interface MethodSpec {

@@ -130,8 +130,14 @@ def _eager_branches(root, inputs) -> list:
 
 def _decompositions():
     """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
-    hardswish, hardsigmoid and isfinite."""
+    hardswish, hardsigmoid and isfinite; and training-mode batch norm decomposed."""
     table = torch.export.default_decompositions()
+    from torch._decomp import decomposition_table
+
+    # BatchNorm / InstanceNorm in training mode: the batch's statistics and the running ones (state) as
+    # core ops (torch keeps the fused op, which tandem does not run)
+    bn = torch.ops.aten._native_batch_norm_legit_functional.default
+    table[bn] = decomposition_table[bn]
     for op in (
         torch.ops.aten.scaled_dot_product_attention.default,
         torch.ops.aten.hardswish.default,
@@ -459,11 +465,6 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
             )
         if spec.kind == OutputKind.BUFFER_MUTATION:
             mutated[spec.arg.name] = root.get_buffer(spec.target)
-        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
-            raise ExportError(
-                f"method '{name}' mutates its input '{spec.target}'; tandem does not write inputs back. "
-                "Mutate a buffer or return the new value instead."
-            )
     if not runtime and not mutated and _constant_result(name, ep, constants):
         return None
     return ep, tensors, mutated, dims

@@ -36,18 +36,19 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
         if not moved:
             continue
         which = ", ".join(f"'{paths[p]}'" for p in moved)
+        setter = next((line for r in roots.values() for p in moved if (line := r.lines.get(p))), "")
         kinds = sorted({type(root._counters[p][4]).__name__ for p in moved})
 
         def computes_with(why: str = ""):
             if any(paths[p].split(".")[-1] == "training" for p in moved):
                 return ExportError(
                     f"method '{name}' depends on the mode {which} (train() / eval()), which method "
-                    f"'{changed[next(iter(moved))]}' switches{why}; a program is traced once, in one mode. Set train() / "
+                    f"'{changed[next(iter(moved))]}' switches{setter}{why}; a program is traced once, in one mode. Set train() / "
                     "eval() before the export, not in a method"
                 )
             return ExportError(
                 f"method '{name}' computes with the Python {'/'.join(kinds)}{'s' if len(moved) > 1 else ''} {which}, "
-                f"which method '{changed[next(iter(moved))]}' changes{why}; a program is traced once, so it would use the "
+                f"which method '{changed[next(iter(moved))]}' changes{setter}{why}; a program is traced once, so it would use the "
                 "value of the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), "
                 "dtype=torch.long), or a buffer), update it in place (+= / copy_), and branch with torch.where"
             )
@@ -79,18 +80,21 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
         if _graph_text(code, ignore) != _graph_text(root.code, ignore):
             depends()
             continue
-        fill = set()
+        fill, toggle = set(), set()
         for place, (start, end) in root.observed.items():
             start1, end1 = observed.get(place, (root._counters[place][4], root._counters[place][4]))
             if _same_value(end, end1):
                 fill.add(place)
+            elif isinstance(end, bool) and end is not start and end1 is not start1:
+                toggle.add(place)  # flag = not flag
             elif isinstance(end, bool) or end - start != end1 - start1:
+                kind = type(root._counters[place][4]).__name__
                 raise ExportError(
-                    f"method '{name}' changes the Python int '{paths[place]}' in a way that is neither "
-                    "adding a fixed amount nor setting a fixed value; keep it in a tensor instead"
+                    f"method '{name}' changes the Python {kind} '{paths[place]}' in a way that is neither adding a fixed "
+                    f"amount{', negating it' if kind == 'bool' else ''} nor setting a fixed value; keep it in a tensor instead"
                 )
-        if fill:
-            root.fill = fill  # kept for the traces below: the method sets these, whatever they were
+        if fill or toggle:
+            root.fill, root.toggle = fill, toggle  # kept for the traces below: how the method changes these
             try:
                 exported[name] = export_one(name, root, inputs, dynamic, name_of, constants)
             finally:

@@ -322,6 +322,13 @@ class Model:
             if t.numel():
                 lib.read(t.data_ptr(), lib.tdm_session_output(self._session, m, i), t.numel() * t.element_size())
             results.append(t)
+        # '<input>!': the new value of an input the method changes (x.add_(1)), written back as eager would
+        written = {spec.name[:-1]: t for spec, t in zip(outs, results) if spec.name.endswith("!")}
+        results = results[: len(results) - len(written)]
+        for spec, x in zip(ins, inputs):
+            if spec.name in written and isinstance(x, torch.Tensor):
+                with torch.no_grad():
+                    x.copy_(written[spec.name])
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)

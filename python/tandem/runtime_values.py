@@ -142,16 +142,96 @@ class TensorInt(int):
             "slices: use torch.where on tensors instead"
         )
 
-    __bool__ = __lt__ = __le__ = __gt__ = __ge__ = __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
+    __bool__ = __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
     __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = __abs__ = __round__ = _refuse
 
-    def __eq__(self, o):
-        if isinstance(o, (int, TensorInt)):
-            self._refuse()
+    def _compare(self, o, f):
+        """A comparison: its truth is known only at run time (TensorCond: torch._check takes it, an `if` is refused)."""
+        if isinstance(o, TensorInt):
+            return TensorCond(f(self.tensor, o.tensor))
+        if isinstance(o, (int, torch.SymInt)) and not isinstance(o, bool):
+            return TensorCond(f(self.tensor, o))
         return NotImplemented
 
-    __ne__ = __eq__
+    def __lt__(self, o):
+        return self._compare(o, operator.lt)
+
+    def __le__(self, o):
+        return self._compare(o, operator.le)
+
+    def __gt__(self, o):
+        return self._compare(o, operator.gt)
+
+    def __ge__(self, o):
+        return self._compare(o, operator.ge)
+
+    def __eq__(self, o):
+        return self._compare(o, operator.eq)
+
+    def __ne__(self, o):
+        return self._compare(o, operator.ne)
+
     __hash__ = int.__hash__
+
+
+class TensorCond:
+    """A comparison of a value read from a tensor (`off + T <= capacity`): `tensor` (0-d bool) is its
+    truth in each call. torch._check / torch._check_is_size take it as a check the program runs before
+    any state write (a `guard` op: TDM_ERR_GUARD, state unchanged); Python's own use of it (`if`) is an
+    ExportError naming the line."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor
+
+    def __bool__(self):
+        TensorInt._refuse(None)
+
+    def __and__(self, o):
+        return TensorCond(self.tensor & (o.tensor if isinstance(o, TensorCond) else bool(o)))
+
+    def __or__(self, o):
+        return TensorCond(self.tensor | (o.tensor if isinstance(o, TensorCond) else bool(o)))
+
+
+def _guard(cond: torch.Tensor) -> None:
+    torch._assert_async(cond.reshape(()).to(torch.bool), f"tandem-guard {_line_number(_user_line())}")
+
+
+class _Checks:
+    """torch._check, torch._check_is_size and torch._constrain_as_size (ExecuTorch's KVCache bounds
+    its `.item()` positions with them) over values read from tensors: checks the program runs."""
+
+    NAMES = ("_check", "_check_is_size", "_constrain_as_size")
+
+    def __enter__(self):
+        self.saved = {n: getattr(torch, n) for n in self.NAMES}
+        check, is_size, constrain = (self.saved[n] for n in self.NAMES)
+
+        def _check(cond, message=None):
+            if isinstance(cond, TensorCond):
+                return _guard(cond.tensor)
+            return check(cond, message) if message is not None else check(cond)
+
+        def _check_is_size(i, message=None, *, max=None):
+            if isinstance(i, TensorInt):
+                ok = i.tensor >= 0
+                return _guard(ok if max is None else ok & (i.tensor <= max))
+            return is_size(i, message, max=max)
+
+        def _constrain_as_size(symbol, min=None, max=None):
+            if isinstance(symbol, TensorInt):
+                ok = symbol.tensor >= (0 if min is None else min)
+                return _guard(ok if max is None else ok & (symbol.tensor <= max))
+            return constrain(symbol, min, max)
+
+        for n, f in zip(self.NAMES, (_check, _check_is_size, _constrain_as_size)):
+            setattr(torch, n, f)
+        return self
+
+    def __exit__(self, *exc):
+        for n, f in self.saved.items():
+            setattr(torch, n, f)
+        return False
 
 
 MAGIC = 1 << 40  # read k's made-up value: MAGIC * (k + 1) + bias
@@ -403,6 +483,15 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
         self.r = _Reads(bias)
         self.branches = branches
         self.taken = 0
+        self._checks = _Checks()
+
+    def __enter__(self):
+        self._checks.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._checks.__exit__(*exc)
+        return super().__exit__(*exc)
 
     @property
     def bound(self) -> list:

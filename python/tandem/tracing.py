@@ -224,12 +224,15 @@ class Traced(nn.Module):
             "settled": {},
             "counters": {},
             "runtime": set(),
+            "aliases": {},
+            "lines": {},
             "args": args,
             "held": held,
         }
         self._arg_names = arg_names
         self.perturb: dict = {}  # place -> the value that number or bool has at the start of this trace
         self.fill: set = set()  # places whose int the method sets (to a constant), not counts up
+        self.toggle: set = set()  # places whose bool the method negates
         self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
 
@@ -257,6 +260,11 @@ class Traced(nn.Module):
         """The places of numbers that the methods compute with: each is a 0-d tensor (int64 or
         float32) while traced, read from its state slot and written back (python_values.check_counters)."""
         return _FOUND[self._tandem_token]["runtime"]
+
+    @property
+    def lines(self) -> dict:
+        """place -> the user's line that set a module attribute found changed (for messages)."""
+        return _FOUND[self._tandem_token]["lines"]
 
     @property
     def settled(self) -> dict:
@@ -287,12 +295,26 @@ class Traced(nn.Module):
         tree = Snapshot([self.owner], tuple(held), scopes)
         object.__setattr__(self, "tree", tree)
         names = {id(t): n for n, t in self.named_buffers(remove_duplicate=False)}
+        storages = {_storage(t): (n, t) for n, t in reversed(list(self.named_buffers(remove_duplicate=False))) if _storage(t)}
         self._held_names = {}
+        aliases = _FOUND[self._tandem_token]["aliases"] = {}  # id of a held tensor viewing a buffer -> (its name, the view)
         for _, _, v, path in tree.tensors:
             for p, t in _tensors_in(v, path):
-                if id(t) not in names:
+                base = storages.get(_storage(t))
+                if id(t) not in names and base is not None and base[1] is not t:  # self.v = self.buf[0]
+                    if not (t.is_contiguous() and base[1].is_contiguous()):
+                        raise ExportError(
+                            f"'{p}' is a view of '{base[0].removeprefix('owner.')}' that is not one contiguous part of it "
+                            "(a transpose, a strided slice); tandem follows views of a buffer kept as attributes when they "
+                            "are a contiguous part (self.v = self.buf[0], self.buf[2:4]): keep such a view, or index the buffer "
+                            "where it is used"
+                        )
+                    names[id(t)] = base[0]
+                    aliases[id(t)] = (base[0], t)
+                elif id(t) not in names:
                     names[id(t)] = f"_tandem_held_{len(self._held_names)}"
                     self.register_buffer(names[id(t)], t, persistent=False)
+                    storages.setdefault(_storage(t), (names[id(t)], t))
                 self._held_names.setdefault(id(t), (names[id(t)], p))
         # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
         # which becomes state when a method changes the int.
@@ -324,6 +346,10 @@ class Traced(nn.Module):
         tree.restore(tracing=True)  # torch.export puts back copies of attributes after a trace: the user's own objects again
         tracer = _tracer()
         fakes = {i: self.get_buffer(name) for i, (name, _) in self._held_names.items()}
+        for i, (name, t) in _FOUND[self._tandem_token]["aliases"].items():  # a view of a buffer: that part of its stand-in
+            b = self.get_buffer(name)
+            at = t.storage_offset() - self._real_keys[name].storage_offset()
+            fakes[i] = b.view(-1)[at : at + t.numel()].view(t.shape)
         input_nodes = {n for n in (_proxy_node(x, tracer) for x in inputs) if n is not None}
         buffer_nodes = {}
         for name, b in self.named_buffers(remove_duplicate=False):
@@ -404,7 +430,7 @@ class Traced(nn.Module):
                 continue
             begin = start[place] if place in start else self.perturb.get(place, _get(holder, key))
             now = _get(holder, key)
-            if _same_value(now, begin) and place not in self.fill:
+            if _same_value(now, begin) and place not in self.fill and place not in self.toggle:
                 continue
             if type(now) not in _SCALARS or (type(now) is bool) != (type(begin) is bool) or (type(now) is float) != t0.is_floating_point():
                 raise ExportError(
@@ -414,7 +440,9 @@ class Traced(nn.Module):
                 )
             self.observed[place] = (begin, now)
             t = self.get_buffer(self._held_names[id(t0)][0])
-            if place in self.fill or type(now) is bool:
+            if place in self.toggle:
+                t.copy_(1 - t)
+            elif place in self.fill or type(now) is bool:
                 t.fill_(now)
             else:
                 t.add_(now - begin)
@@ -432,6 +460,8 @@ class Traced(nn.Module):
                 continue  # unchanged, or a tensor stored where a value was (below)
             if type(before) in _SCALARS and type(now) in _SCALARS and (type(now) is bool) == (type(before) is bool):
                 self.discovered[place] = path
+                if lines.get(place):
+                    _FOUND[self._tandem_token]["lines"][place] = lines[place]
                 continue
             # another value (a string, None): export traces again from the new value (python_values.check_settled)
             self.settled[place] = (holder, key, path, before, now, lines.get(place, ""))
@@ -519,6 +549,12 @@ class Traced(nn.Module):
             )
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
+
+
+def _storage(t: torch.Tensor):
+    """(address of t's bytes, dtype): tensors that view the same bytes share it (None for no bytes)."""
+    st = t.untyped_storage()
+    return (st.data_ptr(), t.dtype) if st.nbytes() else None
 
 
 def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict, names: list) -> Traced:

@@ -39,14 +39,15 @@ static tdm_status check_index_check(const tdm_method *m, const tdm_op *op) {
 
 /* guard: cond bool (one element) → (nothing); iattr = [line]. Fails the call (TDM_ERR_GUARD) unless
  * cond is true: the exporter specialized a Python branch on a tensor value (`if (pad > 0).any():`)
- * and cond says the branch goes the traced way in this call. `line` is the user's source line of the
+ * and cond says the branch goes the traced way in this call, or the method calls torch._check. `line` is the user's source line of the
  * branch (0 when unknown), for the message. Like check_index it runs before any state write. */
 static tdm_status guard_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   (void)out;
   if (!((const uint8_t *)in[0].data)[0])
     return tdm__fail(TDM_ERR_GUARD,
-                     "a branch on a tensor value (the method's line %lld) goes the other way than when it was "
-                     "exported; export again with inputs and state that take this branch, or write it with torch.where",
+                     "a condition on a tensor value (the method's line %lld) does not hold in this call: a torch._check "
+                     "failed, or a branch the export specialized goes the other way than when it was exported (export "
+                     "again with inputs and state that take this branch, or write it with torch.where)",
                      (long long)op->iattr[0]);
   return TDM_OK;
 }

@@ -40,6 +40,29 @@ test('a method exported in versions (a Python bool it branches on) is one method
   }
 });
 
+test('a method that changes its inputs writes their new values into the caller\'s arrays, inline and in a worker', async () => {
+  const want = fixture('input_writes').spec;
+  for (const worker of [false, true]) {
+    const model = await load(fixture('input_writes').path, { worker });
+    try {
+      const fwd = model.methods.find((m) => m.name === 'forward');
+      assert.deepEqual(fwd.inputs.map((i) => i.mutated), [true, true]);
+      assert.deepEqual(fwd.outputs.map((o) => o.name), ['output']);
+      for (const [c, call] of want.calls.entries()) {
+        const [x, y] = call.inputs.map((v) => new Float32Array(v));
+        const out = await model.forward(x, y);
+        const close = (a, b, what) => a.forEach((v, i) =>
+          assert.ok(Math.abs(v - b[i]) < 1e-5, `${what} (worker ${worker}) call ${c}: ${v} vs ${b[i]}`));
+        close([...out.data], call.output, 'output');
+        close([...x], call.after[0], 'x');
+        close([...y], call.after[1], 'y');
+      }
+    } finally {
+      model.dispose();
+    }
+  }
+});
+
 test('inputs may be typed arrays or plain numbers', async () => {
   const model = await load(fixture('original_report').path);
   assert.deepEqual([...(await model.forward1(new Float32Array([2]))).data], [3]);

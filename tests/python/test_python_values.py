@@ -233,7 +233,7 @@ class Mode(nn.Module):
 @pytest.mark.parametrize(
     "cls, words, unchanged",
     [
-        (Flip, "depends on the mode 'training', 'drop.training' (train() / eval())", lambda m: m.training and m.drop.training),
+        (Flip, "switches (at test_python_values.py:", lambda m: m.training and m.drop.training),
         (Mode, "changes the Python value 'mode' (from 'warmup' to 'run') (at test_python_values.py:", lambda m: m.mode == "warmup"),
     ],
     ids=lambda c: getattr(c, "__name__", ""),
@@ -244,3 +244,119 @@ def test_a_value_that_steers_the_program_is_an_error_naming_it(cls, words, uncha
         tandem.export(m, {"forward": (torch.ones(3),)})
     assert words in str(e.value)
     assert unchanged(m), "the export left the module changed"
+
+
+class ViewOfBuffer(nn.Module):
+    """An attribute that is a view of a buffer (a row of it), written in place: the buffer's state."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(2, 3))
+        self.row = self.buf[1]
+
+    def forward(self, x):
+        self.row.add_(x)
+        return self.buf * 1
+
+    def reset(self):
+        self.buf.zero_()
+
+
+class TrainingNorms(nn.Module):
+    """BatchNorm and InstanceNorm in training mode: each call normalizes with the batch's statistics
+    and updates the running ones (state, as eager does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+        self.inorm = nn.InstanceNorm1d(3, track_running_stats=True)
+
+    def forward(self, x):
+        return self.inorm(self.bn(x))
+
+    def reset(self):
+        self.bn.reset_running_stats()
+        self.inorm.reset_running_stats()
+
+
+@pytest.mark.parametrize("cls", [ViewOfBuffer, TrainingNorms], ids=lambda c: c.__name__)
+def test_views_of_buffers_and_training_statistics_are_state(backend, cls):
+    torch.manual_seed(0)
+    shape = (3,) if cls is ViewOfBuffer else (4, 3, 5)
+    m = cls().train()
+    eager = copy.deepcopy(m)
+    program = tandem.export(m, {"forward": (torch.randn(shape),), "reset": ()})
+    model = tandem.load(program.to_bytes())
+    for i in range(5):
+        if i == 3:
+            eager.reset()
+            model.reset()
+        x = torch.randn(shape)
+        with torch.no_grad():
+            want = eager(x)
+        torch.testing.assert_close(model.forward(x), want, msg=lambda s: f"call {i}: {s}")
+    for name, t in eager.named_buffers():
+        torch.testing.assert_close(model.read_state(name), t, msg=lambda s: f"state '{name}': {s}")
+
+
+class Bounded(nn.Module):
+    """ExecuTorch's KVCache pattern: a position read with .item(), bounded with torch._check_is_size
+    and torch._check, then a slice written at it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("pos", torch.zeros((), dtype=torch.long))
+        self.register_buffer("cache", torch.zeros(6, 3))
+
+    def forward(self, x):
+        p = self.pos.item()
+        torch._check_is_size(p)
+        torch._check(p + x.shape[0] <= self.cache.shape[0])
+        self.cache[p : p + x.shape[0]] = x
+        self.pos += x.shape[0]
+        return self.cache.sum(0)
+
+
+def test_torch_check_on_a_value_read_from_a_tensor_is_a_check_the_program_runs(backend):
+    m, eager = Bounded(), Bounded()
+    program = tandem.export(m, {"forward": (torch.zeros(2, 3),)})
+    model = tandem.load(program.to_bytes())
+    for _ in range(3):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(model.forward(x), eager(x))
+    with pytest.raises(tandem.TandemError) as e:  # a fourth write would pass the cache's end: eager's _check raises too
+        model.forward(torch.ones(2, 3))
+    assert e.value.code in ("TDM_ERR_GUARD", "TDM_ERR_INDEX")
+    assert model.read_state("pos").item() == 6 and torch.equal(model.read_state("cache"), eager.cache)
+    with pytest.raises(RuntimeError):
+        eager(torch.ones(2, 3))
+
+
+class Writes(nn.Module):
+    """A method that changes its inputs in place: eager's caller sees the new values."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x, y):
+        x.add_(1)
+        y[1:] = x[1:] * 2
+        self.acc += x
+        return x * 2 + self.acc
+
+
+def test_inputs_a_method_changes_are_written_back_to_the_callers_tensors(backend):
+    program = tandem.export(Writes(), {"forward": (torch.ones(3), torch.zeros(3))})
+    model, eager = tandem.load(program.to_bytes()), Writes()
+    assert [name for name, *_ in program.method("forward").outputs] == ["output", "x!", "y!"]
+    for _ in range(3):
+        x, y = torch.randn(3), torch.randn(3)
+        x2, y2 = x.clone(), y.clone()
+        torch.testing.assert_close(model.forward(x2, y2), eager(x, y))
+        torch.testing.assert_close(x2, x)
+        torch.testing.assert_close(y2, y)
+    x, before = torch.ones(3), model.read_state("acc")
+    with pytest.raises(tandem.TandemError):  # a call that fails leaves the inputs and the state as they were
+        model.forward(x, torch.zeros(4))
+    assert torch.equal(x, torch.ones(3)) and torch.equal(model.read_state("acc"), before)

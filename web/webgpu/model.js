@@ -47,6 +47,8 @@ export async function onDevice(model, device, h, gpuWeights = 'float32') {
     rt.x.tdm_free(info);
   }
   if (bad.size) return fail(`ops without a WebGPU kernel: ${[...bad].join(', ')}`);
+  const writes = program.methodSpecs.find((m) => m.outputs.some((o) => o.name.endsWith('!')));
+  if (writes) return fail(`method '${writes.name}' changes its inputs, which the WebGPU backend does not write back yet`);
   const scratchBase = up(program.stateBytes, ALIGN), sessionBytes = up(scratchBase + program.scratchBytes, 4) || 4;
   const dataSize = rt.x.tdm_program_data_size(handle) >>> 0;
   const lim = adapter.limits;

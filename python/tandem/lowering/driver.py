@@ -258,7 +258,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
 
     L.node = None
     _check_empty_reads(L)
-    user_outputs, mutations = [], []
+    user_outputs, mutations, written = [], [], []
     for spec, o in zip(sig.output_specs, outs):
         if spec.kind == OutputKind.USER_OUTPUT:
             if o is None:
@@ -277,9 +277,20 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             t = tensors[next(s.arg.name for s in sig.input_specs if s.target == spec.target)]
             mutations.append((states[key_of(t)], env[o]))
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:  # x.add_(1): the caller's x takes the new value
+            v = env[o]
+            if v.storage.is_input:
+                L.ops.append(Op("copy", [v], [c := L.new(v.dtype, v.shape)]))
+                v = c
+            written.append((f"{spec.target}!", v))
+        else:
+            L.fail(f"output kind {spec.kind.name} is not supported")
     mutations += [finish() for finish in L.at_end]
     _finish(L, user_outputs, mutations)
-    outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)]
+    _finish(L, written, [])
+    # the method's results, then one output '<input>!' per input it changes (written back to the
+    # caller's tensor by the JS and Python model objects, docs/format.md)
+    outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)] + written
     return MethodIR(name, inputs, outputs, L.ops, dims=list(dims), dim_states=dim_states)
 
 
