@@ -346,6 +346,21 @@ def python_values():
     return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class Writes(nn.Module):
+    """A method that changes its inputs in place (x.add_(1), a slice of y written) beside a state:
+    eager's caller sees the new values, and so does tandem's (written back after the call)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
+    def forward(self, x, y):
+        x.add_(1)
+        y[1:] = x[1:] * 2
+        self.acc += x
+        return x * 2 + self.acc
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,

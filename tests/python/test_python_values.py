@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import tandem
+from cases import Writes
 
 COUNTS = {"calls": 0}
 STEP = 0
@@ -330,20 +331,6 @@ def test_torch_check_on_a_value_read_from_a_tensor_is_a_check_the_program_runs(b
     assert model.read_state("pos").item() == 6 and torch.equal(model.read_state("cache"), eager.cache)
     with pytest.raises(RuntimeError):
         eager(torch.ones(2, 3))
-
-
-class Writes(nn.Module):
-    """A method that changes its inputs in place: eager's caller sees the new values."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("acc", torch.zeros(3))
-
-    def forward(self, x, y):
-        x.add_(1)
-        y[1:] = x[1:] * 2
-        self.acc += x
-        return x * 2 + self.acc
 
 
 def test_inputs_a_method_changes_are_written_back_to_the_callers_tensors(backend):
