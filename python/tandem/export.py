@@ -31,7 +31,7 @@ from .runtime import TandemError, verify
 from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
 from .snapshot import tensor_key as _tensor_key
-from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
+from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced, zeros_of
 
 
 @dataclass
@@ -335,10 +335,11 @@ def export(
         # A number or bool that a method changes becomes state (tracing.Traced._after finds them): the
         # methods are traced again with a tensor standing for each one found.
         wanted: frozenset = frozenset()
+        lazy: dict = {}  # place -> (holder, key, path, value before, slots, presence) of state the first call creates
         for _ in range(4):
             counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
             for r in roots.values():
-                r.bind(counters, wanted, held_scopes)
+                r.bind(counters, wanted, held_scopes, lazy)
             name_of = _names_of(module, list(roots.values()))
             exported, constants, created = {}, {}, []
             for name, (fn, inputs, dynamic) in specs.items():
@@ -347,11 +348,17 @@ def export(
                 finally:
                     before.restore()
             found = {place for r in roots.values() for place in r.discovered}
+            new_lazy = {place: c for r in roots.values() for place, c in r.created_later.items() if place not in lazy}
             for r in roots.values():
                 r.discovered.clear()
-            if found <= wanted:
+                r.created_later.clear()
+            if found <= wanted and not new_lazy:
                 break
             wanted = wanted | found
+            # State a first call creates (self.hc = None, then `out, self.hc = self.lstm(x, self.hc)`): slots
+            # of the shapes it makes, and whether it exists yet, a bool the methods are versions of.
+            for place, (holder, key, path, absent, shapes) in new_lazy.items():
+                lazy[place] = (holder, key, path, absent, zeros_of(shapes), {"exists": False})
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
         whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
         check_settled(_export_one, specs, roots, name_of, before)

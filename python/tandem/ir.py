@@ -118,6 +118,12 @@ class SymDim(int):
         return f"SymDim({int(self)}, {self.expr})"
 
 
+def same_shape(a, b) -> bool:
+    """Whether two shapes are equal at every size of the dims: a SymDim equals its maximum as an int
+    (so `==` on shapes holds for a prefix of a dynamic length), which this does not take."""
+    return len(a) == len(b) and all(isinstance(x, SymDim) == isinstance(y, SymDim) and x == y for x, y in zip(a, b))
+
+
 def size_expr(x):
     """x's expression: its sympy expression when it is a SymDim, else x."""
     return x.expr if isinstance(x, SymDim) else x

@@ -132,8 +132,8 @@ def _versions(export_one, specs, roots, exported, name_of, constants, before, st
     each combination of their values, as methods 'name', 'name#1', ... (the first at the values of
     the export); each version starts with a `when` op per bool, and the runtime runs the version
     whose values the state holds (src/session.c). A combination the method cannot be traced at is
-    left out (a call that reaches it fails, typed, with the state unchanged). Returns method name ->
-    [(the bool's tensor, its value)]."""
+    left out when no sequence of calls reaches it (else the export fails with why). Returns method
+    name -> [(the bool's tensor, its value)]."""
     import itertools
 
     places = list(dict.fromkeys(p for moved, _ in steer.values() for p in moved))
@@ -145,29 +145,53 @@ def _versions(export_one, specs, roots, exported, name_of, constants, before, st
     any_root = next(iter(roots.values()))
     init = tuple(any_root._counters[p][4] for p in places)
     combos = [init] + [c for c in itertools.product((False, True), repeat=len(places)) if c != init]
-    whens = {}
+    whens, failed, moves = {}, {}, []  # moves: (combo -> combo after a call of a method)
+
+    def after(root, combo):
+        return tuple(root.observed[p][1] if p in root.observed else v for p, v in zip(places, combo))
+
+    for name, root in roots.items():
+        if name not in steer:  # changes the bools the same way at every value (python_values.check_counters)
+            ends = {p: e for p, (_, e) in root.observed.items() if p in places}
+            flips = set(root.toggle)
+            moves.append(lambda c, ends=ends, flips=flips: tuple(ends.get(p, (not v) if p in flips else v) for p, v in zip(places, c)))
     for name, (fn, inputs, dynamic) in specs.items():
         if name not in steer:
             continue
         root = roots[name]
-        got = []
+        got, ends = [], {}
         for k, combo in enumerate(combos):
             root.perturb, root.keep = dict(zip(places, combo)), True
             try:
                 ep = export_one(name, root, inputs, dynamic, name_of, constants)
-            except ExportError:
+                ends[combo] = after(root, combo)
+            except ExportError as e:
                 if k == 0:
                     raise
-                continue  # a combination this method cannot be traced at
+                failed[(name, combo)] = e  # a combination this method cannot be traced at
+                continue
             finally:
                 root.perturb, root.keep = {}, False
                 before.restore()
             if ep is not None:
                 got.append((combo, ep))
+        moves.append(lambda c, ends=ends: ends.get(c, c))
         for j, (combo, ep) in enumerate(got):
             version = name if j == 0 else f"{name}#{j}"
             exported[version] = ep
             whens[version] = [(root._counters[p][0], int(v), root._counters[p][1]) for p, v in zip(places, combo)]
+    reached, todo = {init}, [init]
+    while todo:  # the combinations some sequence of calls reaches
+        c = todo.pop()
+        for move in moves:
+            n = move(c)
+            if n not in reached:
+                reached.add(n)
+                todo.append(n)
+    for (name, combo), e in failed.items():
+        if combo in reached:
+            what = ", ".join(f"'{roots[name]._counters[p][1]}' {v}" for p, v in zip(places, combo))
+            raise ExportError(f"method '{name}' cannot be traced at the values its calls reach ({what}): {e}") from e
     return whens
 
 

@@ -16,6 +16,8 @@ what the user's module looks like afterwards.
   computed by the program (a constant when it comes from weights and unchanged buffers); one
   that is computed from the method's inputs, changed in place after it is stored, or computed
   from state that a method changes would differ from eager after the first call: ExportError.
+  Stored where None (or no dict entry) was, it is state the first call creates (`created_later`;
+  export.py gives it slots and an `exists` bool the methods are versions of).
 - A registered buffer the code replaces (`self.buf = self.buf + 1`, `setattr`, `.data =`) is a
   write of the new value into its state slot, as any state tensor replaced by a new one is.
 - Every other value the code changes (a number, a bool, a string, None, in a module's attributes,
@@ -226,6 +228,8 @@ class Traced(nn.Module):
             "runtime": set(),
             "aliases": {},
             "lines": {},
+            "lazy": {},
+            "created_later": {},
             "args": args,
             "held": held,
         }
@@ -262,6 +266,12 @@ class Traced(nn.Module):
         return _FOUND[self._tandem_token]["runtime"]
 
     @property
+    def created_later(self) -> dict:
+        """place -> (holder, key, path, value before, the structure of tensors it holds now) of each place
+        that held None (or no dict entry) and a trace saw the method store tensors in (export: lazy state)."""
+        return _FOUND[self._tandem_token]["created_later"]
+
+    @property
     def lines(self) -> dict:
         """place -> the user's line that set a module attribute found changed (for messages)."""
         return _FOUND[self._tandem_token]["lines"]
@@ -286,7 +296,9 @@ class Traced(nn.Module):
     def forget(self) -> None:
         _FOUND.pop(self._tandem_token, None)
 
-    def bind(self, counters: Optional[dict] = None, wanted: frozenset = frozenset(), scopes: tuple = ()) -> dict:
+    def bind(
+        self, counters: Optional[dict] = None, wanted: frozenset = frozenset(), scopes: tuple = (), lazy: Optional[dict] = None
+    ) -> dict:
         """Snapshot the owner, the held containers and the scopes (globals), register their tensors as
         buffers of this wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their
         names). The ints of state objects and the places in `wanted` (numbers and bools that a method
@@ -316,6 +328,15 @@ class Traced(nn.Module):
                     self.register_buffer(names[id(t)], t, persistent=False)
                     storages.setdefault(_storage(t), (names[id(t)], t))
                 self._held_names.setdefault(id(t), (names[id(t)], p))
+        # State the first call creates (export.py, lazy): its slots are held tensors, and whether it
+        # exists yet is a bool (a counter below) that the methods branch on.
+        _FOUND[self._tandem_token]["lazy"] = dict(lazy or {})
+        for place, (holder, key, path, absent, slots, presence) in (lazy or {}).items():
+            for p, t in _tensors_in(slots, path):
+                if id(t) not in names:
+                    names[id(t)] = f"_tandem_held_{len(self._held_names)}"
+                    self.register_buffer(names[id(t)], t, persistent=False)
+                self._held_names.setdefault(id(t), (names[id(t)], p))
         # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
         # which becomes state when a method changes the int.
         _FOUND[self._tandem_token]["counters"] = {}
@@ -324,6 +345,8 @@ class Traced(nn.Module):
         for h, k, v, path in tree.values:
             if (id(h), k) in wanted and type(v) in _SCALARS:
                 places[(id(h), k)] = (h, k, v, path)
+        for _, _, path, _, _, presence in (lazy or {}).values():
+            places[(id(presence), "exists")] = (presence, "exists", False, f"{path}.exists")
         for place, (holder, key, v, path) in places.items():
             t = counters.setdefault(place, torch.tensor(v, dtype=torch.float32 if type(v) is float else torch.long))
             if id(t) not in self._held_names:
@@ -377,6 +400,17 @@ class Traced(nn.Module):
             numbers[place] = holder[key] = slot.clone() if slot.is_floating_point() else slot.item()
         # as the method finds them (torch.export may have set some, e.g. training, before calling it)
         start = {(id(h), k): _get(h, k) for h, k, _, _ in tree.values}
+        lazy_slots = {}  # place of state the first call creates -> its stand-ins
+        for place, (holder, key, path, absent, slots, presence) in _FOUND[self._tandem_token]["lazy"].items():
+            presence["exists"] = self.perturb.get((id(presence), "exists"), False)  # not yet created, at export
+            start[(id(presence), "exists")] = presence["exists"]
+            lazy_slots[place] = _subst(slots, fakes)
+            if presence["exists"]:
+                holder[key] = lazy_slots[place]
+            elif absent is _MISSING:
+                holder.pop(key, None)
+            else:
+                holder[key] = absent
         buffers = {(id(m), k): b for m, *_ in tree.modules for k, b in m._buffers.items()}
         it = iter(inputs)
         args = [_subst(self._tandem_held[i], fakes) if i in self._tandem_held else next(it) for i in range(len(self._tandem_args))]
@@ -395,14 +429,14 @@ class Traced(nn.Module):
                 else:
                     out = self._tandem_fn(*args)
             handle.remove()
-            self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers)
+            self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots)
         finally:
             handle.remove()
             tree.restore(tracing=True)
         return out
 
     def _after(
-        self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers
+        self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots
     ) -> None:
         method = self._tandem_method
         # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...), self.buf = self.buf + 1,
@@ -419,6 +453,14 @@ class Traced(nn.Module):
                     continue
                 self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes)
                 mod._buffers[k] = was  # torch.export sees its own stand-in, written in place
+        lazy = _FOUND[self._tandem_token]["lazy"]
+        for place, (holder, key, path, absent, slots, presence) in lazy.items():
+            now = _get(holder, key)
+            if now is None or now is _MISSING:
+                presence["exists"] = False  # back to "not yet created" (a reset): the next call creates it again
+                continue
+            presence["exists"] = True
+            self._write_back(lazy_slots[place], now, path, writes)
         sources = [src.clone() if id(src) in self._stand_ins else src for _, src in writes]
         for (dst, _), src in zip(writes, sources):
             dst.copy_(src)  # the state slot takes the new value
@@ -466,10 +508,19 @@ class Traced(nn.Module):
             # another value (a string, None): export traces again from the new value (python_values.check_settled)
             self.settled[place] = (holder, key, path, before, now, lines.get(place, ""))
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
-        state_places = {(id(h), k) for h, k, _, _ in tree.tensors}
+        state_places = {(id(h), k) for h, k, _, _ in tree.tensors} | set(lazy)
         for holder, key, path, before, now in tree.changes():
             if now is _MISSING or (id(holder), key) in state_places:
                 continue
+            if before is None or before is _MISSING:  # state the first call creates (self.h = None, then a tensor)
+                shapes = _structure(now)
+                held = any(
+                    id(t) in self._stand_ins or (t._base is not None and id(t._base) in self._stand_ins) for _, t in _tensors_in(now, path)
+                )
+                registry = any(holder is m._buffers or holder is m._parameters for m, *_ in tree.modules)
+                if shapes is not None and not held and not registry and not isinstance(holder, list):
+                    self.created_later[(id(holder), key)] = (holder, key, path, before, shapes)
+                    continue
             for p, t in _tensors_in(now, path):
                 if id(t) in self._stand_ins or (t._base is not None and id(t._base) in self._stand_ins):
                     continue  # a stand-in of a parameter, buffer or state, or a view of one
@@ -549,6 +600,24 @@ class Traced(nn.Module):
             )
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
+
+
+def _structure(v):
+    """(dtype, shape) of a tensor, or ("tuple", items) for a tuple of them (through tuples), when every
+    size is static; else None."""
+    if isinstance(v, torch.Tensor):
+        return (v.dtype, tuple(v.shape)) if all(type(d) is int for d in v.shape) and not isinstance(v, nn.Parameter) else None
+    if type(v) is tuple and v:
+        items = [_structure(x) for x in v]
+        return None if any(x is None for x in items) else ("tuple", tuple(items))
+    return None
+
+
+def zeros_of(structure):
+    """Zero tensors of a _structure: the slots of state the first call creates."""
+    if structure[0] == "tuple":
+        return tuple(zeros_of(x) for x in structure[1])
+    return torch.zeros(structure[1], dtype=structure[0])
 
 
 def _storage(t: torch.Tensor):

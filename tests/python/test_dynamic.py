@@ -185,3 +185,26 @@ def test_convs_over_a_dynamic_length(monkeypatch, backend):
         x = torch.randn(1, 16, n)
         with torch.no_grad():
             torch.testing.assert_close(m.forward(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class Prefix(nn.Module):
+    """A prefix of a state written at a dynamic length (`buf[0:n] = x`): only those rows change."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(8, 3))
+
+    def forward(self, x):
+        self.buf[0 : x.shape[0]] = x
+        return self.buf.sum(0)
+
+
+def test_a_prefix_of_the_state_written_at_a_dynamic_length(backend):
+    m = Prefix()
+    n = Dim("n", min=1, max=8)
+    program = tandem.export(m, {"forward": tandem.Method(m, (torch.ones(3, 3),), dynamic_shapes=({0: n},))})
+    model, eager = tandem.load(program.to_bytes()), Prefix()
+    for k in (5, 2, 8, 1):
+        x = torch.randn(k, 3)
+        torch.testing.assert_close(model.forward(x), eager(x))
+    torch.testing.assert_close(model.read_state("buf"), eager.buf)

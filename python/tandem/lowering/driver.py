@@ -10,7 +10,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .. import schema
-from ..ir import BOOL, DTYPE_CODE, DTYPE_SIZE, F32, I64, STATE, ExportError, MethodIR, Op, Storage, SymDim, Value
+from ..ir import BOOL, DTYPE_CODE, DTYPE_SIZE, F32, I64, STATE, ExportError, MethodIR, Op, Storage, SymDim, Value, same_shape
 from .core import (
     _DIM_MAX,
     _DIM_MIN,
@@ -344,7 +344,7 @@ def _finish(L: Lowering, user_outputs: list, mutations: list):
     for st, v in sources:
         if v.storage.kind == STATE and v.storage.state is st and v.offset == 0 and v.nbytes == st.nbytes:
             continue  # written back unchanged
-        if (v.dtype, v.shape) != (st.dtype, st.shape):
+        if v.dtype != st.dtype or not same_shape(v.shape, st.shape):
             v = L.expand(L.cast(v, st.dtype), st.shape)
         dst = Value(st.dtype, st.shape, Storage(STATE, st.nbytes, state=st))
         L.ops.append(Op("copy", [v], [dst], where="(write-back of state '%s')" % st.name))

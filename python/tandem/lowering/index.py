@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..ir import BOOL, F32, I32, I64, Op, Value, as_size
+from ..ir import BOOL, F32, I32, I64, Op, Value, as_size, same_shape
 from .core import _dim, _position, _shape_of, _size, _static, aten, handles
 from .provenance import source_line
 from .shape import _fill, _is_slice_of, _slice_value
@@ -178,7 +178,7 @@ def _select_scatter(L, node, args, kwargs):
 
 
 def _scatter(L, base: Value, src: Value, dim: int, start: int, step: int) -> Value:
-    if src.shape == base.shape and start == 0:
+    if same_shape(src.shape, base.shape) and start == 0:
         return L.cast(src, base.dtype)  # replaces everything: no need to read base
     if _is_slice_of(base, src, dim, start, step):
         return base  # writes back what is already there (functionalization's view replay)
