@@ -45,6 +45,7 @@ from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     Snapshot,
     _get,
     _has_tensor,
+    _plain_object,
     _same_value,
     _tensors_in,
 )
@@ -439,6 +440,19 @@ class Traced(nn.Module):
         self, tree: Snapshot, installed: dict, versions: dict, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots
     ) -> None:
         method = self._tandem_method
+        # A state object replaced by one like it (self.st = State(self.st.h * 0.9 + x, self.st.n + 1), a dict
+        # of state by one with the same keys): its fields are the state's new values, written into the old
+        # object, which stays in place (so each field is the write below, or a number's state).
+        for holder, key, path, was, now in tree.changes():
+            if was is _MISSING or now is _MISSING or was is now or type(was) is not type(now):
+                continue
+            if _plain_object(was) and set(vars(was)) == set(vars(now)):
+                vars(was).update(vars(now))
+            elif type(was) is dict and set(was) == set(now) and any(True for _ in _tensors_in(was, "")):
+                was.update(now)
+            else:
+                continue
+            holder[key] = was
         # A state tensor replaced by a new one (state["first"] = torch.zeros_like(...), self.buf = self.buf + 1,
         # a registered buffer too): a write. Every new value is read before any is written (a swap of two
         # state tensors stays a swap).
