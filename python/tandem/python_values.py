@@ -227,15 +227,16 @@ def check_settled(export_one, specs, roots, name_of, before) -> None:
             root.preset = {}
             before.restore()
         ignore = set(root.counter_names())
-        again = dict(root.settled)
+        again = {p: v for p, v in root.settled.items() if v[1] != "*"}  # a list appended to may grow again (a log)
         root.settled.clear()
         if _graph_text(code, ignore) == _graph_text(root.code, ignore) and not again:
             continue
         place = next((p for p in settled if p in again), next(iter(settled)))
         _, key, path, was, now, line = settled[place]
         what = "switches the mode" if key == "training" else "changes the Python value"
+        change = f"grows the Python list '{path}'" if key == "*" else f"{what} '{path}' (from {was!r} to {now!r})"
         raise ExportError(
-            f"method '{name}' {what} '{path}' (from {was!r} to {now!r}){line}, and a call that finds the new value "
+            f"method '{name}' {change}{line}, and a call that finds the new value "
             "runs another program (or changes it again); a program is traced once, so it would keep the traced value "
             "in every call while eager sees the new one. Keep it as a number or bool (those become state), or in a "
             "tensor beside the state"

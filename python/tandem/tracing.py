@@ -42,6 +42,7 @@ from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
     _MODULE_INTERNALS,
     _SCALARS,
+    _VALUES,
     Snapshot,
     _get,
     _has_tensor,
@@ -390,7 +391,10 @@ class Traced(nn.Module):
             _, _, holder, key, _ = self._counters[place]
             holder[key] = value
         for holder, key, value in self.preset.values():
-            holder[key] = value
+            if key == "*" and isinstance(holder, list):
+                holder[:] = value
+            else:
+                holder[key] = value
         self.settled.clear()
         # place -> what stands for that number while the method runs: an int is read from its slot
         # (runtime_values.TensorInt: offsets and arithmetic at run time), a float is a 0-d tensor
@@ -521,6 +525,22 @@ class Traced(nn.Module):
                 continue
             # another value (a string, None): export traces again from the new value (python_values.check_settled)
             self.settled[place] = (holder, key, path, before, now, lines.get(place, ""))
+        # Entries added to a container, an object or a module (a new attribute, dict key or list element that
+        # holds no tensor; those are below): traced again from the container as it is now, likewise.
+        known = {(id(h), k) for h, k, _, _ in tree.values}
+        for holder, key, path, was, now in tree.changes():
+            if was is not _MISSING or now is _MISSING or (id(holder), key) in known or _has_tensor(now):
+                continue
+            if isinstance(now, _VALUES) or (type(now) in (list, tuple, dict) and not any(True for _ in _tensors_in(now, ""))):
+                preset = self.preset.get((id(holder), "*" if isinstance(holder, list) else key))
+                if preset is not None and (list(holder) == preset[2] if isinstance(holder, list) else now == preset[2]):
+                    continue  # traced from this value already, and set to it again
+                if isinstance(holder, list):  # appended to: traced again with what was appended many times over
+                    saved = next((s for h, s, _ in tree.holders if h is holder), [])
+                    grown = list(saved) + list(holder)[len(saved) :] * 64
+                    self.settled[(id(holder), "*")] = (holder, "*", path.rsplit(".", 1)[0], list(saved), grown, "")
+                elif not (isinstance(key, str) and key in _MODULE_INTERNALS):
+                    self.settled[(id(holder), key)] = (holder, key, path, was, now, lines.get((id(holder), key), ""))
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors} | set(lazy)
         for holder, key, path, before, now in tree.changes():

@@ -293,11 +293,24 @@ class Mode(nn.Module):
         return out
 
 
+class Grows(nn.Module):
+    """A list of numbers that grows each call and steers the program (len() of it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def forward(self, x):
+        self.calls.append(1)
+        return x * 2 if len(self.calls) > 2 else x
+
+
 @pytest.mark.parametrize(
     "cls, words, unchanged",
     [
         (Flip, "switches (at test_python_values.py:", lambda m: m.training and m.drop.training),
         (Mode, "changes the Python value 'mode' (from 'warmup' to 'run') (at test_python_values.py:", lambda m: m.mode == "warmup"),
+        (Grows, "grows the Python list 'calls', and a call that finds the new value runs another program", lambda m: m.calls == []),
     ],
     ids=lambda c: getattr(c, "__name__", ""),
 )
@@ -409,3 +422,21 @@ def test_inputs_a_method_changes_are_written_back_to_the_callers_tensors(backend
     with pytest.raises(tandem.TandemError):  # a call that fails leaves the inputs and the state as they were
         model.forward(x, torch.zeros(4))
     assert torch.equal(x, torch.ones(3)) and torch.equal(model.read_state("acc"), before)
+
+
+class Cond(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.n += 1
+        return torch.cond(self.n > 2, lambda x: x * 2, lambda x: x + 1, (x,))
+
+
+def test_torch_cond_is_an_error_naming_it_and_the_users_line():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(Cond(), {"forward": (torch.ones(3),)})
+    msg = str(e.value)
+    assert "torch.cond / torch.while_loop" in msg and "torch.where" in msg
+    assert "(at test_python_values.py:" in msg and "torch.cond(self.n > 2" in msg and "eval_with_key" not in msg

@@ -247,6 +247,13 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             env[node] = handler(L, node, args, kwargs)
         elif node.op == "output":
             outs = node.args[0]
+        elif node.op == "get_attr":  # a subgraph: the branches of torch.cond, the body of torch.while_loop
+            L.node = next(iter(node.users), node)
+            L.fail(
+                "torch.cond / torch.while_loop (control flow inside the program) is not supported yet: branch in "
+                "Python on a bool the module keeps (tandem exports a version of the method per value), or compute "
+                "both sides and choose with torch.where"
+            )
         else:
             L.fail(f"graph node kind '{node.op}' is not supported")
     if L.unsupported:

@@ -14,7 +14,8 @@ def is_user_file(path: str) -> bool:
     """Whether a traceback frame's file is the user's: not torch's, not tandem's own, not Python's."""
     path = str(path)
     stdlib = path.startswith(_STDLIB) and "-packages/" not in path  # installed packages (transformers) are user code
-    return "/torch/" not in path and not path.startswith(_TANDEM_DIR) and not stdlib and "<frozen" not in path
+    generated = "<frozen" in path or path.startswith("<eval_with_key")  # Python's and torch.fx's own code
+    return "/torch/" not in path and not path.startswith(_TANDEM_DIR) and not stdlib and not generated
 
 
 def source_line(node) -> str:
