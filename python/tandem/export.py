@@ -31,7 +31,8 @@ from .runtime import TandemError, verify
 from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
 from .schema import QUANT_GROUP
 from .snapshot import tensor_key as _tensor_key
-from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced, zeros_of
+from .snapshot import zeros_of
+from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 
 
 @dataclass

@@ -294,3 +294,27 @@ def _restore_dict(live: dict, saved: dict) -> None:
 def tensor_key(t: torch.Tensor) -> tuple:
     """Identity of a module tensor: the bytes it views, not the Python object."""
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _structure(v):
+    """(dtype, shape) of a tensor, or ("tuple", items) for a tuple of them (through tuples), when every
+    size is static; else None."""
+    if isinstance(v, torch.Tensor):
+        return (v.dtype, tuple(v.shape)) if all(type(d) is int for d in v.shape) and not isinstance(v, nn.Parameter) else None
+    if type(v) is tuple and v:
+        items = [_structure(x) for x in v]
+        return None if any(x is None for x in items) else ("tuple", tuple(items))
+    return None
+
+
+def zeros_of(structure):
+    """Zero tensors of a _structure: the slots of state the first call creates."""
+    if structure[0] == "tuple":
+        return tuple(zeros_of(x) for x in structure[1])
+    return torch.zeros(structure[1], dtype=structure[0])
+
+
+def _storage(t: torch.Tensor):
+    """(address of t's bytes, dtype): tensors that view the same bytes share it (None for no bytes)."""
+    st = t.untyped_storage()
+    return (st.data_ptr(), t.dtype) if st.nbytes() else None
