@@ -124,7 +124,9 @@ static bool version_fits(const tdm_session *s, const tdm_method *m) {
  * holds, else the method itself (whose `when` fails the call, typed, with the state unchanged). */
 static uint32_t version_now(const tdm_session *s, uint32_t method) {
   const tdm_program *p = s ? s->program : NULL;
-  if (!p || method >= p->n_methods || p->methods[method].is_version) return method;
+  if (!p || method >= p->n_methods) return method;
+  const tdm_method *m = &p->methods[method];
+  if (m->is_version || m->next_version == UINT32_MAX) return method; /* a method without versions: nothing to pick */
   for (uint32_t v = method; v != UINT32_MAX; v = p->methods[v].next_version)
     if (version_fits(s, &p->methods[v])) return v;
   return method;

@@ -68,15 +68,14 @@ class Snapshot:
     """Every place in a tree of modules (and of the containers given as `held`) that holds a
     value: each module's attributes, parameters, buffers and submodules, and the lists, dicts and
     plain objects reachable from its attributes (through tuples too). `restore()` puts every one
-    back as it was; `tensors` lists the tensors kept outside parameters and buffers, `ints` the
-    Python ints kept beside them."""
+    back as it was; `tensors` lists the tensors kept outside parameters and buffers, `values` every
+    number, bool, string and None, `counters` the ints of objects and containers."""
 
     def __init__(self, modules: list, held: tuple = (), scopes: tuple = ()):
         self.values = []  # (holder, key, value, path): every str, number, bool or None kept anywhere walked
         self.modules = []  # (module, path, __dict__, _parameters, _buffers, _modules, non-persistent names)
         self.holders = []  # (list or dict (an object's __dict__ too), copy of it, path)
         self.tensors = []  # (holder, key, value, path): a tensor, or a tuple holding tensors
-        self.ints = []  # (holder, key, value, path)
         self.counters = []  # the ints of objects and containers (not of modules' own attributes)
         self.scopes = []  # (globals dict, {name: value} of the names walked)
         self._in_module = False
@@ -169,7 +168,6 @@ class Snapshot:
         if isinstance(v, _VALUES):
             self.values.append((holder, key, v, path))
         if isinstance(v, int) and not isinstance(v, bool):
-            self.ints.append((holder, key, v, path))
             if not self._in_module:
                 self.counters.append((holder, key, v, path))
             return
