@@ -3,7 +3,7 @@
 //    (index_put, in place) must cost the same at both, since it writes only the new row.
 // 2. The SmolLM-135M-shaped Llama (bench/models/smollm.py) at cache fill 32 and 480: per op kind, time and
 //    bytes written; any op writing more than --flag-fraction (default 0.05) of the state is flagged.
-// Usage: node bench/probes/decode_profile.mjs DIR [--flag-fraction=F]
+// Usage: node bench/suite/decode_profile.mjs DIR [--flag-fraction=F]
 //   (DIR holds lm_256.tandem, lm_2048.tandem and, for part 2, smollm.tandem + smollm.json)
 import { existsSync, readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';

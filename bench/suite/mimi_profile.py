@@ -2,7 +2,7 @@
 exported file (and its op listing, mimi_ops.json, for the shapes), a few frames, then each method
 profiled over `rounds` frames. Prints the time per
 op kind and the slowest single ops with their shapes (read from the file), to see which kernels a
-change moves. Usage: python bench/probes/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
+change moves. Usage: python bench/suite/mimi_profile.py DIR [rounds = 3] [wasm = web/tandem.wasm] [name = mimi: DIR/NAME.tandem,
 for example mimi_int8]."""
 
 import json

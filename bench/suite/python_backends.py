@@ -1,7 +1,7 @@
 """Per-call overhead of tandem.load's two backends (native ctypes, wasm through wasmtime) on the
 accumulator case of tests/cases.py (3 floats in, 3 out): median of 5 runs of 1000 calls each.
 
-    PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/probes/python_backends.py
+    PYTHONPATH=python:tests ~/.cache/tandem-venv/bin/python bench/suite/python_backends.py
 """
 
 import statistics

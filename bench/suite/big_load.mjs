@@ -1,7 +1,7 @@
-// Peak JS memory while loading a large program from a Response (issue #13 item 4): the body is
+// Peak JS memory while loading a large program from a Response: the body is
 // streamed into linear memory (inline) or transferred to the worker as a stream (worker: true), so
 // JS should hold about a chunk, not the program. Prints one JSON line per mode.
-//   python bench/models/big_program.py build/bench/big1g.tandem && node --expose-gc bench/probes/big_load.mjs build/bench/big1g.tandem
+//   python bench/models/big_program.py build/bench/big1g.tandem && node --expose-gc bench/suite/big_load.mjs build/bench/big1g.tandem
 import { createReadStream, statSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { load } from '../../node/index.js';
