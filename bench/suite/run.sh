@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm run bench: installs what the benchmarks need (npm peers, onnx/onnxscript), builds, exports
-# the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
+# the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/performance.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
 # memory, load, threads, llm, mimi, pocket, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
@@ -67,7 +67,7 @@ if wants vad; then
   "$PY" -W ignore demo/build_audio.py build/demo >&2
   TANDEM_PYTHON="$PY" node --experimental-wasm-relaxed-simd bench/suite/vad.mjs
 fi
-# The relaxed build's toolchain (bench/suite/toolchain.mjs, docs/benchmarks.md): clang-19's tandem-relaxed.wasm
+# The relaxed build's toolchain (bench/suite/toolchain.mjs, docs/performance.md): clang-19's tandem-relaxed.wasm
 # beside Emscripten's (built here for the comparison only) and SIMD128, GEMM / one-row GEMV / decode
 # (the decode rows need the smollm_int8 / int4 exports of TANDEM_BENCH=llm; skipped without them).
 if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
