@@ -78,12 +78,12 @@ if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
     for s in gemm gemv; do TANDEM_TOOLCHAIN=$s node --expose-gc --experimental-wasm-relaxed-simd bench/suite/toolchain.mjs build/bench; done
   fi
 fi
-# The transformer GEMVs of Mimi and pocket-tts (bench/suite/gemv.mjs, issue #23 item 6; TANDEM_BENCH=gemv):
+# The transformer GEMVs of Mimi and pocket-tts (bench/suite/gemv.mjs; TANDEM_BENCH=gemv):
 # ns per weight and GB/s against peak.c's read bandwidth of as many bytes, relaxed and SIMD128.
 if [[ ",${TANDEM_BENCH:-}," == *,gemv,* ]]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/gemv.mjs build/bench
 fi
-# The full 30-layer SmolLM-135M shape at float32, int8 and int4 (issue #24's wasm decode targets;
+# The full 30-layer SmolLM-135M shape at float32, int8 and int4 (the quantized decode targets;
 # bench/models/smollm30.py exports into build/bench30 once and keeps what is there, then
 # bench/suite/smollm30.mjs: SIMD128 and relaxed, one thread, fills 32 and 256, against the read rate of
 # each width's bytes). Only when asked (TANDEM_BENCH=smollm30): the three exports take many minutes.
