@@ -102,6 +102,27 @@ def test_the_readme_keeps_the_test_command():
     assert json.loads((ROOT / "package.json").read_text())["scripts"]["test"] == "bash scripts/test.sh"
 
 
+def test_js_blocks_import_only_names_the_package_exports():
+    """Also the blocks that do not run here (a page's): each name imported from 'tandem-runtime' is an
+    export of web/tandem.js (browsers) and of node/index.js (Node)."""
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    script = "const [w, n] = await Promise.all([import('./web/tandem.js'), import('./node/index.js')]);"
+    script += "console.log(JSON.stringify([Object.keys(w), Object.keys(n)]));"
+    r = subprocess.run(["node", "--input-type=module", "-e", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    web, node = (set(names) for names in json.loads(r.stdout))
+    assert {"load", "Tensor", "streamAudio"} <= web & node
+    imported = 0
+    for path in DOCS:
+        for b in blocks(path):
+            for m in re.finditer(r"import \{([^}]*)\} from 'tandem-runtime'", b.code if b.lang == "js" else ""):
+                names = {n.strip().split(" as ")[0] for n in m[1].split(",") if n.strip()}
+                imported += len(names)
+                assert names <= web & node, f"{path.name}:{b.line}: not exported by the package: {names - (web & node)}"
+    assert imported >= 10
+
+
 def test_the_parser_sees_markers_and_languages(tmp_path):
     doc = tmp_path / "x.md"
     doc.write_text("a\n\n<!-- docs-test: skip needs a GPU -->\n\n```js browser\nx;\n```\n```python\nprint(1)\n```\n")
