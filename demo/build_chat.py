@@ -22,7 +22,7 @@ sys.path[:0] = [str(HERE.parent), str(HERE.parent / "python")]
 
 
 def main(out: Path) -> None:
-    from tandem.pretrained import print_report
+    from tandem.recipes.pretrained import print_report
     from tandem.transformers import export_pretrained
     from tests.models.checkpoint import make_checkpoint
 

@@ -1,6 +1,6 @@
 """The command line: `python -m tandem inspect FILE`, `python -m tandem check FILE`, and
 `python -m tandem export DIR -o FILE` (a transformers checkpoint folder to a .tandem file, with its
-tokenizer: tandem/pretrained.py).
+tokenizer: tandem/recipes/pretrained.py).
 
 Both load the file with the runtime's own verifier, through the backend tandem.load uses
 (tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm).
@@ -222,7 +222,7 @@ def _version_line() -> str:
 
 def _export(args) -> int:
     from .ir import ExportError
-    from .pretrained import env_progress, export_pretrained, print_report, tolerance
+    from .recipes.pretrained import env_progress, export_pretrained, print_report, tolerance
 
     try:
         _, report = export_pretrained(

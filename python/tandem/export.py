@@ -20,6 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from .fuse import fuse_method, tie_embeddings
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
+from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
 from .lowering.random import add_rng_state
 from .names import check_method_name
@@ -405,6 +406,7 @@ def export(
             add_whens(ir, whens[ir.name], states)
     tie_embeddings(lowered)
     quantize_methods(lowered, quantize, params, quantize_group, quantize_skip, quantize_convs)
+    layout_methods(lowered)
     for ir in lowered:
         fuse_method(ir)
         plan_method(ir)

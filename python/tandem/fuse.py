@@ -17,7 +17,7 @@ replaced by one op that has a kernel of its own (docs/ops.md).
   so neither the repeated K/V nor the [.., heads, Tq, Tk] scores are materialized.
 - A permute that feeds only an attention op and keeps the last dim last (a time-first KV cache put
   heads-first, `cache_k.permute(0, 2, 1, 3)`; q's `transpose(1, 2)`) is folded into the attention's
-  perms (lowering/attention.py, fold_permutes): the attention reads the permute's input in place.
+  perms (fold_permutes): the attention reads the permute's input in place.
 
 Across methods, `tie_embeddings` makes an embedding table that is also a linear layer's weight
 (tied input and output embeddings) read its rows from the packed weight, so it is stored once.
@@ -35,8 +35,6 @@ import torch
 
 from . import schema
 from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
-from .lowering.attention import fold_permutes
-from .lowering.layout import PANEL, pack_panels
 
 _OUTPUT = -1  # a reader that is a method output
 
@@ -308,6 +306,95 @@ def _eager_attention(ops, i, readers, producer):
     return chain, Op("attention", ins, [y, ws], [int(mask is not None), 0], [scale], ops[j].where)
 
 
+def _perm_of(op: Op, r: int, i: int) -> list:
+    """The perm of attention op `op`'s operand i (0 q, 1 k, 2 v, 3 y; identity when it has none):
+    the operand as the op uses it is the stored value's .permute(perm)."""
+    n = len(op.iattr)
+    has = n == 2 + 4 * r or (n == 2 + 3 * r and i < 3)
+    return list(op.iattr[2 + i * r : 2 + (i + 1) * r]) if has else list(range(r))
+
+
+def _iattr(op: Op, r: int, perms: list) -> list:
+    """op's [has_mask, is_causal] and the four perms (y's left out when it is the identity)."""
+    keep = perms if perms[3] != list(range(r)) else perms[:3]
+    return list(op.iattr[:2]) + [d for pm in keep for d in pm]
+
+
+def _dead(ops, t, readers) -> bool:
+    """Op t's results are read by nothing (the expand of a repeat_kv the attention reads around):
+    the planner drops it, so it does not keep a permute alive."""
+    return (
+        t >= 0
+        and bool(ops[t].outs)
+        and all(o.storage.kind == SCRATCH and not o.storage.is_input and not readers.get(o.storage) for o in ops[t].outs)
+    )
+
+
+def _live_readers(ops, v: Value, readers) -> list:
+    return [t for t in readers.get(v.storage, []) if not _dead(ops, t, readers)]
+
+
+def _whole_scratch(v: Value) -> bool:
+    return v.storage.kind == SCRATCH and not v.storage.is_input and v.offset == 0 and v.nbytes == v.storage.nbytes
+
+
+def _touches(op: Op, storages, reads: bool) -> bool:
+    return any(v.storage in storages for v in op.outs + (op.ins if reads else []))
+
+
+def fold_permutes(ops, i, readers, producer):
+    """Layout permutes folded into an attention op (docs/ops.md): (ops to remove, the new op) or None.
+    Each perm keeps the last dim last (rows stay contiguous).
+    - q, k or v = x.permute(perm), the permute's only reader: the attention reads x in place with
+      that perm, so a time-first cache [B, T, H, D] is read as [B, H, T, D] by strides and the
+      permute (a copy of the cache prefix per layer per step) is not written.
+    - y read only by a permute (`x.transpose(1, 2)` before the out projection): the attention writes
+      the permute's result directly, through y's perm."""
+    op = ops[i]
+    if op.name != "attention":
+        return None
+    r = len(op.ins[0].shape)
+    perms = [_perm_of(op, r, t) for t in range(4)]
+    for j in range(3):
+        a = op.ins[j]
+        p = producer.get(a.storage)
+        if p is None or p >= i or ops[p].name != "permute" or len(ops[p].outs) != 1:
+            continue
+        out = ops[p].outs[0]
+        if not _whole_scratch(a) or out.storage is not a.storage or tuple(a.shape) != tuple(out.shape) or a.dtype != out.dtype:
+            continue
+        if [t for t in _live_readers(ops, a, readers) if t != i] or readers.get(a.storage, []).count(i) != 1:
+            continue
+        x, perm = ops[p].ins[0], list(ops[p].iattr)
+        if len(perm) != r or perm[-1] != r - 1:
+            continue
+        if any(_touches(ops[t], (x.storage, a.storage), False) for t in range(p + 1, i)):
+            continue  # x (or the copy) is written between the permute and the attention: keep the copy
+        perms[j] = [perm[c] for c in perms[j]]  # (x.permute(perm)).permute(cur) = x.permute(perm ∘ cur)
+        ins = list(op.ins)
+        ins[j] = x
+        return [p, i], Op("attention", ins, op.outs, _iattr(op, r, perms), op.fattr, op.where)
+    y, ws = op.outs
+    rd = _live_readers(ops, y, readers)
+    if len(rd) != 1 or rd[0] <= i or ops[rd[0]].name != "permute" or not _whole_scratch(y):
+        return None
+    p = rd[0]
+    src, z, perm = ops[p].ins[0], ops[p].outs[0], list(ops[p].iattr)
+    if tuple(src.shape) != tuple(y.shape) or src.storage is not y.storage or len(perm) != r or perm[-1] != r - 1:
+        return None
+    if not _whole_scratch(z) or producer.get(z.storage) != p:
+        return None
+    # the attention moves to the permute's place: nothing between may write its inputs or touch z
+    ins_st = [v.storage for v in op.ins] + [ws.storage]
+    if any(_touches(ops[t], ins_st, False) or _touches(ops[t], (z.storage,), True) for t in range(i + 1, p)):
+        return None
+    inv = [0] * r
+    for d, e in enumerate(perm):
+        inv[e] = d  # y = z.permute(inv)
+    perms[3] = [inv[c] for c in perms[3]]
+    return [i, p], Op("attention", op.ins, [z, ws], _iattr(op, r, perms), op.fattr, op.where)
+
+
 # conv's optional last attribute, codes from schema.CONV_ACTIVATIONS: the single ops fused as one step
 # (relu, hardswish), and ELU, which is fused from its four-op lowering (_conv_elu).
 CONV_ACTIVATIONS = {a: schema.CONV_ACTIVATIONS.index(a) for a in ("relu", "hardswish")}
@@ -404,11 +491,11 @@ def _writes(op: Op, v: Value) -> bool:
 
 
 def tie_embeddings(methods: list) -> None:
-    """index_select of rows of a float32 table [N, K] that some matmul_packed also uses as its
-    weight (packed from table.T) becomes embedding_packed on that packed constant: the table is
-    then stored once, packed (the file dedupes identical constants across methods)."""
-    packed = [op.ins[1] for m in methods for op in m.ops if op.name == "matmul_packed" and op.ins[1].storage.kind == CONST]
-    if not packed:
+    """index_select of rows of a float32 table [N, K] whose transpose some matmul_packed uses as its
+    weight B [K, N] becomes embedding_packed on that weight: the table is then stored once, laid out
+    as the weight (layout.py; the file dedupes identical constants across methods)."""
+    weights = [op.ins[1] for m in methods for op in m.ops if op.name == "matmul_packed" and op.ins[1].storage.kind == CONST]
+    if not weights:
         return
     for m in methods:
         for i, op in enumerate(m.ops):
@@ -424,12 +511,8 @@ def tie_embeddings(methods: list) -> None:
             ):
                 continue
             N, K = x.shape
-            want = ((N + PANEL - 1) // PANEL, K, PANEL)
             table = x.storage.tensor.reshape(N, K)
-            cands = [p for p in packed if p.shape == want and _whole(p)]
-            match = None
-            if cands:
-                mine = pack_panels(table.t())
-                match = next((p for p in cands if torch.equal(p.storage.tensor.reshape(want), mine)), None)
+            same = (w for w in weights if w.shape == (K, N) and _whole(w) and torch.equal(w.storage.tensor.reshape(K, N), table.t()))
+            match = next(same, None)
             if match is not None:
                 m.ops[i] = Op("embedding_packed", [match, op.ins[1]], op.outs, [N], [], op.where)

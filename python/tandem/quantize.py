@@ -1,8 +1,9 @@
 """Weight quantization at export (`tandem.export(..., quantize="int8" | "int4")`), a pass over the
-lowered methods after `tie_embeddings`: the weights of linear layers (`matmul_packed`) and embedding
-tables (`embedding_packed`, and `index_select` of rows of a parameter) become packed int8 or int4
-constants with float32 scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`embedding_q4`
-(layouts in docs/ops.md). Activations stay float32.
+lowered methods after `tie_embeddings` and before `layout.py`: the weights of linear layers
+(`matmul_packed`) and embedding tables (`embedding_packed`, and `index_select` of rows of a
+parameter), each in its natural layout B [K, N], become int8 or int4 codes [K, N] with float32
+scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`embedding_q4`; layout.py then lays them out
+as those ops read them (docs/ops.md). Activations stay float32.
 
 - int8: symmetric, per output channel (a column of B [K, N], i.e. a row of a Linear's weight or of
   an embedding table): scale = max|w| / 127, q = round(w / scale) in [-127, 127].
@@ -14,7 +15,7 @@ Only weights that are parameters of the exported module(s) are quantized (a cons
 method, or a buffer, stays float32), and `skip` keeps chosen ones in float32: a list of substrings
 of the parameter's name ("lm_head", "layers.0.") or a predicate `(name, shape) -> bool` over the
 parameter's name and shape as the module holds it. A tied table is quantized once: the embedding
-reads its rows from the quantized packed weight of the output layer.
+reads its rows from the quantized weight of the output layer.
 
 With int8 and `convs=True` or "int8" (`tandem.export(..., quantize_convs=True)`), also the
 convolutions whose streaming step reads many weight bytes per output (a few output positions of a big
@@ -34,9 +35,9 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .ir import BF16, CONST, F32, I4X2, I8, I16, I64, ExportError, Op, Storage, Value
-from .quantize_conv import pack_bf16, pack_i16, quantize_convs
-from .schema import PANEL, QUANT_GROUP
+from .ir import BF16, CONST, F32, I8, I16, I64, ExportError, Op, Storage, Value
+from .quantize_conv import quantize_convs, quantize_i16, to_bf16
+from .schema import QUANT_GROUP
 
 Skip = Union[None, Sequence[str], Callable[[str, tuple], bool]]
 # int4 scale candidates, amax / d (quantize_weight): d = 7 first (ties keep it), then 7.1 ... 8.5
@@ -77,37 +78,6 @@ def quantize_weight(w: torch.Tensor, mode: str, group: int = QUANT_GROUP) -> tup
         best_s = torch.where(better, scale, best_s)
         best_err = torch.where(better, err, best_err)
     return best_q.reshape(NG * G, N)[:K].to(torch.int8), best_s
-
-
-def _panels(x: torch.Tensor) -> torch.Tensor:
-    """x [R, N] -> [ceil(N/PANEL), R, PANEL], zero past N (the matmul_packed layout)."""
-    R, N = x.shape
-    P = -(-N // PANEL)
-    padded = torch.zeros(R, P * PANEL, dtype=x.dtype)
-    padded[:, :N] = x
-    return padded.reshape(R, P, PANEL).permute(1, 0, 2).contiguous()
-
-
-def pack_int8(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """matmul_q8's operands: q [K, N] -> int8 [P, K, 8]; scale [1, N] -> float32 [P, 8]."""
-    return _panels(q), _panels(scale)[:, 0, :].contiguous()
-
-
-def pack_int4(q: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """matmul_q4's operands: q [K, N] in [-8, 7] -> bytes [P, ceil(K/2), 8] (even k in the low
-    nibble, odd k in the high one, as two's complement); scale [NG, N] -> float32 [P, NG, 8]."""
-    K, N = q.shape
-    even = torch.zeros(-(-K // 2) * 2, N, dtype=torch.int16)
-    even[:K] = q.to(torch.int16)
-    nib = even & 15
-    b = (nib[0::2] | (nib[1::2] << 4)).to(torch.uint8)
-    return _panels(b), _panels(scale)
-
-
-def unpack_panels(bp: torch.Tensor, N: int) -> torch.Tensor:
-    """[P, K, PANEL] -> [K, N] (the inverse of the packing)."""
-    P, K, _ = bp.shape
-    return bp.permute(1, 0, 2).reshape(K, P * PANEL)[:, :N]
 
 
 class _Names:
@@ -170,66 +140,66 @@ def quantize_methods(
     ):
         raise ExportError("quantize_skip must be a list of name substrings or a function (name, shape) -> bool")
     if convs in ("bf16", "int16"):  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
-        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), lambda b: (_const(pack_bf16(b), BF16),), "bf16")
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), lambda b: (_const(to_bf16(b), BF16),), "bf16")
     if convs == "int16":  # and those over many positions, bound by their multiply-adds
 
-        def pack16(b):
-            w, scale = pack_i16(b)
+        def i16(b):
+            w, scale = quantize_i16(b)
             return _const(w, I16), _const(scale, F32)
 
-        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), pack16, "i16")
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), i16, "i16")
     if mode is None:
         return
     names = _Names(params)
-    done: dict = {}  # id(float storage) -> (q Value, scale Value) or None (stays float32)
+    done: dict = {}  # float32 weight Storage -> (codes Value, scales Value) or None (stays float32)
 
-    def quantized(v: Value, b: Optional[torch.Tensor] = None):
-        """(q, scale) Values for the weight whose packed float32 constant is v (or, for a table
-        used as is, whose B is b), or None to keep it."""
-        key = id(v.storage)
-        if key not in done:
-            if b is None:
-                b = unpack_panels(v.storage.tensor.reshape(v.shape), done_n[key])
+    def quantized(v: Value, b: torch.Tensor):
+        """(codes, scales) Values for the weight B [K, N] b held by v's storage, or None to keep it."""
+        if v.storage not in done:
             named = names(b)
             if named is None or _skipped(skip, *named):
-                done[key] = None
+                done[v.storage] = None
             else:
                 q, scale = quantize_weight(b, mode, group)
-                qp, sp = pack_int8(q, scale) if mode == "int8" else pack_int4(q, scale)
-                done[key] = (_const(qp, I8 if mode == "int8" else I4X2), _const(sp, F32))
-        return done[key]
+                done[v.storage] = (_const(q, I8), _const(scale, F32))
+        return done[v.storage]
 
-    done_n: dict = {}
+    # B's laid out in panels by layout.py after this pass: here each is the natural [K, N] constant
+    weights = set()
     for m in methods:
         for op in m.ops:
             if op.name in ("matmul_packed", "embedding_packed"):
                 w = op.ins[1] if op.name == "matmul_packed" else op.ins[0]
                 if w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
-                    done_n[id(w.storage)] = op.iattr[0]
+                    weights.add(w.storage)
     attrs = (lambda N: [N]) if mode == "int8" else (lambda N: [N, group])
     suffix = "q8" if mode == "int8" else "q4"
     for m in methods:
         for i, op in enumerate(m.ops):
-            if op.name == "matmul_packed" and id(op.ins[1].storage) in done_n:
-                r = quantized(op.ins[1])
+            if op.name == "matmul_packed" and op.ins[1].storage in weights:
+                r = quantized(op.ins[1], _natural(op.ins[1]))
                 if r:
                     m.ops[i] = Op(f"matmul_{suffix}", [op.ins[0], *r], op.outs, attrs(op.iattr[0]), [], op.where)
-            elif op.name == "embedding_packed" and id(op.ins[0].storage) in done_n:
-                r = quantized(op.ins[0])
+            elif op.name == "embedding_packed" and op.ins[0].storage in weights:
+                r = quantized(op.ins[0], _natural(op.ins[0]))
                 if r:
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(op.iattr[0]), [], op.where)
             elif op.name == "index_select" and op.iattr == [0] and _is_table(op.ins[0]) and op.ins[1].dtype == I64:
                 x = op.ins[0]
-                table = x.storage.tensor.reshape(x.shape)
-                r = quantized(x, table.t())
+                r = quantized(x, _natural(x).t())
                 if r:
                     m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
     if convs == "int8":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
 
-        def pack(b):
-            return tuple(_const(t, d) for t, d in zip(pack_int8(*quantize_weight(b, "int8")), (I8, F32)))
+        def q8(b):
+            q, scale = quantize_weight(b, "int8")
+            return _const(q, I8), _const(scale, F32)
 
-        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), pack)
+        quantize_convs(methods, params, lambda n, s: _skipped(skip, n, s), q8)
+
+
+def _natural(v: Value) -> torch.Tensor:
+    return v.storage.tensor.reshape(v.shape)
 
 
 def _is_table(x: Value) -> bool:

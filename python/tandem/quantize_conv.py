@@ -4,7 +4,7 @@ CONV_Q8_MAX_ROWS (16) rows of activations per image (output positions of a conv,
 a transposed conv: a streaming step of a big strided kernel) and at least CONV_Q8_MIN_WEIGHTS
 weights, becomes `conv_q8` / `conv_transpose_q8` (src/kernels/conv_q8.c) with its weights int8 per
 output column of the GEMV it runs (a conv's output channel; a transposed conv's output channel and
-tap), in matmul_q8's packed layout. Such a call is bound by reading the weights, not by its
+tap), in matmul_q8's layout (layout.py). Such a call is bound by reading the weights, not by its
 multiply-adds (Mimi's encoder's 512→1024 k16 s8 reads 32 MB of float32 for two outputs), and int8
 reads a quarter of the bytes; each row of activations is quantized to int16 per block of 32 (matmul_q8's
 rows are int8) and the runtime sums int16 × int8 exactly. Convolutions over many positions stay float32 (their GEMM is bound by
@@ -13,13 +13,13 @@ parameter of the module (a batch norm folded in, a computed weight) and those `s
 
 `quantize_convs="bf16"` (with any `quantize`) makes the same convs `conv_bf16` / `conv_transpose_bf16`
 instead, where they have at most CONV_BF16_MAX_ROWS rows: the weights rounded to bfloat16 (float32's
-top half, to nearest even) in 2-row panels (pack_bf16), read at half float32's bytes and multiplied in
+top half, to nearest even) in 2-row panels (layout.py), read at half float32's bytes and multiplied in
 float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs).
 
 `quantize_convs="int16"` does that and makes the convs with CONV_I16_MIN_ROWS to CONV_I16_MAX_ROWS rows
 (and CONV_I16_MIN_K k per output, CONV_I16_MIN_M outputs per row) `conv_i16` / `conv_transpose_i16`: their
 GEMM bound by multiply-adds, run on 16-bit integers (src/kernels/conv_i16.c): the weights rounded to
-13 bits per output row (pack_i16), the activations to 13 bits per block of 32 k at run time.
+13 bits per output row (quantize_i16), the activations to 13 bits per block of 32 k at run time.
 """
 
 from __future__ import annotations
@@ -60,15 +60,10 @@ def bf16_workspace(rows: int, K: int, M: int) -> int:
     return rows * K + rows * M + rows * 8 * -(-K // 8)
 
 
-def pack_bf16(B: torch.Tensor) -> torch.Tensor:
-    """B [K, M] float32 -> its columns as bfloat16 rows (torch's rounding: to nearest even) in 2-row
-    panels [ceil(M/2), ceil(K/8), 2, 8], zeros past K and M, as the int16 of their bits (docs/ops.md,
-    `conv_bf16`)."""
-    K, M = B.shape
-    K8, P = -(-K // 8), -(-M // 2)
-    w = torch.zeros(2 * P, 8 * K8, dtype=torch.bfloat16)
-    w[:M, :K] = B.detach().t().to(torch.bfloat16)
-    return w.reshape(P, 2, K8, 8).permute(0, 2, 1, 3).contiguous().view(torch.int16)
+def to_bf16(B: torch.Tensor) -> torch.Tensor:
+    """B [K, M] float32 rounded to bfloat16 (torch's rounding: to nearest even), as the int16 of its bits
+    (layout.py puts its columns in conv_bf16's 2-row panels)."""
+    return B.detach().to(torch.bfloat16).contiguous().view(torch.int16)
 
 
 def i16_workspace(cols: int, K: int, M: int) -> int:
@@ -78,17 +73,14 @@ def i16_workspace(cols: int, K: int, M: int) -> int:
     return -(-cols // 8) * (8 * K + 4 * K32 + K32 // 4 + 1)
 
 
-def pack_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """B [K, M] float32 -> (w int16 [M, K32]: each column of B, i.e. each output row of the GEMM, as
-    codes round(w / s) (to nearest even) with s = max |w| / 4095, zeros past K; scale float32 [M])."""
-    K, M = B.shape
-    K32 = -(-K // 32) * 32
-    w = B.detach().t().float()
-    scale = w.abs().amax(1) / I16_LEVELS
-    q = torch.where(scale[:, None] > 0, torch.round(w / torch.where(scale > 0, scale, 1)[:, None]), 0).clamp(-I16_LEVELS, I16_LEVELS)
-    out = torch.zeros(M, K32, dtype=torch.int16)
-    out[:, :K] = q.to(torch.int16)
-    return out, scale.contiguous()
+def quantize_i16(B: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """B [K, M] float32 -> (codes int16 [K, M]: each column of B, i.e. each output row of the GEMM, as
+    round(w / s) (to nearest even) with s = max |w| / 4095; scale float32 [M]). layout.py writes the
+    columns as conv_i16's rows."""
+    w = B.detach().float()
+    scale = w.abs().amax(0) / I16_LEVELS
+    q = torch.where(scale[None, :] > 0, torch.round(w / torch.where(scale > 0, scale, 1)[None, :]), 0).clamp(-I16_LEVELS, I16_LEVELS)
+    return q.to(torch.int16), scale.contiguous()
 
 
 # kind -> (rows at least, rows at most, workspace past the rows: (rows, K, M) -> floats)
@@ -129,19 +121,18 @@ def _const_tensor(v: Value):
     return v.storage.tensor.reshape(v.shape)
 
 
-def quantize_convs(methods: list, params, skipped, pack, kind: str = "q8") -> None:
+def quantize_convs(methods: list, params, skipped, convert, kind: str = "q8") -> None:
     """Rewrites the methods' qualifying conv / conv_transpose ops in place (see the module).
-    skipped(names, shape) -> bool; pack(B [K, M]) -> the weight Values for B's columns: (q, scale)
-    for kind "q8", (w,) for "bf16"."""
+    skipped(names, shape) -> bool; convert(B [K, M]) -> the weight Values for B's columns in B's layout,
+    which layout.py lays out: (q, scale) for kind "q8" and "i16", (w,) for "bf16"."""
     index = _ConvParams(params)
-    done: dict = {}  # id(weight storage) -> pack's Values, or None
+    done: dict = {}  # float32 weight Storage -> convert's Values, or None
 
     def weights(v: Value, B: torch.Tensor, as_flat):
-        key = id(v.storage)
-        if key not in done:
+        if v.storage not in done:
             names, shape = index.find(B.t().contiguous(), as_flat)
-            done[key] = None if not names or skipped(names, shape) else pack(B)
-        return done[key]
+            done[v.storage] = None if not names or skipped(names, shape) else convert(B)
+        return done[v.storage]
 
     for m in methods:
         for i, op in enumerate(m.ops):

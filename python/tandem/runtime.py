@@ -21,20 +21,13 @@ from typing import NamedTuple, Union
 import torch
 
 from . import schema
+from .errors import TandemError
 from .ir import DTYPE_CODE, DTYPE_NAME, TORCH_DTYPE
 from .schema import API, result_kind
 
 _PACKAGE = Path(__file__).resolve().parent
 _REPO = _PACKAGE.parents[1]  # the clone, when the package is run from python/ in one
 _lib = None
-
-
-class TandemError(Exception):
-    """A failure reported by the runtime; `code` is the tdm_status name (e.g. 'TDM_ERR_TRUNCATED')."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
 
 
 def _native_path():

@@ -8,7 +8,7 @@ Everything else follows from this file:
 - C: `scripts/gen_schema.py` writes `src/schema.h` (committed; the build needs no Python). The op
   tables in `src/kernels/*.c` take their flags from it (`TDM_OP`), `tests/c/test_schema.c` checks
   that the runtime has exactly these ops, and `src/util.c` asserts `include/tandem.h`'s dtypes.
-- Python: `ir.py` (dtypes), `plan.py` (can fail, in place), `lowering/layout.py` (panel), `format.py` (records).
+- Python: `ir.py` (dtypes), `plan.py` (can fail, in place), `layout.py` (panel), `format.py` (records).
 - Docs and the committed header: `tests/python/test_schema.py` fails when `src/schema.h`,
   `docs/ops.md` or `docs/format.md` disagree with this file.
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from .errors import TandemError
+
 ENTRY = "tokenizer"  # the metadata key
 VERSION = 1
 
@@ -90,8 +92,6 @@ def entry(tokenizer, config_file: dict | None = None) -> dict:
 
 def check_entry(value) -> dict:
     """A stored entry, checked: a TandemError (MALFORMED) if it is not one tandem wrote."""
-    from .runtime import TandemError
-
     if not (
         isinstance(value, dict)
         and value.get("version") == VERSION

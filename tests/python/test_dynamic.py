@@ -84,7 +84,7 @@ def test_a_size_that_is_not_affine_is_an_export_error_naming_it():
 
 def test_llama_prefill_at_several_lengths_then_decode_equals_eager():
     transformers = pytest.importorskip("transformers")
-    import tandem.transformers as tt
+    from tandem.recipes.causal_lm import CausalLM
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
@@ -98,7 +98,7 @@ def test_llama_prefill_at_several_lengths_then_decode_equals_eager():
         tie_word_embeddings=True,
     )
     model = transformers.LlamaForCausalLM(config).eval()
-    lm = tt.CausalLM(model, 24)
+    lm = CausalLM(model, 24)
     program = tandem.export(
         None,
         {

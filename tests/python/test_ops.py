@@ -199,7 +199,7 @@ case("sdpa_repeat_kv", lambda q_, k_, v_, m: F.scaled_dot_product_attention(q_, 
      r(1, 6, 4, 8), r(1, 2, 9, 8), r(1, 2, 9, 8), torch.rand(4, 9, generator=g) > 0.3)
 case("sdpa_repeat_kv_causal", lambda q_, k_, v_: F.scaled_dot_product_attention(q_, _repeat_kv(k_, 2), _repeat_kv(v_, 2), is_causal=True),
      r(1, 4, 5, 4), r(1, 2, 5, 4), r(1, 2, 5, 4))
-# layout permutes folded into the attention (lowering/attention.py fold_permutes): time-first K/V
+# layout permutes folded into the attention (fuse.py fold_permutes): time-first K/V
 # (pocket-tts' cache), q, and y written time-first for an out projection
 def _tf(x):
     return x.permute(0, 2, 1, 3)

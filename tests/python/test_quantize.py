@@ -16,13 +16,19 @@ from torch import nn
 import tandem
 from tandem import schema as S
 from tandem.ir import F32, I8, Op
-from tandem.lowering.layout import pack_panels
-from tandem.quantize import _const, unpack_panels
+from tandem.layout import PANEL, pack_panels
+from tandem.quantize import _const
 from tandem.runtime import verify
 from test_ops import Tied, quantize_linear_inputs, ref_dequantize, ref_quantized_output
 
 ROOT = Path(__file__).resolve().parents[2]
 g = torch.Generator().manual_seed(7)
+
+
+def unpack_panels(bp: torch.Tensor, N: int) -> torch.Tensor:
+    """A weight as the file holds it, [P, K, PANEL] panels, back to [K, N] (docs/ops.md)."""
+    P, K, _ = bp.shape
+    return bp.permute(1, 0, 2).reshape(K, P * PANEL)[:, :N]
 
 
 def constants(data: bytes) -> list:

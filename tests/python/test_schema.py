@@ -1,7 +1,7 @@
 """python/tandem/schema.py is the one declaration; these fail when something that should follow it
 does not: the committed src/schema.h, include/tandem.h's dtypes, docs/ops.md's operator table and
 docs/format.md's layout. (The C op tables are checked against src/schema.h by tests/c/test_schema.c;
-plan.py, ir.py, lowering/layout.py and format.py import the schema.)"""
+plan.py, ir.py, layout.py and format.py import the schema.)"""
 
 import importlib.util
 import re

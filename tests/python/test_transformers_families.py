@@ -11,6 +11,7 @@ import torch
 
 import tandem
 import tandem.transformers as tt
+from tandem.recipes.causal_lm import is_recurrent
 
 transformers = pytest.importorskip("transformers")
 
@@ -181,7 +182,7 @@ def _recurrent(family):
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0, 0.3)
-    assert tt.is_recurrent(model)
+    assert is_recurrent(model)
     program = tt.export_causal_lm(model, max_cache_len=None, max_prompt_len=4, sample_top_k=16)
     return model, program.to_bytes(), [s.name for s in program.states]
 
@@ -256,7 +257,7 @@ def test_a_count_set_to_a_dynamic_length_is_computed_at_run_time():
 
 @pytest.mark.parametrize("family,recipe", [("bart", "seq2seq"), ("mamba2", "recurrent")])
 def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_path):
-    from tandem.pretrained import tolerance
+    from tandem.recipes.pretrained import tolerance
 
     model = _seeded(SEQ2SEQ[family]) if family in SEQ2SEQ else _seeded(RECURRENT[family])
     model.save_pretrained(tmp_path)

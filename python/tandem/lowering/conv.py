@@ -8,8 +8,8 @@ import math
 import torch
 
 from ..ir import F32, Op
+from ..schema import PANEL
 from .core import _shape_of, _size, aten, handles
-from .layout import PANEL
 from .provenance import source_line
 
 CONV_CHUNK_FLOATS = 262144  # src/kernels/variants.h TDM_CONV_CHUNK_FLOATS

@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm as matmul, matmul_packed (a constant b packed in panels) or the
+"""Matrix products: mm, bmm, addmm as matmul, matmul_packed (a constant b, which layout.py packs in panels) or the
 integer matmul, and torch.cdist's decomposition against a constant codebook (src/kernels/linalg.c)."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ import torch
 
 from ..ir import F32, I32, I64, Value
 from .core import _dim, _dtype_of, _shape_of, aten, handles
-from .layout import pack_panels
 
 
 def _producer(L, v: Value):
@@ -108,11 +107,12 @@ def _cdist_matmul(L, node, out_shape):
 
 def _matmul(L, a: Value, b: Value, out_shape) -> Value:
     if b in L.const_tensor and (len(b.shape) == 2 or math.prod(b.shape[:-2]) == 1):
-        # Weights: packed at export into 8-column panels, so the kernel streams them in order.
+        # Weights: a constant of their own, [K, N] here, packed by layout.py into 8-column panels
+        # (after quantization), so the kernel streams them in order.
         w = L.const_tensor[b].reshape(b.shape[-2:])
         K, N = w.shape
         a = L.reshape(a, out_shape[:-1] + (K,)) if len(a.shape) < len(out_shape) else a
-        return L.emit("matmul_packed", [a, L.const(pack_panels(w))], F32, out_shape, iattr=[N])
+        return L.emit("matmul_packed", [a, L.const(w)], F32, out_shape, iattr=[N])
     return L.emit("matmul", [a, b], F32, out_shape)
 
 

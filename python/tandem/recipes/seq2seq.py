@@ -1,16 +1,27 @@
-"""The encoder-decoder recipe (Whisper, T5, BART, Marian, Pegasus, Speech2Text, ...): see
-tandem/transformers.py's docstring for the methods it exports; users call it as
-tandem.transformers.export_seq2seq."""
+"""The encoder-decoder recipe (imports transformers only when called); users call it as
+tandem.transformers.export_seq2seq.
+
+    program = tandem.transformers.export_seq2seq(model, max_cache_len=64)
+
+An encoder-decoder over transformers' EncoderDecoderCache (Whisper, T5, BART, Marian, Pegasus,
+Speech2Text, ...) becomes
+- `encode(input)`: the model's own encoder on what its forward takes (token ids [1, n] of a dynamic
+  length up to max_source_len, or features of a fixed shape), its output kept as state, every decoder
+  layer's cross-attention keys and values written by the layer itself, and a new decode started
+  (the self-attention cache is emptied, its position back to 0);
+- `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
+- `reset()`: empties both caches.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from .export import Method, export
-from .ir import ExportError
-from .program import Program
-from .recipe_checks import check_options, token_id
+from ..export import Method, export
+from ..ir import ExportError
+from ..program import Program
+from .checks import check_options, token_id
 
 
 class Seq2Seq(nn.Module):

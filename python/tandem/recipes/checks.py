@@ -1,8 +1,8 @@
-"""What the transformers recipes (transformers.py, seq2seq.py) check in their arguments, once."""
+"""What the transformers recipes (causal_lm.py, seq2seq.py) check in their arguments, once."""
 
 from __future__ import annotations
 
-from .ir import ExportError
+from ..ir import ExportError
 
 EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip", "quantize_convs")
 

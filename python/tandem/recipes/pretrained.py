@@ -23,7 +23,10 @@ import threading
 import time
 from pathlib import Path
 
-from .ir import ExportError
+from ..ir import ExportError
+from ..tokenizer import ENTRY, entry, summary
+from .causal_lm import export_causal_lm, is_recurrent, prefill
+from .seq2seq import export_seq2seq
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 
@@ -127,8 +130,6 @@ def _family(config: dict, path: Path) -> str:
         return "seq2seq"
     import transformers
 
-    from .transformers import is_recurrent
-
     try:
         loaded = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
     except Exception as e:
@@ -178,9 +179,6 @@ def export_pretrained(
     import torch
     import transformers
 
-    from . import transformers as recipes
-    from .tokenizer import ENTRY, entry, summary
-
     progress = progress or Progress(None)
     path = Path(path)
     if dtype not in ("float32", "fp32", torch.float32):
@@ -214,7 +212,7 @@ def export_pretrained(
     if family == "seq2seq":
         limit = getattr(model.config, "max_target_positions", None) or getattr(text, "max_position_embeddings", None) or 448
         max_cache_len = int(max_cache_len or min(limit, 1024))
-        program = recipes.export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
+        program = export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
     else:
         if family == "recurrent":
             if max_cache_len is not None:
@@ -228,7 +226,7 @@ def export_pretrained(
             limit = getattr(text, "max_position_embeddings", None) or 1024
             max_cache_len = int(max_cache_len or min(limit, 1024))
             max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
-        program = recipes.export_causal_lm(
+        program = export_causal_lm(
             model,
             max_cache_len=max_cache_len,
             max_prompt_len=max_prompt_len,
@@ -268,8 +266,7 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
     outputs with eager on the same inputs: {"checked": what ran, "max_abs_diff": float, "top1_equal": bool}."""
     import torch
 
-    from . import transformers as recipes
-    from .runtime import load
+    from ..runtime import load
 
     m = load(data)
     md = m.metadata
@@ -295,7 +292,7 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             ids = tok("Hello, world! 1 2 3")["input_ids"][:n] if tok is not None else []
             ids = [i for i in ids if 0 <= i < vocab] or [1 % vocab]
             tokens = torch.tensor([ids])
-            got = recipes.prefill(m, tokens)
+            got = prefill(m, tokens)
             want = model(tokens).logits[:, -1]
             checked = f"prefill of {len(ids)} tokens"
     diff = float((got - want.float()).abs().max())

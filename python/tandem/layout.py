@@ -1,0 +1,115 @@
+"""Weight layout, one pass over the lowered methods after quantization (export.py): the weights that
+lowering, fuse.tie_embeddings and quantize.py leave in their natural layout, B [K, N] as `a @ B` uses
+it (a Linear's weight transposed, an embedding table's transpose; for a quantized weight its codes
+[K, N] and scales), are written once in the layout their op's kernel reads (docs/ops.md):
+
+- `matmul_packed`, `embedding_packed`: B in panels of PANEL columns, [ceil(N/PANEL), K, PANEL];
+- `matmul_q8`, `embedding_q8`, `conv_q8`, `conv_transpose_q8`: the int8 codes in those panels, the
+  scales [1, N] as [ceil(N/PANEL), PANEL];
+- `matmul_q4`, `embedding_q4`: the int4 codes two per byte along K (int4x2), in panels, the group
+  scales [ceil(K/G), N] in panels;
+- `conv_bf16`, `conv_transpose_bf16`: B's columns as bfloat16 rows in 2-row panels of 8 k;
+- `conv_i16`, `conv_transpose_i16`: B's columns as int16 rows of K rounded up to 32.
+
+Each weight is laid out once, however many ops (across methods) read it: the ops that shared a
+weight value share the laid-out one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import schema
+from .ir import CONST, I4X2, ExportError, Storage, Value
+
+PANEL = schema.PANEL  # columns per packed panel (schema.py; TDM_PANEL in the runtime)
+_BUG = "a bug in tandem's exporter, please report it"
+
+
+def pack_panels(x: torch.Tensor) -> torch.Tensor:
+    """x [R, N] -> [ceil(N/PANEL), R, PANEL] of x's dtype: PANEL-column panels, zero past N."""
+    R, N = x.shape
+    P = -(-N // PANEL)
+    padded = torch.zeros(R, P * PANEL, dtype=x.dtype)
+    padded[:, :N] = x
+    return padded.reshape(R, P, PANEL).permute(1, 0, 2).contiguous()
+
+
+def _q8_scales(scale: torch.Tensor) -> torch.Tensor:
+    """matmul_q8's scales: [1, N] -> [ceil(N/PANEL), PANEL]."""
+    return pack_panels(scale)[:, 0, :].contiguous()
+
+
+def _int4x2(q: torch.Tensor) -> torch.Tensor:
+    """int4 codes q [K, N] in [-8, 7] -> bytes [ceil(K/2), N]: even k in the low nibble, odd k in the
+    high one, as two's complement (zero past K)."""
+    K, N = q.shape
+    even = torch.zeros(-(-K // 2) * 2, N, dtype=torch.int16)
+    even[:K] = q.to(torch.int16)
+    nib = even & 15
+    return (nib[0::2] | (nib[1::2] << 4)).to(torch.uint8)
+
+
+def _q4_codes(q: torch.Tensor) -> torch.Tensor:
+    """matmul_q4's weights: codes [K, N] -> int4x2 bytes [ceil(N/PANEL), ceil(K/2), PANEL]."""
+    return pack_panels(_int4x2(q))
+
+
+def _bf16_rows(w: torch.Tensor) -> torch.Tensor:
+    """conv_bf16's weights: B [K, M] as bfloat16 bits (int16) -> its columns as rows in 2-row panels
+    [ceil(M/2), ceil(K/8), 2, 8], zeros past K and M."""
+    K, M = w.shape
+    K8, P = -(-K // 8), -(-M // 2)
+    out = torch.zeros(2 * P, 8 * K8, dtype=torch.int16)
+    out[:M, :K] = w.t()
+    return out.reshape(P, 2, K8, 8).permute(0, 2, 1, 3).contiguous()
+
+
+def _i16_rows(q: torch.Tensor) -> torch.Tensor:
+    """conv_i16's weights: codes [K, M] -> its columns as rows [M, K32], K32 = K rounded up to 32, zeros past K."""
+    K, M = q.shape
+    out = torch.zeros(M, -(-K // 32) * 32, dtype=torch.int16)
+    out[:, :K] = q.t()
+    return out
+
+
+# op -> {operand index: (its layout, the dtype of the laid-out constant, or None for the natural one's)}
+_Q8 = {1: (pack_panels, None), 2: (_q8_scales, None)}
+_Q4 = {1: (_q4_codes, I4X2), 2: (pack_panels, None)}
+WEIGHTS = {
+    "matmul_packed": {1: (pack_panels, None)},
+    "embedding_packed": {0: (pack_panels, None)},
+    "matmul_q8": _Q8,
+    "conv_q8": _Q8,
+    "conv_transpose_q8": _Q8,
+    "embedding_q8": {i - 1: f for i, f in _Q8.items()},
+    "matmul_q4": _Q4,
+    "embedding_q4": {i - 1: f for i, f in _Q4.items()},
+    "conv_bf16": {1: (_bf16_rows, None)},
+    "conv_transpose_bf16": {1: (_bf16_rows, None)},
+    "conv_i16": {1: (_i16_rows, None)},
+    "conv_transpose_i16": {1: (_i16_rows, None)},
+}
+
+
+def layout_methods(methods: list) -> None:
+    """Replaces the natural-layout weight operands of the methods' ops (WEIGHTS) by their laid-out
+    constants, in place (see the module)."""
+    done: dict = {}  # natural Value -> laid-out Value
+    storages: dict = {}  # natural Storage -> (its layout, laid-out Storage)
+    for m in methods:
+        for op in m.ops:
+            for i, (lay, dtype) in WEIGHTS.get(op.name, {}).items():
+                v = op.ins[i]
+                if v not in done:
+                    s = v.storage
+                    if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != 2:
+                        raise ExportError(f"{op.name}'s weight is not a whole [K, N] constant: {_BUG}")
+                    if s not in storages:
+                        t = lay(s.tensor.reshape(v.shape))
+                        storages[s] = (lay, Storage(CONST, t.numel() * t.element_size(), tensor=t, dtype=dtype or s.dtype))
+                    used, new = storages[s]
+                    if used is not lay:
+                        raise ExportError(f"a constant is the weight of ops of two layouts ({op.name}): {_BUG}")
+                    done[v] = Value(dtype or v.dtype, tuple(new.tensor.shape), new)
+                op.ins[i] = done[v]

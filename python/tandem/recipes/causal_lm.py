@@ -1,0 +1,491 @@
+"""The causal-LM recipe for Hugging Face transformers models (imports transformers only when called).
+
+    program = tandem.transformers.export_causal_lm(model, max_cache_len=512, max_prompt_len=64)
+
+A decoder-only LM becomes one program whose state is its static KV cache (transformers'
+StaticCache, exported as it is: the cache object's tensors are state):
+- `prefill(tokens [1, n])`, 1 <= n <= max_prompt_len (a dynamic dim 'n'): appends n tokens to the
+  cache and returns the last position's logits [1, vocab]; each call runs at its own length;
+- `decode(token [1, 1])`: appends one token, returns its logits [1, vocab];
+- `decode_topk(token [1, 1])`: appends one token like decode (same state), returns its K largest
+  logits, values float32 [1, K] and their token ids int64 [1, K], largest first, equal values by
+  the lower id (the runtime's `topk`), so sampling reads K numbers instead of the vocabulary;
+- `reset()`: empties the cache.
+The position lives in state: callers never pass it. A call that would write past max_cache_len
+fails with TDM_ERR_INDEX and leaves the state unchanged.
+
+Metadata (`model.metadata`; `metadata=` adds entries): model_type, vocab_size, num_layers,
+max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sample_top_k (K of
+decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
+of positions in use), bos_token_id, eos_token_id, and unused_options (the arguments given that do
+not apply to the model, e.g. a Mamba LM's max_cache_len) when there are any.
+
+A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
+holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
+(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through
+the same recipe; its state is each layer's convolution
+window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
+tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
+steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
+for fixed n (max_prompt_len and the powers of two below it, listed largest first in the metadata
+entry `prefill_chunks`); `decode`, `decode_topk` and `reset` as above, and `prefill()` below splits a
+prompt into them.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import TandemError
+from ..export import Method, export
+from ..ir import ExportError
+from ..program import Program
+from .checks import check_int, check_options, token_id
+
+
+def prefill_chunks(max_prompt_len: int) -> list[int]:
+    """The lengths of prefill_<n> methods, largest first (1 is decode's): a Mamba program's, and a
+    KV-cache LM's exported before prefill had a dynamic length; `prefill()` runs such programs."""
+    sizes = {max_prompt_len} if max_prompt_len > 1 else set()
+    n = 2
+    while n < max_prompt_len:
+        sizes.add(n)
+        n *= 2
+    return sorted(sizes, reverse=True)
+
+
+def split_prompt(n: int, chunks: list[int]) -> list[int]:
+    """n as a sum of chunk lengths, largest first, ending with 1s (decode's)."""
+    out = []
+    for c in list(chunks) + [1]:
+        while n >= c:
+            out.append(c)
+            n -= c
+    return out
+
+
+class CausalLM(nn.Module):
+    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int):
+        super().__init__()
+        from transformers import StaticCache
+        from transformers.cache_utils import StaticLayer
+        from transformers.configuration_utils import get_head_shapes
+
+        self.model = model
+        config = model.config.get_text_config(decoder=True)
+        self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+        for i, layer in enumerate(self.cache.layers):
+            if type(layer) is not StaticLayer:  # sliding-window and shared-KV layers: a plain static layer
+                self.cache.layers[i] = StaticLayer(max_cache_len)
+        heads, head_dim = get_head_shapes(config)
+        self.cache.early_initialization(1, heads, head_dim, torch.float32, torch.device("cpu"))
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1]
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
+    def reset(self) -> None:
+        for layer in self.cache.layers:
+            layer.keys.zero_()
+            layer.values.zero_()
+            layer.cumulative_length.zero_()
+
+
+def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k largest logits [1, k] and their ids [1, k], largest first. tandem's topk orders equal
+    values by the lower id (eager PyTorch leaves their order unspecified)."""
+    values, ids = torch.topk(logits, k, dim=-1)
+    return values, ids
+
+
+class _MambaLayerState(nn.Module):
+    def __init__(self, channels: int, kernel: int, state_size: int):
+        super().__init__()
+        self.register_buffer("conv", torch.zeros(1, channels, kernel - 1))  # the last kernel-1 inputs of the conv
+        self.register_buffer("ssm", torch.zeros(1, channels, state_size))
+
+
+class MambaLM(nn.Module):
+    """A Mamba LM (transformers MambaForCausalLM) with its recurrent state as buffers: a step of n
+    tokens continues from the state, so n tokens in any chunks equal them in one call (transformers'
+    own prefill starts the SSM from zero, so it cannot continue a sequence). The math is transformers'
+    slow path (MambaMixer without kernels), on the model's own modules and weights."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int | None = None):
+        super().__init__()  # max_cache_len: taken like CausalLM's; a Mamba state has no length
+        self.model = model
+        c = model.config
+        self.states = nn.ModuleList(_MambaLayerState(c.intermediate_size, c.conv_kernel, c.state_size) for _ in range(c.num_hidden_layers))
+        self.register_buffer("position", torch.zeros((), dtype=torch.long))  # tokens seen since reset
+
+    def _mixer(self, mixer: nn.Module, state: _MambaLayerState, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1]
+        h, gate = mixer.in_proj(x).transpose(1, 2).chunk(2, dim=1)  # [1, channels, n] each
+        window = torch.cat([state.conv, h], dim=-1)
+        state.conv.copy_(window[:, :, n:])
+        h = nn.functional.conv1d(window, mixer.conv1d.weight, mixer.conv1d.bias, groups=mixer.intermediate_size)
+        h = mixer.act(h)  # [1, channels, n]
+        dt, B, C = torch.split(mixer.x_proj(h.transpose(1, 2)), [mixer.time_step_rank, mixer.ssm_state_size, mixer.ssm_state_size], dim=-1)
+        dt = mixer.dt_proj.weight @ dt.transpose(1, 2)
+        if mixer.dt_proj.bias is not None:
+            dt = dt + mixer.dt_proj.bias[:, None]
+        dt = nn.functional.softplus(dt)  # [1, channels, n]
+        A = -torch.exp(mixer.A_log.float())  # [channels, state_size]
+        dA = torch.exp(A[None, :, None, :] * dt[:, :, :, None])  # [1, channels, n, state_size]
+        dBx = dt[:, :, :, None] * B[:, None, :, :] * h[:, :, :, None]
+        ssm, ys = state.ssm, []
+        for t in range(n):
+            ssm = dA[:, :, t] * ssm + dBx[:, :, t]
+            ys.append(torch.matmul(ssm, C[:, t, :, None])[:, :, 0])
+        state.ssm.copy_(ssm)
+        y = (torch.stack(ys, dim=-1) + h * mixer.D[None, :, None]) * nn.functional.silu(gate)
+        return mixer.out_proj(y.transpose(1, 2))
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        backbone = self.model.backbone
+        x = backbone.embeddings(tokens)
+        for block, state in zip(backbone.layers, self.states):
+            residual = x.float() if block.residual_in_fp32 else x
+            x = residual + self._mixer(block.mixer, state, block.norm(x))
+        self.position.add_(tokens.shape[1])
+        return self.model.lm_head(backbone.norm_f(x[:, -1:]))[:, -1]
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
+    def reset(self) -> None:
+        for state in self.states:
+            state.conv.zero_()
+            state.ssm.zero_()
+        self.position.zero_()
+
+
+# ---- recurrent LMs over transformers' own cache classes -----------------------------------------
+
+
+class _StateSlots:
+    """Stands in for a LinearAttentionLayer's {state index: tensor} dict with the tensors as attributes
+    (s0, s1, ...), so tandem.export finds them as state (it follows objects' attributes, not dict items)."""
+
+    def __init__(self, tensors: dict):
+        self._keys = sorted(tensors)
+        for k in self._keys:
+            setattr(self, f"s{k}", tensors[k])
+
+    def __getitem__(self, k):
+        return getattr(self, f"s{k}", None)
+
+    def __setitem__(self, k, v):
+        if k not in self._keys:
+            self._keys.append(k)
+        setattr(self, f"s{k}", v)
+
+    def keys(self):
+        return list(self._keys)
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+
+def _cache_layer_kinds(model, max_cache_len: int) -> tuple:
+    """(the StaticCache transformers builds from the model's config, [kind of each layer]): 'recurrent'
+    for a LinearAttentionLayer (conv/recurrent state tensors), 'attention' for a static KV layer, 'none'
+    for a DummyLayer; an ExportError naming the model class and layer class for anything else."""
+    from transformers import StaticCache
+    from transformers.cache_utils import DummyLayer, LinearAttentionLayer, StaticLayer
+
+    name = _class_name(model)
+    config = getattr(model, "config", model).get_text_config(decoder=True)  # a model or its config
+    try:
+        cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    except Exception as e:
+        raise ExportError(
+            f"{name}: transformers cannot build a StaticCache from its config "
+            f"({type(e).__name__}: {e}), so this recipe cannot give it a fixed-size state"
+        ) from e
+    kinds = []
+    for i, layer in enumerate(cache.layers):
+        if isinstance(layer, LinearAttentionLayer) and isinstance(layer, StaticLayer):
+            kinds.append("hybrid")
+        elif isinstance(layer, LinearAttentionLayer):
+            kinds.append("recurrent")
+        elif isinstance(layer, StaticLayer):
+            kinds.append("attention")
+        elif isinstance(layer, DummyLayer):
+            kinds.append("none")
+        else:
+            raise ExportError(
+                f"{name}: cache layer {i} is a {type(layer).__name__}, which this recipe "
+                "cannot hold as fixed-size state (it exports static KV layers and linear-attention/"
+                "recurrent layers)"
+            )
+    return cache, kinds
+
+
+def _class_name(model) -> str:
+    if isinstance(model, nn.Module):
+        return type(model).__name__
+    return ", ".join(getattr(model, "architectures", None) or []) or f"a {getattr(model, 'model_type', '?')} model"
+
+
+def is_recurrent(model) -> bool:
+    """Whether the model's (or a config's) own cache (transformers' StaticCache built from its config) holds recurrent
+    state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows."""
+    try:
+        _, kinds = _cache_layer_kinds(model, 8)
+    except ExportError:
+        return False
+    return any(k in ("recurrent", "hybrid") for k in kinds)
+
+
+class RecurrentLM(nn.Module):
+    """A causal LM whose transformers cache has recurrent layers (Mamba2, FalconMamba, ...: each layer's
+    convolution window and SSM state in a LinearAttentionLayer), run by the model's own forward one
+    token at a time: a step of one token is transformers' own recurrent update, so prefill_<n> is n such
+    steps and continues from the state, which transformers' own multi-token prefill (starting the scan
+    from zero) would not. The cache is made by transformers (StaticCache from the config), its tensors
+    created by one eager call and then zeroed; attention layers of a hybrid model keep a static KV cache
+    of max_cache_len positions."""
+
+    def __init__(self, model: nn.Module, cache, kinds: list):
+        super().__init__()
+        from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+        self.model = model
+        self.kinds = kinds
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is StaticSlidingWindowLayer:  # as CausalLM: the model's mask keeps the window
+                cache.layers[i] = StaticLayer(layer.max_cache_len)
+        self.cache = cache
+        with torch.no_grad():  # transformers creates the state tensors lazily, at a first update
+            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=cache, use_cache=True)
+        for i, layer in enumerate(cache.layers):
+            if kinds[i] in ("recurrent", "hybrid"):
+                for name in ("conv_states", "recurrent_states"):
+                    got = {k: v for k, v in getattr(layer, name).items() if v is not None}
+                    setattr(layer, name, _StateSlots(got))
+                for k in layer.has_previous_state:  # every call continues the state (zero after reset)
+                    layer.has_previous_state[k] = True
+        self.register_buffer("position", torch.zeros((), dtype=torch.long))  # tokens seen since reset
+        self.reset()
+
+    def _one(self, token: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=token, cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.position.add_(1)
+        return out.logits[:, -1]
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits = None
+        for t in range(tokens.shape[1]):
+            logits = self._one(tokens[:, t : t + 1])
+        return logits
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step(tokens), self.top_k)
+
+    def state_tensors(self) -> list:
+        out = []
+        for i, layer in enumerate(self.cache.layers):
+            if self.kinds[i] in ("recurrent", "hybrid"):
+                out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
+            if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
+                out += [layer.keys, layer.values, layer.cumulative_length]
+        return out
+
+    def reset(self) -> None:
+        for t in self.state_tensors():
+            t.zero_()
+        self.position.zero_()
+
+
+def _refuse_unsupported_state(model: nn.Module) -> None:
+    """An ExportError naming the model class when its forward keeps its past in something other than a
+    transformers Cache (found from its forward's own parameters and their annotated classes): RWKV's
+    `state` list, xLSTM's xLSTMCache."""
+    import inspect
+    import typing
+
+    from transformers.cache_utils import Cache
+
+    name = type(model).__name__
+    params = inspect.signature(model.forward).parameters
+    key = next((k for k in ("cache", "past_key_values") if k in params), None)
+    if key is None:
+        own = [k for k in ("state", "cache_params", "mems") if k in params]
+        raise ExportError(
+            f"{name}: its forward takes no transformers Cache"
+            f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
+            "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
+            "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
+            "step as a module with buffers and use tandem.export"
+        )
+    annotation = params[key].annotation
+    classes = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and a is not type(None)]
+    foreign = [c for c in classes if not issubclass(c, Cache)]
+    if foreign and not any(issubclass(c, Cache) for c in classes):
+        raise ExportError(
+            f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
+            f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export"
+        )
+
+
+def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
+    """export_causal_lm's family part for a model whose cache has recurrent layers (see RecurrentLM):
+    (lm, its prefill methods, metadata entries, layers, position state)."""
+    cache, kinds = _cache_layer_kinds(model, max_cache_len or 1)
+    attention = [i for i, k in enumerate(kinds) if k in ("attention", "hybrid")]
+    if attention and max_cache_len is None:
+        raise ExportError(
+            f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
+            "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512"
+        )
+    if not attention and max_cache_len is not None:
+        raise ExportError(
+            f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
+            "not a KV cache, so any number of tokens fits; pass max_cache_len=None"
+        )
+    if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
+        raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
+    lm = RecurrentLM(model, cache, kinds)
+    # one token per step of the model's own recurrent update, unrolled: fixed prefill_<n> lengths
+    return (lm, *_chunked_prefills(lm, max_prompt_len), len(kinds), "position")
+
+
+def _chunked_prefills(lm, max_prompt_len) -> tuple:
+    """prefill_<n> methods of fixed lengths n (prefill_chunks) and their metadata entry."""
+    chunks = prefill_chunks(max_prompt_len)
+    return {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}, {"prefill_chunks": chunks}
+
+
+def _mamba_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
+    """export_causal_lm's family part for a MambaForCausalLM (see MambaLM), as _recurrent_lm's."""
+    if max_prompt_len < 1:
+        raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
+    # The selective scan steps through the tokens one at a time (a Python loop unrolled at
+    # export); tandem has no loop op and an affine size cannot stand for a count of unrolled
+    # steps, so a Mamba prefill keeps fixed lengths: power-of-two prefill_<n> chunks.
+    lm = MambaLM(model, max_cache_len)
+    return (lm, *_chunked_prefills(lm, max_prompt_len), int(config.num_hidden_layers), "position")
+
+
+def _kv_cache_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
+    """export_causal_lm's family part for an LM over a static KV cache (see CausalLM), as _recurrent_lm's."""
+    if max_cache_len is None:
+        raise ExportError(
+            f"max_cache_len=None: a {getattr(config, 'model_type', '') or type(model).__name__} model keeps its past in a KV "
+            "cache of max_cache_len positions; pass the length you need, e.g. max_cache_len=512"
+        )
+    if not 1 <= max_prompt_len <= max_cache_len:
+        raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
+    lm = CausalLM(model, max_cache_len)
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    prefills = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+    return lm, prefills, {}, int(config.num_hidden_layers), "cache.layers.0.cumulative_length"
+
+
+def export_causal_lm(
+    model: nn.Module, max_cache_len: int | None, max_prompt_len: int, metadata: dict | None = None, sample_top_k: int | None = 64, **options
+) -> Program:
+    """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
+    prefill (of 1 to max_prompt_len tokens), decode, decode_topk and reset over its static KV cache,
+    or a MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode,
+    decode_topk and reset over its recurrent state; see the module's docstring for the methods and
+    the metadata. decode_topk returns the K = min(sample_top_k, vocab_size) largest logits and their
+    ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
+    decode_topk.
+    Every family takes the same arguments: one that does not apply to the model (max_cache_len of a
+    Mamba LM, which has no cache) is accepted and recorded in the metadata entry `unused_options`.
+    `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip;
+    any other name is an ExportError naming it."""
+    check_options("export_causal_lm", options)
+    model = model.eval().float()
+    config = model.config.get_text_config(decoder=True)
+    model_type = getattr(config, "model_type", "")
+    unused = {}
+    if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
+        raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
+    top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
+    check_int("max_prompt_len", max_prompt_len)
+    if max_cache_len is not None:
+        check_int("max_cache_len", max_cache_len)
+    if model_type != "mamba":
+        _refuse_unsupported_state(model)
+    if model_type != "mamba" and is_recurrent(model):
+        lm, methods, extra, num_layers, position_state = _recurrent_lm(model, max_cache_len, max_prompt_len)
+    elif model_type == "mamba":
+        if max_cache_len is not None:  # a fixed-size state, not a KV cache: any number of tokens fits
+            unused["max_cache_len"] = int(max_cache_len)
+            max_cache_len = None
+        lm, methods, extra, num_layers, position_state = _mamba_lm(model, config, max_cache_len, max_prompt_len)
+    else:
+        lm, methods, extra, num_layers, position_state = _kv_cache_lm(model, config, max_cache_len, max_prompt_len)
+    # the methods every family has, after its prefill
+    methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
+    if top_k is not None:
+        lm.top_k = top_k
+        methods["decode_topk"] = Method(lm.step_topk, (torch.zeros(1, 1, dtype=torch.long),))
+        extra["sample_top_k"] = top_k
+    methods["reset"] = Method(lm.reset, ())
+    return export(
+        None,
+        methods,
+        metadata={
+            "model_type": model_type,
+            "vocab_size": int(config.vocab_size),
+            "num_layers": num_layers,
+            "max_cache_len": None if max_cache_len is None else int(max_cache_len),
+            "max_prompt_len": int(max_prompt_len),
+            **extra,
+            "position_state": position_state,
+            "bos_token_id": token_id(getattr(config, "bos_token_id", None)),
+            "eos_token_id": token_id(getattr(config, "eos_token_id", None)),
+            **({"unused_options": unused} if unused else {}),
+            **(metadata or {}),
+        },
+        **options,
+    )
+
+
+def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
+    """Append tokens [1, n] (any n >= 1) to a loaded model's cache (tandem.load): with `prefill`
+    calls of at most max_prompt_len tokens each, in order, as JS generate() feeds a long prompt (a
+    program without a dynamic `prefill`, Mamba's or one of an earlier version: its prefill_<n>
+    chunks, then decode for a last single token); returns the last position's logits. A prompt that
+    does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
+    md = model.metadata
+    tokens = tokens.reshape(1, -1)
+    n = tokens.shape[-1]
+    if n < 1:
+        raise TandemError("TDM_ERR_INVALID_ARGUMENT", "prefill: no tokens; give at least one")
+    used = int(model.read_state(md["position_state"]))
+    if md["max_cache_len"] is not None and used + n > md["max_cache_len"]:
+        raise TandemError(
+            "TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions are in use (call reset())"
+        )
+    logits, step = None, int(md["max_prompt_len"])
+    for at in range(0, n, step):
+        piece = tokens[:, at : at + step]
+        if "prefill" in model.methods:
+            logits = model.call("prefill", piece)
+            continue
+        done = 0
+        for c in split_prompt(piece.shape[-1], md["prefill_chunks"]):
+            logits = model.call("decode" if c == 1 else f"prefill_{c}", piece[:, done : done + c])
+            done += c
+    return logits
