@@ -185,11 +185,7 @@ uint32_t tdm_program_metadata_count(const tdm_program *p) { return p ? p->n_meta
 const char *tdm_program_metadata_name(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i] : NULL; }
 const char *tdm_program_metadata_value(const tdm_program *p, uint32_t i) { return p && i < p->n_metadata ? p->metadata[2 * i + 1] : NULL; }
 
-const void *tdm_program_data(const tdm_program *p) {
-  if (!p) return NULL;
-  tdm__q8_unpair_weights((tdm_program *)p); /* the file's layout (ops.h); the kernels follow */
-  return p->data;
-}
+const void *tdm_program_data(const tdm_program *p) { return p ? p->data : NULL; }
 size_t tdm_program_data_size(const tdm_program *p) { return p ? p->data_size : 0; }
 
 uint32_t tdm_method_value_count(const tdm_program *p, uint32_t method) {

@@ -17,6 +17,28 @@ const tdm_opdef *tdm__find_op(const char *name) {
   return NULL;
 }
 
+void tdm__prepare_ops(tdm_program *p) {
+  tdm_prepare_cx cx = {p, tdm__calloc(((size_t)p->n_consts + 1) * sizeof(void *))};
+  if (!cx.by_const) return;
+  for (uint32_t i = 0; i < p->n_methods; i++)
+    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
+      tdm_op *op = &p->methods[i].ops[k];
+      if (op->def->prepare) op->prepared = op->def->prepare(&cx, &p->methods[i], op);
+    }
+  tdm__free(cx.by_const);
+  p->prepared = true;
+}
+
+void tdm__release_ops(tdm_program *p) {
+  for (uint32_t i = 0; p->prepared && i < p->n_methods; i++)
+    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
+      tdm_op *op = &p->methods[i].ops[k];
+      if (op->prepared && op->def->release) op->def->release(op->prepared);
+      op->prepared = NULL;
+    }
+  p->prepared = false;
+}
+
 bool tdm__reads_const_only(const tdm_opdef *def) {
   for (const tdm_opdef *d = tdm__quant_ops; d->name; d++)
     if (d == def) return true;

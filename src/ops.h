@@ -17,6 +17,22 @@
 typedef tdm_status (*tdm_op_check_fn)(const tdm_method *m, const tdm_op *op);
 typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 
+/* What the CPU backend prepares for its kernels from a verified program's bytes (packed or
+ * transformed weights), never written into the file's data: an op def's `prepare` hook returns the
+ * op's prepared data (op->prepared), or NULL, where the kernel reads the file's bytes as they are
+ * (also when out of memory: prepared data only ever makes a kernel faster, never changes its
+ * result); its `release` hook frees it, once per op, when the program is freed. Both run on the
+ * program alone (tdm_program_load / tdm_program_free), never while a method runs. */
+typedef struct tdm_prepare_cx {
+  const tdm_program *program;
+  /* [n_consts]: the data an op prepared from a whole constant, for other ops preparing from the
+   * same constant to share (the int8 weights' paired copy, quant.c: one per constant however many
+   * ops multiply by it; the def's release counts its users) */
+  void **by_const;
+} tdm_prepare_cx;
+typedef void *(*tdm_op_prepare_fn)(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op);
+typedef void (*tdm_op_release_fn)(void *prepared);
+
 typedef struct tdm_opdef {
   const char *name;
   int code;        /* sub-operation for families that share a kernel (binary, unary, reduce) */
@@ -26,27 +42,22 @@ typedef struct tdm_opdef {
    * entries with TDM_OP, which fails to compile for an op the schema does not declare. */
   tdm_op_check_fn check;
   tdm_op_run_fn run;
+  tdm_op_prepare_fn prepare; /* NULL, or the op's prepared data for the CPU kernels (above) */
+  tdm_op_release_fn release; /* with prepare: frees what it returned */
 } tdm_opdef;
 
-/* A table entry: the op `name` (an identifier) with the flags src/schema.h declares for it. */
-#define TDM_OP(name, code, check, run) {#name, code, TDM__OPFLAGS_##name, check, run}
-#define TDM_OP_END {NULL, 0, false, TDM_INPLACE_NONE, NULL, NULL}
+/* A table entry: the op `name` (an identifier) with the flags src/schema.h declares for it;
+ * TDM_OP_PREPARED also with its prepare and release hooks. */
+#define TDM_OP(name, code, check, run) {#name, code, TDM__OPFLAGS_##name, check, run, NULL, NULL}
+#define TDM_OP_PREPARED(name, code, check, run, prepare, release) {#name, code, TDM__OPFLAGS_##name, check, run, prepare, release}
+#define TDM_OP_END {NULL, 0, false, TDM_INPLACE_NONE, NULL, NULL, NULL, NULL}
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
-/* The wasm builds (TDM_Q8_PAIRED, variants.h) hold matmul_q8's weights in the paired layout, where
- * the SIMD128 integer-dot GEMV needs no interleave: after a program is verified, every int8
- * constant used only as whole matmul_q8 weights with K even (and at most TDM_Q8_DOT_MAX_K) is
- * repacked in the program's own copy of the data and its ops told so; unpairing puts every one back
- * in the file's layout (tdm_program_data, which hands the data to WebGPU and to hosts, calls it).
- * The results are the same bits either way. Out of memory for the flags: nothing is repacked. */
-void tdm__q8_pair_weights(tdm_program *p);
-void tdm__q8_unpair_weights(tdm_program *p);
-/* After a program is verified: every 1-d k3 conv (stride 1, no padding, dilation 1, one group,
- * float32 constant weights, a workspace), and every 1-d conv and transposed conv with kernel 2s and
- * stride s where it pays, gets its weights' Winograd transform in memory the program owns
- * (op->wino_u; kernels/conv_wino.c). Out of memory: none do (the direct path). */
-void tdm__conv_wino_prepare(tdm_program *p);
+/* Every op's prepare hook, over a verified program (program.c, at load); out of memory for the
+ * sharing table: none (every kernel reads the file's bytes). tdm__release_ops frees what they built. */
+void tdm__prepare_ops(tdm_program *p);
+void tdm__release_ops(tdm_program *p);
 /* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */
 bool tdm__reads_const_only(const tdm_opdef *def);
 /* How many ops the runtime has (every family's table). */
@@ -88,6 +99,45 @@ extern const tdm_opdef tdm__random_ops[]; /* random.c: the generator's state is 
 /* An index tensor's element i (int64 or int32; the rules admit only those). */
 static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {
   return t->dtype == TDM_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
+}
+
+/* s viewed as [outer, s[d], inner] around dim d. */
+static inline void tdm__outer_inner(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *inner) {
+  *outer = *inner = 1;
+  for (int i = 0; i < d; i++) *outer *= s->dims[i];
+  for (int i = (int)d + 1; i < s->rank; i++) *inner *= s->dims[i];
+}
+
+/* The walk of gather and scatter over an index tensor's positions in order (index of x's rank, no
+ * larger than x outside dim d): `off` is x's element offset of the current position with dim d's
+ * coordinate 0, so index value j (in [0, x[d])) addresses x's element off + j·st[d]. */
+typedef struct tdm_index_walk {
+  const tdm_shape *is;
+  int64_t d, off;
+  int64_t st[TDM_MAX_RANK];  /* x's strides (elements) */
+  int64_t idx[TDM_MAX_RANK]; /* the current position in the index */
+} tdm_index_walk;
+
+static inline void tdm__index_walk_start(tdm_index_walk *w, const tdm_shape *xs, const tdm_shape *is, int64_t d) {
+  w->is = is, w->d = d, w->off = 0;
+  int64_t k = 1;
+  for (int i = xs->rank - 1; i >= 0; i--) {
+    w->st[i] = k;
+    k *= xs->dims[i];
+  }
+  for (int i = 0; i < TDM_MAX_RANK; i++) w->idx[i] = 0;
+}
+
+/* To the next position of the index (row-major). */
+static inline void tdm__index_walk_next(tdm_index_walk *w) {
+  for (int i = w->is->rank - 1; i >= 0; i--) {
+    if (++w->idx[i] < w->is->dims[i]) {
+      if (i != w->d) w->off += w->st[i];
+      return;
+    }
+    if (i != w->d) w->off -= w->st[i] * (w->is->dims[i] - 1);
+    w->idx[i] = 0;
+  }
 }
 extern const tdm_opdef tdm__quant_ops[];
 

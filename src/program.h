@@ -41,13 +41,10 @@ typedef struct tdm_op {
   const uint32_t *out;  /* [n_out] */
   const int64_t *iattr; /* [n_iattr] */
   const double *fattr;  /* [n_fattr] */
-  /* matmul_q8: NULL, or the program's flag that the runtime holds its weights in the paired layout
-   * (its own copy of the constant, repacked at load: quant.c, tdm__q8_pair_weights; never the file's) */
-  const bool *q8_paired;
-  /* conv, conv_transpose: NULL, or its weights' Winograd transform U = G w [T, O, C], computed at
-   * load into the program's own memory (kernels/conv_wino.c, tdm__conv_wino_prepare; never the file's) */
-  const float *wino_u;
-  int wino_m; /* with wino_u: F(wino_m, 3) for k3 convs (2 or 4), F(wino_m, 2) for kernel 2s stride s (2 or 3) */
+  /* NULL, or what the op's def prepared for the CPU kernels from the program's bytes at load, in
+   * memory the CPU backend owns (ops.h, tdm_opdef.prepare: quant.c's paired int8 weights,
+   * conv_wino.c's Winograd transforms); the file's data is never written */
+  void *prepared;
 } tdm_op;
 
 typedef struct tdm_io {
@@ -138,8 +135,7 @@ struct tdm_program {
   uint64_t fingerprint; /* of the state layout */
   uint64_t program_id;  /* of every section but the data */
   void *arena;          /* one allocation holding every array above except file */
-  bool *q8_paired;      /* [n_consts] or NULL: the int8 constants held in the paired layout (quant.c) */
-  float *wino;          /* NULL, or every conv's Winograd weights (op->wino_u points inside; conv_wino.c) */
+  bool prepared;        /* the ops' prepare hooks ran (program.c): tdm_program_free releases what they built */
 };
 
 /* A dynamic method as a session last called it: the program's method with every symbolic size
@@ -161,6 +157,10 @@ struct tdm_session {
 };
 
 /* ---- loading: reader.c and reader_methods.c read, verify.c checks, bind.c evaluates sizes ---- */
+
+/* Read and verify p->file (p->file_size bytes) into p: every invariant of docs/format.md checked
+ * (reader.c). On failure p holds what was read so far, for tdm_program_free. */
+tdm_status tdm__read_program(tdm_program *p);
 
 /* Whether [off, off + len) lies inside [0, total). */
 static inline bool tdm__range_inside(uint64_t off, uint64_t len, uint64_t total) { return off <= total && len <= total - off; }

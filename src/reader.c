@@ -1,8 +1,6 @@
 /* reader.c — the only reader of .tandem files: the header, the section table, and the strings,
  * metadata, constants and states sections into a tdm_program (the methods section: reader_methods.c),
  * every invariant of docs/format.md checked before a program is returned. */
-#include "ops.h"
-#include "kernels/variants.h"
 #include "reader.h"
 #include "util.h"
 
@@ -64,7 +62,7 @@ static uint64_t fnv1a(const uint8_t *p, size_t n, uint64_t h) {
   return h;
 }
 
-static tdm_status parse(tdm_program *p) {
+tdm_status tdm__read_program(tdm_program *p) {
   const uint8_t *f = p->file;
   const size_t size = p->file_size;
   if (size < 4 || memcmp(f, TDM_FILE_MAGIC, 4) != 0)
@@ -267,46 +265,4 @@ static tdm_status parse(tdm_program *p) {
     return tdm__fail(TDM_ERR_LIMIT, "state (%zu bytes) plus scratch (%zu bytes) is above the cap of %llu", p->state_size, p->scratch_size,
                      (unsigned long long)cap);
   return TDM_OK;
-}
-
-tdm_status tdm_program_load_owned(void *data, size_t size, tdm_program **out) {
-  if (!out || (!data && size)) {
-    tdm__free(data);
-    return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_program_load: NULL argument");
-  }
-  *out = NULL;
-  tdm_program *p = tdm__calloc(sizeof *p);
-  if (!p) {
-    tdm__free(data);
-    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a program");
-  }
-  p->file = data;
-  p->file_size = size;
-  tdm_status s = parse(p);
-  if (s) {
-    tdm_program_free(p);
-    return s;
-  }
-  if (TDM_Q8_PAIRED) tdm__q8_pair_weights(p); /* the verified program: its int8 weights for the CPU kernels (ops.h) */
-  tdm__conv_wino_prepare(p);                  /* and its convs' Winograd weights (ops.h) */
-  *out = p;
-  return TDM_OK;
-}
-
-tdm_status tdm_program_load(const void *data, size_t size, tdm_program **out) {
-  if (!out || (!data && size)) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_program_load: NULL argument");
-  *out = NULL;
-  void *copy = tdm__alloc(size);
-  if (!copy) return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory copying a %zu-byte file", size);
-  if (size) memcpy(copy, data, size);
-  return tdm_program_load_owned(copy, size, out);
-}
-
-void tdm_program_free(tdm_program *p) {
-  if (!p) return;
-  tdm__free(p->arena);
-  tdm__free(p->q8_paired);
-  tdm__free(p->wino);
-  tdm__free(p->file);
-  tdm__free(p);
 }

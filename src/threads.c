@@ -13,8 +13,6 @@
  * (tdm_threads_start then only chooses the split), which lets native tests check that a split
  * never changes a result. */
 #include "threads.h"
-#include "kernels/gemm.h" /* tdm_cpu_avx2_fma */
-
 #include "util.h"
 
 #if defined(TDM_THREADS)
@@ -62,22 +60,6 @@ static int64_t chunks_of(int64_t n, int64_t align, int threads) {
 
 int tdm__threads(void) { return pool.n; }
 int32_t tdm_threads_count(void) { return pool.n; }
-
-int32_t tdm_build_features(void) {
-  int32_t f = 0;
-#if defined(TDM_THREADS)
-  f |= TDM_BUILD_THREADS;
-#endif
-#if defined(TDM_RELAXED_SIMD)
-  f |= TDM_BUILD_RELAXED_SIMD;
-#endif
-#if TDM_SIMD128 && !defined(__wasm__)
-  f |= TDM_BUILD_NATIVE_SIMD;
-#endif
-  if (tdm_cpu_avx2_fma()) f |= TDM_BUILD_AVX2_FMA;
-  if (tdm_cpu_avx512()) f |= TDM_BUILD_AVX512;
-  return f;
-}
 
 #if defined(TDM_THREADS)
 /* Takes and runs chunks of the current job until none is left. The compare-exchange includes the

@@ -1,5 +1,6 @@
 /* config.c — the one place that picks which variant of a kernel the runtime calls (the ops call
- * through these pointers; gemm.h, variants.h). At build time: the SIMD128 variant where the build
+ * through these pointers; gemm.h, variants.h), and the one that detects the CPU's features and
+ * reports the build's (tdm_build_features). At build time: the SIMD128 variant where the build
  * has SIMD128 (wasm, and native through SIMDe: simd.h), else the scalar reference. At run time,
  * native x86-64 only: the AVX2+FMA GEMM/GEMV variants (gemm_x86.c) where the CPU has AVX2 and FMA,
  * and the AVX-512 GEMM tiles where it also has AVX-512F (the same bits as the AVX2 ones), checked
@@ -7,6 +8,8 @@
  * the SIMD128 build's bits on such a CPU), TANDEM_NATIVE_ISA=avx2 stops at AVX2.
  * The elementwise, reduction, attention and convolution-family kernels are picked at build time,
  * at the end of this file. */
+#include "tandem.h" /* tdm_build_features */
+
 #include "gemm.h"
 #include "variants.h"
 
@@ -58,7 +61,9 @@ const tdm_gemm_fn tdm_f32_gemm_packed_tiles = gemm_packed_tiles_x86;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = conv_gemm_x86;
 /* few rows split by columns: the SIMD128 kernels' strided form, only where they are the GEMM */
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_cpu_avx2_fma() ? NULL : tdm_f32_gemm_packed_few_4x8__simd128; }
-tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_cpu_avx2_fma() ? NULL : tdm_f32_conv_gemm_x__simd128; }
+tdm_conv1d_gemm_no_im2col_fn tdm_f32_conv1d_gemm_no_im2col(void) {
+  return tdm_cpu_avx2_fma() ? NULL : tdm_f32_conv1d_gemm_no_im2col__simd128;
+}
 #elif TDM_SIMD128
 int tdm_cpu_avx2_fma(void) { return 0; }
 int tdm_cpu_avx512(void) { return 0; }
@@ -67,7 +72,7 @@ const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed_4x8__simd128;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed_tiles_4x8__simd128;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm_4x8__simd128;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_few_4x8__simd128; }
-tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__simd128; }
+tdm_conv1d_gemm_no_im2col_fn tdm_f32_conv1d_gemm_no_im2col(void) { return tdm_f32_conv1d_gemm_no_im2col__simd128; }
 #else
 int tdm_cpu_avx2_fma(void) { return 0; }
 int tdm_cpu_avx512(void) { return 0; }
@@ -76,7 +81,7 @@ const tdm_gemm_fn tdm_f32_gemm_packed = tdm_f32_gemm_packed__scalar;
 const tdm_gemm_fn tdm_f32_gemm_packed_tiles = tdm_f32_gemm_packed__scalar;
 const tdm_conv_gemm_fn tdm_f32_conv_gemm = tdm_f32_conv_gemm__scalar;
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void) { return tdm_f32_gemm_packed_ld__scalar; }
-tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__scalar; }
+tdm_conv1d_gemm_no_im2col_fn tdm_f32_conv1d_gemm_no_im2col(void) { return tdm_f32_conv1d_gemm_no_im2col__scalar; }
 #endif
 
 /* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c; AVX2:
@@ -88,6 +93,24 @@ tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__scala
  * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
  * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
  * none elsewhere, where int4 keeps the float path. */
+/* What this build has and what this CPU gives it (tandem.h, TDM_BUILD_*): the features this file's
+ * picks are made from (the CPU's, detected once above). */
+int32_t tdm_build_features(void) {
+  int32_t f = 0;
+#if defined(TDM_THREADS)
+  f |= TDM_BUILD_THREADS;
+#endif
+#if defined(TDM_RELAXED_SIMD)
+  f |= TDM_BUILD_RELAXED_SIMD;
+#endif
+#if TDM_SIMD128 && !defined(__wasm__)
+  f |= TDM_BUILD_NATIVE_SIMD;
+#endif
+  if (tdm_cpu_avx2_fma()) f |= TDM_BUILD_AVX2_FMA;
+  if (tdm_cpu_avx512()) f |= TDM_BUILD_AVX512;
+  return f;
+}
+
 #if TDM_X86_AVX2
 /* native x86-64: the int8 and int4 kernels' AVX2 variants (quant_x86.c, the same bits) where the
  * CPU has them, as the float GEMM's */
@@ -141,7 +164,7 @@ const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__simd12
 #else
 const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__scalar;
 #endif
-/* The int8 integer-dot GEMVs over the paired layout (variants.h; the runtime repacks into it only
+/* The int8 integer-dot GEMVs over the paired layout (variants.h; matmul_q8 prepares a copy in it only
  * where TDM_Q8_PAIRED: the wasm builds, whose SIMD128 kernels save an interleave per 16 weights on
  * it; natively the AVX2 kernels keep the file's layout). */
 #if TDM_SIMD128

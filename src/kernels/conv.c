@@ -45,7 +45,7 @@ bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t 
 }
 
 
-/* convrate: one image's group through tdm_f32_conv_gemm_x, B's rows read from x, the last partial
+/* convrate: one image's group through tdm_f32_conv1d_gemm_no_im2col, B's rows read from x, the last partial
  * panel packed into ws: 1-d (or a height of 1), column stride 1, no padding, at most
  * TDM_CONV_X_MAX_KW taps, more than TDM_CONV_DOT_MAX_N positions (Mimi's k3 convs). false (nothing
  * written) where that does not apply: the caller takes im2col's path. The same bits as im2col +
@@ -53,7 +53,7 @@ bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t 
  * their time is the GEMM's.) */
 static bool conv_x(const tdm_conv_geom *g, int64_t Og, int64_t Cg, const float *xg, const float *w, const float *bias, float *yg, float *ws,
                    int64_t wsn, int act) {
-  const tdm_conv_gemm_x_fn fn = tdm_f32_conv_gemm_x();
+  const tdm_conv1d_gemm_no_im2col_fn fn = tdm_f32_conv1d_gemm_no_im2col();
   const int64_t N = g->OW, K = Cg * g->KW;
   if (!fn || Cg < 1 || g->H != 1 || g->OH != 1 || g->KH != 1 || g->pw != 0 || g->sw != 1 || g->KW > TDM_CONV_X_MAX_KW ||
       N <= TDM_CONV_DOT_MAX_N)
@@ -66,7 +66,7 @@ static bool conv_x(const tdm_conv_geom *g, int64_t Og, int64_t Cg, const float *
     tdm_f32_conv_x_tail(&b, N, ws);
     b.tail = ws;
   }
-  tdm__conv_gemm_x_parallel(fn, Og, N, &b, w, bias, yg, N, act);
+  tdm__conv1d_gemm_no_im2col_parallel(fn, Og, N, &b, w, bias, yg, N, act);
   return true;
 }
 
@@ -89,11 +89,11 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
       float *yn = y + n * O * HW;
       if (HW == 1) /* a GEMV (squeeze-excite's layers on a 1×1 map, a streaming step): dot products, 8 rows of w at once */
         tdm__conv_dot_parallel(O, 1, g.C, w, x + n * g.C, bias, yn, 1, act);
-      else if (HW % TDM_PANEL || g.C < 1 || !tdm_f32_conv_gemm_x()) /* bias and activation by each thread on its rows */
+      else if (HW % TDM_PANEL || g.C < 1 || !tdm_f32_conv1d_gemm_no_im2col()) /* bias and activation by each thread on its rows */
         tdm__conv_rows_parallel(O, HW, g.C, w, x + n * g.C * HW, bias, yn, act);
       else { /* x's rows as B, packed panel by panel, the bias as the accumulators' start */
         tdm_conv_x b = {.Cg = g.C, .KW = 1, .cs = HW, .koff = {0}, .xb = x + n * g.C * HW, .tail = NULL};
-        tdm__conv_gemm_x_parallel(tdm_f32_conv_gemm_x(), O, HW, &b, w, bias, yn, HW, act);
+        tdm__conv1d_gemm_no_im2col_parallel(tdm_f32_conv1d_gemm_no_im2col(), O, HW, &b, w, bias, yn, HW, act);
       }
     }
     return TDM_OK;
@@ -110,9 +110,10 @@ static tdm_status conv_run(const tdm_op *op, const tdm_tensor *in, const tdm_ten
           tdm__conv_dot_parallel(Og, N, K, w + gi * Og * K, colp, bias ? bias + gi * Og : NULL, yg, N, act);
           continue;
         }
-        if (op->wino_u && groups == 1 && g.H == 1 && g.KH == 1 && g.pw == 0 && g.dw == 1 && (g.sw == 1 ? g.KW == 3 : g.KW == 2 * g.sw)) {
-          const tdm_wino wg = g.sw == 1 ? tdm_wino_k3(op->wino_m, Og, Cg, N) : tdm_wino_strided(op->wino_m, Og, Cg, g.sw, g.W, N);
-          if (tdm__conv_wino(&wg, xg, op->wino_u, bias, yg, colp, out[1].numel, act)) continue;
+        const tdm_wino_u *wu = op->prepared;
+        if (wu && groups == 1 && g.H == 1 && g.KH == 1 && g.pw == 0 && g.dw == 1 && (g.sw == 1 ? g.KW == 3 : g.KW == 2 * g.sw)) {
+          const tdm_wino wg = g.sw == 1 ? tdm_wino_k3(wu->m, Og, Cg, N) : tdm_wino_strided(wu->m, Og, Cg, g.sw, g.W, N);
+          if (tdm__conv_wino(&wg, xg, wu->u, bias, yg, colp, out[1].numel, act)) continue;
         }
         if (conv_x(&g, Og, Cg, xg, w + gi * Og * K, bias ? bias + gi * Og : NULL, yg, colp, out[1].numel, act)) continue;
         for (int64_t n0 = 0; n0 < N; n0 += chunk) {
@@ -170,11 +171,10 @@ static tdm_status conv_check(const tdm_method *m, const tdm_op *op) {
 
 
 const tdm_opdef tdm__conv_ops[] = {
-    TDM_OP(conv, 0, conv_check, conv_run),
+    TDM_OP_PREPARED(conv, 0, conv_check, conv_run, tdm__conv_wino_prepare, tdm__conv_wino_release),
     TDM_OP(max_pool, 0, tdm__pool_check, tdm__pool_run),
     TDM_OP(avg_pool, 1, tdm__pool_check, tdm__pool_run),
-    TDM_OP(conv_transpose, 0, tdm__conv_transpose_check, tdm__conv_transpose_run),
-    TDM_OP(elu, 0, tdm__elu_check, tdm__elu_run),
+    TDM_OP_PREPARED(conv_transpose, 0, tdm__conv_transpose_check, tdm__conv_transpose_run, tdm__conv_wino_prepare, tdm__conv_wino_release),
     TDM_OP_END,
 };
 

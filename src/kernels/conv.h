@@ -29,10 +29,10 @@ void tdm__conv_gemm_parallel(int64_t M, int64_t N, int64_t K, const float *a, co
                              int act);
 void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy,
                             int act);
-/* tdm_f32_conv_gemm_x (fn, from tdm_f32_conv_gemm_x()) over threads, rows in blocks of 4, each
+/* tdm_f32_conv1d_gemm_no_im2col (fn, from tdm_f32_conv1d_gemm_no_im2col()) over threads, rows in blocks of 4, each
  * thread then applying the activation to its own rows: the same values whatever the split. */
-void tdm__conv_gemm_x_parallel(tdm_conv_gemm_x_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias,
-                               float *y, int64_t ldy, int act);
+void tdm__conv1d_gemm_no_im2col_parallel(tdm_conv1d_gemm_no_im2col_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a,
+                                         const float *bias, float *y, int64_t ldy, int act);
 /* A 1x1 convolution's GEMM (tdm_f32_gemm_rows, rows in blocks of 4) over threads, each thread then
  * adding the bias to its own rows and applying the activation: the floats of the serial GEMM then
  * bias pass, whatever the split. */
@@ -46,6 +46,16 @@ void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, i
 /* conv_wino.c: tdm_f32_conv_wino (variants.h) with the input transform split over threads by
  * channels and the GEMMs and output transform by rows in blocks of 4 (the same floats). */
 bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act);
+/* conv_wino.c: the prepare and release hooks of conv and conv_transpose (ops.h): for an op that may
+ * take the Winograd path, its weights' transform U = G w [T, O, C] for F(m, r), u 64 bytes into
+ * the one allocation (TDM_WINO_U_OFFSET); NULL for any other op, or out of memory (the direct path). */
+typedef struct tdm_wino_u {
+  const float *u; /* [T, O, C] */
+  int m;          /* F(m, 3) for k3 convs (2 or 4), F(m, 2) for kernel 2s stride s (2 or 3) */
+} tdm_wino_u;
+#define TDM_WINO_U_OFFSET 64
+void *tdm__conv_wino_prepare(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op);
+void tdm__conv_wino_release(void *prepared);
 
 /* in is the input size, out the transposed convolution's output size for kernel k, stride s, padding p,
  * dilation d and output padding op. */
@@ -59,9 +69,6 @@ tdm_status tdm__pool_run(const tdm_op *op, const tdm_tensor *in, const tdm_tenso
 tdm_status tdm__pool_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 tdm_status tdm__conv_transpose_check(const tdm_method *m, const tdm_op *op);
-/* elu (conv_gemm.c): ELU with alpha 1 of a whole tensor, the conv's fused activation's kernels. */
-tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
-tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op);
 tdm_status tdm__conv_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
 /* conv_q8.c: the checks every quantized convolution starts with (attributes, dtypes, ranks, output
  * sizes, bias); K = C·kernel, P = output positions / C, M = O·kernel, HW = input positions. */

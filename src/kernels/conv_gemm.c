@@ -73,7 +73,8 @@ void tdm_f32_conv_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, 
 
 /* ---- without im2col's buffer: B's rows read from x (1-d, stride 1, no padding) ------------------------------------- */
 
-void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
+void tdm_f32_conv1d_gemm_no_im2col__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y,
+                                           int64_t ldy) {
   const int64_t K = b->Cg * b->KW, N8 = N / TDM_PANEL * TDM_PANEL;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
@@ -136,57 +137,7 @@ void tdm_f32_pack_panels(int64_t K, int64_t N, const float *b, float *bp) {
 
 /* ---- the fused activation ---------------------------------------------------------------------- */
 
-/* ELU (alpha 1) as the exporter lowers it: maximum(y, exp(minimum(y, 0)) - 1), by the same
- * elementwise kernels in the same order, a block at a time through a stack buffer while y's block
- * is in cache. The same floats as the four ops, except that the last n % 4 values of a block take
- * the exp kernel's scalar tail (expf) where the separate op may have run them in its 4-lane
- * polynomial (within its 5e-7 relative error). tdm_f32_elu (config.c) is this chain, or its
- * SIMD128 form with the same floats in one pass (conv_simd128.c). */
-void tdm_f32_elu__chain(const float *x, float *y, int64_t n) {
-  const float zero = 0.0f, one = 1.0f;
-  float t[256];
-  for (int64_t i = 0; i < n; i += 256) {
-    const int64_t m = n - i < 256 ? n - i : 256;
-    tdm_f32_binary_row(TDM_B_MIN, x + i, 1, &zero, 0, t, m);
-    tdm_f32_unary(TDM_U_EXP, t, t, m);
-    tdm_f32_binary_row(TDM_B_SUB, t, 1, &one, 0, t, m);
-    tdm_f32_binary_row(TDM_B_MAX, x + i, 1, t, 1, y + i, m);
-  }
-}
-
 static void conv_elu(float *y, int64_t n) { tdm_f32_elu(y, y, n); }
-
-/* ---- elu: the same ELU as its own op, on a value no conv produced (after a residual add) ------- */
-
-typedef struct {
-  const float *x;
-  float *y;
-} elu_job;
-
-static void elu_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
-  const elu_job *j = c;
-  (void)t, (void)ws;
-  tdm_f32_elu(j->x + lo, j->y + lo, hi - lo);
-}
-
-/* elu: x → y (alpha 1), one pass in 256-float blocks instead of the four ops' four passes; any
- * split over threads gives the same floats (blocks of 256 from the start of each part, the block
- * boundaries are multiples of 256). */
-tdm_status tdm__elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
-  (void)op;
-  elu_job j = {in[0].data, out->data};
-  if (out->numel < 16384) elu_part(&j, 0, out->numel, 0, NULL); /* below, a thread's share is a few us */
-  else tdm__parallel(out->numel, 256, elu_part, &j);
-  return TDM_OK;
-}
-
-tdm_status tdm__elu_check(const tdm_method *m, const tdm_op *op) {
-  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr || op->n_fattr) return tdm__rule(op, "takes x, outputs y, no attributes");
-  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
-  if (x->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "x and y must be float32");
-  if (!tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output shape differs from input shape");
-  return TDM_OK;
-}
 
 void tdm__conv_activate(int act, float *y, int64_t n) {
   if (act == TDM_CONV_ACT_NONE) return;
@@ -227,7 +178,7 @@ void tdm__conv_dot_parallel(int64_t M, int64_t N, int64_t K, const float *a, con
 }
 
 typedef struct {
-  tdm_conv_gemm_x_fn fn;
+  tdm_conv1d_gemm_no_im2col_fn fn;
   int64_t N, ldy;
   const tdm_conv_x *b;
   const float *a, *bias;
@@ -244,8 +195,8 @@ static void convx_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
     for (int64_t i = lo; i < hi; i++) tdm__conv_activate(j->act, j->y + i * j->ldy, j->N);
 }
 
-void tdm__conv_gemm_x_parallel(tdm_conv_gemm_x_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias,
-                               float *y, int64_t ldy, int act) {
+void tdm__conv1d_gemm_no_im2col_parallel(tdm_conv1d_gemm_no_im2col_fn fn, int64_t M, int64_t N, const tdm_conv_x *b, const float *a,
+                                         const float *bias, float *y, int64_t ldy, int act) {
   convx_job j = {fn, N, ldy, b, a, bias, y, act};
   tdm__parallel(M, 4, convx_part, &j);
 }

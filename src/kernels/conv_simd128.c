@@ -272,7 +272,8 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
  * step a row of its own, 192 cache lines a panel at [32, 192] x [192, 1920]); im2col's whole-chunk
  * buffer (up to 1 MiB written, then read back from L2/L3) costs a large share of such a conv. The copy is repeated for each block of CONV_MC rows (M / 64
  * times; about 1/25 of the tiles' work per block). */
-void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
+void tdm_f32_conv1d_gemm_no_im2col__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y,
+                                            int64_t ldy) {
   const int64_t KW = b->KW, K = b->Cg * KW, N8 = N / TDM_PANEL * TDM_PANEL;
   const float *rows[CONV_KC];
   float panel[CONV_KC * TDM_PANEL];
@@ -301,23 +302,6 @@ void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, con
       }
     }
   }
-}
-
-/* ELU in one pass, 4 lanes in registers: minimum (f32x4 pmin with NaN passed, as
- * tdm_f32_binary_row's), exp (tdm_f32x4_exp_nonpos: tdm_f32x4_exp's floats for the x that can
- * change the result), minus 1, maximum (as binary_row's): the chain's floats; the last n % 4 by the
- * chain itself. */
-void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
-  const v128_t zero = wasm_f32x4_splat(0.0f), one = wasm_f32x4_splat(1.0f);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const v128_t v = wasm_v128_load(x + i);
-    const v128_t nan = wasm_f32x4_ne(v, v);
-    const v128_t mn = wasm_v128_or(wasm_f32x4_pmin(zero, v), nan);
-    const v128_t e = wasm_f32x4_sub(tdm_f32x4_exp_nonpos(mn), one);
-    wasm_v128_store(y + i, wasm_v128_or(wasm_f32x4_pmax(e, v), wasm_v128_or(nan, wasm_f32x4_ne(e, e))));
-  }
-  if (i < n) tdm_f32_elu__chain(x + i, y + i, n - i);
 }
 
 /* The end of a dot tile over rows i + r·S: each of the R·P accumulators' lanes summed (lanes 0+1,

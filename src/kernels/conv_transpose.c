@@ -82,7 +82,7 @@ void tdm_f32_col2im_phases__scalar(const geom *g, int64_t Og, const float *z, co
  * GEMM on x's group packed in panels), then col2im adds each of z's rows onto y (which starts as
  * the bias); 1-d without padding or dilation (Mimi's decoder) by output phase instead
  * (tdm_f32_col2im_phases: each output written once, bias + its products in the same order); with
- * kernel 2s and stride s and weights the runtime transformed at load (op->wino_u), by Winograd
+ * kernel 2s and stride s and weights the runtime transformed at load (op->prepared), by Winograd
  * F(3,2) or F(2,2) instead, each output phase a row of a 2-tap conv (conv_wino.c). */
 tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int r = (int)op->iattr[0];
@@ -96,10 +96,11 @@ tdm_status tdm__conv_transpose_run(const tdm_op *op, const tdm_tensor *in, const
   for (int64_t n = 0; n < g.N; n++)
     for (int64_t gi = 0; gi < groups; gi++) {
       float *yg = y + (n * O + gi * Og) * OHW;
-      if (phases && op->wino_u && groups == 1 && HW > TDM_CONV_DOT_MAX_N && g.sw >= 2 && g.KW == 2 * g.sw) {
+      const tdm_wino_u *wu = op->prepared;
+      if (phases && wu && groups == 1 && HW > TDM_CONV_DOT_MAX_N && g.sw >= 2 && g.KW == 2 * g.sw) {
         /* kernel 2s, stride s (Mimi's upsampling): Winograd F(3,2) or F(2,2) by output phase (conv_wino.c) */
-        const tdm_wino wg = tdm_wino_transposed(op->wino_m, Og, Cg, g.sw, g.W);
-        if (tdm__conv_wino(&wg, x + n * g.C * HW, op->wino_u, bias, yg, z, out[1].numel, TDM_CONV_ACT_NONE)) continue;
+        const tdm_wino wg = tdm_wino_transposed(wu->m, Og, Cg, g.sw, g.W);
+        if (tdm__conv_wino(&wg, x + n * g.C * HW, wu->u, bias, yg, z, out[1].numel, TDM_CONV_ACT_NONE)) continue;
       }
       if (!phases)
         for (int64_t o = 0; o < Og; o++)

@@ -19,7 +19,7 @@
  * transform is the packing), the bias as M1's accumulators' start (M1 enters every output once;
  * a transposed conv's rows, whose bias is per output channel, add it in the output transform),
  * the output transform and the fused activation by each thread on its own rows. U is computed once
- * at load into memory the runtime owns (tdm__conv_wino_prepare: never the file's data, never
+ * at load into memory the runtime owns (tdm__conv_wino_prepare, the convs' prepare hook: never the file's data, never
  * state), F(4,3) for k3 convs with at least TDM_CONV_WINO4_MIN_N outputs, and for the 2-tap views
  * the m whose GEMMs cover the fewest 8-column panels, only where that is at most 0.9 of the direct
  * GEMM's and the tiles fill two panels or more. Multiplies per output: 3 direct, 2 for F(2,3), 1.5 for F(4,3); 2 direct, 1.5 for F(2,2),
@@ -339,7 +339,7 @@ bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const flo
   return wino_run(g, x, u, bias, y, ws, wsn, act, tdm__parallel, tdm__threads());
 }
 
-/* ---- at load: U for every conv that may take this path ---------------------------------------- */
+/* ---- at load: U for each conv that may take this path (its prepare hook, ops.h) ----------------- */
 
 /* The m of F(m, 2) whose T GEMMs cover the fewest 8-column panels for N outputs, or 0 where that is
  * more than 0.9 of the direct GEMM's 2 · ceil(Nd / 8) (Nd: its columns), or where the tiles fill
@@ -403,43 +403,33 @@ static void wino2_taps(const tdm_op *op, const tdm_value *w, const float *wd, in
       }
 }
 
-void tdm__conv_wino_prepare(tdm_program *p) {
-  size_t total = 0, most = 0;
-  for (uint32_t i = 0; i < p->n_methods; i++)
-    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
-      int r = 0;
-      int64_t s = 1;
-      const int m = wino_plan(&p->methods[i], &p->methods[i].ops[k], &r, &s);
-      const size_t n = (size_t)TDM_VAL(&p->methods[i], &p->methods[i].ops[k], 1)->numel;
-      if (m) total += n / (size_t)r * (size_t)(m + r - 1), most = r == 2 && n > most ? n : most;
-    }
-  if (!total || total > SIZE_MAX / sizeof(float)) return;
-  p->wino = tdm__alloc(total * sizeof(float));
-  float *w2 = most ? tdm__alloc(most * sizeof(float)) : NULL;
-  if (!p->wino || (most && !w2)) { /* out of memory: the convs keep the direct path */
-    tdm__free(p->wino), tdm__free(w2);
-    p->wino = NULL;
-    return;
+void *tdm__conv_wino_prepare(tdm_prepare_cx *cx, const tdm_method *md, const tdm_op *op) {
+  int r = 0;
+  int64_t s = 1;
+  const int m = wino_plan(md, op, &r, &s);
+  if (!m) return NULL;
+  const tdm_value *w = TDM_VAL(md, op, 1);
+  const size_t n = (size_t)w->numel / (size_t)r * (size_t)(m + r - 1);
+  size_t bytes;
+  if (!tdm__mul_size(n, sizeof(float), &bytes) || !tdm__add_size(bytes, TDM_WINO_U_OFFSET, &bytes)) return NULL;
+  tdm_wino_u *wu = tdm__alloc(bytes);
+  float *w2 = r == 2 ? tdm__alloc((size_t)w->numel * sizeof(float)) : NULL;
+  if (!wu || (r == 2 && !w2)) { /* out of memory: the op keeps the direct path */
+    tdm__free(wu), tdm__free(w2);
+    return NULL;
   }
-  float *u = p->wino;
-  for (uint32_t i = 0; i < p->n_methods; i++)
-    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
-      tdm_op *op = &p->methods[i].ops[k];
-      int r = 0;
-      int64_t s = 1;
-      const int m = wino_plan(&p->methods[i], op, &r, &s);
-      if (!m) continue;
-      const tdm_value *w = TDM_VAL(&p->methods[i], op, 1);
-      const float *wd = (const float *)(const void *)(p->data + w->offset);
-      if (r == 3) tdm_conv_wino_weights(m, 3, w->shape.dims[0], w->shape.dims[1], wd, u);
-      else {
-        const bool conv = op->def == &tdm__conv_ops[0];
-        const int64_t O2 = conv ? w->shape.dims[0] : w->shape.dims[1] / 2, C2 = conv ? w->shape.dims[1] * s : w->shape.dims[2];
-        wino2_taps(op, w, wd, s, w2);
-        tdm_conv_wino_weights(m, 2, O2, C2, w2, u);
-      }
-      op->wino_u = u, op->wino_m = m;
-      u += w->numel / r * (m + r - 1);
-    }
+  float *u = (float *)(void *)((uint8_t *)wu + TDM_WINO_U_OFFSET);
+  const float *wd = (const float *)(const void *)(cx->program->data + w->offset);
+  if (r == 3) tdm_conv_wino_weights(m, 3, w->shape.dims[0], w->shape.dims[1], wd, u);
+  else {
+    const bool conv = op->def == &tdm__conv_ops[0];
+    const int64_t O2 = conv ? w->shape.dims[0] : w->shape.dims[1] / 2, C2 = conv ? w->shape.dims[1] * s : w->shape.dims[2];
+    wino2_taps(op, w, wd, s, w2);
+    tdm_conv_wino_weights(m, 2, O2, C2, w2, u);
+  }
   tdm__free(w2);
+  wu->u = u, wu->m = m;
+  return wu;
 }
+
+void tdm__conv_wino_release(void *prepared) { tdm__free(prepared); }

@@ -532,6 +532,57 @@ static tdm_status classify_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* ELU (alpha 1) as the exporter lowers it: maximum(y, exp(minimum(y, 0)) - 1), by the same
+ * elementwise kernels in the same order, a block at a time through a stack buffer while y's block
+ * is in cache. The same floats as the four ops, except that the last n % 4 values of a block take
+ * the exp kernel's scalar tail (expf) where the separate op may have run them in its 4-lane
+ * polynomial (within its 5e-7 relative error). tdm_f32_elu (config.c) is this chain, or its
+ * SIMD128 form with the same floats in one pass (elementwise_simd128.c). */
+void tdm_f32_elu__chain(const float *x, float *y, int64_t n) {
+  const float zero = 0.0f, one = 1.0f;
+  float t[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t m = n - i < 256 ? n - i : 256;
+    tdm_f32_binary_row(TDM_B_MIN, x + i, 1, &zero, 0, t, m);
+    tdm_f32_unary(TDM_U_EXP, t, t, m);
+    tdm_f32_binary_row(TDM_B_SUB, t, 1, &one, 0, t, m);
+    tdm_f32_binary_row(TDM_B_MAX, x + i, 1, t, 1, y + i, m);
+  }
+}
+
+/* ---- elu: ELU as its own op, on a value no conv produced (after a residual add); the conv's fused
+ * activation (conv_gemm.c) runs the same kernel ---------------------------------------------------- */
+
+typedef struct {
+  const float *x;
+  float *y;
+} elu_job;
+
+static void elu_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
+  const elu_job *j = c;
+  (void)t, (void)ws;
+  tdm_f32_elu(j->x + lo, j->y + lo, hi - lo);
+}
+
+/* elu: x → y (alpha 1), one pass in 256-float blocks instead of the four ops' four passes; any
+ * split over threads gives the same floats (blocks of 256 from the start of each part, the block
+ * boundaries are multiples of 256). */
+static tdm_status elu_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)op;
+  elu_job j = {in[0].data, out->data};
+  if (out->numel < 16384) elu_part(&j, 0, out->numel, 0, NULL); /* below, a thread's share is a few us */
+  else tdm__parallel(out->numel, 256, elu_part, &j);
+  return TDM_OK;
+}
+
+static tdm_status elu_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 1 || op->n_iattr || op->n_fattr) return tdm__rule(op, "takes x, outputs y, no attributes");
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  if (x->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "x and y must be float32");
+  if (!tdm__shape_eq(&x->shape, &y->shape)) return tdm__rule(op, "output shape differs from input shape");
+  return TDM_OK;
+}
+
 #define BIN(name, code) TDM_OP(name, code, binary_check, binary_run)
 #define UN(name, code) TDM_OP(name, code, unary_check, unary_run)
 
@@ -576,6 +627,7 @@ const tdm_opdef tdm__elementwise_ops[] = {
     UN(log1p, TDM_U_LOG1P),
     UN(hardswish, TDM_U_HARDSWISH),
     UN(hardsigmoid, TDM_U_HARDSIGMOID),
+    TDM_OP(elu, 0, elu_check, elu_run),
     TDM_OP(where, 0, where_check, where_run),
     TDM_OP(cast, 0, cast_check, cast_run),
     TDM_OP(fill, 0, fill_check, fill_run),

@@ -239,6 +239,12 @@ static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4)
 static tdm_status matmul_q8_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, false); }
 static tdm_status matmul_q4_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, true); }
 
+/* matmul_q8's prepared data: its weights in the paired layout (matmul_q8_prepare, below). */
+typedef struct {
+  int8_t *w; /* [P, K, 8] with each 16 bytes (rows k, k + 1 of a panel) paired: tdm_q8_pair_panels */
+  uint32_t users;
+} q8_pairs;
+
 /* The quantized GEMMs over threads (src/threads.h): rows in blocks of 4, or for a GEMV output
  * columns in blocks of 32 (four int8 / two int4 panels), as tdm_f32_gemm_packed_parallel. */
 typedef struct {
@@ -267,23 +273,6 @@ static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   else tdm_q4_gemm_tiles(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
-/* The integer-dot GEMV's columns [lo, hi), from the activations quantized once before the split
- * (so every thread count gives the same bits). */
-typedef struct {
-  int64_t K;
-  const int16_t *xq;
-  const float *xs, *scale;
-  const int8_t *qp;
-  float *y;
-  tdm_q8_gemv_dot_fn gemv; /* tdm_q8_gemv_dot, or its paired-layout twin */
-} q8_dot_job;
-
-static void q8_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
-  const q8_dot_job *j = c;
-  (void)t, (void)ws;
-  j->gemv(hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo);
-}
-
 /* G < 0 in the job marks a GEMV split by columns (and carries -G for int4). */
 static void q_parallel(int64_t M, q_job *j, tdm_part_fn part) {
   if (M == 1) {
@@ -294,20 +283,24 @@ static void q_parallel(int64_t M, q_job *j, tdm_part_fn part) {
   }
 }
 
-/* A block of 1 to TDM_Q8_DOT_MAX_ROWS rows: columns [lo, hi) of every row. */
+/* A block of 1 to TDM_Q8_DOT_MAX_ROWS rows, quantized once before the split (so every thread count
+ * gives the same bits): columns [lo, hi) of every row, one row by the GEMV (a decode step), more
+ * by the rows kernel (which keeps each row at the GEMV's bits). */
 typedef struct {
   int64_t M, N, K;
   const int16_t *xq;
   const float *xs, *scale;
   const int8_t *qp;
   float *y;
-  tdm_q8_gemm_dot_fn gemm; /* tdm_q8_gemm_dot, or its paired-layout twin */
+  bool paired; /* qp in the paired layout: the kernels' paired-layout twins */
 } q8_rows_job;
 
 static void q8_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q8_rows_job *j = c;
   (void)t, (void)ws;
-  j->gemm(j->M, hi - lo, j->K, j->xq, j->xs, j->qp + lo / 8 * j->K * 8, j->scale + lo, j->y + lo, j->N);
+  const int8_t *qp = j->qp + lo / 8 * j->K * 8;
+  if (j->M == 1) (j->paired ? tdm_q8_gemv_dot_paired : tdm_q8_gemv_dot)(hi - lo, j->K, j->xq, j->xs, qp, j->scale + lo, j->y + lo);
+  else (j->paired ? tdm_q8_gemm_dot_paired : tdm_q8_gemm_dot)(j->M, hi - lo, j->K, j->xq, j->xs, qp, j->scale + lo, j->y + lo, j->N);
 }
 
 static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -317,23 +310,16 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
     return TDM_OK;
   }
   const int64_t M = in[0].numel / K, KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  const bool paired = op->q8_paired && *op->q8_paired; /* then K is even and at most TDM_Q8_DOT_MAX_K */
-  if (M == 1 && K <= TDM_Q8_DOT_MAX_K) {               /* one row: int8 activations, integer dot products */
-    int16_t xq[TDM_Q8_DOT_MAX_K];
-    float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK];
-    if (tdm_q8_quantize_row(K, in[0].data, xq, xs)) {
-      q8_dot_job d = {K, xq, xs, in[2].data, in[1].data, out->data, paired ? tdm_q8_gemv_dot_paired : tdm_q8_gemv_dot};
-      tdm__parallel(N, 32, q8_dot_part, &d);
-      return TDM_OK;
-    }
-  }
-  /* more rows: in blocks of up to TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the same stack buffer
-   * (min(8, 8192 / KP) rows), each row as the one-row GEMV gives it (tdm_q8_gemm_dot keeps every
-   * row at tdm_q8_gemv_dot's bits, so the blocking and the row count change no value: row r of an
-   * M-row call equals a one-row call on row r), every weight block loaded once per block of rows; a
-   * row holding a NaN or ±inf is zeroed there and redone afterwards on the float path, as it would
-   * be alone */
-  if (M > 1 && KP <= TDM_Q8_DOT_MAX_K) {
+  const q8_pairs *pairs = op->prepared; /* then K is even and at most TDM_Q8_DOT_MAX_K */
+  const bool paired = pairs != NULL;
+  const int8_t *qp = paired ? pairs->w : in[1].data;
+  /* rows to int8 per block of 32 and integer dot products (docs/ops.md), in blocks of up to
+   * TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the stack buffer (min(8, 8192 / KP) rows): one row (a
+   * decode step) by the GEMV, more by the rows kernel, which keeps every row at the GEMV's bits, so
+   * the blocking and the row count change no value (row r of an M-row call equals a one-row call on
+   * row r), every weight block loaded once per block of rows; a row holding a NaN or ±inf is zeroed
+   * there and redone afterwards on the float path, as it would be alone */
+  if (KP <= TDM_Q8_DOT_MAX_K) {
     int16_t xq[TDM_Q8_DOT_MAX_K];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q8_ABLOCK + TDM_Q8_DOT_MAX_ROWS];
     bool finite[TDM_Q8_DOT_MAX_ROWS];
@@ -342,85 +328,64 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
       const int64_t R = M - r0 < B ? M - r0 : B;
       const float *a = (const float *)in[0].data + r0 * K;
       float *y = (float *)out->data + r0 * N;
+      bool any = false;
       for (int64_t r = 0; r < R; r++) {
         finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
         if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
+        any |= finite[r];
       }
-      q8_rows_job d = {R, N, K, xq, xs, in[2].data, in[1].data, y, paired ? tdm_q8_gemm_dot_paired : tdm_q8_gemm_dot};
-      tdm__parallel(N, 32, q8_rows_part, &d);
+      q8_rows_job d = {R, N, K, xq, xs, in[2].data, qp, y, paired};
+      if (any) tdm__parallel(N, 32, q8_rows_part, &d);
       for (int64_t r = 0; r < R; r++)
         if (!finite[r]) {
-          q_job j = {N, K, 1, a + r * K, in[2].data, in[1].data, y + r * N, paired};
+          q_job j = {N, K, 1, a + r * K, in[2].data, qp, y + r * N, paired};
           q_parallel(1, &j, q8_part);
         }
     }
     return TDM_OK;
   }
-  q_job j = {N, K, 1, in[0].data, in[2].data, in[1].data, out->data, paired};
+  q_job j = {N, K, 1, in[0].data, in[2].data, qp, out->data, paired};
   q_parallel(M, &j, q8_part);
   return TDM_OK;
 }
 
-static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
-
-/* Whether input e of op may see its constant c paired: a matmul_q8's whole weights (input 1) or an
- * embedding_q8's whole table (input 0, a tied table), K even and at most TDM_Q8_DOT_MAX_K (so
- * matmul_q8 never takes the float tiles on it). */
-static bool q8_pairable(const tdm_op *op, uint32_t e, const tdm_value *v, const tdm_const *c) {
-  const bool mm = op->def->run == matmul_q8_run && e == 1, emb = op->def->run == embedding_q8_run && e == 0;
-  return (mm || emb) && v->dtype == TDM_I8 && v->offset == c->data_offset && v->nbytes == c->nbytes && v->shape.rank == 3 &&
-      v->shape.dims[1] % 2 == 0 && v->shape.dims[1] <= TDM_Q8_DOT_MAX_K;
+/* matmul_q8's prepared data (ops.h) in the builds whose kernels want the paired layout
+ * (TDM_Q8_PAIRED, variants.h: the wasm builds, where the SIMD128 integer-dot GEMV needs no
+ * interleave on it): a copy of its weights repacked into that layout, where they are a whole int8
+ * constant with K even and at most TDM_Q8_DOT_MAX_K (so matmul_q8 never takes the float tiles on
+ * it). One copy per constant, shared by every matmul_q8 that multiplies by it (cx->by_const), freed
+ * with its last user; the file's bytes stay in the file's layout for every other reader
+ * (embedding_q8 on a tied table, conv_q8, method outputs, tdm_program_data). The results are the
+ * same bits either way. Out of memory: NULL (the file's layout). */
+static void *matmul_q8_prepare(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op) {
+  const tdm_value *v = TDM_VAL(m, op, 1);
+  if (!TDM_Q8_PAIRED || v->region != TDM_REGION_CONST) return NULL;
+  const tdm_const *c = &cx->program->consts[v->ref];
+  if (v->offset != c->data_offset || v->nbytes != c->nbytes || v->shape.rank != 3 || v->shape.dims[1] % 2 || v->shape.dims[1] == 0 ||
+      v->shape.dims[1] > TDM_Q8_DOT_MAX_K)
+    return NULL;
+  q8_pairs *q = cx->by_const[v->ref];
+  if (q) {
+    q->users++;
+    return q;
+  }
+  q = tdm__alloc(sizeof *q);
+  int8_t *w = tdm__alloc(c->nbytes);
+  if (!q || !w) {
+    tdm__free(q), tdm__free(w);
+    return NULL;
+  }
+  memcpy(w, cx->program->data + c->data_offset, c->nbytes);
+  tdm_q8_pair_panels(TDM_PANEL, (int64_t)(c->nbytes / TDM_PANEL), w, true);
+  *q = (q8_pairs){w, 1};
+  return cx->by_const[v->ref] = q;
 }
 
-/* ops.h: the paired layout in the program's copy of the data. A constant qualifies when some
- * matmul_q8 multiplies by it and every use of it is q8_pairable: not an output, not another op's
- * input (conv_q8's weights keep the file's layout). The repack moves bytes within each 16 (two rows
- * of a panel), so every such view of it agrees. */
-void tdm__q8_pair_weights(tdm_program *p) {
-  uint8_t *use = tdm__calloc(p->n_consts + 1); /* 0 unused, 1 pairable so far, 2 not; | 4 a matmul_q8 uses it */
-  p->q8_paired = tdm__calloc((p->n_consts + 1) * sizeof(bool));
-  if (!use || !p->q8_paired) {
-    tdm__free(use), tdm__free(p->q8_paired), p->q8_paired = NULL;
-    return;
-  }
-  for (uint32_t i = 0; i < p->n_methods; i++) {
-    const tdm_method *m = &p->methods[i];
-    for (uint32_t o = 0; o < m->n_outputs; o++) {
-      const tdm_value *v = &m->values[m->outputs[o].value];
-      if (v->region == TDM_REGION_CONST) use[v->ref] = 2;
-    }
-    for (uint32_t k = 0; k < m->n_ops; k++)
-      for (uint32_t e = 0; e < m->ops[k].n_in; e++) {
-        const tdm_value *v = TDM_VAL(m, &m->ops[k], e);
-        if (v->region != TDM_REGION_CONST) continue;
-        const bool ok = q8_pairable(&m->ops[k], e, v, &p->consts[v->ref]);
-        use[v->ref] = (ok && (use[v->ref] & 3) != 2 ? 1 : 2) | (use[v->ref] & 4) | (m->ops[k].def->run == matmul_q8_run ? 4 : 0);
-      }
-  }
-  for (uint32_t c = 0; c < p->n_consts; c++) use[c] = use[c] == (1 | 4); /* 1: repacked */
-  for (uint32_t c = 0; c < p->n_consts; c++)
-    if (use[c] == 1) {
-      tdm_q8_pair_panels(TDM_PANEL, (int64_t)(p->consts[c].nbytes / TDM_PANEL), (int8_t *)p->data + p->consts[c].data_offset, true);
-      p->q8_paired[c] = true;
-    }
-  for (uint32_t i = 0; i < p->n_methods; i++)
-    for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
-      tdm_op *op = &p->methods[i].ops[k];
-      const bool mm = op->def->run == matmul_q8_run;
-      if (mm || op->def->run == embedding_q8_run) {
-        const tdm_value *v = TDM_VAL(&p->methods[i], op, mm ? 1 : 0);
-        if (v->region == TDM_REGION_CONST && use[v->ref] == 1) op->q8_paired = &p->q8_paired[v->ref];
-      }
-    }
-  tdm__free(use);
-}
-
-void tdm__q8_unpair_weights(tdm_program *p) {
-  for (uint32_t c = 0; p->q8_paired && c < p->n_consts; c++)
-    if (p->q8_paired[c]) {
-      tdm_q8_pair_panels(TDM_PANEL, (int64_t)(p->consts[c].nbytes / TDM_PANEL), (int8_t *)p->data + p->consts[c].data_offset, false);
-      p->q8_paired[c] = false;
-    }
+static void matmul_q8_release(void *prepared) {
+  q8_pairs *q = prepared;
+  if (--q->users) return;
+  tdm__free(q->w);
+  tdm__free(q);
 }
 
 /* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
@@ -544,13 +509,8 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
       continue;
     }
     const float s = scale[v];
-    if (op->q8_paired && *op->q8_paired) { /* the paired layout (a tied table: matmul_q8 reads it too) */
-      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + (v % TDM_PANEL) * 2;
-      for (int64_t k = 0; k < K; k++) y[k] = (float)col[(k / 2) * 2 * TDM_PANEL + k % 2] * s;
-    } else {
-      const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
-      for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
-    }
+    const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
+    for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
   }
   return TDM_OK;
 }
@@ -576,7 +536,7 @@ static tdm_status embedding_q4_run(const tdm_op *op, const tdm_tensor *in, const
 }
 
 const tdm_opdef tdm__quant_ops[] = {
-    TDM_OP(matmul_q8, 0, matmul_q8_check, matmul_q8_run),
+    TDM_OP_PREPARED(matmul_q8, 0, matmul_q8_check, matmul_q8_run, matmul_q8_prepare, matmul_q8_release),
     TDM_OP(matmul_q4, 0, matmul_q4_check, matmul_q4_run),
     TDM_OP(embedding_q8, 0, embedding_q8_check, embedding_q8_run),
     TDM_OP(embedding_q4, 0, embedding_q4_check, embedding_q4_run),

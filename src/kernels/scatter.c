@@ -10,13 +10,6 @@ static void copy_base(const tdm_tensor *base, const tdm_tensor *out) {
   if (out->data != base->data) memcpy(out->data, base->data, (size_t)out->numel * tdm_dtype_size(out->dtype));
 }
 
-static void outer_inner(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *inner) {
-  *outer = 1;
-  *inner = 1;
-  for (int i = 0; i < d; i++) *outer *= s->dims[i];
-  for (int i = (int)d + 1; i < s->rank; i++) *inner *= s->dims[i];
-}
-
 /* check_index: index int64 or int32 (any shape); iattr = [n]. Fails the call unless every index is in
  * [-n, n). No output. */
 static tdm_status check_index_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -93,7 +86,7 @@ static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const td
   const tdm_shape *s = out->shape;
   const int64_t n = s->dims[d], k = in[1].numel;
   int64_t outer, inner;
-  outer_inner(s, d, &outer, &inner);
+  tdm__outer_inner(s, d, &outer, &inner);
   const size_t es = tdm_dtype_size(out->dtype), chunk = (size_t)inner * es;
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < k; i++) {
@@ -142,7 +135,7 @@ static tdm_status slice_scatter_run(const tdm_op *op, const tdm_tensor *in, cons
   const tdm_shape *s = out->shape;
   const int64_t n = s->dims[d], k = in[1].shape->dims[d];
   int64_t outer, inner;
-  outer_inner(s, d, &outer, &inner);
+  tdm__outer_inner(s, d, &outer, &inner);
   const size_t chunk = (size_t)inner * tdm_dtype_size(out->dtype);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t i = 0; i < k; i++)
@@ -173,29 +166,15 @@ static tdm_status slice_scatter_check(const tdm_method *m, const tdm_op *op) {
 static tdm_status scatter_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   copy_base(&in[0], out);
   const int64_t d = op->iattr[0];
-  const tdm_shape *xs = out->shape, *is = in[1].shape;
-  const int r = is->rank;
   const size_t es = tdm_dtype_size(out->dtype);
-  int64_t xst[TDM_MAX_RANK], k = 1;
-  for (int i = xs->rank - 1; i >= 0; i--) {
-    xst[i] = k;
-    k *= xs->dims[i];
-  }
-  const int64_t n = xs->dims[d];
-  int64_t idx[TDM_MAX_RANK] = {0}, off = 0; /* off: y's offset of idx with dim's coordinate 0 */
-  const int64_t count = in[1].numel;
-  for (int64_t t = 0; t < count; t++) {
+  const int64_t n = out->shape->dims[d];
+  tdm_index_walk w;
+  tdm__index_walk_start(&w, out->shape, in[1].shape, d);
+  for (int64_t t = 0; t < in[1].numel; t++, tdm__index_walk_next(&w)) {
     int64_t j = tdm__index_at(&in[1], t);
     if (j < 0) j += n;
-    if (j >= 0 && j < n) memcpy((uint8_t *)out->data + (size_t)(off + j * xst[d]) * es, (const uint8_t *)in[2].data + (size_t)t * es, es);
-    for (int i = r - 1; i >= 0; i--) {
-      if (++idx[i] < is->dims[i]) {
-        if (i != d) off += xst[i];
-        break;
-      }
-      if (i != d) off -= xst[i] * (is->dims[i] - 1);
-      idx[i] = 0;
-    }
+    if (j >= 0 && j < n)
+      memcpy((uint8_t *)out->data + (size_t)(w.off + j * w.st[d]) * es, (const uint8_t *)in[2].data + (size_t)t * es, es);
   }
   return TDM_OK;
 }

@@ -6,13 +6,6 @@
 
 #include <string.h>
 
-/* x viewed as [outer, n, inner] around dim d. */
-static void around(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *inner) {
-  *outer = *inner = 1;
-  for (int i = 0; i < d; i++) *outer *= s->dims[i];
-  for (int i = (int)d + 1; i < s->rank; i++) *inner *= s->dims[i];
-}
-
 static bool is_index_dtype(int dtype) { return dtype == TDM_I64 || dtype == TDM_I32; }
 
 
@@ -23,30 +16,16 @@ static bool is_index_dtype(int dtype) { return dtype == TDM_I64 || dtype == TDM_
  * outside [-n, n) (rejected before by check_index) gives 0. */
 static tdm_status gather_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t d = op->iattr[0];
-  const tdm_shape *xs = in[0].shape, *is = in[1].shape;
-  const int r = is->rank;
   const size_t es = tdm_dtype_size(out->dtype);
-  int64_t xst[TDM_MAX_RANK], k = 1;
-  for (int i = xs->rank - 1; i >= 0; i--) {
-    xst[i] = k;
-    k *= xs->dims[i];
-  }
-  const int64_t n = xs->dims[d];
-  int64_t idx[TDM_MAX_RANK] = {0}, off = 0; /* off: x's offset of idx with dim's coordinate 0 */
-  for (int64_t t = 0; t < out->numel; t++) {
+  const int64_t n = in[0].shape->dims[d];
+  tdm_index_walk w;
+  tdm__index_walk_start(&w, in[0].shape, in[1].shape, d);
+  for (int64_t t = 0; t < out->numel; t++, tdm__index_walk_next(&w)) {
     int64_t j = tdm__index_at(&in[1], t);
     if (j < 0) j += n;
     uint8_t *y = (uint8_t *)out->data + (size_t)t * es;
     if (j < 0 || j >= n) memset(y, 0, es);
-    else memcpy(y, (const uint8_t *)in[0].data + (size_t)(off + j * xst[d]) * es, es);
-    for (int i = r - 1; i >= 0; i--) {
-      if (++idx[i] < is->dims[i]) {
-        if (i != d) off += xst[i];
-        break;
-      }
-      if (i != d) off -= xst[i] * (is->dims[i] - 1);
-      idx[i] = 0;
-    }
+    else memcpy(y, (const uint8_t *)in[0].data + (size_t)(w.off + j * w.st[d]) * es, es);
   }
   return TDM_OK;
 }
@@ -137,7 +116,7 @@ DEFINE_SELECT(i32, int32_t, INT_ISNAN)
 /* Runs the selection of the k best along dim d of in, into values out[0] and indices out[1]. */
 static void select_rows(const tdm_tensor *in, const tdm_tensor *out, int64_t d, int64_t k, bool largest) {
   int64_t outer, inner;
-  around(in->shape, d, &outer, &inner);
+  tdm__outer_inner(in->shape, d, &outer, &inner);
   const int64_t n = in->shape->dims[d];
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
@@ -203,7 +182,7 @@ static tdm_status topk_check(const tdm_method *m, const tdm_op *op) {
 static tdm_status cumsum_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t d = op->iattr[0], n = in[0].shape->dims[d];
   int64_t outer, inner;
-  around(in[0].shape, d, &outer, &inner);
+  tdm__outer_inner(in[0].shape, d, &outer, &inner);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
       const int64_t base = o * n * inner + j;

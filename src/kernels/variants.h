@@ -147,13 +147,15 @@ typedef struct tdm_conv_x {
 } tdm_conv_x;
 /* B's row k (of the full panels) in x. */
 static inline const float *tdm_conv_x_row(const tdm_conv_x *b, int64_t k) { return b->xb + (k / b->KW) * b->cs + b->koff[k % b->KW]; }
-void tdm_f32_conv_gemm_x__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+void tdm_f32_conv1d_gemm_no_im2col__scalar(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y,
+                                           int64_t ldy);
 /* tail [Cg·KW, 8] = B's columns N8 .. N - 1 (zeros after): the panel tdm_f32_im2col_packed makes. */
 void tdm_f32_conv_x_tail(const tdm_conv_x *b, int64_t N, float *tail);
-typedef void (*tdm_conv_gemm_x_fn)(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+typedef void (*tdm_conv1d_gemm_no_im2col_fn)(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y,
+                                             int64_t ldy);
 /* The variant for the runtime (config.c), or NULL where the packed GEMM is another ISA's (native
  * AVX2: its bits differ, so conv.c keeps im2col there). */
-tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void);
+tdm_conv1d_gemm_no_im2col_fn tdm_f32_conv1d_gemm_no_im2col(void);
 /* winograd: 1-d convolutions by Winograd minimal filtering F(m, r) (conv_wino.c, whose top gives the
  * transforms), as the correlation y[o, j] = Σ_c Σ_k w[o, c, k] · d_c(j + k), k < r, of r taps over
  * a view of x:
@@ -192,7 +194,7 @@ int64_t tdm_conv_wino_tiles(const tdm_wino *g, int64_t wsn);
  * other outputs of its tiles: the direct path keeps torch's pattern). */
 bool tdm_f32_conv_wino(const tdm_wino *g, const float *x, const float *u, const float *bias, float *y, float *ws, int64_t wsn, int act);
 /* ELU (alpha 1) of n floats, maximum(x, exp(minimum(x, 0)) - 1): the reference is the four
- * elementwise ops in turn (tdm_f32_elu__chain, conv_gemm.c); the SIMD128 form does the four in
+ * elementwise ops in turn (tdm_f32_elu__chain, elementwise.c, with the elu op); the SIMD128 form does the four in
  * registers, the last n % 4 through the chain (the same floats). */
 void tdm_f32_elu__chain(const float *x, float *y, int64_t n);
 typedef void (*tdm_f32_elu_fn)(const float *x, float *y, int64_t n);
@@ -311,14 +313,14 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
 typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
                                    const float *scale, float *y, int64_t ldy);
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot;
-/* The paired int8 layout (the runtime's own copy of a matmul_q8 weight, repacked at load: quant.c;
+/* The paired int8 layout (matmul_q8's prepared copy of its weights, repacked at load: quant.c;
  * never a file's layout): K even, each panel's rows k, k + 1 (16 bytes) reordered so that each
  * column's two weights are adjacent, qp[((j / 8)·K + k - k % 2)·8 + (j % 8)·2 + k % 2]. The same
  * bytes in the same places per 16, so tdm_q8_pair_panels repacks in place (to_pairs) and back
  * (!to_pairs). The GEMVs over it give tdm_q8_gemv_dot's / tdm_q8_gemm_dot's bits on the file's
  * layout (the same integer sums and float steps); they save the SIMD kernels' interleave per pair
  * of rows. Rows r of xq at r·K (K is even). */
-#ifndef TDM_Q8_PAIRED /* the runtime repacks matmul_q8's weights into it (ops.h, tdm__q8_pair_weights) */
+#ifndef TDM_Q8_PAIRED /* matmul_q8's prepare hook copies its weights into it (quant.c) */
 #if defined(__wasm__) && TDM_SIMD128
 #define TDM_Q8_PAIRED 1
 #else
@@ -428,7 +430,8 @@ void tdm_f32_attention_rows__scalar(const tdm_attn_rows *a, float *ws);
 #if TDM_SIMD128
 void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,
                                     int64_t ldy);
-void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy);
+void tdm_f32_conv1d_gemm_no_im2col__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y,
+                                            int64_t ldy);
 void tdm_f32_elu__simd128(const float *x, float *y, int64_t n);
 /* N <= TDM_CONV_DOT_MAX_N: 8 rows of a for one position, 4 for two, 2 for three or four (8 vector
  * accumulators), k 4 at a time, the last K % 4 products added after the lanes are summed. The R

@@ -1482,12 +1482,12 @@ static int check_conv_gemm(void) {
   return bad;
 }
 
-/* convrate: the conv GEMM with B's rows read from x (tdm_f32_conv_gemm_x: 1-d, stride 1, no
+/* convrate: the conv GEMM with B's rows read from x (tdm_f32_conv1d_gemm_no_im2col: 1-d, stride 1, no
  * padding, dilation 1 and 2; the last partial panel from the packed tail) against the reference per
  * output value, and in the SIMD128 build bit for bit against im2col + tdm_f32_conv_gemm_4x8__simd128
  * (the path it replaces); channels past one K block (256 products), M past one row block (64), and
  * output channels and positions on every tail of the 4-row x 8-column tiles. */
-static int check_conv_gemm_x(void) {
+static int check_conv1d_gemm_no_im2col(void) {
   enum { MAXX = 100 * 60, MAXW = 70 * 100 * 4, MAXY = 70 * 60 };
   static float x[MAXX], w[MAXW], bias[70], y[MAXY], ya[MAXY], tail[100 * 4 * 8], colp[100 * 4 * 64];
   int bad = 0, cases = 0;
@@ -1511,11 +1511,11 @@ static int check_conv_gemm_x(void) {
               bx.tail = tail;
             }
             for (int variant = 0; variant < 3; variant++) {
-              if (variant == 0) tdm_f32_conv_gemm_x__scalar(Og, N, &bx, w, b, y, N);
+              if (variant == 0) tdm_f32_conv1d_gemm_no_im2col__scalar(Og, N, &bx, w, b, y, N);
 #if TDM_SIMD128
-              else if (variant == 1) tdm_f32_conv_gemm_x__simd128(Og, N, &bx, w, b, y, N);
+              else if (variant == 1) tdm_f32_conv1d_gemm_no_im2col__simd128(Og, N, &bx, w, b, y, N);
 #endif
-              else if (variant == 2 && tdm_f32_conv_gemm_x()) tdm_f32_conv_gemm_x()(Og, N, &bx, w, b, y, N);
+              else if (variant == 2 && tdm_f32_conv1d_gemm_no_im2col()) tdm_f32_conv1d_gemm_no_im2col()(Og, N, &bx, w, b, y, N);
               else continue;
               cases++;
               for (int64_t o = 0; o < Og; o++)
@@ -2161,7 +2161,7 @@ int tdm_kernel_selftest(void) {
   bad += check_binary() + check_unary_exact() + check_exp() + check_exp_family() + check_erf() + check_softmax() + check_sum() +
       check_norms() + check_attention() + check_conv() + check_conv_padded() + check_pool();
 #endif
-  bad += check_conv_gemm() + check_conv_gemm_x() + check_conv_wino() + check_elu() + check_conv_dot() + check_bf16_gemv() +
+  bad += check_conv_gemm() + check_conv1d_gemm_no_im2col() + check_conv_wino() + check_elu() + check_conv_dot() + check_bf16_gemv() +
       check_i16_conv_gemm() + check_conv_transpose() + check_attention_rows() + check_row_forms() + check_planes();
   const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 13}, ns[] = {1, 3, 7, 8, 9, 15, 16, 17, 29, 33, 50, 65}, ks[] = {1, 2, 3, 4, 5, 8, 17, 64};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)

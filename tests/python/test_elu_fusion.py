@@ -1,6 +1,6 @@
 """ELU (alpha 1) of a value no conv produced, as SEANet applies it after each residual add (moshi's
 Mimi), fused from its four-op lowering (minimum, exp, sub, maximum) into one `elu` op
-(python/tandem/fuse.py `_elu`, src/kernels/conv_gemm.c): checked against eager torch, and left
+(python/tandem/fuse.py `_elu`, src/kernels/elementwise.c): checked against eager torch, and left
 unfused where an intermediate has another reader."""
 
 import torch

@@ -301,12 +301,12 @@ class _TwoHeads(nn.Module):
 
 @pytest.mark.parametrize("build", ["simd128", "relaxed"])
 def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib, relaxed_wasm_lib, monkeypatch, build):
-    """The wasm builds repack matmul_q8's int8 weights (K even; also a tied table, which embedding_q8
-    reads too) in their own copy of the data into the paired layout (src/ops.h,
-    tdm__q8_pair_weights): after load the copy holds the Linear's weights and the tied table paired,
-    and an odd-K Linear's weights as the file has them; the results are the native runtime's bits
-    (the file's layout) for one row, 3 rows and a row holding a NaN; tdm_program_data hands out the
-    file's bytes (what WebGPU uploads), and the same calls then give the same bits."""
+    """The wasm builds' matmul_q8 prepares a copy of its int8 weights (K even; also a tied table, whose
+    embedding_q8 reads the file's bytes) in the paired layout (src/kernels/quant.c, its prepare
+    hook): one copy per constant, however many methods multiply by it, held outside the file's data;
+    an odd-K Linear's weights get none. The results are the native runtime's bits (the file's
+    layout) for one row, 3 rows and a row holding a NaN; tdm_program_data hands out the file's data
+    section as the file has it (what WebGPU uploads), and the same calls then give the same bits."""
     import ctypes
 
     import tandem.runtime as runtime
@@ -336,14 +336,14 @@ def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib,
     lin_w = next(c[2] for c in weights if c[1] == (5, 64, 8))
     table = next(c[2] for c in weights if c[1][1] == 24)
     odd = next(c[2] for c in weights if c[1][1] == 63)
-    size = lib._memory.data_len(lib._store)
-    before = ctypes.string_at(lib._base(0, size), size)  # the wasm memory before tdm_program_data
     at, n = lib.tdm_program_data(m._program), lib.tdm_program_data_size(m._program)
-    copy_then, copy_now = before[at : at + n], ctypes.string_at(lib._base(at, n), n)
-    assert copy_then.find(_paired(lin_w)) >= 0 and copy_then.find(lin_w) < 0, "the Linear's weights were not held paired"
-    assert copy_then.find(_paired(table)) >= 0 and copy_then.find(table) < 0, "the tied table was not held paired"
-    assert copy_then.find(odd) >= 0, "the odd-K Linear's weights were moved"
-    assert data.find(copy_now) >= 0, "tdm_program_data's bytes are not the file's data section"
+    size = lib._memory.data_len(lib._store)
+    heap = ctypes.string_at(lib._base(0, size), size)
+    section, outside = heap[at : at + n], heap[:at] + heap[at + n :]
+    assert data.find(section) >= 0, "tdm_program_data's bytes are not the file's data section"
+    assert section.find(lin_w) >= 0 and section.find(table) >= 0 and section.find(odd) >= 0, "the file's int8 weights were moved"
+    assert outside.count(_paired(lin_w)) == 1, "the Linear's weights (multiplied by in both methods) have not one paired copy"
+    assert outside.count(_paired(table)) == 1, "the tied head's weights have not one paired copy"
     same("after tdm_program_data")
 
 

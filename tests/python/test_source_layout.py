@@ -165,3 +165,59 @@ def test_each_pass_imports_only_from_the_layer_below_the_passes():
     assert set(group.values()) == set(PASSES)
     wrong = {m: sorted(d for d in graph[m] if group.get(d, p) != p or (d not in group and d not in BELOW_PASSES)) for m, p in group.items()}
     assert not {m: d for m, d in wrong.items() if d}, "a pass imports another pass (or something above it)"
+
+
+# ---- the reader and the CPU backend (CONTRIBUTING.md, "Prepared data") -----------------------------
+
+SRC = ROOT / "src"
+READER = ("reader.c", "reader_methods.c", "verify.c")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+# a cast to a pointer type without const: (void *), (uint8_t *), (tdm_program *), (int8_t **) ...
+NON_CONST_POINTER_CAST = re.compile(r"\(\s*(?!const\b)(?:struct\s+)?[A-Za-z_]\w*\s*\*+\s*\)")
+
+
+def _code(text: str) -> str:
+    """C source without its comments."""
+    return re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+
+
+def _includes(path: Path, seen=None) -> set:
+    """The src/ files path includes, directly or through the headers it includes."""
+    seen = set() if seen is None else seen
+    for name in INCLUDE.findall(_code(path.read_text())):
+        inc = (path.parent / name).resolve()
+        if inc.is_file() and inc.is_relative_to(SRC) and inc not in seen:
+            seen.add(inc)
+            _includes(inc, seen)
+    return seen
+
+
+def test_the_reader_includes_nothing_from_the_kernels():
+    """reader.c, reader_methods.c and verify.c read and verify the file's bytes: nothing they include,
+    directly or through a header, is a kernel's (a backend prepares its data through the ops'
+    prepare hooks, called by program.c)."""
+    for name in READER:
+        kernels = sorted(str(p.relative_to(SRC)) for p in _includes(SRC / name) if p.is_relative_to(SRC / "kernels"))
+        assert kernels == [], f"src/{name} includes {kernels}"
+        code = _code((SRC / name).read_text())
+        assert not re.search(r"\btdm__\w*prepare\w*\s*\(|\bq8_pair|\bwino", code), f"src/{name} prepares data for the kernels"
+    assert SRC / "kernels" / "variants.h" in _includes(SRC / "kernels" / "quant.c"), "the include walk finds nothing"
+
+
+def test_program_data_is_handed_out_without_removing_const():
+    """tdm_program_data and the other introspection functions take a const program and only read it:
+    introspect.c casts to no pointer type without const (the int8 weights' paired copy is matmul_q8's
+    prepared data, never the file's bytes rewritten), and no file of src/ casts a program to a
+    writable one."""
+    code = _code((SRC / "introspect.c").read_text())
+    assert "tdm_program_data" in code
+    assert NON_CONST_POINTER_CAST.findall(code) == []
+    for p in sorted(SRC.rglob("*.c")):
+        assert "(tdm_program *)" not in _code(p.read_text()), f"{p.relative_to(ROOT)} casts const away from a program"
+
+
+def test_the_cast_check_finds_a_cast_removing_const():
+    old = "const void *tdm_program_data(const tdm_program *p) { tdm__q8_unpair_weights((tdm_program *)p); return p->data; }"
+    assert NON_CONST_POINTER_CAST.findall(old) == ["(tdm_program *)"]
+    assert NON_CONST_POINTER_CAST.findall("f((void *)p, (uint8_t *)q, (int8_t **)r)") == ["(void *)", "(uint8_t *)", "(int8_t **)"]
+    assert NON_CONST_POINTER_CAST.findall("f((const void *)p, (const uint8_t *)q, sizeof(x), (size_t)n)") == []
