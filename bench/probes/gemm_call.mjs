@@ -5,7 +5,7 @@
 //   TANDEM_BENCH=gemm python bench/models/make_models.py build/bench
 //   node --expose-gc --experimental-wasm-relaxed-simd bench/probes/gemm_call.mjs build/bench web/tandem-relaxed.wasm [more.wasm ...]
 import { load } from '../../node/index.js';
-import { INTERNALS } from '../../web/model.js';
+import { BACKEND } from '../../web/model.js';
 import { compare, cpuMs } from '../suite/compare.mjs';
 
 const [dir = 'build/bench', ...wasms] = process.argv.slice(2);
@@ -15,7 +15,7 @@ for (const n of sizes) {
   const fns = {};
   for (const wasm of wasms) {
     const m = await load(`${dir}/mm_${n}x${n}.tandem`, { threads: 1, wasm, simd: wasm.includes('relaxed') ? 'relaxed' : 'simd128' });
-    const { program, session } = m[INTERNALS]();
+    const { program, session } = m[BACKEND]; // the wasm backend's program and session
     const x = program.rt.x, inp = x.tdm_session_input(session, 0, 0), out = x.tdm_session_output(session, 0, 0);
     fns[`${wasm} forward`] = () => m.forward(A);
     fns[`${wasm} run`] = () => x.tdm_session_run(session, 0);
