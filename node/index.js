@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { nodePort, nodeThread } from './spawn.js';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
-import { HOOKS } from '../web/options.js';
+import { HOOKS, isPlainObject } from '../web/options.js';
 
 export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
@@ -41,12 +41,13 @@ function wasmBytes(wasm) {
  * test's own hooks (`spawnThread`, `onWorker(worker)`: the worker_threads Worker of { worker: true })
  * are kept. */
 export async function load(source, options = {}) {
-  const hooks = options?.[HOOKS] ?? {};
+  if (!isPlainObject(options)) return webLoad(source, options); // rejected there, naming what was given
+  const hooks = options[HOOKS] ?? {};
   const spawn = () => nodePort(new URL('./worker.js', import.meta.url), hooks.onWorker);
   return webLoad(await readLocal(source), {
     ...options,
-    ...(options?.wasm === undefined ? {} : { wasm: await wasmBytes(options.wasm) }),
-    ...(options?.wasmThreads === undefined ? {} : { wasmThreads: await wasmBytes(options.wasmThreads) }),
+    ...(options.wasm === undefined ? {} : { wasm: await wasmBytes(options.wasm) }),
+    ...(options.wasmThreads === undefined ? {} : { wasmThreads: await wasmBytes(options.wasmThreads) }),
     [HOOKS]: {
       wasmFile, // the package's builds, read from web/ when one is first used
       spawnWorker: spawn, cores: availableParallelism(), ...hooks, spawnThread: hooks.spawnThread ?? nodeThread,

@@ -52,7 +52,7 @@ const wasmSource = (name) => (v) => {
 
 /** Checks an options bag against `spec` ({ key: check(value) -> parsed }): the parsed values. */
 function parseOptions(what, options, spec) {
-  if (options === undefined || options === null) options = {};
+  if (options === undefined) options = {};
   if (!isPlainObject(options)) throw invalid(`${what}: options must be an object, given ${shown(options)}`);
   const unknown = Object.keys(options).filter((k) => !Object.hasOwn(spec, k));
   if (unknown.length) throw invalid(`${what}: unknown option '${unknown[0]}'; the options are: ${Object.keys(spec).join(', ')}`);
