@@ -8,7 +8,7 @@ import { compileRuntime } from './loader.js';
 import { threadsAvailable, defaultThreads } from './threads.js';
 import { parseLoadOptions } from './options.js';
 import { sourceOf, bodyForWorker, bytesOf } from './source.js';
-import { BUILDS, besideThisModule, simdLevel } from './runtime.js';
+import { BUILDS, besideThisModule } from './runtime.js';
 import { Model, WorkerModel, BUILD_TOKENIZER } from './model.js';
 import { createWasmBackend } from './wasm-backend.js';
 import { loadInWorker, browserWorker, browserThread } from './worker-backend.js';
@@ -55,8 +55,7 @@ export async function load(source, options = {}) {
   // device 'webgpu' runs its methods on the GPU (model.threads is 1 there): no pool unless asked for
   const threads = threadsAvailable() && o.threadedBuild
     ? o.threads ?? (o.device === 'webgpu' ? 1 : defaultThreads(hooks.cores)) : 1;
-  const level = simdLevel(o.simd);
-  const wasm = await ((threads > 1 ? o.wasmThreads : o.wasm) ?? (hooks.wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));
+  const wasm = await ((threads > 1 ? o.wasmThreads : o.wasm) ?? (hooks.wasmFile ?? besideThisModule)(BUILDS[o.simd][threads > 1 ? 1 : 0]));
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
   const src = await sourceOf(source);
