@@ -1,9 +1,10 @@
-// The WebGPU backend (web/model.js's backend interface): a session whose state region and scratch arena live in one GPU buffer per
-// session and whose constants (the program's data section) are uploaded once into a buffer every
-// fork shares. The wasm runtime stays the loader and verifier: the program's ops, values and memory
-// plan are read from it (plan.js: tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never
-// parsed here. A call validates its inputs, then encodes every op of the method into one command
-// submission and reads back only its outputs (and a 4-byte failure flag).
+// The WebGPU backend (web/model.js's backend interface): a session whose state region and scratch
+// arena live in one GPU buffer per session and whose constants (the program's data section) are
+// uploaded once into a buffer every fork shares. The wasm runtime stays the loader and verifier:
+// the program's ops, values and memory plan are read from it (plan.js: tdm_method_op_*,
+// tdm_session_value_info, tdm_session_bind), never parsed here. A call (its inputs checked by the
+// model) encodes every op of the method into one command submission and reads back only its
+// outputs (and a 16-byte failure flag).
 import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
 import { halfWeights } from './half.js';
