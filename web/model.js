@@ -157,9 +157,10 @@ export class Model {
       return Promise.reject(e);
     }
     const spec = this.#shared.methodSpecs[m];
-    return this.#submit(name, signal, () => this.#backend.run(m, tensors, profile), (copy) => {
-      if (copy) tensors = tensors.map(copyOf); // inputs are read when the call is made: a waiting call keeps a copy
-    }).then((r) => {
+    const run = () => this.#backend.run(m, tensors, profile);
+    // inputs are read when the call is made: a call that waits keeps a copy
+    const keep = () => { tensors = tensors.map(copyOf); };
+    return this.#submit(name, signal, run, keep, (r) => {
       const all = profile ? r.outputs : r;
       // '<input>!': the new value of an input the method changes (x.add_(1)), written into the caller's array
       spec.outputs.forEach((o, i) => {
@@ -207,7 +208,7 @@ export class Model {
       checkTensor(t, s, where);
       checkBytes(t, s.nbytes, where);
       let data = t.data;
-      return [() => this.#backend.writeState(s, data), (copy) => { if (copy) data = data.slice(); }];
+      return [() => this.#backend.writeState(s, data), () => { data = data.slice(); }];
     });
   }
 
@@ -350,15 +351,26 @@ export class Model {
     return this.#submit(what, undefined, run);
   }
 
-  /** Queues `run` (the backend's part of an operation); resolves to its result. `keep(copy)` is
-   * called once when the operation is queued: with copy true when it cannot start now, so that it
-   * copies what it reads from the caller. `signal` aborts it: removed while it waits; while it
-   * runs, its result is dropped. */
-  #submit(what, signal, run, keep) {
+  /** Runs `run` (the backend's part of an operation) now when nothing runs or waits, else queues
+ * it (then `keep()` copies what it reads from the caller); resolves to `after` of its result.
+ * `signal` aborts it: removed while it waits; while it runs, its result is dropped. */
+  #submit(what, signal, run, keep, after) {
     if (signal?.aborted) return Promise.reject(abortError(what, signal, false));
-    const now = !this.#running && this.#queue.length === 0;
-    keep?.(!now);
-    return new Promise((resolve, reject) => {
+    if (!signal && !this.#running && this.#queue.length === 0) {
+      // the common case, a call on an idle model: no queue entry (a backend that answers at once
+      // costs one settled promise)
+      let r;
+      try {
+        r = run();
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      if (!isPromise(r)) return Promise.resolve(after ? after(r) : r);
+      const p = this.#track({ what }, r);
+      return after ? p.then(after) : p;
+    }
+    if (this.#running || this.#queue.length) keep?.();
+    const p = new Promise((resolve, reject) => {
       const e = { what, run, done: false };
       const onAbort = () => {
         const i = this.#queue.indexOf(e);
@@ -373,6 +385,16 @@ export class Model {
       e.fail = (err) => { if (!e.done) { finish(); reject(err); } };
       signal?.addEventListener('abort', onAbort);
       this.#queue.push(e);
+      this.#pump();
+    });
+    return after ? p.then(after) : p;
+  }
+
+  /** `r`, the promise of an operation that started: the queue waits for it to settle. */
+  #track(e, r) {
+    this.#running = e;
+    return r.finally(() => {
+      this.#running = null;
       this.#pump();
     });
   }
@@ -394,11 +416,7 @@ export class Model {
         e.ok(r);
         continue;
       }
-      this.#running = e;
-      r.then(e.ok, e.fail).finally(() => {
-        this.#running = null;
-        this.#pump();
-      });
+      this.#track(e, r).then(e.ok, e.fail);
     }
   }
 }
