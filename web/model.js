@@ -3,7 +3,7 @@
 // (web/worker-backend.js) or WebGPU (web/webgpu/backend.js). The model checks every argument,
 // converts inputs, keeps calls in a FIFO queue and writes the saved-state header; a backend only
 // runs what it is handed. A backend is an object with:
-//   info         plain data: { methods, state, metadata (deep-frozen or not: frozen here),
+//   info         plain data: { methods, state, metadata (the model hands out frozen copies),
 //                methodSpecs (each method's inputs and outputs with nbytes and dynamic dims),
 //                stateLayout ([{ name, dtype, shape, offset, nbytes }]), stateBytes, scratchBytes,
 //                fingerprint, programId (BigInt), threads, simd, device, tokenizerText }
@@ -11,10 +11,12 @@
 //                input's new value, '<input>!'), or with profile { outputs, ops }
 //   readState(s) / writeState(s, data)   one state tensor's typed array, by layout entry
 //   saveState() / loadState(bytes)       the state region's bytes (no header)
-//   resetState(), fork(copy) (a new backend on the same program), memory() (bytes, a number),
-//   dispose()
-// Each may return a value or a promise; one that returns a value runs when called. The queue hands
-// a backend one operation at a time, so a backend never sees two at once.
+//   resetState(), fork(copy) (a new backend on the same program, its state a copy of this one's
+//                when copy is true)
+//   memory()     bytes of the instance's linear memory, a number, at once
+//   dispose()    frees the session; an operation in flight finishes or rejects
+// Each of the others may return a value or a promise; one that returns a value has run when it
+// returns. A model's queue hands its backend one operation at a time.
 import { TandemError, abortError } from './errors.js';
 import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
 import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions } from './options.js';
