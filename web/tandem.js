@@ -48,7 +48,10 @@ export async function createModel(module, bytes) {
  * - `gpuWeights: 'float16'`: on WebGPU, the float32 weight matrices (matmul_packed, embedding_packed)
  *   are kept as float16 in GPU memory and read back to float32 in the kernels (default 'float32');
  * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
- *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
+ *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows);
+ * - `tokenizer: false`: leave the tokenizer the file carries unbuilt.
+ * web/options.js checks every option: an unknown key or a bad value is TDM_ERR_INVALID_ARGUMENT.
+ * The model is a Model over the backend the options pick (a WorkerModel with worker: true).
  */
 export async function load(source, options = {}) {
   const o = parseLoadOptions(options), hooks = o.hooks;
