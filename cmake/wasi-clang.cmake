@@ -2,7 +2,7 @@
 # wasm-ld-19 for wasm32-wasi over the wasi-libc package (headers in /usr/include/wasm32-wasi, libraries
 # in /usr/lib/wasm32-wasi; compiler-rt's builtins from libclang-rt-19-dev-wasm32). LLVM 19 emits the
 # standard relaxed-SIMD opcodes (f32x4.relaxed_madd, i16x8.relaxed_dot_i8x16_i7x16_s, ...), so this
-# build needs no rewriting after linking (the Emscripten builds use LLVM 14: docs/benchmarks.md).
+# build needs no rewriting after linking (the Emscripten builds use LLVM 14, which lacks them).
 set(CMAKE_SYSTEM_NAME Generic)
 set(CMAKE_SYSTEM_PROCESSOR wasm32)
 set(TDM_WASI ON CACHE BOOL "the wasi-libc + clang build of the relaxed-SIMD runtime" FORCE)

@@ -7,8 +7,8 @@
 #
 # -O3 --low-memory-unused, as Emscripten runs it: the second tells Binaryen that no address below
 # 1024 is used (wasm-ld puts the data at 1024 and the stack after it), so a constant added to a
-# pointer can become the load's offset. Measured 3-10% on the float GEMM, decode within noise
-# (docs/benchmarks.md, "wasm-opt after clang-19"). Without a wasm-opt the build still works and says so.
+# pointer can become the load's offset. It speeds up the float GEMM; the decode's GEMVs, bound by
+# memory, are unchanged. Without a wasm-opt the build still works and says so.
 find_program(TDM_WASM_OPT wasm-opt PATHS ${CMAKE_SOURCE_DIR}/node_modules/binaryen/bin NO_DEFAULT_PATH
   DOC "Binaryen's wasm-opt (version >= 116) run on tandem-relaxed.wasm after linking")
 set(TDM_WASM_OPT_OK OFF)

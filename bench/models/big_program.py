@@ -1,5 +1,5 @@
-"""A 1 GiB program for the load-memory measurement (bench/probes/big_load.mjs, docs/benchmarks.md,
-issue #13 item 4): one bias-free Linear(16384, 16384), seeded, exported with tandem.export.
+"""A 1 GiB program for the load-memory measurement (bench/suite/big_load.mjs,
+docs/performance.md): one bias-free Linear(16384, 16384), seeded, exported with tandem.export.
 
     python bench/models/big_program.py OUT.tandem
 """

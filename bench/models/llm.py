@@ -1,4 +1,4 @@
-"""The LLM table's models (issue #17 item 5): bench/models/smollm.py's SmolLM-135M-shaped Llama, the same
+"""The LLM table's models: bench/models/smollm.py's SmolLM-135M-shaped Llama, the same
 seeded weights, at three widths for each runtime. bench/models/smollm.py writes the float32 ones
 (smollm.tandem, smollm.onnx); this writes the rest into OUT_DIR:
 

@@ -10,8 +10,8 @@ export with its linear layers' weights stored int8 (`quantize="int8"`: the two t
 codebook projections; the convs stay float32), and with int8convs OUT/mimi_int8convs.tandem
 (`quantize="int8", quantize_convs=True`: also the big streaming convs, conv_q8), with int8bf16
 OUT/mimi_int8bf16.tandem (`quantize="int8", quantize_convs="bf16"`: those of them at 1-2 positions with
-bfloat16 weights, conv_bf16); int4 and int4bf16 the same with `quantize="int4"` (docs/benchmarks.md: no
-faster, codes differ); int8i16 OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the
+bfloat16 weights, conv_bf16); int4 and int4bf16 the same with `quantize="int4"` (no
+faster than int8, codes differ); int8i16 OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the
 convs over 3+ positions on 16-bit integers, conv_i16, and the 1-2 position ones bfloat16).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
 float32, int8, int8convs, int8bf16, int4, int4bf16, int8i16]."""
@@ -77,7 +77,7 @@ for variant in VARIANTS:
     (OUT / f"mimi{suffix}_ops.json").write_text(
         json.dumps(
             {
-                name: [  # each method's ops with shapes, for bench/probes/mimi_profile.py
+                name: [  # each method's ops with shapes, for bench/suite/mimi_profile.py
                     {
                         "name": op.name,
                         "ins": [list(v.shape) for v in op.ins],

@@ -1,5 +1,5 @@
 """The full 30-layer SmolLM-135M shape at three weight widths, for bench/suite/smollm30.mjs
-(TANDEM_BENCH=smollm30, issue #24's wasm decode targets): bench/models/smollm.py's make_model() (30 layers,
+(TANDEM_BENCH=smollm30, the quantized decode targets): bench/models/smollm.py's make_model() (30 layers,
 width 576, 9 heads over 3 KV heads, MLP 1536, vocabulary 49152, tied table; seeded random float32
 weights, nothing downloaded), exported by export_causal_lm(max_cache_len=512, max_prompt_len=128) as
 

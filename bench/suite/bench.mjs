@@ -1,6 +1,6 @@
 // npm run bench: tandem against onnxruntime-web and TF.js (wasm backend), in Node, single thread,
 // on the same work in the same run. Every time is the median of several rounds; ratios are what
-// to read (these machines are noisy). Prints a markdown table for docs/benchmarks.md.
+// to read (these machines are noisy). Prints a markdown table for docs/performance.md.
 import { readFileSync, statSync } from 'node:fs';
 import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-web';

@@ -1,4 +1,4 @@
-// gemv.mjs — the transformer GEMVs of a streaming step (issue #23 item 6): Mimi's d512 layers with
+// gemv.mjs — the transformer GEMVs of a streaming step: Mimi's d512 layers with
 // 2 rows per step and pocket-tts' flow LM d1024 with 1 row (bench/models/make_models.py,
 // TANDEM_BENCH=gemv), each layer alone and a whole stack of one model's layers in one call, one
 // thread, float32. Prints ns per weight and GB/s of weights read, against the best SIMD128 read

@@ -1,4 +1,4 @@
-// The LLM table (issue #17 item 5; `TANDEM_BENCH=llm npm run bench`): the SmolLM-135M-shaped
+// The LLM table (`TANDEM_BENCH=llm npm run bench`): the SmolLM-135M-shaped
 // Llama of bench/models/smollm.py at float32, int8 and int4, in tandem, onnxruntime-web (wasm EP) and
 // @wllama/wllama (llama.cpp compiled to wasm), all three in one headless Chromium page per width,
 // single thread each (bench/suite/llm-page.js). Prints a markdown table of medians and ratios.

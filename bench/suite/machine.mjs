@@ -3,9 +3,9 @@
 // run at it) and the DRAM read rate (bench/suite/peak.c's read of 256 MB, more than an L3, the best of 1,
 // 2, 4, 8 and 16 streams; the steps read their weights from DRAM every frame). On a shared VM both move: a
 // neighbour on the same physical core halves the first, one streaming memory cuts the second
-// (docs/benchmarks.md). For a row on n threads the FMA loop also runs on n - 1 workers at the same time, each
+// (docs/performance.md). For a row on n threads the FMA loop also runs on n - 1 workers at the same time, each
 // core's rate printed: a neighbour holding one of the cores shows there (a two-thread row no faster than one
-// thread did, docs/benchmarks.md). `const minute = await machine(DIR); await minute(threads)` gives the row's text.
+// thread shows why). `const minute = await machine(DIR); await minute(threads)` gives the row's text.
 import { existsSync, readFileSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import { instantiateRuntime } from '../../web/loader.js';

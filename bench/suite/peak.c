@@ -33,10 +33,9 @@ void tdm_bench_copy(void *dst, const void *src, size_t n, int reps) {
 }
 
 /* S streams of `part` floats side by side, reps times. S is a constant, so the compiler keeps each
- * stream's pointer and sum in registers; with S a run-time count (this file before the thirteenth
- * session) they lived in memory, and the loop read 7-9 GB/s with one stream and 15-17 with 2-4 where
- * a plain loop reads 22-25 in the same minute, as native AVX2 does (docs/benchmarks.md). Integer
- * adds: their one-cycle chains never limit a stream. */
+ * stream's pointer and sum in registers; with S a run-time count they live in memory, and the loop
+ * reads well below what a plain loop (or native AVX2) reads in the same minute. Integer adds: their
+ * one-cycle chains never limit a stream. */
 #define READ_STREAMS(S)                                                                                                \
   static int32_t read_##S(const float *p, size_t part, int reps) {                                                    \
     v128_t s[S];                                                                                                       \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # npm run bench: installs what the benchmarks need (npm peers, onnx/onnxscript), builds, exports
-# the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/benchmarks.md holds one).
+# the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/performance.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
 # memory, load, threads, llm, mimi, pocket, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
@@ -67,7 +67,7 @@ if wants vad; then
   "$PY" -W ignore demo/build_audio.py build/demo >&2
   TANDEM_PYTHON="$PY" node --experimental-wasm-relaxed-simd bench/suite/vad.mjs
 fi
-# The relaxed build's toolchain (bench/suite/toolchain.mjs, docs/benchmarks.md): clang-19's tandem-relaxed.wasm
+# The relaxed build's toolchain (bench/suite/toolchain.mjs, docs/performance.md): clang-19's tandem-relaxed.wasm
 # beside Emscripten's (built here for the comparison only) and SIMD128, GEMM / one-row GEMV / decode
 # (the decode rows need the smollm_int8 / int4 exports of TANDEM_BENCH=llm; skipped without them).
 if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
@@ -78,12 +78,12 @@ if [[ ",${TANDEM_BENCH:-}," == *,toolchain,* ]]; then
     for s in gemm gemv; do TANDEM_TOOLCHAIN=$s node --expose-gc --experimental-wasm-relaxed-simd bench/suite/toolchain.mjs build/bench; done
   fi
 fi
-# The transformer GEMVs of Mimi and pocket-tts (bench/suite/gemv.mjs, issue #23 item 6; TANDEM_BENCH=gemv):
+# The transformer GEMVs of Mimi and pocket-tts (bench/suite/gemv.mjs; TANDEM_BENCH=gemv):
 # ns per weight and GB/s against peak.c's read bandwidth of as many bytes, relaxed and SIMD128.
 if [[ ",${TANDEM_BENCH:-}," == *,gemv,* ]]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/gemv.mjs build/bench
 fi
-# The full 30-layer SmolLM-135M shape at float32, int8 and int4 (issue #24's wasm decode targets;
+# The full 30-layer SmolLM-135M shape at float32, int8 and int4 (the quantized decode targets;
 # bench/models/smollm30.py exports into build/bench30 once and keeps what is there, then
 # bench/suite/smollm30.mjs: SIMD128 and relaxed, one thread, fills 32 and 256, against the read rate of
 # each width's bytes). Only when asked (TANDEM_BENCH=smollm30): the three exports take many minutes.

@@ -1,5 +1,5 @@
 // smollm30.mjs — the full 30-layer SmolLM-135M shape's decode at float32, int8 and int4 on one thread
-// (issue #24's wasm targets: int8 >= 2.0x and int4 >= 3.0x float32's tokens/s, int8 >= 70% of its
+// (the targets: int8 >= 2.0x and int4 >= 3.0x float32's tokens/s, int8 >= 70% of its
 // weight-bandwidth bound), on the SIMD128 and the relaxed build, from bench/models/smollm30.py's
 // exports (TANDEM_BENCH=smollm30 in bench/suite/run.sh).
 //

@@ -1,4 +1,4 @@
-// toolchain.mjs — which compiler builds the one-thread relaxed-SIMD runtime (issue #24 item 2), by
+// toolchain.mjs — which compiler builds the one-thread relaxed-SIMD runtime, by
 // measurement in one process: GEMM GFLOP/s (256³ to 1024³, beside onnxruntime-web and TF.js's
 // wasm backend) and SmolLM-135M-shaped decode tokens/s at float32, int8 and int4 (bench/models/smollm.py,
 // bench/models/llm.py), each on every runtime given, all timed in interleaved rounds (CPU time; TANDEM_WALL=1:

@@ -25,7 +25,7 @@ with `convs="int16"` (any mode) those too, and the convolutions over 3-128 posit
 block of 32; bound by multiply-adds, which `i32x4.dot_i16x8_s` does twice as many of per instruction);
 otherwise, and for the other convs, they stay float32. It is opt-in because it costs more accuracy
 than int8 linear layers do: on the full-size Mimi, 8% of the codes differ from eager with int8 convs,
-2-3% with bfloat16 or int16 ones, against none with the linear layers alone (docs/benchmarks.md).
+2-3% with bfloat16 or int16 ones, against none with the linear layers alone.
 """
 
 from __future__ import annotations

@@ -14,8 +14,7 @@ parameter of the module (a batch norm folded in, a computed weight) and those `s
 `quantize_convs="bf16"` (with any `quantize`) makes the same convs `conv_bf16` / `conv_transpose_bf16`
 instead, where they have at most CONV_BF16_MAX_ROWS rows: the weights rounded to bfloat16 (float32's
 top half, to nearest even) in 2-row panels (pack_bf16), read at half float32's bytes and multiplied in
-float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs,
-docs/benchmarks.md).
+float32 (nothing else rounded: on the full-size Mimi 3 of 128 codes moved, against 8 for int8 convs).
 
 `quantize_convs="int16"` does that and makes the convs with CONV_I16_MIN_ROWS to CONV_I16_MAX_ROWS rows
 (and CONV_I16_MIN_K k per output, CONV_I16_MIN_M outputs per row) `conv_i16` / `conv_transpose_i16`: their
@@ -31,9 +30,8 @@ import torch
 
 from .ir import CONST, F32, SCRATCH, Op, Storage, Value
 
-# Measured at Mimi's full-size shapes (bench/probes/conv_q8_ops.py, wasm SIMD128, one thread): int8
-# took 0.35-0.95x float32's time at 1-2 positions and 0.70-0.94x at 16 (docs/benchmarks.md); at 96
-# and more positions the float GEMM is bound by arithmetic and stays.
+# At Mimi's full-size shapes int8 saves time over float32 up to 16 positions, where reading the weights
+# bounds the conv; at 96 and more positions the float GEMM is bound by arithmetic and stays.
 CONV_Q8_MAX_ROWS = 16
 CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in cache between steps
 # conv_bf16's GEMV runs two rows of activations a pass over the weights: more would read them again
@@ -41,12 +39,11 @@ CONV_Q8_MIN_WEIGHTS = 65536  # 256 KB of float32: below it the weights stay in c
 CONV_BF16_MAX_ROWS = 2
 ABLOCK = 32  # src/kernels/variants.h TDM_Q8_ABLOCK
 # conv_i16: from 3 rows (1-2 rows are the dot convs above, bound by weight bytes) to 128 (past that the
-# float32 path's Winograd transforms save as many multiplies: Mimi's k8 s4 at 480 positions and
-# transposed k8 s4 at 480 inputs measured 1.0-1.1x), at least one block of 32 k (fewer would pad each
-# weight row with zeros), and at least 256 rows of the GEMM (a conv's output channels, a transposed
-# conv's O·kernel): the panels' quantization is a pass over the activations, paid back by the GEMM's
-# rows (32-128 rows measured 1.1-3.6x the float32 conv; 256-3072 rows at 16-96 positions 0.58-0.88x:
-# docs/benchmarks.md).
+# float32 path's Winograd transforms save as many multiplies: at Mimi's k8 s4 at 480 positions int16
+# is no faster), at least one block of 32 k (fewer would pad each weight row with zeros), and at
+# least 256 rows of the GEMM (a conv's output channels, a transposed conv's O·kernel): the panels'
+# quantization is a pass over the activations, paid back only by many GEMM rows (with 32-128 rows
+# the int16 conv is slower than the float32 one, with 256 and more faster).
 CONV_I16_MIN_ROWS, CONV_I16_MAX_ROWS, CONV_I16_MIN_K, CONV_I16_MIN_M = 3, 128, 32, 256
 I16_LEVELS = 4095  # 13-bit codes: 32 products of two of them sum exactly in int32
 

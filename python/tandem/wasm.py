@@ -182,7 +182,7 @@ class WasmLibrary:
 
 def _fast_caller(store: "wasmtime.Store", func: "wasmtime.Func"):
     """func(store, *args) without Func.__call__'s per-call type lookups and conversions (which cost
-    ~25 us a call): argument and result cells are made once and wasmtime's C API is called on them
+    more than the call itself on a small method): argument and result cells are made once and wasmtime's C API is called on them
     directly. Built on wasmtime's ctypes bindings, which are not its public API: None when they
     differ from what this expects (then Func.__call__ is used). Not reentrant per function, which
     is enough: the runtime's imports never call back into it."""

@@ -83,8 +83,8 @@ tdm_conv_gemm_x_fn tdm_f32_conv_gemm_x(void) { return tdm_f32_conv_gemm_x__scala
  * quant_x86.c): SIMD128 or scalar, and natively on x86-64 the int8 ones in AVX2 where the CPU has
  * it (picked at run time as the float GEMM's; the int4 float path too, int4 has no integer-dot GEMV
  * natively). The int8 GEMV has no relaxed-dot variant: its exact scheme needs two relaxed dots per 16
- * weights, and a SmolLM-shaped decode ran 17% slower on one than on the SIMD128 kernel
- * (docs/benchmarks.md). The int4 integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
+ * weights, and a SmolLM-shaped decode ran slower on one than on the SIMD128 kernel. The int4
+ * integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
  * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
  * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
  * none elsewhere, where int4 keeps the float path. */
@@ -165,10 +165,9 @@ const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
 /* Convolution and pooling planes, the conv's dot products at few positions and conv_bf16's GEMV
  * (conv_rows.c, conv_gemm.c, conv_q8.c; SIMD128: conv_simd128.c). */
 #if TDM_SIMD128
-/* Rows of 2048 or more k (each row's halves far apart): two weight streams per row, measured
- * 1.15-1.35x at Mimi's K = 3072, 3584, 8192 in V8 with the weights coming from memory; at K = 1024
- * ([8192, 1024], the transposed conv) about 1.2x slower (docs/benchmarks.md, "The conv family in
- * V8"). */
+/* Rows of 2048 or more k (each row's halves far apart): two weight streams per row, faster at Mimi's
+ * K = 3072, 3584, 8192 in V8 with the weights coming from memory; at K = 1024 ([8192, 1024], the
+ * transposed conv) slower, hence the threshold. */
 static void conv_dot_simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *colt, const float *bias, float *y, int64_t ldy) {
   (K >= 2048 ? tdm_f32_conv_dot_2s__simd128 : tdm_f32_conv_dot__simd128)(M, N, K, a, colt, bias, y, ldy);
 }

@@ -49,8 +49,8 @@ bool tdm__conv_out_size_ok(int64_t in, int64_t k, int64_t s, int64_t p, int64_t 
  * panel packed into ws: 1-d (or a height of 1), column stride 1, no padding, at most
  * TDM_CONV_X_MAX_KW taps, more than TDM_CONV_DOT_MAX_N positions (Mimi's k3 convs). false (nothing
  * written) where that does not apply: the caller takes im2col's path. The same bits as im2col +
- * tdm_f32_conv_gemm. (Strided convs through a phase-split copy of x measured no faster than
- * im2col, bench/probes/conv_ops.mjs: their time is the GEMM's.) */
+ * tdm_f32_conv_gemm. (Strided convs through a phase-split copy of x are no faster than im2col:
+ * their time is the GEMM's.) */
 static bool conv_x(const tdm_conv_geom *g, int64_t Og, int64_t Cg, const float *xg, const float *w, const float *bias, float *yg, float *ws,
                    int64_t wsn, int act) {
   const tdm_conv_gemm_x_fn fn = tdm_f32_conv_gemm_x();

@@ -264,9 +264,8 @@ static void im2col_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   tdm_f32_im2col_packed(j->g, j->xg, j->Cg, j->n0 + p0, p1 - p0, j->colp + lo * K * TDM_PANEL);
 }
 
-/* Below about 16 K floats a thread's share costs less than handing it out (a region costs about
- * 1 us with the workers spinning, bench/probes/parallel_region.mjs; a late worker's chunks go to
- * the others). */
+/* Below about 16 K floats a thread's share costs less than handing it out (a parallel region has a
+ * fixed cost even with the workers spinning; a late worker's chunks go to the others). */
 void tdm__im2col_parallel(const tdm_conv_geom *g, const float *xg, int64_t Cg, int64_t n0, int64_t nc, float *colp) {
   const int64_t K = Cg * g->KH * g->KW, panels = (nc + TDM_PANEL - 1) / TDM_PANEL;
   im2col_job j = {g, xg, Cg, n0, nc, colp};

@@ -1,9 +1,8 @@
 /* conv_i16.c — conv_i16 and conv_transpose_i16 (quantize_convs="int16" at export,
  * python/tandem/quantize_conv.py): convolutions over 3-128 positions with 256+ outputs per position,
  * bound by their multiply-adds, run as a GEMM on 16-bit integers. `i32x4.dot_i16x8_s` does 8
- * multiply-adds per instruction where `f32x4.relaxed_madd` does 4; at Mimi's and pocket-tts' conv GEMM
- * shapes the integer tile took 0.54-0.88x the float32 tile's time (bench/probes/i16_gemm.mjs,
- * docs/benchmarks.md, "16-bit integer conv GEMMs").
+ * multiply-adds per instruction where `f32x4.relaxed_madd` does 4, so at Mimi's and pocket-tts' conv
+ * GEMM shapes the integer tile takes less time than the float32 one.
  *
  * The operands (variants.h, tdm_i16_conv_gemm): the weights a [M, K32] int16, row-major, K32 = K
  * rounded up to 32 (zeros past K), with a float scale per row sa [M]; the GEMM's B (the patches or
@@ -137,8 +136,8 @@ static void panels_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 
 /* y [M, N] (row stride N) = w [M, K] · B + bias, B's N columns packed from x as above into the
  * workspace ws: the GEMM over the rows split between threads, then the columns of a panel with a
- * NaN or ±inf in float32. Below about 16 K floats of panels one thread packs them (a region costs
- * about 1 us, conv_gemm.c's tdm__im2col_parallel). */
+ * NaN or ±inf in float32. Below about 16 K floats of panels one thread packs them (a parallel region
+ * costs more than packing so few, conv_gemm.c's tdm__im2col_parallel). */
 static void i16_gemm(const geom *g, const float *x, int64_t M, int64_t N, int64_t K, const int16_t *w, const float *sa, const float *bias,
                      float *y, float *ws) {
   const int64_t K32 = k32_of(K), P = (N + 7) / 8;

@@ -80,7 +80,7 @@ static void rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
 /* The rows are quantized to int16 (tdm_conv_q8_quantize_row, quant.c), where matmul_q8's are int8:
  * the GEMV takes them as they are (its pairs are int16 already) and sums them exactly, so the
  * activations cost no accuracy to speak of (2^-16 of a block's largest value; int8 rows alone changed
- * 2 of 128 of a full-size Mimi's codes, docs/benchmarks.md) and no time. The weights' int8 rounding is
+ * 2 of 128 of a full-size Mimi's codes) and no time. The weights' int8 rounding is
  * the larger share (8 of 128; two int8 levels would remove it but ran no faster than float32 convs). */
 
 /* yt [rows, M] = a [rows, K] @ (q · scale), the workspace after a's rows: ws = a + rows·K. */

@@ -268,10 +268,9 @@ void tdm_f32_conv_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
  * the block's kc rows of 8 columns are copied from x (or from the packed tail for the last partial
  * panel) into an 8 KiB stack panel, which every 4-row tile then walks from L1 (CONV_TILE, the
  * packed kernel's tiles: the same products in the same order, so the same bits as im2col +
- * tdm_f32_conv_gemm_4x8__simd128). Reading B's rows straight from x in the tiles measured slower
- * (1.3 ms against 0.9 at [32, 192] x [192, 1920]: every step a row of its own, 192 cache lines a
- * panel); im2col's whole-chunk buffer (up to 1 MiB written, then read back from L2/L3) measured
- * about 0.4 ms of that conv's 1.4. The copy is repeated for each block of CONV_MC rows (M / 64
+ * tdm_f32_conv_gemm_4x8__simd128). Reading B's rows straight from x in the tiles is slower (every
+ * step a row of its own, 192 cache lines a panel at [32, 192] x [192, 1920]); im2col's whole-chunk
+ * buffer (up to 1 MiB written, then read back from L2/L3) costs a large share of such a conv. The copy is repeated for each block of CONV_MC rows (M / 64
  * times; about 1/25 of the tiles' work per block). */
 void tdm_f32_conv_gemm_x__simd128(int64_t M, int64_t N, const tdm_conv_x *b, const float *a, const float *bias, float *y, int64_t ldy) {
   const int64_t KW = b->KW, K = b->Cg * KW, N8 = N / TDM_PANEL * TDM_PANEL;
@@ -366,8 +365,8 @@ void tdm_f32_elu__simd128(const float *x, float *y, int64_t n) {
   } while (0)
 
 /* The rows in R runs of L = M / R (a tile: row i of every run, i < L; R sequential weight streams
- * M / R rows apart instead of R adjacent rows: 0.82-0.89x the time at [8192, 1024] from memory,
- * docs/benchmarks.md, "The float dot convs in four runs"), then the rows from R·L on one at a time.
+ * M / R rows apart instead of R adjacent rows, which the prefetchers follow better from memory), then
+ * the rows from R·L on one at a time.
  * A row's sums do not depend on the rows beside it, so the walk changes no value. */
 #define CONV_DOT_ROWS(R, P) \
   do { \
@@ -409,8 +408,8 @@ void tdm_f32_conv_dot__simd128(int64_t M, int64_t N, int64_t K, const float *a, 
     CONV_DOT_SUM(R, P, S, K4); \
   } while (0)
 
-/* In R runs as CONV_DOT_ROWS (2R weight streams: 0.94-0.97x the time of R adjacent rows at
- * K = 3072-8192 from memory). */
+/* In R runs as CONV_DOT_ROWS (2R weight streams, faster than R adjacent rows from memory at
+ * K = 3072-8192). */
 #define CONV_DOT2_ROWS(R, P) \
   do { \
     const int64_t L = M / (R); \
@@ -593,8 +592,7 @@ void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t
   /* No blocking of k or rows (the float tiles' CONV_KC / CONV_MC): a's rows are the conv's weights,
    * read from memory once per call, and each tile's rows walk all of K in order, every panel in
    * turn while they are in L1 (B, the few positions' panels, stays in L2). Blocks of 256 k read each
-   * row in 512-byte pieces, a pattern the prefetchers follow late: 0.83-0.92x the op's time with
-   * its weights cold (docs/benchmarks.md), the same sums in the same order. */
+   * row in 512-byte pieces, a pattern the prefetchers follow late; the same sums in the same order. */
   for (int64_t i = 0; i < M; i += M - i >= 4 ? 4 : 1) /* 4-row tiles, then the last M % 4 rows one at a time */
     for (int64_t j = 0; j < N; j += TDM_PANEL) {
       const int16_t *panel = bq + (j / TDM_PANEL) * K32 * TDM_PANEL;

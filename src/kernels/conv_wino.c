@@ -344,7 +344,7 @@ bool tdm__conv_wino(const tdm_wino *g, const float *x, const float *u, const flo
 /* The m of F(m, 2) whose T GEMMs cover the fewest 8-column panels for N outputs, or 0 where that is
  * more than 0.9 of the direct GEMM's 2 · ceil(Nd / 8) (Nd: its columns), or where the tiles fill
  * fewer than two panels: U, (m + 1)/2 times w's size, is then read for too few columns (Mimi's
- * stride-6 conv at 16 outputs: F(2,2) no faster than the direct GEMM, bench/probes/conv_ops.mjs). */
+ * stride-6 conv at 16 outputs: F(2,2) no faster than the direct GEMM). */
 static int wino2_m(int64_t N, int64_t Nd) {
   int best = 0;
   int64_t best_cost = 0;

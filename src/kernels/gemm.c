@@ -37,7 +37,7 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
 /* Rows i..i+R-1 (R = 1 to 6) of y, columns j..j+7: B's 8 columns at step k are loaded by LOADB
  * from pb, which starts at PB0 and moves PBSTEP floats per step. The loop bumps pointers with a
  * 32-bit counter (indexing with the 64-bit k costs about 6 more integer instructions per step
- * under V8, measured 6-15% slower). Each row's accumulators see the same products in the same
+ * under V8). Each row's accumulators see the same products in the same
  * order whatever R is, so a row's result does not depend on the tile it falls in. */
 #define GEMM_ROW(R, r) \
   if (R > r) { \
@@ -66,9 +66,8 @@ void tdm_f32_gemm_packed__scalar(int64_t M, int64_t N, int64_t K, const float *a
 
 /* The tall tile's rows (the last 1 to 3 rows of M in one tile of that height, so a 2-row GEMM
  * loads each weight vector once for both rows, not once per row). With fused multiply-adds, 6 rows (12 accumulators + 2 B vectors + a splat:
- * 15 of the 16 vector registers V8 allocates on x86-64) measured about 5% faster than 4 at
- * 256-1024 (the same run, six rounds, noisy); without FMA each multiply needs a temporary register
- * too, and 6 rows measured 5-20% slower than 4. */
+ * 15 of the 16 vector registers V8 allocates on x86-64) are faster than 4 at 256-1024; without FMA
+ * each multiply needs a temporary register too, and 6 rows are slower than 4. */
 #if defined(TDM_RELAXED_SIMD)
 #define GEMM_TALL 6
 #else
@@ -108,10 +107,9 @@ void tdm_f32_gemm_rows_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 /* M = 1 (a decode step's GEMV): four panels side by side, so each a[k] splat serves 32 columns,
  * and each panel is walked from its start and from the middle of K at once, so eight weight
  * streams are in flight (the hardware prefetchers track each; when the weights come from DRAM,
- * more streams means more bandwidth: a plain SIMD128 read measured 9 GB/s with one stream, 12-15
- * with four, 13-17 with eight, fewer with sixteen). Both halves add into the same 8 accumulators.
- * Measured on the weights of a 30-layer, width-576 decoder (538 MB per token): 4 panels x 1
- * stream 47-53 ms, 4 panels x 2 halves 41-47 ms, 8 panels x 1 43-46 ms, 4 x 4 and 2 x 4 slower
+ * more streams means more bandwidth, up to about eight; sixteen read less). Both halves add into
+ * the same 8 accumulators. On the weights of a 30-layer, width-576 decoder, 4 panels x 2 halves is
+ * the fastest walk: 4 panels x 1 stream and 8 panels x 1 are slower, and 4 x 4 and 2 x 4 more so
  * (more splats per byte). The last panels walk one at a time with K unrolled by 2. Every panel
  * streams through memory once. */
 static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const float *bp, float *y) {
@@ -232,22 +230,22 @@ static void gemv2_packed__simd128(int64_t N, int64_t K, const float *a, const fl
  * 512 KiB) in L2. The accumulators of a later K block start from what the earlier one stored in y:
  * a float32 stored and loaded back is the same value, so each output is still one chain over k in
  * order from 0, the bits of the unblocked tiles whatever the tile, block or thread part.
- * Measured at 1024³ (docs/benchmarks.md): K blocks of 256 over all columns (a 1 MiB B block)
- * 6-10% slower than 512 x 256 or 1024 x 128; 128 or 512 over all columns no better than 256.
+ * At 1024³ K blocks of 256 over all columns (a 1 MiB B block) are slower than 512 x 256 or
+ * 1024 x 128; 128 or 512 over all columns no better than 256.
  * Tiles of 4 rows (GEMM_PTALL), not the row-major kernel's 6: V8 keeps a step's loads in program
  * order but computes the multiply-adds after all of them, so every row's splat is live at once;
  * 6 rows need 12 accumulators + 2 B vectors + 6 splats, more than the 15 vector registers V8
  * allocates on x86-64, and its code for them spilled 4 accumulators to the stack in every step
- * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and measured faster; unrolling k by 2 (twice
- * the loads in flight) measured 5-10% slower.
+ * (node --print-wasm-code). 4 rows fit (8 + 2 + 4) and are faster; unrolling k by 2 (twice
+ * the loads in flight) is slower.
  * With fused multiply-adds (the relaxed builds) the tiles take 5 rows and make each row's splat
  * as a lane shuffle of one load of at[k * 5 .. k * 5 + 3] (the fifth row: of the next 4 floats):
  * shuffles are pure, so V8 computes each just before its multiply-adds instead of hoisting it
  * with the loads, and 10 accumulators + 2 B vectors + 2 loads of at + 1 splat fit the 15
  * registers; 10 independent chains of multiply-adds instead of 8 hide the FMA latency better.
- * Measured (docs/benchmarks.md) 10-18% faster at 256-1024 than 4 rows of splat loads; 6 rows
- * this way spill again (15-20% slower). Without FMA (SIMD128: a multiply and an add, the add on
- * the shuffle's port) the shuffles measured 15-20% slower, so SIMD128 keeps 4 rows of splat loads.
+ * Faster at 256-1024 than 4 rows of splat loads; 6 rows this way spill again. Without FMA
+ * (SIMD128: a multiply and an add, the add on the shuffle's port) the shuffles are slower, so
+ * SIMD128 keeps 4 rows of splat loads.
  * Either way each row's products and their order are the same as in every other tile. */
 #ifndef GEMM_KC
 #define GEMM_KC 512

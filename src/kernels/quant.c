@@ -8,7 +8,7 @@
  * Activations and results stay float32: the kernels turn the weights into float lanes in registers
  * (no dequantized copy), so y equals (q · scale) @ a up to float32 rounding. Except matmul_q8 with
  * one row (a decode step): that row is quantized to int8 per block of 32 and multiplied with
- * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), about 1.5x faster
+ * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), fewer instructions
  * per weight; matmul_q4 with one row likewise where the build has an int4 integer-dot GEMV (the
  * relaxed builds). This file holds the ops and the scalar references; the SIMD128 variants are in
  * quant_simd128.c, the relaxed-dot ones in quant_relaxed.c, all declared in variants.h, picked once

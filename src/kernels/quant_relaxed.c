@@ -3,7 +3,7 @@
  * clang-19's tandem-relaxed.wasm): the int4 integer-dot GEMV, bit for bit its scalar reference in
  * quant.c (operands kept in the range where every engine computes the dot exactly). Declared in
  * variants.h; config.c picks it; tests/c/kernel_selftest.c checks it. An int8 GEMV on the relaxed
- * dot measured no faster than the SIMD128 one (docs/benchmarks.md), so int8 has none. */
+ * dot is no faster than the SIMD128 one (it needs two relaxed dots per 16 weights), so int8 has none. */
 #include "variants.h"
 #include "vec.h"
 
@@ -21,8 +21,8 @@ static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
   *b = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 }
 
-/* One row (the decode step's GEMV, kept apart from the rows' kernel below, which measured up to
- * 9% slower with one row): np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
+/* One row (the decode step's GEMV, kept apart from the rows' kernel below, which is slower with one
+ * row): np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
  * apart), into y (8 columns per panel, YS floats apart). The float totals live in y (the loads and stores per group cost
  * little; in registers they pushed V8's allocation past its 15 xmm registers), and the pair loop
  * walks pointers (the int64 index and its k / 2 cost V8 about ten scalar instructions per step).
@@ -170,9 +170,8 @@ void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq,
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
   /* Four panels at a time, from four streams H columns apart (the columns in four runs): each stream
-   * reads whole runs of panels one after the other, which from memory took 0.54-0.80x the time of four
-   * adjacent panels (bench/probes/q4_layout.mjs, docs/benchmarks.md); then two, one and a partial panel
-   * side by side. Each column's sums are the same either way. */
+   * reads whole runs of panels one after the other, which from memory is faster than four adjacent
+   * panels; then two, one and a partial panel side by side. Each column's sums are the same either way. */
   const int64_t H = N / 32 * 8;
   for (int64_t j = 0; j < H; j += 8)
     q4_dot_panels1(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,

@@ -57,7 +57,7 @@ static inline void q8_dot_pair_at(const int8_t *p, int paired, v128_t x, v128_t 
  * registers (i16x8.extend_{low,high}_i8x16_s) instead of two sign-extending 8-byte loads. V8 keeps
  * a loop body's loads in the wasm's order but sinks the arithmetic to its uses, so every loaded value
  * of a step over four panels is live at once: eight i16x8 loads + eight sums + x spill x86's 16
- * registers, four v128 loads do not (bench/probes/q8_walk.mjs; the same products and sums). */
+ * registers, four v128 loads do not (the same products and sums). */
 #ifdef __clang__
 #define Q8_NO_UNROLL _Pragma("clang loop unroll(disable)")
 #else
@@ -80,7 +80,7 @@ static inline v128_t q8_dot_total(v128_t t, v128_t s, v128_t d) {
 
 /* Lanes 0-3 (LO) or 4-7 (HI) of an i16x8 as f32x4, exactly. Not with extend + convert: clang
  * folds those into a conversion from <4 x i16>, which the wasm backend lowers one lane at a time
- * (f32.convert_i32_s x 4; measured 5x slower than the float GEMV). Instead each i16 w, biased to
+ * (f32.convert_i32_s x 4: slower than the float GEMV itself). Instead each i16 w, biased to
  * u = w + 2^15 (flip the sign bit), becomes the low half of a float whose high half is 0x4B00:
  * the float 2^23 + u; subtracting 2^23 + 2^15 leaves w (an interleave and a subtract per 4 lanes). */
 static inline v128_t f32x4_of_i16(v128_t w, int hi) {
@@ -229,9 +229,8 @@ static inline __attribute__((always_inline)) void q8_gemv_4panels(int paired, in
 }
 
 /* The one-row GEMV: four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four
- * sequential streams, which from memory read faster than four adjacent panels: bench/probes/
- * q8_streams.mjs, docs/benchmarks.md), then the last N − 4H columns four adjacent panels (the last
- * partial) and one panel at a time; each column's sums are the same either way. */
+ * sequential streams, which from memory read faster than four adjacent panels), then the last
+ * N − 4H columns four adjacent panels (the last partial) and one panel at a time; each column's sums are the same either way. */
 static inline __attribute__((always_inline)) void q8_gemv_dot(int paired, int64_t N, int64_t K, const int16_t *xq, const float *xs,
                                                               const int8_t *qp, const float *scale, float *y) {
   const int64_t H = N / 32 * 8;

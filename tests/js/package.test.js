@@ -339,16 +339,16 @@ test('worker: a worker that dies rejects pending and later calls with TDM_ERR_WO
   }
 });
 
-test('README: the saved state of the demo model round-trips through the README\'s base64 helpers', async () => {
-  const readme = readFileSync(`${ROOT}README.md`, 'utf8');
-  const helpers = readme.split('\n').filter((l) => /^const (toBase64|fromBase64) = /.test(l));
-  assert.equal(helpers.length, 2, 'the README shows toBase64 and fromBase64');
+test('the saved state of the demo model round-trips through the base64 helpers of docs/guide/getting-started.md', async () => {
+  const guide = readFileSync(`${ROOT}docs/guide/getting-started.md`, 'utf8');
+  const helpers = guide.split('\n').filter((l) => /^const (toBase64|fromBase64) = /.test(l));
+  assert.equal(helpers.length, 2, 'the guide shows toBase64 and fromBase64');
   const [toBase64, fromBase64] = new Function(`${helpers.join('\n')}; return [toBase64, fromBase64];`)();
   const m = await load(`${ROOT}demo/model.tandem`);
   await m.prefill(new BigInt64Array(m.methods.find((x) => x.name === 'prefill').inputs[0].shape.reduce((a, b) => a * b, 1)).fill(5n));
   const saved = await m.saveState();
   assert.ok(saved.length > 2 ** 20, `the demo's state is over 1 MiB (${saved.length} bytes)`);
-  assert.throws(() => btoa(String.fromCharCode(...saved)), RangeError); // what the README showed before
+  assert.throws(() => btoa(String.fromCharCode(...saved)), RangeError); // why the helpers convert in pieces
   const storage = new Map([['chat', toBase64(saved)]]);
   const f = await m.fork();
   await f.loadState(fromBase64(storage.get('chat')));

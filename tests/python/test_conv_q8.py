@@ -2,8 +2,8 @@
 src/kernels/conv_q8.c): a conv with few output positions, or a transposed conv with few input
 positions, and a big kernel becomes conv_q8 / conv_transpose_q8 with int8 weights per output
 column, each row of activations quantized to int16 per block of 32 (matmul_q8's rows are int8: at
-Mimi's shapes int8 rows changed 8% of the codes, int16 ones cost the same time and none of that,
-docs/benchmarks.md) and multiplied by matmul_q8's integer-dot GEMV. Checked against an independent
+Mimi's shapes int8 rows changed 8% of the codes, int16 ones cost the same time and none of that)
+and multiplied by matmul_q8's integer-dot GEMV. Checked against an independent
 float64 reference of exactly that quantization (torch's conv on the dequantized weights and the
 quantized patches / input columns), within float32 rounding."""
 

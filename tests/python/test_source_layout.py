@@ -1,8 +1,11 @@
-"""The source tree's shape (issue 25): no hand-written source file over 700 lines in src/, include/,
-python/tandem/ or web/, and no import cycle among tandem's Python modules (tests/js/modules.test.js
-checks the JS modules' imports)."""
+"""The source tree's shape: no hand-written source file over 700 lines in src/, include/,
+python/tandem/ or web/, no import cycle among tandem's Python modules (tests/js/modules.test.js
+checks the JS modules' imports), and docs that describe what is: docs/performance.md as the one
+page of benchmark results, no lab notebook or one-off probes left, no development history in the
+docs, README.md or CONTRIBUTING.md."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,3 +75,56 @@ def test_no_import_cycle_among_tandems_python_modules():
 def test_the_cycle_finder_finds_a_cycle():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+PERFORMANCE_MAX_LINES = 300
+# The docs a reader is sent to: none of them may name what no longer exists.
+DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md", ROOT / "CONTRIBUTING.md"]
+GONE = ("bench/probes", "benchmarks.md")
+# Development history: issue numbers, ISO dates, work sessions. "session" alone is an API word (a
+# program's session), so only the history's uses of it match: this / earlier / the sixth session,
+# the session's start or merges.
+HISTORY = re.compile(
+    r"\bissues?\s+#?\d+\b"  # issue #12, issue 25
+    r"|(?<![\w`/&#])#\d+\b"  # (#12), see #12; not `name#1` (a method's version)
+    r"|\b\d{4}-\d{2}-\d{2}\b"  # an ISO date
+    r"|\b(?:this|that|an? earlier|earlier|previous|the next|later|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
+    r"|eleventh|twelfth|(?:thir|four|fif|six|seven|eigh|nine)teenth|\d+(?:st|nd|rd|th))\s+sessions?\b"
+    r"|\bsession's (?:start|merges)\b",
+    re.IGNORECASE,
+)
+
+
+def test_performance_page_is_short_and_the_notebook_and_probes_are_gone():
+    page = ROOT / "docs" / "performance.md"
+    assert page.is_file(), "docs/performance.md: how to run each bench, the current results, the known limits"
+    n = len(page.read_text().splitlines())
+    assert 50 < n <= PERFORMANCE_MAX_LINES, f"docs/performance.md has {n} lines: results, not a diary (history stays in git)"
+    assert not (ROOT / "docs" / "benchmarks.md").exists()
+    assert not (ROOT / "bench" / "probes").exists(), "a kept measurement goes in bench/suite/ (CONTRIBUTING.md)"
+
+
+def test_no_doc_names_the_notebook_or_the_probes():
+    files = DOCS + [ROOT / "package.json"]
+    files += [p for d in ("src", "include", "python", "web", "bench", "scripts", "cmake", "demo", "tests") for p in (ROOT / d).rglob("*")
+              if p.is_file() and p.suffix in {".md", ".c", ".h", ".py", ".js", ".mjs", ".sh", ".cmake", ".json", ".html"}
+              and p != Path(__file__).resolve()]  # fmt: skip
+    assert len(files) > 200
+    named = sorted(f"{p.relative_to(ROOT)}: {g}" for p in files for g in GONE if g in p.read_text(errors="replace"))
+    assert not named, named
+
+
+def test_docs_hold_no_development_history():
+    assert {p.name for p in DOCS} >= {"api.md", "format.md", "ops.md", "security.md", "README.md", "CONTRIBUTING.md"}
+    lines = [f"{p.relative_to(ROOT)}:{i}: {m.group(0)!r}" for p in DOCS for i, line in enumerate(p.read_text().splitlines(), 1)
+             if (m := HISTORY.search(line))]  # fmt: skip
+    assert not lines, f"docs describe what is (history stays in git): {lines}"
+
+
+def test_the_history_pattern_matches_history_and_not_the_api():
+    history = ["(issue #16)", "issue 25", "see #12", "2026-12-01", "this session", "After the sixth session's merges",
+               "the thirteenth session", "main at the session's start", "earlier sessions' probes"]  # fmt: skip
+    api = ["a session on a loaded program", "one session's state", "its other sessions stay usable", "methods `name`, `name#1`",
+           "tdm_session_run", "KV cache of 512, fill 32", "1024-wide MLP", "version 0.2.13"]  # fmt: skip
+    assert [h for h in history if not HISTORY.search(h)] == []
+    assert [a for a in api if HISTORY.search(a)] == []

@@ -12,7 +12,7 @@ async function main(source: Source): Promise<void> {
   const dtype: DType | undefined = first?.dtype;
   const state: readonly StateSpec[] = model.state;
   const x: Input = new Tensor('float32', new Float32Array(16), [1, 16]);
-  const direct: Output = await model.forward(x); // the README's first line
+  const direct: Output = await model.forward(x); // a program method, as the README calls one
   await model.reset();
   const y: Output = await model.call('forward', x, 1, 2n, new Float32Array(4));
   if (direct instanceof Tensor && y instanceof Tensor) console.log(direct.shape[0] === y.shape[0]);
