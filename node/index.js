@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { nodePort, nodeThread } from './spawn.js';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
+import { HOOKS, isPlainObject } from '../web/options.js';
 
 export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
@@ -35,18 +36,21 @@ function wasmBytes(wasm) {
   return wasmCache.get(key);
 }
 
-/** load(source, options) as in the browser; `source` may also be a file path or file: URL.
- * Test-only, not public API: `_onWorker(worker)` receives the worker_threads Worker of
- * { worker: true }, so tests can kill it (tests/js/package.test.js). */
+/** load(source, options) as in the browser; `source` may also be a file path or file: URL. Node's
+ * hooks (web/options.js HOOKS: the wasm files, worker_threads, the cores) go with the options; a
+ * test's own hooks (`spawnThread`, `onWorker(worker)`: the worker_threads Worker of { worker: true })
+ * are kept. */
 export async function load(source, options = {}) {
-  const spawn = () => nodePort(new URL('./worker.js', import.meta.url), options._onWorker);
+  if (!isPlainObject(options)) return webLoad(source, options); // rejected there, naming what was given
+  const hooks = options[HOOKS] ?? {};
+  const spawn = () => nodePort(new URL('./worker.js', import.meta.url), hooks.onWorker);
   return webLoad(await readLocal(source), {
     ...options,
-    wasm: options.wasm === undefined ? undefined : await wasmBytes(options.wasm),
-    wasmThreads: options.wasmThreads === undefined ? undefined : await wasmBytes(options.wasmThreads),
-    _wasmFile: wasmFile, // the package's builds, read from web/ when one is first used
-    _spawnWorker: spawn,
-    _spawnThread: options._spawnThread ?? nodeThread,
-    _cores: availableParallelism(),
+    ...(options.wasm === undefined ? {} : { wasm: await wasmBytes(options.wasm) }),
+    ...(options.wasmThreads === undefined ? {} : { wasmThreads: await wasmBytes(options.wasmThreads) }),
+    [HOOKS]: {
+      wasmFile, // the package's builds, read from web/ when one is first used
+      spawnWorker: spawn, cores: availableParallelism(), ...hooks, spawnThread: hooks.spawnThread ?? nodeThread,
+    },
   });
 }

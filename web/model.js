@@ -1,31 +1,35 @@
-// model.js — Program (a loaded program, shared by the sessions made from it), Model (a session
-// run on this thread) and createModel (a runtime instance with one program in it).
-import { instantiateRuntime, importsMemory, sharedMemory } from './loader.js';
-import { startPool, canBlock } from './threads.js';
+// model.js — Model, the public model: the API a user calls (methods as functions, state I/O, fork,
+// dispose) over a backend that runs it: wasm on this thread (web/wasm-backend.js), wasm in a worker
+// (web/worker-backend.js) or WebGPU (web/webgpu/backend.js). The model checks every argument,
+// converts inputs, keeps calls in a FIFO queue and writes the saved-state header; a backend only
+// runs what it is handed. A backend is an object with:
+//   info         plain data: { methods, state, metadata (the model hands out frozen copies),
+//                methodSpecs (each method's inputs and outputs with nbytes and dynamic dims),
+//                stateLayout ([{ name, dtype, shape, offset, nbytes }]), stateBytes, scratchBytes,
+//                fingerprint, programId (BigInt), threads, simd, device, tokenizerText }
+//   run(m, tensors, profile)   method index m on checked inputs: its outputs, every one (also an
+//                input's new value, '<input>!'), or with profile { outputs, ops }
+//   readState(s) / writeState(s, data)   one state tensor's typed array, by layout entry
+//   saveState() / loadState(bytes)       the state region's bytes (no header)
+//   resetState(), fork(copy) (a new backend on the same program, its state a copy of this one's
+//                when copy is true)
+//   memory()     bytes of the instance's linear memory, a number, at once
+//   dispose()    frees the session; an operation in flight finishes or rejects
+// Each of the others may return a value or a promise; one that returns a value has run when it
+// returns. A model's queue hands its backend one operation at a time.
 import { TandemError, abortError } from './errors.js';
-import { ARRAY_OF, Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
-import { DEFAULT_FLAG_FRACTION, splitOptions, forkState } from './options.js';
-import { Runtime } from './runtime.js';
-import { streamInto } from './source.js';
+import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
+import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions } from './options.js';
 import { SAVED_STATE } from './schema.js';
 
 // The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
 // layout fingerprint u64, the writer's program id u64, byte count u64.
 const { magic: STATE_MAGIC, format: STATE_VERSION, bytes: STATE_HEADER, offset: AT } = SAVED_STATE;
 
-export const RUN = Symbol('tandem.run'); // Model's entry for the worker side: no option parsing
-export const WRITTEN = Symbol('tandem.written'); // the inputs a method changes, for the worker side
-
-export const PREPARE = Symbol('prepare'), TOKENIZER_TEXT = Symbol('tokenizerText');
-/** For web/webgpu/: the wasm model's program and session (the loader and verifier of a WebGPU
- * model), and why a model asked for 'auto' stayed on wasm. */
-export const INTERNALS = Symbol('internals'), DEVICE_REASON = Symbol('deviceReason');
-
-/** web/tokenizer.js, imported only for a file that carries a tokenizer. */
-export async function loadTokenizer(text) {
-  const { createTokenizer } = await import('./tokenizer.js');
-  return createTokenizer(text);
-}
+/** A model's backend, for the package's own tools (bench/probes): not public API. */
+export const BACKEND = Symbol('tandem.backend');
+/** load()'s step that builds the tokenizer a file carries: not public API. */
+export const BUILD_TOKENIZER = Symbol('tandem.buildTokenizer');
 
 /** A deep-frozen copy of plain data (specs handed to callers). */
 export function frozenCopy(v) {
@@ -34,123 +38,24 @@ export function frozenCopy(v) {
   return v;
 }
 
-/** A loaded program in one wasm instance, shared by the sessions (models) made from it. */
-class Program {
-  constructor(rt, handle) {
-    this.rt = rt;
-    this.handle = handle;
-    this.refs = 0;
-    const x = rt.x;
-    // Private specs, which calls are validated against (with each input's and state tensor's byte
-    // size as the C side reports it); callers get frozen copies without the sizes.
-    this.methodSpecs = [];
-    for (let m = 0; m < x.tdm_program_method_count(handle); m++) {
-      const dims = {};
-      for (let d = 0; d < x.tdm_method_dim_count(handle, m); d++) {
-        dims[rt.str(x.tdm_method_dim_name(handle, m, d))] = { min: Number(x.tdm_method_dim_min(handle, m, d)),
-          max: Number(x.tdm_method_dim_max(handle, m, d)) };
-      }
-      const dynamic = Object.keys(dims).length > 0;
-      const name = rt.str(x.tdm_program_method_name(handle, m));
-      // 'name#k': another version of method 'name' (the runtime picks the one that fits the state)
-      this.methodSpecs.push({ name, inputs: this.#io(m, 0, dynamic), outputs: this.#io(m, 1, dynamic), dims,
-        version: name.includes('#') });
-    }
-    this.stateLayout = [];
-    for (let i = 0; i < x.tdm_program_state_count(handle); i++) {
-      const shape = [];
-      for (let d = 0; d < x.tdm_state_rank(handle, i); d++) shape.push(Number(x.tdm_state_dim(handle, i, d)));
-      const spec = { name: rt.str(x.tdm_state_name(handle, i)), dtype: rt.dtypeNames[x.tdm_state_dtype(handle, i)], shape };
-      this.stateLayout.push({ ...spec, offset: x.tdm_state_offset(handle, i), nbytes: x.tdm_state_nbytes(handle, i) });
-    }
-    const strip = ({ name, dtype, shape }) => ({ name, dtype, shape });
-    // A dynamic dim appears in a spec's shape as its expression: the dim's name ('n') or 'n + 1'.
-    const io = ({ name, dtype, shape, exprs }) => ({ name, dtype, shape: shape.map((d, k) => (exprs && exprs[k]) || d) });
-    // an input the method changes (an output '<input>!') says so; the output is not a result
-    const input = (m) => (v) => (m.outputs.some((o) => o.name === `${v.name}!`) ? { ...io(v), mutated: true } : io(v));
-    this.methods = frozenCopy(this.methodSpecs.filter((m) => !m.version).map((m) => ({ name: m.name, inputs: m.inputs.map(input(m)),
-      outputs: m.outputs.filter((o) => !o.name.endsWith('!')).map(io), dims: m.dims })));
-    this.state = frozenCopy(this.stateLayout.map(strip));
-    this.stateBytes = x.tdm_program_state_size(handle);
-    this.scratchBytes = x.tdm_program_scratch_size(handle);
-    this.fingerprint = BigInt.asUintN(64, BigInt(x.tdm_program_fingerprint(handle)));
-    this.programId = BigInt.asUintN(64, BigInt(x.tdm_program_id(handle)));
-    const metadata = {};
-    this.tokenizerText = null; // the 'tokenizer' entry's JSON, parsed by web/tokenizer.js when loaded
-    this.tokenizer = null;
-    for (let i = 0; i < x.tdm_program_metadata_count(handle); i++) {
-      const name = rt.str(x.tdm_program_metadata_name(handle, i)), text = rt.str(x.tdm_program_metadata_value(handle, i));
-      if (name === 'tokenizer') {
-        this.tokenizerText = text;
-        continue;
-      }
-      try {
-        metadata[name] = JSON.parse(text);
-      } catch {
-        throw new TandemError('TDM_ERR_MALFORMED', `metadata '${name}' is not JSON: the file is corrupt`);
-      }
-    }
-    this.metadata = frozenCopy(metadata);
-  }
-
-  /** Inputs (io 0) or outputs (1): shape at the maximum of any dims; for a method with dims,
-   * `exprs` gives each dim's expression ('' when static) and `dynamic` whether any is not static. */
-  #io(m, io, hasDims) {
-    const { rt, handle } = this, x = rt.x;
-    const specs = [];
-    const buf = hasDims ? rt.malloc(256) : 0;
-    try {
-      for (let i = 0; i < x.tdm_method_io_count(handle, m, io); i++) {
-        const shape = [], exprs = [];
-        for (let d = 0; d < x.tdm_method_io_rank(handle, m, io, i); d++) {
-          shape.push(Number(x.tdm_method_io_dim(handle, m, io, i, d)));
-          if (buf) exprs.push(x.tdm_method_io_dim_expr(handle, m, io, i, d, buf, 256) ? rt.str(buf) : '');
-        }
-        specs.push({ name: rt.str(x.tdm_method_io_name(handle, m, io, i)), dtype: rt.dtypeNames[x.tdm_method_io_dtype(handle, m, io, i)],
-          shape, nbytes: x.tdm_method_io_nbytes(handle, m, io, i), exprs, dynamic: exprs.some((e) => e !== '') });
-      }
-    } finally {
-      if (buf) x.tdm_free(buf);
-    }
-    return specs;
-  }
-
-  /** Builds the tokenizer the file carries (once per program: the models forked from it share it). */
-  async loadTokenizer() {
-    if (this.tokenizerText !== null && !this.tokenizer) this.tokenizer = await loadTokenizer(this.tokenizerText);
-  }
-
-  newSession() {
-    const [st, session] = this.rt.withOut((out) => this.rt.x.tdm_session_create(this.handle, out));
-    this.rt.check(st);
-    this.refs++;
-    return session;
-  }
-
-  release() {
-    if (--this.refs > 0) return;
-    this.rt.x.tdm_program_free(this.handle);
-    this.rt.pool?.stop(); // the last model of this runtime: end its thread workers
-  }
-}
-
-/** model.<name> for each method, except names the model already has (its own API, which
- * tandem.export rejects: python/tandem/names.py) and `then`, which would make the model a thenable
- * that `await load()` never settles. Every method stays reachable as model.call(name, ...). */
-/** The indices of the inputs a method changes (its outputs named '<input>!'). */
-function writtenInputs(spec) {
-  return spec.outputs.filter((s) => s.name.endsWith('!')).map((s) => spec.inputs.findIndex((v) => v.name === s.name.slice(0, -1)));
+/** web/tokenizer.js, imported only for a file that carries a tokenizer. */
+async function loadTokenizer(text) {
+  const { createTokenizer } = await import('./tokenizer.js');
+  return createTokenizer(text);
 }
 
 /** Writes an input's new value (a tensor) into what the caller passed: a typed array, or a tensor
  * whose data is one (a Tensor, onnxruntime-web's), of that type and length; other forms (numbers,
  * plain arrays) cannot take it. */
-export function writeBack(given, t) {
+function writeBack(given, t) {
   const into = ArrayBuffer.isView(given) ? given : given && ArrayBuffer.isView(given.data) ? given.data : null;
   if (into && into.constructor === t.data.constructor && into.length === t.data.length) into.set(t.data);
 }
 
-export function defineMethods(model, methods) {
+/** model.<name> for each method, except names the model already has (its own API, which
+ * tandem.export rejects: python/tandem/names.py) and `then`, which would make the model a thenable
+ * that `await load()` never settles. Every method stays reachable as model.call(name, ...). */
+function defineMethods(model, methods) {
   for (const { name } of methods) {
     if (!(name in model) && name !== 'then') {
       Object.defineProperty(model, name, { value: (...inputs) => model.call(name, ...inputs), enumerable: true });
@@ -158,70 +63,83 @@ export function defineMethods(model, methods) {
   }
 }
 
-/** fn() run now, as a settled promise: a throw becomes a rejection. */
-function settle(fn) {
-  try {
-    return Promise.resolve(fn());
-  } catch (e) {
-    return Promise.reject(e);
-  }
+/** A profile's totals and the ops writing more than `fraction` of the state's bytes. */
+function summarizeProfile(outputs, ops, stateBytes, fraction) {
+  const sum = (key) => ops.reduce((a, o) => a + o[key], 0);
+  return {
+    outputs, ops, totalMs: sum('ms'), bytesWritten: sum('bytesWritten'), stateBytesWritten: sum('stateBytesWritten'),
+    stateBytes, flagged: ops.filter((o) => o.bytesWritten > fraction * stateBytes),
+  };
 }
 
-/** A session on a loaded program, run on this thread: each program method is an async function.
- * A call runs when it is made (so its inputs are read then, and calls run in the order made) and
- * returns a settled promise. */
-export class Model {
-  #program; #session; #disposed = false; #index = new Map(); #flagFraction;
+const copyOf = (t) => new Tensor(t.dtype, t.data.slice(), t.shape);
+const isPromise = (v) => typeof v?.then === 'function';
 
-  constructor(program, flagFraction = DEFAULT_FLAG_FRACTION) {
-    this.#program = program;
-    this.#flagFraction = flagFraction;
-    this.#session = program.newSession();
-    program.methodSpecs.forEach((m, i) => m.version || this.#index.set(m.name, i));
-    defineMethods(this, program.methods);
+/** What a model and its forks share: the backend's frozen info, the method index, the tokenizer,
+ * the load options the model keeps. */
+function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null } = {}) {
+  const index = new Map();
+  info.methodSpecs.forEach((m, i) => m.version || index.set(m.name, i));
+  return {
+    methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason,
+    methods: frozenCopy(info.methods), state: frozenCopy(info.state), metadata: frozenCopy(info.metadata),
+    tokenizerText: info.tokenizerText ?? null, tokenizer: null,
+  };
+}
+
+/** A session on a loaded program: each program method is an async function, `model.<name>(...)`.
+ * Calls and state operations run in the order made (a FIFO queue): an operation made while none is
+ * waiting starts when it is made (on wasm inline it has finished when the call returns); one that
+ * fails rejects without holding up the next. Not constructed directly: load() makes models. */
+export class Model {
+  #backend; #shared; #disposed = false;
+  #queue = [];      // operations not started, in call order
+  #running = null;  // the operation the backend is running (an asynchronous one)
+
+  /** `backend` (see the top of this file); `shared`: the model's it was forked from, or the load
+   * options it keeps ({ flagFraction, deviceReason }). */
+  constructor(backend, shared = {}) {
+    this.#backend = backend;
+    this.#shared = shared.methodSpecs ? shared : sharedOf(backend.info, shared);
+    defineMethods(this, this.#shared.methods);
   }
 
   /** [{ name, inputs: [{ name, dtype, shape }], outputs: [...] }], deep-frozen */
-  get methods() { return this.#program.methods; }
+  get methods() { return this.#shared.methods; }
   /** [{ name, dtype, shape }], one per state tensor, deep-frozen */
-  get state() { return this.#program.state; }
+  get state() { return this.#shared.state; }
   /** Named values stored with the program ({ max_cache_len: 512, ... }), deep-frozen */
-  get metadata() { return this.#program.metadata; }
-  /** The tokenizer the file carries (web/tokenizer.js), or null when it has none (or it was loaded
-   * with { tokenizer: false }). */
-  get tokenizer() { return this.#program.tokenizer; }
-  /** Internal: builds the tokenizer (load() awaits it). */
-  [PREPARE]() { return this.#program.loadTokenizer(); }
-  [TOKENIZER_TEXT]() { return this.#program.tokenizerText; }
-
-  /** Where the methods run: 'wasm' here ('webgpu' for a model from web/webgpu/). */
-  get device() { return 'wasm'; }
+  get metadata() { return this.#shared.metadata; }
+  /** The tokenizer the file carries (web/tokenizer.js, run on this thread), or null when it has none
+   * (or it was loaded with { tokenizer: false }). */
+  get tokenizer() { return this.#shared.tokenizer; }
+  /** Where the methods run: 'wasm' or 'webgpu'. */
+  get device() { return this.#backend.info.device; }
   /** With load(..., { device: 'auto' }): why the model runs on wasm (no adapter, the ops without a
-   * WebGPU kernel); else null. */
-  get deviceReason() { return this[DEVICE_REASON] ?? null; }
-  [INTERNALS]() { return { program: this.#program, session: this.#session }; }
-
-  /** Threads this model's methods run on (1 where shared memory is unavailable). */
-  get threads() { return this.#program.rt.threads; }
+   * WebGPU kernel, worker: true); else null. */
+  get deviceReason() { return this.#shared.deviceReason; }
+  /** Threads this model's methods run on (1 where shared memory is unavailable, and on WebGPU). */
+  get threads() { return this.#backend.info.threads; }
   /** The SIMD level of the runtime build running it: 'relaxed' (fused multiply-add) or 'simd128'. */
-  get simd() { return this.#program.rt.simd; }
-  /** Bytes of the wasm instance's linear memory (shared by the models forked from this one). */
-  get memoryBytes() { return this.#program.rt.x.memory.buffer.byteLength; }
+  get simd() { return this.#backend.info.simd; }
+  /** Bytes of the wasm instance's linear memory (shared by the models forked from this one); in a
+   * worker, as of the last reply from it. */
+  get memoryBytes() { return this.#backend.memory(); }
   /** Bytes of one session's state region and scratch arena. */
-  get stateBytes() { return this.#program.stateBytes; }
-  get scratchBytes() { return this.#program.scratchBytes; }
+  get stateBytes() { return this.#backend.info.stateBytes; }
+  get scratchBytes() { return this.#backend.info.scratchBytes; }
+  get [BACKEND]() { return this.#backend; }
+
+  /** Builds the tokenizer the file carries (load() awaits it; the forks share it). */
+  async [BUILD_TOKENIZER]() {
+    const s = this.#shared;
+    if (s.tokenizerText !== null && !s.tokenizer) s.tokenizer = await loadTokenizer(s.tokenizerText);
+  }
 
   /** Call a method by name; the same as `model[name](...inputs)`. The last argument may be call
-   * options, `{ signal }`: a call made with an already-aborted signal rejects with an AbortError
-   * without running (inline, a call runs when it is made, so a later abort cannot stop it). */
-  call(name, ...args) {
-    return settle(() => {
-      const [inputs, { signal }] = splitOptions(name, args);
-      this.#alive(name);
-      if (signal?.aborted) throw abortError(name, signal, false);
-      return this.#run(name, inputs, null);
-    });
-  }
+   * options, `{ signal }`: a call whose signal aborts before it starts rejects with an AbortError
+   * without running; one aborted while it runs finishes, and its result is dropped. */
+  call(name, ...args) { return this.#invoke(name, args, false); }
 
   /** Call a method and time each of its ops: resolves to `{ outputs, ops, totalMs, bytesWritten,
    * stateBytesWritten, stateBytes, flagged }`, where `outputs` is what the call would resolve to,
@@ -229,71 +147,101 @@ export class Model {
    * update in place counts only the rows it writes), and `flagged` lists the ops that write more
    * than `profileFlagFraction` (a load option, default 0.05) of the state's bytes. Takes call
    * options as call() does. */
-  profile(name, ...args) {
-    return settle(() => {
-      const [inputs, { signal }] = splitOptions(name, args);
+  profile(name, ...args) { return this.#invoke(name, args, true); }
+
+  #invoke(name, args, profile) {
+    let inputs, signal, m, tensors;
+    try {
+      [inputs, { signal }] = splitOptions(name, args);
       this.#alive(name);
-      if (signal?.aborted) throw abortError(name, signal, false);
-      return this[RUN](name, inputs, true);
+      [m, tensors] = this.#inputs(name, inputs);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    const spec = this.#shared.methodSpecs[m];
+    const run = () => this.#backend.run(m, tensors, profile);
+    // inputs are read when the call is made: a call that waits keeps a copy
+    const keep = () => { tensors = tensors.map(copyOf); };
+    return this.#submit(name, signal, run, keep, (r) => {
+      const all = profile ? r.outputs : r;
+      // '<input>!': the new value of an input the method changes (x.add_(1)), written into the caller's array
+      spec.outputs.forEach((o, i) => {
+        if (o.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === o.name.slice(0, -1))], all[i]);
+      });
+      const outs = all.filter((_, i) => !spec.outputs[i].name.endsWith('!'));
+      const outputs = outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
+      return profile ? summarizeProfile(outputs, r.ops, this.stateBytes, this.#shared.flagFraction) : outputs;
     });
   }
 
-  /** For the worker side: the indices of the inputs method `name` changes (written back to the caller). */
-  [WRITTEN](name) { return writtenInputs(this.#program.methodSpecs[this.#index.get(name)]); }
-
-  /** For the worker side: a call whose arguments are all inputs (the caller's options were taken
-   * off before the call was posted), run now. */
-  [RUN](name, inputs, profile) {
-    if (!profile) return this.#run(name, inputs, null);
-    const ops = [];
-    const outputs = this.#run(name, inputs, ops);
-    return summarizeProfile(outputs, ops, this.#program.stateBytes, this.#flagFraction);
+  /** [method index, the inputs as checked tensors] of a call. */
+  #inputs(name, inputs) {
+    const m = this.#shared.index.get(name);
+    if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND',
+      `no method '${name}'; the program has ${[...this.#shared.index.keys()].join(', ')}`);
+    const spec = this.#shared.methodSpecs[m];
+    if (inputs.length !== spec.inputs.length) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
+    }
+    // Validate every input before any of them is written.
+    return [m, inputs.map((v, i) => {
+      const s = spec.inputs[i];
+      const where = () => `${name}() input ${i} '${s.name}'`;
+      const t = toTensor(v, s, where);
+      checkTensor(t, s, where);
+      checkBytes(t, s.dynamic ? numelOf(t.shape) * t.data.BYTES_PER_ELEMENT : s.nbytes, where);
+      return t;
+    })];
   }
 
   /** A copy of one state tensor. */
   readState(name) {
-    return settle(() => {
-      const s = this.#stateSpec(name);
-      const data = this.#program.rt.read(this.#stateBase() + s.offset, ARRAY_OF[s.dtype], numelOf(s.shape));
-      return new Tensor(s.dtype, data, s.shape);
+    return this.#state('readState', name, (s) => () => {
+      const data = this.#backend.readState(s);
+      return isPromise(data) ? data.then((d) => new Tensor(s.dtype, d, s.shape)) : new Tensor(s.dtype, data, s.shape);
     });
   }
 
   /** Overwrite one state tensor (dtype and shape as in `model.state`). */
   writeState(name, value) {
-    return settle(() => {
-      const s = this.#stateSpec(name);
+    return this.#state('writeState', name, (s) => {
       const where = () => `writeState('${name}')`;
       const t = toTensor(value, s, where);
       checkTensor(t, s, where);
       checkBytes(t, s.nbytes, where);
-      this.#program.rt.write(this.#stateBase() + s.offset, t.data);
+      let data = t.data;
+      return [() => this.#backend.writeState(s, data), () => { data = data.slice(); }];
     });
   }
 
-  /** The whole state region as bytes, to restore later with loadState (on this program only). */
+  /** The whole state region as bytes, to restore later with loadState (on this program, or one with
+   * the same state layout). */
   saveState() {
-    return settle(() => {
-      this.#alive('saveState');
-      const p = this.#program, n = p.stateBytes;
-      const out = new Uint8Array(STATE_HEADER + n);
-      const dv = new DataView(out.buffer);
-      dv.setUint32(AT.magic, STATE_MAGIC, true);
-      dv.setUint32(AT.format, STATE_VERSION, true);
-      dv.setBigUint64(AT.fingerprint, p.fingerprint, true);
-      dv.setBigUint64(AT.programId, p.programId, true);
-      dv.setBigUint64(AT.nbytes, BigInt(n), true);
-      out.set(p.rt.bytes(this.#stateBase(), n), STATE_HEADER);
-      return out;
+    return this.#op('saveState', () => {
+      const n = this.stateBytes, info = this.#backend.info;
+      const framed = (region) => {
+        const out = new Uint8Array(STATE_HEADER + n);
+        const dv = new DataView(out.buffer);
+        dv.setUint32(AT.magic, STATE_MAGIC, true);
+        dv.setUint32(AT.format, STATE_VERSION, true);
+        dv.setBigUint64(AT.fingerprint, info.fingerprint, true);
+        dv.setBigUint64(AT.programId, info.programId, true);
+        dv.setBigUint64(AT.nbytes, BigInt(n), true);
+        out.set(region.subarray(0, n), STATE_HEADER);
+        return out;
+      };
+      const region = this.#backend.saveState();
+      return isPromise(region) ? region.then(framed) : framed(region);
     });
   }
 
-  /** Restore bytes from saveState. Bytes of another program, or of the wrong size, are rejected
+  /** Restore bytes from saveState. Bytes of another state layout, or of the wrong size, are rejected
    * and the state is left as it was. */
   loadState(bytes) {
-    return settle(() => {
+    let region;
+    try {
       this.#alive('loadState');
-      const p = this.#program;
+      const info = this.#backend.info;
       const b = bytes instanceof ArrayBuffer ? new Uint8Array(bytes) : ArrayBuffer.isView(bytes) ? byteView(bytes) : null;
       if (!b) throw new TandemError('TDM_ERR_INVALID_ARGUMENT', 'loadState(bytes): give the Uint8Array that saveState returned');
       const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
@@ -305,65 +253,73 @@ export class Model {
           `loadState: saved-state format ${dv.getUint32(AT.format, true)}; this tandem reads format ${STATE_VERSION}: ` +
           'save the state again with this version');
       }
-      if (dv.getBigUint64(AT.fingerprint, true) !== p.fingerprint) {
+      if (dv.getBigUint64(AT.fingerprint, true) !== info.fingerprint) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH', 'loadState: the state was saved from a program with another state layout');
       }
-      if (dv.getBigUint64(AT.nbytes, true) !== BigInt(p.stateBytes) || b.length !== STATE_HEADER + p.stateBytes) {
+      if (dv.getBigUint64(AT.nbytes, true) !== BigInt(info.stateBytes) || b.length !== STATE_HEADER + info.stateBytes) {
         throw new TandemError('TDM_ERR_STATE_MISMATCH',
-          `loadState: expected ${p.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
+          `loadState: expected ${info.stateBytes} bytes of state, given ${b.length - STATE_HEADER}`);
       }
-      p.rt.bytes(this.#stateBase(), p.stateBytes).set(b.subarray(STATE_HEADER));
-    });
+      region = b.slice(STATE_HEADER); // read when the call is made
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#submit('loadState', undefined, () => this.#backend.loadState(region));
   }
 
   /** Restart the program's random generator at seed `n` (an integer Number or a BigInt, 64 bits):
    * writes its `__rng__` state, [seed, calls], as [n, 0] (docs/ops.md, Random sampling). The same
    * seed gives the same numbers here, natively and in Python (model.seed(n)). */
   seed(n) {
-    return settle(() => {
+    let s;
+    try {
       this.#alive('seed');
       const big = typeof n === 'bigint' ? n : Number.isSafeInteger(n) ? BigInt(n) : null;
       if (big === null || big < -(2n ** 63n) || big >= 2n ** 64n) {
         throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
           `seed(${String(n)}): a seed is a 64-bit integer (a Number that is a safe integer, or a BigInt)`);
       }
-      if (!this.#program.stateLayout.some((t) => t.name === '__rng__')) {
+      s = this.#shared.stateLayout.find((t) => t.name === '__rng__');
+      if (!s) {
         throw new TandemError('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state; " +
           'tandem adds it when a method uses torch.randn, normal_, rand, ...)');
       }
-      const s = this.#stateSpec('__rng__');
-      this.#program.rt.write(this.#stateBase() + s.offset, new BigInt64Array([BigInt.asIntN(64, big), 0n]));
-    });
+      const data = new BigInt64Array([BigInt.asIntN(64, big), 0n]);
+      return this.#submit('seed', undefined, () => this.#backend.writeState(s, data));
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /** Put every state tensor back to its initial value. */
-  resetState() {
-    return settle(() => {
-      this.#alive('resetState');
-      this.#program.rt.x.tdm_session_reset_state(this.#session);
+  resetState() { return this.#op('resetState', () => this.#backend.resetState()); }
+
+  /** A new model on the same program: its own state, the same weights. Its state starts at the
+   * initial values, or with `{ state: 'copy' }` as a copy of this model's state after every call
+   * made before the fork. */
+  fork(options) {
+    let state;
+    try {
+      ({ state } = parseForkOptions(options));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#op('fork', () => {
+      const b = this.#backend.fork(state === 'copy');
+      const wrap = (backend) => new this.constructor(backend, this.#shared);
+      return isPromise(b) ? b.then(wrap) : wrap(b);
     });
   }
 
-  /** A new model on the same program: its own state, the same weights. Its state starts at the
-   * initial values, or with `{ state: 'copy' }` as a copy of this model's current state. */
-  async fork(options) {
-    const state = forkState(options);
-    this.#alive('fork');
-    const f = new Model(this.#program, this.#flagFraction);
-    if (state === 'copy') {
-      const rt = this.#program.rt, src = this.#stateBase();
-      rt.heap(Uint8Array).copyWithin(f.#stateBase(), src, src + this.#program.stateBytes);
-    }
-    return f;
-  }
-
-  /** Free the session (and the program with its last session); later calls reject with
-   * TDM_ERR_DISPOSED. */
+  /** Free the session (and the program with its last session); calls still waiting reject with
+   * TDM_ERR_DISPOSED, as do later ones. */
   dispose() {
     if (this.#disposed) return;
     this.#disposed = true;
-    this.#program.rt.x.tdm_session_free(this.#session);
-    this.#program.release();
+    const waiting = this.#queue;
+    this.#queue = [];
+    for (const e of waiting) e.fail(new TandemError('TDM_ERR_DISPOSED', `${e.what}(): the model was disposed before this call ran`));
+    this.#backend.dispose();
   }
 
   [Symbol.dispose]() { this.dispose(); }
@@ -372,128 +328,102 @@ export class Model {
     if (this.#disposed) throw new TandemError('TDM_ERR_DISPOSED', `${what}(): the model was disposed`);
   }
 
-  #stateBase() { return this.#program.rt.x.tdm_session_state(this.#session); }
-
-  #stateSpec(name) {
-    this.#alive('state');
-    const s = this.#program.stateLayout.find((t) => t.name === name);
-    if (!s) throw new TandemError('TDM_ERR_NOT_FOUND',
-      `no state tensor '${name}'; the program has ${this.#program.stateLayout.map((t) => t.name).join(', ') || 'none'}`);
-    return s;
-  }
-
-  #run(name, inputs, profile) {
-    this.#alive(name);
-    const m = this.#index.get(name);
-    if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND',
-      `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
-    const spec = this.#program.methodSpecs[m];
-    if (inputs.length !== spec.inputs.length) {
-      throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
-    }
-    // Validate every input before writing any of them.
-    const tensors = inputs.map((v, i) => {
-      const s = spec.inputs[i];
-      const where = () => `${name}() input ${i} '${s.name}'`;
-      const t = toTensor(v, s, where);
-      checkTensor(t, s, where);
-      checkBytes(t, s.dynamic ? numelOf(t.shape) * t.data.BYTES_PER_ELEMENT : s.nbytes, where);
-      return t;
-    });
-    const rt = this.#program.rt, x = rt.x, program = this.#program.handle;
-    if (spec.inputs.some((s) => s.dynamic)) { // each dynamic input's actual shape, before any byte is written
-      const dims = rt.malloc(8 * 8);
-      try {
-        tensors.forEach((t, i) => {
-          if (!spec.inputs[i].dynamic) return;
-          new BigInt64Array(x.memory.buffer, dims, 8).set(t.shape.map((d) => BigInt(d)));
-          rt.check(x.tdm_session_set_input_shape(this.#session, m, i, dims, t.shape.length));
-        });
-      } finally {
-        x.tdm_free(dims);
-      }
-    }
-    let buf = 0, n = 0;
-    if (profile) {
-      n = x.tdm_method_op_count(program, m);
-      buf = rt.malloc(8 * n + 8);
-    }
+  /** A state operation on state tensor `name`: `make(layout entry)` gives the run function, or
+   * [run, keep] (see #submit). */
+  #state(what, name, make) {
     try {
-      tensors.forEach((t, i) => rt.write(x.tdm_session_input(this.#session, m, i), t.data));
-      rt.check(profile ? x.tdm_session_run_profiled(this.#session, m, buf) : x.tdm_session_run(this.#session, m));
-      if (profile) {
-        const ms = new Float64Array(x.memory.buffer, buf, n);
-        for (let k = 0; k < n; k++) {
-          profile.push({
-            index: k, name: rt.str(x.tdm_method_op_name(program, m, k)), ms: ms[k],
-            bytesWritten: x.tdm_method_op_bytes_written(program, m, k),
-            stateBytesWritten: x.tdm_method_op_state_bytes_written(program, m, k),
-          });
-        }
-      }
-    } finally {
-      if (buf) x.tdm_free(buf);
-    }
-    const all = spec.outputs.map((s, i) => {
-      // a dynamic output has the call's actual shape
-      const shape = s.dynamic ? s.shape.map((_, d) => Number(x.tdm_session_io_dim(this.#session, m, 1, i, d))) : s.shape;
-      const data = rt.read(x.tdm_session_output(this.#session, m, i), ARRAY_OF[s.dtype], numelOf(shape));
-      return new Tensor(s.dtype, data, shape);
-    });
-    // '<input>!': the new value of an input the method changes (x.add_(1)), written into the caller's array
-    const outs = all.filter((_, i) => !spec.outputs[i].name.endsWith('!'));
-    spec.outputs.forEach((s, i) => {
-      if (s.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === s.name.slice(0, -1))], all[i]);
-    });
-    return outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
-  }
-}
-
-/** A profile's totals and the ops writing more than `fraction` of the state's bytes. */
-export function summarizeProfile(outputs, ops, stateBytes, fraction) {
-  const sum = (key) => ops.reduce((a, o) => a + o[key], 0);
-  return {
-    outputs, ops, totalMs: sum('ms'), bytesWritten: sum('bytesWritten'), stateBytesWritten: sum('stateBytesWritten'),
-    stateBytes, flagged: ops.filter((o) => o.bytesWritten > fraction * stateBytes),
-  };
-}
-
-/** Instantiate the runtime from a compiled module and load a program into it: `bytes` (a
- * Uint8Array) or a Response streamed into the runtime's memory. `threads` > 1
- * needs the threaded build (tandem-mt.wasm) and `spawnThread()`, a port to a new pool worker; when
- * `strict` is false, a pool that cannot start leaves the model on one thread. */
-export async function createModel(module, bytes, flagFraction, { threads = 1, spawnThread, strict = true, onProgress } = {}) {
-  const threaded = importsMemory(module);
-  const rt = new Runtime(await instantiateRuntime(module, threaded ? { memory: sharedMemory(), canBlock: canBlock() } : {}));
-  if (threaded && threads > 1) {
-    try {
-      rt.pool = await startPool(rt.x, module, threads, spawnThread, (st) => rt.check(st));
+      this.#alive('state');
+      const s = this.#shared.stateLayout.find((t) => t.name === name);
+      if (!s) throw new TandemError('TDM_ERR_NOT_FOUND',
+        `no state tensor '${name}'; the program has ${this.#shared.stateLayout.map((t) => t.name).join(', ') || 'none'}`);
+      const made = make(s);
+      const [run, keep] = Array.isArray(made) ? made : [made];
+      return this.#submit(what, undefined, run, keep);
     } catch (e) {
-      if (strict) throw e instanceof TandemError ? e
-        : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
+      return Promise.reject(e);
     }
   }
-  let ptr, length;
-  try {
-    if (bytes instanceof Uint8Array) {
-      [ptr, length] = [rt.malloc(bytes.length || 1), bytes.length];
-      rt.bytes(ptr, length).set(bytes);
-    } else {
-      [ptr, length] = await streamInto(rt, bytes, onProgress);
+
+  #op(what, run) {
+    try {
+      this.#alive(what);
+    } catch (e) {
+      return Promise.reject(e);
     }
-  } catch (e) {
-    rt.pool?.stop();
-    throw e;
+    return this.#submit(what, undefined, run);
   }
-  const [st, handle] = rt.withOut((out) => rt.x.tdm_program_load_owned(ptr, length, out)); // frees ptr on failure too
-  let program;
-  try {
-    rt.check(st);
-    program = new Program(rt, handle);
-    return new Model(program, flagFraction);
-  } catch (e) {
-    if (st === 0 && (!program || program.refs === 0)) rt.x.tdm_program_free(handle);
-    rt.pool?.stop();
-    throw e;
+
+  /** Runs `run` (the backend's part of an operation) now when nothing runs or waits, else queues
+ * it (then `keep()` copies what it reads from the caller); resolves to `after` of its result.
+ * `signal` aborts it: removed while it waits; while it runs, its result is dropped. */
+  #submit(what, signal, run, keep, after) {
+    if (signal?.aborted) return Promise.reject(abortError(what, signal, false));
+    if (!signal && !this.#running && this.#queue.length === 0) {
+      // the common case, a call on an idle model: no queue entry (a backend that answers at once
+      // costs one settled promise)
+      let r;
+      try {
+        r = run();
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      if (!isPromise(r)) return Promise.resolve(after ? after(r) : r);
+      const p = this.#track({ what }, r);
+      return after ? p.then(after) : p;
+    }
+    if (this.#running || this.#queue.length) keep?.();
+    const p = new Promise((resolve, reject) => {
+      const e = { what, run, done: false };
+      const onAbort = () => {
+        const i = this.#queue.indexOf(e);
+        if (i >= 0) this.#queue.splice(i, 1);
+        e.fail(abortError(what, signal, i < 0));
+      };
+      const finish = () => {
+        e.done = true;
+        signal?.removeEventListener('abort', onAbort);
+      };
+      e.ok = (v) => { if (!e.done) { finish(); resolve(v); } };
+      e.fail = (err) => { if (!e.done) { finish(); reject(err); } };
+      signal?.addEventListener('abort', onAbort);
+      this.#queue.push(e);
+      this.#pump();
+    });
+    return after ? p.then(after) : p;
+  }
+
+  /** `r`, the promise of an operation that started: the queue waits for it to settle. */
+  #track(e, r) {
+    this.#running = e;
+    return r.finally(() => {
+      this.#running = null;
+      this.#pump();
+    });
+  }
+
+  /** Starts the waiting operations, in order, while none runs: one that returns a value has
+   * finished; one that returns a promise runs until it settles. */
+  #pump() {
+    while (!this.#running && this.#queue.length) {
+      const e = this.#queue.shift();
+      let r;
+      try {
+        if (this.#disposed) throw new TandemError('TDM_ERR_DISPOSED', `${e.what}(): the model was disposed`);
+        r = e.run();
+      } catch (err) {
+        e.fail(err);
+        continue;
+      }
+      if (!isPromise(r)) {
+        e.ok(r);
+        continue;
+      }
+      this.#track(e, r).then(e.ok, e.fail);
+    }
   }
 }
+
+/** A model whose runtime runs in a worker (load(source, { worker: true })): a Model with the
+ * worker backend (web/worker-backend.js). If the worker dies, pending and later calls reject with
+ * TDM_ERR_WORKER_DIED. */
+export class WorkerModel extends Model {}

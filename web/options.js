@@ -1,5 +1,5 @@
-// options.js — the checks of call options ({ signal }), fork options and load options shared by
-// Model and WorkerModel (and load()).
+// options.js — the checks of call options ({ signal }), fork options and load options: every option
+// is declared and checked here, for every backend.
 import { TandemError } from './errors.js';
 import { MAX_THREADS } from './threads.js';
 
@@ -26,37 +26,124 @@ export function splitOptions(what, args) {
   return [args.slice(0, -1), { signal: signal ?? undefined }];
 }
 
-const FORK_STATES = ['initial', 'copy'];
+// ---- fork and load options ------------------------------------------------------------------------
+// Every option is declared once, here, with its check; an unknown key is an error naming it and
+// listing the valid ones (a misspelt option never goes unnoticed).
 
-/** fork(options)'s state: 'initial' (the default) or 'copy'. */
-export function forkState(options) {
-  if (options === undefined) return 'initial';
-  if (!isPlainObject(options)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-    "fork(options): options must be an object such as { state: 'copy' }");
-  const unknown = Object.keys(options).filter((k) => k !== 'state');
-  if (unknown.length) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-    `fork(options): unknown option '${unknown[0]}'; the options are: state`);
-  const state = options.state ?? 'initial';
-  if (!FORK_STATES.includes(state)) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-    `fork(options): state must be 'initial' or 'copy', given ${JSON.stringify(state) ?? String(state)}`);
-  return state;
+const invalid = (msg) => new TandemError('TDM_ERR_INVALID_ARGUMENT', msg);
+const shown = (v) => (typeof v === 'string' ? `'${v}'` : typeof v === 'function' ? 'a function' : String(v));
+const oneOf = (name, values, fallback) => (v) => {
+  if (v === undefined) return fallback;
+  const list = values.map((x) => `'${x}'`).join(', ').replace(/, ([^,]*)$/, ' or $1');
+  if (!values.includes(v)) throw invalid(`${name} must be ${list}, given ${shown(v)}`);
+  return v;
+};
+const boolean = (name, fallback) => (v) => {
+  if (v === undefined) return fallback;
+  if (typeof v !== 'boolean') throw invalid(`${name} must be true or false, given ${shown(v)}`);
+  return v;
+};
+const wasmSource = (name) => (v) => {
+  if (v === undefined || typeof v === 'string' || v instanceof URL || v instanceof ArrayBuffer || ArrayBuffer.isView(v)) return v;
+  // a promise of one (node/index.js reads a path into bytes) is awaited by load
+  if (typeof v?.then === 'function') return v;
+  throw invalid(`${name} must be a URL, a path or the build's bytes, given ${shown(v)}`);
+};
+
+/** Checks an options bag against `spec` ({ key: check(value) -> parsed }): the parsed values. */
+function parseOptions(what, options, spec) {
+  if (options === undefined) options = {};
+  if (!isPlainObject(options)) throw invalid(`${what}: options must be an object, given ${shown(options)}`);
+  const unknown = Object.keys(options).filter((k) => !Object.hasOwn(spec, k));
+  if (unknown.length) throw invalid(`${what}: unknown option '${unknown[0]}'; the options are: ${Object.keys(spec).join(', ')}`);
+  return Object.fromEntries(Object.entries(spec).map(([k, check]) => [k, check(options[k])]));
+}
+
+const FORK_OPTIONS = { state: oneOf('fork(options): state', ['initial', 'copy'], 'initial') };
+
+/** fork(options): { state: 'initial' (the default) or 'copy' }. */
+export function parseForkOptions(options) {
+  if (options !== undefined && !isPlainObject(options)) throw invalid("fork(options): options must be an object such as { state: 'copy' }");
+  return parseOptions('fork(options)', options, FORK_OPTIONS);
 }
 
 export const DEFAULT_FLAG_FRACTION = 0.05;
 
-export function checkFlagFraction(f) {
+function checkFlagFraction(f) {
   if (f === undefined) return DEFAULT_FLAG_FRACTION;
-  if (typeof f !== 'number' || !(f >= 0)) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `profileFlagFraction must be a number >= 0, given ${f}`);
-  }
+  if (typeof f !== 'number' || !(f >= 0)) throw invalid(`profileFlagFraction must be a number >= 0, given ${shown(f)}`);
   return f;
 }
 
 /** options.threads: undefined (the default, defaultThreads()) or an integer 1 to MAX_THREADS. */
-export function checkThreads(n) {
+function checkThreads(n) {
   if (n === undefined) return undefined;
   if (!Number.isInteger(n) || n < 1 || n > MAX_THREADS) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `threads must be an integer from 1 to ${MAX_THREADS}, given ${String(n)}`);
+    throw invalid(`threads must be an integer from 1 to ${MAX_THREADS}, given ${shown(n)}`);
   }
   return n;
+}
+
+// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd)
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
+  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
+let relaxed;
+/** Whether this engine runs relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with
+ * --experimental-wasm-relaxed-simd), which the relaxed builds need. */
+function relaxedSimdAvailable() {
+  relaxed ??= WebAssembly.validate(RELAXED_PROBE);
+  return relaxed;
+}
+
+/** options.simd: undefined (relaxed SIMD where the engine has it), 'relaxed' or 'simd128'. */
+function simdLevel(simd) {
+  if (simd === undefined) return relaxedSimdAvailable() ? 'relaxed' : 'simd128';
+  if (simd !== 'relaxed' && simd !== 'simd128') {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
+  }
+  if (simd === 'relaxed' && !relaxedSimdAvailable()) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+      "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with " +
+      '--experimental-wasm-relaxed-simd); leave simd unset to use it where available');
+  }
+  return simd;
+}
+
+// The load options (docs/api.md, `load`; web/tandem.d.ts, LoadOptions).
+const LOAD_OPTIONS = {
+  threads: checkThreads,
+  simd: simdLevel, // undefined: relaxed SIMD where the engine has it
+  device: oneOf('device', ['wasm', 'webgpu', 'auto'], 'wasm'),
+  gpuWeights: oneOf('gpuWeights', ['float32', 'float16'], 'float32'),
+  wasm: wasmSource('wasm'),
+  wasmThreads: wasmSource('wasmThreads'),
+  worker: boolean('worker', false),
+  onProgress: (v) => {
+    if (v !== undefined && typeof v !== 'function') throw invalid(`onProgress must be a function, given ${shown(v)}`);
+    return v;
+  },
+  profileFlagFraction: checkFlagFraction,
+  tokenizer: boolean('tokenizer', true),
+};
+
+/** The internal channel of load(): the platform's hooks (node/index.js: wasm files, workers,
+ * cores) and the tests' (a thread spawner that fails, the worker's handle). Symbol-keyed, so no
+ * options bag written by a user holds it, and not part of the package's documented API. */
+export const HOOKS = Symbol('tandem.hooks');
+
+/** load()'s options, each checked, with their defaults; `hooks` from options[HOOKS]. Throws
+ * TDM_ERR_INVALID_ARGUMENT naming an unknown or bad option. */
+export function parseLoadOptions(options) {
+  const parsed = parseOptions('load(source, options)', options, LOAD_OPTIONS);
+  if (parsed.device === 'webgpu' && parsed.worker) {
+    throw invalid("device: 'webgpu' runs on the calling thread; leave worker unset " +
+      "(or use device: 'auto', which runs a worker model on wasm)");
+  }
+  // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
+  parsed.threadedBuild = parsed.wasm === undefined || parsed.wasmThreads !== undefined;
+  if (parsed.threads > 1 && !parsed.threadedBuild) {
+    throw invalid(`threads: ${parsed.threads} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
+  }
+  parsed.hooks = options?.[HOOKS] ?? {};
+  return parsed;
 }

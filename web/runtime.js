@@ -8,31 +8,6 @@ import { byteView } from './tensor.js';
 export const BUILDS = { simd128: ['tandem.wasm', 'tandem-mt.wasm'], relaxed: ['tandem-relaxed.wasm', 'tandem-mt-relaxed.wasm'] };
 export const besideThisModule = (name) => new URL(`./${name}`, import.meta.url);
 
-// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd)
-const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
-  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
-let relaxed;
-/** Whether this engine runs relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with
- * --experimental-wasm-relaxed-simd), which the relaxed builds need. */
-function relaxedSimdAvailable() {
-  relaxed ??= WebAssembly.validate(RELAXED_PROBE);
-  return relaxed;
-}
-
-/** options.simd: undefined (relaxed SIMD where the engine has it), 'relaxed' or 'simd128'. */
-export function simdLevel(simd) {
-  if (simd === undefined) return relaxedSimdAvailable() ? 'relaxed' : 'simd128';
-  if (simd !== 'relaxed' && simd !== 'simd128') {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
-  }
-  if (simd === 'relaxed' && !relaxedSimdAvailable()) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-      "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with " +
-      '--experimental-wasm-relaxed-simd); leave simd unset to use it where available');
-  }
-  return simd;
-}
-
 /** The runtime's exports with helpers for strings and memory. */
 export class Runtime {
   constructor(exports) {

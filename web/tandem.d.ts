@@ -94,7 +94,10 @@ interface ModelApi {
   readonly tokenizer: Tokenizer | null;
   readonly stateBytes: number;
   readonly scratchBytes: number;
-  /** Threads the methods run on (1 where shared memory is unavailable). */
+  /** Bytes of the wasm instance's linear memory, shared by the model and its forks (with
+   * worker: true, as of the worker's last reply). */
+  readonly memoryBytes: number;
+  /** Threads the methods run on (1 where shared memory is unavailable, and on WebGPU). */
   readonly threads: number;
   /** The SIMD level of the runtime build running the model: 'relaxed' (fused multiply-add) or 'simd128'. */
   readonly simd: 'relaxed' | 'simd128';
@@ -113,6 +116,8 @@ interface ModelApi {
   resetState(): Promise<void>;
   /** Restart the random generator (the `__rng__` state) at a 64-bit seed; TDM_ERR_NOT_FOUND if the program draws none. */
   seed(n: number | bigint): Promise<void>;
+  /** A new model of the same class on the same program, with its own state. */
+  fork(options?: ForkOptions): Promise<this>;
   dispose(): void;
   [Symbol.dispose](): void;
 }
@@ -122,17 +127,18 @@ interface Methods {
   readonly [method: string]: (...args: CallArgs) => Promise<Output>;
 }
 
-/** A model run on the calling thread. */
-export type Model = ModelApi & Methods & {
-  readonly memoryBytes: number;
-  fork(options?: ForkOptions): Promise<Model>;
-};
+// A class's own index signature would have to cover its members; its base's instance type, an
+// intersection, need not.
+declare const ModelBase: abstract new () => ModelApi & Methods;
 
-/** A model run in a worker (load(source, { worker: true })). */
-export type WorkerModel = ModelApi & Methods & {
-  memoryBytes(): Promise<number>;
-  fork(options?: ForkOptions): Promise<WorkerModel>;
-};
+/** A session on a loaded program: what load() returns, on every backend (wasm on this thread, wasm
+ * in a worker, WebGPU). Not constructed directly. */
+export class Model extends ModelBase {
+  protected constructor();
+}
+
+/** A model whose runtime runs in a worker (load(source, { worker: true })). */
+export class WorkerModel extends Model {}
 
 export interface LoadOptions {
   /** Threads a method's parallel parts run on (1 to 64; default: the cores, at most 4). Needs a

@@ -6,24 +6,26 @@
 // may grow to 4 GiB, and wasm returns i32.
 import { compileRuntime } from './loader.js';
 import { threadsAvailable, defaultThreads } from './threads.js';
-import { TandemError } from './errors.js';
-import { checkThreads, checkFlagFraction } from './options.js';
+import { parseLoadOptions } from './options.js';
 import { sourceOf, bodyForWorker, bytesOf } from './source.js';
-import { BUILDS, besideThisModule, simdLevel } from './runtime.js';
-import { ARRAY_OF, Tensor, numelOf, toTensor, checkTensor, checkBytes } from './tensor.js';
-import { PREPARE, TOKENIZER_TEXT, INTERNALS, DEVICE_REASON, createModel } from './model.js';
-import { loadInWorker, browserWorker, browserThread } from './remote.js';
+import { BUILDS, besideThisModule } from './runtime.js';
+import { Model, WorkerModel, BUILD_TOKENIZER } from './model.js';
+import { createWasmBackend } from './wasm-backend.js';
+import { loadInWorker, browserWorker, browserThread } from './worker-backend.js';
 
 // The public API (docs/api.md, web/tandem.d.ts); each name lives in the module named for what it holds.
 export { TandemError } from './errors.js';
 export { Tensor } from './tensor.js';
 export { bytesOf } from './source.js';
-export { Model, createModel } from './model.js';
-export { WorkerModel, serveWorker } from './remote.js';
+export { Model, WorkerModel } from './model.js';
+export { serveWorker } from './worker-backend.js';
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 export { streamAudio, Resampler } from './audio.js';
 
-const DEVICES = ['wasm', 'webgpu', 'auto'];
+/** Instantiates a compiled runtime (a WebAssembly.Module of tandem.wasm) and loads program bytes into it. */
+export async function createModel(module, bytes) {
+  return new Model(await createWasmBackend(module, bytes));
+}
 
 /**
  * Load a .tandem program. `source`: a URL, bytes (ArrayBuffer / typed array), or a Response (and a
@@ -46,59 +48,45 @@ const DEVICES = ['wasm', 'webgpu', 'auto'];
  * - `gpuWeights: 'float16'`: on WebGPU, the float32 weight matrices (matmul_packed, embedding_packed)
  *   are kept as float16 in GPU memory and read back to float32 in the kernels (default 'float32');
  * - `profileFlagFraction`: `model.profile()` flags the ops writing more than this fraction of the
- *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows).
+ *   state's bytes (default 0.05: in a decode step, a KV-cache update should write only new rows);
+ * - `tokenizer: false`: leave the tokenizer the file carries unbuilt.
+ * web/options.js checks every option: an unknown key or a bad value is TDM_ERR_INVALID_ARGUMENT.
+ * The model is a Model over the backend the options pick (a WorkerModel with worker: true).
  */
 export async function load(source, options = {}) {
-  const device = options.device ?? 'wasm';
-  if (!DEVICES.includes(device)) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `device must be 'wasm', 'webgpu' or 'auto', given ${String(device)}`);
-  }
-  const gpuWeights = options.gpuWeights ?? 'float32';
-  if (gpuWeights !== 'float32' && gpuWeights !== 'float16') {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `gpuWeights must be 'float32' or 'float16', given ${String(gpuWeights)}`);
-  }
-  if (device === 'webgpu' && options.worker) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-      "device: 'webgpu' runs on the calling thread; leave worker unset (or use device: 'auto', which runs a worker model on wasm)");
-  }
-  const asked = checkThreads(options.threads);
-  // A wasm given without wasmThreads: where the threaded build is, is unknown; one thread.
-  const threadedBuild = options.wasm === undefined || options.wasmThreads !== undefined;
-  if (asked > 1 && !threadedBuild) {
-    throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
-      `threads: ${asked} needs options.wasmThreads (where tandem-mt.wasm is) when options.wasm is given`);
-  }
+  const o = parseLoadOptions(options), hooks = o.hooks;
   // device 'webgpu' runs its methods on the GPU (model.threads is 1 there): no pool unless asked for
-  const threads = threadsAvailable() && threadedBuild ? asked ?? (device === 'webgpu' ? 1 : defaultThreads(options._cores)) : 1;
-  const level = simdLevel(options.simd);
-  const wasm = await ((threads > 1 ? options.wasmThreads : options.wasm)
-    ?? (options._wasmFile ?? besideThisModule)(BUILDS[level][threads > 1 ? 1 : 0]));
+  const threads = threadsAvailable() && o.threadedBuild
+    ? o.threads ?? (o.device === 'webgpu' ? 1 : defaultThreads(hooks.cores)) : 1;
+  const wasm = await ((threads > 1 ? o.wasmThreads : o.wasm) ?? (hooks.wasmFile ?? besideThisModule)(BUILDS[o.simd][threads > 1 ? 1 : 0]));
   const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
   const module = await compileRuntime(key, () => bytesOf(wasm));
-  const flagFraction = checkFlagFraction(options.profileFlagFraction);
   const src = await sourceOf(source);
-  const pool = { threads, strict: asked !== undefined };
-  if (options.worker) {
+  const pool = { threads, strict: o.threads !== undefined };
+  const kept = { flagFraction: o.profileFlagFraction };
+  let model;
+  if (o.worker) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
-    const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, options.onProgress)
-      ?? await bytesOf(src, options.onProgress);
-    const wm = await loadInWorker(module, program, options._spawnWorker ?? browserWorker, flagFraction, pool, options.tokenizer !== false);
-    if (device === 'auto') wm[DEVICE_REASON] = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
-    return wm;
+    const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, o.onProgress) ?? await bytesOf(src, o.onProgress);
+    const backend = await loadInWorker(module, program, hooks.spawnWorker ?? browserWorker, pool);
+    if (o.device === 'auto') kept.deviceReason = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
+    model = new WorkerModel(backend, kept);
+  } else {
+    // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
+    const spawnThread = hooks.spawnThread ?? browserThread;
+    let backend = await createWasmBackend(module, src, { ...pool, spawnThread, onProgress: o.onProgress });
+    if (o.device !== 'wasm') {
+      const { onWebGpu } = await import('./webgpu/backend.js');
+      const gpu = await onWebGpu(backend, o.device, o.gpuWeights);
+      if (gpu.reason) kept.deviceReason = gpu.reason;
+      backend = gpu.backend;
+    }
+    model = new Model(backend, kept);
   }
-  // A Response streams into the runtime's memory (no full copy in JS); bytes are copied there.
-  let model = await createModel(module, src, flagFraction,
-    { ...pool, spawnThread: options._spawnThread ?? browserThread, onProgress: options.onProgress });
-  if (device !== 'wasm') {
-    const { onDevice } = await import('./webgpu/model.js');
-    model = await onDevice(model, device,
-      { Tensor, TandemError, INTERNALS, DEVICE_REASON, toTensor, checkTensor, checkBytes, numelOf, ARRAY_OF, PREPARE, TOKENIZER_TEXT },
-      gpuWeights);
-  }
-  if (options.tokenizer !== false) {
+  if (o.tokenizer) {
     try {
-      await model[PREPARE]();
+      await model[BUILD_TOKENIZER]();
     } catch (e) {
       model.dispose();
       throw e;

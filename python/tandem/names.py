@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .ir import ExportError
 
-# The one list. Every name a JS model object answers to (web/model.js Model and web/remote.js WorkerModel,
+# The one list. Every name a JS model object answers to (web/model.js Model and its subclass WorkerModel,
 # with what they inherit from Object.prototype), every public name of the Python
 # tandem.runtime.Model, and `then`: `await load()` treats an object with a `then` method as a
 # promise and never settles. tests/js/package.test.js checks the JS objects against this list and

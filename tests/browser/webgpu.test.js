@@ -202,6 +202,28 @@ test('a lost device (device.destroy()) rejects calls and state reads with TDM_ER
   near(r.restored, r.reference, 'decode after loadState of the state saved before the loss');
 });
 
+// tests/js/backend-checks.js: the checks wasm on this thread and in a worker pass in Node
+// (tests/js/backends.test.js), here on WebGPU and, in the same page, on wasm
+test('backend checks: WebGPU passes the checks every backend passes (and wasm in the same page)', async () => {
+  const { spec } = fixture('accumulator');
+  const run = (options, expect) => page.evaluate(async ([calls, opts, exp]) => {
+    const { backendChecks } = await import('/tests/js/backend-checks.js');
+    const { load, Tensor } = await import('/web/tandem.js');
+    const source = '/build/fixtures/accumulator.tandem';
+    try {
+      return { ran: await backendChecks({ load, Tensor, source, options: opts, calls, expect: exp }) };
+    } catch (e) {
+      return { error: e.message };
+    }
+  }, [spec.calls, options, expect]);
+  const gpu = await run({ device: 'webgpu' }, { device: 'webgpu', profile: false });
+  assert.equal(gpu.error, undefined);
+  const wasm = await run({ threads: 1 }, { device: 'wasm', profile: true });
+  assert.equal(wasm.error, undefined);
+  assert.deepEqual(gpu.ran, wasm.ran);
+  assert.equal(gpu.ran.length, 10);
+});
+
 test("device 'auto' runs a program with an op without a kernel on wasm and says why", async () => {
   const { spec } = fixture('gpu_fallback');
   const r = await page.evaluate(() => window.gpuCase('gpu_fallback', 'auto'));

@@ -77,3 +77,15 @@ test("package.json's files ship every module of web/ and node/", () => {
   const missing = [...modules('web'), ...modules('node')].map((f) => relative(ROOT, f)).filter((p) => !shipped(p));
   assert.deepEqual(missing, [], 'add these to package.json "files"');
 });
+
+test('a backend imports what it needs and never the model or the entry that drive it', () => {
+  const backends = ['web/wasm-backend.js', 'web/worker-backend.js', 'web/webgpu/backend.js'].map((f) => join(ROOT, f));
+  const drivers = new Set(['web/model.js', 'web/tandem.js'].map((f) => join(ROOT, f)));
+  for (const b of backends) {
+    const bad = importsOf(b).filter((d) => drivers.has(d));
+    assert.deepEqual(bad.map((d) => relative(ROOT, d)), [], `${relative(ROOT, b)} imports the model or the entry`);
+  }
+  // web/webgpu/ takes its errors and tensors from their modules (no bag of internals handed over)
+  const gpu = importsOf(join(ROOT, 'web/webgpu/backend.js')).map((d) => relative(ROOT, d));
+  assert.ok(gpu.includes('web/errors.js') && gpu.includes('web/tensor.js'), gpu.join(' '));
+});

@@ -6,6 +6,7 @@ import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 import { load, Tensor, TandemError } from '../../node/index.js';
 import { fixture, fromJson, assertClose, ROOT } from './helpers.js';
+import { HOOKS } from '../../web/options.js';
 
 const MODES = [{ name: 'inline', opts: {} }, { name: 'worker', opts: { worker: true } }];
 const f32 = (...v) => new Float32Array(v);
@@ -318,7 +319,7 @@ test('sessions above 2 GiB of linear memory work; past 4 GiB, out of memory is a
 test('worker: a worker that dies rejects pending and later calls with TDM_ERR_WORKER_DIED', async () => {
   for (const kill of ['an uncaught error', 'terminate']) {
     let worker;
-    const m = await load(fixture('accumulator').path, { worker: true, _onWorker: (w) => (worker = w) });
+    const m = await load(fixture('accumulator').path, { worker: true, [HOOKS]: { onWorker: (w) => (worker = w) } });
     const f = await m.fork();
     assert.deepEqual([...(await m.forward(f32(1, 1, 1))).data], [2, 2, 2]);
     // null is no request the worker knows: its message handler throws outside any call

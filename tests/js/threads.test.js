@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { nodeThread } from '../../node/spawn.js';
+import { HOOKS } from '../../web/options.js';
 import { FIXTURES } from './helpers.js';
 
 const fixture = (name) => ({ path: `${FIXTURES}/${name}.tandem` });
@@ -50,7 +51,7 @@ test('the default is the cores up to 4; forks share the pool; dispose of the las
     started.push(rec);
     return { ...port, terminate: () => { rec.terminated = true; return port.terminate(); } };
   };
-  const m = await load(path, { _spawnThread: spawn });
+  const m = await load(path, { [HOOKS]: { spawnThread: spawn } });
   const cores = (await import('node:os')).availableParallelism();
   assert.equal(m.threads, Math.min(4, cores));
   assert.equal(started.length, m.threads - 1);
@@ -99,10 +100,10 @@ test('an explicit count whose workers cannot start rejects the load, naming why'
     port.post = () => port.terminate(); // the worker exits before it is ready
     return port;
   };
-  await assert.rejects(load(path, { threads: 2, _spawnThread: broken }), (e) => e.code === 'TDM_ERR_WORKER'
+  await assert.rejects(load(path, { threads: 2, [HOOKS]: { spawnThread: broken } }), (e) => e.code === 'TDM_ERR_WORKER'
     && /threads: 2 requested/.test(e.message));
   // the default count falls back to one thread instead
-  const m = await load(path, { _spawnThread: broken });
+  const m = await load(path, { [HOOKS]: { spawnThread: broken } });
   assert.equal(m.threads, 1);
   assert.equal((await m.forward1(new Float32Array([1]))).data[0], 2);
   m.dispose();

@@ -9,6 +9,7 @@
 //   node tests/soak/soak.mjs [--minutes 10] [--seed 1]      (needs build/fixtures: npm test makes them)
 import { load, Tensor, TandemError } from '../../node/index.js';
 import { fixture } from '../js/helpers.js';
+import { HOOKS } from '../../web/options.js';
 
 const arg = (name, dflt) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -65,7 +66,8 @@ async function newActor(program, origin) {
   const worker = rand() < 0.5;
   const threads = rand() < 0.3 ? 2 : 1;
   let handle = null;
-  const model = await within(load(program.path, { worker, threads, ...(worker ? { _onWorker: (w) => (handle = w) } : {}) }), 'load');
+  const hooks = worker ? { [HOOKS]: { onWorker: (w) => (handle = w) } } : {};
+  const model = await within(load(program.path, { worker, threads, ...hooks }), 'load');
   const shadow = await within(load(program.path, { threads: 1 }), 'load shadow');
   if (origin) {
     await within(model.loadState(origin), 'loadState');

@@ -1,6 +1,7 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
 import { load, generate, Tensor, TandemError, streamAudio, Resampler } from 'tandem-runtime';
-import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Model, Output, Profile, Source, StateSpec, TensorSpec, WorkerModel,
+import { Model, WorkerModel } from 'tandem-runtime';
+import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Output, Profile, Source, StateSpec, TensorSpec,
   AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
@@ -48,7 +49,8 @@ async function main(source: Source): Promise<void> {
   controller.abort();
   copy.dispose();
   const w: WorkerModel = await load(source, { worker: true, wasm: new URL('https://example.com/tandem.wasm') });
-  console.log(await w.memoryBytes(), (await w.fork()).stateBytes, (await w.fork({ state: 'copy' })).stateBytes, h.shape, model.scratchBytes);
+  const wf: WorkerModel = await w.fork();
+  console.log(w.memoryBytes, w instanceof Model, wf.stateBytes, (await w.fork({ state: 'copy' })).stateBytes, h.shape, model.scratchBytes);
   const logits: Output = await w.decode(new BigInt64Array([42n]));
   console.log(logits, await w.call('decode', 42n));
   w.dispose();

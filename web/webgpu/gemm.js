@@ -1,6 +1,6 @@
 // The tiled products of the WebGPU backend: `matmul` and `matmul_packed` with more than one row
 // (prefill, batched products; one row stays on the GEMV kernels) and `conv` as an implicit GEMM
-// (web/webgpu/kernels.js and spatial.js pick them). A workgroup of T x T threads computes a T x T
+// (web/webgpu/kernels.js and conv.js pick them). A workgroup of T x T threads computes a T x T
 // tile of y = a @ b: it walks K in steps of T, each step loading a T x T tile of a and of b into
 // workgroup memory (one element per thread, zero past the edges, so M, N and K need not be
 // multiples of T), then every thread adds its row of the a tile times its column of the b tile.

@@ -1,4 +1,4 @@
-// float32 weights stored as float16 on the GPU (load(..., { gpuWeights: 'float16' }), web/webgpu/model.js):
+// float32 weights stored as float16 on the GPU (load(..., { gpuWeights: 'float16' }), web/webgpu/backend.js):
 // the weight matrices of matmul_packed and the tables of embedding_packed (the bulk of an LM's
 // constants) go into one buffer H of float16 pairs, two to a u32 word, rounded to nearest even
 // once at load; the kernels read them with WGSL's unpack2x16float (core WGSL: no shader-f16

@@ -1,5 +1,6 @@
-// WGSL kernels of the WebGPU backend (web/webgpu/model.js runs them; the building blocks are in
-// wgsl.js, the kernels along one dim in indexing.js, windows in spatial.js, int8/int4 in quant.js). Each op of a verified
+// WGSL kernels of the WebGPU backend (web/webgpu/backend.js runs them; the building blocks are in
+// wgsl.js, the kernels along one dim in indexing.js, attention in attention.js, conv and pooling in
+// conv.js, int8/int4 in quant.js). Each op of a verified
 // program becomes one or more dispatches: { key, code, params, count }. `code` is a WGSL module
 // generated for the op's kind, dtypes and operand buffers (so ops of one kind share a pipeline);
 // `params` (u32 words: sizes, strides, element offsets) are per op; `count` is the thread count.
@@ -17,7 +18,8 @@ import {
   i64lit, special, workgroupSize,
 } from './wgsl.js';
 import { argExtreme, cumsum, select, gather, scatter } from './indexing.js';
-import { attention, conv, pool, convTranspose } from './spatial.js';
+import { attention } from './attention.js';
+import { conv, pool, convTranspose } from './conv.js';
 import { matmulQ, embeddingQ } from './quant.js';
 import { tiledMatmul, tileSize } from './gemm.js';
 
@@ -150,7 +152,7 @@ export function unsupported(op) {
     case 'embedding_q8': case 'embedding_q4':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
-    case 'attention': { // head sizes through the perms (spatial.js attnView): the last dim stays last
+    case 'attention': { // head sizes through the perms (attention.js attnView): the last dim stays last
       const dv = ins[2].shape[ins[2].shape.length - 1], d = ins[0].shape[ins[0].shape.length - 1];
       return dv <= 256 && d <= 256 ? null : 'attention (head size above 256)';
     }

@@ -1,8 +1,10 @@
-// GPU memory and limits for the WebGPU backend (web/webgpu/model.js): every buffer is created under
+// GPU memory and limits for the WebGPU backend (web/webgpu/backend.js): every buffer is created under
 // the 'out-of-memory' and 'validation' error scopes, and a failure becomes a TandemError before
 // anything that uses the buffer is submitted (so a failed load leaves no device behind and a failed
 // call or fork changes no state). A buffer above the adapter's limits is refused before it is
 // created, naming the limit and the buffer.
+
+import { TandemError } from '../errors.js';
 
 /** Runs fn() (which creates GPU objects) under both error scopes. Returns { value, oom, invalid }:
  * oom and invalid are the scopes' errors (GPUError with .message) or null. */
@@ -23,13 +25,13 @@ export async function scoped(dev, fn) {
 
 /** The TandemError of a scoped() result that failed, or null. `what` names the buffers (and the
  * call), `after` says what is left as it was. */
-export function allocError(h, res, what, bytes, after) {
+export function allocError(res, what, bytes, after) {
   if (res.oom) {
-    return new h.TandemError('TDM_ERR_OUT_OF_MEMORY', `${what}: the GPU has no memory for ${bytes} bytes ` +
+    return new TandemError('TDM_ERR_OUT_OF_MEMORY', `${what}: the GPU has no memory for ${bytes} bytes ` +
       `(${res.oom.message}); ${after}`);
   }
   if (res.invalid) {
-    return new h.TandemError('TDM_ERR_DEVICE', `${what}: the GPU refused the ${bytes}-byte buffer ` +
+    return new TandemError('TDM_ERR_DEVICE', `${what}: the GPU refused the ${bytes}-byte buffer ` +
       `(${res.invalid.message}); ${after}`);
   }
   return null;
@@ -37,10 +39,10 @@ export function allocError(h, res, what, bytes, after) {
 
 /** Creates buffers [{ size, usage }] under both scopes: the buffers, or throws allocError's
  * TandemError having destroyed those it made. */
-export async function allocate(dev, h, specs, what, after) {
+export async function allocate(dev, specs, what, after) {
   const res = await scoped(dev, () => specs.map((s) => dev.createBuffer(s)));
   const bytes = specs.reduce((a, s) => a + s.size, 0);
-  const err = allocError(h, res, what, bytes, after);
+  const err = allocError(res, what, bytes, after);
   if (err) {
     for (const b of res.value ?? []) b.destroy();
     throw err;

@@ -1,4 +1,4 @@
-// What the WebGPU backend (web/webgpu/model.js) knows of a program before it runs it: each method's plan
+// What the WebGPU backend (web/webgpu/backend.js) knows of a program before it runs it: each method's plan
 // as the wasm session has it bound (its ops, values and memory offsets, read through the C API, never
 // parsed here) and how the program's data section is laid out in GPU buffers (constLayout).
 

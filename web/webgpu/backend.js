@@ -1,25 +1,29 @@
-// The WebGPU backend: a model whose state region and scratch arena live in one GPU buffer per
-// session and whose constants (the program's data section) are uploaded once into a buffer every
-// fork shares. The wasm runtime stays the loader and verifier: the program's ops, values and memory
-// plan are read from it (plan.js: tdm_method_op_*, tdm_session_value_info, tdm_session_bind), never
-// parsed here. A call validates its inputs, then encodes every op of the method into one command
-// submission and reads back only its outputs (and a 4-byte failure flag).
+// The WebGPU backend (web/model.js's backend interface): a session whose state region and scratch
+// arena live in one GPU buffer per session and whose constants (the program's data section) are
+// uploaded once into a buffer every fork shares. The wasm runtime stays the loader and verifier:
+// the program's ops, values and memory plan are read from it (plan.js: tdm_method_op_*,
+// tdm_session_value_info, tdm_session_bind), never parsed here. A call (its inputs checked by the
+// model) encodes every op of the method into one command submission and reads back only its
+// outputs (and a 16-byte failure flag).
 import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
 import { halfWeights } from './half.js';
 import { ALIGN, up, readPlan, resolved, nbytesOf, constSpan, constLayout, markHalf } from './plan.js';
+import { TandemError } from '../errors.js';
+import { ARRAY_OF, Tensor } from '../tensor.js';
 
-/** load()'s hook: `model` (a wasm Model) moved to WebGPU, or kept on wasm with deviceReason
- * ('auto'), or a TandemError ('webgpu'): TDM_ERR_DEVICE (no adapter, ops without a kernel),
- * TDM_ERR_DEVICE_LIMIT (a buffer above the adapter's limits, named), TDM_ERR_OUT_OF_MEMORY. */
-export async function onDevice(model, device, h, gpuWeights = 'float32') {
+/** load()'s step for device 'webgpu' or 'auto': `wasm` (a WasmBackend, web/wasm-backend.js, which
+ * loaded and verified the program) moved to WebGPU, { backend }; or with 'auto' kept on wasm,
+ * { backend: wasm, reason }; or with 'webgpu' a TandemError: TDM_ERR_DEVICE (no adapter, ops
+ * without a kernel), TDM_ERR_DEVICE_LIMIT (a buffer above the adapter's limits, named),
+ * TDM_ERR_OUT_OF_MEMORY. */
+export async function onWebGpu(wasm, device, gpuWeights = 'float32') {
   const fail = (reason, code = 'TDM_ERR_DEVICE') => {
     if (device === 'webgpu') {
-      model.dispose();
-      throw new h.TandemError(code, `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
+      wasm.dispose();
+      throw new TandemError(code, `device 'webgpu': ${reason}; load with device: 'wasm' (or 'auto', which falls back to wasm)`);
     }
-    model[h.DEVICE_REASON] = reason;
-    return model;
+    return { backend: wasm, reason };
   };
   const gpu = globalThis.navigator?.gpu;
   if (!gpu) return fail('this engine has no WebGPU (navigator.gpu is missing)');
@@ -30,7 +34,7 @@ export async function onDevice(model, device, h, gpuWeights = 'float32') {
     return fail(`requestAdapter failed: ${e.message}`);
   }
   if (!adapter) return fail('no WebGPU adapter');
-  const { program, session } = model[h.INTERNALS]();
+  const { program, session } = wasm;
   const rt = program.rt, handle = program.handle;
   const info = rt.malloc(13 * 8);
   const plans = [], bad = new Set();
@@ -82,30 +86,29 @@ export async function onDevice(model, device, h, gpuWeights = 'float32') {
   // every buffer of the load under the out-of-memory and validation scopes: a failure destroys the
   // device (nothing of it is kept)
   const res = await scoped(dev, () => {
-    const gp = new GpuProgram(dev, program, model, h, plans, scratchBase, sessionBytes, layout, lim.maxStorageBufferBindingSize,
-      tileSize(lim), half);
-    return new GpuModel(gp, model);
+    const gp = new GpuProgram(dev, wasm, plans, scratchBase, sessionBytes, layout, lim.maxStorageBufferBindingSize, tileSize(lim), half);
+    return new GpuBackend(gp, wasm);
   });
-  const err = allocError(h, res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
+  const err = allocError(res, `device 'webgpu': the constants (${dataSize} bytes) and the state and scratch ` +
     `(${sessionBytes} bytes)`, dataSize + sessionBytes, "load with device: 'wasm' (or 'auto', which falls back to wasm)");
   if (err) {
     dev.destroy();
     if (device === 'webgpu') {
-      model.dispose();
+      wasm.dispose();
       throw err;
     }
-    model[h.DEVICE_REASON] = res.oom ? `out of GPU memory for the constants and state (${res.oom.message})`
-      : `the GPU refused the constants' or state's buffers (${res.invalid.message})`;
-    return model;
+    return { backend: wasm, reason: res.oom ? `out of GPU memory for the constants and state (${res.oom.message})`
+      : `the GPU refused the constants' or state's buffers (${res.invalid.message})` };
   }
-  return res.value;
+  return { backend: res.value };
 }
 
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
-  constructor(dev, program, wasmModel, h, plans, scratchBase, sessionBytes, { chunks, sizes }, maxBinding, tile, half) {
-    Object.assign(this, { dev, program, h, plans, scratchBase, sessionBytes, tile, half });
+  constructor(dev, wasm, plans, scratchBase, sessionBytes, { chunks, sizes }, maxBinding, tile, half) {
+    const program = wasm.program;
+    Object.assign(this, { dev, program, plans, scratchBase, sessionBytes, tile, half });
     this.rt = program.rt;
     this.layout = dev.createBindGroupLayout({
       entries: [
@@ -145,7 +148,7 @@ class GpuProgram {
     this.halfBuffer = dev.createBuffer({ size: himg.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
     dev.queue.writeBuffer(this.halfBuffer, 0, himg);
     // the initial state region, from the wasm session (fresh: its state is the initial values)
-    const { session } = wasmModel[h.INTERNALS]();
+    const { session } = wasm;
     this.initial = new Uint8Array(up(program.stateBytes, 4));
     this.initial.set(this.rt.bytes(this.rt.x.tdm_session_state(session) >>> 0, program.stateBytes));
     this.dynamic = new Map(); // method -> Map(dims key -> plan)
@@ -179,7 +182,7 @@ class GpuProgram {
     }
     const params = new Uint32Array(Math.max(words, 4));
     for (const d of list) params.set(d.params.map((p) => p >>> 0), d.at / 4);
-    const [buf] = await allocate(this.dev, this.h, [{ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }],
+    const [buf] = await allocate(this.dev, [{ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }],
       `method ${plan.m}: the kernels' parameters`, 'nothing ran, the state is unchanged');
     this.dev.queue.writeBuffer(buf, 0, params);
     for (const d of list) d.pipeline = await this.pipeline(d);
@@ -202,21 +205,16 @@ class GpuProgram {
       return await p;
     } catch (e) {
       this.pipelines.delete(key);
-      throw new this.h.TandemError('TDM_ERR_DEVICE', `a WebGPU kernel failed to compile (${d.key}): ${e.message}`);
+      throw new TandemError('TDM_ERR_DEVICE', `a WebGPU kernel failed to compile (${d.key}): ${e.message}`);
     }
   }
 }
 
-function isOptions(v) {
-  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype && Object.keys(v).every((k) => k === 'signal')
-    && !('data' in v);
-}
-
-/** A model on WebGPU: the wasm model's API (methods, state, metadata, tokenizer, fork, ...), its
- * calls run on the GPU. Calls and state operations run in the order made (a FIFO queue); a call
- * that fails rejects without holding up the next one. */
-export class GpuModel {
-  #gp; #wasm; #buf; #flag; #tail = Promise.resolve(); #disposed = false; #groups = new WeakMap(); #index = new Map();
+/** A session on WebGPU (web/model.js's backend interface): its state region and scratch arena in
+ * one GPU buffer, the program's constants and pipelines shared with its forks (GpuProgram). Every
+ * operation reading the GPU returns a promise; the model's queue hands it one at a time. */
+class GpuBackend {
+  #gp; #wasm; #buf; #flag; #groups = new WeakMap(); #busy = null;
 
   constructor(gp, wasm) {
     this.#gp = gp;
@@ -227,99 +225,50 @@ export class GpuModel {
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.#flag = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     dev.queue.writeBuffer(this.#buf, 0, gp.initial);
-    gp.program.methodSpecs.forEach((m, i) => m.version || this.#index.set(m.name, i));
-    this[gp.h.PREPARE] = () => wasm[gp.h.PREPARE]();
-    this[gp.h.TOKENIZER_TEXT] = () => wasm[gp.h.TOKENIZER_TEXT]();
-    for (const { name } of wasm.methods) {
-      if (!(name in this) && name !== 'then') Object.defineProperty(this, name,
-        { value: (...a) => this.call(name, ...a), enumerable: true });
-    }
+    this.info = { ...wasm.info, device: 'webgpu', threads: 1 };
   }
 
-  get device() { return 'webgpu'; }
-  get deviceReason() { return null; }
-  get methods() { return this.#wasm.methods; }
-  get state() { return this.#wasm.state; }
-  get metadata() { return this.#wasm.metadata; }
-  get tokenizer() { return this.#wasm.tokenizer; }
-  get threads() { return 1; }
-  get simd() { return this.#wasm.simd; }
-  get memoryBytes() { return this.#wasm.memoryBytes; }
-  get stateBytes() { return this.#wasm.stateBytes; }
-  get scratchBytes() { return this.#wasm.scratchBytes; }
-
-  #err(code, msg) { return new this.#gp.h.TandemError(code, msg); }
-  #alive(what) { if (this.#disposed) throw this.#err('TDM_ERR_DISPOSED', `${what}(): the model was disposed`); }
+  /** Bytes of the wasm instance's linear memory (the loader's, which keeps the program). */
+  memory() { return this.#wasm.memory(); }
 
   #lostError(what) {
     const why = this.#gp.lost?.message || this.#gp.lost?.reason || 'destroyed';
-    return this.#err('TDM_ERR_DEVICE_LOST', `${what}(): the GPU device was lost (${why}); this model's state on the GPU is gone: ` +
+    return new TandemError('TDM_ERR_DEVICE_LOST', `${what}(): the GPU device was lost (${why}); this model's state on the GPU is gone: ` +
       'load the model again and loadState() a state saved before the loss');
   }
 
   #present(what) { if (this.#gp.lost) throw this.#lostError(what); }
 
-  /** A WebGPU failure as a TandemError: a rejected mapAsync or a lost device is TDM_ERR_DEVICE_LOST. */
-  #mapped(what, e) {
-    if (e instanceof this.#gp.h.TandemError) return e;
-    if (this.#gp.lost || e?.name === 'AbortError' || e?.name === 'OperationError') return this.#lostError(what);
-    return e;
-  }
-
-  /** Runs fn after every earlier call and state operation; its failure rejects this one only. */
-  #enqueue(what, fn) {
-    const p = this.#tail.then(async () => {
-      this.#alive(what);
-      this.#present(what);
-      try {
-        return await fn();
-      } catch (e) {
-        throw this.#mapped(what, e);
-      }
+  /** `p` (the GPU part of an operation), its WebGPU failures as TandemErrors: a rejected mapAsync or
+   * a lost device is TDM_ERR_DEVICE_LOST. dispose() waits for it before destroying the buffers. */
+  #track(what, p) {
+    const mapped = p.catch((e) => {
+      if (e instanceof TandemError) throw e;
+      if (this.#gp.lost || e?.name === 'AbortError' || e?.name === 'OperationError') throw this.#lostError(what);
+      throw e;
     });
-    this.#tail = p.catch(() => {});
-    return p;
+    this.#busy = mapped.catch(() => {});
+    return mapped;
   }
 
-  call(name, ...args) {
-    let job;
-    try {
-      const opts = args.length && isOptions(args[args.length - 1]) ? args.pop() : {};
-      this.#alive(name);
-      if (opts.signal?.aborted) throw Object.assign(this.#err('TDM_ERR_ABORTED', `${name}() was aborted before it ran`),
-        { name: 'AbortError' });
-      job = this.#prepare(name, args);
-    } catch (e) {
-      return Promise.reject(e);
+  run(m, tensors, profile) {
+    const name = this.#gp.program.methodSpecs[m].name;
+    if (profile) {
+      throw new TandemError('TDM_ERR_DEVICE', `profile('${name}'): per-op timing is not available on WebGPU yet; ` +
+        "load with device: 'wasm' to profile");
     }
-    return this.#enqueue(name, () => this.#execute(name, job));
+    this.#present(name);
+    const job = this.#prepare(m, tensors);
+    return this.#track(name, this.#execute(name, job));
   }
 
-  profile(name) {
-    return Promise.reject(this.#err('TDM_ERR_DEVICE',
-      `profile('${name}'): per-op timing is not available on WebGPU yet; load with device: 'wasm' to profile`));
-  }
-
-  /** Validates the inputs and binds the method's dims now (so the call reads its inputs when it is
-   * made, and a bad input rejects before anything runs). */
-  #prepare(name, inputs) {
-    const gp = this.#gp, h = gp.h, program = gp.program, rt = gp.rt, x = rt.x;
-    const m = this.#index.get(name);
-    if (m === undefined) throw this.#err('TDM_ERR_NOT_FOUND', `no method '${name}'; the program has ${[...this.#index.keys()].join(', ')}`);
+  /** Binds the method's dims (a plan per set of input shapes, cached) and copies the inputs' bytes. */
+  #prepare(m, tensors) {
+    const gp = this.#gp, program = gp.program, rt = gp.rt, x = rt.x;
     const spec = program.methodSpecs[m];
-    if (inputs.length !== spec.inputs.length) throw this.#err('TDM_ERR_INVALID_ARGUMENT',
-      `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);
-    const tensors = inputs.map((v, i) => {
-      const s = spec.inputs[i];
-      const where = () => `${name}() input ${i} '${s.name}'`;
-      const t = h.toTensor(v, s, where);
-      h.checkTensor(t, s, where);
-      h.checkBytes(t, s.dynamic ? h.numelOf(t.shape) * t.data.BYTES_PER_ELEMENT : s.nbytes, where);
-      return t;
-    });
     let plan = gp.plans[m];
     if (spec.inputs.some((s) => s.dynamic)) {
-      const { session } = this.#wasm[h.INTERNALS]();
+      const { session } = this.#wasm;
       const key = tensors.map((t) => t.shape.join(',')).join(';');
       let cache = gp.dynamic.get(m);
       if (!cache) gp.dynamic.set(m, (cache = new Map()));
@@ -340,12 +289,10 @@ export class GpuModel {
         cache.set(key, plan);
       }
     }
-    // the inputs' bytes, copied now (the caller may refill its arrays once call() returns)
     return { plan, data: tensors.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).slice()) };
   }
-
   async #execute(name, { plan, data }) {
-    const gp = this.#gp, dev = gp.dev, h = gp.h;
+    const gp = this.#gp, dev = gp.dev;
     const { list, params } = await gp.compiled(plan);
     const base = (v) => (v.region === 2 ? 0 : gp.scratchBase) + v.offset;
     // inputs (all in scratch, not overlapping): one image over their span, word aligned; the other
@@ -394,7 +341,7 @@ export class GpuModel {
       return r;
     });
     // out of memory for the read-back buffer: refused before anything is submitted (state unchanged)
-    const [staging] = await allocate(dev, h, [{ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+    const [staging] = await allocate(dev, [{ size: at, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
       `method '${name}': the read-back buffer of the outputs`, 'nothing ran, the state is unchanged');
     enc.copyBufferToBuffer(this.#flag, 0, staging, 0, 16);
     for (const r of outs) if (r.size > 0) enc.copyBufferToBuffer(r.src, r.lo, staging, r.at, r.size);
@@ -405,7 +352,7 @@ export class GpuModel {
     const refused = await dev.popErrorScope();
     if (refused) {
       staging.destroy();
-      throw this.#err('TDM_ERR_DEVICE', `method '${name}': the GPU refused the call's commands (nothing ran, the state is ` +
+      throw new TandemError('TDM_ERR_DEVICE', `method '${name}': the GPU refused the call's commands (nothing ran, the state is ` +
         `unchanged): ${refused.message}`);
     }
     try {
@@ -416,7 +363,7 @@ export class GpuModel {
       if (flag) {
         const op = plan.ops[flag - 1];
         if (op?.name === 'guard') {
-          throw this.#err('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (guard): a branch on a tensor value (the method's line ` +
+          throw new TandemError('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (guard): a branch on a tensor value (the method's line ` +
             `${op.iattr[0]}) goes the other way than when it was exported; export again with inputs and state that take this ` +
             'branch, or write it with torch.where (the state is unchanged)');
         }
@@ -428,16 +375,16 @@ export class GpuModel {
           const dv = new DataView((await this.#read(at, w)).buffer);
           value = idx.dtype === 'int64' ? dv.getBigInt64(0, true) : dv.getInt32(0, true);
         }
-        throw this.#err('TDM_ERR_INDEX', `method '${name}' op ${flag - 1}: index ${value} is out of range for a dimension ` +
+        throw new TandemError('TDM_ERR_INDEX', `method '${name}' op ${flag - 1}: index ${value} is out of range for a dimension ` +
           `of size ${op.iattr[0]} (the state is unchanged)`);
       }
       const tensors = outs.map((r) => {
-        const Arr = h.ARRAY_OF[r.val.dtype];
+        const Arr = ARRAY_OF[r.val.dtype];
         const a = new Arr(r.nbytes / Arr.BYTES_PER_ELEMENT);
         new Uint8Array(a.buffer).set(bytes.subarray(r.at + r.skip, r.at + r.skip + r.nbytes));
-        return new h.Tensor(r.val.dtype, a, r.val.shape);
+        return new Tensor(r.val.dtype, a, r.val.shape);
       });
-      return tensors.length === 0 ? undefined : tensors.length === 1 ? tensors[0] : tensors;
+      return tensors;
     } finally {
       staging.destroy();
     }
@@ -451,7 +398,7 @@ export class GpuModel {
   /** `n` bytes of this session's buffer from byte `at` (a multiple of 4). */
   async #download(at, n) {
     const dev = this.#gp.dev, size = up(n, 4) || 4;
-    const [staging] = await allocate(dev, this.#gp.h, [{ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
+    const [staging] = await allocate(dev, [{ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST }],
       'the read-back buffer of the state', 'the state is unchanged');
     const enc = dev.createCommandEncoder();
     enc.copyBufferToBuffer(this.#buf, at, staging, 0, size);
@@ -464,122 +411,75 @@ export class GpuModel {
     }
   }
 
-  #stateSpec(name) {
-    this.#alive('state');
-    const layout = this.#gp.program.stateLayout, s = layout.find((t) => t.name === name);
-    if (!s) throw this.#err('TDM_ERR_NOT_FOUND',
-      `no state tensor '${name}'; the program has ${layout.map((t) => t.name).join(', ') || 'none'}`);
-    return s;
+  readState(s) {
+    this.#present('readState');
+    return this.#track('readState', this.#download(s.offset, s.nbytes).then((b) => {
+      const Arr = ARRAY_OF[s.dtype];
+      return new Arr(b.buffer, 0, s.nbytes / Arr.BYTES_PER_ELEMENT);
+    }));
   }
 
-  readState(name) {
-    let s;
-    try {
-      s = this.#stateSpec(name);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#enqueue('readState', async () => {
-      const b = await this.#download(s.offset, s.nbytes);
-      const Arr = this.#gp.h.ARRAY_OF[s.dtype];
-      return new this.#gp.h.Tensor(s.dtype, new Arr(b.buffer, 0, s.nbytes / Arr.BYTES_PER_ELEMENT), s.shape);
-    });
-  }
-
-  writeState(name, value) {
-    let bytes, s;
-    try {
-      const h = this.#gp.h;
-      s = this.#stateSpec(name);
-      const where = () => `writeState('${name}')`;
-      const t = h.toTensor(value, s, where);
-      h.checkTensor(t, s, where);
-      h.checkBytes(t, s.nbytes, where);
-      bytes = new Uint8Array(up(s.nbytes, 4)); // past a state's bytes, up to the next 64, is padding
-      bytes.set(new Uint8Array(t.data.buffer, t.data.byteOffset, s.nbytes));
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#enqueue('writeState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, s.offset, bytes); });
-  }
-
-  /** The wasm session's state region: the staging place of saveState and loadState, whose header
-   * checks are the wasm model's. */
-  #mirror() {
-    const { session } = this.#wasm[this.#gp.h.INTERNALS]();
-    return this.#gp.rt.bytes(this.#gp.rt.x.tdm_session_state(session) >>> 0, this.#gp.program.stateBytes);
+  writeState(s, data) {
+    this.#present('writeState');
+    const bytes = new Uint8Array(up(s.nbytes, 4)); // past a state's bytes, up to the next 64, is padding
+    bytes.set(new Uint8Array(data.buffer, data.byteOffset, s.nbytes));
+    this.#gp.dev.queue.writeBuffer(this.#buf, s.offset, bytes);
   }
 
   saveState() {
-    return this.#enqueue('saveState', async () => {
-      const b = await this.#download(0, this.#gp.program.stateBytes);
-      this.#mirror().set(b);
-      return this.#wasm.saveState();
-    });
+    this.#present('saveState');
+    return this.#track('saveState', this.#download(0, this.#gp.program.stateBytes));
   }
 
   loadState(bytes) {
-    let done, snap;
-    try {
-      this.#alive('loadState');
-      done = this.#wasm.loadState(bytes); // checks the header; on success the mirror holds the bytes
-      snap = new Uint8Array(up(this.#gp.program.stateBytes, 4));
-      snap.set(this.#mirror());
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#enqueue('loadState', async () => {
-      await done;
-      this.#gp.dev.queue.writeBuffer(this.#buf, 0, snap);
-    });
-  }
-
-  /** The random ops run on wasm only (kernels.js refuses them, so such a program stays on wasm and
-   * deviceReason names the op): a program on WebGPU has no generator to seed. */
-  seed() {
-    return Promise.reject(this.#err('TDM_ERR_NOT_FOUND', "seed(): this program draws no random numbers (it has no '__rng__' state)"));
+    this.#present('loadState');
+    const snap = new Uint8Array(up(this.#gp.program.stateBytes, 4));
+    snap.set(bytes);
+    this.#gp.dev.queue.writeBuffer(this.#buf, 0, snap);
   }
 
   resetState() {
-    return this.#enqueue('resetState', () => { this.#gp.dev.queue.writeBuffer(this.#buf, 0, this.#gp.initial); });
+    this.#present('resetState');
+    this.#gp.dev.queue.writeBuffer(this.#buf, 0, this.#gp.initial);
   }
 
-  /** A new model on the same program and constants' buffer: its own state (initial, or with
-   * { state: 'copy' } a copy of this one's after every earlier call), copied on the GPU. */
-  fork(options) {
-    return this.#enqueue('fork', async () => {
-      const w = await this.#wasm.fork(options?.state === 'copy' ? { ...options, state: 'initial' } : options); // checks the options
+  /** A new session on the same program and constants' buffer: its own state (initial, or with
+   * `copy` a copy of this one's), copied on the GPU. */
+  fork(copy) {
+    this.#present('fork');
+    return this.#track('fork', (async () => {
+      const w = this.#wasm.fork(false);
       // the fork's buffers under the out-of-memory and validation scopes: on failure it is gone
       // whole (this model untouched)
       let res;
       try {
-        res = await scoped(this.#gp.dev, () => new GpuModel(this.#gp, w));
+        res = await scoped(this.#gp.dev, () => new GpuBackend(this.#gp, w));
       } catch (e) {
         w.dispose();
         throw e;
       }
       const f = res.value;
-      const err = allocError(this.#gp.h, res, 'fork(): the new model\'s state and scratch', this.#gp.sessionBytes + 16,
+      const err = allocError(res, 'fork(): the new model\'s state and scratch', this.#gp.sessionBytes + 16,
         'no model was made, this one is unchanged');
       if (err) {
         if (f) f.dispose();
         else w.dispose();
         throw err;
       }
-      if (options?.state === 'copy' && this.#gp.program.stateBytes > 0) {
+      if (copy && this.#gp.program.stateBytes > 0) {
         const enc = this.#gp.dev.createCommandEncoder();
         enc.copyBufferToBuffer(this.#buf, 0, f.#buf, 0, up(this.#gp.program.stateBytes, 4));
         this.#gp.dev.queue.submit([enc.finish()]);
       }
       return f;
-    });
+    })());
   }
 
+  /** Frees the wasm session now and this session's buffers once its operation in flight is done;
+   * the last session of the program destroys the device. */
   dispose() {
-    if (this.#disposed) return;
-    this.#disposed = true;
     this.#wasm.dispose();
-    this.#tail.then(() => {
+    Promise.resolve(this.#busy).then(() => {
       this.#buf.destroy();
       this.#flag.destroy();
       if (--this.#gp.users === 0) {
@@ -589,6 +489,4 @@ export class GpuModel {
       }
     });
   }
-
-  [Symbol.dispose]() { this.dispose(); }
 }
