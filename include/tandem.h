@@ -151,7 +151,11 @@ TDM_API void *tdm_session_state(tdm_session *s);
  * session: writing any method's inputs (another method's input may occupy the same bytes), a run
  * of any method, tdm_session_reset_state, a write through tdm_session_state, or free. So copy the
  * outputs out right after the run, before writing the next call's inputs. Input bytes likewise
- * hold what was written until the next run or input write of another method. */
+ * hold what was written until the next run or input write of another method.
+ *
+ * Versions. A method exported in versions (methods `name#k`: a Python value it branches on) runs
+ * the version the state selects; its outputs are the method's, or none where the branch returns
+ * None, and then tdm_session_output gives NULL for every i (a host returns None / null). */
 TDM_API void *tdm_session_input(tdm_session *s, uint32_t method, uint32_t i);
 TDM_API tdm_status tdm_session_run(tdm_session *s, uint32_t method);
 TDM_API const void *tdm_session_output(tdm_session *s, uint32_t method, uint32_t i);

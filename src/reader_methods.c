@@ -380,13 +380,15 @@ tdm_status tdm__link_versions(tdm_program *p) {
       if (j != i && strlen(b->name) == n && strncmp(b->name, v->name, n) == 0) base = &p->methods[j];
     }
     if (!base) return tdm__fail(TDM_ERR_MALFORMED, "method '%s' is named as a version ('base#k') of no method of the program", v->name);
-    bool same = v->n_inputs == base->n_inputs && v->n_outputs == base->n_outputs && v->n_dims == base->n_dims;
+    /* a version gives the base's outputs, or none (a branch returning None) */
+    bool same = v->n_inputs == base->n_inputs && (v->n_outputs == base->n_outputs || v->n_outputs == 0) && v->n_dims == base->n_dims;
     for (uint32_t k = 0; same && k < v->n_inputs; k++) same = same_io(v, &v->inputs[k], base, &base->inputs[k]);
     for (uint32_t k = 0; same && k < v->n_outputs; k++) same = same_io(v, &v->outputs[k], base, &base->outputs[k]);
     for (uint32_t d = 0; same && d < v->n_dims; d++)
       same = strcmp(v->dims[d].name, base->dims[d].name) == 0 && v->dims[d].min == base->dims[d].min && v->dims[d].max == base->dims[d].max;
     if (!same)
-      return tdm__fail(TDM_ERR_MALFORMED, "method '%s' is a version of '%s' but does not take and give the same inputs, outputs and dims",
+      return tdm__fail(TDM_ERR_MALFORMED,
+                       "method '%s' is a version of '%s' but does not take the same inputs and dims and give the same outputs (or none)",
                        v->name, base->name);
     v->is_version = true;
     tdm_method *last = base;

@@ -199,8 +199,9 @@ enum {
   X(conv_i16, 0, TDM_INPLACE_NONE) \
   X(conv_transpose_i16, 0, TDM_INPLACE_NONE) \
   X(when, 1, TDM_INPLACE_NONE) \
+  X(when_in, 1, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 95
+#define TDM_SCHEMA_OP_COUNT 96
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -298,5 +299,6 @@ enum {
 #define TDM__OPFLAGS_conv_i16            false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_conv_transpose_i16  false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_when                true, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_when_in             true, TDM_INPLACE_NONE
 
 #endif

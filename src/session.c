@@ -109,13 +109,16 @@ static const tdm_method *session_method(const tdm_session *s, uint32_t method) {
   return m && m->n_dims ? &s->bound[method].m : m;
 }
 
-/* Whether the state holds the values a version's leading `when` ops name. */
+/* Whether the state holds the values a version's leading `when` / `when_in` ops name. */
 static bool version_fits(const tdm_session *s, const tdm_method *m) {
-  for (uint32_t k = 0; k < m->n_ops && strcmp(m->ops[k].def->name, "when") == 0; k++) {
-    const tdm_value *v = &m->values[m->ops[k].in[0]]; /* one int64 of the state (when_check) */
+  for (uint32_t k = 0; k < m->n_ops; k++) {
+    const tdm_op *op = &m->ops[k];
+    const bool in = strcmp(op->def->name, "when_in") == 0;
+    if (!in && strcmp(op->def->name, "when") != 0) break;
+    const tdm_value *v = &m->values[op->in[0]]; /* one int64 of the state (when_check, when_in_check) */
     int64_t x;
     memcpy(&x, s->state + v->offset, 8);
-    if (x != m->ops[k].iattr[0]) return false;
+    if (in ? x < op->iattr[0] || x > op->iattr[1] : x != op->iattr[0]) return false;
   }
   return true;
 }

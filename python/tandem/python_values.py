@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import re
 
+from . import probe
 from .ir import ExportError
 from .lowering import is_user_file
 from .snapshot import _same_value, tensor_key
 
 _PERTURB = 1_000_003
+_INF = float("inf")
 
 
 def check_counters(export_one, specs, roots, exported, name_of, constants, before) -> dict:
@@ -53,35 +55,54 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
                 "dtype=torch.long), or a buffer), update it in place (+= / copy_), and branch with torch.where"
             )
 
-        root.perturb = moved
-        bools = {p: v for p, v in moved.items() if isinstance(v, bool)}
-        numbers = {p: v for p, v in moved.items() if p not in bools}
+        steering = {}  # ints the method branches on (probe.py): versions over runs of their values
 
         def depends(why: str = ""):
             """The program depends on the values moved: the numbers are computed with at run time, the
             bools branched on in versions (below)."""
+            bools = {p: v for p, v in moved.items() if isinstance(v, bool)}
+            numbers = {p: v for p, v in moved.items() if p not in bools}
             if bools and not _steers(bools, paths):
                 raise computes_with(why)
             if numbers:
                 runtime[name] = (numbers, computes_with)
             if bools:
-                steer[name] = (bools, computes_with)
+                steer[name] = ({**steer.get(name, ({}, None))[0], **bools}, computes_with)
 
-        try:
-            export_one(name, root, inputs, dynamic, name_of, {})
-        except ExportError as e:  # traced at other values, the method fails: it computes with them
-            depends(f" (traced with it moved: {e})")
+        while True:
+            # the ints as probes (probe.py) at their moved values: one compared at all takes other paths at
+            # other values (even where the value of the export and the moved one take the same path)
+            cells = {p: probe.Cell(v) for p, v in moved.items() if type(v) is int}
+            root.perturb = {p: probe.Probe(v, cells[p]) if p in cells else v for p, v in moved.items()}
+            try:
+                export_one(name, root, inputs, dynamic, name_of, {})
+                ignore = set(root.counter_names())
+                why = None if _graph_text(first[name][1], ignore) == _graph_text(root.code, ignore) else ""
+            except ExportError as e:  # traced at other values, the method fails: it computes with them
+                why = f" (traced with it moved: {e})"
+            finally:
+                root.perturb = {}
+                before.restore()
+            found = {p: root._counters[p][4] for p, c in cells.items() if c.compared and not c.pinned and (c.lo, c.hi) != (-_INF, _INF)}
+            if why is None and not found:
+                break
+            if not found and not steering:
+                found = _probed(export_one, name, root, inputs, dynamic, name_of, before, moved)
+            if not found:
+                depends(why)
+                break
+            steering.update(found)  # the others are traced again without them
+            steer[name] = ({**steer.get(name, ({}, None))[0], **found}, computes_with)
+            moved = {p: v for p, v in moved.items() if p not in found}
+            if not moved:
+                break
+        if why is not None or not moved:
             continue
-        finally:
-            root.perturb = {}
-            before.restore()
-        observed, code = first[name]
-        ignore = set(root.counter_names())
-        if _graph_text(code, ignore) != _graph_text(root.code, ignore):
-            depends()
-            continue
+        observed = first[name][0]
         fill, toggle = set(), set()
         for place, (start, end) in root.observed.items():
+            if place not in moved:
+                continue  # an int the method branches on: its versions say how each changes it
             start1, end1 = observed.get(place, (root._counters[place][4], root._counters[place][4]))
             if _same_value(end, end1):
                 fill.add(place)
@@ -115,7 +136,27 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
                 raise why(f" (traced with it as a tensor, the method fails: {e})") from e
             finally:
                 before.restore()
-    return _versions(export_one, specs, roots, exported, name_of, constants, before, steer) if steer else {}
+    whens = _versions(export_one, specs, roots, exported, name_of, constants, before, steer) if steer else {}
+    for name, root in roots.items():
+        root.code = first[name][1]  # the program at the values of the export, which check_settled traces again
+    return whens
+
+
+def _probed(export_one, name, root, inputs, dynamic, name_of, before, moved) -> dict:
+    """The Python ints among `moved` that the method only compares (probe.py): one trace with each a
+    probe at its value of the export. Returns place -> value of the export."""
+    cells = {p: probe.Cell(root._counters[p][4]) for p in moved if type(root._counters[p][4]) is int}
+    if not cells:
+        return {}
+    root.perturb = {p: probe.Probe(c.value, c) for p, c in cells.items()}
+    try:
+        export_one(name, root, inputs, dynamic, name_of, {})
+    except ExportError:
+        return {}
+    finally:
+        root.perturb = {}
+        before.restore()
+    return {p: c.value for p, c in cells.items() if c.compared and not c.pinned}
 
 
 _MAX_STEERING = 3  # bools a program may branch on: 2**3 versions of a method at most
@@ -128,58 +169,70 @@ def _steers(moved: dict, paths: dict) -> bool:
 
 
 def _versions(export_one, specs, roots, exported, name_of, constants, before, steer) -> dict:
-    """Python bools that a method branches on (a first-frame flag): the method is exported once for
-    each combination of their values, as methods 'name', 'name#1', ... (the first at the values of
-    the export); each version starts with a `when` op per bool, and the runtime runs the version
-    whose values the state holds (src/session.c). A combination the method cannot be traced at is
-    left out when no sequence of calls reaches it (else the export fails with why). Returns method
-    name -> [(the bool's tensor, its value)]."""
+    """Python bools and an int that a method branches on (a first-frame flag, moshi's `offset_cpu <=
+    max_delay`): the method is exported once for each combination of the bools' values and, for the int,
+    each run of its values that takes one path through the method (probe.py), as methods 'name',
+    'name#1', ... Each version starts with a `when` op per bool and a `when_in` op for the int, and the
+    runtime runs the version whose values the state holds (src/session.c). A combination of bools the
+    method cannot be traced at is left out when no sequence of calls reaches it (else the export fails
+    with why). Returns method name -> [(the value's tensor, its value or (lo, hi), its path)]."""
     import itertools
 
     places = list(dict.fromkeys(p for moved, _ in steer.values() for p in moved))
-    if len(places) > _MAX_STEERING:
+    any_root = next(iter(roots.values()))
+    ints = [p for p in places if type(any_root._counters[p][4]) is int]
+    flags = [p for p in places if p not in ints]
+    if len(flags) > _MAX_STEERING:
         raise next(iter(steer.values()))[1](
-            f" (it branches on {len(places)} Python bools; tandem makes a version of the method for each of at most "
+            f" (it branches on {len(flags)} Python bools; tandem makes a version of the method for each of at most "
             f"{2**_MAX_STEERING} combinations of their values)"
         )
-    any_root = next(iter(roots.values()))
-    init = tuple(any_root._counters[p][4] for p in places)
-    combos = [init] + [c for c in itertools.product((False, True), repeat=len(places)) if c != init]
+    if len(ints) > 1:
+        raise next(iter(steer.values()))[1](f" (it branches on {len(ints)} Python ints; tandem makes versions over the values of one)")
+    init = tuple(any_root._counters[p][4] for p in flags)
+    combos = [init] + [c for c in itertools.product((False, True), repeat=len(flags)) if c != init]
     whens, failed, moves = {}, {}, []  # moves: (combo -> combo after a call of a method)
 
     def after(root, combo):
-        return tuple(root.observed[p][1] if p in root.observed else v for p, v in zip(places, combo))
+        return tuple(root.observed[p][1] if p in root.observed else v for p, v in zip(flags, combo))
 
     for name, root in roots.items():
         if name not in steer:  # changes the bools the same way at every value (python_values.check_counters)
-            ends = {p: e for p, (_, e) in root.observed.items() if p in places}
+            ends = {p: e for p, (_, e) in root.observed.items() if p in flags}
             flips = set(root.toggle)
-            moves.append(lambda c, ends=ends, flips=flips: tuple(ends.get(p, (not v) if p in flips else v) for p, v in zip(places, c)))
+            moves.append(lambda c, ends=ends, flips=flips: tuple(ends.get(p, (not v) if p in flips else v) for p, v in zip(flags, c)))
     for name, (fn, inputs, dynamic) in specs.items():
         if name not in steer:
             continue
         root = roots[name]
         got, ends = [], {}
         for k, combo in enumerate(combos):
-            root.perturb, root.keep = dict(zip(places, combo)), True
+            at = dict(zip(flags, combo))
             try:
-                ep = export_one(name, root, inputs, dynamic, name_of, constants)
-                ends[combo] = after(root, combo)
+                if ints:
+                    traced = _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, at, ints[0])
+                else:
+                    root.perturb, root.keep = at, True
+                    try:
+                        traced = [(None, export_one(name, root, inputs, dynamic, name_of, constants), after(root, combo))]
+                    finally:
+                        root.perturb, root.keep = {}, False
+                        before.restore()
             except ExportError as e:
                 if k == 0:
                     raise
                 failed[(name, combo)] = e  # a combination this method cannot be traced at
                 continue
-            finally:
-                root.perturb, root.keep = {}, False
-                before.restore()
-            if ep is not None:
-                got.append((combo, ep))
+            ends[combo] = traced[0][2] if ints else traced[0][2]
+            got += [(combo, run, ep) for run, ep, _ in traced if ep is not None]
         moves.append(lambda c, ends=ends: ends.get(c, c))
-        for j, (combo, ep) in enumerate(got):
+        got.sort(key=lambda g: -_output_count(g[2]))  # the first, named `name`, describes the method: one with outputs
+        for j, (combo, run, ep) in enumerate(got):
             version = name if j == 0 else f"{name}#{j}"
             exported[version] = ep
-            whens[version] = [(root._counters[p][0], int(v), root._counters[p][1]) for p, v in zip(places, combo)]
+            whens[version] = [(root._counters[p][0], int(v), root._counters[p][1]) for p, v in zip(flags, combo)]
+            if run is not None:
+                whens[version].append((root._counters[ints[0]][0], run, root._counters[ints[0]][1]))
     reached, todo = {init}, [init]
     while todo:  # the combinations some sequence of calls reaches
         c = todo.pop()
@@ -190,13 +243,98 @@ def _versions(export_one, specs, roots, exported, name_of, constants, before, st
                 todo.append(n)
     for (name, combo), e in failed.items():
         if combo in reached:
-            what = ", ".join(f"'{roots[name]._counters[p][1]}' {v}" for p, v in zip(places, combo))
+            what = ", ".join(f"'{roots[name]._counters[p][1]}' {v}" for p, v in zip(flags, combo))
             raise ExportError(f"method '{name}' cannot be traced at the values its calls reach ({what}): {e}") from e
     return whens
 
 
+_MAX_RUNS = 16  # runs of an int's values a method may take different paths for: versions of it at most
+
+
+def _output_count(ep) -> int:
+    """How many values the exported method gives (0 for a method returning None)."""
+    return sum(o is not None for o in ep[0].graph_signature.user_outputs)
+
+
+def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, at: dict, place) -> list:
+    """The versions of method `name` over the values of the Python int at `place` (the bools at `at`):
+    [((lo, hi), exported, the bools after the call)], from its value of the export up to +inf and down to
+    the least value a call can set it to (-inf if a call lowers it). Each run is traced once with the int
+    a probe, and again at its other end (or far out where it is unbounded): a program that differs there
+    uses the int in a way the probe cannot see (an index into a list, a size), an ExportError."""
+    root = roots[name]
+    t0, path = root._counters[place][0], root._counters[place][1]
+    inf = _INF
+
+    def trace(v, probing):
+        cell = probe.Cell(v)
+        root.perturb, root.keep = {**at, place: probe.Probe(v, cell) if probing else v}, probing
+        try:
+            ep = export_one(name, root, inputs, dynamic, name_of, constants if probing else {})
+            return cell, ep, root.code, dict(root.probed), tuple(root.observed[p][1] if p in root.observed else x for p, x in at.items())
+        finally:
+            root.perturb, root.keep = {}, False
+            before.restore()
+
+    def run_at(v):
+        cell, ep, code, probed, ends = trace(v, True)
+        if cell.pinned:
+            raise ExportError(
+                f"method '{name}' branches on the Python int '{path}' and also computes with it (in a product, an index, a "
+                "float or a string); tandem makes versions of a method over runs of an int's values only where the method "
+                "compares it and adds to it. Keep the value it computes with in a tensor beside the state"
+            )
+        ignore = set(root.counter_names())
+        others = [v + _PERTURB if cell.hi == inf else cell.hi, v - _PERTURB if cell.lo == -inf else cell.lo]
+        for w in dict.fromkeys(w for w in others if w != v):  # the run's other ends, or far out
+            _, _, other, _, _ = trace(w, False)
+            if _graph_text(code, ignore) != _graph_text(other, ignore):
+                raise ExportError(
+                    f"method '{name}' branches on the Python int '{path}', and traced at {w} it gives another program than "
+                    f"at {v} though its comparisons with the int give the same answers: it uses the int where tandem cannot "
+                    "see it (an index into a Python list, a size, a torch call). Keep that use in a tensor beside the state"
+                )
+        return (cell.lo, cell.hi), ep, probed.get(place), ends
+
+    runs, v = [], root._counters[place][4]
+    while True:  # up from the value of the export
+        (lo, hi), ep, move, ends = run_at(v)
+        runs.append(((lo, hi), ep, move, ends))
+        if hi == inf:
+            break
+        v = hi + 1
+        if len(runs) >= _MAX_RUNS:
+            raise ExportError(
+                f"method '{name}' takes a different path for each of more than {_MAX_RUNS} runs of values of the Python int "
+                f"'{path}' (from {root._counters[place][4]} up); tandem makes at most {_MAX_RUNS} versions of a method. "
+                "Write the branch with torch.where on a tensor kept beside the state"
+            )
+    sets, lowers = [root._counters[place][4]], False  # what calls can set it to, whether one lowers it
+    for other, r in roots.items():
+        for kind, amount in [m for _, _, m, _ in runs if m] if other == name else []:
+            sets += [amount] if kind == "set" else []
+            lowers |= kind == "add" and amount < 0
+        if other != name and place in r.observed:
+            begin, end = r.observed[place]
+            sets += [end] if place in r.fill else []
+            lowers |= place not in r.fill and end < begin
+    lowest = -inf if lowers else min(sets)
+    v = runs[0][0][0] - 1
+    while v >= lowest:  # down to the least value a call reaches
+        (lo, hi), ep, move, ends = run_at(v)
+        runs.append(((lo, hi), ep, move, ends))
+        if lo == -inf:
+            break
+        v = lo - 1
+        if len(runs) > _MAX_RUNS:
+            raise ExportError(f"method '{name}' takes a different path for more than {_MAX_RUNS} runs of the Python int '{path}'")
+    del t0
+    return [(run, ep, ends) for run, ep, _, ends in runs]
+
+
 def add_whens(ir, whens: list, states: dict) -> None:
-    """The `when` ops that start a version of a method (_versions, above): one per bool it was traced at."""
+    """The ops that start a version of a method (_versions, above): a `when` per bool it was traced at, a
+    `when_in` for the run of an int's values."""
     from .ir import I64, STATE, Op, Storage, Value
 
     ops = []
@@ -204,9 +342,15 @@ def add_whens(ir, whens: list, states: dict) -> None:
         spec = states.get(tensor_key(t))
         if spec is None:
             raise ExportError(
-                f"method '{ir.name}' branches on the Python bool '{path}', which no method changes: a bug in tandem's exporter"
+                f"method '{ir.name}' branches on the Python value '{path}', which no method changes: a bug in tandem's exporter"
             )
-        ops.append(Op("when", [Value(I64, (), Storage(STATE, spec.nbytes, state=spec))], [], [value, 0], [], ""))
+        slot = Value(I64, (), Storage(STATE, spec.nbytes, state=spec))
+        if isinstance(value, tuple):  # a run lo..hi of an int's values; an end at infinity is the int64 limit
+            lo, hi = (max(value[0], -(2**63)), min(value[1], 2**63 - 1))
+            lo, hi = int(lo), int(hi)
+            ops.append(Op("when_in", [slot], [], [lo, hi, 0], [], ""))
+        else:
+            ops.append(Op("when", [slot], [], [value, 0], [], ""))
     ir.ops[:0] = ops
 
 

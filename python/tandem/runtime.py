@@ -306,6 +306,8 @@ class Model:
             status, ms = lib.run_profiled(self._session, m, n)
             _check(status)
             profile.extend((lib.tdm_method_op_name(self._program, m, k).decode(), ms[k]) for k in range(n))
+        if outs and not lib.tdm_session_output(self._session, m, 0):
+            return None  # the version that ran returns None (a Python branch the method was exported in versions for)
         results = []
         for i, spec in enumerate(outs):
             shape = spec.shape

@@ -270,6 +270,8 @@ OPS = [
     # A version of a method for one value of a Python bool or int it branches on (kept as int64 state):
     # fails the call unless the state holds that value (session.c picks the version that fits).
     OpDef("when", can_fail=True),
+    # The same for a run of values lo..hi of a Python int it branches on (moshi's `offset_cpu <= max_delay`).
+    OpDef("when_in", can_fail=True),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -459,6 +461,7 @@ SIGS = {
     **_sig("check_index", 1, 0, iattr=("n",), dtypes=("int64", "int32")),
     **_sig("guard", 1, 0, iattr=("line",), dtypes=("bool",)),
     **_sig("when", 1, 0, iattr=("value", "line"), dtypes=("int64",)),
+    **_sig("when_in", 1, 0, iattr=("lo", "hi", "line"), dtypes=("int64",)),
     **_sig("isnan isinf isfinite", 1, dtypes=_F),
     **_sig("sum amax amin", 1, iattr=None, dtypes=("float32", "int64")),
     **_sig("mean", 1, iattr=None, dtypes=_F),

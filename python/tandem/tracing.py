@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 import torch
 from torch import nn
 
+from . import probe
 from .ir import ExportError
 from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
@@ -226,6 +227,7 @@ class Traced(nn.Module):
         _FOUND[self._tandem_token] = {
             "created": [],
             "observed": {},
+            "probed": {},
             "discovered": {},
             "settled": {},
             "counters": {},
@@ -257,6 +259,12 @@ class Traced(nn.Module):
         """(path, source line, real keys of the buffers it was computed from) of each tensor created
         and stored while traced."""
         return _FOUND[self._tandem_token]["created"]
+
+    @property
+    def probed(self) -> dict:
+        """place of an int traced as a probe (python_values._runs) -> ("add", amount) or ("set", value):
+        what the last trace did to it."""
+        return _FOUND[self._tandem_token]["probed"]
 
     @property
     def observed(self) -> dict:
@@ -430,7 +438,7 @@ class Traced(nn.Module):
         handle = nn.modules.module.register_module_buffer_registration_hook(on_register)
         lines: dict = {}  # (id(module __dict__), name) -> the user's line that set a value there
         try:
-            with _watching(lines, {id(t) for t in numbers.values() if isinstance(t, torch.Tensor)}):
+            with _watching(lines, {id(t) for t in numbers.values() if isinstance(t, torch.Tensor)}), probe.recording_user_code():
                 if self._tandem_call_owner:
                     out = self.owner(*args)
                 else:
@@ -486,12 +494,21 @@ class Traced(nn.Module):
             dst.copy_(src)  # the state slot takes the new value
         # Python ints changed by the method.
         self.observed.clear()  # in place: torch.export puts back attributes assigned while tracing
+        self.probed.clear()
         for place, (t0, path, holder, key, _) in self._counters.items():
             if place in numbers:
                 self._number_back(place, path, _get(holder, key), numbers[place], lines)
                 continue
             begin = start[place] if place in start else self.perturb.get(place, _get(holder, key))
             now = _get(holder, key)
+            # an int traced as a probe (python_values._versions): shifted by the method, or set to a plain value
+            shifted = isinstance(begin, probe.Probe) and isinstance(now, probe.Probe) and now._cell is begin._cell
+            set_plain = isinstance(begin, probe.Probe) and not shifted
+            if isinstance(now, probe.Probe):
+                holder[key] = now = probe.plain(now)
+            begin = probe.plain(begin)
+            if shifted or set_plain:
+                self.probed[place] = ("set", now) if set_plain else ("add", now - begin)
             if _same_value(now, begin) and place not in self.fill and place not in self.toggle:
                 continue
             if type(now) not in _SCALARS or (type(now) is bool) != (type(begin) is bool) or (type(now) is float) != t0.is_floating_point():
@@ -504,7 +521,7 @@ class Traced(nn.Module):
             t = self.get_buffer(self._held_names[id(t0)][0])
             if place in self.toggle:
                 t.copy_(1 - t)
-            elif place in self.fill or type(now) is bool:
+            elif place in self.fill or type(now) is bool or set_plain:
                 t.fill_(now)
             else:
                 t.add_(now - begin)

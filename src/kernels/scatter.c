@@ -70,6 +70,31 @@ static tdm_status when_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* when_in: a state value (one int64) → (nothing); iattr = [lo, hi, line]. Like `when`, for the run of
+ * values lo..hi (inclusive) of a Python int the method branches on, which took one path through the
+ * method at export (its comparisons with the int give the same answers over the run). */
+static tdm_status when_in_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)out;
+  int64_t v;
+  memcpy(&v, in[0].data, 8);
+  if (v < op->iattr[0] || v > op->iattr[1])
+    return tdm__fail(TDM_ERR_GUARD,
+                     "the method was exported in versions for the runs of values of a Python int it branches on (the "
+                     "method's line %lld) that its calls reach, and this call finds %lld, which no version was traced for "
+                     "(state written by hand?); export again with state that reaches that value, or write the branch with torch.where",
+                     (long long)op->iattr[2], (long long)v);
+  return TDM_OK;
+}
+
+static tdm_status when_in_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 3 || op->n_fattr != 0)
+    return tdm__rule(op, "takes 1 input, no output, [lo, hi, line]");
+  const tdm_value *c = TDM_VAL(m, op, 0);
+  if (c->dtype != TDM_I64 || c->numel != 1 || c->region != TDM_REGION_STATE) return tdm__rule(op, "input must be one int64 of the state");
+  if (op->iattr[0] > op->iattr[1]) return tdm__rule(op, "lo must not exceed hi");
+  return TDM_OK;
+}
+
 static tdm_status guard_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 1 || op->n_out != 0 || op->n_iattr != 1 || op->n_fattr != 0) return tdm__rule(op, "takes 1 input, no output, [line]");
   const tdm_value *c = TDM_VAL(m, op, 0);
@@ -198,6 +223,7 @@ const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(check_index, 0, check_index_check, check_index_run),
     TDM_OP(guard, 0, guard_check, guard_run),
     TDM_OP(when, 0, when_check, when_run),
+    TDM_OP(when_in, 0, when_in_check, when_in_run),
     TDM_OP(index_put, 0, index_put_check, index_put_run),
     TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
     TDM_OP(scatter, 0, scatter_check, scatter_run),

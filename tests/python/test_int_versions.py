@@ -1,0 +1,205 @@
+"""A Python int that a method changes and branches on (a delay, a warm-up phase, moshi's
+`offset_cpu <= max_delay`): the method is exported in versions, one per run of the int's values that
+takes one path (python/tandem/probe.py finds the runs from the comparisons the method makes), and the
+runtime runs the version the state holds (`when_in`). A version may return None where the others
+return tensors. Each program is checked against PyTorch eager over a call sequence with resets,
+natively and on the wasm backend; an int the method also computes with, or uses where the probe cannot
+see it, is an ExportError naming it."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import tandem
+from tandem.runtime import TandemError
+
+
+class Phases(nn.Module):
+    """Three phases of a stream: x below 3 calls, 2x from 3 to 5, 3x after."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.zeros(3))
+        self.n = 0
+
+    def forward(self, x):
+        if self.n < 3:
+            y = x
+        elif self.n <= 5:
+            y = x * 2
+        else:
+            y = x * 3
+        self.n += 1
+        self.h.add_(y)
+        return self.h.clone()
+
+    def reset(self):
+        self.n = 0
+        self.h.zero_()
+
+
+class Delayed(nn.Module):
+    """Nothing for the first `delay` calls (moshi's LMGen returns None until its delays are filled)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+        self.offset = 0
+        self.delay = 2
+
+    def forward(self, x):
+        self.acc.add_(x)
+        self.offset += 1
+        if not self.offset > self.delay:
+            return None
+        return self.acc * 2
+
+    def reset(self):
+        self.acc.zero_()
+        self.offset = 0
+
+
+class Countdown(nn.Module):
+    """An int counted down from 4 and set back by reset: versions below the value of the export too."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("h", torch.zeros(3))
+        self.left = 4
+
+    def forward(self, x):
+        self.left -= 1
+        self.h.mul_(0.5).add_(x if self.left > 0 else -x)
+        return self.h + (1 if self.left == 0 else 0)
+
+    def reset(self):
+        self.left = 4
+        self.h.zero_()
+
+
+class Shifted(nn.Module):
+    """The int compared after arithmetic that keeps it an int plus a constant, and set by a method."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = 0
+
+    def forward(self, x):
+        first = self.t + 3 <= 4  # t <= 1
+        self.t = self.t + 1
+        return x.neg() if first else x * 5
+
+    def reset(self):
+        self.t = 0
+
+
+class FirstCall(nn.Module):
+    """The first call after a reset differs (`calls == 0`): runs [0, 0] and [1, inf), nothing below 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        y = x.exp() if self.calls == 0 else x
+        self.calls += 1
+        return y
+
+    def reset(self):
+        self.calls = 0
+
+
+def _run(model, eager, calls):
+    for i, x in enumerate(calls):
+        if x is None:
+            eager.reset()
+            model.reset()
+            continue
+        with torch.no_grad():
+            want = eager(x.clone())
+        got = model.forward(x.clone())
+        if want is None:
+            assert got is None, f"call {i}: eager gives None, tandem {got}"
+        else:
+            assert got is not None, f"call {i}: eager gives {want}, tandem None"
+            torch.testing.assert_close(got, want, msg=lambda s: f"call {i}: {s}")
+
+
+STEERED = [(Phases, 3), (Delayed, 2), (Countdown, 3), (Shifted, 2), (FirstCall, 2)]
+
+
+@pytest.mark.parametrize("cls, versions", STEERED, ids=lambda c: getattr(c, "__name__", ""))
+def test_an_int_that_steers_the_program_gives_versions_equal_to_eager(backend, cls, versions):
+    torch.manual_seed(0)
+    m = cls()
+    eager = copy.deepcopy(m)
+    kept = copy.deepcopy(vars(m))
+    program = tandem.export(m, {"forward": (torch.randn(3),), "reset": ()})
+    assert [k for k in vars(m) if isinstance(kept[k], int) and vars(m)[k] != kept[k]] == [], "the export changed an int"
+    names = sorted(x.name for x in program.methods if x.name.startswith("forward"))
+    assert names == ["forward"] + [f"forward#{k}" for k in range(1, versions)]
+    model = tandem.load(program.to_bytes())
+    assert sorted(model.methods) == ["forward", "reset"]
+    xs = [torch.randn(3) for _ in range(12)]
+    _run(model, eager, xs[:8] + [None] + xs[8:11] + [None, None] + xs[11:])
+
+
+def test_a_value_no_version_was_traced_for_fails_typed_with_the_state_unchanged(backend):
+    """State written by hand below every value a call reaches: no version fits, the call fails, the state stays."""
+    program = tandem.export(FirstCall(), {"forward": (torch.ones(3),), "reset": ()})
+    assert sorted(m.name for m in program.methods) == ["forward", "forward#1", "reset"]
+    model = tandem.load(program.to_bytes())
+    model.forward(torch.ones(3))
+    model.write_state("calls", torch.tensor(-5))
+    before = model.save_state()
+    with pytest.raises(TandemError) as e:
+        model.forward(torch.ones(3))
+    assert e.value.code == "TDM_ERR_GUARD" and "finds -5" in str(e.value)
+    assert model.save_state() == before
+
+
+class Scaled(nn.Module):
+    """Branches on the int and multiplies by it."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return x * self.n if self.n > 2 else x
+
+
+class Indexed(nn.Module):
+    """Branches on the int and indexes a Python list with it (a use the probe cannot see)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+        self.scales = [1.0, 2.0, 3.0, 4.0, 5.0]
+
+    def forward(self, x):
+        self.n += 1
+        if self.n < 4:
+            return x * self.scales[self.n]
+        return x
+
+
+@pytest.mark.parametrize(
+    "cls, words",
+    [
+        (Scaled, "branches on the Python int 'n' and also computes with it"),
+        (Indexed, "branches on the Python int 'n', and traced at 2 it gives another program than at 0"),
+    ],
+    ids=lambda c: getattr(c, "__name__", ""),
+)
+def test_an_int_used_beyond_comparisons_is_an_error_naming_it(cls, words):
+    m = cls()
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(m, {"forward": (torch.ones(3),)})
+    assert words in str(e.value)
+    assert m.n == 0, "the export left the module changed"
