@@ -350,6 +350,38 @@ def python_values():
     return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class Delayed(nn.Module):
+    """Nothing for the first `delay` calls (a Python int it counts and branches on, as moshi's LMGen
+    returns None until its delays fill), then the state: a version per run of the int's values, one of
+    them without outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(2))
+        self.offset = 0
+        self.delay = 2
+
+    def forward(self, x):
+        self.acc.add_(x)
+        self.offset += 1
+        if self.offset <= self.delay:
+            return None
+        return self.acc * 2
+
+    def reset(self):
+        self.acc.zero_()
+        self.offset = 0
+
+
+def delayed():
+    m = Delayed()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(4)
+    xs = [torch.randn(2, generator=g) for _ in range(7)]
+    calls = [("forward", (x,)) for x in xs[:4]] + [("reset", ())] + [("forward", (x,)) for x in xs[4:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 class Writes(nn.Module):
     """A method that changes its inputs in place (x.add_(1), a slice of y written) beside a state:
     eager's caller sees the new values, and so does tandem's (written back after the call)."""
@@ -377,6 +409,7 @@ CASES = {
     "dynamic_appender": dynamic_appender,
     "branch_guard": branch_guard,
     "python_values": python_values,
+    "delayed": delayed,
 }
 
 

@@ -8,7 +8,8 @@
 //                stateLayout ([{ name, dtype, shape, offset, nbytes }]), stateBytes, scratchBytes,
 //                fingerprint, programId (BigInt), threads, simd, device, tokenizerText }
 //   run(m, tensors, profile)   method index m on checked inputs: its outputs, every one (also an
-//                input's new value, '<input>!'), or with profile { outputs, ops }
+//                input's new value, '<input>!'), or null where the version that ran returns None;
+//                with profile { outputs, ops }
 //   readState(s) / writeState(s, data)   one state tensor's typed array, by layout entry
 //   saveState() / loadState(bytes)       the state region's bytes (no header)
 //   resetState(), fork(copy) (a new backend on the same program, its state a copy of this one's
@@ -164,6 +165,9 @@ export class Model {
     const keep = () => { tensors = tensors.map(copyOf); };
     return this.#submit(name, signal, run, keep, (r) => {
       const all = profile ? r.outputs : r;
+      if (all === null) { // the version that ran returns None (a Python branch the method was exported in versions for)
+        return profile ? summarizeProfile(null, r.ops, this.stateBytes, this.#shared.flagFraction) : null;
+      }
       // '<input>!': the new value of an input the method changes (x.add_(1)), written into the caller's array
       spec.outputs.forEach((o, i) => {
         if (o.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === o.name.slice(0, -1))], all[i]);

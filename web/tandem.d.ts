@@ -48,8 +48,9 @@ export interface StateSpec { readonly name: string; readonly dtype: DType; reado
 /** What a method call accepts: a Tensor, a typed array (the method's shape), or a number/bigint
  * for a one-element input. */
 export type Input = Tensor | AnyTypedArray | number | bigint | boolean;
-/** What a method call resolves to: one Tensor, several, or undefined for none. */
-export type Output = Tensor | Tensor[] | undefined;
+/** A call's result: its tensor(s); undefined for a method without outputs; null where a method exported in
+ * versions ran a version that returns None (a Python branch, e.g. the first steps of a delayed stream). */
+export type Output = Tensor | Tensor[] | null | undefined;
 export type MetadataValue = null | boolean | number | string | readonly MetadataValue[] | { readonly [key: string]: MetadataValue };
 
 /** Options of a method call, given as its last argument: a plain object whose keys are all option

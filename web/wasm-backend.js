@@ -181,7 +181,8 @@ export class WasmBackend {
     } finally {
       if (buf) x.tdm_free(buf);
     }
-    const outputs = spec.outputs.map((s, i) => {
+    // a version without outputs (a branch returning None) gives no output pointers: null, not tensors
+    const outputs = spec.outputs.length && !x.tdm_session_output(session, m, 0) ? null : spec.outputs.map((s, i) => {
       // a dynamic output has the call's actual shape
       const shape = s.dynamic ? s.shape.map((_, d) => Number(x.tdm_session_io_dim(session, m, 1, i, d))) : s.shape;
       const data = rt.read(x.tdm_session_output(session, m, i), ARRAY_OF[s.dtype], numelOf(shape));

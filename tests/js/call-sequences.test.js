@@ -7,7 +7,9 @@ import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { fixture, checkSequence } from './helpers.js';
 
-const CASES = ['original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values'];
+const CASES = [
+  'original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values', 'delayed',
+];
 
 for (const name of CASES) {
   test(`${name}: call sequence matches PyTorch eager`, () => checkSequence(name));

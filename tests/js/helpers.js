@@ -46,7 +46,10 @@ export async function checkSequence(name, options = {}) {
   try {
     for (const [i, call] of spec.calls.entries()) {
       const out = await model[call.method](...call.inputs.map(fromJson));
-      const outs = out === undefined ? [] : Array.isArray(out) ? out : [out];
+      if (call.outputs.length === 0 && model.methods.find((m) => m.name === call.method).outputs.length > 0) {
+        assert.equal(out, null, `call ${i} ${call.method}: eager returns None here (a version without outputs)`);
+      }
+      const outs = out === undefined || out === null ? [] : Array.isArray(out) ? out : [out];
       assert.equal(outs.length, call.outputs.length, `call ${i} ${call.method}: output count`);
       outs.forEach((o, k) => assertClose(o, call.outputs[k], `call ${i} ${call.method} output ${k}`));
     }

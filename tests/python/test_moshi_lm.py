@@ -39,7 +39,8 @@ def _inputs(n: int, seed: int) -> list:
 def exported():
     gen = _lm_gen()
     with torch.no_grad(), gen.streaming(1):
-        program = tandem.export(None, {"step": tandem.Method(gen.step, tuple(_inputs(1, 0))), "reset": tandem.Method(gen.reset_streaming, ())})
+        methods = {"step": tandem.Method(gen.step, tuple(_inputs(1, 0))), "reset": tandem.Method(gen.reset_streaming, ())}
+        program = tandem.export(None, methods)
     calls = _inputs(9, 1) + [None] + _inputs(5, 2)
     eager, twin = [], _lm_gen()
     with torch.no_grad(), twin.streaming(1):
@@ -62,9 +63,8 @@ def _stream(program, calls, eager):
         else:
             got.append(model.step(x))
     max_delay = max(SMALL["delays"])
-    assert [g is None for g in got] == [e is None for e in eager] == ([True] * max_delay + [False] * (9 - max_delay)) * 1 + (
-        [True] * max_delay + [False] * (5 - max_delay)
-    )
+    delayed = [True] * max_delay + [False] * (9 - max_delay) + [True] * max_delay + [False] * (5 - max_delay)
+    assert [g is None for g in got] == [e is None for e in eager] == delayed
     for i, (g, e) in enumerate(zip(got, eager)):
         if e is not None:
             assert torch.equal(g, e), f"step {i}: tandem {g.flatten().tolist()}, moshi {e.flatten().tolist()}"
