@@ -1,18 +1,22 @@
-"""The command line: `python -m tandem inspect FILE`, `python -m tandem check FILE`, and
-`python -m tandem export DIR -o FILE` (a transformers checkpoint folder to a .tandem file, with its
-tokenizer: tandem/recipes/pretrained.py).
+"""The command line (`tandem` once installed, or `python -m tandem`): `inspect FILE`, `check FILE`,
+and `export DIR -o FILE` (a transformers checkpoint folder to a .tandem file, with its tokenizer:
+tandem/recipes/pretrained.py).
 
-Both load the file with the runtime's own verifier, through the backend tandem.load uses
-(tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm).
-`inspect` prints what the file holds; `check` also runs every method once on
-zero inputs. A file that cannot be read or does not verify is one line on stderr and exit status 1,
-never a traceback.
+inspect and check load the file with the runtime's own verifier, through the backend tandem.load
+uses (tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm).
+`inspect` prints what the file holds; `check` also runs every method once on zero inputs. `export`
+shows its stages as a progress bar on stderr (`--quiet`: nothing but errors). Results go to stdout,
+progress and errors to stderr. A user's error (a file that cannot be read or does not verify, a
+folder that is not a checkpoint, a missing optional package) is one line on stderr and exit status
+1, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import struct
 import sys
 import time
@@ -21,11 +25,24 @@ from pathlib import Path
 from .runtime import TandemError, _library, _load_program
 from .schema import CONSTANT, CONSTANTS_HEAD, HEADER, SECTION, SECTIONS
 
+DESCRIPTION = """Inspect, check and export .tandem files: programs whose methods share mutable
+state (a KV cache, a streaming buffer), run by the tandem runtime in Python, Node
+and the browser."""
+
 COMMANDS = {
-    "inspect": "print methods, state, op counts and sizes",
-    "check": "verify the file and run every method once on zero inputs",
-    "export": "export a local transformers checkpoint folder (config.json, weights, tokenizer) to a .tandem file",
+    "inspect": "print what a .tandem file holds: methods, state, metadata, sizes",
+    "check": "verify a .tandem file and run every method once on zero inputs",
+    "export": "export a local transformers checkpoint folder to a .tandem file",
 }
+
+EPILOG = """examples:
+  python -m tandem export my-model/ -o my-model.tandem
+  python -m tandem inspect my-model.tandem
+  python -m tandem check my-model.tandem
+
+`python -m tandem COMMAND --help` describes a command's options."""
+
+TRANSFORMERS_MISSING = "export needs the transformers package: pip install 'tandem-runtime[transformers]'"
 
 
 class CliError(Exception):
@@ -220,28 +237,61 @@ def _version_line() -> str:
     return f"tandem-runtime {__version__} (writes .tandem format version {VERSION}; runtime backend: {BACKEND})"
 
 
+def _missing_transformers(e: ImportError) -> bool:
+    name = getattr(e, "name", None) or ""
+    return name == "transformers" or name.startswith("transformers.")
+
+
+def _writable(path: Path) -> None:
+    """Raises OSError when `path` cannot be written: its folder cannot be made or written to, or it is a folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+    if not os.access(path.parent, os.W_OK):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path.parent))
+
+
 def _export(args) -> int:
+    import warnings
+
     from .ir import ExportError
     from .recipes.pretrained import env_progress, export_pretrained, print_report, tolerance
 
+    progress = env_progress(args.quiet)
     try:
-        _, report = export_pretrained(
-            args.folder,
-            args.output,
-            max_cache_len=args.max_cache_len,
-            max_prompt_len=args.max_prompt_len,
-            quantize=args.quantize,
-            dtype=args.dtype,
-            sample_top_k=args.sample_top_k or None,
-            tokenizer=not args.no_tokenizer,
-            verify=not args.no_verify,
-            progress=env_progress(),
-        )
+        _writable(Path(args.output))  # before minutes of export
+        with warnings.catch_warnings():
+            if args.quiet:
+                import transformers
+
+                warnings.simplefilter("ignore")
+                transformers.utils.logging.set_verbosity_error()
+            _, report = export_pretrained(
+                args.folder,
+                args.output,
+                max_cache_len=args.max_cache_len,
+                max_prompt_len=args.max_prompt_len,
+                quantize=args.quantize,
+                dtype=args.dtype,
+                sample_top_k=args.sample_top_k or None,
+                tokenizer=not args.no_tokenizer,
+                verify=not args.no_verify,
+                progress=progress,
+            )
+    except ImportError as e:
+        if _missing_transformers(e):
+            raise CliError(TRANSFORMERS_MISSING) from None
+        raise
     except ExportError as e:
         raise CliError(f"export: {e}") from None
     except TandemError as e:
         raise CliError(f"export: the exported file does not run in the runtime: {e}") from None
-    print_report(report, args.output)
+    except OSError as e:  # writing the output, say
+        raise CliError(f"export: {e.strerror or e}{f' (at {e.filename})' if e.filename else ''}") from None
+    finally:
+        progress.close()
+    if not args.quiet:
+        print_report(report, args.output)
     v = report.get("verify")
     if v and not args.quantize and not v["max_abs_diff"] <= tolerance(report):
         print(
@@ -254,9 +304,11 @@ def _export(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tandem", description="Inspect and check .tandem files with the tandem runtime.")
+    parser = argparse.ArgumentParser(
+        prog="python -m tandem", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=_version_line())
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for name, help in COMMANDS.items():
         p = sub.add_parser(name, help=help, description=help)
         if name == "export":
@@ -269,6 +321,7 @@ def main(argv=None) -> int:
             p.add_argument("--sample-top-k", type=int, default=64, help="K of decode_topk (0: no decode_topk)")
             p.add_argument("--no-tokenizer", action="store_true", help="store no tokenizer in the file")
             p.add_argument("--no-verify", action="store_true", help="skip running the file against eager PyTorch")
+            p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress bar, no summary)")
             continue
         p.add_argument("file")
         if name == "inspect":
@@ -304,6 +357,9 @@ def main(argv=None) -> int:
     except RuntimeError as e:  # e.g. the native library is not built
         print(f"tandem: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("tandem: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # `... | head`
         sys.stderr.close()
         return 0

@@ -192,15 +192,50 @@ class OpProfile(NamedTuple):
     flagged: bool
 
 
+class _Program:
+    """A loaded program handle shared by a model and its forks: freed with the last of their sessions."""
+
+    def __init__(self, lib, data: bytes):
+        self.lib, self.handle, self.sessions = lib, 0, 0
+        self.handle = _load_program(lib, data)
+
+    def session(self) -> int:
+        """A new session on the program (the caller frees it with release)."""
+        status, session = self.lib.session_create(self.handle)
+        _check(status)
+        self.sessions += 1
+        return session
+
+    def release(self, session: int) -> None:
+        """Free `session`, and the program with its last session."""
+        lib = self.lib
+        if getattr(lib, "closed", False):  # the wasm instance is gone at interpreter exit
+            return
+        lib.tdm_session_free(session)
+        self.sessions -= 1
+        if self.sessions == 0:
+            self.free()
+
+    def free(self) -> None:
+        if self.handle and not getattr(self.lib, "closed", False):
+            self.lib.tdm_program_free(self.handle)
+        self.handle = 0
+
+    def __del__(self):
+        if not self.sessions:  # a program whose first session failed
+            self.free()
+
+
 class Model:
-    """A loaded program with one session: one Python method per program method."""
+    """A loaded program with one session: one Python method per program method. `fork()` makes
+    another session on the same program; `close()` (or leaving a `with` block) frees this one."""
 
     def __init__(self, data: bytes):
         lib = self._lib = _library()
-        self._program = self._session = 0
-        self._program = _load_program(lib, data)
-        status, self._session = lib.session_create(self._program)
-        _check(status)  # on failure __del__ frees the program
+        self._session = 0
+        self._shared = _Program(lib, data)
+        self._program = self._shared.handle
+        self._session = self._shared.session()  # on failure _Program.__del__ frees the program
         p = self._program
         self.metadata = {}
         self._tokenizer_entry = self._tokenizer = None
@@ -229,8 +264,61 @@ class Model:
                 lib.tdm_method_dim_name(p, m, d).decode(): (lib.tdm_method_dim_min(p, m, d), lib.tdm_method_dim_max(p, m, d))
                 for d in range(lib.tdm_method_dim_count(p, m))
             }
-            if not hasattr(self, name):  # a name the model has for itself stays reachable by call()
-                setattr(self, name, self._bind(name))
+
+    def __getattr__(self, name: str):
+        """Each program method as an attribute (made on access, so a model holds no reference to
+        itself and is freed as soon as it is dropped); a name the model has for itself (close, fork,
+        metadata, ...) stays reachable by call()."""
+        methods = self.__dict__.get("methods")
+        if methods is None or name not in methods:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+        def call(*inputs):
+            return self.call(name, *inputs)
+
+        call.__name__ = name
+        return call
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.__dict__.get("methods", ())))
+
+    def fork(self, state: str = "copy") -> "Model":
+        """A new model on the same loaded program (the weights are not loaded again) with its own
+        session: its state a copy of this model's (state="copy", the default) or the initial values
+        (state="initial"). The two are independent afterwards; each is closed on its own, and the
+        program is freed with the last of them."""
+        if state not in ("copy", "initial"):
+            raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"fork(state={state!r}): give 'copy' or 'initial'")
+        self._alive("fork")
+        new = object.__new__(type(self))
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_session"})  # the program's description, shared
+        new._session = 0
+        new._session = self._shared.session()
+        if state == "copy":
+            n = self._lib.tdm_program_state_size(self._program)
+            if n:
+                buf = torch.empty(n, dtype=torch.uint8)
+                self._lib.read(buf.data_ptr(), self._lib.tdm_session_state(self._session), n)
+                self._lib.write(self._lib.tdm_session_state(new._session), buf.data_ptr(), n)
+        return new
+
+    def close(self) -> None:
+        """Free this model's session (and the program with the last session on it, forks included).
+        A second close does nothing; any other call afterwards raises TandemError TDM_ERR_DISPOSED."""
+        session, self._session = getattr(self, "_session", 0), 0
+        if session:
+            self._shared.release(session)
+
+    def __enter__(self) -> "Model":
+        self._alive("with")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _alive(self, what: str) -> None:
+        if not self._session:
+            raise TandemError("TDM_ERR_DISPOSED", f"{what}(): the model was closed")
 
     @property
     def tokenizer(self):
@@ -241,13 +329,6 @@ class Model:
 
             self._tokenizer = rebuild(self._tokenizer_entry)
         return self._tokenizer
-
-    def _bind(self, name):
-        def call(*inputs):
-            return self.call(name, *inputs)
-
-        call.__name__ = name
-        return call
 
     def call(self, name: str, *inputs):
         """Call method `name`; returns a tensor, a tuple of tensors, or None. Every method is reachable
@@ -273,6 +354,7 @@ class Model:
         ]
 
     def _call(self, name: str, inputs: tuple, profile):
+        self._alive(name)
         if name not in self.methods:
             raise TandemError("TDM_ERR_NOT_FOUND", f"no method '{name}'; the program has {sorted(self.methods)}")
         m, ins, outs = self.methods[name]
@@ -330,6 +412,7 @@ class Model:
 
     def reset_state(self) -> None:
         """Put every state tensor back to its initial value."""
+        self._alive("reset_state")
         self._lib.tdm_session_reset_state(self._session)
 
     def _state_slot(self, name: str):
@@ -344,6 +427,7 @@ class Model:
 
     def read_state(self, name: str) -> torch.Tensor:
         """A copy of one state tensor."""
+        self._alive("read_state")
         lib, p = self._lib, self._program
         i, shape, dtype = self._state_slot(name)
         t = torch.empty(shape, dtype=dtype)
@@ -352,6 +436,7 @@ class Model:
 
     def write_state(self, name: str, value) -> None:
         """Overwrite one state tensor with `value` (its dtype and shape, as read_state gives)."""
+        self._alive("write_state")
         lib, p = self._lib, self._program
         i, shape, dtype = self._state_slot(name)
         t = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
@@ -367,6 +452,7 @@ class Model:
     def seed(self, n: int) -> None:
         """Restart the program's random generator (its `__rng__` state: [seed, calls]) at seed n, as
         the JS model.seed(n) does: the same seed gives the same numbers natively and in wasm."""
+        self._alive("seed")
         n = int(n)
         if not -(2**63) <= n < 2**64:
             raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"seed({n}): a seed is a 64-bit integer")
@@ -384,6 +470,7 @@ class Model:
         """The whole state region as bytes, behind the header JS saveState writes (schema.SAVED_STATE:
         the program's layout fingerprint and byte count), so load_state here and loadState in JS
         take each other's bytes and refuse another program's."""
+        self._alive("save_state")
         lib, p = self._lib, self._program
         n = lib.tdm_program_state_size(p)
         t = torch.empty(n, dtype=torch.uint8)
@@ -397,6 +484,7 @@ class Model:
     def load_state(self, data: bytes) -> None:
         """Put back state that save_state (or JS saveState) gave, of a program with this state layout;
         any other bytes are a TDM_ERR_STATE_MISMATCH and the state is left as it was."""
+        self._alive("load_state")
         lib, p, rec = self._lib, self._program, schema.SAVED_STATE
         n = lib.tdm_program_state_size(p)
         data = bytes(data)
@@ -417,17 +505,13 @@ class Model:
             lib.write(lib.tdm_session_state(self._session), t.data_ptr(), n)
 
     def __del__(self):
-        lib = getattr(self, "_lib", None)
-        if lib is not None and not getattr(lib, "closed", False):
-            if getattr(self, "_session", 0):
-                lib.tdm_session_free(self._session)
-            if getattr(self, "_program", 0):
-                lib.tdm_program_free(self._program)
-            self._lib = None
+        if getattr(self, "_shared", None) is not None:
+            self.close()
 
 
 def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
-    """Load a .tandem program (a path or the file's bytes) into the runtime (see BACKEND)."""
+    """Load a .tandem program (a path or the file's bytes) into the runtime (see BACKEND). The model
+    is a context manager: `with tandem.load(path) as m:` closes it on leaving the block."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         return Model(bytes(source))
     with open(source, "rb") as f:

@@ -195,3 +195,109 @@ def test_inspect_prints_the_metadata(tmp_path):
     assert info["metadata"] == {"max_cache_len": 7, "eos_token_id": [1, 2], "model_type": "tiny"}
     text = run("inspect", path).stdout
     assert "metadata: 3 entries" in text and "  eos_token_id: [1, 2]" in text and '  model_type: "tiny"' in text
+
+
+def _help(capsys, *args):
+    with pytest.raises(SystemExit) as e:
+        main(list(args))
+    o, err = capsys.readouterr()
+    assert e.value.code == 0 and err == ""
+    return o
+
+
+def test_help_lists_every_command_with_what_it_does(capsys, monkeypatch):
+    from tandem.cli import COMMANDS
+
+    assert set(COMMANDS) == {"inspect", "check", "export"}
+    monkeypatch.setenv("COLUMNS", "100")
+    r = run("--help")  # as a user runs it
+    assert r.returncode == 0 and r.stderr == ""
+    assert re.search(r"Inspect, check and export \.tandem files", r.stdout)
+    for name, help in COMMANDS.items():
+        assert re.search(rf"^    {name} +{re.escape(help)}$", r.stdout, re.M), (name, r.stdout)
+        assert help in _help(capsys, name, "--help")
+    assert "-q, --quiet" in _help(capsys, "export", "--help")
+    v = _help(capsys, "--version")
+    assert re.fullmatch(rf"tandem-runtime {re.escape(tandem.__version__)} \(writes .tandem format version {VERSION}; .*\)\n", v)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from models.checkpoint import make_checkpoint
+
+    folder = tmp_path_factory.mktemp("cli-ckpt") / "tiny-llama"
+    make_checkpoint(folder)
+    return folder
+
+
+def test_export_quiet_prints_nothing_and_progress_goes_to_stderr(checkpoint, tmp_path, capsys):
+    out = tmp_path / "quiet.tandem"
+    assert main(["export", str(checkpoint), "-o", str(out), "--max-cache-len", "16", "--max-prompt-len", "4", "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert tandem.load(out).metadata["max_cache_len"] == 16  # it did export
+    out2 = tmp_path / "loud.tandem"
+    assert main(["export", str(checkpoint), "-o", str(out2), "--max-cache-len", "16", "--max-prompt-len", "4", "--no-verify"]) == 0
+    o, e = capsys.readouterr()
+    # stdout: the summary alone; stderr (not a terminal here): one line per stage
+    assert o.startswith(f"{out2}: ") and "methods: prefill, decode, decode_topk, reset" in o and "[1/" not in o
+    assert e.splitlines() == [f"[1/3] loading {checkpoint} ...", "[2/3] exporting (causal recipe) ...", f"[3/3] writing {out2} ..."]
+    assert out2.read_bytes() == out.read_bytes()
+
+
+def test_progress_on_a_terminal_is_a_tqdm_bar():
+    import io
+
+    from tandem.recipes.pretrained import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    p = Progress(stream)
+    p.plan(2)
+    p.stage("loading")
+    p.stage("exporting")
+    seconds = p.done()
+    text = stream.getvalue()
+    assert seconds >= 0 and "\r" in text and text.endswith("\n")
+    frames = [f for f in re.split(r"[\r\n]", text) if f.strip()]
+    assert re.search(r"^loading \|.*\| 0/2 stages \[00:00\]", frames[0]), frames
+    assert any(re.search(r"^exporting \|.*\| 1/2 stages", f) for f in frames), frames
+    assert re.search(r"^done \|[#█]+\| 2/2 stages \[00:0\d\]", frames[-1]), frames
+    quiet = Progress(None)
+    quiet.stage("loading")
+    assert quiet.done() >= 0
+
+
+@pytest.mark.parametrize("quiet", [[], ["--quiet"]])
+def test_export_without_transformers_names_the_install(tmp_path, capsys, monkeypatch, quiet):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+    (folder / "model.safetensors").write_bytes(b"")
+    for name in [n for n in sys.modules if n == "transformers" or n.startswith("transformers.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # `import transformers` raises ModuleNotFoundError
+    assert main(["export", str(folder), "-o", str(tmp_path / "x.tandem"), *quiet]) == 1
+    o, e = capsys.readouterr()
+    assert o == "" and e == "tandem: export needs the transformers package: pip install 'tandem-runtime[transformers]'\n"
+    assert not (tmp_path / "x.tandem").exists()
+
+
+def test_the_transformers_extra_is_declared():
+    text = (ROOT / "python" / "pyproject.toml").read_text()
+    assert re.search(r'^\[project\.optional-dependencies\]\ntransformers = \["transformers>=[\d.]+"\]', text, re.M)
+    deps = re.search(r"^dependencies = \[(.*)\]$", text, re.M).group(1)
+    assert '"tqdm>=' in deps
+    pins = (ROOT / "python" / "requirements.txt").read_text()
+    assert re.search(r"^tqdm==", pins, re.M) and re.search(r"^transformers==", pins, re.M)
+
+
+def test_an_output_that_cannot_be_written_is_one_line(checkpoint, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["export", str(checkpoint), "-o", str(blocker / "x.tandem"), "--max-cache-len", "8", "--max-prompt-len", "4", "-q"]) == 1
+    o, e = capsys.readouterr()
+    assert o == "" and e.count("\n") == 1 and e.startswith("tandem: export: ") and str(blocker) in e, e

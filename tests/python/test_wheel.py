@@ -127,7 +127,7 @@ def test_the_wheel_holds_the_package_the_wasm_and_the_metadata(wheel):
         fields.setdefault(key, []).append(value)
     assert fields["Name"] == ["tandem-runtime"] and fields["Version"] == [PACKAGE_VERSION]
     assert fields["License-Expression"] == ["MIT"] and fields["Requires-Python"] == [">=3.10"]
-    assert {d.split(";")[0].replace(" ", "") for d in fields["Requires-Dist"]} >= {"torch>=2.4", "wasmtime>=20"}
+    assert {d.split(";")[0].replace(" ", "") for d in fields["Requires-Dist"]} >= {"torch>=2.4", "wasmtime>=20", "tqdm>=4.60"}
     assert "Operating System :: OS Independent" in fields["Classifier"]
     assert "Programming Language :: Python :: 3.10" in fields["Classifier"]
 

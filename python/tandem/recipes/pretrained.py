@@ -32,47 +32,76 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.b
 
 
 class Progress:
-    """Stage lines on `stream` (stderr); on a terminal also the seconds the current stage has run, redrawn
-    twice a second, so a long torch.export shows it is alive. `stream=None`: silent."""
+    """The export's stages on `stream` (stderr). On a terminal a tqdm progress bar over the stages,
+    naming the current one and redrawn twice a second with the time it has run, so a long
+    torch.export shows it is alive; elsewhere (a log file, a pipe) one line per stage. `stream=None`:
+    silent. `total` (or plan(total)) is the number of stages the bar counts."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self._stage = None
+    def __init__(self, stream=sys.stderr, total: int | None = None):
+        self.stream, self.total = stream, total
+        self._stage, self._count, self._bar = None, 0, None
         self._t0 = self._start = time.perf_counter()
         self._stop = threading.Event()
         self._thread = None
         self.tty = bool(stream) and hasattr(stream, "isatty") and stream.isatty()
 
+    def plan(self, total: int) -> None:
+        """The number of stages to come."""
+        self.total = total
+        if self._bar is not None:
+            self._bar.total = total
+
     def stage(self, what: str) -> None:
-        self._end_line()
+        """The next stage begins (the one before it is done)."""
+        self._end_stage()
         self._stage, self._t0 = what, time.perf_counter()
+        self._count += 1
         if not self.stream:
             return
-        if self.tty:
-            self.stream.write(f"{what} ...")
-            self.stream.flush()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._tick, daemon=True)
-                self._thread.start()
-        else:
-            print(f"{what} ...", file=self.stream, flush=True)
+        if not self.tty:
+            of = f"/{self.total}" if self.total else ""
+            print(f"[{self._count}{of}] {what} ...", file=self.stream, flush=True)
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                desc=what,
+                total=self.total,
+                file=self.stream,
+                bar_format="{desc} |{bar}| {n_fmt}/{total_fmt} stages [{elapsed}]",
+                dynamic_ncols=True,
+                leave=True,
+            )
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        self._bar.set_description_str(what)
 
     def _tick(self):
         while not self._stop.wait(0.5):
-            if self._stage:
-                self.stream.write(f"\r{self._stage} ... {time.perf_counter() - self._t0:.0f} s")
-                self.stream.flush()
+            bar = self._bar
+            if bar is not None:
+                bar.refresh()
 
-    def _end_line(self):
-        if self._stage and self.stream and self.tty:
-            self.stream.write(f"\r{self._stage} ... done in {time.perf_counter() - self._t0:.1f} s\n")
-            self.stream.flush()
+    def _end_stage(self):
+        if self._stage and self._bar is not None:
+            self._bar.update(1)
         self._stage = None
 
     def done(self) -> float:
-        self._end_line()
-        self._stop.set()
+        """Every stage is done: ends the display; the seconds since the Progress was made."""
+        self._end_stage()
+        if self._bar is not None:
+            self._bar.set_description_str("done")
+        self.close()
         return time.perf_counter() - self._start
+
+    def close(self) -> None:
+        """Ends the display where it is (an export that failed: the bar stays at its stage). Idempotent."""
+        self._stop.set()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def _check_folder(path: Path) -> dict:
@@ -191,6 +220,7 @@ def export_pretrained(
     config = _check_folder(path)
     family = _family(config, path)
 
+    progress.plan(2 + bool(verify) + (output is not None))
     progress.stage(f"loading {path}")
     transformers.utils.logging.disable_progress_bar()  # the stages above are the progress display
     tok, tok_config = load_tokenizer(path) if tokenizer else (None, "tokenizer=False")
@@ -299,8 +329,9 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
     return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()), "scale": float(want.abs().max())}
 
 
-def print_report(report: dict, output, file=sys.stdout) -> None:
-    """The command's summary."""
+def print_report(report: dict, output, file=None) -> None:
+    """The command's summary, on `file` (default: sys.stdout at the time of the call)."""
+    file = file or sys.stdout
 
     def size(n):
         for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -337,6 +368,6 @@ def tolerance(report: dict) -> float:
     return 1e-3 * max(1.0, report["verify"]["scale"])
 
 
-def env_progress():
-    """A Progress on stderr unless TANDEM_QUIET is set."""
-    return Progress(None if os.environ.get("TANDEM_QUIET") else sys.stderr)
+def env_progress(quiet: bool = False):
+    """A Progress on stderr, silent when `quiet` or TANDEM_QUIET is set."""
+    return Progress(None if quiet or os.environ.get("TANDEM_QUIET") else sys.stderr)
