@@ -82,14 +82,22 @@ def _choose(values: list, ids: list, temperature: float, top_k: int, top_p: floa
     return ids[keep - 1]
 
 
+def _is_messages(prompt) -> bool:
+    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and all(isinstance(m, dict) and "role" in m for m in prompt)
+
+
 def _prompt_ids(model, prompt) -> list:
-    if isinstance(prompt, str):
+    """Token ids as given; text through the file's tokenizer (as tokenizer(text), special tokens
+    added); chat messages [{"role", "content"}] through its chat template with the generation prompt."""
+    if isinstance(prompt, str) or _is_messages(prompt):
         if model.tokenizer is None:
             raise _invalid(
-                "the prompt is text, but the file carries no tokenizer; export the checkpoint with "
-                "`python -m tandem export` (which stores its tokenizer), or give token ids"
+                f"the prompt is {'text' if isinstance(prompt, str) else 'chat messages'}, but the file carries no tokenizer; "
+                "export the checkpoint with `python -m tandem export` (which stores its tokenizer), or give token ids"
             )
-        return list(model.tokenizer(prompt)["input_ids"])
+        if isinstance(prompt, str):
+            return list(model.tokenizer(prompt)["input_ids"])
+        return list(model.tokenizer.apply_chat_template(list(prompt), tokenize=True, add_generation_prompt=True, return_dict=False))
     if isinstance(prompt, torch.Tensor):
         if prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dim() > 2 or (prompt.dim() == 2 and prompt.shape[0] != 1):
             raise _invalid(f"prompt_ids must be integer ids [n] or [1, n], given {prompt.dtype}{list(prompt.shape)}")
@@ -112,8 +120,10 @@ def generate(
     seed: int = 0,
     on_token: Callable[[int], None] | None = None,
 ) -> list:
-    """The ids `model` generates after `prompt_ids` (a list or tensor of token ids, or text when the
-    file carries a tokenizer), at most max_new_tokens of them, the end-of-sequence id not included.
+    """The ids `model` generates after `prompt_ids` (a list or tensor of token ids; when the file
+    carries a tokenizer also text, or chat messages [{"role": ..., "content": ...}] that its chat
+    template turns into a prompt with the generation prompt), at most max_new_tokens of them, the
+    end-of-sequence id not included.
 
     The prompt is appended to the model's cache as it is (call model.reset() first for a new
     conversation), in pieces of at most max_prompt_len tokens. Generation stops at an id of `eos`

@@ -111,6 +111,21 @@ def test_greedy_generation_in_the_runtime_equals_transformers_generate(exported)
     assert got == want["tokens"]
 
 
+def test_generate_takes_text_and_chat_messages_through_the_files_tokenizer(exported):
+    _, out, model, tokenizer, _ = exported
+    cases = reference_cases(model, tokenizer)
+    with tandem.load(out) as m:
+        for case, prompt in (
+            (cases["generate"], cases["generate"]["prompt"]),
+            (cases["chat_generate"], cases["chat_generate"]["messages"]),
+        ):
+            m.reset()
+            got = tandem.generate(m, prompt, max_new_tokens=12)
+            assert got == case["tokens"] and len(got) > 0
+            assert int(m.read_state(m.metadata["position_state"])) == len(case["prompt_ids"]) + len(got)
+            assert m.tokenizer.decode(got, skip_special_tokens=True) == case["text"]
+
+
 def test_inspect_summarizes_the_tokenizer(exported, capsys):
     _, out, _, _, _ = exported
     assert cli(["inspect", str(out)]) == 0
