@@ -33,7 +33,7 @@ WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.b
 
 class Progress:
     """The export's stages on `stream` (stderr). On a terminal a tqdm progress bar over the stages,
-    naming the current one and redrawn twice a second with the time it has run, so a long
+    naming the current one and redrawn twice a second with the time the export has run, so a long
     torch.export shows it is alive; elsewhere (a log file, a pipe) one line per stage. `stream=None`:
     silent. `total` (or plan(total)) is the number of stages the bar counts."""
 
