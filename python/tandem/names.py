@@ -16,7 +16,7 @@ RESERVED = frozenset(
     methods state metadata tokenizer stateBytes scratchBytes memoryBytes threads simd device deviceReason dims
     readState writeState saveState loadState resetState
     constructor toString toLocaleString valueOf hasOwnProperty isPrototypeOf propertyIsEnumerable
-    run read_state reset_state write_state save_state load_state seed
+    run read_state reset_state write_state save_state load_state seed close
 """.split()
 )
 
