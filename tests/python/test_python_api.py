@@ -1,4 +1,4 @@
-"""The Python model's lifetime and language-model API: Model.fork() (a session on the same program,
+"""The Python model's lifetime (native and wasm) and language-model API: Model.fork() (a session on the same program,
 its state a copy, independent afterwards) against eager copies of the module over call sequences;
 `with tandem.load(...)` / close() (sessions and the program freed once, calls afterwards refused);
 tandem.generate against transformers' greedy generate on a seeded tiny Llama, its stops, and its
@@ -53,7 +53,7 @@ def _inputs(n, seed):
     return [torch.randn(1, 4, generator=g) for _ in range(n)]
 
 
-def test_fork_copies_the_state_and_then_runs_on_its_own(recurrent):
+def test_fork_copies_the_state_and_then_runs_on_its_own(recurrent, backend):
     module, data = recurrent
     eager, m = copy.deepcopy(module), tandem.load(data)
     with torch.no_grad():
@@ -80,7 +80,7 @@ def test_fork_copies_the_state_and_then_runs_on_its_own(recurrent):
         f.fork(state="both")
 
 
-def test_a_fork_of_a_fork_and_saved_state_move_between_them(recurrent):
+def test_a_fork_of_a_fork_and_saved_state_move_between_them(recurrent, backend):
     _, data = recurrent
     m = tandem.load(data)
     for x in _inputs(2, 6):
@@ -105,7 +105,7 @@ class _Spy:
         monkeypatch.setattr(lib, "tdm_program_free", lambda p: (self.programs.append(p), free_program(p))[1])
 
 
-def test_with_closes_and_the_program_goes_with_its_last_session(recurrent, monkeypatch):
+def test_with_closes_and_the_program_goes_with_its_last_session(recurrent, backend, monkeypatch):
     _, data = recurrent
     spy = _Spy(monkeypatch)
     with tandem.load(data) as m:
@@ -138,7 +138,7 @@ def test_with_closes_and_the_program_goes_with_its_last_session(recurrent, monke
     assert spy.programs == [program]
 
 
-def test_a_model_dropped_without_close_is_freed(recurrent, monkeypatch):
+def test_a_model_dropped_without_close_is_freed(recurrent, backend, monkeypatch):
     _, data = recurrent
     spy = _Spy(monkeypatch)
     m = tandem.load(data)
