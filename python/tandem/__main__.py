@@ -1,4 +1,4 @@
-"""python -m tandem inspect FILE | check FILE (see tandem/cli.py)."""
+"""python -m tandem inspect FILE | check FILE | export DIR -o FILE (see tandem/cli.py)."""
 
 import sys
 
