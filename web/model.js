@@ -27,8 +27,6 @@ import { SAVED_STATE } from './schema.js';
 // layout fingerprint u64, the writer's program id u64, byte count u64.
 const { magic: STATE_MAGIC, format: STATE_VERSION, bytes: STATE_HEADER, offset: AT } = SAVED_STATE;
 
-/** A model's backend, for the package's own tools (bench/probes): not public API. */
-export const BACKEND = Symbol('tandem.backend');
 /** load()'s step that builds the tokenizer a file carries: not public API. */
 export const BUILD_TOKENIZER = Symbol('tandem.buildTokenizer');
 
@@ -129,7 +127,6 @@ export class Model {
   /** Bytes of one session's state region and scratch arena. */
   get stateBytes() { return this.#backend.info.stateBytes; }
   get scratchBytes() { return this.#backend.info.scratchBytes; }
-  get [BACKEND]() { return this.#backend; }
 
   /** Builds the tokenizer the file carries (load() awaits it; the forks share it). */
   async [BUILD_TOKENIZER]() {
