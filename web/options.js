@@ -138,6 +138,10 @@ const LOAD_OPTIONS = {
   tokenizer: boolean('tokenizer', true),
 };
 
+/** A model's options.wasmPaths (the folder of the package's web/ files it was loaded from, if
+ * given), where streamAudio loads web/audio-worklet.js from. */
+export const WASM_PATHS = Symbol('tandem.wasmPaths');
+
 /** The internal channel of load(): the platform's hooks (node/index.js: wasm files, workers,
  * cores) and the tests' (a thread spawner that fails, the worker's handle). Symbol-keyed, so no
  * options bag written by a user holds it, and not part of the package's documented API. */

@@ -71,7 +71,7 @@ export async function load(source, options = {}) {
   const module = await compileRuntime(isUrl ? String(wasm) : wasm, () => (isUrl ? fetchBuild(wasm, hint) : bytesOf(wasm)));
   const src = await sourceOf(source);
   const pool = { threads, strict: o.threads !== undefined, base };
-  const kept = { flagFraction: o.profileFlagFraction };
+  const kept = { flagFraction: o.profileFlagFraction, wasmPaths: base };
   let model;
   if (o.worker) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
