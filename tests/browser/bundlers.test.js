@@ -1,6 +1,7 @@
 // The packed package (`npm pack`) installed offline into a small app, built or served the way
-// docs/guide/deploying.md says for each setup: Vite (dev server and production build) and webpack
-// with no configuration, esbuild and Rollup with the guide's own shell steps, a page with an import
+// docs/guide/deploying.md says for each setup: Vite (dev server and production build, with the
+// guide's vite.config.js, which only sends the isolation headers) and webpack with no configuration,
+// esbuild and Rollup with the guide's own shell steps and options, a page with the guide's import
 // map, and Node. Each app loads a tiny program on one thread, on 2 threads and in a worker with 2
 // threads, and must give its known outputs in headless Chromium (cross-origin isolated, so the
 // thread pool's worker script and the threaded build must be found) or in Node.
@@ -18,7 +19,6 @@ import { serve } from '../../scripts/serve.mjs';
 import { fixture, ROOT } from '../js/helpers.js';
 
 const BIN = join(ROOT, 'node_modules/.bin');
-const ISOLATION = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 // original_report: forward1 adds its input to the state (1 at first) and returns it; forward2(0)
 // sets the state to 0
 const WANT = { values: [2, 4, 5], inline: 1, threads: 2, worker: 2 };
@@ -171,7 +171,7 @@ function install(packages, bins) {
   }
 }
 
-test('Vite: the dev server and the production build, no configuration', async () => {
+test('Vite: the dev server and the production build, configured with the guide\'s isolation headers only', async () => {
   const { createServer, build } = await import(join(ROOT, 'node_modules/vite/dist/node/index.js'));
   const scripts = '<script type="module" src="/main.js"></script><script type="module" src="/url.js"></script>';
   const root = app('vite', { served: 'public', html: page(scripts) });
@@ -179,8 +179,10 @@ test('Vite: the dev server and the production build, no configuration', async ()
   writeFileSync(join(root, 'url.js'), `import wasmUrl from 'tandem-runtime/tandem.wasm?url';
 window.wasmMagic = fetch(wasmUrl).then((r) => r.arrayBuffer()).then((b) => Array.from(new Uint8Array(b, 0, 4)));
 `);
-  const config = { root, configFile: false, logLevel: 'silent', server: { headers: ISOLATION }, preview: { headers: ISOLATION } };
-  const dev = await createServer({ ...config, server: { ...config.server, port: 0, host: '127.0.0.1' } });
+  // the guide's vite.config.js: the isolation headers, nothing about the package
+  writeFileSync(join(root, 'vite.config.js'), guideBlock('Vite', 'js'));
+  const config = { root, configFile: join(root, 'vite.config.js'), logLevel: 'silent' };
+  const dev = await createServer({ ...config, server: { port: 0, host: '127.0.0.1' } });
   await dev.listen();
   try {
     const r = await runPage(dev.resolvedUrls.local[0]);
