@@ -43,8 +43,8 @@ export async function createModel(module, bytes) {
  * - `wasmThreads`: the same for the threaded build used when threads > 1 (tandem-mt.wasm or
  *   tandem-mt-relaxed.wasm);
  * - `wasmPaths`: the URL of a folder serving the package's web/ files (a CDN, a copy of web/ beside
- *   a bundle), where the builds, worker.js and thread.js are loaded from instead of beside this
- *   module;
+ *   a bundle), where the builds, worker.js, thread.js (and audio-worklet.js for streamAudio on the
+ *   model) are loaded from instead of beside this module;
  * - `worker: true`: run the runtime in a worker, behind the same API (its thread pool, if any, is
  *   started by that worker);
  * - `onProgress({ loaded, total })`: called while a URL source downloads;
