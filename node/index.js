@@ -2,6 +2,7 @@
 // worker_threads for { worker: true } and for thread pools.
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nodePort, nodeThread } from './spawn.js';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
@@ -11,7 +12,16 @@ export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 export { streamAudio, Resampler } from '../web/audio.js';
 
-const wasmFile = (name) => wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
+/** Build `name` of web/: read from the package, or from under `base` (options.wasmPaths: a folder's
+ * path or file: URL, read; an http(s) URL, fetched). */
+function wasmFile(name, base) {
+  if (base === undefined) return wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
+  if (!isLocal(base)) return new URL(name, base);
+  return wasmBytes(base.startsWith('file://') ? new URL(name, base) : join(base, name)).catch((e) => {
+    const why = e.message.slice(e.code.length + 2);
+    throw new TandemError(e.code, `${why}; options.wasmPaths (${base}) must be a folder holding the package's web/ files`);
+  });
+}
 
 function isLocal(source) {
   if (source instanceof URL) return source.protocol === 'file:';

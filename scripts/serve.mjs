@@ -18,8 +18,8 @@ const TYPES = {
 const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
 
 /** Serves `root` on 127.0.0.1:`port` (0: any free port), cross-origin isolated unless `isolated`
- * is false. Resolves to { url, close() }. */
-export async function serve({ root = ROOT, port = 0, index = '/demo/', isolated = true } = {}) {
+ * is false, with `headers` on every file. Resolves to { url, close() }. */
+export async function serve({ root = ROOT, port = 0, index = '/demo/', isolated = true, headers = {} } = {}) {
   const server = createServer(async (req, res) => {
     try {
       let path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -33,8 +33,8 @@ export async function serve({ root = ROOT, port = 0, index = '/demo/', isolated 
       if (!file.startsWith(normalize(root))) throw new Error('outside the root');
       if (!(await stat(file)).isFile()) throw new Error('not a file');
       const body = await readFile(file);
-      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length, 'cache-control': 'no-store',
-        ...(isolated ? ISOLATION : {}) });
+      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': body.length,
+        'cache-control': 'no-store', ...(isolated ? ISOLATION : {}), ...headers });
       res.end(body);
     } catch {
       res.writeHead(404, { 'content-type': 'text/plain' });

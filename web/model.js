@@ -20,7 +20,7 @@
 // returns. A model's queue hands its backend one operation at a time.
 import { TandemError, abortError } from './errors.js';
 import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
-import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions } from './options.js';
+import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions, WASM_PATHS } from './options.js';
 import { SAVED_STATE } from './schema.js';
 
 // The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
@@ -76,11 +76,11 @@ const isPromise = (v) => typeof v?.then === 'function';
 
 /** What a model and its forks share: the backend's frozen info, the method index, the tokenizer,
  * the load options the model keeps. */
-function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null } = {}) {
+function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null, wasmPaths } = {}) {
   const index = new Map();
   info.methodSpecs.forEach((m, i) => m.version || index.set(m.name, i));
   return {
-    methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason,
+    methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason, wasmPaths,
     methods: frozenCopy(info.methods), state: frozenCopy(info.state), metadata: frozenCopy(info.metadata),
     tokenizerText: info.tokenizerText ?? null, tokenizer: null,
   };
@@ -96,7 +96,7 @@ export class Model {
   #running = null;  // the operation the backend is running (an asynchronous one)
 
   /** `backend` (see the top of this file); `shared`: the model's it was forked from, or the load
-   * options it keeps ({ flagFraction, deviceReason }). */
+   * options it keeps ({ flagFraction, deviceReason, wasmPaths }). */
   constructor(backend, shared = {}) {
     this.#backend = backend;
     this.#shared = shared.methodSpecs ? shared : sharedOf(backend.info, shared);
@@ -117,6 +117,8 @@ export class Model {
   /** With load(..., { device: 'auto' }): why the model runs on wasm (no adapter, the ops without a
    * WebGPU kernel, worker: true); else null. */
   get deviceReason() { return this.#shared.deviceReason; }
+  /** options.wasmPaths as resolved by load (web/options.js WASM_PATHS), or undefined. */
+  get [WASM_PATHS]() { return this.#shared.wasmPaths; }
   /** Threads this model's methods run on (1 where shared memory is unavailable, and on WebGPU). */
   get threads() { return this.#backend.info.threads; }
   /** The SIMD level of the runtime build running it: 'relaxed' (fused multiply-add) or 'simd128'. */

@@ -50,6 +50,17 @@ const wasmSource = (name) => (v) => {
   throw invalid(`${name} must be a URL, a path or the build's bytes, given ${shown(v)}`);
 };
 
+/** options.wasmPaths: the folder (a URL, or a path in Node) that serves the package's web/ files,
+ * as a string ending in '/' so each file's name resolves inside it. */
+function checkWasmPaths(v) {
+  if (v === undefined) return undefined;
+  if (!(v instanceof URL) && (typeof v !== 'string' || v === '')) {
+    throw invalid(`wasmPaths must be the URL (or, in Node, the path) of a folder holding the package's web/ files, given ${shown(v)}`);
+  }
+  const s = String(v);
+  return s.endsWith('/') ? s : `${s}/`;
+}
+
 /** Checks an options bag against `spec` ({ key: check(value) -> parsed }): the parsed values. */
 function parseOptions(what, options, spec) {
   if (options === undefined) options = {};
@@ -117,6 +128,7 @@ const LOAD_OPTIONS = {
   gpuWeights: oneOf('gpuWeights', ['float32', 'float16'], 'float32'),
   wasm: wasmSource('wasm'),
   wasmThreads: wasmSource('wasmThreads'),
+  wasmPaths: checkWasmPaths,
   worker: boolean('worker', false),
   onProgress: (v) => {
     if (v !== undefined && typeof v !== 'function') throw invalid(`onProgress must be a function, given ${shown(v)}`);
@@ -125,6 +137,10 @@ const LOAD_OPTIONS = {
   profileFlagFraction: checkFlagFraction,
   tokenizer: boolean('tokenizer', true),
 };
+
+/** A model's options.wasmPaths (the folder of the package's web/ files it was loaded from, if
+ * given), where streamAudio loads web/audio-worklet.js from. */
+export const WASM_PATHS = Symbol('tandem.wasmPaths');
 
 /** The internal channel of load(): the platform's hooks (node/index.js: wasm files, workers,
  * cores) and the tests' (a thread spawner that fails, the worker's handle). Symbol-keyed, so no

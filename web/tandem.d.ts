@@ -156,6 +156,9 @@ export interface LoadOptions {
   wasm?: string | URL | Uint8Array | ArrayBuffer;
   /** The same for the threaded build used when threads > 1 (tandem-mt.wasm or tandem-mt-relaxed.wasm). */
   wasmThreads?: string | URL | Uint8Array | ArrayBuffer;
+  /** The URL (or, in Node, the path) of a folder serving the package's web/ files (a copy beside a
+   * bundle, a CDN): the builds, worker.js and thread.js load from there instead of beside the package's module. */
+  wasmPaths?: string | URL;
   /** Run the runtime in a Web Worker / worker_threads worker. */
   worker?: boolean;
   /** Download progress of a URL source. */

@@ -8,7 +8,7 @@ import { compileRuntime } from './loader.js';
 import { threadsAvailable, defaultThreads } from './threads.js';
 import { parseLoadOptions } from './options.js';
 import { sourceOf, bodyForWorker, bytesOf } from './source.js';
-import { BUILDS, besideThisModule } from './runtime.js';
+import { BUILDS, runtimeFile, runtimeFileHint, fetchBuild } from './runtime.js';
 import { Model, WorkerModel, BUILD_TOKENIZER } from './model.js';
 import { createWasmBackend } from './wasm-backend.js';
 import { loadInWorker, browserWorker, browserThread } from './worker-backend.js';
@@ -42,6 +42,9 @@ export async function createModel(module, bytes) {
  *   tandem.wasm or tandem-relaxed.wasm);
  * - `wasmThreads`: the same for the threaded build used when threads > 1 (tandem-mt.wasm or
  *   tandem-mt-relaxed.wasm);
+ * - `wasmPaths`: the URL of a folder serving the package's web/ files (a CDN, a copy of web/ beside
+ *   a bundle), where the builds, worker.js, thread.js (and audio-worklet.js for streamAudio on the
+ *   model) are loaded from instead of beside this module;
  * - `worker: true`: run the runtime in a worker, behind the same API (its thread pool, if any, is
  *   started by that worker);
  * - `onProgress({ loaded, total })`: called while a URL source downloads;
@@ -58,18 +61,23 @@ export async function load(source, options = {}) {
   // device 'webgpu' runs its methods on the GPU (model.threads is 1 there): no pool unless asked for
   const threads = threadsAvailable() && o.threadedBuild
     ? o.threads ?? (o.device === 'webgpu' ? 1 : defaultThreads(hooks.cores)) : 1;
-  const wasm = await ((threads > 1 ? o.wasmThreads : o.wasm) ?? (hooks.wasmFile ?? besideThisModule)(BUILDS[o.simd][threads > 1 ? 1 : 0]));
-  const key = wasm instanceof URL || typeof wasm === 'string' ? String(wasm) : wasm;
-  const module = await compileRuntime(key, () => bytesOf(wasm));
+  // wasmPaths: a page's relative folder is resolved against the page, so its workers get the same one
+  const base = o.wasmPaths === undefined || hooks.wasmFile ? o.wasmPaths
+    : new URL(o.wasmPaths, globalThis.document?.baseURI ?? globalThis.location?.href).href;
+  const given = threads > 1 ? o.wasmThreads : o.wasm;
+  const wasm = await (given ?? (hooks.wasmFile ?? runtimeFile)(BUILDS[o.simd][threads > 1 ? 1 : 0], base));
+  const isUrl = wasm instanceof URL || typeof wasm === 'string';
+  const hint = given === undefined ? runtimeFileHint(base) : `check options.${threads > 1 ? 'wasmThreads' : 'wasm'}`;
+  const module = await compileRuntime(isUrl ? String(wasm) : wasm, () => (isUrl ? fetchBuild(wasm, hint) : bytesOf(wasm)));
   const src = await sourceOf(source);
-  const pool = { threads, strict: o.threads !== undefined };
-  const kept = { flagFraction: o.profileFlagFraction };
+  const pool = { threads, strict: o.threads !== undefined, base };
+  const kept = { flagFraction: o.profileFlagFraction, wasmPaths: base };
   let model;
   if (o.worker) {
     // The caller keeps its bytes: a copy is transferred to the worker. A Response's body is
     // transferred as a stream, and the worker streams it into its memory.
     const program = src instanceof Uint8Array ? src.slice() : bodyForWorker(src, o.onProgress) ?? await bytesOf(src, o.onProgress);
-    const backend = await loadInWorker(module, program, hooks.spawnWorker ?? browserWorker, pool);
+    const backend = await loadInWorker(module, program, () => (hooks.spawnWorker ?? browserWorker)(base), pool);
     if (o.device === 'auto') kept.deviceReason = 'worker: true runs on wasm (the WebGPU backend runs on the calling thread only)';
     model = new WorkerModel(backend, kept);
   } else {

@@ -33,7 +33,8 @@ export function canBlock() {
 
 /**
  * Starts n - 1 workers for the main instance `x` (its exports, with `memory`) of `module`;
- * `spawn()` makes one worker port ({ post, onMessage, onError, terminate }). Resolves to
+ * `spawn()` makes one worker port ({ post, onMessage, onError, terminate }; onError's callback
+ * gets why and, for a script that was not found, the code 'TDM_ERR_NOT_FOUND'). Resolves to
  * { threads, stop() } once every worker waits in tdm_thread_worker and the runtime uses them;
  * rejects (ending every worker it started) if one fails.
  */
@@ -52,7 +53,7 @@ export async function startPool(x, module, n, spawn, check) {
       port.busy?.(true); // Node: keep the process alive until the worker is ready
       ready.push(new Promise((resolve, reject) => {
         port.onMessage((m) => (m === 'ready' ? resolve() : m?.error && reject(new Error(`thread ${i}: ${m.error}`))));
-        port.onError((why) => reject(new Error(`thread ${i} ${why}`)));
+        port.onError((why, code) => reject(Object.assign(new Error(`thread ${i} ${why}`), { code })));
       }));
       port.post({
         module, memory: x.memory, index: i, stackTop: block + STACK_BYTES, ws: block + STACK_BYTES, self: block + STACK_BYTES + WS_BYTES,

@@ -143,7 +143,7 @@ export async function backendChecks({ load, Tensor, source, options, calls, expe
     });
     await step('an unknown load option is rejected, naming it and the valid ones', async () => {
       await rejects(load(source, { ...options, thread: 2 }), 'TDM_ERR_INVALID_ARGUMENT', 'a misspelt option',
-        /unknown option 'thread'; the options are: threads, simd, device, gpuWeights, wasm, wasmThreads, worker, onProgress/);
+        /unknown option 'thread'; the options are: threads, simd, device, gpuWeights, wasm, wasmThreads, wasmPaths, worker, onProgress/);
       await rejects(load(source, { ...options, worker: 'yes' }), 'TDM_ERR_INVALID_ARGUMENT', 'a bad value', /worker must be true or false/);
     });
   } finally {

@@ -49,6 +49,9 @@ async function main(source: Source): Promise<void> {
   controller.abort();
   copy.dispose();
   const w: WorkerModel = await load(source, { worker: true, wasm: new URL('https://example.com/tandem.wasm') });
+  const fromCdn: Model = await load(source, { wasmPaths: 'https://cdn.example.com/tandem-runtime/web/' });
+  (await load(source, { wasmPaths: new URL('https://cdn.example.com/web/') })).dispose();
+  fromCdn.dispose();
   const wf: WorkerModel = await w.fork();
   console.log(w.memoryBytes, w instanceof Model, wf.stateBytes, (await w.fork({ state: 'copy' })).stateBytes, h.shape, model.scratchBytes);
   const logits: Output = await w.decode(new BigInt64Array([42n]));
