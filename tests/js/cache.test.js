@@ -29,6 +29,13 @@ before(async () => {
       res.writeHead(404).end();
       return;
     }
+    // a network error: the server is down, or refuses a conditional request (as a cross-origin
+    // server that does not allow its headers fails the CORS preflight)
+    if (f.down || (f.refuseConditional && (req.headers['if-none-match'] || req.headers['if-modified-since']))) {
+      log.push({ path: req.url, status: 'error', bytes: 0, method: req.method });
+      req.socket.destroy();
+      return;
+    }
     const headers = { 'content-type': 'application/octet-stream', 'content-length': f.body.length };
     if (f.etag) headers.etag = f.etag;
     if (f.lastModified) headers['last-modified'] = f.lastModified;
@@ -139,6 +146,31 @@ test('Last-Modified alone revalidates with If-Modified-Since; a server without v
   (await load(`${base}/plain.tandem`, { cache: dir })).dispose();
   assert.deepEqual(log.map((e) => [e.status, e.bytes]), [[200, ACC.length], [200, ACC.length]]);
   assert.throws(() => readdirSync(dir), /ENOENT/); // nothing was written
+});
+
+test('a server that refuses the conditional request is asked with HEAD; offline, the cached copy loads', async () => {
+  serveFile('/acc.tandem', ACC);
+  (await load(`${base}/acc.tandem`, { cache: dir })).dispose();
+  files.get('/acc.tandem').refuseConditional = true;
+  log = [];
+  assert.deepEqual(await accumulate(await load(`${base}/acc.tandem`, { cache: dir })), [2, 4, 6]);
+  assert.deepEqual(log.map((e) => [e.method, e.status, e.bytes]), [['GET', 'error', 0], ['HEAD', 200, 0]]);
+  // changed: HEAD's ETag differs, and a plain GET downloads it
+  serveFile('/acc.tandem', GRU, { refuseConditional: true, etag: '"gru"' });
+  log = [];
+  (await load(`${base}/acc.tandem`, { cache: dir })).dispose();
+  assert.deepEqual(log.map((e) => [e.method, e.status, e.bytes]), [['GET', 'error', 0], ['HEAD', 200, 0], ['GET', 200, GRU.length]]);
+  assert.deepEqual(binSizes(), [GRU.length]);
+  // offline
+  files.get('/acc.tandem').down = true;
+  log = [];
+  const m = await load(`${base}/acc.tandem`, { cache: dir });
+  const gru = await load(GRU);
+  assert.equal(m.stateBytes, gru.stateBytes);
+  m.dispose();
+  gru.dispose();
+  assert.deepEqual(log.map((e) => e.status), ['error', 'error']);
+  await assert.rejects(load(`${base}/acc.tandem`, { cache: false }), { code: 'TDM_ERR_NOT_FOUND' });
 });
 
 test('signal aborts a download midway: TDM_ERR_ABORTED, nothing cached', async () => {
