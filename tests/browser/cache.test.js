@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launchPersistent } from './chromium.js';
+import { launch, launchPersistent, WEBGPU_ARGS } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { fixture, ROOT } from '../js/helpers.js';
 
@@ -145,5 +145,34 @@ test('capabilities() in Chromium: relaxed SIMD, threads where cross-origin isola
     assert.equal(p.caps.simd, 'relaxed');
   } finally {
     await plain.close();
+  }
+});
+
+test('capabilities() with a WebGPU adapter (SwiftShader): its info, limits and shader-f16, as the adapter gives them', async () => {
+  const browser = await launch(WEBGPU_ARGS);
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${server.url}/tests/browser/page.html`);
+    await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
+    const { caps, want } = await page.evaluate(async () => {
+      const t = await import('/web/tandem.js');
+      const adapter = await navigator.gpu.requestAdapter();
+      const info = adapter.info ?? {};
+      return {
+        caps: await t.capabilities(),
+        want: { vendor: info.vendor, f16: adapter.features.has('shader-f16'), maxBufferSize: adapter.limits.maxBufferSize,
+          maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize },
+      };
+    });
+    assert.equal(caps.webgpu.available, true);
+    assert.equal(caps.webgpu.reason, null);
+    assert.equal(caps.webgpu.adapter.vendor, want.vendor ?? '');
+    assert.equal(caps.webgpu.f16, want.f16);
+    assert.equal(caps.webgpu.limits.maxBufferSize, want.maxBufferSize);
+    assert.equal(caps.webgpu.limits.maxStorageBufferBindingSize, want.maxStorageBufferBindingSize);
+    assert.ok(caps.webgpu.limits.maxBufferSize >= 256 * 2 ** 20, 'at least WebGPU\'s default limit');
+    for (const v of Object.values(caps.webgpu.limits)) assert.ok(Number.isInteger(v) && v > 0, JSON.stringify(caps.webgpu.limits));
+  } finally {
+    await browser.close();
   }
 });
