@@ -42,7 +42,7 @@ export function fileStore(dir = defaultCacheDir()) {
       // a copy of another length than was written is not the one its validators describe
       if (meta.url !== url || meta.bytes !== size) return null;
       return {
-        meta: { etag: meta.etag ?? null, lastModified: meta.lastModified ?? null },
+        meta: { etag: meta.etag ?? null, lastModified: meta.lastModified ?? null, length: size },
         open: () => new Response(Readable.toWeb(createReadStream(p.bin)), { headers: { 'content-length': String(size) } }),
       };
     },

@@ -7,7 +7,7 @@ import { TandemError } from './errors.js';
 export const CACHE_NAME = 'tandem-models';
 
 /** A store (the interface node/cache.js also implements) over the Cache API cache `name`: get(url)
- * -> { meta: { etag, lastModified }, open() -> Response } or null; put(url, meta, body, length)
+ * -> { meta: { etag, lastModified, length }, open() -> Response } or null; put(url, meta, body, length)
  * stores a body (a stream or bytes) whole or not at all; delete(url). null where the Cache API is
  * missing (Node, a page that is not a secure context). */
 export function cacheApiStore(name = CACHE_NAME) {
@@ -17,7 +17,7 @@ export function cacheApiStore(name = CACHE_NAME) {
     async get(url) {
       const r = await (await open()).match(url);
       if (!r) return null;
-      return { meta: { etag: r.headers.get('etag'), lastModified: r.headers.get('last-modified') }, open: () => r };
+      return { meta: metaOf(r), open: () => r };
     },
     async put(url, meta, body, length) {
       const headers = {};
@@ -63,9 +63,17 @@ async function get(url, init) {
   return res;
 }
 
-const sameVersion = (a, b) => (a.etag || a.lastModified) && a.etag === b.etag && a.lastModified === b.lastModified;
+// Equal validators, and equal lengths where both are known.
+const sameVersion = (a, b) => (a.etag || a.lastModified) && a.etag === b.etag && a.lastModified === b.lastModified
+  && (a.length == null || b.length == null || a.length === b.length);
+/** A response's validators, and its body's length where the header gives it (not a compressed one's). */
+const metaOf = (res) => ({
+  etag: res.headers.get('etag'),
+  lastModified: res.headers.get('last-modified'),
+  length: res.headers.get('content-encoding') ? null : Number(res.headers.get('content-length') ?? NaN) || null,
+});
 
-/** `url` through `store`: { res: a Response, fromCache, meta } where `meta` ({ etag, lastModified })
+/** `url` through `store`: { res: a Response, fromCache, meta } where `meta` ({ etag, lastModified, length })
  * is set when a downloaded body may be kept (the server gave a validator to revalidate it by: a file
  * without one could change and keep its length, so it is not cached). `fresh`: ignore the cached
  * copy. */
@@ -91,8 +99,7 @@ export async function fetchCached(url, store, signal, { fresh = false } = {}) {
         if (signal?.aborted) throw e2;
         return { res: cached.open(), fromCache: true };
       }
-      const now = { etag: head.headers.get('etag'), lastModified: head.headers.get('last-modified') };
-      if (head.ok && sameVersion(now, cached.meta)) return { res: cached.open(), fromCache: true };
+      if (head.ok && sameVersion(metaOf(head), cached.meta)) return { res: cached.open(), fromCache: true };
     }
     if (res?.status === 304) {
       await res.body?.cancel();
@@ -101,7 +108,7 @@ export async function fetchCached(url, store, signal, { fresh = false } = {}) {
   }
   res ??= await get(url, init);
   if (!res.ok) throw fetchFailed(url, `HTTP ${res.status}`);
-  const meta = { etag: res.headers.get('etag'), lastModified: res.headers.get('last-modified') };
+  const meta = metaOf(res);
   if (!meta.etag && !meta.lastModified) {
     if (cached) await store.delete(url).catch(() => {});
     return { res, fromCache: false, meta: null };

@@ -179,7 +179,6 @@ export async function openSource(source, { store, signal, sha256, onProgress }) 
   if (!r.meta || !res.body) return { src: res, owned: false, written: null };
   // One download, two readers: the runtime's memory and the store (which keeps it only once read whole).
   const [body, copy] = res.body.tee();
-  const length = res.headers.get('content-encoding') ? undefined : Number(res.headers.get('content-length')) || undefined;
-  const written = store.put(url, r.meta, copy, length).catch(() => {});
+  const written = store.put(url, r.meta, copy, r.meta.length ?? undefined).catch(() => {});
   return { src: new Response(body, { headers: res.headers }), owned: false, written, drop };
 }
