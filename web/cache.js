@@ -25,8 +25,9 @@ export function cacheApiStore(name = CACHE_NAME) {
       if (meta.lastModified) headers['last-modified'] = meta.lastModified;
       if (length !== undefined) headers['content-length'] = String(length);
       // Cache.put stores the entry once the body has been read to its end; a body that errors
-      // (an aborted download) stores nothing.
-      await (await open()).put(url, new Response(body, { headers }));
+      // (an aborted download) stores nothing. (Bytes are copied by the Response, made first.)
+      const res = new Response(body, { headers });
+      await (await open()).put(url, res);
     },
     async delete(url) { await (await open()).delete(url); },
   };
@@ -107,6 +108,10 @@ export async function fetchCached(url, store, signal, { fresh = false } = {}) {
     }
   }
   res ??= await get(url, init);
+  if (!res.ok && cached && res.status >= 500) { // the server fails: the copy it served before
+    await res.body?.cancel();
+    return { res: cached.open(), fromCache: true };
+  }
   if (!res.ok) throw fetchFailed(url, `HTTP ${res.status}`);
   const meta = metaOf(res);
   if (!meta.etag && !meta.lastModified) {

@@ -172,7 +172,9 @@ export async function openSource(source, { store, signal, sha256, onProgress }) 
       got = await sha256Of(bytes);
     }
     if (got !== sha256) throw mismatch(url, got, sha256);
+    // stored before the bytes go on: a worker's load transfers (detaches) them
     const written = r.meta ? store.put(url, r.meta, bytes, bytes.length).catch(() => {}) : null;
+    await written;
     return { src: bytes, owned: true, written, drop };
   }
   const res = abortable(r.res, signal);

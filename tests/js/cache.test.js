@@ -31,6 +31,11 @@ before(async () => {
     }
     // a network error: the server is down, or refuses a conditional request (as a cross-origin
     // server that does not allow its headers fails the CORS preflight)
+    if (f.status) {
+      log.push({ path: req.url, status: f.status, bytes: 0, method: req.method });
+      res.writeHead(f.status).end();
+      return;
+    }
     if (f.down || (f.refuseConditional && (req.headers['if-none-match'] || req.headers['if-modified-since']))) {
       log.push({ path: req.url, status: 'error', bytes: 0, method: req.method });
       req.socket.destroy();
@@ -171,6 +176,13 @@ test('a server that refuses the conditional request is asked with HEAD; offline,
   gru.dispose();
   assert.deepEqual(log.map((e) => e.status), ['error', 'error']);
   await assert.rejects(load(`${base}/acc.tandem`, { cache: false }), { code: 'TDM_ERR_NOT_FOUND' });
+  // a server error: the cached copy; a 404 is an error
+  files.get('/acc.tandem').status = 503;
+  log = [];
+  (await load(`${base}/acc.tandem`, { cache: dir })).dispose();
+  assert.deepEqual(log.map((e) => e.status), [503]);
+  await assert.rejects(load(`${base}/acc.tandem`, { cache: false }), (e) => e.code === 'TDM_ERR_NOT_FOUND' && /HTTP 503/.test(e.message));
+  await assert.rejects(load(`${base}/missing.tandem`, { cache: dir }), (e) => e.code === 'TDM_ERR_NOT_FOUND' && /HTTP 404/.test(e.message));
 });
 
 test('signal aborts a download midway: TDM_ERR_ABORTED, nothing cached', async () => {
@@ -213,6 +225,14 @@ test('sha256: a mismatch rejects before loading and caches nothing; a match load
   m.dispose();
   assert.deepEqual(log.map((e) => [e.status, e.bytes]), [[304, 0], [200, GRU.length]]);
   assert.deepEqual(binSizes(), [GRU.length]);
+  // with a worker, the checked bytes go to the worker and the cache both
+  await clearCache(dir);
+  serveFile('/acc.tandem', ACC);
+  for (let i = 0; i < 2; i++) {
+    assert.deepEqual(await accumulate(await load(`${base}/acc.tandem`, { cache: dir, sha256: sha(ACC), worker: true })), [2, 4, 6]);
+    assert.deepEqual(binSizes(), [ACC.length]);
+  }
+  assert.equal(sha(readFileSync(join(dir, cached().find((n) => n.endsWith('.bin'))))), sha(ACC));
 });
 
 test('clearCache() empties the cache; cache: false neither reads nor writes it', async () => {
