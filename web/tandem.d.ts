@@ -12,7 +12,7 @@ export type ErrorCode =
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
   | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_GUARD' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
   | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE' | 'TDM_ERR_DEVICE_LIMIT'
-  | 'TDM_ERR_DEVICE_LOST';
+  | 'TDM_ERR_DEVICE_LOST' | 'TDM_ERR_INTEGRITY';
 
 export class TandemError extends Error {
   /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
@@ -161,8 +161,16 @@ export interface LoadOptions {
   wasmPaths?: string | URL;
   /** Run the runtime in a Web Worker / worker_threads worker. */
   worker?: boolean;
-  /** Download progress of a URL source. */
+  /** Download progress of a URL source (also while a cached copy is read). */
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
+  /** Where a URL's program is kept between loads, revalidated on each (ETag / Last-Modified).
+   * Default true: the Cache API cache 'tandem-models' (Node: the cache folder); a string names
+   * another cache (Node: a folder); false neither reads nor writes the cache. */
+  cache?: boolean | string;
+  /** Aborts the load (TDM_ERR_ABORTED); a download it stops is not cached. */
+  signal?: AbortSignal;
+  /** The program's SHA-256 (64 hex digits), checked before it loads (TDM_ERR_INTEGRITY). */
+  sha256?: string;
   /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
   profileFlagFraction?: number;
   /** false: do not build the tokenizer the file carries (model.tokenizer is then null). */
@@ -194,6 +202,31 @@ export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView |
 export function load(source: Source, options?: LoadOptions & { worker?: false }): Promise<Model>;
 export function load(source: Source, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
 export function load(source: Source, options?: LoadOptions): Promise<Model | WorkerModel>;
+/** Empties tandem's cache of programs: the Cache API cache (default 'tandem-models'), in Node the
+ * cache folder (or the one given). */
+export function clearCache(name?: string): Promise<void>;
+
+/** What capabilities() resolves to. */
+export interface Capabilities {
+  /** The SIMD level load() picks by default; null where the engine has no SIMD128 (tandem cannot run). */
+  simd: 'relaxed' | 'simd128' | null;
+  relaxedSimd: boolean;
+  threads: { available: boolean; reason: string | null; cores: number };
+  webgpu: {
+    available: boolean;
+    reason: string | null;
+    adapter: { vendor: string; architecture: string; device: string; description: string } | null;
+    limits: {
+      maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeWorkgroupStorageSize: number;
+      maxComputeInvocationsPerWorkgroup: number; maxComputeWorkgroupSizeX: number; maxStorageBuffersPerShaderStage: number;
+    } | null;
+    f16: boolean;
+  };
+  /** The most linear memory a model's runtime may grow to (4 GiB, wasm32's limit). */
+  memoryLimitBytes: number;
+}
+/** What this engine and context offer tandem (SIMD, threads, WebGPU, memory). */
+export function capabilities(): Promise<Capabilities>;
 
 // Language models: programs from tandem.transformers.export_causal_lm, and hand-written ones with
 // prefill/decode methods (web/lm.js).

@@ -11,12 +11,26 @@ const WS_BYTES = 256 * 1024; // TDM_THREAD_WS_BYTES in include/tandem.h
 const THREAD_BLOCK = 1024; // zeroed, libc's per-thread record (errno and the like; far smaller)
 export const MAX_THREADS = 64; // src/threads.c
 
-/** Whether this engine and context can share a memory between workers: SharedArrayBuffer exists,
- * and in a page, the page is cross-origin isolated (COOP/COEP headers). */
-export function threadsAvailable() {
-  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined') return false;
-  return globalThis.crossOriginIsolated !== false; // undefined in Node: shared memory always works there
+/** Whether this engine and context can share a memory between workers: { available, reason }.
+ * SharedArrayBuffer must exist, and in a page, the page must be cross-origin isolated (COOP/COEP
+ * headers); `reason` says which is missing (null when available). */
+export function threadSupport() {
+  // undefined in Node: shared memory always works there
+  if (globalThis.crossOriginIsolated === false) {
+    return {
+      available: false,
+      reason: 'not cross-origin isolated: serve with COOP/COEP headers (Cross-Origin-Opener-Policy: same-origin, ' +
+        'Cross-Origin-Embedder-Policy: require-corp)',
+    };
+  }
+  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined') {
+    return { available: false, reason: 'this engine has no SharedArrayBuffer (or Atomics)' };
+  }
+  return { available: true, reason: null };
 }
+
+/** Whether threads are available (threadSupport). */
+export const threadsAvailable = () => threadSupport().available;
 
 /** The default thread count: the available cores up to 4 (beyond 4, a decode step is bound by
  * memory bandwidth and gains little; a page keeps cores for itself). 1 where threads are not

@@ -1,8 +1,8 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
-import { load, generate, Tensor, TandemError, streamAudio, Resampler } from 'tandem-runtime';
+import { load, generate, Tensor, TandemError, streamAudio, Resampler, clearCache, capabilities } from 'tandem-runtime';
 import { Model, WorkerModel } from 'tandem-runtime';
 import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Output, Profile, Source, StateSpec, TensorSpec,
-  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions } from 'tandem-runtime';
+  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions, Capabilities } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
@@ -88,3 +88,20 @@ async function audio(model: Model, worker: WorkerModel, mic: MediaStream, file: 
   console.log(chunk, y.length + r.flush().length, r.up, r.down, r.fromRate, r.toRate, r.inputLength);
 }
 void audio;
+
+async function caching(): Promise<void> {
+  const ctrl = new AbortController();
+  const options: LoadOptions = { cache: 'my-models', signal: ctrl.signal, sha256: '0'.repeat(64) };
+  const model: Model = await load('https://example.com/model.tandem', { ...options, cache: false });
+  model.dispose();
+  await clearCache();
+  await clearCache('my-models');
+  const caps: Capabilities = await capabilities();
+  const simd: 'relaxed' | 'simd128' | null = caps.simd;
+  const reason: string | null = caps.threads.reason;
+  console.log(simd, caps.relaxedSimd, caps.threads.available, caps.threads.cores, reason, caps.memoryLimitBytes);
+  console.log(caps.webgpu.available, caps.webgpu.f16, caps.webgpu.adapter?.vendor, caps.webgpu.limits?.maxBufferSize);
+  const code: ErrorCode = 'TDM_ERR_INTEGRITY';
+  console.log(code);
+}
+void caching;
