@@ -100,7 +100,11 @@ export interface Profile {
   flagged: OpTime[];
 }
 
-interface ModelApi {
+/** A file's methods as `python -m tandem inspect --dts` types them: per method, the feeds and the
+ * outputs of `model.run` (a type alias of an object type, so that it fits this index signature). */
+export interface MethodTypes { readonly [method: string]: { readonly feeds: Feeds; readonly outputs: NamedOutputs | null } }
+
+interface ModelApi<T extends MethodTypes> {
   /** Deep-frozen: calls are validated against the runtime's own copy. */
   readonly methods: readonly MethodSpec[];
   readonly state: readonly StateSpec[];
@@ -127,7 +131,7 @@ interface ModelApi {
   profile(name: string, ...args: CallArgs): Promise<Profile>;
   /** Call a method with its inputs by name, as onnxruntime-web's session.run(feeds): its outputs by
    * name, or null where a method exported in versions ran one that returns None. */
-  run(method: string, feeds: Feeds, options?: CallOptions): Promise<NamedOutputs | null>;
+  run<M extends keyof T & string>(method: M, feeds: T[M]['feeds'], options?: CallOptions): Promise<T[M]['outputs']>;
   readState(name: string): Promise<Tensor>;
   writeState(name: string, value: Input): Promise<void>;
   saveState(): Promise<Uint8Array>;
@@ -141,23 +145,27 @@ interface ModelApi {
   [Symbol.dispose](): void;
 }
 
+/** A program method as the untyped model has it. Declared as a method (the `call` member), so that
+ * an interface extending Model may declare a method with its own parameter types (a generated .d.ts). */
+type MethodCall = { call(...args: CallArgs): Promise<Output> }['call'];
 /** Each program method, e.g. model.forward(x), model.reset(): a property of that name. */
 interface Methods {
-  readonly [method: string]: (...args: CallArgs) => Promise<Output>;
+  readonly [method: string]: MethodCall;
 }
 
 // A class's own index signature would have to cover its members; its base's instance type, an
 // intersection, need not.
-declare const ModelBase: abstract new () => ModelApi & Methods;
+declare const ModelBase: abstract new <T extends MethodTypes>() => ModelApi<T> & Methods;
 
 /** A session on a loaded program: what load() returns, on every backend (wasm on this thread, wasm
- * in a worker, WebGPU). Not constructed directly. */
-export class Model extends ModelBase {
+ * in a worker, WebGPU). Not constructed directly. `T` types `run` for one file (see
+ * `python -m tandem inspect --dts`); by default any method name and feeds. */
+export class Model<T extends MethodTypes = MethodTypes> extends ModelBase<T> {
   protected constructor();
 }
 
 /** A model whose runtime runs in a worker (load(source, { worker: true })). */
-export class WorkerModel extends Model {}
+export class WorkerModel<T extends MethodTypes = MethodTypes> extends Model<T> {}
 
 export interface LoadOptions {
   /** Threads a method's parallel parts run on (1 to 64; default: the cores, at most 4). Needs a

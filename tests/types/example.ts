@@ -3,7 +3,7 @@ import { load, generate, Tensor, TandemError, streamAudio, Resampler } from 'tan
 import { Model, WorkerModel } from 'tandem-runtime';
 import { Tensor as OrtTensor } from 'onnxruntime-web';
 import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Output, Profile, Source, StateSpec, TensorSpec,
-  Feeds, NamedOutputs, TensorLike, ShapedArray, InputOf,
+  Feeds, NamedOutputs, TensorLike, ShapedArray, InputOf, MethodTypes,
   AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
@@ -27,6 +27,9 @@ async function main(source: Source): Promise<void> {
   const feeds: Feeds = { x: ortLike, y: shaped, ids: typed, n: 3, z: ort };
   const named: NamedOutputs | null = await model.run('forward', feeds, { signal: new AbortController().signal });
   if (named) console.log(named.output?.shape, Object.keys(named));
+  type Step = { step: { feeds: { x: InputOf<'float32'> }; outputs: { y: Tensor<'float32'> } } };
+  const typedRun: Step extends MethodTypes ? Model<Step> : never = model as unknown as Model<Step>; // run typed for one file
+  console.log((await typedRun.run('step', { x: new Float32Array(16) })).y.data);
   const p: Profile = await model.profile('forward', x);
   console.log(p.totalMs, p.ops.map((o) => `${o.index} ${o.name} ${o.ms} ${o.bytesWritten} ${o.stateBytesWritten}`), dtype, state.length, model.memoryBytes);
   console.log(p.bytesWritten, p.stateBytesWritten, p.stateBytes, p.flagged.map((o) => o.name));
