@@ -34,9 +34,15 @@ const DTYPE_OF_ARRAY = new Map([[Float32Array, 'float32'], [BigInt64Array, 'int6
   [Float64Array, 'float64'], [Int8Array, 'int8'], [Int16Array, 'int16'], [Uint16Array, 'uint16'], [Uint32Array, 'uint32'],
   [BigUint64Array, 'uint64'], [Uint8ClampedArray, 'uint8']]);
 
+/** A value as a message names it: 'a Float64Array', 'string', 'undefined'. */
+const describe = (v) => (v === null ? 'null' : typeof v === 'object' ? `a ${v.constructor?.name ?? 'object'}` : typeof v);
+
 /** { dtype, data, shape } of another library's tensor, its dtype and shape as given: checkTensor
  * compares them with the spec. A plain array becomes the dtype's typed array. */
-function foreign(dtype, data, shape) {
+function foreign(dtype, data, shape, where) {
+  if (!Array.isArray(shape) && !ArrayBuffer.isView(shape)) {
+    throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${where()}: the shape must be an array of numbers, given ${describe(shape)}`);
+  }
   const Arr = ARRAY_OF[dtype];
   if (Arr && Array.isArray(data)) data = dtype === 'int64' ? Arr.from(data, BigInt) : Arr.from(data, (x) => Number(x));
   return { dtype, data, shape: Array.from(shape, Number) };
@@ -63,7 +69,7 @@ export function toTensor(value, spec, where) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
         `${where()}: an onnxruntime tensor on '${at}'; give its data on the CPU (await tensor.getData(), or a tensor made from it)`);
     }
-    return foreign(value.type, value.data, value.dims);
+    return foreign(value.type, value.data, value.dims, where);
   }
   if (isPlainObject(value) && 'data' in value && 'shape' in value) { // a typed array with its shape: the array's dtype
     const dtype = Array.isArray(value.data) ? spec.dtype : DTYPE_OF_ARRAY.get(value.data?.constructor);
@@ -71,7 +77,7 @@ export function toTensor(value, spec, where) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
         `${where()}: { data, shape } takes a typed array or an array as data, given ${describe(value.data)}`);
     }
-    return foreign(dtype, value.data, value.shape);
+    return foreign(dtype, value.data, value.shape, where);
   }
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') {
     if (numel !== 1) throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
@@ -104,8 +110,6 @@ export function toTensor(value, spec, where) {
   throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
     `${where()}: expected a Tensor, a typed array or a number, given ${value === null ? 'null' : typeof value}${hint}`);
 }
-
-const describe = (v) => (v === null ? 'null' : typeof v === 'object' ? `a ${v.constructor?.name ?? 'object'}` : typeof v);
 
 export function checkTensor(t, spec, where) {
   // a dynamic dim takes any size here: tdm_session_set_input_shape checks it (TDM_ERR_SHAPE)

@@ -136,6 +136,9 @@ test('a tensor of another dtype or shape is a TandemError naming the input and b
         "input 0 'x': { data, shape } takes a typed array or an array as data, given string"],
       [() => model.forward({ type: 'float32', data: [1, 2, 3], dims: [3], location: 'gpu-buffer' }, pad),
         "input 0 'x': an onnxruntime tensor on 'gpu-buffer'"],
+      [() => model.forward({ type: 'float32', data: new Float32Array(3), dims: undefined }, pad),
+        "input 0 'x': the shape must be an array of numbers, given undefined"],
+      [() => model.forward({ data: x, shape: 3 }, pad), "input 0 'x': the shape must be an array of numbers, given number"],
       [() => model.forward({ type: 'float32', data: new Int32Array(3), dims: [3] }, pad),
         "input 0 'x': float32 data must be a Float32Array, given a Int32Array"],
     ];
