@@ -20,7 +20,7 @@
 // returns. A model's queue hands its backend one operation at a time.
 import { TandemError, abortError } from './errors.js';
 import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
-import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions, WASM_PATHS } from './options.js';
+import { CALL_OPTIONS, DEFAULT_FLAG_FRACTION, isPlainObject, splitOptions, parseForkOptions, WASM_PATHS } from './options.js';
 import { SAVED_STATE } from './schema.js';
 
 // The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
@@ -71,6 +71,9 @@ function summarizeProfile(outputs, ops, stateBytes, fraction) {
   };
 }
 
+/** A single tensor passed where run() takes its feeds object (a plain object is read as feeds, also
+ * one whose inputs are named 'data' and 'shape'). */
+const isTensorLike = (v) => v instanceof Tensor || (!isPlainObject(v) && 'data' in v && ('shape' in v || 'dims' in v));
 const copyOf = (t) => new Tensor(t.dtype, t.data.slice(), t.shape);
 const isPromise = (v) => typeof v?.then === 'function';
 
@@ -149,7 +152,54 @@ export class Model {
    * options as call() does. */
   profile(name, ...args) { return this.#invoke(name, args, true); }
 
-  #invoke(name, args, profile) {
+  /** Call a method with its inputs by name, as onnxruntime-web's `session.run(feeds)`: `feeds` is
+   * `{ [input name]: input }` (names as in `model.methods`), every input and no other; resolves to
+   * `{ [output name]: Tensor }`, or null where the version that ran returns None. An input the method
+   * changes is written back into what was given, as with call(). `options`: call options. */
+  run(method, feeds, options) {
+    let args;
+    try {
+      args = [...this.#feeds(method, feeds), ...this.#runOptions(method, options)];
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#invoke(method, args, false, true);
+  }
+
+  /** The inputs of `feeds` in the method's order (run()). */
+  #feeds(method, feeds) {
+    this.#alive(`run('${method}')`);
+    const m = this.#method(method);
+    const names = this.#shared.methodSpecs[m].inputs.map((s) => s.name);
+    const quoted = (list) => list.map((n) => `'${n}'`).join(', ');
+    const expected = () => (names.length ? `${method} takes ${quoted(names)}` : `${method} takes no inputs: give {}`);
+    if (feeds === null || typeof feeds !== 'object' || Array.isArray(feeds) || ArrayBuffer.isView(feeds) || isTensorLike(feeds)) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds): feeds is an object of input name to input; ${expected()}`);
+    }
+    const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
+    if (unknown.length) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `run('${method}', feeds): no input ${quoted(unknown)}; ${expected()}`);
+    }
+    const missing = names.filter((n) => !Object.hasOwn(feeds, n));
+    if (missing.length) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds): missing input ${quoted(missing)}; ${expected()}`);
+    }
+    return names.map((n) => feeds[n]);
+  }
+
+  /** run()'s options as the last argument of a call ([] for none). */
+  #runOptions(method, options) {
+    if (options === undefined) return [];
+    if (!isPlainObject(options) || !Object.keys(options).every((k) => CALL_OPTIONS.has(k))) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds, options): options take only ${[...CALL_OPTIONS].join(', ')}`);
+    }
+    return [options];
+  }
+
+  #invoke(name, args, profile, named = false) {
     let inputs, signal, m, tensors;
     try {
       [inputs, { signal }] = splitOptions(name, args);
@@ -171,17 +221,25 @@ export class Model {
       spec.outputs.forEach((o, i) => {
         if (o.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === o.name.slice(0, -1))], all[i]);
       });
-      const outs = all.filter((_, i) => !spec.outputs[i].name.endsWith('!'));
+      const results = spec.outputs.map((o, i) => [o.name, all[i]]).filter(([n]) => !n.endsWith('!'));
+      if (named) return Object.fromEntries(results);
+      const outs = results.map(([, t]) => t);
       const outputs = outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
       return profile ? summarizeProfile(outputs, r.ops, this.stateBytes, this.#shared.flagFraction) : outputs;
     });
   }
 
-  /** [method index, the inputs as checked tensors] of a call. */
-  #inputs(name, inputs) {
+  /** The index of method `name`. */
+  #method(name) {
     const m = this.#shared.index.get(name);
     if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND',
       `no method '${name}'; the program has ${[...this.#shared.index.keys()].join(', ')}`);
+    return m;
+  }
+
+  /** [method index, the inputs as checked tensors] of a call. */
+  #inputs(name, inputs) {
+    const m = this.#method(name);
     const spec = this.#shared.methodSpecs[m];
     if (inputs.length !== spec.inputs.length) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);

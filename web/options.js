@@ -7,7 +7,7 @@ import { simdSupport } from './loader.js';
 // ---- call options ---------------------------------------------------------------------------------
 // A method call's last argument is its options when it is a plain object ({...}, not a Tensor or any
 // class instance) whose own keys are all option names; an input never is one (a Tensor-like plain
-// object has dtype, data and shape). So model.forward(x, { signal }) and model.call(name, x, { signal }).
+// object has data and shape, or dtype, data and shape). So model.forward(x, { signal }) and model.call(name, x, { signal }).
 export const CALL_OPTIONS = new Set(['signal']);
 
 export function isPlainObject(v) {

@@ -300,7 +300,8 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
         switch (msg.type) {
           case 'run': {
             const r = b.run(x, revive(y), z);
-            result = z ? { ...r, outputs: r.outputs.map(tensorOut) } : r.map(tensorOut);
+            // null: the version that ran returns None
+            result = z ? { ...r, outputs: r.outputs?.map(tensorOut) ?? null } : r?.map(tensorOut) ?? null;
             break;
           }
           case 'readState': result = b.readState(stateOf(x)); break;
