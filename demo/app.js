@@ -1,14 +1,10 @@
 // The demo page: a character LM whose KV cache is tandem state in a worker's wasm memory, and the
 // original report's two-method model. Everything the page does goes through the public API; text
 // comes from generate() (web/lm.js), which runs the model's prefill (chunks of 16) and decode.
-import { load, generate, position as positionOf } from '../web/tandem.js';
+import { load, generate, capabilities, position as positionOf } from '../web/tandem.js';
 
 const $ = (id) => document.getElementById(id);
 const SAVE_KEY = 'tandem-demo-state';
-
-// A tiny module using a SIMD128 instruction: if it does not validate, the runtime cannot load.
-const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253,
-  98, 11]);
 
 const ui = {
   setBusy(busy) {
@@ -150,7 +146,8 @@ async function sharedCall(method) {
 }
 
 async function main() {
-  if (!WebAssembly.validate(SIMD_PROBE)) {
+  const caps = await capabilities();
+  if (caps.simd === null) { // no SIMD128: no runtime build can load
     $('nosimd').hidden = false;
     $('loading').hidden = true;
     return;
@@ -168,7 +165,7 @@ async function main() {
   shared = await load('shared.tandem');
   $('load-time').textContent = `${Math.round(performance.now() - t0)} ms`;
   $('state-bytes').textContent = lm.stateBytes.toLocaleString('en-US');
-  $('threads').textContent = `${lm.threads}${globalThis.crossOriginIsolated ? '' : ' (the page is not cross-origin isolated)'}`;
+  $('threads').textContent = `${lm.threads}${caps.threads.available ? '' : ` (${caps.threads.reason})`}`;
   $('capacity').textContent = String(meta.capacity);
   $('model-info').textContent = `${(meta.parameters / 1e6).toFixed(2)} M parameters, ${meta.layers} layers, ` +
     `trained ${meta.train_minutes} min on ${meta.corpus}`;

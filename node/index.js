@@ -2,8 +2,11 @@
 // worker_threads for { worker: true } and for thread pools.
 import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { nodePort, nodeThread } from './spawn.js';
+import { fileStore } from './cache.js';
+import { probeCapabilities } from '../web/capabilities.js';
 import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web/tandem.js';
 import { HOOKS, isPlainObject } from '../web/options.js';
 
@@ -11,7 +14,23 @@ export { Tensor, TandemError, Model, WorkerModel };
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 export { streamAudio, Resampler } from '../web/audio.js';
 
-const wasmFile = (name) => wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
+/** capabilities() as in the browser, with Node's core count. */
+export const capabilities = () => probeCapabilities({ cores: availableParallelism() });
+
+/** Empties tandem's cache folder (node/cache.js: $TANDEM_CACHE_DIR or the user's cache folder's
+ * tandem/), or the folder given; only the cache's own files are removed. */
+export const clearCache = (dir) => fileStore(dir).clear();
+
+/** Build `name` of web/: read from the package, or from under `base` (options.wasmPaths: a folder's
+ * path or file: URL, read; an http(s) URL, fetched). */
+function wasmFile(name, base) {
+  if (base === undefined) return wasmBytes(fileURLToPath(new URL(`../web/${name}`, import.meta.url)));
+  if (!isLocal(base)) return new URL(name, base);
+  return wasmBytes(base.startsWith('file://') ? new URL(name, base) : join(base, name)).catch((e) => {
+    const why = e.message.slice(e.code.length + 2);
+    throw new TandemError(e.code, `${why}; options.wasmPaths (${base}) must be a folder holding the package's web/ files`);
+  });
+}
 
 function isLocal(source) {
   if (source instanceof URL) return source.protocol === 'file:';
@@ -50,6 +69,7 @@ export async function load(source, options = {}) {
     ...(options.wasmThreads === undefined ? {} : { wasmThreads: await wasmBytes(options.wasmThreads) }),
     [HOOKS]: {
       wasmFile, // the package's builds, read from web/ when one is first used
+      cacheStore: fileStore, // load's cache: a folder
       spawnWorker: spawn, cores: availableParallelism(), ...hooks, spawnThread: hooks.spawnThread ?? nodeThread,
     },
   });

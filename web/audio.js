@@ -7,6 +7,7 @@
 // timestamps. A model in a worker (load(src, { worker: true })) is called the same way.
 import { TandemError } from './errors.js';
 import { Tensor } from './tensor.js';
+import { WASM_PATHS } from './options.js';
 
 const now = () => (globalThis.performance ?? Date).now();
 
@@ -377,7 +378,7 @@ export async function streamAudio(model, method, source, options = {}) {
       } else {
         const live = (block) => { if (!stopped()) try { feed(block); } catch (e) { fail(e); } };
         cleanup = await captureMedia(source, audioContext, blockSize,
-          (rateOfContext) => { resampler = new Resampler(rateOfContext, sampleRate); }, live);
+          (rateOfContext) => { resampler = new Resampler(rateOfContext, sampleRate); }, live, model[WASM_PATHS]);
         await stopPromise; // a live source ends when the signal aborts (or a call fails)
       }
     }
@@ -398,7 +399,7 @@ export async function streamAudio(model, method, source, options = {}) {
  * `blockSize` frames at the AudioContext's rate, each given to feed(); returns the function that
  * stops it (it disconnects the nodes and closes the AudioContext if it made it; the stream's
  * tracks stay the caller's). */
-async function captureMedia(stream, given, blockSize, onRate, feed) {
+async function captureMedia(stream, given, blockSize, onRate, feed, base) {
   const AudioContextClass = globalThis.AudioContext ?? globalThis.webkitAudioContext;
   if (stream.getAudioTracks().length === 0) throw invalid('the MediaStream has no audio track (getUserMedia({ audio: true }) gives one)');
   if (!given && !AudioContextClass) throw invalid('a MediaStream source needs Web Audio (AudioContext), which this environment lacks: ' +
@@ -406,7 +407,8 @@ async function captureMedia(stream, given, blockSize, onRate, feed) {
   const ctx = given ?? new AudioContextClass();
   let input, node;
   try {
-    await ctx.audioWorklet.addModule(new URL('./audio-worklet.js', import.meta.url));
+    // beside this module (a literal new URL, which bundlers rewrite), or under the model's options.wasmPaths
+    await ctx.audioWorklet.addModule(base ? new URL('audio-worklet.js', base) : new URL('./audio-worklet.js', import.meta.url));
     input = ctx.createMediaStreamSource(stream);
     node = new AudioWorkletNode(ctx, 'tandem-capture',
       { numberOfInputs: 1, numberOfOutputs: 1, outputChannelCount: [1], processorOptions: { blockSize } });

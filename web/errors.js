@@ -7,9 +7,10 @@ export const JS_ERROR_CODES = Object.freeze({
   TDM_ERR_DISPOSED: 'the model was disposed',
   TDM_ERR_WORKER: 'an unexpected error inside the worker, or a thread pool that did not start',
   TDM_ERR_WORKER_DIED: 'the model\'s worker died (an uncaught error, an unreadable message, or it exited)',
-  TDM_ERR_ABORTED: 'the call\'s AbortSignal aborted it; such an error\'s name is \'AbortError\'',
+  TDM_ERR_ABORTED: 'the AbortSignal of a call or of load() aborted it; such an error\'s name is \'AbortError\'',
   TDM_ERR_DEVICE: "load(..., { device: 'webgpu' }) cannot run the program on WebGPU (web/webgpu/), or a WebGPU kernel failed",
   TDM_ERR_DEVICE_LIMIT: "device: 'webgpu' needs a buffer above the adapter's limits (the message names the limit and the buffer)",
+  TDM_ERR_INTEGRITY: "load(source, { sha256 }): the program's bytes have another SHA-256 than the one given; nothing was loaded or cached",
   TDM_ERR_DEVICE_LOST: 'the GPU device of a WebGPU model was lost; its state on the GPU is gone (load again, loadState a saved state)',
 });
 

@@ -22,8 +22,25 @@ export function compileRuntime(key, getBytes) {
   return mod;
 }
 
+// Modules of one function each, which validate only where the engine has the instruction set:
+// (func (result v128) i32.const 0 i8x16.splat), and
+// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd).
+const SIMD128_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15,
+  253, 98, 11]);
+const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
+  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
+let simd;
+/** The engine's SIMD: { simd128, relaxed }. Every build needs SIMD128; the relaxed builds need
+ * relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with --experimental-wasm-relaxed-simd). */
+export function simdSupport() {
+  simd ??= { simd128: WebAssembly.validate(SIMD128_PROBE), relaxed: WebAssembly.validate(RELAXED_PROBE) };
+  return simd;
+}
+
 const PAGE = 65536;
 const MAX_PAGES = 65536; // 4 GiB, the most wasm32 addresses (and -sMAXIMUM_MEMORY in CMakeLists.txt)
+/** The most linear memory a runtime instance may grow to, in bytes. */
+export const MAX_MEMORY_BYTES = PAGE * MAX_PAGES;
 
 /** Whether a compiled runtime is the threaded build: it imports its memory (a shared one). */
 export function importsMemory(module) {

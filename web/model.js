@@ -20,15 +20,13 @@
 // returns. A model's queue hands its backend one operation at a time.
 import { TandemError, abortError } from './errors.js';
 import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
-import { DEFAULT_FLAG_FRACTION, splitOptions, parseForkOptions } from './options.js';
+import { CALL_OPTIONS, DEFAULT_FLAG_FRACTION, isPlainObject, splitOptions, parseForkOptions, WASM_PATHS } from './options.js';
 import { SAVED_STATE } from './schema.js';
 
 // The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
 // layout fingerprint u64, the writer's program id u64, byte count u64.
 const { magic: STATE_MAGIC, format: STATE_VERSION, bytes: STATE_HEADER, offset: AT } = SAVED_STATE;
 
-/** A model's backend, for the package's own tools (bench/probes): not public API. */
-export const BACKEND = Symbol('tandem.backend');
 /** load()'s step that builds the tokenizer a file carries: not public API. */
 export const BUILD_TOKENIZER = Symbol('tandem.buildTokenizer');
 
@@ -73,16 +71,19 @@ function summarizeProfile(outputs, ops, stateBytes, fraction) {
   };
 }
 
+/** A single tensor passed where run() takes its feeds object (a plain object is read as feeds, also
+ * one whose inputs are named 'data' and 'shape'). */
+const isTensorLike = (v) => v instanceof Tensor || (!isPlainObject(v) && 'data' in v && ('shape' in v || 'dims' in v));
 const copyOf = (t) => new Tensor(t.dtype, t.data.slice(), t.shape);
 const isPromise = (v) => typeof v?.then === 'function';
 
 /** What a model and its forks share: the backend's frozen info, the method index, the tokenizer,
  * the load options the model keeps. */
-function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null } = {}) {
+function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null, wasmPaths } = {}) {
   const index = new Map();
   info.methodSpecs.forEach((m, i) => m.version || index.set(m.name, i));
   return {
-    methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason,
+    methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason, wasmPaths,
     methods: frozenCopy(info.methods), state: frozenCopy(info.state), metadata: frozenCopy(info.metadata),
     tokenizerText: info.tokenizerText ?? null, tokenizer: null,
   };
@@ -98,7 +99,7 @@ export class Model {
   #running = null;  // the operation the backend is running (an asynchronous one)
 
   /** `backend` (see the top of this file); `shared`: the model's it was forked from, or the load
-   * options it keeps ({ flagFraction, deviceReason }). */
+   * options it keeps ({ flagFraction, deviceReason, wasmPaths }). */
   constructor(backend, shared = {}) {
     this.#backend = backend;
     this.#shared = shared.methodSpecs ? shared : sharedOf(backend.info, shared);
@@ -119,6 +120,8 @@ export class Model {
   /** With load(..., { device: 'auto' }): why the model runs on wasm (no adapter, the ops without a
    * WebGPU kernel, worker: true); else null. */
   get deviceReason() { return this.#shared.deviceReason; }
+  /** options.wasmPaths as resolved by load (web/options.js WASM_PATHS), or undefined. */
+  get [WASM_PATHS]() { return this.#shared.wasmPaths; }
   /** Threads this model's methods run on (1 where shared memory is unavailable, and on WebGPU). */
   get threads() { return this.#backend.info.threads; }
   /** The SIMD level of the runtime build running it: 'relaxed' (fused multiply-add) or 'simd128'. */
@@ -129,7 +132,6 @@ export class Model {
   /** Bytes of one session's state region and scratch arena. */
   get stateBytes() { return this.#backend.info.stateBytes; }
   get scratchBytes() { return this.#backend.info.scratchBytes; }
-  get [BACKEND]() { return this.#backend; }
 
   /** Builds the tokenizer the file carries (load() awaits it; the forks share it). */
   async [BUILD_TOKENIZER]() {
@@ -150,7 +152,54 @@ export class Model {
    * options as call() does. */
   profile(name, ...args) { return this.#invoke(name, args, true); }
 
-  #invoke(name, args, profile) {
+  /** Call a method with its inputs by name, as onnxruntime-web's `session.run(feeds)`: `feeds` is
+   * `{ [input name]: input }` (names as in `model.methods`), every input and no other; resolves to
+   * `{ [output name]: Tensor }`, or null where the version that ran returns None. An input the method
+   * changes is written back into what was given, as with call(). `options`: call options. */
+  run(method, feeds, options) {
+    let args;
+    try {
+      args = [...this.#feeds(method, feeds), ...this.#runOptions(method, options)];
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.#invoke(method, args, false, true);
+  }
+
+  /** The inputs of `feeds` in the method's order (run()). */
+  #feeds(method, feeds) {
+    this.#alive(`run('${method}')`);
+    const m = this.#method(method);
+    const names = this.#shared.methodSpecs[m].inputs.map((s) => s.name);
+    const quoted = (list) => list.map((n) => `'${n}'`).join(', ');
+    const expected = () => (names.length ? `${method} takes ${quoted(names)}` : `${method} takes no inputs: give {}`);
+    if (feeds === null || typeof feeds !== 'object' || Array.isArray(feeds) || ArrayBuffer.isView(feeds) || isTensorLike(feeds)) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds): feeds is an object of input name to input; ${expected()}`);
+    }
+    const unknown = Object.keys(feeds).filter((k) => !names.includes(k));
+    if (unknown.length) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `run('${method}', feeds): no input ${quoted(unknown)}; ${expected()}`);
+    }
+    const missing = names.filter((n) => !Object.hasOwn(feeds, n));
+    if (missing.length) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds): missing input ${quoted(missing)}; ${expected()}`);
+    }
+    return names.map((n) => feeds[n]);
+  }
+
+  /** run()'s options as the last argument of a call ([] for none). */
+  #runOptions(method, options) {
+    if (options === undefined) return [];
+    if (!isPlainObject(options) || !Object.keys(options).every((k) => CALL_OPTIONS.has(k))) {
+      throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
+        `run('${method}', feeds, options): options take only ${[...CALL_OPTIONS].join(', ')}`);
+    }
+    return [options];
+  }
+
+  #invoke(name, args, profile, named = false) {
     let inputs, signal, m, tensors;
     try {
       [inputs, { signal }] = splitOptions(name, args);
@@ -172,17 +221,25 @@ export class Model {
       spec.outputs.forEach((o, i) => {
         if (o.name.endsWith('!')) writeBack(inputs[spec.inputs.findIndex((v) => v.name === o.name.slice(0, -1))], all[i]);
       });
-      const outs = all.filter((_, i) => !spec.outputs[i].name.endsWith('!'));
+      const results = spec.outputs.map((o, i) => [o.name, all[i]]).filter(([n]) => !n.endsWith('!'));
+      if (named) return Object.fromEntries(results);
+      const outs = results.map(([, t]) => t);
       const outputs = outs.length === 0 ? undefined : outs.length === 1 ? outs[0] : outs;
       return profile ? summarizeProfile(outputs, r.ops, this.stateBytes, this.#shared.flagFraction) : outputs;
     });
   }
 
-  /** [method index, the inputs as checked tensors] of a call. */
-  #inputs(name, inputs) {
+  /** The index of method `name`. */
+  #method(name) {
     const m = this.#shared.index.get(name);
     if (m === undefined) throw new TandemError('TDM_ERR_NOT_FOUND',
       `no method '${name}'; the program has ${[...this.#shared.index.keys()].join(', ')}`);
+    return m;
+  }
+
+  /** [method index, the inputs as checked tensors] of a call. */
+  #inputs(name, inputs) {
+    const m = this.#method(name);
     const spec = this.#shared.methodSpecs[m];
     if (inputs.length !== spec.inputs.length) {
       throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `${name}() takes ${spec.inputs.length} input(s), ${inputs.length} given`);

@@ -2,11 +2,12 @@
 // is declared and checked here, for every backend.
 import { TandemError } from './errors.js';
 import { MAX_THREADS } from './threads.js';
+import { simdSupport } from './loader.js';
 
 // ---- call options ---------------------------------------------------------------------------------
 // A method call's last argument is its options when it is a plain object ({...}, not a Tensor or any
 // class instance) whose own keys are all option names; an input never is one (a Tensor-like plain
-// object has dtype, data and shape). So model.forward(x, { signal }) and model.call(name, x, { signal }).
+// object has data and shape, or dtype, data and shape). So model.forward(x, { signal }) and model.call(name, x, { signal }).
 export const CALL_OPTIONS = new Set(['signal']);
 
 export function isPlainObject(v) {
@@ -50,6 +51,17 @@ const wasmSource = (name) => (v) => {
   throw invalid(`${name} must be a URL, a path or the build's bytes, given ${shown(v)}`);
 };
 
+/** options.wasmPaths: the folder (a URL, or a path in Node) that serves the package's web/ files,
+ * as a string ending in '/' so each file's name resolves inside it. */
+function checkWasmPaths(v) {
+  if (v === undefined) return undefined;
+  if (!(v instanceof URL) && (typeof v !== 'string' || v === '')) {
+    throw invalid(`wasmPaths must be the URL (or, in Node, the path) of a folder holding the package's web/ files, given ${shown(v)}`);
+  }
+  const s = String(v);
+  return s.endsWith('/') ? s : `${s}/`;
+}
+
 /** Checks an options bag against `spec` ({ key: check(value) -> parsed }): the parsed values. */
 function parseOptions(what, options, spec) {
   if (options === undefined) options = {};
@@ -84,24 +96,13 @@ function checkThreads(n) {
   return n;
 }
 
-// (func (param v128 v128 v128) (result v128) local.get 0 local.get 1 local.get 2 f32x4.relaxed_madd)
-const RELAXED_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 8, 1, 96, 3, 123, 123, 123, 1, 123, 3, 2, 1, 0,
-  10, 13, 1, 11, 0, 32, 0, 32, 1, 32, 2, 253, 133, 2, 11]);
-let relaxed;
-/** Whether this engine runs relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+; Node 20 with
- * --experimental-wasm-relaxed-simd), which the relaxed builds need. */
-function relaxedSimdAvailable() {
-  relaxed ??= WebAssembly.validate(RELAXED_PROBE);
-  return relaxed;
-}
-
 /** options.simd: undefined (relaxed SIMD where the engine has it), 'relaxed' or 'simd128'. */
 function simdLevel(simd) {
-  if (simd === undefined) return relaxedSimdAvailable() ? 'relaxed' : 'simd128';
+  if (simd === undefined) return simdSupport().relaxed ? 'relaxed' : 'simd128';
   if (simd !== 'relaxed' && simd !== 'simd128') {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT', `simd must be 'relaxed' or 'simd128', given ${String(simd)}`);
   }
-  if (simd === 'relaxed' && !relaxedSimdAvailable()) {
+  if (simd === 'relaxed' && !simdSupport().relaxed) {
     throw new TandemError('TDM_ERR_INVALID_ARGUMENT',
       "simd: 'relaxed' asked, but this engine has no relaxed SIMD (Chrome 114+, Firefox 145+, Node 22+, or Node 20 with " +
       '--experimental-wasm-relaxed-simd); leave simd unset to use it where available');
@@ -117,6 +118,7 @@ const LOAD_OPTIONS = {
   gpuWeights: oneOf('gpuWeights', ['float32', 'float16'], 'float32'),
   wasm: wasmSource('wasm'),
   wasmThreads: wasmSource('wasmThreads'),
+  wasmPaths: checkWasmPaths,
   worker: boolean('worker', false),
   onProgress: (v) => {
     if (v !== undefined && typeof v !== 'function') throw invalid(`onProgress must be a function, given ${shown(v)}`);
@@ -124,7 +126,32 @@ const LOAD_OPTIONS = {
   },
   profileFlagFraction: checkFlagFraction,
   tokenizer: boolean('tokenizer', true),
+  cache: (v) => {
+    if (v === undefined) return true;
+    if (typeof v !== 'boolean' && !(typeof v === 'string' && v !== '')) {
+      throw invalid(`cache must be true, false or a cache name (Node: a folder), given ${shown(v)}`);
+    }
+    return v;
+  },
+  signal: (v) => {
+    if (v === undefined || v === null) return undefined;
+    if (!(typeof v.aborted === 'boolean' && typeof v.addEventListener === 'function')) {
+      throw invalid(`signal must be an AbortSignal, given ${shown(v)}`);
+    }
+    return v;
+  },
+  sha256: (v) => {
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || !/^[0-9a-f]{64}$/i.test(v)) {
+      throw invalid(`sha256 must be 64 hex digits (the file's SHA-256), given ${shown(v)}`);
+    }
+    return v.toLowerCase();
+  },
 };
+
+/** A model's options.wasmPaths (the folder of the package's web/ files it was loaded from, if
+ * given), where streamAudio loads web/audio-worklet.js from. */
+export const WASM_PATHS = Symbol('tandem.wasmPaths');
 
 /** The internal channel of load(): the platform's hooks (node/index.js: wasm files, workers,
  * cores) and the tests' (a thread spawner that fails, the worker's handle). Symbol-keyed, so no

@@ -6,7 +6,45 @@ import { byteView } from './tensor.js';
 
 // The four builds beside this module: [one thread, threads] for each SIMD level (CMakeLists.txt).
 export const BUILDS = { simd128: ['tandem.wasm', 'tandem-mt.wasm'], relaxed: ['tandem-relaxed.wasm', 'tandem-mt-relaxed.wasm'] };
-export const besideThisModule = (name) => new URL(`./${name}`, import.meta.url);
+
+// Each build's URL as one literal `new URL('./file', import.meta.url)`: the form bundlers (Vite,
+// webpack, Parcel) find, emit the file for and rewrite; a name in a template or a variable they
+// cannot follow.
+const BESIDE = {
+  'tandem.wasm': () => new URL('./tandem.wasm', import.meta.url),
+  'tandem-mt.wasm': () => new URL('./tandem-mt.wasm', import.meta.url),
+  'tandem-relaxed.wasm': () => new URL('./tandem-relaxed.wasm', import.meta.url),
+  'tandem-mt-relaxed.wasm': () => new URL('./tandem-mt-relaxed.wasm', import.meta.url),
+};
+
+/** The URL of build `name` (a BUILDS entry): under `base` (options.wasmPaths) when given, else beside this module. */
+export const runtimeFile = (name, base) => (base ? new URL(name, base) : BESIDE[name]());
+
+/** What to do about a runtime file (a build, web/worker.js, web/thread.js) that did not load from
+ * beside this module, or from under `base` (options.wasmPaths). */
+export function runtimeFileHint(base) {
+  return base ? `options.wasmPaths (${base}) must be a folder serving the package's web/ files`
+    : "serve the package's web/ files beside the module that loads them (a bundler that copies files referenced with " +
+      "new URL('./file', import.meta.url) does), or set options.wasmPaths to a folder serving them (docs/guide/deploying.md)";
+}
+
+/** The bytes of the build at `url`. A fetch that fails or a file that is not WebAssembly (a server's
+ * fallback page) rejects with TDM_ERR_NOT_FOUND naming the URL and `hint`. */
+export async function fetchBuild(url, hint) {
+  const missing = (why) => new TandemError('TDM_ERR_NOT_FOUND', `the runtime build ${url} ${why}; ${hint}`);
+  let res;
+  try {
+    res = await fetch(url);
+  } catch (e) {
+    throw missing(`could not be fetched (${e.message})`);
+  }
+  if (!res.ok) throw missing(`was not found (HTTP ${res.status})`);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  if (bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) {
+    throw missing(`is not WebAssembly (Content-Type ${res.headers.get('content-type') ?? 'none'})`);
+  }
+  return bytes;
+}
 
 /** The runtime's exports with helpers for strings and memory. */
 export class Runtime {

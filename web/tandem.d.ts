@@ -12,7 +12,7 @@ export type ErrorCode =
   | 'TDM_ERR_VERSION' | 'TDM_ERR_MALFORMED' | 'TDM_ERR_UNKNOWN_OP' | 'TDM_ERR_OP_RULE' | 'TDM_ERR_NOT_FOUND'
   | 'TDM_ERR_INDEX' | 'TDM_ERR_LIMIT' | 'TDM_ERR_STATE_MISMATCH' | 'TDM_ERR_SHAPE' | 'TDM_ERR_GUARD' | 'TDM_ERR_DISPOSED' | 'TDM_ERR_WORKER'
   | 'TDM_ERR_WORKER_DIED' | 'TDM_ERR_ABORTED' | 'TDM_ERR_DEVICE' | 'TDM_ERR_DEVICE_LIMIT'
-  | 'TDM_ERR_DEVICE_LOST';
+  | 'TDM_ERR_DEVICE_LOST' | 'TDM_ERR_INTEGRITY';
 
 export class TandemError extends Error {
   /** 'AbortError' when code is 'TDM_ERR_ABORTED' (a call cancelled by its signal), else 'TandemError'. */
@@ -45,16 +45,31 @@ export interface MethodSpec {
 }
 export interface StateSpec { readonly name: string; readonly dtype: DType; readonly shape: readonly number[] }
 
-/** What a method call accepts: a Tensor, a typed array (the method's shape), or a number/bigint
- * for a one-element input. */
-export type Input = Tensor | AnyTypedArray | number | bigint | boolean;
+/** onnxruntime-web's Tensor or transformers.js' Tensor (or any object with these fields): `type` is
+ * onnxruntime's dtype name ('float32', 'int64', 'int32', 'bool', ...), `data` its typed array on the
+ * CPU, `dims` its shape. Its type and dims must be the input's; an input the method changes is
+ * written back into its data. */
+export interface TensorLike { readonly type: string; readonly data: unknown; readonly dims: readonly number[]; readonly location?: string }
+/** A typed array with its shape; the dtype is the array's (Uint8Array: bool), or for a plain array
+ * the input's. */
+export interface ShapedArray<D extends DType = DType> { readonly data: TypedArrayOf<D> | readonly (number | bigint | boolean)[]; readonly shape: readonly number[] }
+/** What a method call accepts for an input of dtype D: a Tensor, another library's tensor, a typed
+ * array with a shape, or a typed array alone (the method's shape; with one dynamic dim its length
+ * gives the size). */
+export type InputOf<D extends DType> = Tensor<D> | TypedArrayOf<D> | ShapedArray<D> | TensorLike;
+/** What a method call accepts: an InputOf any dtype, or a number/bigint/boolean for a one-element input. */
+export type Input = Tensor | AnyTypedArray | ShapedArray | TensorLike | number | bigint | boolean;
+/** model.run's inputs: every input of the method by its name (model.methods[i].inputs[j].name). */
+export interface Feeds { readonly [input: string]: Input }
+/** model.run's result: every output by its name (model.methods[i].outputs[j].name). */
+export interface NamedOutputs { readonly [output: string]: Tensor }
 /** A call's result: its tensor(s); undefined for a method without outputs; null where a method exported in
  * versions ran a version that returns None (a Python branch, e.g. the first steps of a delayed stream). */
 export type Output = Tensor | Tensor[] | null | undefined;
 export type MetadataValue = null | boolean | number | string | readonly MetadataValue[] | { readonly [key: string]: MetadataValue };
 
 /** Options of a method call, given as its last argument: a plain object whose keys are all option
- * names (a Tensor-like { dtype, data, shape } is always an input). */
+ * names (a Tensor-like { dtype, data, shape } or { data, shape } is always an input). */
 export interface CallOptions {
   /** Cancels the call: still queued, it is removed; already running, it finishes (its state change
    * is kept) and its result is dropped. Either way it rejects with TandemError 'TDM_ERR_ABORTED'. */
@@ -85,7 +100,11 @@ export interface Profile {
   flagged: OpTime[];
 }
 
-interface ModelApi {
+/** A file's methods as `python -m tandem inspect --dts` types them: per method, the feeds and the
+ * outputs of `model.run` (a type alias of an object type, so that it fits this index signature). */
+export interface MethodTypes { readonly [method: string]: { readonly feeds: Feeds; readonly outputs: NamedOutputs | null } }
+
+interface ModelApi<T extends MethodTypes> {
   /** Deep-frozen: calls are validated against the runtime's own copy. */
   readonly methods: readonly MethodSpec[];
   readonly state: readonly StateSpec[];
@@ -110,6 +129,9 @@ interface ModelApi {
    * also one named like the model's own API. */
   call(name: string, ...args: CallArgs): Promise<Output>;
   profile(name: string, ...args: CallArgs): Promise<Profile>;
+  /** Call a method with its inputs by name, as onnxruntime-web's session.run(feeds): its outputs by
+   * name, or null where a method exported in versions ran one that returns None. */
+  run<M extends keyof T & string>(method: M, feeds: T[M]['feeds'], options?: CallOptions): Promise<T[M]['outputs']>;
   readState(name: string): Promise<Tensor>;
   writeState(name: string, value: Input): Promise<void>;
   saveState(): Promise<Uint8Array>;
@@ -123,23 +145,27 @@ interface ModelApi {
   [Symbol.dispose](): void;
 }
 
+/** A program method as the untyped model has it. Declared as a method (the `call` member), so that
+ * an interface extending Model may declare a method with its own parameter types (a generated .d.ts). */
+type MethodCall = { call(...args: CallArgs): Promise<Output> }['call'];
 /** Each program method, e.g. model.forward(x), model.reset(): a property of that name. */
 interface Methods {
-  readonly [method: string]: (...args: CallArgs) => Promise<Output>;
+  readonly [method: string]: MethodCall;
 }
 
 // A class's own index signature would have to cover its members; its base's instance type, an
 // intersection, need not.
-declare const ModelBase: abstract new () => ModelApi & Methods;
+declare const ModelBase: abstract new <T extends MethodTypes>() => ModelApi<T> & Methods;
 
 /** A session on a loaded program: what load() returns, on every backend (wasm on this thread, wasm
- * in a worker, WebGPU). Not constructed directly. */
-export class Model extends ModelBase {
+ * in a worker, WebGPU). Not constructed directly. `T` types `run` for one file (see
+ * `python -m tandem inspect --dts`); by default any method name and feeds. */
+export class Model<T extends MethodTypes = MethodTypes> extends ModelBase<T> {
   protected constructor();
 }
 
 /** A model whose runtime runs in a worker (load(source, { worker: true })). */
-export class WorkerModel extends Model {}
+export class WorkerModel<T extends MethodTypes = MethodTypes> extends Model<T> {}
 
 export interface LoadOptions {
   /** Threads a method's parallel parts run on (1 to 64; default: the cores, at most 4). Needs a
@@ -156,10 +182,21 @@ export interface LoadOptions {
   wasm?: string | URL | Uint8Array | ArrayBuffer;
   /** The same for the threaded build used when threads > 1 (tandem-mt.wasm or tandem-mt-relaxed.wasm). */
   wasmThreads?: string | URL | Uint8Array | ArrayBuffer;
+  /** The URL (or, in Node, the path) of a folder serving the package's web/ files (a copy beside a
+   * bundle, a CDN): the builds, worker.js and thread.js load from there instead of beside the package's module. */
+  wasmPaths?: string | URL;
   /** Run the runtime in a Web Worker / worker_threads worker. */
   worker?: boolean;
-  /** Download progress of a URL source. */
+  /** Download progress of a URL source (also while a cached copy is read). */
   onProgress?: (progress: { loaded: number; total: number | undefined }) => void;
+  /** Where a URL's program is kept between loads, revalidated on each (ETag / Last-Modified).
+   * Default true: the Cache API cache 'tandem-models' (Node: the cache folder); a string names
+   * another cache (Node: a folder); false neither reads nor writes the cache. */
+  cache?: boolean | string;
+  /** Aborts the load (TDM_ERR_ABORTED); a download it stops is not cached. */
+  signal?: AbortSignal;
+  /** The program's SHA-256 (64 hex digits), checked before it loads (TDM_ERR_INTEGRITY). */
+  sha256?: string;
   /** model.profile() flags ops writing more than this fraction of the state's bytes (default 0.05). */
   profileFlagFraction?: number;
   /** false: do not build the tokenizer the file carries (model.tokenizer is then null). */
@@ -191,6 +228,31 @@ export type Source = string | URL | Uint8Array | ArrayBuffer | ArrayBufferView |
 export function load(source: Source, options?: LoadOptions & { worker?: false }): Promise<Model>;
 export function load(source: Source, options: LoadOptions & { worker: true }): Promise<WorkerModel>;
 export function load(source: Source, options?: LoadOptions): Promise<Model | WorkerModel>;
+/** Empties tandem's cache of programs: the Cache API cache (default 'tandem-models'), in Node the
+ * cache folder (or the one given). */
+export function clearCache(name?: string): Promise<void>;
+
+/** What capabilities() resolves to. */
+export interface Capabilities {
+  /** The SIMD level load() picks by default; null where the engine has no SIMD128 (tandem cannot run). */
+  simd: 'relaxed' | 'simd128' | null;
+  relaxedSimd: boolean;
+  threads: { available: boolean; reason: string | null; cores: number };
+  webgpu: {
+    available: boolean;
+    reason: string | null;
+    adapter: { vendor: string; architecture: string; device: string; description: string } | null;
+    limits: {
+      maxBufferSize: number; maxStorageBufferBindingSize: number; maxComputeWorkgroupStorageSize: number;
+      maxComputeInvocationsPerWorkgroup: number; maxComputeWorkgroupSizeX: number; maxStorageBuffersPerShaderStage: number;
+    } | null;
+    f16: boolean;
+  };
+  /** The most linear memory a model's runtime may grow to (4 GiB, wasm32's limit). */
+  memoryLimitBytes: number;
+}
+/** What this engine and context offer tandem (SIMD, threads, WebGPU, memory). */
+export function capabilities(): Promise<Capabilities>;
 
 // Language models: programs from tandem.transformers.export_causal_lm, and hand-written ones with
 // prefill/decode methods (web/lm.js).

@@ -11,12 +11,26 @@ const WS_BYTES = 256 * 1024; // TDM_THREAD_WS_BYTES in include/tandem.h
 const THREAD_BLOCK = 1024; // zeroed, libc's per-thread record (errno and the like; far smaller)
 export const MAX_THREADS = 64; // src/threads.c
 
-/** Whether this engine and context can share a memory between workers: SharedArrayBuffer exists,
- * and in a page, the page is cross-origin isolated (COOP/COEP headers). */
-export function threadsAvailable() {
-  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined') return false;
-  return globalThis.crossOriginIsolated !== false; // undefined in Node: shared memory always works there
+/** Whether this engine and context can share a memory between workers: { available, reason }.
+ * SharedArrayBuffer must exist, and in a page, the page must be cross-origin isolated (COOP/COEP
+ * headers); `reason` says which is missing (null when available). */
+export function threadSupport() {
+  // undefined in Node: shared memory always works there
+  if (globalThis.crossOriginIsolated === false) {
+    return {
+      available: false,
+      reason: 'not cross-origin isolated: serve with COOP/COEP headers (Cross-Origin-Opener-Policy: same-origin, ' +
+        'Cross-Origin-Embedder-Policy: require-corp)',
+    };
+  }
+  if (typeof SharedArrayBuffer === 'undefined' || typeof Atomics === 'undefined') {
+    return { available: false, reason: 'this engine has no SharedArrayBuffer (or Atomics)' };
+  }
+  return { available: true, reason: null };
 }
+
+/** Whether threads are available (threadSupport). */
+export const threadsAvailable = () => threadSupport().available;
 
 /** The default thread count: the available cores up to 4 (beyond 4, a decode step is bound by
  * memory bandwidth and gains little; a page keeps cores for itself). 1 where threads are not
@@ -33,7 +47,8 @@ export function canBlock() {
 
 /**
  * Starts n - 1 workers for the main instance `x` (its exports, with `memory`) of `module`;
- * `spawn()` makes one worker port ({ post, onMessage, onError, terminate }). Resolves to
+ * `spawn()` makes one worker port ({ post, onMessage, onError, terminate }; onError's callback
+ * gets why and, for a script that was not found, the code 'TDM_ERR_NOT_FOUND'). Resolves to
  * { threads, stop() } once every worker waits in tdm_thread_worker and the runtime uses them;
  * rejects (ending every worker it started) if one fails.
  */
@@ -52,7 +67,7 @@ export async function startPool(x, module, n, spawn, check) {
       port.busy?.(true); // Node: keep the process alive until the worker is ready
       ready.push(new Promise((resolve, reject) => {
         port.onMessage((m) => (m === 'ready' ? resolve() : m?.error && reject(new Error(`thread ${i}: ${m.error}`))));
-        port.onError((why) => reject(new Error(`thread ${i} ${why}`)));
+        port.onError((why, code) => reject(Object.assign(new Error(`thread ${i} ${why}`), { code })));
       }));
       port.post({
         module, memory: x.memory, index: i, stackTop: block + STACK_BYTES, ws: block + STACK_BYTES, self: block + STACK_BYTES + WS_BYTES,

@@ -194,17 +194,21 @@ export class WasmBackend {
 
 /** Instantiate the runtime from a compiled module and load a program into it: `bytes` (a
  * Uint8Array) or a Response streamed into the runtime's memory. `threads` > 1
- * needs the threaded build (tandem-mt.wasm) and `spawnThread()`, a port to a new pool worker; when
- * `strict` is false, a pool that cannot start leaves the model on one thread. */
-export async function createWasmBackend(module, bytes, { threads = 1, spawnThread, strict = true, onProgress } = {}) {
+ * needs the threaded build (tandem-mt.wasm) and `spawnThread(base)`, a port to a new pool worker
+ * (`base`: options.wasmPaths, the folder of its script, if given); when `strict` is false, a pool
+ * that cannot start leaves the model on one thread, unless its script was not found (a deployment
+ * to fix, TDM_ERR_NOT_FOUND, never a quiet fall back). */
+export async function createWasmBackend(module, bytes, { threads = 1, spawnThread, strict = true, base, onProgress } = {}) {
   const threaded = importsMemory(module);
   const rt = new Runtime(await instantiateRuntime(module, threaded ? { memory: sharedMemory(), canBlock: canBlock() } : {}));
   if (threaded && threads > 1) {
     try {
-      rt.pool = await startPool(rt.x, module, threads, spawnThread, (st) => rt.check(st));
+      rt.pool = await startPool(rt.x, module, threads, () => spawnThread(base), (st) => rt.check(st));
     } catch (e) {
-      if (strict) throw e instanceof TandemError ? e
-        : new TandemError(e.code ?? 'TDM_ERR_WORKER', `threads: ${threads} requested, the pool did not start: ${e.message}`);
+      if (strict || e.code === 'TDM_ERR_NOT_FOUND') {
+        throw e instanceof TandemError ? e : new TandemError(e.code ?? 'TDM_ERR_WORKER',
+          `threads: ${threads}${strict ? '' : ' (the default)'} requested, the pool did not start: ${e.message}`);
+      }
     }
   }
   let ptr, length;

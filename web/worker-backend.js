@@ -4,6 +4,7 @@
 import { TandemError } from './errors.js';
 import { Tensor } from './tensor.js';
 import { createWasmBackend } from './wasm-backend.js';
+import { runtimeFileHint } from './runtime.js';
 
 const reviveError = (e) => new TandemError(e.code, e.message.replace(`${e.code}: `, ''));
 
@@ -113,14 +114,16 @@ class WorkerLink {
       r.reply(msg); // dropped if its model was disposed meanwhile
       this.#pump();
     });
-    port.onError((what) => this.#die(what));
+    port.onError((what, code) => this.#die(what, code));
   }
 
   /** The worker failed (an uncaught error, a message that cannot be read, or it exited): it is
-   * ended, and every pending and later call rejects with TDM_ERR_WORKER_DIED. */
-  #die(what) {
+   * ended, and every pending and later call rejects with TDM_ERR_WORKER_DIED (with `code`,
+   * 'TDM_ERR_NOT_FOUND': its script was not found, so it never started). */
+  #die(what, code) {
     if (this.died) return;
-    this.died = new TandemError('TDM_ERR_WORKER_DIED', `the model's worker ${what}; this model cannot be used any more, load it again`);
+    this.died = code ? new TandemError(code, `the model's worker ${what}`)
+      : new TandemError('TDM_ERR_WORKER_DIED', `the model's worker ${what}; this model cannot be used any more, load it again`);
     const all = this.inflight ? [this.inflight, ...this.queue] : this.queue;
     this.inflight = null;
     this.queue = [];
@@ -175,17 +178,65 @@ class WorkerLink {
   }
 }
 
-export function browserWorker() {
-  const w = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+// Each worker is made by one literal `new Worker(new URL('./file.js', import.meta.url), ...)`, the
+// form bundlers (Vite, webpack) turn into a worker bundle and rewrite. Where an unbundled page or an
+// esbuild or Rollup bundle looks for the file, named when it does not load, is computed in a form
+// bundlers do not rewrite (a second `new URL` of this module's URL would make them emit the
+// unbundled script too, or, from a variable, every file of the folder).
+const here = import.meta.url;
+const besideThisModule = (name) => new URL(name, here);
+
+/** Why a Web Worker running `url` failed, from its 'error' event: [text, code]. A script that
+ * threw gives an ErrorEvent with its message; a script that did not load gives a bare Event
+ * (no status, no URL), so the script is fetched again to say what the server answers. */
+async function workerFailure(e, url, base) {
+  if (e.message) return [`failed: ${e.message}`];
+  // a bundler may have replaced import.meta.url by the module's path on the build machine
+  if (!/^https?:$/.test(url.protocol)) return [`could not start ${url.pathname.split('/').pop()}`];
+  const missing = (why) => [`could not load ${url} (${why}); ${runtimeFileHint(base)}`, 'TDM_ERR_NOT_FOUND'];
+  let res;
+  try {
+    res = await fetch(url);
+  } catch (err) {
+    return missing(err.message);
+  }
+  res.body?.cancel().catch(() => {});
+  if (!res.ok) return missing(`HTTP ${res.status}`);
+  const type = res.headers.get('content-type') ?? '';
+  if (!/javascript|ecmascript/i.test(type)) return missing(`served as ${type || 'no Content-Type'}, not JavaScript`);
+  return [`could not start ${url}: the script or a module it imports did not load or run (the Content Security Policy's ` +
+    "worker-src, the browser's console)"];
+}
+
+/** A port to a new module Worker `w` running `url` (for messages). */
+function workerPort(w, url, base) {
   return {
     post: (m, t) => w.postMessage(m, t),
     onMessage: (f) => w.addEventListener('message', (e) => f(e.data)),
     onError: (f) => {
-      w.addEventListener('error', (e) => f(`failed: ${e.message ?? e}`));
+      w.addEventListener('error', (e) => { workerFailure(e, url, base).then(([why, code]) => f(why, code)); });
       w.addEventListener('messageerror', () => f('sent a message that could not be read'));
     },
     terminate: () => w.terminate(),
   };
+}
+
+/** A module Worker running `url`, which may be on another origin (a CDN: options.wasmPaths). A
+ * page may start a worker from its own origin only, so another origin's script is imported by a
+ * one-line worker of this origin (a blob: URL); the script is then fetched with CORS. */
+function workerAt(url) {
+  if (url.origin === globalThis.location?.origin) return new Worker(url, { type: 'module' });
+  const blob = new Blob([`import ${JSON.stringify(url.href)};\n`], { type: 'text/javascript' });
+  return new Worker(URL.createObjectURL(blob), { type: 'module' });
+}
+
+/** A port to the model's Web Worker (web/worker.js, or `base`'s worker.js: options.wasmPaths). */
+export function browserWorker(base) {
+  if (base) {
+    const url = new URL('worker.js', base);
+    return workerPort(workerAt(url), url, base);
+  }
+  return workerPort(new Worker(new URL('./worker.js', import.meta.url), { type: 'module' }), besideThisModule('worker.js'));
 }
 
 /** Loads a program in a new worker: its backend. `program`: the bytes, or { stream, length }
@@ -207,14 +258,13 @@ export async function loadInWorker(module, program, spawn, pool) {
   }
 }
 
-export function browserThread() {
-  const w = new Worker(new URL('./thread.js', import.meta.url), { type: 'module' });
-  return {
-    post: (m, t) => w.postMessage(m, t),
-    onMessage: (f) => w.addEventListener('message', (e) => f(e.data)),
-    onError: (f) => w.addEventListener('error', (e) => f(`failed: ${e.message ?? e}`)),
-    terminate: () => w.terminate(),
-  };
+/** A port to a thread-pool Web Worker (web/thread.js, or `base`'s thread.js: options.wasmPaths). */
+export function browserThread(base) {
+  if (base) {
+    const url = new URL('thread.js', base);
+    return workerPort(workerAt(url), url, base);
+  }
+  return workerPort(new Worker(new URL('./thread.js', import.meta.url), { type: 'module' }), besideThisModule('thread.js'));
 }
 
 /** The worker side: serves one port (see web/worker.js and node/worker.js), a WasmBackend per model. */
@@ -250,7 +300,8 @@ export function serveWorker(port, { spawnThread = browserThread } = {}) {
         switch (msg.type) {
           case 'run': {
             const r = b.run(x, revive(y), z);
-            result = z ? { ...r, outputs: r.outputs.map(tensorOut) } : r.map(tensorOut);
+            // null: the version that ran returns None
+            result = z ? { ...r, outputs: r.outputs?.map(tensorOut) ?? null } : r?.map(tensorOut) ?? null;
             break;
           }
           case 'readState': result = b.readState(stateOf(x)); break;

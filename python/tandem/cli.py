@@ -4,11 +4,11 @@ tandem/recipes/pretrained.py).
 
 inspect and check load the file with the runtime's own verifier, through the backend tandem.load
 uses (tandem.runtime.BACKEND: the native library in a built clone, else the packaged tandem.wasm).
-`inspect` prints what the file holds; `check` also runs every method once on zero inputs. `export`
-shows its stages as a progress bar on stderr (`--quiet`: nothing but errors). Results go to stdout,
-progress and errors to stderr. A user's error (a file that cannot be read or does not verify, a
-folder that is not a checkpoint, a missing optional package) is one line on stderr and exit status
-1, never a traceback.
+`inspect` prints what the file holds (`--dts`: as TypeScript declarations, tandem/typings.py);
+`check` also runs every method once on zero inputs. `export` shows its stages as a progress bar on
+stderr (`--quiet`: nothing but errors). Results go to stdout, progress and errors to stderr. A
+user's error (a file that cannot be read or does not verify, a folder that is not a checkpoint, a
+missing optional package) is one line on stderr and exit status 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def describe(data: bytes) -> dict:
             }
 
         def io(m, kind):
-            return [
+            ts = [
                 tensor(
                     lib.tdm_method_io_name(p, m, kind, i),
                     lib.tdm_method_io_dtype(p, m, kind, i),
@@ -101,6 +101,10 @@ def describe(data: bytes) -> dict:
                 )
                 for i in range(lib.tdm_method_io_count(p, m, kind))
             ]
+            if lib.tdm_method_dim_count(p, m):  # per dim: its expression of the method's dims ('n', 'n + 1'), '' when static
+                for i, t in enumerate(ts):
+                    t["exprs"] = [lib.dim_expr(p, m, kind, i, d) for d in range(len(t["shape"]))]
+            return ts
 
         def dims(m):  # dynamic dims: shapes above are at their maximum
             return {
@@ -326,6 +330,10 @@ def main(argv=None) -> int:
         p.add_argument("file")
         if name == "inspect":
             p.add_argument("--json", action="store_true", help="print the same as JSON")
+            p.add_argument(
+                "--dts", action="store_true", help="print TypeScript declarations of the file's methods for the JS package (a .d.ts)"
+            )
+            p.add_argument("--dts-name", metavar="NAME", help="the interface --dts declares (default: from the file's name: MyModel)")
     args = parser.parse_args(argv)
     try:
         if args.command == "export":
@@ -334,7 +342,12 @@ def main(argv=None) -> int:
         try:
             if args.command == "inspect":
                 info = describe(data)
-                if args.json:
+                if args.dts:
+                    from .typings import dts, type_name
+
+                    name = Path(args.file).name
+                    print(dts(info, name, args.dts_name or type_name(name.split(".")[0])), end="")
+                elif args.json:
                     print(json.dumps(info, indent=1))
                 else:
                     _print_inspect(args.file, info)

@@ -10,6 +10,14 @@ export function launch(extraArgs = []) {
   return chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: [...CHROMIUM_ARGS, ...extraArgs] });
 }
 
+/** Chromium over a user-data dir (a fresh temporary folder gives fresh storage: the Cache API's
+ * caches live there): a persistent BrowserContext. */
+export function launchPersistent(userDataDir, extraArgs = []) {
+  return chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: [...CHROMIUM_ARGS, ...extraArgs],
+  });
+}
+
 /** Chromium with WebGPU on SwiftShader (its CPU Vulkan): correctness only, never timings. */
 export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
   '--use-webgpu-adapter=swiftshader'];

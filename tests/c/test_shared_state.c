@@ -1,7 +1,7 @@
 /* State natively, against hand-computed expectations (the fixtures' original_report and initialized):
  * one state shared by two methods, a second session on the same program with its own, a buffer's
  * initial values back after reset; and the documented output lifetime (one scratch arena serves
- * every method). */
+ * every method); a method in versions, one of them without outputs. */
 #include <math.h>
 
 #include "builder.h"
@@ -120,10 +120,38 @@ static void output_lifetime(void) {
   tdm_program_free(p);
 }
 
+/* The fixture `delayed` (tests/cases.py): forward returns None for its first 2 calls after a reset (a
+ * version without outputs, picked by a `when_in` over a Python int kept as state), then the state
+ * doubled. A version without outputs gives NULL for each output. */
+static void delayed(const char *dir) {
+  size_t size;
+  unsigned char *bytes = read_fixture(dir, "delayed", &size);
+  tdm_program *p;
+  tdm_session *s;
+  CHECK_STATUS(tdm_program_load(bytes, size, &p), TDM_OK);
+  free(bytes);
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  const int32_t f = tdm_program_find_method(p, "forward"), r = tdm_program_find_method(p, "reset");
+  CHECK(f >= 0 && r >= 0 && tdm_method_io_count(p, (uint32_t)f, 1) == 1);
+  for (int round = 0; round < 2; round++) {
+    const float x[2] = {1, 2};
+    for (int k = 1; k <= 4; k++) {
+      call_f32(s, f, x, 2);
+      const float want[2] = {2.0f * (float)k, 4.0f * (float)k}; /* acc = k * x, doubled */
+      if (k <= 2) CHECK(tdm_session_output(s, (uint32_t)f, 0) == NULL);
+      else CHECK(tdm_session_output(s, (uint32_t)f, 0) != NULL && out_eq(s, f, want, 2));
+    }
+    CHECK_STATUS(tdm_session_run(s, (uint32_t)r), TDM_OK);
+  }
+  tdm_session_free(s);
+  tdm_program_free(p);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   original_report(dir);
   initialized(dir);
+  delayed(dir);
   output_lifetime();
   CHECK(tdm_session_run(NULL, 0) == TDM_ERR_INVALID_ARGUMENT);
   tdm_session_free(NULL);

@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       (void)tdm_session_run(s, m);
       for (uint32_t i = 0; i < tdm_method_io_count(p, m, 1); i++) {
         volatile uint8_t sink = 0;
-        const uint8_t *o = tdm_session_output(s, m, i);
-        for (size_t k = 0; k < tdm_method_io_nbytes(p, m, 1, i); k++) sink ^= o[k];
+        const uint8_t *o = tdm_session_output(s, m, i); /* NULL: the version that ran gives no outputs (None) */
+        for (size_t k = 0; o && k < tdm_method_io_nbytes(p, m, 1, i); k++) sink ^= o[k];
       }
       if (tdm_method_dim_count(p, m) == 0) continue;
       /* every input dim that is exactly a dim at that dim's minimum (below it for the second try) */
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (uint32_t i = 0; i < tdm_method_io_count(p, m, 1); i++) {
           volatile uint8_t sink = 0;
           const uint8_t *o = tdm_session_output(s, m, i);
-          for (size_t k = 0; k < tdm_session_io_nbytes(s, m, 1, i); k++) sink ^= o[k];
+          for (size_t k = 0; o && k < tdm_session_io_nbytes(s, m, 1, i); k++) sink ^= o[k];
         }
       }
     }

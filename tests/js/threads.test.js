@@ -108,3 +108,39 @@ test('an explicit count whose workers cannot start rejects the load, naming why'
   assert.equal((await m.forward1(new Float32Array([1]))).data[0], 2);
   m.dispose();
 });
+
+test('a pool whose script is not found rejects the load with TDM_ERR_NOT_FOUND, the default count too', async () => {
+  const { path } = fixture('original_report');
+  // a port as web/worker-backend.js gives for a thread.js answered with a 404
+  const missing = () => ({
+    post() {},
+    onMessage() {},
+    onError(f) {
+      setTimeout(() => f('could not load https://example.com/thread.js (HTTP 404); set options.wasmPaths', 'TDM_ERR_NOT_FOUND'));
+    },
+    terminate() {},
+  });
+  for (const threads of [2, undefined]) {
+    const why = /the pool did not start: thread 1 could not load https:\/\/example\.com\/thread\.js \(HTTP 404\); set options\.wasmPaths/;
+    await assert.rejects(load(path, { threads, [HOOKS]: { spawnThread: missing, cores: 2 } }),
+      (e) => e.code === 'TDM_ERR_NOT_FOUND' && why.test(e.message), String(threads));
+  }
+});
+
+test('options.wasmPaths in Node: a folder path or file: URL holding the builds; a missing one is named', async () => {
+  const { path } = fixture('original_report');
+  const web = new URL('../../web/', import.meta.url);
+  for (const wasmPaths of [web.pathname, web.pathname.slice(0, -1), web, web.href]) {
+    for (const threads of [1, 2]) {
+      const m = await load(path, { wasmPaths, threads });
+      assert.deepEqual([m.threads, (await m.forward1(new Float32Array([1]))).data[0]], [threads, 2], `${wasmPaths} ${threads}`);
+      m.dispose();
+    }
+  }
+  await assert.rejects(load(path, { wasmPaths: '/no/such/folder', threads: 1 }), (e) => e.code === 'TDM_ERR_NOT_FOUND'
+    && e.message.includes('/no/such/folder/tandem') && e.message.includes('options.wasmPaths (/no/such/folder/)'));
+  for (const bad of ['', 3, {}, null]) {
+    await assert.rejects(load(path, { wasmPaths: bad }),
+      (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /wasmPaths must be/.test(e.message), String(bad));
+  }
+});

@@ -301,3 +301,86 @@ def test_an_output_that_cannot_be_written_is_one_line(checkpoint, tmp_path, caps
     assert main(["export", str(checkpoint), "-o", str(blocker / "x.tandem"), "--max-cache-len", "8", "--max-prompt-len", "4", "-q"]) == 1
     o, e = capsys.readouterr()
     assert o == "" and e.count("\n") == 1 and e.startswith("tandem: export: ") and str(blocker) in e, e
+
+
+class Typed(nn.Module):
+    """For `inspect --dts`: an input changed in place beside a one-element int64 input (forward's
+    inputs keep their names), two outputs of two dtypes, a method without inputs or outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(2, 3))
+
+    def forward(self, x, n):
+        x.add_(1.0)
+        self.total.add_(x * n)
+        return self.total.clone()
+
+    def pair(self, a, b):
+        return a + b, self.total.sum().to(torch.int64).reshape(1)
+
+    def reset(self):
+        self.total.zero_()
+
+
+def test_inspect_dts_types_each_method_for_the_js_package(tmp_path):
+    program = tandem.export(Typed(), {"forward": (torch.ones(2, 3), torch.tensor(2)), "pair": (torch.ones(4), torch.ones(4)), "reset": ()})
+    path = tmp_path / "my-typed_model.tandem"
+    program.save(path)
+    r = run("inspect", "--dts", path)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    text = r.stdout
+    assert text.startswith("// The methods of my-typed_model.tandem, typed for the tandem-runtime package")
+    assert "import type { CallOptions, InputOf, Model, Tensor } from 'tandem-runtime';" in text
+    assert "export interface MyTypedModel extends Model<MyTypedMethods> {" in text
+    # each method with its input names as parameters, with and without call options
+    params = "x: InputOf<'float32'>, n: InputOf<'int64'> | number | bigint"
+    assert (
+        f"  forward({params}): Promise<Tensor<'float32'>>;\n  forward({params}, options: CallOptions): Promise<Tensor<'float32'>>;" in text
+    )
+    assert "  pair(args_0: InputOf<'float32'>, args_1: InputOf<'float32'>): Promise<[Tensor<'float32'>, Tensor<'int64'>]>;" in text
+    assert "  reset(): Promise<undefined>;\n  reset(options: CallOptions): Promise<undefined>;" in text
+    # shapes and the input changed in place in the doc comments
+    assert "   * forward(x: float32[2, 3] (changed in place), n: int64[]) -> output: float32[2, 3]" in text
+    assert "An input changed in place gets its new value written into the typed array or tensor data given for it." in text
+    # run's feeds and outputs by the file's names ('x!', the new value of x, is no output)
+    feeds = "    readonly feeds: {\n      /** float32[2, 3]; changed in place */\n      readonly x: InputOf<'float32'>;\n"
+    assert feeds in text
+    assert "      /** int64[1] */\n      readonly output1: Tensor<'int64'>;" in text
+    assert "x!" not in text
+    assert "  readonly reset: {\n    readonly feeds: Record<string, never>;\n    readonly outputs: Record<string, never>;\n  };" in text
+    assert " | null" not in text  # no method returns None in a version
+    named = run("inspect", "--dts", "--dts-name", "Stepper", path).stdout
+    assert named.count("export interface Stepper extends Model<StepperMethods>") == 1
+
+
+class Reserved(nn.Module):
+    def forward(self, new, options, delete):
+        return new + options + delete
+
+
+def test_inspect_dts_renames_parameters_that_typescript_reserves(tmp_path):
+    path = tmp_path / "3d.tandem"
+    tandem.export(Reserved(), {"forward": (torch.ones(2), torch.ones(2), torch.ones(2))}).save(path)
+    text = run("inspect", "--dts", path).stdout
+    assert "export interface T3dModel extends Model<T3dMethods> {" in text
+    sig = "new_: InputOf<'float32'>, options: InputOf<'float32'>, delete_: InputOf<'float32'>"
+    assert f"  forward({sig}): Promise<Tensor<'float32'>>;" in text
+    assert f"  forward({sig}, options_: CallOptions): Promise<Tensor<'float32'>>;" in text
+    assert "      readonly new: InputOf<'float32'>;" in text, "a property may be named so: run's feeds keep the names"
+
+
+def test_inspect_dts_types_a_version_returning_none_as_null_and_a_dynamic_dim_as_its_expression(tmp_path):
+    from cases import CASES
+
+    for name in ("delayed", "dynamic_appender"):
+        module, spec, _, _ = CASES[name]()
+        tandem.export(module, spec).save(tmp_path / f"{name}.tandem")
+    text = run("inspect", "--dts", tmp_path / "delayed.tandem").stdout
+    assert "  forward(x: InputOf<'float32'>): Promise<Tensor<'float32'> | null>;" in text
+    assert "      readonly output: Tensor<'float32'>;\n    } | null;" in text
+    assert "forward#" not in text, "versions are one method"
+    text = run("inspect", "--dts", tmp_path / "dynamic_appender.tandem").stdout
+    assert "   * forward(x: float32[1, n, 4]) -> output0: float32[1, n + 1, 4]," in text
+    assert "   * Dim n: 1 to 8." in text
+    assert "  forward(x: InputOf<'float32'>): Promise<[" in text and "| number" not in text

@@ -1,8 +1,10 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
-import { load, generate, Tensor, TandemError, streamAudio, Resampler } from 'tandem-runtime';
+import { load, generate, Tensor, TandemError, streamAudio, Resampler, clearCache, capabilities } from 'tandem-runtime';
 import { Model, WorkerModel } from 'tandem-runtime';
+import { Tensor as OrtTensor } from 'onnxruntime-web';
 import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Output, Profile, Source, StateSpec, TensorSpec,
-  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions } from 'tandem-runtime';
+  Feeds, NamedOutputs, TensorLike, ShapedArray, InputOf, MethodTypes,
+  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions, Capabilities } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
@@ -17,6 +19,17 @@ async function main(source: Source): Promise<void> {
   const y: Output = await model.call('forward', x, 1, 2n, new Float32Array(4));
   if (direct instanceof Tensor && y instanceof Tensor) console.log(direct.shape[0] === y.shape[0]);
   if (y instanceof Tensor) console.log(y.dtype, y.shape, y.data);
+  // the ecosystem's tensors ({ type, data, dims }), typed arrays with a shape, and calls by name
+  const ortLike: TensorLike = { type: 'float32', data: new Float32Array(16), dims: [1, 16] };
+  const shaped: ShapedArray<'float32'> = { data: new Float32Array(16), shape: [1, 16] };
+  const typed: InputOf<'int64'> = new BigInt64Array([1n]);
+  const ort: Input = new OrtTensor('float32', new Float32Array(16), [1, 16]); // onnxruntime-web's own Tensor type
+  const feeds: Feeds = { x: ortLike, y: shaped, ids: typed, n: 3, z: ort };
+  const named: NamedOutputs | null = await model.run('forward', feeds, { signal: new AbortController().signal });
+  if (named) console.log(named.output?.shape, Object.keys(named));
+  type Step = { step: { feeds: { x: InputOf<'float32'> }; outputs: { y: Tensor<'float32'> } } };
+  const typedRun: Step extends MethodTypes ? Model<Step> : never = model as unknown as Model<Step>; // run typed for one file
+  console.log((await typedRun.run('step', { x: new Float32Array(16) })).y.data);
   const p: Profile = await model.profile('forward', x);
   console.log(p.totalMs, p.ops.map((o) => `${o.index} ${o.name} ${o.ms} ${o.bytesWritten} ${o.stateBytesWritten}`), dtype, state.length, model.memoryBytes);
   console.log(p.bytesWritten, p.stateBytesWritten, p.stateBytes, p.flagged.map((o) => o.name));
@@ -49,6 +62,9 @@ async function main(source: Source): Promise<void> {
   controller.abort();
   copy.dispose();
   const w: WorkerModel = await load(source, { worker: true, wasm: new URL('https://example.com/tandem.wasm') });
+  const fromCdn: Model = await load(source, { wasmPaths: 'https://cdn.example.com/tandem-runtime/web/' });
+  (await load(source, { wasmPaths: new URL('https://cdn.example.com/web/') })).dispose();
+  fromCdn.dispose();
   const wf: WorkerModel = await w.fork();
   console.log(w.memoryBytes, w instanceof Model, wf.stateBytes, (await w.fork({ state: 'copy' })).stateBytes, h.shape, model.scratchBytes);
   const logits: Output = await w.decode(new BigInt64Array([42n]));
@@ -85,3 +101,20 @@ async function audio(model: Model, worker: WorkerModel, mic: MediaStream, file: 
   console.log(chunk, y.length + r.flush().length, r.up, r.down, r.fromRate, r.toRate, r.inputLength);
 }
 void audio;
+
+async function caching(): Promise<void> {
+  const ctrl = new AbortController();
+  const options: LoadOptions = { cache: 'my-models', signal: ctrl.signal, sha256: '0'.repeat(64) };
+  const model: Model = await load('https://example.com/model.tandem', { ...options, cache: false });
+  model.dispose();
+  await clearCache();
+  await clearCache('my-models');
+  const caps: Capabilities = await capabilities();
+  const simd: 'relaxed' | 'simd128' | null = caps.simd;
+  const reason: string | null = caps.threads.reason;
+  console.log(simd, caps.relaxedSimd, caps.threads.available, caps.threads.cores, reason, caps.memoryLimitBytes);
+  console.log(caps.webgpu.available, caps.webgpu.f16, caps.webgpu.adapter?.vendor, caps.webgpu.limits?.maxBufferSize);
+  const code: ErrorCode = 'TDM_ERR_INTEGRITY';
+  console.log(code);
+}
+void caching;
