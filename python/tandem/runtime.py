@@ -282,10 +282,10 @@ class Model:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self.__dict__.get("methods", ())))
 
-    def fork(self, state: str = "copy") -> "Model":
+    def fork(self, state: str = "initial") -> "Model":
         """A new model on the same loaded program (the weights are not loaded again) with its own
-        session: its state a copy of this model's (state="copy", the default) or the initial values
-        (state="initial"). The two are independent afterwards; each is closed on its own, and the
+        session: its state the initial values (state="initial", the default, as JS's fork) or a copy
+        of this model's (state="copy"). The two are independent afterwards; each is closed on its own, and the
         program is freed with the last of them."""
         if state not in ("copy", "initial"):
             raise TandemError("TDM_ERR_INVALID_ARGUMENT", f"fork(state={state!r}): give 'copy' or 'initial'")

@@ -1,5 +1,5 @@
 """The Python model's lifetime (native and wasm) and language-model API: Model.fork() (a session on the same program,
-its state a copy, independent afterwards) against eager copies of the module over call sequences;
+from the initial values or a copy of the state, independent afterwards) against eager copies of the module over call sequences;
 `with tandem.load(...)` / close() (sessions and the program freed once, calls afterwards refused);
 tandem.generate against transformers' greedy generate on a seeded tiny Llama, its stops, and its
 sampled ids against the JS package's generate() on the same file and seed."""
@@ -59,8 +59,8 @@ def test_fork_copies_the_state_and_then_runs_on_its_own(recurrent, backend):
     with torch.no_grad():
         for x in _inputs(3, 1):
             torch.testing.assert_close(m.forward(x), eager(x))
-        f, eager_f = m.fork(), copy.deepcopy(eager)
-        fresh, eager_fresh = m.fork(state="initial"), copy.deepcopy(module)
+        f, eager_f = m.fork(state="copy"), copy.deepcopy(eager)
+        fresh, eager_fresh = m.fork(), copy.deepcopy(module)
         assert torch.equal(f.read_state("h"), m.read_state("h")) and int(f.read_state("calls")) == 3
         assert int(fresh.read_state("calls")) == 0
         # interleaved: each follows its own eager copy, none sees another's calls
@@ -85,7 +85,7 @@ def test_a_fork_of_a_fork_and_saved_state_move_between_them(recurrent, backend):
     m = tandem.load(data)
     for x in _inputs(2, 6):
         m.forward(x)
-    g = m.fork().fork()
+    g = m.fork(state="copy").fork(state="copy")
     assert int(g.read_state("calls")) == 2 and torch.equal(g.read_state("h"), m.read_state("h"))
     h, saved = g.read_state("h"), g.save_state()
     g.forward(torch.ones(1, 4))
@@ -110,7 +110,7 @@ def test_with_closes_and_the_program_goes_with_its_last_session(recurrent, backe
     spy = _Spy(monkeypatch)
     with tandem.load(data) as m:
         out = m.forward(torch.ones(1, 4))
-        f = m.fork()
+        f = m.fork(state="copy")
         session, program = m._session, m._program
     assert out.shape == (1, 4)
     assert spy.sessions == [session] and spy.programs == []  # the fork keeps the program
