@@ -11,6 +11,7 @@ import { load as webLoad, Tensor, TandemError, Model, WorkerModel } from '../web
 import { HOOKS, isPlainObject } from '../web/options.js';
 
 export { Tensor, TandemError, Model, WorkerModel };
+export { Chat } from '../web/chat.js';
 export { prefill, generate, sample, splitPrompt, position } from '../web/lm.js';
 export { streamAudio, Resampler } from '../web/audio.js';
 

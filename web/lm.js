@@ -13,8 +13,8 @@ import { Tensor } from './tensor.js';
 const invalid = (message) => new TandemError('TDM_ERR_INVALID_ARGUMENT', message);
 
 /** How to drive `model` as an LM: from its method signatures, its metadata, and `options`
- * (maxCacheLen, positionState) where the program has no metadata for them. */
-function describe(model, options, what) {
+ * (maxCacheLen, positionState) where the program has no metadata for them (web/chat.js uses it). */
+export function describe(model, options, what) {
   const md = model.metadata || {};
   const methods = new Map((model.methods || []).map((m) => [m.name, m]));
   const decode = methods.get('decode');
@@ -52,7 +52,7 @@ function describe(model, options, what) {
   return { md, maxCacheLen, positionState, dynamic: !!dynamic, chunks, maxPromptLen, topk, vocab };
 }
 
-function toIds(tokens, what) {
+export function toIds(tokens, what) {
   const data = tokens instanceof Tensor ? tokens.data : tokens;
   if (data instanceof BigInt64Array) return data;
   if (Array.isArray(data) || ArrayBuffer.isView(data)) {
@@ -114,7 +114,8 @@ export async function prefill(model, tokens, options = {}) {
   return prefillWith(model, describe(model, options, 'prefill()'), toIds(tokens, 'prefill()'));
 }
 
-async function prefillWith(model, lm, ids) {
+/** prefill() on a described model (web/chat.js uses it). */
+export async function prefillWith(model, lm, ids) {
   if (ids.length < 1 || ids.length > lm.maxPromptLen) {
     throw invalid(`prefill(): ${ids.length} tokens; give 1 to ${lm.maxPromptLen} (max_prompt_len), or use generate(), which feeds longer ` +
       `prompts in pieces`);
@@ -133,16 +134,19 @@ async function prefillWith(model, lm, ids) {
   return logits;
 }
 
-/** A seeded PRNG in [0, 1) (mulberry32): the same seed gives the same samples everywhere. */
-function random(seed) {
+/** A seeded PRNG in [0, 1) (mulberry32): the same seed gives the same samples everywhere.
+ * `rand.state()` is its state: random(rand.state()) continues the same sequence (a chat's fork). */
+export function random(seed) {
   let a = seed >>> 0;
-  return () => {
+  const rand = () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+  rand.state = () => a;
+  return rand;
 }
 
 /** Whether logit a (of token i) ranks above logit b (of token j): the larger first, NaN above
@@ -165,14 +169,14 @@ function best(x, n) {
 }
 
 /** How many of the best logits sampling with these options reads, out of a vocabulary of n. */
-function needed({ temperature = 0, topK = 0 }, n) {
+export function needed({ temperature = 0, topK = 0 }, n) {
   if (!(temperature > 0)) return 1;
   return topK > 0 ? Math.min(topK, n) : n;
 }
 
 /** A token id from candidates ranked best first (values[k] the logit of ids[k]), as `sample`
  * describes; only the first needed() are read. */
-function choose(values, ids, { temperature = 0, topK = 0, topP = 1 }, rand) {
+export function choose(values, ids, { temperature = 0, topK = 0, topP = 1 }, rand) {
   if (!(temperature > 0)) return ids[0];
   const n = topK > 0 ? Math.min(topK, ids.length) : ids.length;
   const top = values[0];

@@ -22,6 +22,7 @@ import { TandemError, abortError } from './errors.js';
 import { Tensor, numelOf, toTensor, checkTensor, checkBytes, byteView } from './tensor.js';
 import { CALL_OPTIONS, DEFAULT_FLAG_FRACTION, isPlainObject, splitOptions, parseForkOptions, WASM_PATHS } from './options.js';
 import { SAVED_STATE } from './schema.js';
+import { Chat } from './chat.js';
 
 // The saved-state header (docs/format.md; python/tandem/schema.py declares it): magic u32, format u32,
 // layout fingerprint u64, the writer's program id u64, byte count u64.
@@ -371,6 +372,14 @@ export class Model {
       return isPromise(b) ? b.then(wrap) : wrap(b);
     });
   }
+
+  /** A conversation over this language-model program that keeps its KV cache between turns
+   * (web/chat.js): `const c = model.chat({ system }); const reply = await c.send('Hi!')`. Options:
+   * system, messages, tokenizer (default: the file's), maxNewTokens (128), temperature (0: greedy),
+   * topK, topP, seed, stop, snapshots (how many saved states it keeps, 8), and for a program without
+   * the recipe's metadata maxCacheLen and positionState. The session drives this model's state: call
+   * no other method of it between turns. */
+  chat(options) { return new Chat(this, options); }
 
   /** Free the session (and the program with its last session); calls still waiting reject with
    * TDM_ERR_DISPOSED, as do later ones. */

@@ -141,6 +141,8 @@ interface ModelApi<T extends MethodTypes> {
   seed(n: number | bigint): Promise<void>;
   /** A new model of the same class on the same program, with its own state. */
   fork(options?: ForkOptions): Promise<this>;
+  /** A conversation over this language-model program that keeps its KV cache between turns. */
+  chat(options?: ChatOptions): Chat;
   dispose(): void;
   [Symbol.dispose](): void;
 }
@@ -278,6 +280,79 @@ export function generate(model: Model | WorkerModel, prompt: Prompt, options?: G
 export function sample(logits: Tensor<'float32'>, options?: SampleOptions, random?: () => number): number;
 export function splitPrompt(n: number, chunks: readonly number[]): number[];
 export function position(model: Model | WorkerModel, options?: Pick<LMOptions, 'positionState'>): Promise<number>;
+
+// Chat sessions (web/chat.js): model.chat(options).
+/** What a chat session needs of a tokenizer: the file's (model.tokenizer) has it. */
+export interface ChatTokenizer {
+  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt: true; tokenize: true }): readonly number[];
+  decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
+}
+export interface ChatTurnOptions extends SampleOptions {
+  /** The reply's most tokens (the session's, 128 by default). */
+  maxNewTokens?: number;
+  /** Token ids that end the reply besides the model's eos_token_id. */
+  stop?: readonly number[];
+  /** Ends the reply where it is (reason 'aborted'). */
+  signal?: AbortSignal;
+  onToken?: (id: number) => void;
+  /** Text pieces of the reply as they are made, each a whole number of characters. */
+  onText?: (piece: string) => void;
+}
+export interface ChatOptions extends LMOptions, Omit<ChatTurnOptions, 'signal' | 'onToken' | 'onText'> {
+  /** The system prompt: the first message, never dropped. */
+  system?: string;
+  /** A conversation to continue ([{ role, content }] after the system prompt). */
+  messages?: readonly ChatMessage[];
+  /** Instead of the file's tokenizer. */
+  tokenizer?: ChatTokenizer;
+  /** The sampling generator's seed (default 0). */
+  seed?: number;
+  /** How many saved states the session keeps to go back to (default 8; 0: none, every
+   * regenerate() or undo() then prefills from the start). */
+  snapshots?: number;
+}
+/** One turn's figures (chat.stats). */
+export interface ChatStats {
+  /** Tokens of the rendered conversation before the reply. */
+  readonly promptTokens: number;
+  /** Of them, the ones the cache (or a snapshot) already held, and the ones prefilled. */
+  readonly cachedTokens: number;
+  readonly prefillTokens: number;
+  /** Where the turn started: the cache as it was, a saved state, or the initial state. */
+  readonly restored: 'cache' | 'snapshot' | 'reset';
+  /** Messages dropped from the start of the conversation so that it fits the cache. */
+  readonly droppedMessages: number;
+  readonly newTokens: number;
+  readonly reason: 'eos' | 'length' | 'capacity' | 'aborted';
+  /** Milliseconds from the call to the first sampled token (null when none was). */
+  readonly ttftMs: number | null;
+  readonly prefillMs: number;
+  readonly totalMs: number;
+  readonly prefillTokensPerSecond: number | null;
+  /** Tokens generated after the first, per second after the first (null for fewer than 2). */
+  readonly tokensPerSecond: number | null;
+}
+/** A conversation that keeps the model's KV cache between turns: each turn prefills only what it adds. */
+export class Chat {
+  protected constructor();
+  /** The conversation in the context (copies). */
+  readonly messages: ChatMessage[];
+  /** The last turn's figures; null before the first. */
+  readonly stats: ChatStats | null;
+  /** The model it runs on (a fork's own model). */
+  readonly model: Model | WorkerModel;
+  /** Adds the user's message, generates the reply, resolves to its text. */
+  send(text: string, options?: ChatTurnOptions): Promise<string>;
+  /** The last reply again, from the state saved before it. */
+  regenerate(options?: ChatTurnOptions): Promise<string>;
+  /** Drops the last user message and the reply after it. */
+  undo(): Promise<void>;
+  /** An independent session continuing this conversation, on a fork of the model. */
+  fork(): Promise<Chat>;
+  /** Frees its saved states, and a fork's model. */
+  dispose(): void;
+  [Symbol.dispose](): void;
+}
 
 // Streaming audio (web/audio.js).
 /** A chunk given to the method: `input` is its samples at the model's rate (`context` samples

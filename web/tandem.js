@@ -21,6 +21,7 @@ export { Tensor } from './tensor.js';
 export { bytesOf } from './source.js';
 export { Model, WorkerModel } from './model.js';
 export { serveWorker } from './worker-backend.js';
+export { Chat } from './chat.js';
 export { prefill, generate, sample, splitPrompt, position } from './lm.js';
 export { streamAudio, Resampler } from './audio.js';
 export { capabilities } from './capabilities.js';

@@ -12,7 +12,7 @@ from .ir import ExportError
 # Names starting with '_' are reserved as well.
 RESERVED = frozenset(
     """
-    then call profile fork dispose
+    then call profile fork dispose chat
     methods state metadata tokenizer stateBytes scratchBytes memoryBytes threads simd device deviceReason dims
     readState writeState saveState loadState resetState
     constructor toString toLocaleString valueOf hasOwnProperty isPrototypeOf propertyIsEnumerable

@@ -1,10 +1,11 @@
 // Uses every public name of the package; `tsc --noEmit --strict` over this file is the typings test.
 import { load, generate, Tensor, TandemError, streamAudio, Resampler, clearCache, capabilities } from 'tandem-runtime';
-import { Model, WorkerModel } from 'tandem-runtime';
+import { Model, WorkerModel, Chat } from 'tandem-runtime';
 import { Tensor as OrtTensor } from 'onnxruntime-web';
 import type { ChatMessage, Generation, Tokenizer, CallArgs, CallOptions, DType, ErrorCode, ForkOptions, Input, LoadOptions, MethodSpec, Output, Profile, Source, StateSpec, TensorSpec,
   Feeds, NamedOutputs, TensorLike, ShapedArray, InputOf, MethodTypes,
-  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions, Capabilities } from 'tandem-runtime';
+  AudioChunk, AudioDrop, AudioResult, AudioSource, AudioSummary, StreamAudioOptions, Capabilities,
+  ChatOptions, ChatTurnOptions, ChatStats, ChatTokenizer } from 'tandem-runtime';
 
 async function main(source: Source): Promise<void> {
   const options: LoadOptions = { onProgress: ({ loaded, total }) => console.log(loaded, total ?? '?'), profileFlagFraction: 0.05 };
@@ -49,6 +50,18 @@ async function main(source: Source): Promise<void> {
     const run: Generation = generate(model, chat, { maxTokens: 8 });
     for await (const piece of run.text()) console.log(piece);
     for await (const id of generate(model, 'hello', { temperature: 0 })) console.log(id);
+    const chatOptions: ChatOptions = { system: 'be brief', maxNewTokens: 16, temperature: 0.7, seed: 1, snapshots: 4 };
+    const session: Chat = model.chat(chatOptions);
+    const turn: ChatTurnOptions = { onText: (piece: string) => console.log(piece), onToken: (id: number) => console.log(id) };
+    const reply: string = await session.send('hi', turn);
+    const stats: ChatStats | null = session.stats;
+    console.log(reply, stats?.ttftMs, stats?.tokensPerSecond, stats?.restored, session.messages.length);
+    await session.regenerate();
+    await session.undo();
+    const branch: Chat = await session.fork();
+    branch.dispose();
+    const given: ChatTokenizer = { applyChatTemplate: () => [1, 2], decode: (ids) => ids.join(' ') };
+    model.chat({ tokenizer: given, maxCacheLen: 64, positionState: 'pos' }).dispose();
   }
   const fork: Model = await model.fork();
   fork.dispose();
