@@ -20,21 +20,21 @@ def _invalid(message: str) -> TandemError:
     return TandemError("TDM_ERR_INVALID_ARGUMENT", f"generate(): {message}")
 
 
-def _random(seed: int) -> Callable[[], float]:
-    """Numbers in [0, 1) from mulberry32, as web/lm.js's random(seed)."""
-    a = int(seed) & 0xFFFFFFFF
+class _Random:
+    """Numbers in [0, 1) from mulberry32, as web/lm.js's random(seed); `state` continues the same
+    sequence in a new generator (_Random(r.state), a chat's fork)."""
 
-    def imul(x: int, y: int) -> int:
-        return (x * y) & 0xFFFFFFFF
+    def __init__(self, seed: int):
+        self.state = int(seed) & 0xFFFFFFFF
 
-    def next_number() -> float:
-        nonlocal a
-        a = (a + 0x6D2B79F5) & 0xFFFFFFFF
+    def __call__(self) -> float:
+        def imul(x: int, y: int) -> int:
+            return (x * y) & 0xFFFFFFFF
+
+        a = self.state = (self.state + 0x6D2B79F5) & 0xFFFFFFFF
         t = imul(a ^ (a >> 15), a | 1)
         t ^= (t + imul(t ^ (t >> 7), t | 61)) & 0xFFFFFFFF
         return ((t ^ (t >> 14)) & 0xFFFFFFFF) / 4294967296
-
-    return next_number
 
 
 def _best(logits: torch.Tensor, n: int) -> list:
@@ -162,7 +162,7 @@ def generate(
     vocab = logits.shape[-1]
     k = md.get("sample_top_k") or 0
     on_device = "decode_topk" in model.methods and 0 < _needed(temperature, top_k, vocab) <= k
-    rand = _random(seed)
+    rand = _Random(seed)
 
     def from_logits():
         best = _best(logits, _needed(temperature, top_k, vocab))

@@ -302,6 +302,15 @@ class Model:
                 self._lib.write(self._lib.tdm_session_state(new._session), buf.data_ptr(), n)
         return new
 
+    def chat(self, **options) -> "Chat":  # noqa: F821
+        """A conversation over this language-model program that keeps its KV cache between turns
+        (tandem.chat.Chat; as JS's model.chat): `chat = m.chat(system="..."); reply = chat.send("Hi!")`.
+        Options: system, messages, tokenizer, max_new_tokens, temperature, top_k, top_p, seed, stop,
+        snapshots."""
+        from .chat import Chat
+
+        return Chat(self, **options)
+
     def close(self) -> None:
         """Free this model's session (and the program with the last session on it, forks included).
         A second close does nothing; any other call afterwards raises TandemError TDM_ERR_DISPOSED."""
