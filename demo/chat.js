@@ -1,12 +1,18 @@
-// The chat page (demo/chat.html): build/demo/chat.tandem (demo/build_chat.py: a transformers
-// checkpoint folder through export_pretrained, its tokenizer and chat template in the file) in a
-// Web Worker. Each turn: the whole conversation through generate(model, messages) from an empty
-// cache (the template applied with the generation prompt, greedy), the reply streamed as text.
-import { load, generate } from '/web/tandem.js';
+// The chat page (demo/chat.html): demo/chat.tandem (demo/train_chat.py: a small Llama and its
+// tokenizer trained on Debian's fortunes as chat turns, exported with its tokenizer and chat
+// template) in a Web Worker, driven by a chat session (model.chat): each turn prefills only what it
+// adds to the conversation the KV cache holds; "Again" regenerates the last reply from the state
+// saved before it, "Undo" takes the last turn back. The status line shows each turn's time to first
+// token, tokens/s and how many tokens it prefilled.
+import { load } from '/web/tandem.js';
 
 const $ = (id) => document.getElementById(id);
-const model = await load('/build/demo/chat.tandem', { worker: true });
-const messages = [];
+const model = await load('/demo/chat.tandem', { worker: true });
+// sampled (a small model's greedy replies repeat themselves); a reply also ends where the model
+// starts another turn
+const OPTIONS = { system: 'You answer with a fortune.', temperature: 0.7, topK: 40, seed: 1,
+  stop: model.tokenizer.encode('<|im_start|>', { addSpecialTokens: false }) };
+let chat = model.chat(OPTIONS);
 let controller = null;
 
 $('model-info').textContent = `${model.metadata.model_type}, ${model.metadata.vocab_size} tokens, ` +
@@ -23,54 +29,49 @@ function bubble(role, text) {
   return div;
 }
 
-/** How many of the oldest messages to leave out so the templated conversation and the reply fit the
- * KV cache (the last message always stays). */
-function fit(maxTokens) {
-  const capacity = model.metadata.max_cache_len;
-  let drop = 0;
-  const template = { addGenerationPrompt: true, tokenize: true };
-  const promptLength = (from) => model.tokenizer.applyChatTemplate(messages.slice(from), template).length;
-  while (drop < messages.length - 1 && promptLength(drop) + maxTokens > capacity) drop += 1;
-  return drop;
-}
-
 function busy(on) {
   document.body.dataset.busy = on ? '1' : '0';
-  $('send').disabled = on;
+  for (const id of ['send', 'again', 'undo', 'clear']) $(id).disabled = on;
   $('stop').disabled = !on;
-  $('clear').disabled = on;
 }
 
-async function send(text) {
-  messages.push({ role: 'user', content: text });
-  bubble('user', text);
+function report(s) {
+  const ms = (x) => (x === null ? '–' : `${x.toFixed(0)} ms`);
+  $('status').textContent = `${s.newTokens} tokens (${s.reason}); first token after ${ms(s.ttftMs)}, ` +
+    `${s.tokensPerSecond === null ? '–' : s.tokensPerSecond.toFixed(1)} tokens/s; prefilled ${s.prefillTokens} of ` +
+    `${s.promptTokens} tokens (${s.cachedTokens} from the ${s.restored === 'cache' ? 'cache' : s.restored === 'snapshot' ?
+      'saved state' : 'start'})` + (s.droppedMessages ? `; the ${s.droppedMessages} oldest messages left out to fit the cache` : '');
+}
+
+/** Runs one turn (chat.send or chat.regenerate) into a new reply bubble. */
+async function turn(run) {
   const reply = bubble('assistant', '');
   busy(true);
   controller = new AbortController();
-  const t0 = performance.now();
-  let tokens = 0;
-  try {
-    const maxTokens = Number($('max-tokens').value) || 24;
-    const dropped = fit(maxTokens);
-    await model.reset(); // the conversation is prefilled again in full, so nothing is left over
-    const run = generate(model, messages.slice(dropped), { temperature: 0, maxTokens,
-      signal: controller.signal, onToken: () => { tokens += 1; } });
-    for await (const piece of run.text()) {
+  const options = {
+    maxNewTokens: Number($('max-tokens').value) || 48, signal: controller.signal,
+    onText: (piece) => {
       reply.textContent += piece;
       $('log').scrollTop = $('log').scrollHeight;
-    }
-    messages.push({ role: 'assistant', content: reply.textContent });
-    const s = (performance.now() - t0) / 1000;
-    $('status').textContent = `${tokens} tokens in ${s.toFixed(2)} s (${run.reason})` +
-      (dropped ? `; the ${dropped} oldest messages left out to fit the cache` : '');
+    },
+  };
+  try {
+    reply.textContent = await run(options);
+    report(chat.stats);
+    return true;
   } catch (e) {
-    messages.pop();
     reply.remove();
     $('status').textContent = `${e.code ?? e.name}: ${e.message}`;
+    return false;
   } finally {
     controller = null;
     busy(false);
   }
+}
+
+async function send(text) {
+  const mine = bubble('user', text);
+  if (!await turn((o) => chat.send(text, o))) mine.remove();
 }
 
 $('chat-form').addEventListener('submit', (e) => {
@@ -81,8 +82,24 @@ $('chat-form').addEventListener('submit', (e) => {
   send(text);
 });
 $('stop').addEventListener('click', () => controller?.abort());
+$('again').addEventListener('click', async () => {
+  if (controller || chat.messages.at(-1)?.role !== 'assistant') return;
+  const last = $('log').querySelector('.msg.assistant:last-child');
+  last?.remove();
+  await turn((o) => chat.regenerate(o));
+});
+$('undo').addEventListener('click', async () => {
+  if (controller || !chat.messages.some((m) => m.role === 'user')) return;
+  await chat.undo();
+  // the bubbles after the last user message, and that message
+  const bubbles = [...$('log').children];
+  const at = bubbles.findLastIndex((b) => b.classList.contains('user'));
+  bubbles.slice(at).forEach((b) => b.remove());
+  $('status').textContent = 'the last turn was taken back';
+});
 $('clear').addEventListener('click', () => {
-  messages.length = 0;
+  chat.dispose();
+  chat = model.chat(OPTIONS);
   $('log').replaceChildren();
   $('status').textContent = '';
 });

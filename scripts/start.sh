@@ -9,10 +9,4 @@ if [ ! -f build/demo/recording.json ] || [ ! -f build/demo/silero_vad.tandem ]; 
   PY=$(bash scripts/setup.sh espeak-ng | tail -n 1)
   "$PY" -W ignore demo/build_audio.py build/demo
 fi
-# The chat page's model (demo/chat.html): a seeded tiny Llama checkpoint folder with a locally trained
-# tokenizer and a chat template, through export_pretrained.
-if [ ! -f build/demo/chat.tandem ]; then
-  PY=$(bash scripts/setup.sh | tail -n 1)
-  "$PY" -W ignore demo/build_chat.py build/demo
-fi
 exec node scripts/serve.mjs "${PORT:-8080}"

@@ -26,8 +26,6 @@ join() { # join NAME: wait for it, print its output, stop if it failed
 demos() {
   echo "== the audio demo's model, recording and ONNX reference (demo/build_audio.py)"
   "$PY" -W ignore demo/build_audio.py build/demo
-  echo "== the chat demo's checkpoint folder and its export (demo/build_chat.py)"
-  "$PY" -W ignore demo/build_chat.py build/demo
 }
 PY=$(bash scripts/setup.sh chromium clang libclang-rt-14-dev espeak-ng | tail -n 1)
 bash scripts/build.sh
