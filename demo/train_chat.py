@@ -7,7 +7,8 @@ replies that follow earlier turns. The checkpoint folder (save_pretrained) goes 
 `tandem.transformers.export_pretrained`, which stores the tokenizer and the chat template in the file.
 Writes demo/chat.tandem and demo/chat.json (sizes and the training record).
 
-    python demo/train_chat.py            # a few minutes on 2 cores; seeded
+    python demo/train_chat.py            # 5 minutes (--minutes); seeded, but the steps it takes in that
+                                         # time depend on the machine (demo/chat.json records them)
 """
 
 from __future__ import annotations
