@@ -22,9 +22,8 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
+from .decoding import Random, best, choose, needed, prefill
 from .errors import TandemError
-from .lm import _best, _choose, _needed, _Random
-from .recipes.causal_lm import prefill
 
 
 def _invalid(message: str) -> TandemError:
@@ -111,7 +110,7 @@ class Chat:
             )
         self._model, self._owned, self._tokenizer = model, False, tokenizer
         self._defaults = dict(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, stop=tuple(stop))
-        self._rand = _Random(seed)
+        self._rand = Random(seed)
         self._max_snapshots = snapshots
         self._messages: list = []
         if system is not None:
@@ -181,7 +180,7 @@ class Chat:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._model, new._owned = self._model.fork(state="copy"), True
-        new._rand = _Random(self._rand.state)
+        new._rand = Random(self._rand.state)
         new._messages = [dict(m) for m in self._messages]
         new._ids, new._snapshots = list(self._ids), list(self._snapshots)
         return new
@@ -320,13 +319,13 @@ class Chat:
         stop = {int(t) for t in ([] if eos is None else [eos] if isinstance(eos, int) else eos)} | {int(t) for t in o["stop"]}
         vocab = logits.shape[-1]
         k = md.get("sample_top_k") or 0
-        on_device = "decode_topk" in model.methods and 0 < _needed(temperature, top_k, vocab) <= k
+        on_device = "decode_topk" in model.methods and 0 < needed(temperature, top_k, vocab) <= k
         capacity = md["max_cache_len"]
 
         def from_logits(logits=logits):
-            best = _best(logits, _needed(temperature, top_k, vocab))
+            top = best(logits, needed(temperature, top_k, vocab))
             row = logits.reshape(-1)
-            return _choose([float(row[i]) for i in best], best, temperature, top_k, top_p, rand)
+            return choose([float(row[i]) for i in top], top, temperature, top_k, top_p, rand)
 
         reply, shown, ttft_ms, pick = [], "", None, from_logits
 
@@ -360,7 +359,7 @@ class Chat:
             if on_device:
                 values, top = model.call("decode_topk", step)
                 values, top = values.reshape(-1).tolist(), top.reshape(-1).tolist()
-                pick = lambda values=values, top=top: _choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
+                pick = lambda values=values, top=top: choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
             else:
                 pick = lambda logits=model.call("decode", step): from_logits(logits)  # noqa: E731
             self._ids.append(token)

@@ -7,79 +7,16 @@ with the same seed the same samples (its mulberry32 generator).
 
 from __future__ import annotations
 
-import math
 from typing import Callable, Iterable, Union
 
 import torch
 
+from .decoding import Random, best, choose, needed, prefill
 from .errors import TandemError
-from .recipes.causal_lm import prefill
 
 
 def _invalid(message: str) -> TandemError:
     return TandemError("TDM_ERR_INVALID_ARGUMENT", f"generate(): {message}")
-
-
-class _Random:
-    """Numbers in [0, 1) from mulberry32, as web/lm.js's random(seed); `state` continues the same
-    sequence in a new generator (_Random(r.state), a chat's fork)."""
-
-    def __init__(self, seed: int):
-        self.state = int(seed) & 0xFFFFFFFF
-
-    def __call__(self) -> float:
-        def imul(x: int, y: int) -> int:
-            return (x * y) & 0xFFFFFFFF
-
-        a = self.state = (self.state + 0x6D2B79F5) & 0xFFFFFFFF
-        t = imul(a ^ (a >> 15), a | 1)
-        t ^= (t + imul(t ^ (t >> 7), t | 61)) & 0xFFFFFFFF
-        return ((t ^ (t >> 14)) & 0xFFFFFFFF) / 4294967296
-
-
-def _best(logits: torch.Tensor, n: int) -> list:
-    """The ids of the n largest logits, largest first: NaN above every number, equal values by the
-    lower id (the order of the runtime's topk, which decode_topk's output has)."""
-    x = logits.reshape(-1).double()
-    nan = torch.isnan(x)
-    first = torch.nonzero(nan).reshape(-1).tolist()
-    if len(first) >= n:
-        return first[:n]
-    if n == 1:
-        return [int(torch.argmax(x))]  # the first of equal largest values
-    rest = torch.nonzero(~nan).reshape(-1)
-    order = torch.sort(x[rest], descending=True, stable=True).indices[: n - len(first)]
-    return first + rest[order].tolist()
-
-
-def _needed(temperature: float, top_k: int, vocab: int) -> int:
-    """How many of the best logits sampling with these options reads."""
-    if not temperature > 0:
-        return 1
-    return min(top_k, vocab) if top_k > 0 else vocab
-
-
-def _choose(values: list, ids: list, temperature: float, top_k: int, top_p: float, rand) -> int:
-    """A token id from candidates ranked best first (values[k] the logit of ids[k]), as web/lm.js's choose()."""
-    if not temperature > 0:
-        return ids[0]
-    n = min(top_k, len(ids)) if top_k > 0 else len(ids)
-    p = [math.exp((values[k] - values[0]) / temperature) for k in range(n)]
-    total = sum(p)
-    p = [v / total for v in p]
-    keep = n
-    if top_p < 1:
-        mass, keep = 0.0, 0
-        while keep < n and mass < top_p:
-            mass += p[keep]
-            keep += 1
-        p = [v / mass for v in p[:keep]]
-    r = rand()
-    for k in range(keep):
-        r -= p[k]
-        if r < 0:
-            return ids[k]
-    return ids[keep - 1]
 
 
 def _is_messages(prompt) -> bool:
@@ -161,13 +98,13 @@ def generate(
     used = int(model.read_state(md["position_state"]))
     vocab = logits.shape[-1]
     k = md.get("sample_top_k") or 0
-    on_device = "decode_topk" in model.methods and 0 < _needed(temperature, top_k, vocab) <= k
-    rand = _Random(seed)
+    on_device = "decode_topk" in model.methods and 0 < needed(temperature, top_k, vocab) <= k
+    rand = Random(seed)
 
     def from_logits():
-        best = _best(logits, _needed(temperature, top_k, vocab))
+        top = best(logits, needed(temperature, top_k, vocab))
         row = logits.reshape(-1)
-        return _choose([float(row[i]) for i in best], best, temperature, top_k, top_p, rand)
+        return choose([float(row[i]) for i in top], top, temperature, top_k, top_p, rand)
 
     pick, out = from_logits, []
     while len(out) < max_new_tokens:
@@ -184,7 +121,7 @@ def generate(
         if on_device:
             values, top = model.call("decode_topk", step)
             values, top = values.reshape(-1).tolist(), top.reshape(-1).tolist()
-            pick = lambda values=values, top=top: _choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
+            pick = lambda values=values, top=top: choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
         else:
             logits = model.call("decode", step)
             pick = from_logits

@@ -28,7 +28,7 @@ window and SSM state (no KV cache: any length fits, so max_cache_len is None), p
 tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
 steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
 for fixed n (max_prompt_len and the powers of two below it, listed largest first in the metadata
-entry `prefill_chunks`); `decode`, `decode_topk` and `reset` as above, and `prefill()` below splits a
+entry `prefill_chunks`); `decode`, `decode_topk` and `reset` as above, and `prefill()` (tandem/decoding.py) splits a
 prompt into them.
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import TandemError
+from ..decoding import prefill  # noqa: F401  (tandem.transformers.prefill, pretrained.py)
 from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
@@ -53,16 +53,6 @@ def prefill_chunks(max_prompt_len: int) -> list[int]:
         sizes.add(n)
         n *= 2
     return sorted(sizes, reverse=True)
-
-
-def split_prompt(n: int, chunks: list[int]) -> list[int]:
-    """n as a sum of chunk lengths, largest first, ending with 1s (decode's)."""
-    out = []
-    for c in list(chunks) + [1]:
-        while n >= c:
-            out.append(c)
-            n -= c
-    return out
 
 
 class CausalLM(nn.Module):
@@ -460,32 +450,3 @@ def export_causal_lm(
         },
         **options,
     )
-
-
-def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
-    """Append tokens [1, n] (any n >= 1) to a loaded model's cache (tandem.load): with `prefill`
-    calls of at most max_prompt_len tokens each, in order, as JS generate() feeds a long prompt (a
-    program without a dynamic `prefill`, Mamba's or one of an earlier version: its prefill_<n>
-    chunks, then decode for a last single token); returns the last position's logits. A prompt that
-    does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
-    md = model.metadata
-    tokens = tokens.reshape(1, -1)
-    n = tokens.shape[-1]
-    if n < 1:
-        raise TandemError("TDM_ERR_INVALID_ARGUMENT", "prefill: no tokens; give at least one")
-    used = int(model.read_state(md["position_state"]))
-    if md["max_cache_len"] is not None and used + n > md["max_cache_len"]:
-        raise TandemError(
-            "TDM_ERR_INDEX", f"prefill: {n} tokens do not fit: {used} of {md['max_cache_len']} cache positions are in use (call reset())"
-        )
-    logits, step = None, int(md["max_prompt_len"])
-    for at in range(0, n, step):
-        piece = tokens[:, at : at + step]
-        if "prefill" in model.methods:
-            logits = model.call("prefill", piece)
-            continue
-        done = 0
-        for c in split_prompt(piece.shape[-1], md["prefill_chunks"]):
-            logits = model.call("decode" if c == 1 else f"prefill_{c}", piece[:, done : done + c])
-            done += c
-    return logits
