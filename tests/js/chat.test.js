@@ -243,6 +243,28 @@ test("the file's tokenizer and chat template: text streams, and the reply equals
   m.dispose();
 });
 
+test('a signal ends the reply where it is; the next turn continues from the cache', async () => {
+  const m = await load(fixture('chat_llama').path);
+  const calls = spy(m);
+  const chat = m.chat({ tokenizer: CharTokenizer, maxNewTokens: 8 });
+  const controller = new AbortController();
+  const ids = [];
+  const onToken = (id) => {
+    ids.push(id);
+    if (ids.length === 2) controller.abort();
+  };
+  const reply = await chat.send(say(1), { signal: controller.signal, onToken });
+  assert.deepEqual([chat.stats.reason, chat.stats.newTokens, encode(reply)], ['aborted', 2, ids]);
+  const full = await fresh(m, [], say(1), { maxNewTokens: 8 });
+  assert.ok(full.startsWith(reply) && full.length > reply.length, 'the first tokens of the whole reply');
+  calls.length = 0;
+  const next = await chat.send(say(2));
+  assert.equal(chat.stats.restored, 'cache');
+  assert.equal(prefilled(calls), chat.stats.prefillTokens);
+  assert.equal(next, await fresh(m, chat.messages.slice(0, 2), say(2), { maxNewTokens: 8 }));
+  m.dispose();
+});
+
 test('options are checked; a program without a tokenizer needs one given', async () => {
   const m = await load(fixture('chat_llama').path);
   assert.throws(() => m.chat({ maxNewToken: 3 }), (e) => e.code === 'TDM_ERR_INVALID_ARGUMENT' && /maxNewToken'/.test(e.message));
