@@ -16,9 +16,6 @@ const ui = {
 };
 
 let lm, meta, shared;
-// What generate() needs that demo/model.tandem's metadata does not say (demo/train.py exported it
-// with tandem.export, not the transformers recipe): the cache's positions and its position counter.
-let lmOptions;
 // The next character, sampled but neither shown nor in the KV cache yet: the next Generate starts
 // from it. null: nothing sampled yet, Generate starts from the prompt.
 let pending = null;
@@ -72,7 +69,7 @@ async function run() {
     const start = position + prompt.length;
     let appended = 0, t0;
     pending = null;
-    const generation = generate(lm, prompt, { ...lmOptions, ...sampling, maxTokens: n + 1 - shown });
+    const generation = generate(lm, prompt, { ...sampling, maxTokens: n + 1 - shown });
     for await (const id of generation) {
       if (pending !== null) { // in the cache now
         appendOutput(meta.vocab[pending]);
@@ -86,7 +83,7 @@ async function run() {
       pending = id;
       if (shown === n || stopRequested) break;
     }
-    position = await positionOf(lm, lmOptions);
+    position = await positionOf(lm);
     if (generation.reason === 'capacity') ui.message(`The KV cache is full (${meta.capacity} positions): Reset to start over.`);
   } catch (e) {
     ui.message(`Error: ${e.message}`);
@@ -98,7 +95,7 @@ async function run() {
 
 async function reset() {
   await lm.reset(); // the model's own reset method: zeroes the caches and the position
-  position = await positionOf(lm, lmOptions);
+  position = await positionOf(lm);
   pending = null;
   $('output').textContent = '';
   showPositions();
@@ -130,7 +127,7 @@ async function restore() {
   }
   pending = record.pending ?? null;
   $('output').innerHTML = record.html;
-  position = await positionOf(lm, lmOptions);
+  position = await positionOf(lm);
   showPositions();
   ui.message(`Restored: the conversation continues from position ${position}.`);
 }
@@ -161,7 +158,6 @@ async function main() {
       $('progress-text').textContent = `${(loaded / 1e6).toFixed(1)}${total ? ` / ${(total / 1e6).toFixed(1)}` : ''} MB`;
     },
   });
-  lmOptions = { maxCacheLen: meta.capacity, positionState: 'pos' };
   shared = await load('shared.tandem');
   $('load-time').textContent = `${Math.round(performance.now() - t0)} ms`;
   $('state-bytes').textContent = lm.stateBytes.toLocaleString('en-US');

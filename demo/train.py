@@ -5,7 +5,7 @@ tests/models/families.py: methods prefill(tokens [1, 16]), decode(token [1, 1]) 
 Writes demo/model.tandem, demo/model.json (vocabulary, sizes, training record) and
 demo/shared.tandem (the original report's model, for the page's second panel).
 
-    python demo/train.py            # about 13 minutes on 2 cores; seeded, so reproducible
+    python demo/train.py            # about 30 minutes on one core; seeded and single-threaded, so reproducible
 """
 
 import argparse
@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "demo"))
     args = ap.parse_args()
     torch.manual_seed(0)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # one thread: the same sums, so the same weights, on any machine
     text = corpus()
     data = torch.tensor([VOCAB.index(c) for c in text], dtype=torch.long)
     print(f"corpus: {len(text)} characters")
@@ -79,8 +79,7 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     chunk = CONFIG["chunk"]
-    # the metadata web/lm.js's generate() reads (the model.tandem in the repository predates it: the
-    # page passes the same values as options)
+    # the metadata web/lm.js's generate() and position() read: the cache's positions and its counter
     program = tandem.export(
         model,
         {"prefill": (torch.zeros(1, chunk, dtype=torch.long),), "decode": (torch.zeros(1, 1, dtype=torch.long),), "reset": ()},
