@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
+from .format import file_ops
 from .fuse import fuse_method, tie_embeddings
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
@@ -643,7 +644,7 @@ def _verify(program: Program) -> None:
         where = ""
         m = re.search(r"method '([^']+)' op (\d+)", str(e))
         if m:
-            ops = program.method(m.group(1)).ops
+            ops = file_ops(program.method(m.group(1)))
             k = int(m.group(2))
             if k < len(ops):
                 where = f" (tandem op '{ops[k].name}'{ops[k].where})"
