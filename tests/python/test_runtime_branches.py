@@ -100,3 +100,28 @@ def test_while_loop_is_refused_naming_the_line_and_what_to_do():
         tandem.export(Loop(), {"forward": (torch.ones(3),)})
     msg = str(e.value)
     assert "torch.while_loop" in msg and "test_runtime_branches.py" in msg and "range" in msg
+
+
+class WritesInBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(3))
+
+    def forward(self, x):
+        def write(x, k):
+            k.add_(x)
+            return x + 1
+
+        def local(x, k):
+            y = x * 1
+            y.add_(k)  # in place on a value of the branch: functional as torch requires
+            return y
+
+        return torch.cond(x.sum() > 0, write, local, (x, self.k))
+
+
+def test_a_branch_that_writes_state_in_place_is_refused_naming_the_line():
+    with pytest.raises(tandem.ExportError) as e:
+        tandem.export(WritesInBranch(), {"forward": (torch.ones(3),)})
+    msg = str(e.value)
+    assert "torch.cond" in msg and "test_runtime_branches.py" in msg and "copy_(new)" in msg
