@@ -54,6 +54,37 @@ def test_a_call_runs_the_branch_its_predicate_picks_and_a_failing_check_changes_
     torch.testing.assert_close(calls, torch.tensor(4))
 
 
+class Dynamic(nn.Module):
+    """Branches over an input with a dynamic dim, on a counter: results whose shape follows the dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.n.add_(1)
+
+        def every_third(x, n):
+            return x * 2 + n, x.sum(0)
+
+        def otherwise(x, n):
+            return x.tanh(), x.amax(0)
+
+        return torch.cond(self.n % 3 == 0, every_third, otherwise, (x, self.n))
+
+
+def test_branches_follow_a_dynamic_dim(backend):
+    model = Dynamic()
+    eager = copy.deepcopy(model)
+    t = torch.export.Dim("t", min=1, max=8)
+    m = tandem.load(tandem.export(model, {"forward": tandem.Method(model, (torch.ones(4, 2),), dynamic_shapes=({0: t},))}).to_bytes())
+    g = torch.Generator().manual_seed(0)
+    for n in (3, 1, 8, 5, 2, 7):
+        x = torch.randn(n, 2, generator=g)
+        for got, want in zip(m.forward(x), eager(x)):
+            torch.testing.assert_close(got, want)
+
+
 class Results(nn.Module):
     def forward(self, x):
         def a(x):
