@@ -520,6 +520,24 @@ case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False)
 case("where_row_cond", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[1.0]], [[-1.0]]]), r(2, 5, 9), r(2, 5, 9))
 case("where_row_cond_bcast", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[-1.0]], [[1.0]]]), r(2, 5, 9), r(1, 1, 9))
 case("where_scalar_value", lambda c, a: torch.where(c > 0, a, 0.5), torch.tensor([[1.0], [-1.0], [1.0]]), r(3, 7))
+
+# torch.cond: a branch in the program; the weight of the matmul in a branch is laid out as the method's own
+_COND_W = r(6, 4)
+
+
+def _cond(x):
+    def linear(x):
+        return torch.tanh(x @ _COND_W), x.amax(-1)
+
+    def other(x):
+        return x[:, :4] * 2, torch.cond(x[0, 0] > 0, lambda y: y.sum(-1), lambda y: y.mean(-1), (x,))
+
+    return torch.cond(x.sum() > 0, linear, other, (x,))
+
+
+case("cond_then", _cond, r(3, 6).abs())
+case("cond_else", _cond, -r(3, 6).abs())
+case("cond_else_nested", _cond, torch.cat([torch.ones(1, 6), -r(2, 6).abs() * 9], 0))
 case("where_i64", lambda c, a, b: torch.where(c > 0, a, b), r(3, 1), torch.arange(12).reshape(3, 4) - 5, torch.arange(4) * 7)
 case("where_bool", lambda c, a, b: torch.where(c > 0, a > 0, b > 0), r(4, 6), r(4, 6), r(1, 6))
 
