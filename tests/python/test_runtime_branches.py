@@ -1,8 +1,8 @@
 """torch.cond as a branch in the program (docs/ops.md, "Values known at run time"), natively and in
 wasm, against eager: a call runs the branch its predicate picks; a check inside a branch fails the
-call with the state unchanged; a known predicate exports one branch; torch.while_loop is refused
-naming the line. The call sequences over state (a counter, a buffer's value, nested conds, a reset)
-are tests/cases.py's `branches`."""
+call with the state unchanged; a known predicate exports one branch; torch.while_loop is unrolled
+when its trip count is known at export, else refused naming the line. The call sequences over state
+(a counter, a buffer's value, nested conds, a reset) are tests/cases.py's `branches`."""
 
 import copy
 
@@ -122,13 +122,50 @@ def test_a_predicate_the_export_knows_exports_the_branch_it_picks():
 
 
 class Loop(nn.Module):
+    """torch.while_loop from a constant start to a constant end (its trip count known at export),
+    reading a state that the method then changes."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(3))
+
     def forward(self, x):
-        return torch._higher_order_ops.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (torch.tensor(0), x))[1]
+        def more(i, y):
+            return i < 3
+
+        def step(i, y):
+            return i + 1, y * 2 + self.acc
+
+        i, y = torch._higher_order_ops.while_loop(more, step, (torch.tensor(0), x))
+        self.acc.add_(y)
+        return y, i
 
 
-def test_while_loop_is_refused_naming_the_line_and_what_to_do():
+def test_a_while_loop_whose_trip_count_the_export_knows_is_unrolled(backend):
+    model = Loop()
+    eager = copy.deepcopy(model)
+    m = tandem.load(tandem.export(model, {"forward": (torch.ones(3),)}).to_bytes())
+    g = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        x = torch.randn(3, generator=g)
+        for got, want in zip(m.forward(x), eager(x)):
+            torch.testing.assert_close(got, want)
+    torch.testing.assert_close(m.read_state("acc"), eager.acc)
+
+
+class RunTimeLoop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.n.add_(1)
+        return torch._higher_order_ops.while_loop(lambda i, y: i < self.n, lambda i, y: (i + 1, y * 2), (torch.tensor(0), x))[1]
+
+
+def test_a_while_loop_whose_trip_count_is_known_only_at_run_time_is_refused_naming_the_line():
     with pytest.raises(tandem.ExportError) as e:
-        tandem.export(Loop(), {"forward": (torch.ones(3),)})
+        tandem.export(RunTimeLoop(), {"forward": (torch.ones(3),)})
     msg = str(e.value)
     assert "torch.while_loop" in msg and "test_runtime_branches.py" in msg and "range" in msg
 

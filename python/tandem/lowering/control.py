@@ -1,5 +1,6 @@
 """Control flow inside the program: torch.cond as a `cond` op whose two branches are ops of the
-method (docs/format.md, docs/ops.md); torch.while_loop is refused, naming the line."""
+method (docs/format.md, docs/ops.md); torch.while_loop unrolled when its trip count is known at
+export, else refused naming the line."""
 
 from __future__ import annotations
 
@@ -97,10 +98,31 @@ def _dtype_of_val(L, node, v: torch.Tensor) -> int:
     return _dtype_of(_N)
 
 
+MAX_UNROLL = 1024  # iterations of a torch.while_loop the export unrolls
+
+
 @handles(_higher.while_loop)
 def _while_loop(L, node, args, kwargs):
+    """torch.while_loop(cond_fn, body_fn, carried, additional) whose trip count the export knows (its
+    condition a constant at each step: a counter from a constant start): unrolled, body after body.
+    A condition that depends on values known only at run time is refused, naming the line."""
+    cond_gm, body_gm, carried, additional = args
+    carried, additional = list(carried), list(additional)
+    for _ in range(MAX_UNROLL + 1):
+        (pred,) = L.lower_subgraph(cond_gm, carried + additional)
+        L.node = node
+        known = _known(L, pred)
+        if known is None:
+            L.fail(
+                "torch.while_loop's condition depends on values known only at run time, so its trip count is not "
+                "bounded at export: loop in Python over a bounded range (for i in range(n): ..., traced unrolled), or "
+                "keep the loop's counter as state and call the method once per step"
+            )
+        if not known:
+            return carried
+        carried = list(L.lower_subgraph(body_gm, carried + additional))
+        L.node = node
     L.fail(
-        "torch.while_loop (a loop inside the program) is not supported: loop in Python over a bounded range "
-        "(for i in range(n): ..., traced unrolled), or keep the loop's counter as state and call the method "
-        "once per step"
+        f"torch.while_loop runs more than {MAX_UNROLL} iterations, which the export unrolls: loop in Python over "
+        "a bounded range, or keep the loop's counter as state and call the method once per step"
     )

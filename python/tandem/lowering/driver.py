@@ -318,6 +318,7 @@ def _lower_subgraph(L: Lowering, gm, operands: list, dim_states: dict) -> list:
             outs = node.args[0]
         else:
             L.fail(f"graph node kind '{node.op}' is not supported")
+    outs = [outs] if isinstance(outs, torch.fx.Node) else outs
     return [env[o] if isinstance(o, torch.fx.Node) else o for o in outs]
 
 
