@@ -520,9 +520,12 @@ case("linear_3rows", lambda x, m: m(x), r(3, 64), nn.Linear(64, 100, bias=False)
 case("where_row_cond", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[1.0]], [[-1.0]]]), r(2, 5, 9), r(2, 5, 9))
 case("where_row_cond_bcast", lambda c, a, b: torch.where(c > 0, a, b), torch.tensor([[[-1.0]], [[1.0]]]), r(2, 5, 9), r(1, 1, 9))
 case("where_scalar_value", lambda c, a: torch.where(c > 0, a, 0.5), torch.tensor([[1.0], [-1.0], [1.0]]), r(3, 7))
+case("where_i64", lambda c, a, b: torch.where(c > 0, a, b), r(3, 1), torch.arange(12).reshape(3, 4) - 5, torch.arange(4) * 7)
+case("where_bool", lambda c, a, b: torch.where(c > 0, a > 0, b > 0), r(4, 6), r(4, 6), r(1, 6))
 
 # torch.cond: a branch in the program; the weight of the matmul in a branch is laid out as the method's own
-_COND_W = r(6, 4)
+_gc = torch.Generator().manual_seed(45)  # its own generator: the other cases' inputs stay what they were
+_COND_W = torch.randn(6, 4, generator=_gc)
 
 
 def _cond(x):
@@ -535,11 +538,9 @@ def _cond(x):
     return torch.cond(x.sum() > 0, linear, other, (x,))
 
 
-case("cond_then", _cond, r(3, 6).abs())
-case("cond_else", _cond, -r(3, 6).abs())
-case("cond_else_nested", _cond, torch.cat([torch.ones(1, 6), -r(2, 6).abs() * 9], 0))
-case("where_i64", lambda c, a, b: torch.where(c > 0, a, b), r(3, 1), torch.arange(12).reshape(3, 4) - 5, torch.arange(4) * 7)
-case("where_bool", lambda c, a, b: torch.where(c > 0, a > 0, b > 0), r(4, 6), r(4, 6), r(1, 6))
+case("cond_then", _cond, torch.randn(3, 6, generator=_gc).abs())
+case("cond_else", _cond, -torch.randn(3, 6, generator=_gc).abs())
+case("cond_else_nested", _cond, torch.cat([torch.ones(1, 6), -torch.randn(2, 6, generator=_gc).abs() * 9], 0))
 
 
 class Fn(nn.Module):
