@@ -80,6 +80,7 @@ def render(S) -> str:
         *[f"  TDM_SYM_{k.upper()} = {i}," for i, k in enumerate(S.SYM_KINDS)],
         "};",
         f"#define TDM_MAX_DIMS {S.MAX_DIMS}",
+        f"#define TDM_MAX_COND_DEPTH {S.MAX_COND_DEPTH}",
         f"#define TDM_MAX_SYM_COEF {S.MAX_SYM_COEF}ll",
         "",
         "/* conv's optional last integer attribute: the activation applied to each block of its output. */",

@@ -96,6 +96,10 @@ extern const tdm_opdef tdm__conv_q8_ops[]; /* conv_q8, conv_transpose_q8, conv_b
 extern const tdm_opdef tdm__select_ops[];
 extern const tdm_opdef tdm__random_ops[]; /* random.c: the generator's state is the `__rng__` slot */
 
+/* cond's kernel (scatter.c), which does nothing: the session loop runs its branches. */
+tdm_status tdm__cond_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);
+static inline bool tdm__is_cond(const tdm_op *op) { return op->def->run == tdm__cond_run; }
+
 /* An index tensor's element i (int64 or int32; the rules admit only those). */
 static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {
   return t->dtype == TDM_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];

@@ -171,8 +171,11 @@ static inline bool tdm__ranges_overlap(size_t a, size_t an, size_t b, size_t bn)
  * the first op that wrote the state so far (-1: none), which no op that can fail may follow (verify.c). */
 tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_write);
 
+/* The branches of m's cond ops nest, at most TDM_MAX_COND_DEPTH deep (verify.c). */
+tdm_status tdm__check_blocks(const tdm_method *m);
+
 /* Def-before-use over m's scratch bytes: every byte an op or the method's outputs read was written
- * before (verify.c). */
+ * before, in the branch that reads it or around it (verify.c; after tdm__check_blocks). */
 tdm_status tdm__check_defined(const tdm_method *m);
 
 /* A symbolic size's constant + sum(coef * dims[dim]) into *out; false on int64 overflow (bind.c). */

@@ -148,6 +148,7 @@ static tdm_status read_dims(const tdm_program *p, tdm_method *m, rd *r, tdm_term
     if (y->kind == TDM_SYM_IATTR) {
       if (y->target >= m->n_ops || y->index >= m->ops[y->target].n_iattr)
         return tdm__fail(TDM_ERR_MALFORMED, "%s: op %u attribute %u does not exist", ctx, y->target, y->index);
+      if (tdm__is_cond(&m->ops[y->target])) return tdm__fail(TDM_ERR_MALFORMED, "%s: a cond's branch lengths do not follow the dims", ctx);
       stored = m->ops[y->target].iattr[y->index];
     } else {
       if (y->target >= m->n_values) return tdm__fail(TDM_ERR_MALFORMED, "%s: value %u does not exist", ctx, y->target);
@@ -345,7 +346,7 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
       if ((s = tdm__verify_op(m, k, &first_state_write))) return s;
     }
     m->n_iattrs = (size_t)(iattrs - m->iattrs);
-    if ((s = tdm__check_defined(m))) return s;
+    if ((s = tdm__check_blocks(m)) || (s = tdm__check_defined(m))) return s;
     if (p->version >= 3) {
       m->dims = dims;
       dims += m->n_dims;

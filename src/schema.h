@@ -84,6 +84,7 @@ enum {
   TDM_SYM_IATTR = 2,
 };
 #define TDM_MAX_DIMS 8
+#define TDM_MAX_COND_DEPTH 16
 #define TDM_MAX_SYM_COEF 4294967296ll
 
 /* conv's optional last integer attribute: the activation applied to each block of its output. */
@@ -200,8 +201,9 @@ enum {
   X(conv_transpose_i16, 0, TDM_INPLACE_NONE) \
   X(when, 1, TDM_INPLACE_NONE) \
   X(when_in, 1, TDM_INPLACE_NONE) \
+  X(cond, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 96
+#define TDM_SCHEMA_OP_COUNT 97
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -300,5 +302,6 @@ enum {
 #define TDM__OPFLAGS_conv_transpose_i16  false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_when                true, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_when_in             true, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_cond                false, TDM_INPLACE_NONE
 
 #endif

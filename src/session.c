@@ -285,8 +285,24 @@ static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
   tdm_tensor in[TDM_MAX_OPERANDS], out[TDM_MAX_OPERANDS];
   if (op_ms)
     for (uint32_t k = 0; k < n_timed; k++) op_ms[k] = 0;
+  /* cond ops (verified to nest, at most TDM_MAX_COND_DEPTH deep): at `end`, the end of the branch
+   * that runs, the run goes on at `resume`, the end of the other branch */
+  struct {
+    uint32_t end, resume;
+  } branch[TDM_MAX_COND_DEPTH];
+  uint32_t depth = 0;
   for (uint32_t k = 0; k < m->n_ops; k++) {
+    while (depth && k == branch[depth - 1].end) k = branch[--depth].resume;
+    if (k >= m->n_ops) break;
     const tdm_op *op = &m->ops[k];
+    if (tdm__is_cond(op)) {
+      const bool pred = *value_ptr(s, &m->values[op->in[0]]) != 0;
+      const uint32_t then_end = k + 1 + (uint32_t)op->iattr[0], else_end = then_end + (uint32_t)op->iattr[1];
+      branch[depth].end = pred ? then_end : else_end;
+      branch[depth++].resume = else_end;
+      if (!pred) k = then_end - 1; /* the else branch */
+      continue;
+    }
     for (uint32_t j = 0; j < op->n_in; j++) view(s, &m->values[op->in[j]], &in[j]);
     for (uint32_t j = 0; j < op->n_out; j++) view(s, &m->values[op->out[j]], &out[j]);
     const double t0 = op_ms ? now_ms() : 0;

@@ -397,6 +397,65 @@ class Writes(nn.Module):
         return x * 2 + self.acc
 
 
+class Branches(nn.Module):
+    """torch.cond as branches in the program: on a counter kept in state (even and odd calls), on a
+    buffer's value (the running sum's sign) with a cond nested in one branch, and on an input; a
+    branch's result becomes state, and reset starts the counter and the sum over."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", torch.zeros((), dtype=torch.long))
+        self.register_buffer("acc", torch.zeros(3))
+        self.register_buffer("w", torch.tensor([0.5, -1.0, 2.0]))
+
+    def forward(self, x):
+        self.n.add_(1)
+
+        def even(a, b):
+            return a + b
+
+        def odd(a, b):
+            return a - 2 * b
+
+        y = torch.cond(self.n % 2 == 0, even, odd, (x, self.acc))
+
+        def big(u):
+            return u * 2
+
+        def small(u):
+            return u + 1
+
+        def up(a, b):
+            return torch.cond(a.amax() > 1, big, small, (a,)) + b
+
+        def down(a, b):
+            return a * b - 1
+
+        z = torch.cond(self.acc.sum() > 0, up, down, (y, self.w))
+        self.acc.copy_(z * 0.5)
+
+        def sin(t):
+            return t.sin()
+
+        def cos(t):
+            return t.cos()
+
+        return torch.cond(x.sum() > 0, sin, cos, (z,)), self.n * 1
+
+    def reset(self):
+        self.n.zero_()
+        self.acc.zero_()
+
+
+def branches():
+    m = Branches()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(5)
+    xs = [torch.randn(3, generator=g) * 2 for _ in range(16)]
+    calls = [("forward", (x,)) for x in xs[:10]] + [("reset", ())] + [("forward", (x,)) for x in xs[10:]]
+    return m, {"forward": (torch.zeros(3),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -410,6 +469,7 @@ CASES = {
     "branch_guard": branch_guard,
     "python_values": python_values,
     "delayed": delayed,
+    "branches": branches,
 }
 
 

@@ -110,7 +110,19 @@ def make_plan(seed: int) -> dict:
     plan = {"seed": seed, "d": d, "states": states, "params": params, "methods": methods}
     if (seed // 7) % 2:
         _python_values(plan, random.Random(seed * 7919 + 1))
+    if seed % 5 == 3:
+        _conds(plan, random.Random(seed * 104729 + 2))
     return plan
+
+
+def _conds(plan: dict, rnd: random.Random) -> None:
+    """torch.cond steps, in a fifth of the seeds (a stream of their own, so the other seeds' plans
+    stay what they were): a branch in the program on a counter, a float state's value, a flag or a
+    value of the method, one of its branches holding another cond in some."""
+    for m in plan["methods"]:
+        for _ in range(rnd.randint(1, 2)):
+            st = {"op": "cond", "a": rnd.randrange(64), "b": rnd.randrange(64), "k": rnd.randrange(64), "nested": rnd.random() < 0.3}
+            m["steps"].insert(rnd.randint(0, len(m["steps"])), st)
 
 
 def _python_values(plan: dict, rnd: random.Random) -> None:
@@ -304,6 +316,8 @@ def _run(mod: Planned, method: dict, xs):
         elif op == "update":
             _update(mod, st, a, d, xs, dyn)
             continue
+        elif op == "cond":
+            v = _cond_step(mod, st, a, pick(st["b"]), d)
         elif op.startswith("py_") or op == "reassign":
             v = _python_step(mod, st, a, d, dyn)
             if v is None:
@@ -345,6 +359,32 @@ def _python_step(mod: Planned, st: dict, a: torch.Tensor, d: int, dyn: bool):
     if kind == "int" and len(spec["shape"]) == 2:  # py_row
         s[v % spec["shape"][0]] = torch.tanh(_to_row(a, d))
     return None
+
+
+def _then(x, y):
+    return torch.tanh(x) + y * 0.5
+
+
+def _else(x, y):
+    return x * y - 0.25
+
+
+def _nested(x, y):
+    return torch.cond(y.sum() > 0, _then, _else, (x * 0.5, y)) + 1
+
+
+def _cond_step(mod: Planned, st: dict, a: torch.Tensor, b: torch.Tensor, d: int) -> torch.Tensor:
+    """torch.cond on a counter's parity, a float state's sum, a flag or a's sum (k picks which)."""
+    a, b = _to_row(a, d), _to_row(b, d)
+    states = mod.plan["states"]
+    k = st["k"]
+    of = [i for i, s in enumerate(states) if s["dtype"] == ("i64", "f32", "bool")[k % 3]]
+    if k % 4 == 3 or not of:
+        pred = a.sum() > 0
+    else:
+        s = mod.state(of[k // 4 % len(of)])
+        pred = (s.sum() % 2 == 0) if k % 3 == 0 else (s.sum() > 0) if k % 3 == 1 else s.any()
+    return torch.cond(pred, _nested if st["nested"] else _then, _else, (a, b))
 
 
 def _update(mod: Planned, st: dict, a: torch.Tensor, d: int, xs, dyn: bool) -> None:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
+from .format import file_ops
 from .fuse import fuse_method, tie_embeddings
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
@@ -435,6 +436,7 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
             if (root.perturb or root.preset) and not getattr(root, "keep", False):
                 return None  # a check of the graph only (python_values)
             limits = getattr(ep, "_tandem_limits", [])
+            _check_cond_branches(name, ep.graph_module)
             ep = ep.run_decompositions(_decompositions())
             dims = _method_dims(name, ep)
             dims += _state_dims(name, ep, root, limits, dims, name_of)
@@ -478,6 +480,31 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
     if not runtime and not mutated and _constant_result(name, ep, constants):
         return None
     return ep, tensors, mutated, dims
+
+
+def _check_cond_branches(name: str, gm) -> None:
+    """torch.cond's branches are functional: one that writes one of its operands in place (a buffer, an
+    input, or a view of one) is an ExportError naming the cond's line (torch's own error names neither)."""
+
+    def operand(n) -> bool:
+        while isinstance(n, torch.fx.Node) and n.op == "call_function" and getattr(n.target, "is_view", False):
+            n = n.args[0]
+        return isinstance(n, torch.fx.Node) and n.op == "placeholder"
+
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not torch.ops.higher_order.cond:
+            continue
+        for branch in node.args[1:3]:
+            sub = getattr(gm, branch.target)
+            for n in sub.graph.nodes:
+                schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+                if schema is not None and schema.is_mutable and n.args and operand(n.args[0]):
+                    raise ExportError(
+                        f"method '{name}': a branch of torch.cond writes a tensor in place ({n.target.__name__})"
+                        f"{source_line(node)}; torch.cond's branches are functional: return the new value from both "
+                        "branches and write it after the cond (self.buf.copy_(new))"
+                    )
+            _check_cond_branches(name, sub)
 
 
 def _export_error_in(e: BaseException):
@@ -643,7 +670,7 @@ def _verify(program: Program) -> None:
         where = ""
         m = re.search(r"method '([^']+)' op (\d+)", str(e))
         if m:
-            ops = program.method(m.group(1)).ops
+            ops = file_ops(program.method(m.group(1)))
             k = int(m.group(2))
             if k < len(ops):
                 where = f" (tandem op '{ops[k].name}'{ops[k].where})"

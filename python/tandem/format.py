@@ -8,7 +8,7 @@ import json
 import os
 import struct
 
-from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, StateSpec, SymDim
+from .ir import CONST, DTYPE_CODE, SCRATCH, ExportError, MethodIR, Op, StateSpec, SymDim, flat_ops
 from .schema import (
     ALIGN,
     CONSTANT,
@@ -106,9 +106,22 @@ def _syms(m: MethodIR, values: list, vindex: dict, offset_of) -> list:
         for d, size in enumerate(v.shape):
             add("dim", d, k, size, f"dim {d} of a value")
         add("offset", 0, k, offset_of(v), "the offset of a view")
-    for k, op in enumerate(m.ops):
+    for k, op in enumerate(file_ops(m)):
         for j, a in enumerate(op.iattr):
             add("iattr", j, k, a, f"attribute {j} of op '{op.name}'{op.where}")
+    return out
+
+
+def file_ops(m: MethodIR) -> list:
+    """The method's ops as the file lists them: each cond (reading its pred, with the lengths of its
+    branches) followed by its then ops and its else ops (docs/format.md, Op)."""
+    out = []
+    for op in flat_ops(m.ops):
+        if op.bodies is None:
+            out.append(op)
+            continue
+        n = [sum(1 for _ in flat_ops(body)) for body in op.bodies]
+        out.append(Op(op.name, op.ins[:1], op.outs, n, [], op.where))
     return out
 
 
@@ -171,9 +184,10 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
                 values.append(v)
             return vindex[id(v)]
 
+        listed = file_ops(m)
         for _, v in m.inputs:
             val(v)
-        for op in m.ops:
+        for op in listed:
             for v in op.ins + op.outs:
                 val(v)
         for _, v in m.outputs:
@@ -193,7 +207,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         io = b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.inputs)
         io += b"".join(IO.pack(vindex[id(v)], strings(n)) for n, v in m.outputs)
         ops = []
-        for op in m.ops:
+        for op in listed:
             if CHECK_OPS:  # tests (conftest.py): every op against its signature in the schema
                 problem = check_op(op.name, [v.dtype for v in op.ins], [v.dtype for v in op.outs], len(op.iattr), len(op.fattr))
                 if problem:
@@ -216,7 +230,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         for kind, index, target, const, terms in syms:
             sym.append(SYM.pack(kind, 0, index, target, len(terms), 0, const) + b"".join(TERM.pack(d, 0, c) for d, c in terms))
         meth.append(
-            METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(m.ops), len(m.dims), m.scratch_size)
+            METHOD.pack(strings(m.name), len(values), len(m.inputs), len(m.outputs), len(listed), len(m.dims), m.scratch_size)
             + b"".join(body)
             + io
             + b"".join(ops)

@@ -34,12 +34,14 @@ from collections import defaultdict
 import torch
 
 from . import schema
-from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value
+from .ir import CONST, F32, I64, SCRATCH, MethodIR, Op, Storage, Value, flat_ops, op_lists, refresh_conds
 
 _OUTPUT = -1  # a reader that is a method output
 
 
 def fuse_method(ir: MethodIR) -> None:
+    """Fuses the method's own ops (a cond's branches keep their ops as lowered)."""
+    refresh_conds(ir.ops)
     while _fuse_one(ir):
         pass
 
@@ -494,11 +496,11 @@ def tie_embeddings(methods: list) -> None:
     """index_select of rows of a float32 table [N, K] whose transpose some matmul_packed uses as its
     weight B [K, N] becomes embedding_packed on that weight: the table is then stored once, laid out
     as the weight (layout.py; the file dedupes identical constants across methods)."""
-    weights = [op.ins[1] for m in methods for op in m.ops if op.name == "matmul_packed" and op.ins[1].storage.kind == CONST]
+    weights = [op.ins[1] for m in methods for op in flat_ops(m.ops) if op.name == "matmul_packed" and op.ins[1].storage.kind == CONST]
     if not weights:
         return
-    for m in methods:
-        for i, op in enumerate(m.ops):
+    for ops in (lst for m in methods for lst in op_lists(m.ops)):
+        for i, op in enumerate(ops):
             x = op.ins[0] if op.name == "index_select" else None
             if (
                 x is None
@@ -515,4 +517,4 @@ def tie_embeddings(methods: list) -> None:
             same = (w for w in weights if w.shape == (K, N) and _whole(w) and torch.equal(w.storage.tensor.reshape(K, N), table.t()))
             match = next(same, None)
             if match is not None:
-                m.ops[i] = Op("embedding_packed", [match, op.ins[1]], op.outs, [N], [], op.where)
+                ops[i] = Op("embedding_packed", [match, op.ins[1]], op.outs, [N], [], op.where)

@@ -175,6 +175,38 @@ class Op:
     iattr: list = field(default_factory=list)
     fattr: list = field(default_factory=list)
     where: str = ""  # the user's source line, for messages
+    # a cond's branches (torch.cond): (then ops, else ops). In the file they follow the op (docs/format.md),
+    # and its ins are [pred]; here its ins are pred and every value its branches read from outside them
+    # (refresh_conds), so the passes over a method's ops see what it reads.
+    bodies: Optional[tuple] = None
+
+
+def flat_ops(ops):
+    """Every op in file order: each cond followed by its then ops and its else ops (recursively)."""
+    for op in ops:
+        yield op
+        for body in op.bodies or ():
+            yield from flat_ops(body)
+
+
+def op_lists(ops):
+    """The method's list of ops and every branch's, for passes that replace ops by index."""
+    yield ops
+    for op in ops:
+        for body in op.bodies or ():
+            yield from op_lists(body)
+
+
+def refresh_conds(ops) -> None:
+    """Each cond's ins become its pred and every value its branches read that they do not write."""
+    for op in ops:
+        if not op.bodies:
+            continue
+        for body in op.bodies:
+            refresh_conds(body)
+        inner = {id(v.storage) for body in op.bodies for o in flat_ops(body) for v in o.outs}
+        free = [v for body in op.bodies for o in flat_ops(body) for v in o.ins if id(v.storage) not in inner]
+        op.ins[1:] = list({id(v): v for v in free}.values())
 
 
 @dataclass(eq=False)

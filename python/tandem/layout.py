@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from . import schema
-from .ir import CONST, I4X2, ExportError, Storage, Value
+from .ir import CONST, I4X2, ExportError, Storage, Value, flat_ops
 
 PANEL = schema.PANEL  # columns per packed panel (schema.py; TDM_PANEL in the runtime)
 _BUG = "a bug in tandem's exporter, please report it"
@@ -98,7 +98,7 @@ def layout_methods(methods: list) -> None:
     done: dict = {}  # natural Value -> laid-out Value
     storages: dict = {}  # natural Storage -> (its layout, laid-out Storage)
     for m in methods:
-        for op in m.ops:
+        for op in flat_ops(m.ops):
             for i, (lay, dtype) in WEIGHTS.get(op.name, {}).items():
                 v = op.ins[i]
                 if v not in done:

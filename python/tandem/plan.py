@@ -8,7 +8,7 @@ offsets so that two storages alive at the same time never overlap (greedy, large
 
 from __future__ import annotations
 
-from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR
+from .ir import CONST, DTYPE_SIZE, SCRATCH, STATE, MethodIR, flat_ops, refresh_conds
 
 # The op flags the verifier enforces (src/verify.c), declared once in schema.py: ops whose kernels
 # may reject runtime values; ops whose output may be input 0; ops whose output may be any input of
@@ -17,12 +17,17 @@ from .schema import ALIGN, CAN_FAIL, IN_PLACE_ANY
 from .schema import IN_PLACE_FIRST as IN_PLACE
 
 
+def _fallible(op) -> bool:
+    """Whether an op may fail on runtime values: a CAN_FAIL op, or a cond with one in a branch."""
+    return op.name in CAN_FAIL or any(o.name in CAN_FAIL for body in op.bodies or () for o in flat_ops(body))
+
+
 def _drop_unread(ir: MethodIR) -> None:
     """Remove ops whose results nothing reads (e.g. an expand that attention reads around)."""
     live = {v.storage for _, v in ir.outputs}
     keep = []
     for op in reversed(ir.ops):
-        if op.name in CAN_FAIL or any(v.storage in live or v.storage.kind == STATE for v in op.outs):
+        if _fallible(op) or any(v.storage in live or v.storage.kind == STATE for v in op.outs):
             keep.append(op)
             live.update(v.storage for v in op.ins)
     ir.ops = keep[::-1]
@@ -41,7 +46,7 @@ def _checks_first(ir: MethodIR) -> None:
         for v in op.outs:
             producer.setdefault(v.storage, i)
     early: set = set()
-    todo = [i for i, op in enumerate(ir.ops) if op.name in CAN_FAIL]
+    todo = [i for i, op in enumerate(ir.ops) if _fallible(op)]
     while todo:
         i = todo.pop()
         if i in early:
@@ -93,7 +98,7 @@ def _update_in_place(ir: MethodIR) -> None:
         for v in op.outs:
             born.setdefault(id(v.storage), i)
     producer = dict(born)
-    last_fallible = max((i for i, op in enumerate(ops) if op.name in CAN_FAIL), default=-1)
+    last_fallible = max((i for i, op in enumerate(ops) if _fallible(op)), default=-1)
 
     def whole_fresh(v):
         s = v.storage
@@ -187,7 +192,7 @@ def _write_state_in_place(ir: MethodIR) -> None:
     for i, op in enumerate(ops):
         for v in op.outs:
             producer.setdefault(v.storage, i)
-    last_fallible = max((i for i, op in enumerate(ops) if op.name in CAN_FAIL), default=-1)
+    last_fallible = max((i for i, op in enumerate(ops) if _fallible(op)), default=-1)
 
     def reads_state(st, start):
         for k, op in enumerate(ops[start:]):
@@ -212,6 +217,7 @@ def _write_state_in_place(ir: MethodIR) -> None:
             s.kind != SCRATCH
             or s.is_input
             or i is None
+            or ops[i].bodies  # a cond's branches write its results; they stay in scratch (src/verify.c)
             or src.offset != 0
             or s.nbytes != st.nbytes
             or i < last_fallible
@@ -227,11 +233,14 @@ def _is_whole(v, st) -> bool:
 
 
 def _lifetimes(ir: MethodIR) -> dict:
+    """Each scratch storage's first write and last read, as positions of the ops in file order (a cond
+    then its branches: a storage read after a cond is alive through both branches)."""
     life = {}
-    end = len(ir.ops)
+    ops = list(flat_ops(ir.ops))
+    end = len(ops)
     for _, v in ir.inputs:
         life[v.storage] = [-1, -1]
-    for i, op in enumerate(ir.ops):
+    for i, op in enumerate(ops):
         for v in op.outs:
             if v.storage.kind == SCRATCH:
                 life.setdefault(v.storage, [i, i])
@@ -245,10 +254,12 @@ def _lifetimes(ir: MethodIR) -> dict:
 
 
 def plan_method(ir: MethodIR) -> None:
+    refresh_conds(ir.ops)
     _drop_unread(ir)
     _checks_first(ir)
     _update_in_place(ir)
     _write_state_in_place(ir)
+    refresh_conds(ir.ops)
     life = _lifetimes(ir)
     placed: list[tuple[int, int, int, int]] = []  # (start, end, offset, size)
     size = 0

@@ -35,7 +35,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .ir import BF16, CONST, F32, I8, I16, I64, ExportError, Op, Storage, Value
+from .ir import BF16, CONST, F32, I8, I16, I64, ExportError, Op, Storage, Value, flat_ops, op_lists
 from .quantize_conv import quantize_convs, quantize_i16, to_bf16
 from .schema import QUANT_GROUP
 
@@ -167,28 +167,28 @@ def quantize_methods(
     # B's laid out in panels by layout.py after this pass: here each is the natural [K, N] constant
     weights = set()
     for m in methods:
-        for op in m.ops:
+        for op in flat_ops(m.ops):
             if op.name in ("matmul_packed", "embedding_packed"):
                 w = op.ins[1] if op.name == "matmul_packed" else op.ins[0]
                 if w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
                     weights.add(w.storage)
     attrs = (lambda N: [N]) if mode == "int8" else (lambda N: [N, group])
     suffix = "q8" if mode == "int8" else "q4"
-    for m in methods:
-        for i, op in enumerate(m.ops):
+    for ops in (lst for m in methods for lst in op_lists(m.ops)):
+        for i, op in enumerate(ops):
             if op.name == "matmul_packed" and op.ins[1].storage in weights:
                 r = quantized(op.ins[1], _natural(op.ins[1]))
                 if r:
-                    m.ops[i] = Op(f"matmul_{suffix}", [op.ins[0], *r], op.outs, attrs(op.iattr[0]), [], op.where)
+                    ops[i] = Op(f"matmul_{suffix}", [op.ins[0], *r], op.outs, attrs(op.iattr[0]), [], op.where)
             elif op.name == "embedding_packed" and op.ins[0].storage in weights:
                 r = quantized(op.ins[0], _natural(op.ins[0]))
                 if r:
-                    m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(op.iattr[0]), [], op.where)
+                    ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(op.iattr[0]), [], op.where)
             elif op.name == "index_select" and op.iattr == [0] and _is_table(op.ins[0]) and op.ins[1].dtype == I64:
                 x = op.ins[0]
                 r = quantized(x, _natural(x).t())
                 if r:
-                    m.ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
+                    ops[i] = Op(f"embedding_{suffix}", [*r, op.ins[1]], op.outs, attrs(x.shape[0]), [], op.where)
     if convs == "int8":  # the convolutions a streaming step reads many weight bytes for (quantize_conv.py)
 
         def q8(b):

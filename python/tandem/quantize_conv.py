@@ -28,7 +28,7 @@ import math
 
 import torch
 
-from .ir import CONST, F32, SCRATCH, Op, Storage, Value
+from .ir import CONST, F32, SCRATCH, Op, Storage, Value, op_lists
 
 # At Mimi's full-size shapes int8 saves time over float32 up to 16 positions, where reading the weights
 # bounds the conv; at 96 and more positions the float GEMM is bound by arithmetic and stays.
@@ -134,8 +134,8 @@ def quantize_convs(methods: list, params, skipped, convert, kind: str = "q8") ->
             done[v.storage] = None if not names or skipped(names, shape) else convert(B)
         return done[v.storage]
 
-    for m in methods:
-        for i, op in enumerate(m.ops):
+    for ops in (lst for m in methods for lst in op_lists(m.ops)):
+        for i, op in enumerate(ops):
             if op.name == "conv" and len(op.outs) <= 2:
                 new = _conv(op, weights, kind)
             elif op.name == "conv_transpose":
@@ -143,7 +143,7 @@ def quantize_convs(methods: list, params, skipped, convert, kind: str = "q8") ->
             else:
                 continue
             if new is not None:
-                m.ops[i] = new
+                ops[i] = new
 
 
 def _fits(kind: str, rows: int, K: int, M: int) -> bool:

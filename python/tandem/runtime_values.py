@@ -467,6 +467,36 @@ def _line_number(line: str) -> int:
         return 0
 
 
+class _Rows:
+    """Rows `idx` (a tensor) of `base` along `dim`: read() gathers them (squeezed along dim for
+    x[off]), and calling it with a tensor of that shape writes them back."""
+
+    def __init__(self, base: torch.Tensor, dim: int, idx: torch.Tensor, squeeze: bool = False):
+        self.base, self.dim, self.idx, self.squeeze = base, dim, idx, squeeze
+
+    def read(self) -> torch.Tensor:
+        v = self.base[(slice(None),) * self.dim + (self.idx,)]
+        return v.squeeze(self.dim) if self.squeeze else v
+
+    def __call__(self, w: torch.Tensor) -> None:
+        self.base[(slice(None),) * self.dim + (self.idx,)] = w.unsqueeze(self.dim) if self.squeeze else w
+
+
+_IN_PLACE_DUNDERS = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__"}
+_IN_PLACE_DUNDERS |= {"__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"}
+
+
+def _in_place(func) -> bool:
+    """Whether a torch function writes its first argument (x.copy_(..), x.add_(..), x[i] = v, x += y)."""
+    name = getattr(func, "__name__", "")
+    return name in _IN_PLACE_DUNDERS or (name.endswith("_") and not name.endswith("__"))
+
+
+def _root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor whose bytes t views (t itself when it is no view)."""
+    return t._base if t._base is not None else t
+
+
 class RuntimeValues(torch.overrides.TorchFunctionMode):
     """The tracing mode (see the module's docstring), also rewriting torch.narrow with a tensor start:
     x.index_select(dim, s + arange(length)), s = start (+ size when negative).
@@ -484,6 +514,7 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
         self.branches = branches
         self.taken = 0
         self._checks = _Checks()
+        self.windows: dict = {}  # id -> (window, base, write): rows gathered at a run-time offset (_window)
 
     def __enter__(self):
         self._checks.__enter__()
@@ -509,6 +540,34 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        out = self._handle(func, args, kwargs)
+        if self.windows and _in_place(func) and args and isinstance(args[0], torch.Tensor):
+            self._written(args[0])
+        return out
+
+    def _window(self, w: torch.Tensor, base: torch.Tensor, write) -> torch.Tensor:
+        """w, the rows of `base` at an offset known at run time (a copy: gathered with a tensor index),
+        recorded as a view of them: an in-place write to w (or to a view of w) is written back into
+        base with `write(w)`, as eager writes through the view (`cache.narrow(1, pos, n).copy_(k)`,
+        ExecuTorch's KVCache); a write to base reads the rows again into w."""
+        self.windows[id(w)] = (w, base, write)
+        return w
+
+    def _written(self, t: torch.Tensor, skip=None) -> None:
+        """After an in-place op on t: write a window t is (or views) back into its base, and read again
+        every other window whose base shares t's bytes."""
+        root = _root(t)
+        hit = self.windows.get(id(root))
+        if hit is not None:
+            w, base, write = hit
+            write(w)
+            self._written(base, w)
+            return
+        for w, base, write in list(self.windows.values()):
+            if _root(base) is root and w is not skip:
+                w.copy_(write.read())
+
+    def _handle(self, func, args, kwargs):
         r = self.r
         if _is_branch(func, args) and _called_from_user():
             k = self.taken  # the k-th bool() of the method, as BranchRecorder counts them
@@ -543,7 +602,8 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
             size = x.shape[dim]
             s = torch.where(start < 0, start + size, start).reshape(())
             s = torch.where(s < 0, size, s)  # still negative: out of range, as eager says
-            return torch.index_select(x, dim, s + torch.arange(length, dtype=s.dtype))
+            rows = _Rows(x, dim, s + torch.arange(length, dtype=s.dtype))
+            return self._window(rows.read(), x, rows)
         one = False
         if func in (torch.Tensor.__getitem__, torch.Tensor.__setitem__) and len(args) >= 2:
             index, one = r.single(args[1], "")
@@ -551,7 +611,8 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                 args = (args[0], index) + tuple(args[2:])
         if one and func is torch.Tensor.__getitem__:
             view, dim, idx = r.slice_of(args[0], args[1])
-            return view[(slice(None),) * dim + (idx,)].squeeze(dim)
+            rows = _Rows(view, dim, idx, squeeze=True)
+            return self._window(rows.read(), view, rows)
         if one:
             x, index, value = args
             view, dim, idx = r.slice_of(x, index)
@@ -569,7 +630,8 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                     "torch.index_select with a tensor index"
                 )
             view, dim, idx = hit
-            return view[(slice(None),) * dim + (idx,)]
+            rows = _Rows(view, dim, idx)
+            return self._window(rows.read(), view, rows)
         if func is torch.Tensor.__setitem__ and (r.has(args[1]) or r.has(args[2])):
             x, index, value = args
             value = r.plain(value)

@@ -105,6 +105,7 @@ REGION_CODE = {c: code for code, (c, _) in REGIONS.items()}  # "SCRATCH" -> 0
 STATE_INITS = {0: ("ZEROS", "all zeros"), 1: ("DATA", "bytes in the data section")}
 STATE_INIT_CODE = {c: code for code, (c, _) in STATE_INITS.items()}  # "ZEROS" -> 0
 MAX_DIMS = 8  # dynamic dims per method
+MAX_COND_DEPTH = 16  # cond ops nested inside one another's branches
 MAX_SYM_COEF = 1 << 32  # |coefficient| and |constant| of a symbolic size; dims are below 2^31
 
 # The header of saved state (the JS saveState() / loadState(), docs/format.md "Saved state"), then
@@ -272,6 +273,9 @@ OPS = [
     OpDef("when", can_fail=True),
     # The same for a run of values lo..hi of a Python int it branches on (moshi's `offset_cpu <= max_delay`).
     OpDef("when_in", can_fail=True),
+    # A branch in the program (torch.cond): the next `then` ops run when pred holds, else the `else` ops
+    # after them; both write the op's outputs (src/session.c runs it, src/verify.c checks both branches).
+    OpDef("cond"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -462,6 +466,7 @@ SIGS = {
     **_sig("guard", 1, 0, iattr=("line",), dtypes=("bool",)),
     **_sig("when", 1, 0, iattr=("value", "line"), dtypes=("int64",)),
     **_sig("when_in", 1, 0, iattr=("lo", "hi", "line"), dtypes=("int64",)),
+    **_sig("cond", 1, (0, None), iattr=("then ops", "else ops"), dtypes=("bool",)),
     **_sig("isnan isinf isfinite", 1, dtypes=_F),
     **_sig("sum amax amin", 1, iattr=None, dtypes=("float32", "int64")),
     **_sig("mean", 1, iattr=None, dtypes=_F),

@@ -102,6 +102,27 @@ static tdm_status guard_check(const tdm_method *m, const tdm_op *op) {
   return TDM_OK;
 }
 
+/* cond: pred bool (one element) → outputs (any number); iattr = [then ops, else ops]. A branch in the
+ * program (torch.cond): the `then` ops that follow it run when pred holds, else the `else` ops after
+ * those; each branch writes every output. The session loop branches (session.c, tdm__is_cond), so the
+ * kernel itself does nothing; verify.c checks that the branches nest and that both define the
+ * outputs before anything after the op reads them. */
+tdm_status tdm__cond_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  (void)op, (void)in, (void)out;
+  return TDM_OK;
+}
+
+static tdm_status cond_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 1 || op->n_iattr != 2 || op->n_fattr != 0) return tdm__rule(op, "takes pred, any outputs, [then ops, else ops]");
+  const tdm_value *c = TDM_VAL(m, op, 0);
+  if (c->dtype != TDM_BOOL || c->numel != 1) return tdm__rule(op, "pred must be one bool");
+  const int64_t after = (int64_t)m->n_ops - (int64_t)(op - m->ops) - 1; /* ops after this one */
+  if (op->iattr[0] < 0 || op->iattr[1] < 0 || op->iattr[0] > after || op->iattr[1] > after - op->iattr[0])
+    return tdm__rule(op, "its branches (%lld and %lld ops) do not fit in the %lld ops after it", (long long)op->iattr[0],
+                     (long long)op->iattr[1], (long long)after);
+  return TDM_OK;
+}
+
 /* index_put: base, index i64 [k], values → out (base's shape); iattr = [dim, accumulate].
  * values has base's shape with dim of size k. out[..., index[i], ...] = values[..., i, ...]
  * (+= when accumulating). Out-of-range indices (already rejected by check_index) are skipped. */
@@ -224,6 +245,7 @@ const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(guard, 0, guard_check, guard_run),
     TDM_OP(when, 0, when_check, when_run),
     TDM_OP(when_in, 0, when_in_check, when_in_run),
+    TDM_OP(cond, 0, cond_check, tdm__cond_run),
     TDM_OP(index_put, 0, index_put_check, index_put_run),
     TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
     TDM_OP(scatter, 0, scatter_check, scatter_run),

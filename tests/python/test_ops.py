@@ -523,6 +523,25 @@ case("where_scalar_value", lambda c, a: torch.where(c > 0, a, 0.5), torch.tensor
 case("where_i64", lambda c, a, b: torch.where(c > 0, a, b), r(3, 1), torch.arange(12).reshape(3, 4) - 5, torch.arange(4) * 7)
 case("where_bool", lambda c, a, b: torch.where(c > 0, a > 0, b > 0), r(4, 6), r(4, 6), r(1, 6))
 
+# torch.cond: a branch in the program; the weight of the matmul in a branch is laid out as the method's own
+_gc = torch.Generator().manual_seed(45)  # its own generator: the other cases' inputs stay what they were
+_COND_W = torch.randn(6, 4, generator=_gc)
+
+
+def _cond(x):
+    def linear(x):
+        return torch.tanh(x @ _COND_W), x.amax(-1)
+
+    def other(x):
+        return x[:, :4] * 2, torch.cond(x[0, 0] > 0, lambda y: y.sum(-1), lambda y: y.mean(-1), (x,))
+
+    return torch.cond(x.sum() > 0, linear, other, (x,))
+
+
+case("cond_then", _cond, torch.randn(3, 6, generator=_gc).abs())
+case("cond_else", _cond, -torch.randn(3, 6, generator=_gc).abs())
+case("cond_else_nested", _cond, torch.cat([torch.ones(1, 6), -torch.randn(2, 6, generator=_gc).abs() * 9], 0))
+
 
 class Fn(nn.Module):
     def __init__(self, fn, modules):

@@ -274,6 +274,60 @@ def test_a_ring_position_read_with_item_wraps_at_run_time(backend):
     _calls(m, eager, "forward", [torch.randn(1, 3) for _ in range(CAP * 2 + 3)], ("pos", "ring"))
 
 
+class LlamaKVCache(nn.Module):
+    """ExecuTorch's llama KVCache.update: the start read from an input with .item(), bounded with
+    torch._check_is_size / torch._check, and the new rows written through a view at that start,
+    `k_cache.narrow(2, start, seq_len).copy_(k_val)`; plus a view read before a later write to its base
+    (eager's view sees the write) and a slice view written in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k_cache", torch.zeros(1, 2, CAP, 3))
+        self.register_buffer("v_cache", torch.zeros(1, 2, CAP, 3))
+
+    def forward(self, input_pos, k_val, v_val):
+        start = input_pos[0].item()
+        torch._check_is_size(start)
+        torch._check(start < CAP)
+        seq_len = k_val.size(2)
+        narrowed_k = self.k_cache.narrow(2, start, seq_len)
+        narrowed_k.copy_(k_val)
+        before = self.v_cache.narrow(2, start, seq_len)
+        self.v_cache[:, :, start : start + seq_len].copy_(v_val)
+        self.v_cache[:, :, start : start + seq_len][:, 0].mul_(2)
+        return self.k_cache * 1, before * 1
+
+
+def test_writes_through_a_view_at_an_item_offset_reach_the_state_and_checks_run(backend):
+    torch.manual_seed(0)
+    model = LlamaKVCache()
+    eager = copy.deepcopy(model)
+    ex = (torch.tensor([0]), torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3))
+    m = tandem.load(tandem.export(model, {"forward": ex}).to_bytes())
+    for pos in (0, 2, 5, 1):
+        args = (torch.tensor([pos]), torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3))
+        got, want = m.forward(*args), eager(*args)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+        torch.testing.assert_close(m.read_state("k_cache"), eager.k_cache)
+        torch.testing.assert_close(m.read_state("v_cache"), eager.v_cache)
+    # torch._check_is_size and torch._check fail the call (eager raises), the state unchanged
+    before = m.read_state("k_cache").clone(), m.read_state("v_cache").clone()
+    for pos in (-1, CAP):
+        with pytest.raises(RuntimeError):
+            copy.deepcopy(eager)(torch.tensor([pos]), torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3))
+        with pytest.raises(tandem.TandemError) as e:
+            m.forward(torch.tensor([pos]), torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3))
+        assert e.value.code == "TDM_ERR_GUARD" and "line" in str(e.value)
+        torch.testing.assert_close(m.read_state("k_cache"), before[0])
+        torch.testing.assert_close(m.read_state("v_cache"), before[1])
+    # inside the checks but past the end (eager raises in narrow): an index error, the state unchanged
+    with pytest.raises(tandem.TandemError) as e:
+        m.forward(torch.tensor([CAP - 1]), torch.randn(1, 2, 2, 3), torch.randn(1, 2, 2, 3))
+    assert e.value.code == "TDM_ERR_INDEX"
+    torch.testing.assert_close(m.read_state("k_cache"), before[0])
+
+
 class PrefixCache(nn.Module):
     """pocket-tts' attention over its linear cache: the new rows written at the offset read from the
     state, then the cache read up to the offset plus the new rows, `cache[:, :, :off + T]` (a length

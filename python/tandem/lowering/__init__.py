@@ -6,11 +6,11 @@ inputs are all constants are evaluated here, with torch, and stored as constants
 
 The files mirror src/kernels/: `core` (the Lowering state, `handles`, shared helpers), `driver`
 (lower_method), one file of handlers per op family (elementwise, shape, linalg, reduce, index,
-attention, conv, random) and `provenance` (the user's source lines). Weights stay in their natural
+attention, conv, random), `control` (torch.cond) and `provenance` (the user's source lines). Weights stay in their natural
 layout: layout.py, a pass after quantization, packs them. Importing the package registers every handler.
 """
 
-from . import attention, conv, elementwise, index, linalg, random, reduce, shape  # noqa: F401 - registers their handlers
+from . import attention, control, conv, elementwise, index, linalg, random, reduce, shape  # noqa: F401 - registers their handlers
 from .core import HANDLERS, Lowering, handles
 from .driver import lower_method
 from .provenance import is_user_file, source_line

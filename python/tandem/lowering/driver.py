@@ -160,6 +160,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     inputs = []
     state_values: dict = {}  # StateSpec -> Value of its old contents
     unread = _unread_items(gm.graph)
+    L.lower_subgraph = lambda sub, operands: _lower_subgraph(L, sub, operands, dim_states)
     dim_states = {}  # a dim bound from the state at the start of a call (export._state_dims): its .item() is no op
     for sym, (t, where) in getattr(ep, "_tandem_dim_tensors", {}).items():
         if key_of(t) not in states:
@@ -196,64 +197,11 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             else:
                 L.fail(f"input kind {spec.kind.name} is not supported")
         elif node.op == "call_function":
-            args = torch.fx.node.map_arg(node.args, lambda n: env[n])
-            kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
-            val = node.meta.get("val")
-            if node in unread:  # read and unused (a branch tandem specialized, runtime_values.py)
-                env[node] = None
-                continue
-            if node.target is aten._local_scalar_dense.default and getattr(getattr(val, "node", None), "expr", None) in dim_states:
-                env[node] = _size(val, node)  # bound by the runtime before the first op
-                continue
-            if node.target is aten._local_scalar_dense.default:
-                _require_static(node)  # .item(): says what to do instead
-            if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and node.target is not operator.getitem:
-                L.node = node
-                env[node] = _size(val, node)  # a size (sym_size, n + 1, ...): an int or a SymDim
-                continue
-            if isinstance(val, (torch.SymFloat, torch.SymBool)) and node.target in SIZE_OPS:
-                L.node = node  # a float or a comparison computed from sizes: a 0-d value per call
-                env[node] = _size_op(L, node, args)
-                continue
-            if isinstance(val, torch.SymBool) or node.target in (torch.ops.aten.sym_constrain_range_for_size.default,):
-                env[node] = None  # a guard on sizes: the verifier checks sizes over the dims' bounds
-                continue
-            if node.target is operator.getitem:
-                r = args[0][args[1]]
-                if r is None:
-                    L.fail("uses an auxiliary output (e.g. layer norm's mean/rstd) that tandem does not produce")
-                env[node] = r
-                continue
-            _require_static(node)
-            all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
-            handler = HANDLERS.get(node.target)
-            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
-                all_const = False  # a random op draws in every call: never folded into a constant
-            # torch.empty() has no inputs but is no constant: run here, its uninitialized bytes would be stored
-            if (
-                all_const
-                and (handler is not None or node.target in FOLDABLE_EXTRA)
-                and _meta(node) is not None
-                and node.target not in EMPTY
-            ):
-                folded = _fold(L, node, args, kwargs)
-                if folded is not None:
-                    env[node] = folded
-                    continue
-            if handler is None:
-                L.unsupported.append(f"  {node.target}{source_line(node)}")
-                env[node] = _stand_in(L, node.meta.get("val"))  # lets lowering go on to list every unsupported op
-                continue
-            env[node] = handler(L, node, args, kwargs)
+            _lower_call(L, node, env, unread, dim_states)
         elif node.op == "output":
             outs = node.args[0]
-        elif node.op == "get_attr":  # a subgraph: the branches of torch.cond, the body of torch.while_loop
-            L.node = next(iter(node.users), node)
-            L.fail(
-                "torch.cond / torch.while_loop (control flow inside the program) is not supported yet: branch in "
-                "Python on a bool the module keeps (tandem exports a version of the method per value), or compute "
-                "both sides and choose with torch.where"
-            )
+        elif node.op == "get_attr":  # a subgraph: a branch of torch.cond (lowering/control.py), the body of torch.while_loop
+            env[node] = getattr(gm, node.target)
         else:
             L.fail(f"graph node kind '{node.op}' is not supported")
     if L.unsupported:
@@ -299,6 +247,79 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     # caller's tensor by the JS and Python model objects, docs/format.md)
     outputs = [("output" if len(user_outputs) == 1 else f"output{i}", v) for i, (_, v) in enumerate(user_outputs)] + written
     return MethodIR(name, inputs, outputs, L.ops, dims=list(dims), dim_states=dim_states)
+
+
+def _lower_call(L: Lowering, node, env: dict, unread: set, dim_states: dict) -> None:
+    """Lower one call_function node of a method's graph, or of a branch of torch.cond, into env[node]."""
+    args = torch.fx.node.map_arg(node.args, lambda n: env[n])
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+    val = node.meta.get("val")
+    if node in unread:  # read and unused (a branch tandem specialized, runtime_values.py)
+        env[node] = None
+        return
+    if node.target is aten._local_scalar_dense.default and getattr(getattr(val, "node", None), "expr", None) in dim_states:
+        env[node] = _size(val, node)  # bound by the runtime before the first op
+        return
+    if node.target is aten._local_scalar_dense.default:
+        _require_static(node)  # .item(): says what to do instead
+    if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool) and node.target is not operator.getitem:
+        L.node = node
+        env[node] = _size(val, node)  # a size (sym_size, n + 1, ...): an int or a SymDim
+        return
+    if isinstance(val, (torch.SymFloat, torch.SymBool)) and node.target in SIZE_OPS:
+        L.node = node  # a float or a comparison computed from sizes: a 0-d value per call
+        env[node] = _size_op(L, node, args)
+        return
+    if isinstance(val, torch.SymBool) or node.target in (torch.ops.aten.sym_constrain_range_for_size.default,):
+        env[node] = None  # a guard on sizes: the verifier checks sizes over the dims' bounds
+        return
+    if node.target is operator.getitem:
+        r = args[0][args[1]]
+        if r is None:
+            L.fail("uses an auxiliary output (e.g. layer norm's mean/rstd) that tandem does not produce")
+        env[node] = r
+        return
+    _require_static(node)
+    all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
+    handler = HANDLERS.get(node.target)
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) or isinstance(node.target, torch._ops.HigherOrderOperator):
+        all_const = False  # a random op draws in every call: never folded into a constant; torch.cond lowers its branches
+    # torch.empty() has no inputs but is no constant: run here, its uninitialized bytes would be stored
+    if all_const and (handler is not None or node.target in FOLDABLE_EXTRA) and _meta(node) is not None and node.target not in EMPTY:
+        folded = _fold(L, node, args, kwargs)
+        if folded is not None:
+            env[node] = folded
+            return
+    if handler is None:
+        L.unsupported.append(f"  {node.target}{source_line(node)}")
+        env[node] = _stand_in(L, node.meta.get("val"))  # lets lowering go on to list every unsupported op
+        return
+    env[node] = handler(L, node, args, kwargs)
+
+
+def _lower_subgraph(L: Lowering, gm, operands: list, dim_states: dict) -> list:
+    """Lower a subgraph (a branch of torch.cond) whose placeholders take `operands`, appending its
+    ops to L.ops; returns its results (Values, or ints for sizes)."""
+    env: dict = {}
+    unread = _unread_items(gm.graph)
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(places) != len(operands):
+        L.fail(f"a branch takes {len(places)} operands and is given {len(operands)}: a bug in tandem's exporter")
+    outs = ()
+    for node in gm.graph.nodes:
+        L.node = node
+        if node.op == "placeholder":
+            env[node] = operands[places.index(node)]
+        elif node.op == "call_function":
+            _lower_call(L, node, env, unread, dim_states)
+        elif node.op == "get_attr":
+            env[node] = getattr(gm, node.target)
+        elif node.op == "output":
+            outs = node.args[0]
+        else:
+            L.fail(f"graph node kind '{node.op}' is not supported")
+    outs = [outs] if isinstance(outs, torch.fx.Node) else outs
+    return [env[o] if isinstance(o, torch.fx.Node) else o for o in outs]
 
 
 def _stand_in(L, val):
