@@ -13,9 +13,10 @@
  * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), fewer instructions
  * per weight; matmul_q4 with one row likewise where the build has an int4 integer-dot GEMV (the
  * relaxed builds). The kernels read the weights in place, in the layout the file has them (the
- * exporter pairs int8 weights: python/tandem/layout.py). This file holds the ops and the scalar references; the SIMD128 variants are in
- * quant_simd128.c, the relaxed-dot ones in quant_relaxed.c, all declared in variants.h, picked once
- * in config.c (the ops call through its pointers) and compared by tests/c/kernel_selftest.c. */
+ * exporter pairs int8 weights: python/tandem/layout.py). This file holds the ops and the scalar
+ * references; the SIMD128 variants are in quant_simd128.c, the relaxed-dot ones in quant_relaxed.c,
+ * the AVX2 ones in quant_x86.c, all declared in variants.h, picked once in config.c (the ops call
+ * through its pointers) and compared by tests/c/kernel_selftest.c. */
 #include "../ops.h"
 #include "../threads.h"
 #include "../util.h"

@@ -201,6 +201,18 @@ def test_quantized_op_rules():
     program, m, op = _quantized_linear()
     op.ins[2] = _const(torch.ones(1, 4), F32)  # scales of the wrong shape
     _rejected(program, "TDM_ERR_OP_RULE", "scales [ceil(N/8), 8]")
+    program, m, op = _quantized_linear()
+    assert op.iattr == [8, 1]
+    op.iattr[1] = 2
+    _rejected(program, "TDM_ERR_OP_RULE", "layout must be 0 (plain panels) or 1 (paired)")
+    program = tandem.export(nn.Linear(15, 8), {"forward": (torch.randn(1, 15, generator=g),)}, quantize="int8")
+    op = _op(program, "matmul_q8")
+    assert op.iattr == [8]
+    op.iattr.append(1)  # an odd K cannot be paired
+    _rejected(program, "TDM_ERR_OP_RULE", "need an even K")
+    op.iattr[1] = 0  # the plain panels, named
+    program._bytes = None
+    verify(program.to_bytes())
     program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(1, 16, generator=g),)}, quantize="int4")
     _op(program, "matmul_q4").iattr[1] = 3
     _rejected(program, "TDM_ERR_OP_RULE", "G even")
