@@ -205,7 +205,7 @@ TDM_API size_t tdm_method_op_state_bytes_written(const tdm_program *p, uint32_t 
  * (docs/format.md); every out-of-range index returns 0 / UINT32_MAX / TDM_ERR_INVALID_ARGUMENT.
  * The data section (constants and initial state values; a constant value's offset counts from its
  * start), borrowed from the program, exactly as the file has it (what the CPU kernels prepare from
- * it, such as the wasm builds' paired int8 weights, docs/ops.md, lives in memory of their own): */
+ * it, such as the Winograd transforms of some convs, docs/ops.md, lives in memory of their own): */
 TDM_API const void *tdm_program_data(const tdm_program *p);
 TDM_API size_t tdm_program_data_size(const tdm_program *p);
 TDM_API uint32_t tdm_method_value_count(const tdm_program *p, uint32_t method);

@@ -18,14 +18,12 @@ const tdm_opdef *tdm__find_op(const char *name) {
 }
 
 void tdm__prepare_ops(tdm_program *p) {
-  tdm_prepare_cx cx = {p, tdm__calloc(((size_t)p->n_consts + 1) * sizeof(void *))};
-  if (!cx.by_const) return;
+  tdm_prepare_cx cx = {p};
   for (uint32_t i = 0; i < p->n_methods; i++)
     for (uint32_t k = 0; k < p->methods[i].n_ops; k++) {
       tdm_op *op = &p->methods[i].ops[k];
       if (op->def->prepare) op->prepared = op->def->prepare(&cx, &p->methods[i], op);
     }
-  tdm__free(cx.by_const);
   p->prepared = true;
 }
 

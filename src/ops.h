@@ -25,10 +25,6 @@ typedef tdm_status (*tdm_op_run_fn)(const tdm_op *op, const tdm_tensor *in, cons
  * program alone (tdm_program_load / tdm_program_free), never while a method runs. */
 typedef struct tdm_prepare_cx {
   const tdm_program *program;
-  /* [n_consts]: the data an op prepared from a whole constant, for other ops preparing from the
-   * same constant to share (the int8 weights' paired copy, quant.c: one per constant however many
-   * ops multiply by it; the def's release counts its users) */
-  void **by_const;
 } tdm_prepare_cx;
 typedef void *(*tdm_op_prepare_fn)(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op);
 typedef void (*tdm_op_release_fn)(void *prepared);
@@ -54,8 +50,8 @@ typedef struct tdm_opdef {
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
-/* Every op's prepare hook, over a verified program (program.c, at load); out of memory for the
- * sharing table: none (every kernel reads the file's bytes). tdm__release_ops frees what they built. */
+/* Every op's prepare hook, over a verified program (program.c, at load). tdm__release_ops frees
+ * what they built. */
 void tdm__prepare_ops(tdm_program *p);
 void tdm__release_ops(tdm_program *p);
 /* Whether the op may read the constant-only dtypes (quantized weights): the quant family only. */

@@ -42,8 +42,8 @@ typedef struct tdm_op {
   const int64_t *iattr; /* [n_iattr] */
   const double *fattr;  /* [n_fattr] */
   /* NULL, or what the op's def prepared for the CPU kernels from the program's bytes at load, in
-   * memory the CPU backend owns (ops.h, tdm_opdef.prepare: quant.c's paired int8 weights,
-   * conv_wino.c's Winograd transforms); the file's data is never written */
+   * memory the CPU backend owns (ops.h, tdm_opdef.prepare: conv_wino.c's Winograd
+   * transforms); the file's data is never written */
   void *prepared;
 } tdm_op;
 

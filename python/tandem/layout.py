@@ -5,7 +5,10 @@ it (a Linear's weight transposed, an embedding table's transpose; for a quantize
 
 - `matmul_packed`, `embedding_packed`: B in panels of PANEL columns, [ceil(N/PANEL), K, PANEL];
 - `matmul_q8`, `embedding_q8`, `conv_q8`, `conv_transpose_q8`: the int8 codes in those panels, the
-  scales [1, N] as [ceil(N/PANEL), PANEL];
+  scales [1, N] as [ceil(N/PANEL), PANEL]; int8 codes that only `matmul_q8` and `embedding_q8` read,
+  with K even and at most Q8_PAIRED_MAX_K, in the paired layout instead (each panel's rows k, k + 1
+  with each column's two codes adjacent: the integer-dot kernels read them without an interleave),
+  the ops that read them marked with a second integer attribute 1 (docs/ops.md, "Quantized weights");
 - `matmul_q4`, `embedding_q4`: the int4 codes two per byte along K (int4x2), in panels, the group
   scales [ceil(K/G), N] in panels;
 - `conv_bf16`, `conv_transpose_bf16`: B's columns as bfloat16 rows in 2-row panels of 8 k;
@@ -38,6 +41,19 @@ def pack_panels(x: torch.Tensor) -> torch.Tensor:
 def _q8_scales(scale: torch.Tensor) -> torch.Tensor:
     """matmul_q8's scales: [1, N] -> [ceil(N/PANEL), PANEL]."""
     return pack_panels(scale)[:, 0, :].contiguous()
+
+
+def q8_pairs(q: torch.Tensor) -> torch.Tensor:
+    """int8 codes q [K, N], K even -> the paired panels [ceil(N/PANEL), K, PANEL]: byte
+    (p·K + k - k % 2)·PANEL + 2j + k % 2 holds q[k][PANEL·p + j], zero past N."""
+    P, K, _ = (p := pack_panels(q)).shape
+    return p.reshape(P, K // 2, 2, PANEL).transpose(2, 3).contiguous().reshape(P, K, PANEL)
+
+
+# The largest K whose int8 codes are paired: the runtime's integer-dot path takes K up to
+# TDM_Q8_DOT_MAX_K (src/kernels/variants.h), past it matmul_q8's float tiles read the plain panels.
+Q8_PAIRED_MAX_K = 8192
+_PAIRED_READERS = {"matmul_q8": 1, "embedding_q8": 0}  # the ops with a paired form (iattr [N, 1]) -> their codes' operand
 
 
 def _int4x2(q: torch.Tensor) -> torch.Tensor:
@@ -92,15 +108,36 @@ WEIGHTS = {
 }
 
 
+def _paired_storages(methods: list) -> set:
+    """The natural int8 codes to lay out paired: read only by matmul_q8 and embedding_q8 (a tied
+    table too), as a whole [K, N] value with K even, 0 < K <= Q8_PAIRED_MAX_K."""
+    readers: dict = {}  # natural Storage -> (op name, operand) of every op reading it as a weight
+    shapes: dict = {}
+    for m in methods:
+        for op in m.ops:
+            for i in WEIGHTS.get(op.name, {}):
+                readers.setdefault(op.ins[i].storage, set()).add((op.name, i))
+                shapes[op.ins[i].storage] = op.ins[i].shape
+    return {
+        s
+        for s, uses in readers.items()
+        if uses <= set(_PAIRED_READERS.items()) and len(shapes[s]) == 2 and shapes[s][0] % 2 == 0 and 0 < shapes[s][0] <= Q8_PAIRED_MAX_K
+    }
+
+
 def layout_methods(methods: list) -> None:
     """Replaces the natural-layout weight operands of the methods' ops (WEIGHTS) by their laid-out
-    constants, in place (see the module)."""
+    constants, in place (see the module); marks the ops reading paired int8 codes (iattr [N, 1])."""
     done: dict = {}  # natural Value -> laid-out Value
     storages: dict = {}  # natural Storage -> (its layout, laid-out Storage)
+    paired = _paired_storages(methods)
     for m in methods:
         for op in flat_ops(m.ops):
             for i, (lay, dtype) in WEIGHTS.get(op.name, {}).items():
                 v = op.ins[i]
+                if v.storage in paired:
+                    lay = q8_pairs
+                    op.iattr.append(1)
                 if v not in done:
                     s = v.storage
                     if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != 2:

@@ -481,9 +481,10 @@ SIGS = {
     # iattr [has_mask, is_causal] or those and a perm of the rank for each of q, k, v (docs/ops.md):
     # counted by attention_check in src/kernels/attention.c
     **_sig("attention", (3, 4), 2, iattr=None, fattr=("scale",), dtypes=_F),
-    **_sig("matmul_q8", 3, iattr=("N",), dtypes=_F),
+    # layout 1: the int8 weights in the paired layout (docs/ops.md, Quantized weights); absent: plain panels
+    **_sig("matmul_q8", 3, iattr=("N", "layout?"), dtypes=_F),
     **_sig("matmul_q4", 3, iattr=("N", "G"), dtypes=_F),
-    **_sig("embedding_q8", 3, iattr=("N",), dtypes=("int8",)),
+    **_sig("embedding_q8", 3, iattr=("N", "layout?"), dtypes=("int8",)),
     **_sig("embedding_q4", 3, iattr=("N", "G"), dtypes=("int4x2",)),
     # Attribute lists whose length depends on the spatial rank r (docs/ops.md names them): counted
     # by their *_check in src/kernels/conv.c, conv_transpose.c and pool.c, not here.

@@ -164,10 +164,20 @@ const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__simd12
 #else
 const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__scalar;
 #endif
-/* The int8 integer-dot GEMVs over the paired layout (variants.h; matmul_q8 prepares a copy in it only
- * where TDM_Q8_PAIRED: the wasm builds, whose SIMD128 kernels save an interleave per 16 weights on
- * it; natively the AVX2 kernels keep the file's layout). */
-#if TDM_SIMD128
+/* The int8 integer-dot GEMVs over the paired layout (variants.h; the exporter writes int8 weights so,
+ * python/tandem/layout.py): natively on x86-64 the AVX2 ones where the CPU has them, as above. */
+#if TDM_X86_AVX2
+static void q8_gemv_dot_paired_x86(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                   float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_q8_gemv_dot_paired__avx2 : tdm_q8_gemv_dot_paired__simd128)(N, K, xq, xs, qp, scale, y);
+}
+static void q8_gemm_dot_paired_x86(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                   const float *scale, float *y, int64_t ldy) {
+  (tdm_cpu_avx2_fma() ? tdm_q8_gemm_dot_paired__avx2 : tdm_q8_gemm_dot_paired__simd128)(M, N, K, xq, xs, qp, scale, y, ldy);
+}
+const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired = q8_gemv_dot_paired_x86;
+const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = q8_gemm_dot_paired_x86;
+#elif TDM_SIMD128
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired = tdm_q8_gemv_dot_paired__simd128;
 const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = tdm_q8_gemm_dot_paired__simd128;
 #else

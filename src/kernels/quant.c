@@ -2,7 +2,9 @@
  * weights"): matmul_q8 / embedding_q8 (int8, one float32 scale per output column) and matmul_q4 /
  * embedding_q4 (signed 4-bit, one float32 scale per column and group of G consecutive k). Weights
  * are packed in 8-column panels like matmul_packed's:
- *   int8:  qp [P, K, 8]            qp[p][k][j] = q[k][8p + j]
+ *   int8:  qp [P, K, 8]            qp[p][k][j] = q[k][8p + j], or with the op's layout attribute 1
+ *                                  the paired layout (K even, variants.h): q[k][8p + j] at byte
+ *                                  (p·K + k - k % 2)·8 + 2j + k % 2
  *   int4:  qp [P, ceil(K/2), 8]    byte qp[p][k/2][j] holds q[k][8p + j], even k in the low nibble
  *   scale: [P, 8] (int8) or [P, ceil(K/G), 8] (int4), zero past N; P = ceil(N/8).
  * Activations and results stay float32: the kernels turn the weights into float lanes in registers
@@ -10,9 +12,11 @@
  * one row (a decode step): that row is quantized to int8 per block of 32 and multiplied with
  * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), fewer instructions
  * per weight; matmul_q4 with one row likewise where the build has an int4 integer-dot GEMV (the
- * relaxed builds). This file holds the ops and the scalar references; the SIMD128 variants are in
- * quant_simd128.c, the relaxed-dot ones in quant_relaxed.c, all declared in variants.h, picked once
- * in config.c (the ops call through its pointers) and compared by tests/c/kernel_selftest.c. */
+ * relaxed builds). The kernels read the weights in place, in the layout the file has them (the
+ * exporter pairs int8 weights: python/tandem/layout.py). This file holds the ops and the scalar
+ * references; the SIMD128 variants are in quant_simd128.c, the relaxed-dot ones in quant_relaxed.c,
+ * the AVX2 ones in quant_x86.c, all declared in variants.h, picked once in config.c (the ops call
+ * through its pointers) and compared by tests/c/kernel_selftest.c. */
 #include "../ops.h"
 #include "../threads.h"
 #include "../util.h"
@@ -103,7 +107,7 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
   for (int64_t r = 0; r < M; r++) tdm_q8_gemv_dot__scalar(N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy);
 }
 
-/* ---- int8 weights in the paired layout (variants.h: tdm_q8_pair_panels) ------------------------ */
+/* ---- int8 weights in the paired layout (variants.h) ---------------------------------------------- */
 
 void tdm_q8_pair_panels(int64_t N, int64_t K, int8_t *qp, bool to_pairs) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL;
@@ -214,10 +218,20 @@ static bool q4_geometry(const tdm_value *q, const tdm_value *s, int64_t N, int64
   return q->shape.dims[1] == K / 2 + K % 2 && s->shape.dims[1] == K / G + (K % G != 0);
 }
 
+/* int8 weights' layout attribute (iattr [N] or [N, layout]): true where q is in the paired layout. */
+static bool q8_paired(const tdm_op *op) { return op->n_iattr == 2 && op->iattr[1] == 1; }
+
+/* The int8 layout attribute: absent or 0 (plain panels), or 1 (paired, whose K must be even). */
+static tdm_status q8_layout_check(const tdm_op *op, int64_t K) {
+  if (op->n_iattr == 2 && op->iattr[1] != 0 && op->iattr[1] != 1) return tdm__rule(op, "layout must be 0 (plain panels) or 1 (paired)");
+  if (q8_paired(op) && K % 2) return tdm__rule(op, "paired weights (layout 1) need an even K");
+  return TDM_OK;
+}
+
 /* a [..., K], qp, scale -> y [..., N]: a's shape with N columns. */
 static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4) {
-  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != (q4 ? 2 : 1))
-    return tdm__rule(op, q4 ? "takes a, packed q, scales, 1 output, [N, G]" : "takes a, packed q, scales, 1 output, [N]");
+  if (op->n_in != 3 || op->n_out != 1 || (q4 ? op->n_iattr != 2 : op->n_iattr != 1 && op->n_iattr != 2))
+    return tdm__rule(op, q4 ? "takes a, packed q, scales, 1 output, [N, G]" : "takes a, packed q, scales, 1 output, [N(, layout)]");
   const tdm_value *a = TDM_VAL(m, op, 0), *q = TDM_VAL(m, op, 1), *s = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
   if (a->dtype != TDM_F32 || s->dtype != TDM_F32 || y->dtype != TDM_F32 || q->dtype != (q4 ? TDM_I4X2 : TDM_I8))
     return tdm__rule(op, q4 ? "a, scales and output float32, weights int4x2" : "a, scales and output float32, weights int8");
@@ -229,6 +243,9 @@ static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4)
   } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
              s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
     return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
+  } else {
+    const tdm_status st = q8_layout_check(op, K);
+    if (st != TDM_OK) return st;
   }
   tdm_shape want = a->shape;
   want.dims[want.rank - 1] = N;
@@ -238,12 +255,6 @@ static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4)
 
 static tdm_status matmul_q8_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, false); }
 static tdm_status matmul_q4_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, true); }
-
-/* matmul_q8's prepared data: its weights in the paired layout (matmul_q8_prepare, below). */
-typedef struct {
-  int8_t *w; /* [P, K, 8] with each 16 bytes (rows k, k + 1 of a panel) paired: tdm_q8_pair_panels */
-  uint32_t users;
-} q8_pairs;
 
 /* The quantized GEMMs over threads (src/threads.h): rows in blocks of 4, or for a GEMV output
  * columns in blocks of 32 (four int8 / two int4 panels), as tdm_f32_gemm_packed_parallel. */
@@ -310,9 +321,8 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
     return TDM_OK;
   }
   const int64_t M = in[0].numel / K, KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  const q8_pairs *pairs = op->prepared; /* then K is even and at most TDM_Q8_DOT_MAX_K */
-  const bool paired = pairs != NULL;
-  const int8_t *qp = paired ? pairs->w : in[1].data;
+  const bool paired = q8_paired(op); /* then K is even (matmul_q8_check) */
+  const int8_t *qp = in[1].data;
   /* rows to int8 per block of 32 and integer dot products (docs/ops.md), in blocks of up to
    * TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the stack buffer (min(8, 8192 / KP) rows): one row (a
    * decode step) by the GEMV, more by the rows kernel, which keeps every row at the GEMV's bits, so
@@ -347,45 +357,6 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
   q_job j = {N, K, 1, in[0].data, in[2].data, qp, out->data, paired};
   q_parallel(M, &j, q8_part);
   return TDM_OK;
-}
-
-/* matmul_q8's prepared data (ops.h) in the builds whose kernels want the paired layout
- * (TDM_Q8_PAIRED, variants.h: the wasm builds, where the SIMD128 integer-dot GEMV needs no
- * interleave on it): a copy of its weights repacked into that layout, where they are a whole int8
- * constant with K even and at most TDM_Q8_DOT_MAX_K (so matmul_q8 never takes the float tiles on
- * it). One copy per constant, shared by every matmul_q8 that multiplies by it (cx->by_const), freed
- * with its last user; the file's bytes stay in the file's layout for every other reader
- * (embedding_q8 on a tied table, conv_q8, method outputs, tdm_program_data). The results are the
- * same bits either way. Out of memory: NULL (the file's layout). */
-static void *matmul_q8_prepare(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op) {
-  const tdm_value *v = TDM_VAL(m, op, 1);
-  if (!TDM_Q8_PAIRED || v->region != TDM_REGION_CONST) return NULL;
-  const tdm_const *c = &cx->program->consts[v->ref];
-  if (v->offset != c->data_offset || v->nbytes != c->nbytes || v->shape.rank != 3 || v->shape.dims[1] % 2 || v->shape.dims[1] == 0 ||
-      v->shape.dims[1] > TDM_Q8_DOT_MAX_K)
-    return NULL;
-  q8_pairs *q = cx->by_const[v->ref];
-  if (q) {
-    q->users++;
-    return q;
-  }
-  q = tdm__alloc(sizeof *q);
-  int8_t *w = tdm__alloc(c->nbytes);
-  if (!q || !w) {
-    tdm__free(q), tdm__free(w);
-    return NULL;
-  }
-  memcpy(w, cx->program->data + c->data_offset, c->nbytes);
-  tdm_q8_pair_panels(TDM_PANEL, (int64_t)(c->nbytes / TDM_PANEL), w, true);
-  *q = (q8_pairs){w, 1};
-  return cx->by_const[v->ref] = q;
-}
-
-static void matmul_q8_release(void *prepared) {
-  q8_pairs *q = prepared;
-  if (--q->users) return;
-  tdm__free(q->w);
-  tdm__free(q);
 }
 
 /* The int4 integer-dot GEMV's columns [lo, hi) (whole panels: lo is a multiple of 32). */
@@ -466,8 +437,8 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
 
 /* qp, scale, idx i64 [...] -> y [..., K], rows idx of the table [N, K] the weights hold. */
 static tdm_status embedding_q_check(const tdm_method *m, const tdm_op *op, bool q4) {
-  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != (q4 ? 2 : 1))
-    return tdm__rule(op, q4 ? "takes packed q, scales, index, 1 output, [N, G]" : "takes packed q, scales, index, 1 output, [N]");
+  if (op->n_in != 3 || op->n_out != 1 || (q4 ? op->n_iattr != 2 : op->n_iattr != 1 && op->n_iattr != 2))
+    return tdm__rule(op, q4 ? "takes packed q, scales, index, 1 output, [N, G]" : "takes packed q, scales, index, 1 output, [N(, layout)]");
   const tdm_value *q = TDM_VAL(m, op, 0), *s = TDM_VAL(m, op, 1), *ix = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
   if (s->dtype != TDM_F32 || y->dtype != TDM_F32 || ix->dtype != TDM_I64 || q->dtype != (q4 ? TDM_I4X2 : TDM_I8))
     return tdm__rule(
@@ -480,6 +451,9 @@ static tdm_status embedding_q_check(const tdm_method *m, const tdm_op *op, bool 
   } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
              s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
     return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
+  } else {
+    const tdm_status st = q8_layout_check(op, K);
+    if (st != TDM_OK) return st;
   }
   tdm_shape want = ix->shape;
   want.dims[want.rank++] = K;
@@ -501,6 +475,7 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
   const int8_t *qp = in[0].data;
   const float *scale = in[1].data;
   const int64_t *idx = in[2].data;
+  const bool paired = q8_paired(op);
   float *y = out->data;
   for (int64_t t = 0; t < in[2].numel; t++, y += K) {
     const int64_t v = row_of(idx[t], N);
@@ -509,8 +484,11 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
       continue;
     }
     const float s = scale[v];
-    const int8_t *col = qp + (v / TDM_PANEL) * K * TDM_PANEL + v % TDM_PANEL;
-    for (int64_t k = 0; k < K; k++) y[k] = (float)col[k * TDM_PANEL] * s;
+    const int8_t *panel = qp + (v / TDM_PANEL) * K * TDM_PANEL;
+    if (paired) /* k at (k - k % 2)·8 + 2·(v % 8) + k % 2 */
+      for (int64_t k = 0; k < K; k++) y[k] = (float)panel[(k - k % 2) * TDM_PANEL + 2 * (v % TDM_PANEL) + k % 2] * s;
+    else
+      for (int64_t k = 0; k < K; k++) y[k] = (float)panel[k * TDM_PANEL + v % TDM_PANEL] * s;
   }
   return TDM_OK;
 }
@@ -536,7 +514,7 @@ static tdm_status embedding_q4_run(const tdm_op *op, const tdm_tensor *in, const
 }
 
 const tdm_opdef tdm__quant_ops[] = {
-    TDM_OP_PREPARED(matmul_q8, 0, matmul_q8_check, matmul_q8_run, matmul_q8_prepare, matmul_q8_release),
+    TDM_OP(matmul_q8, 0, matmul_q8_check, matmul_q8_run),
     TDM_OP(matmul_q4, 0, matmul_q4_check, matmul_q4_run),
     TDM_OP(embedding_q8, 0, embedding_q8_check, embedding_q8_run),
     TDM_OP(embedding_q4, 0, embedding_q4_check, embedding_q4_run),

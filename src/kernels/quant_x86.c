@@ -30,11 +30,12 @@ static inline AVX2 void store_n(float *y, __m256 v, int64_t n) {
 /* Rows k and k + 1 of a panel (16 bytes: k's 8 columns, then k + 1's; for an odd K's last k row k
  * alone, the upper 8 bytes zero) against the activation pair x (xq[k] in the low half of each
  * 32-bit lane, xq[k + 1] in the high): the bytes interleaved so that each column's two weights are
- * adjacent, sign-extended to 16 bits and multiplied pairwise into one int32 per column (exact:
- * |sum| <= 2·127·127), added to s. */
-static inline AVX2 __m256i dot_pair(__m128i b, __m256i x, __m256i s) {
+ * adjacent (in the paired layout, variants.h, they are already: paired, a constant at every call,
+ * skips the shuffle), sign-extended to 16 bits and multiplied pairwise into one int32 per column
+ * (exact: |sum| <= 2·127·127), added to s. */
+static inline AVX2 __m256i dot_pair(int paired, __m128i b, __m256i x, __m256i s) {
   const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-  return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_shuffle_epi8(b, il)), x));
+  return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_cvtepi8_epi16(paired ? b : _mm_shuffle_epi8(b, il)), x));
 }
 #define LOAD2(p) _mm_loadu_si128((const __m128i *)(p))
 #define LOAD1(p) _mm_loadl_epi64((const __m128i *)(p))
@@ -46,8 +47,9 @@ static inline AVX2 __m256 block_total(__m256 t, __m256i s, __m256 d) { return _m
  * (scales at scale + i·YS), n columns of the fourth written (the first three whole); per block of
  * TDM_Q8_ABLOCK k the int32 sums of each column, added to its float total in block order, times the
  * column scale at the end (tdm_q8_gemv_dot__scalar's operations, value for value). */
-static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int64_t K, const int16_t *xq, const float *xs, const int8_t *p0,
-                                                                       size_t PST, const float *scale, float *y, size_t YS, int64_t n) {
+static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int paired, int64_t K, const int16_t *xq, const float *xs,
+                                                                       const int8_t *p0, size_t PST, const float *scale, float *y,
+                                                                       size_t YS, int64_t n) {
   const int8_t *p1 = p0 + PST, *p2 = p1 + PST, *p3 = p2 + PST;
   __m256 t0 = _mm256_setzero_ps(), t1 = t0, t2 = t0, t3 = t0;
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
@@ -58,19 +60,19 @@ static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int64_t K
       int32_t pair;
       memcpy(&pair, xq + k, sizeof pair);
       const __m256i x = _mm256_set1_epi32(pair);
-      s0 = dot_pair(LOAD2(p0 + k * 8), x, s0);
-      s1 = dot_pair(LOAD2(p1 + k * 8), x, s1);
-      s2 = dot_pair(LOAD2(p2 + k * 8), x, s2);
-      s3 = dot_pair(LOAD2(p3 + k * 8), x, s3);
+      s0 = dot_pair(paired, LOAD2(p0 + k * 8), x, s0);
+      s1 = dot_pair(paired, LOAD2(p1 + k * 8), x, s1);
+      s2 = dot_pair(paired, LOAD2(p2 + k * 8), x, s2);
+      s3 = dot_pair(paired, LOAD2(p3 + k * 8), x, s3);
     }
     if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
       int32_t pair;
       memcpy(&pair, xq + k, sizeof pair);
       const __m256i x = _mm256_set1_epi32(pair);
-      s0 = dot_pair(LOAD1(p0 + k * 8), x, s0);
-      s1 = dot_pair(LOAD1(p1 + k * 8), x, s1);
-      s2 = dot_pair(LOAD1(p2 + k * 8), x, s2);
-      s3 = dot_pair(LOAD1(p3 + k * 8), x, s3);
+      s0 = dot_pair(paired, LOAD1(p0 + k * 8), x, s0);
+      s1 = dot_pair(paired, LOAD1(p1 + k * 8), x, s1);
+      s2 = dot_pair(paired, LOAD1(p2 + k * 8), x, s2);
+      s3 = dot_pair(paired, LOAD1(p3 + k * 8), x, s3);
     }
     const __m256 d = _mm256_set1_ps(xs[b]);
     t0 = block_total(t0, s0, d), t1 = block_total(t1, s1, d), t2 = block_total(t2, s2, d), t3 = block_total(t3, s3, d);
@@ -85,12 +87,14 @@ static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int64_t K
  * apart (four sequential streams of weights, which from memory read faster than four adjacent
  * panels), then the last N − 4H columns four adjacent panels (the last partial) and one panel at a
  * time; each column's sums are the same either way. */
-AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+static inline __attribute__((always_inline)) AVX2 void q8_gemv_dot(int paired, int64_t N, int64_t K, const int16_t *xq, const float *xs,
+                                                                   const int8_t *qp, const float *scale, float *y) {
   const int64_t H = N / 32 * 8;
   const size_t PS = (size_t)K * 8;
-  for (int64_t j = 0; j < H; j += 8) q8_gemv_4panels(K, xq, xs, qp + (j / 8) * PS, (size_t)(H / 8) * PS, scale + j, y + j, (size_t)H, 32);
+  for (int64_t j = 0; j < H; j += 8)
+    q8_gemv_4panels(paired, K, xq, xs, qp + (j / 8) * PS, (size_t)(H / 8) * PS, scale + j, y + j, (size_t)H, 32);
   int64_t j = 4 * H;
-  for (; j + 24 < N; j += 32) q8_gemv_4panels(K, xq, xs, qp + (j / 8) * PS, PS, scale + j, y + j, 8, N - j);
+  for (; j + 24 < N; j += 32) q8_gemv_4panels(paired, K, xq, xs, qp + (j / 8) * PS, PS, scale + j, y + j, 8, N - j);
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
     __m256 t = _mm256_setzero_ps();
@@ -101,11 +105,11 @@ AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const f
       int32_t pair;
       for (; k + 2 <= k1; k += 2) {
         memcpy(&pair, xq + k, sizeof pair);
-        s = dot_pair(LOAD2(p + k * 8), _mm256_set1_epi32(pair), s);
+        s = dot_pair(paired, LOAD2(p + k * 8), _mm256_set1_epi32(pair), s);
       }
       if (k < k1) {
         memcpy(&pair, xq + k, sizeof pair);
-        s = dot_pair(LOAD1(p + k * 8), _mm256_set1_epi32(pair), s);
+        s = dot_pair(paired, LOAD1(p + k * 8), _mm256_set1_epi32(pair), s);
       }
       t = block_total(t, s, _mm256_set1_ps(xs[b]));
     }
@@ -113,11 +117,19 @@ AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const f
   }
 }
 
+AVX2 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y) {
+  q8_gemv_dot(0, N, K, xq, xs, qp, scale, y);
+}
+AVX2 void tdm_q8_gemv_dot_paired__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                       float *y) {
+  q8_gemv_dot(1, N, K, xq, xs, qp, scale, y);
+}
+
 /* 1 to 4 rows (tdm_q8_gemm_dot): R rows by NP panels (1 or 2), each panel's pair of k rows widened
- * once and dotted with every row's activation pair; per block each row's sums into its totals as
- * above. R and NP are constants at every call. */
-static inline __attribute__((always_inline)) AVX2 void q8_dot_step(int R, int NP, int64_t K, int64_t KP, const int16_t *xq, const int8_t *p,
-                                                                   int64_t k, __m128i il, __m256i s[4][2], bool last) {
+ * once (interleaved first unless paired) and dotted with every row's activation pair; per block each
+ * row's sums into its totals as above. paired, R and NP are constants at every call. */
+static inline __attribute__((always_inline)) AVX2 void q8_dot_step(int paired, int R, int NP, int64_t K, int64_t KP, const int16_t *xq,
+                                                                   const int8_t *p, int64_t k, __m128i il, __m256i s[4][2], bool last) {
   __m256i x[4];
   for (int r = 0; r < R; r++) {
     int32_t pair;
@@ -126,14 +138,14 @@ static inline __attribute__((always_inline)) AVX2 void q8_dot_step(int R, int NP
   }
   for (int i = 0; i < NP; i++) {
     const __m128i raw = last ? LOAD1(p + i * K * 8 + k * 8) : LOAD2(p + i * K * 8 + k * 8);
-    const __m256i w = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(raw, il));
+    const __m256i w = _mm256_cvtepi8_epi16(paired ? raw : _mm_shuffle_epi8(raw, il));
     for (int r = 0; r < R; r++) s[r][i] = _mm256_add_epi32(s[r][i], _mm256_madd_epi16(w, x[r]));
   }
 }
 
-static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int R, int NP, int64_t K, int64_t KP, int64_t NB, const int16_t *xq,
-                                                                   const float *xs, const int8_t *p, const float *sc, float *y, int64_t ldy,
-                                                                   int64_t n) {
+static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int paired, int R, int NP, int64_t K, int64_t KP, int64_t NB,
+                                                                   const int16_t *xq, const float *xs, const int8_t *p, const float *sc,
+                                                                   float *y, int64_t ldy, int64_t n) {
   const __m128i il = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
   __m256 t[4][2];
   for (int r = 0; r < R; r++)
@@ -144,8 +156,8 @@ static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int R, int NP
     for (int r = 0; r < R; r++)
       for (int i = 0; i < NP; i++) s[r][i] = _mm256_setzero_si256();
     int64_t k = k0;
-    for (; k + 2 <= k1; k += 2) q8_dot_step(R, NP, K, KP, xq, p, k, il, s, false);
-    if (k < k1) q8_dot_step(R, NP, K, KP, xq, p, k, il, s, true); /* odd K: its last row, the pad 0 of xq */
+    for (; k + 2 <= k1; k += 2) q8_dot_step(paired, R, NP, K, KP, xq, p, k, il, s, false);
+    if (k < k1) q8_dot_step(paired, R, NP, K, KP, xq, p, k, il, s, true); /* odd K: its last row, the pad 0 of xq */
     for (int r = 0; r < R; r++) {
       const __m256 d = _mm256_set1_ps(xs[r * NB + b]);
       for (int i = 0; i < NP; i++) t[r][i] = block_total(t[r][i], s[r][i], d);
@@ -157,11 +169,13 @@ static inline __attribute__((always_inline)) AVX2 void q8_dot_tile(int R, int NP
 
 #define Q8_DOT_COLUMNS(R, NP) \
   do { \
-    for (; j + 8 * (NP - 1) < N; j += 8 * NP) q8_dot_tile(R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
+    for (; j + 8 * (NP - 1) < N; j += 8 * NP) \
+      q8_dot_tile(paired, R, NP, K, KP, NB, xq, xs, qp + (j / 8) * K * 8, scale + j, y + j, ldy, N - j); \
   } while (0)
 
-static AVX2 void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
-                              float *y, int64_t ldy) {
+static inline __attribute__((always_inline)) AVX2 void q8_dot_4rows(int paired, int64_t M, int64_t N, int64_t K, const int16_t *xq,
+                                                                    const float *xs, const int8_t *qp, const float *scale, float *y,
+                                                                    int64_t ldy) {
   const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   int64_t j = 0;
   switch (M) {
@@ -181,15 +195,27 @@ static AVX2 void q8_dot_4rows(int64_t M, int64_t N, int64_t K, const int16_t *xq
       Q8_DOT_COLUMNS(4, 2);
       Q8_DOT_COLUMNS(4, 1);
       break;
-    default: tdm_q8_gemm_dot__scalar(M, N, K, xq, xs, qp, scale, y, ldy);
+    default: (paired ? tdm_q8_gemm_dot_paired__scalar : tdm_q8_gemm_dot__scalar)(M, N, K, xq, xs, qp, scale, y, ldy);
   }
 }
 
 /* Any number of rows, four at a time. */
+static AVX2 void q8_gemm_dot(int paired, int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                             const float *scale, float *y, int64_t ldy) {
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
+  for (int64_t r = 0; r < M; r += 4) {
+    const int64_t R = M - r < 4 ? M - r : 4;
+    if (paired) q8_dot_4rows(1, R, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+    else q8_dot_4rows(0, R, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+  }
+}
 AVX2 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                 float *y, int64_t ldy) {
-  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  for (int64_t r = 0; r < M; r += 4) q8_dot_4rows(M - r < 4 ? M - r : 4, N, K, xq + r * KP, xs + r * NB, qp, scale, y + r * ldy, ldy);
+  q8_gemm_dot(0, M, N, K, xq, xs, qp, scale, y, ldy);
+}
+AVX2 void tdm_q8_gemm_dot_paired__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
+                                       const float *scale, float *y, int64_t ldy) {
+  q8_gemm_dot(1, M, N, K, xq, xs, qp, scale, y, ldy);
 }
 
 /* ---- int8 weights × float activations (the GEMM, and a GEMV the integer dot does not take) ------ */

@@ -313,20 +313,14 @@ void tdm_q8_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq,
 typedef void (*tdm_q8_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
                                    const float *scale, float *y, int64_t ldy);
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot;
-/* The paired int8 layout (matmul_q8's prepared copy of its weights, repacked at load: quant.c;
- * never a file's layout): K even, each panel's rows k, k + 1 (16 bytes) reordered so that each
- * column's two weights are adjacent, qp[((j / 8)·K + k - k % 2)·8 + (j % 8)·2 + k % 2]. The same
- * bytes in the same places per 16, so tdm_q8_pair_panels repacks in place (to_pairs) and back
- * (!to_pairs). The GEMVs over it give tdm_q8_gemv_dot's / tdm_q8_gemm_dot's bits on the file's
- * layout (the same integer sums and float steps); they save the SIMD kernels' interleave per pair
- * of rows. Rows r of xq at r·K (K is even). */
-#ifndef TDM_Q8_PAIRED /* matmul_q8's prepare hook copies its weights into it (quant.c) */
-#if defined(__wasm__) && TDM_SIMD128
-#define TDM_Q8_PAIRED 1
-#else
-#define TDM_Q8_PAIRED 0
-#endif
-#endif
+/* The paired int8 layout (docs/ops.md, "Quantized weights"; written by the exporter,
+ * python/tandem/layout.py, for matmul_q8 / embedding_q8 with the layout attribute 1): K even, each
+ * panel's rows k, k + 1 (16 bytes) reordered so that each column's two weights are adjacent,
+ * qp[((j / 8)·K + k - k % 2)·8 + (j % 8)·2 + k % 2]. The same bytes in the same places per 16, so
+ * tdm_q8_pair_panels repacks plain panels in place (to_pairs) and back (!to_pairs) (the selftest's
+ * inputs). The GEMVs over it give tdm_q8_gemv_dot's / tdm_q8_gemm_dot's bits on plain panels (the
+ * same integer sums and float steps); they save the SIMD kernels' interleave per pair of rows.
+ * Rows r of xq at r·K (K is even). */
 void tdm_q8_pair_panels(int64_t N, int64_t K, int8_t *qp, bool to_pairs);
 /* The float path over the paired layout (tdm_q8_gemm__scalar's sums; matmul_q8's rows holding a NaN
  * or ±inf when its weights are paired). */
@@ -335,7 +329,7 @@ void tdm_q8_gemv_dot_paired__scalar(int64_t N, int64_t K, const int16_t *xq, con
                                     float *y);
 void tdm_q8_gemm_dot_paired__scalar(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp,
                                     const float *scale, float *y, int64_t ldy);
-extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired;
+extern const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired; /* the variants the runtime uses (config.c) */
 extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired;
 /* conv_q8's rows (conv_q8.c, branch dotconv): as tdm_q8_quantize_row but to int16, xs[b] = max|a| /
  * 32767 and xq in [-32767, 32767]. tdm_q8_gemv_dot / tdm_q8_gemm_dot take such rows too: every
@@ -394,6 +388,10 @@ extern const tdm_q4_gemm_fn tdm_q4_gemm_tiles;
 void tdm_q8_gemv_dot__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm_dot__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                            float *y, int64_t ldy);
+/* The same two over the paired layout (no byte shuffle: each pair of rows sign-extended as it is). */
+void tdm_q8_gemv_dot_paired__avx2(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
+void tdm_q8_gemm_dot_paired__avx2(int64_t M, int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
+                                  float *y, int64_t ldy);
 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 /* AVX-512F (call only where tdm_cpu_avx512): the int8 tiles 6 rows by two panels, the same bits. */

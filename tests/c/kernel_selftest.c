@@ -381,13 +381,19 @@ static int q8_paired_variants(int64_t N, int64_t K, const int16_t *xq, const flo
   struct {
     const char *name;
     tdm_q8_gemv_dot_fn fn;
+    bool run;
   } v[] = {
-      {"q8_gemv_dot_paired__scalar", tdm_q8_gemv_dot_paired__scalar},
+      {"q8_gemv_dot_paired__scalar", tdm_q8_gemv_dot_paired__scalar, true},
 #if TDM_SIMD128
-      {"q8_gemv_dot_paired__simd128", tdm_q8_gemv_dot_paired__simd128},
+      {"q8_gemv_dot_paired__simd128", tdm_q8_gemv_dot_paired__simd128, true},
+#endif
+#if TDM_X86_AVX2
+      {"q8_gemv_dot_paired__avx2", tdm_q8_gemv_dot_paired__avx2, tdm_cpu_avx2_fma()},
 #endif
   };
   for (size_t f = 0; f < sizeof v / sizeof v[0]; f++) {
+    if (!v[f].run) continue;
+    for (int64_t j = 0; j < N; j++) y[j] = -7.0f;
     v[f].fn(N, K, xq, xs, qp, s8, y);
     for (int64_t j = 0; j < N; j++)
       if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, v[f].name, K, j, N, y[j], ref[j]);
@@ -585,13 +591,18 @@ static int check_q8_rows(int64_t M, int64_t N, int64_t K) {
     struct {
       const char *name;
       tdm_q8_gemm_dot_fn fn;
+      bool run;
     } w[] = {
-        {"q8_gemm_dot_paired__scalar", tdm_q8_gemm_dot_paired__scalar},
+        {"q8_gemm_dot_paired__scalar", tdm_q8_gemm_dot_paired__scalar, true},
 #if TDM_SIMD128
-        {"q8_gemm_dot_paired__simd128", tdm_q8_gemm_dot_paired__simd128},
+        {"q8_gemm_dot_paired__simd128", tdm_q8_gemm_dot_paired__simd128, true},
+#endif
+#if TDM_X86_AVX2
+        {"q8_gemm_dot_paired__avx2", tdm_q8_gemm_dot_paired__avx2, tdm_cpu_avx2_fma()},
 #endif
     };
     for (size_t f = 0; f < sizeof w / sizeof w[0]; f++) {
+      if (!w[f].run) continue;
       for (int64_t i = 0; i < M * ldy; i++) y[i] = -7.0f;
       w[f].fn(M, N, K, xq, xs, q8, s8, y, ldy);
       for (int64_t i = 0; i < M * ldy; i++)

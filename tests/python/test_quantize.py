@@ -80,16 +80,24 @@ def test_int4_layout_is_the_documented_one():
 
 
 def test_int8_layout_is_the_documented_one():
-    K, N = 20, 13
-    lin = nn.Linear(K, N)
-    program = tandem.export(lin, {"forward": (torch.randn(3, K, generator=g),)}, quantize="int8")
-    op = _op(program, "matmul_q8")
-    q, sc = op.ins[1].storage.tensor, op.ins[2].storage.tensor
-    assert q.dtype == torch.int8 and tuple(q.shape) == (2, K, 8) and tuple(sc.shape) == (2, 8)
-    w = unpack_panels(q, N).double() * sc.reshape(-1)[:N].double()
-    assert torch.equal(w, ref_dequantize(lin.weight, "int8").t())
-    assert not q[1, :, N - 8 :].any() and not sc[1, N - 8 :].any()
-    assert q.abs().max() == 127
+    """Plain panels for an odd K (iattr [N]); for an even K the paired layout (iattr [N, 1]): in each
+    panel's 16 bytes of rows k, k + 1 (k even), byte 2j + k % 2 holds column j's code of row k."""
+    for K, form in ((21, [13]), (20, [13, 1])):
+        N = 13
+        lin = nn.Linear(K, N)
+        program = tandem.export(lin, {"forward": (torch.randn(3, K, generator=g),)}, quantize="int8")
+        op = _op(program, "matmul_q8")
+        assert op.iattr == form
+        q, sc = op.ins[1].storage.tensor, op.ins[2].storage.tensor
+        assert q.dtype == torch.int8 and tuple(q.shape) == (2, K, 8) and tuple(sc.shape) == (2, 8)
+        plain = q if K % 2 else q.reshape(2, K // 2, 8, 2).transpose(2, 3).reshape(2, K, 8)
+        if K % 2 == 0:
+            assert int(q[0, 0, 1]) == int(plain[0, 1, 0]) and int(q[1, 2, 3]) == int(plain[1, 3, 1])
+            assert bytes(q.numpy().tobytes()) == _paired(plain.numpy().tobytes())
+        w = unpack_panels(plain, N).double() * sc.reshape(-1)[:N].double()
+        assert torch.equal(w, ref_dequantize(lin.weight, "int8").t())
+        assert not plain[1, :, N - 8 :].any() and not sc[1, N - 8 :].any()
+        assert q.abs().max() == 127
 
 
 def test_tied_table_is_stored_once_quantized():
@@ -193,6 +201,18 @@ def test_quantized_op_rules():
     program, m, op = _quantized_linear()
     op.ins[2] = _const(torch.ones(1, 4), F32)  # scales of the wrong shape
     _rejected(program, "TDM_ERR_OP_RULE", "scales [ceil(N/8), 8]")
+    program, m, op = _quantized_linear()
+    assert op.iattr == [8, 1]
+    op.iattr[1] = 2
+    _rejected(program, "TDM_ERR_OP_RULE", "layout must be 0 (plain panels) or 1 (paired)")
+    program = tandem.export(nn.Linear(15, 8), {"forward": (torch.randn(1, 15, generator=g),)}, quantize="int8")
+    op = _op(program, "matmul_q8")
+    assert op.iattr == [8]
+    op.iattr.append(1)  # an odd K cannot be paired
+    _rejected(program, "TDM_ERR_OP_RULE", "need an even K")
+    op.iattr[1] = 0  # the plain panels, named
+    program._bytes = None
+    verify(program.to_bytes())
     program = tandem.export(nn.Linear(16, 8), {"forward": (torch.randn(1, 16, generator=g),)}, quantize="int4")
     _op(program, "matmul_q4").iattr[1] = 3
     _rejected(program, "TDM_ERR_OP_RULE", "G even")
@@ -288,6 +308,14 @@ def _paired(b: bytes) -> bytes:
     return bytes(out)
 
 
+def _unpaired(b: bytes) -> bytes:
+    """The inverse of _paired: paired bytes back to plain panels."""
+    out = bytearray(b)
+    for i in range(0, len(b), 16):
+        out[i : i + 8], out[i + 8 : i + 16] = b[i : i + 16 : 2], b[i + 1 : i + 16 : 2]
+    return bytes(out)
+
+
 class _TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
@@ -299,14 +327,31 @@ class _TwoHeads(nn.Module):
         return self.tied(i), self.lin(x), self.odd(x[:, :63])
 
 
+def _plain_form(program) -> bytes:
+    """The program as exporters before the paired layout wrote it: every matmul_q8 / embedding_q8
+    with iattr [N] over plain panels."""
+    program = copy.deepcopy(program)
+    storages = set()
+    for m in program.methods:
+        for op in m.ops:
+            if op.name in ("matmul_q8", "embedding_q8") and len(op.iattr) == 2:
+                op.iattr.pop()
+                storages.add(op.ins[1 if op.name == "matmul_q8" else 0].storage)
+    for st in storages:
+        P, K, _ = st.tensor.shape
+        st.tensor = st.tensor.reshape(P, K // 2, PANEL, 2).transpose(2, 3).contiguous().reshape(P, K, PANEL)
+    program._bytes = None
+    return program.to_bytes()
+
+
 @pytest.mark.parametrize("build", ["simd128", "relaxed"])
-def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib, relaxed_wasm_lib, monkeypatch, build):
-    """The wasm builds' matmul_q8 prepares a copy of its int8 weights (K even; also a tied table, whose
-    embedding_q8 reads the file's bytes) in the paired layout (src/kernels/quant.c, its prepare
-    hook): one copy per constant, however many methods multiply by it, held outside the file's data;
-    an odd-K Linear's weights get none. The results are the native runtime's bits (the file's
-    layout) for one row, 3 rows and a row holding a NaN; tdm_program_data hands out the file's data
-    section as the file has it (what WebGPU uploads), and the same calls then give the same bits."""
+def test_int8_weights_are_held_once_paired_as_the_file_has_them(wasm_lib, relaxed_wasm_lib, monkeypatch, build):
+    """Even-K int8 weights (a tied table too: embedding_q8 reads it paired) are written in the paired
+    layout (python/tandem/layout.py) and multiplied in place: the wasm heap holds no copy of them
+    outside the file's data section (what tdm_program_data hands out, and WebGPU uploads), paired or
+    plain; an odd-K Linear's weights stay in plain panels. The results are the native runtime's bits
+    for one row, 3 rows and a row holding a NaN, and a file in the plain form (iattr [N], as older
+    exporters wrote it) gives the same bits on both backends."""
     import ctypes
 
     import tandem.runtime as runtime
@@ -316,35 +361,51 @@ def test_wasm_holds_int8_weights_paired_and_hands_out_the_files_layout(wasm_lib,
     ids, x1, x3 = torch.tensor([[1, 7, 39]]), torch.randn(1, 64, generator=g), torch.randn(3, 64, generator=g)
     x3n = x3.clone()
     x3n[1, 9] = float("nan")
-    data = tandem.export(model, {"forward": (ids, x1), "rows": tandem.Method(model.forward, (ids, x3))}, quantize="int8").to_bytes()
+    program = tandem.export(model, {"forward": (ids, x1), "rows": tandem.Method(model.forward, (ids, x3))}, quantize="int8")
+    forms = [op.iattr for m in program.methods for op in m.ops if op.name.endswith("_q8")]
+    assert sorted(map(len, forms)) == [1, 1, 2, 2, 2, 2, 2, 2], forms  # the odd Linear in each method: plain
+    data, plain = program.to_bytes(), _plain_form(program)
     calls = [("forward", (ids, x1)), ("rows", (ids, x3)), ("rows", (ids, x3n))]
+
+    def results(b):
+        m = tandem.load(b)
+        return m, [getattr(m, name)(*args) for name, args in calls]
+
+    def same(got, want, what):
+        for g_, w in zip(got, want):
+            for a, b in zip(g_, w):
+                assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num()), f"{build} {what}"
+
     assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
-    m = tandem.load(data)
-    want = [getattr(m, name)(*args) for name, args in calls]
+    _, want = results(data)
+    same(results(plain)[1], want, "native, plain form")
     lib = wasm_lib if build == "simd128" else relaxed_wasm_lib
-    monkeypatch.setattr(runtime, "_lib", lib)
-    monkeypatch.setattr(runtime, "BACKEND", "wasm")
-    m = tandem.load(data)
-
-    def same(what):
-        for (name, args), w in zip(calls, want):
-            for a, b in zip(getattr(m, name)(*args), w):
-                assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num()), f"{build} {name} {what}"
-
-    same("paired")
+    # loaded by hand, the input buffer zeroed before it is freed: the heap then holds the file's bytes
+    # only where the program keeps them (and what the runtime made from them)
+    buf, out = lib.malloc(len(data)), lib.malloc(8)
+    lib._memory.write(lib._store, data, buf)
+    assert lib.tdm_program_load(buf, len(data), out) == 0
+    program_ptr = lib._u32(out)
+    lib._memory.write(lib._store, bytes(len(data)), buf)
+    lib.tdm_free(buf), lib.tdm_free(out)
     weights = [c for c in constants(data) if c[0] == 4]  # int8
     lin_w = next(c[2] for c in weights if c[1] == (5, 64, 8))
     table = next(c[2] for c in weights if c[1][1] == 24)
     odd = next(c[2] for c in weights if c[1][1] == 63)
-    at, n = lib.tdm_program_data(m._program), lib.tdm_program_data_size(m._program)
+    assert _unpaired(lin_w) in plain and lin_w not in plain and _unpaired(table) in plain and odd in plain
+    at, n = lib.tdm_program_data(program_ptr), lib.tdm_program_data_size(program_ptr)
     size = lib._memory.data_len(lib._store)
     heap = ctypes.string_at(lib._base(0, size), size)
     section, outside = heap[at : at + n], heap[:at] + heap[at + n :]
     assert data.find(section) >= 0, "tdm_program_data's bytes are not the file's data section"
-    assert section.find(lin_w) >= 0 and section.find(table) >= 0 and section.find(odd) >= 0, "the file's int8 weights were moved"
-    assert outside.count(_paired(lin_w)) == 1, "the Linear's weights (multiplied by in both methods) have not one paired copy"
-    assert outside.count(_paired(table)) == 1, "the tied head's weights have not one paired copy"
-    same("after tdm_program_data")
+    for w in (lin_w, table, odd):
+        assert section.find(w) >= 0, "the file's int8 weights were moved"
+        assert outside.count(w) == 0 and outside.count(_unpaired(w)) == 0, "a copy of int8 weights outside the file's data"
+    lib.tdm_program_free(program_ptr)
+    monkeypatch.setattr(runtime, "_lib", lib)
+    monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    same(results(data)[1], want, "wasm, paired")
+    same(results(plain)[1], want, "wasm, plain form")
 
 
 # ---- accuracy against float32 ---------------------------------------------------------------------

@@ -206,9 +206,9 @@ def test_the_reader_includes_nothing_from_the_kernels():
 
 def test_program_data_is_handed_out_without_removing_const():
     """tdm_program_data and the other introspection functions take a const program and only read it:
-    introspect.c casts to no pointer type without const (the int8 weights' paired copy is matmul_q8's
-    prepared data, never the file's bytes rewritten), and no file of src/ casts a program to a
-    writable one."""
+    introspect.c casts to no pointer type without const (prepared data, such as the Winograd
+    transforms, lives beside the file's bytes, never rewriting them), and no file of src/ casts a
+    program to a writable one."""
     code = _code((SRC / "introspect.c").read_text())
     assert "tdm_program_data" in code
     assert NON_CONST_POINTER_CAST.findall(code) == []

@@ -12,11 +12,18 @@ fn rq4(e: u32, hi: u32) -> i32 { return bitcast<i32>(((rbyte(e) >> (hi * 4u)) & 
 `;
 }
 
+/** Where weight (k, column 8p + lane) of an int8 panel lies from the panel's start: lane + 8k in the
+ * plain panels, or in the paired layout (iattr[1] = 1: each pair of k rows with each column's two
+ * codes adjacent) 16·(k / 2) + 2·lane + k % 2. */
+function q8At(k, lane, paired) {
+  return paired ? `(${k} / 2u) * 16u + (${lane}) * 2u + (${k} & 1u)` : `(${k}) * 8u + ${lane}`;
+}
+
 /** matmul_q8 / matmul_q4 with more than one row on gemm.js's T x T tiles: the b tile is the weights
  * dequantized as they are loaded into workgroup memory (int4: each times its group's scale; int8: the
  * per-column scale applied to the sum, as the one-thread kernel's float path does). Params 0..5 as
  * tiledCode's; 6..10: y, a, q, scales, G. */
-function tiledQ(q4, a, q, sc, y, M, N, K, G, T) {
+function tiledQ(q4, paired, a, q, sc, y, M, N, K, G, T) {
   const col8 = '(col / 8u)', lane = 'col % 8u';
   const q4Weight = `f32(rq4(P[8] + ${col8} * ((K + 1u) / 2u) * 8u + (kb / 2u) * 8u + ${lane}, kb & 1u)) * `
     + `rs(P[9] + ${col8} * ((K + P[10] - 1u) / P[10]) * 8u + (kb / P[10]) * 8u + ${lane})`;
@@ -24,11 +31,11 @@ function tiledQ(q4, a, q, sc, y, M, N, K, G, T) {
     readers: reader('ra', 'float32', a.src) + reader('rs', 'float32', sc.src) + byteReaders(q.src),
     pre: '',
     aAt: 'ra(P[7] + row * K + ka)',
-    bAt: q4 ? q4Weight : `f32(rq8(P[8] + ${col8} * K * 8u + kb * 8u + ${lane}))`,
+    bAt: q4 ? q4Weight : `f32(rq8(P[8] + ${col8} * K * 8u + ${q8At('kb', lane, paired)}))`,
     out: q4 ? 'wr(P[6] + row * N + col, acc);' : 'wr(P[6] + row * N + col, acc * rs(P[9] + col));',
   });
   const params = [M, N, K, 1, Math.ceil(N / T), Math.ceil(M / T), y.base, a.base, q.base, sc.base, G];
-  return dispatch(`gemmq${q4 ? 4 : 8}${T}|${a.src}${q.src}${sc.src}`, T, code, params, 1, M, N);
+  return dispatch(`gemmq${q4 ? 4 : 8}${paired ? 'p' : ''}${T}|${a.src}${q.src}${sc.src}`, T, code, params, 1, M, N);
 }
 
 /** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
@@ -39,8 +46,8 @@ function tiledQ(q4, a, q, sc, y, M, N, K, G, T) {
  * int32 per block, as the wasm kernels do (the same values up to float32 rounding). */
 export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
-  const total = rows * N, dot = !q4 && K + (K % 2) <= 8192 ? 1 : 0;
-  if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, a, q, sc, y, rows, N, K, G, tile);
+  const total = rows * N, dot = !q4 && K + (K % 2) <= 8192 ? 1 : 0, paired = !q4 && iattr[1] === 1;
+  if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, paired, a, q, sc, y, rows, N, K, G, tile);
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
   let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
@@ -51,7 +58,7 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
     acc += s * rs(scb + g * 8u);
   }
   wr(P[3] + i, acc);` : `
-  let col = P[5] + (j / 8u) * K * 8u + j % 8u;
+  let col = P[5] + (j / 8u) * K * 8u;
   if (P[7] != 0u) {
     var finite = true;
     for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
@@ -65,7 +72,7 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
         var s = 0;
         for (var k = k0; k < k1; k++) {
           let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
-          s += i32(xq) * rq8(col + k * 8u);
+          s += i32(xq) * rq8(col + ${q8At('k', 'j % 8u', paired)});
         }
         acc = acc + f32(s) * d;
       }
@@ -74,19 +81,21 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
     }
   }
   var acc = 0.0;
-  for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), f32(rq8(col + k * 8u)), acc); }
+  for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), f32(rq8(col + ${q8At('k', 'j % 8u', paired)})), acc); }
   wr(P[3] + i, acc * rs(P[6] + j));`;
   const code = (wg) => header(false) + reader('ra', 'float32', a.src) + reader('rs', 'float32', sc.src) + byteReaders(q.src)
     + `fn raw(e: u32) -> u32 { return ${a.src === 'C' ? 'cw' : 'mw'}(e); }\n` + writer('wr', 'float32') + MAIN(wg, `
   if (i >= P[2]) { return; }
   let N = P[0]; let K = P[1];
   let r = i / N; let j = i % N; let pa = P[4] + r * K;${body}`);
-  return special(`mmq${q4 ? 4 : 8}|${a.src}${q.src}${sc.src}`, code, [N, K, total, y.base, a.base, q.base, sc.base, q4 ? G : dot], total);
+  return special(`mmq${q4 ? 4 : 8}${paired ? 'p' : ''}|${a.src}${q.src}${sc.src}`, code,
+    [N, K, total, y.base, a.base, q.base, sc.base, q4 ? G : dot], total);
 }
 
 /** embedding_q8 / embedding_q4: rows of the table the quantized weights hold, dequantized. */
 export function embeddingQ(q4, ins, y, iattr) {
   const [q, sc, idx] = ins, N = iattr[0], G = q4 ? iattr[1] : 1, K = y.shape[y.shape.length - 1], total = numel(y.shape);
+  const paired = !q4 && iattr[1] === 1;
   const code = (wg) => header(false) + reader('rs', 'float32', sc.src) + byteReaders(q.src) + indexReader('ri', idx.dtype, idx.src)
     + writer('wr', 'float32') + MAIN(wg, `
   if (i >= P[2]) { return; }
@@ -99,7 +108,7 @@ export function embeddingQ(q4, ins, y, iattr) {
   ${q4 ? `let KB = (K + 1u) / 2u; let NG = (K + G - 1u) / G;
   let w = f32(rq4(P[4] + (n / 8u) * KB * 8u + (k / 2u) * 8u + n % 8u, k & 1u));
   wr(P[3] + i, w * rs(P[5] + (n / 8u) * NG * 8u + (k / G) * 8u + n % 8u));`
-  : 'wr(P[3] + i, f32(rq8(P[4] + (n / 8u) * K * 8u + k * 8u + n % 8u)) * rs(P[5] + n));'}`);
-  return special(`embq${q4 ? 4 : 8}|${q.src}${sc.src}|${idx.dtype}${idx.src}`, code,
+  : `wr(P[3] + i, f32(rq8(P[4] + (n / 8u) * K * 8u + ${q8At('k', 'n % 8u', paired)})) * rs(P[5] + n));`}`);
+  return special(`embq${q4 ? 4 : 8}${paired ? 'p' : ''}|${q.src}${sc.src}|${idx.dtype}${idx.src}`, code,
     [N, K, total, y.base, q.base, sc.base, idx.base, G], total);
 }
