@@ -397,6 +397,31 @@ class Writes(nn.Module):
         return x * 2 + self.acc
 
 
+class HistoryWindow(nn.Module):
+    """A history of the last 3 inputs, kept as `torch.cat([self.hist, x[None]])[-3:]` from an empty
+    one: state that grows to a window (python/tandem/growing.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("hist", torch.zeros(0, 2))
+
+    def forward(self, x):
+        self.hist = torch.cat([self.hist, x[None]])[-3:]
+        return self.hist.sum(0) * 2 + self.hist[0]
+
+    def reset(self):
+        self.hist = torch.zeros(0, 2)
+
+
+def history_window():
+    m = HistoryWindow()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(5)
+    xs = [torch.randn(2, generator=g) for _ in range(7)]
+    calls = [("forward", (x,)) for x in xs[:5]] + [("reset", ())] + [("forward", (x,)) for x in xs[5:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -410,6 +435,7 @@ CASES = {
     "branch_guard": branch_guard,
     "python_values": python_values,
     "delayed": delayed,
+    "history_window": history_window,
 }
 
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .fuse import fuse_method, tie_embeddings
+from .growing import GROWING_ENTRY, check_bounds, growing_state
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
@@ -310,6 +311,7 @@ def export(
     quantize_skip: Skip = None,
     quantize_convs: Union[bool, str] = False,
     seed: int = 0,
+    state_bounds: Optional[Mapping[str, int]] = None,
 ) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
@@ -323,7 +325,10 @@ def export(
     quantize_convs: True / "int8" (with "int8"), "bf16" or "int16" (any quantize): the big convs too (docs/ops.md)
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
-    method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
+    method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling).
+
+    state_bounds: state path -> capacity, for state that a method grows (`self.k = torch.cat([self.k, k],
+    dim=2)`) where the code gives it no bound (docs/ops.md, State that grows)."""
     specs = _normalize(module, methods)
     roots = {name: _traced(name, fn, inputs) for name, (fn, inputs, _) in specs.items()}
     for fn, _, _ in specs.values():
@@ -338,10 +343,11 @@ def export(
         # methods are traced again with a tensor standing for each one found.
         wanted: frozenset = frozenset()
         lazy: dict = {}  # place -> (holder, key, path, value before, slots, presence) of state the first call creates
-        for _ in range(4):
+        growing: dict = {}  # path -> growing.Growing: state a method grows (torch.cat onto it)
+        for _ in range(6):
             counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
             for r in roots.values():
-                r.bind(counters, wanted, held_scopes, lazy)
+                r.bind(counters, wanted, held_scopes, lazy, growing)
             name_of = _names_of(module, list(roots.values()))
             exported, constants, created = {}, {}, []
             for name, (fn, inputs, dynamic) in specs.items():
@@ -351,10 +357,17 @@ def export(
                     before.restore()
             found = {place for r in roots.values() for place in r.discovered}
             new_lazy = {place: c for r in roots.values() for place, c in r.created_later.items() if place not in lazy}
+            new_grown = {path: (n, r, g) for n, r in roots.items() for path, g in r.grown.items() if path not in growing}
             for r in roots.values():
                 r.discovered.clear()
                 r.created_later.clear()
-            if found <= wanted and not new_lazy:
+                r.grown.clear()
+            for path, (n, r, g) in new_grown.items():
+                unbounded = tuple(p for p in new_grown if p not in (state_bounds or {}))
+                growing[path] = growing_state(n, r, path, g, state_bounds or {}, growing, unbounded)
+                if growing[path].window:  # traced at the window's length (versions at the others: _window_versions)
+                    r.regime[path] = int(growing[path].length)
+            if found <= wanted and not new_lazy and not new_grown:
                 break
             wanted = wanted | found
             # State a first call creates (self.hc = None, then `out, self.hc = self.lstm(x, self.hc)`): slots
@@ -363,6 +376,8 @@ def export(
                 lazy[place] = (holder, key, path, absent, zeros_of(shapes), {"exists": False})
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
         whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
+        check_bounds(state_bounds or {}, growing)
+        _window_versions(specs, roots, growing, exported, whens, name_of, constants, before)
         check_settled(_export_one, specs, roots, name_of, before)
         for name, root in roots.items():
             created += [(name, *c) for c in root.created]
@@ -418,9 +433,44 @@ def export(
             f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
             "method that computes: give one, or store the constants with tandem.export(..., metadata={...})"
         )
-    program = Program(list(states.values()), lowered, {**constants, **(metadata or {})})
+    entries = {**constants, **(metadata or {})}
+    grown = {g.path: [states[_tensor_key(g.length)].name, g.dim] for g in growing.values() if _tensor_key(g.slot) in states}
+    if grown:  # read_state / readState give a growing state at its length (docs/ops.md, State that grows)
+        if GROWING_ENTRY in entries:
+            raise ExportError(f"the metadata entry '{GROWING_ENTRY}' is tandem's own (state that grows): rename it")
+        entries[GROWING_ENTRY] = grown
+    program = Program(list(states.values()), lowered, entries)
     _verify(program)
     return program
+
+
+def _window_versions(specs, roots, growing: dict, exported: dict, whens: dict, name_of, constants, before) -> None:
+    """A method that grows a state the code keeps to a window (`torch.cat([self.hist, x])[-w:]`) is
+    exported once per length of the window (static shapes: the window filling, then full), as versions
+    'name', 'name#1', ... that start with a `when_in` on the length (python_values.add_whens)."""
+    for g in growing.values():
+        if not g.window:
+            continue
+        for name, step in g.steps.items():
+            if step <= 0 or name not in exported:
+                continue
+            if name in whens:
+                raise ExportError(
+                    f"method '{name}' keeps '{g.path}' to a window and also branches on Python values or another "
+                    "window; tandem makes versions of a method over one of them"
+                )
+            fn, inputs, dynamic = specs[name]
+            root = roots[name]
+            first = int(g.length)
+            whens[name] = [(g.length, (first, first), f"{g.path}.length")]
+            for j, k in enumerate([k for k in range(g.capacity + 1) if k != first], start=1):
+                root.regime, root.keep = {g.path: k}, True
+                try:
+                    exported[f"{name}#{j}"] = _export_one(name, root, inputs, dynamic, name_of, constants)
+                finally:
+                    root.regime, root.keep = {g.path: first}, False
+                    before.restore()
+                whens[f"{name}#{j}"] = [(g.length, (k, k), f"{g.path}.length")]
 
 
 def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, constants: dict):

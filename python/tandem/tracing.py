@@ -236,6 +236,7 @@ class Traced(nn.Module):
             "lines": {},
             "lazy": {},
             "created_later": {},
+            "grown": {},
             "args": args,
             "held": held,
         }
@@ -245,6 +246,8 @@ class Traced(nn.Module):
         self.toggle: set = set()  # places whose bool the method negates
         self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
+        self.growing: dict = {}  # path -> Growing: state that grows, held in a slot of its capacity (bind)
+        self.regime: dict = {}  # path -> the static length a version is traced at (a window); else read from the state
 
     @property
     def _tandem_args(self) -> tuple:
@@ -305,11 +308,22 @@ class Traced(nn.Module):
         """place -> path of each number or bool without a tensor that a trace saw the method change."""
         return _FOUND[self._tandem_token]["discovered"]
 
+    @property
+    def grown(self) -> dict:
+        """path -> (holder, key, dim, shape before, shape after) of each state tensor that the last trace saw
+        the method replace by a longer or shorter one along one dim (torch.cat onto it, a window of it)."""
+        return _FOUND[self._tandem_token]["grown"]
+
     def forget(self) -> None:
         _FOUND.pop(self._tandem_token, None)
 
     def bind(
-        self, counters: Optional[dict] = None, wanted: frozenset = frozenset(), scopes: tuple = (), lazy: Optional[dict] = None
+        self,
+        counters: Optional[dict] = None,
+        wanted: frozenset = frozenset(),
+        scopes: tuple = (),
+        lazy: Optional[dict] = None,
+        growing: Optional[dict] = None,
     ) -> dict:
         """Snapshot the owner, the held containers and the scopes (globals), register their tensors as
         buffers of this wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their
@@ -345,6 +359,14 @@ class Traced(nn.Module):
         _FOUND[self._tandem_token]["lazy"] = dict(lazy or {})
         for place, (holder, key, path, absent, slots, presence) in (lazy or {}).items():
             for p, t in _tensors_in(slots, path):
+                if id(t) not in names:
+                    names[id(t)] = f"_tandem_held_{len(self._held_names)}"
+                    self.register_buffer(names[id(t)], t, persistent=False)
+                self._held_names.setdefault(id(t), (names[id(t)], p))
+        # State that grows (Growing): a slot of its capacity and its length, shared by every method.
+        self.growing = dict(growing or {})
+        for g in self.growing.values():
+            for p, t in ((g.path, g.slot), (f"{g.path}.length", g.length)):
                 if id(t) not in names:
                     names[id(t)] = f"_tandem_held_{len(self._held_names)}"
                     self.register_buffer(names[id(t)], t, persistent=False)
@@ -435,6 +457,7 @@ class Traced(nn.Module):
             if isinstance(tensor, torch.Tensor):
                 versions[id(tensor)] = (tensor._version, _stack_line())
 
+        views = self._grow_views()
         handle = nn.modules.module.register_module_buffer_registration_hook(on_register)
         lines: dict = {}  # (id(module __dict__), name) -> the user's line that set a value there
         try:
@@ -444,6 +467,7 @@ class Traced(nn.Module):
                 else:
                     out = self._tandem_fn(*args)
             handle.remove()
+            self._grow_back(views)
             self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots)
         finally:
             handle.remove()
@@ -473,13 +497,13 @@ class Traced(nn.Module):
         writes = []
         for holder, key, _, path in tree.tensors:
             new, _ = installed[(id(holder), key)]
-            self._write_back(new, _get(holder, key), path, writes)
+            self._write_back(new, _get(holder, key), path, writes, holder, key)
         for mod, mname, *_ in tree.modules:
             for k, now in list(mod._buffers.items()):
                 was = buffers.get((id(mod), k))
                 if was is None or now is was:
                     continue
-                self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes)
+                self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes, mod._buffers, k)
                 mod._buffers[k] = was  # torch.export sees its own stand-in, written in place
         lazy = _FOUND[self._tandem_token]["lazy"]
         for place, (holder, key, path, absent, slots, presence) in lazy.items():
@@ -579,6 +603,83 @@ class Traced(nn.Module):
                     continue  # a stand-in of a parameter, buffer or state, or a view of one
                 self._created(p, t, versions, tracer, input_nodes, buffer_nodes)
 
+    def _grow_views(self) -> dict:
+        """Each state that grows stands, while the method runs, as the part of its slot its length says:
+        `slot[:n]` along its dim with n read from the length state (a dim bound from the state,
+        runtime_values._Reads.prefix), or, for a version at a static length (self.regime), that many rows."""
+        views = {}
+        for path, g in self.growing.items():
+            slot = self.get_buffer(self._held_names[id(g.slot)][0])
+            length = self.get_buffer(self._held_names[id(g.length)][0])
+            d, n = g.dim, None
+            if path not in self.regime:
+                n = length.item()  # under runtime_values.RuntimeValues: a value read from the state
+                view = slot[(slice(None),) * d + (slice(None, n),)]
+                step = g.steps.get(self._tandem_method, 0)
+                if step > 0:
+                    torch._check(view.shape[d] + step <= g.capacity)  # the call that would grow past it fails first
+            else:
+                view = slot.narrow(d, 0, self.regime[path])
+            views[path] = (view, slot, length, n, _get(g.holder, g.key))
+            g.holder[g.key] = view
+        return views
+
+    def _grow_back(self, views: dict) -> None:
+        """The new value of each state that grows (torch.cat onto it, a window of it) is written into the
+        start of its slot, and its length into the length state."""
+        method = self._tandem_method
+        moved: dict = {}  # id of a length (shared by state grown in step) -> the rows added
+        for path, (view, slot, length, n, was) in views.items():
+            g = self.growing[path]
+            now = _get(g.holder, g.key)
+            g.holder[g.key] = was
+            if now is view:
+                continue
+            d = g.dim
+            if (
+                not isinstance(now, torch.Tensor)
+                or now.dtype != view.dtype
+                or now.dim() != view.dim()
+                or any(not (isinstance(a, int) and a == b) for i, (a, b) in enumerate(zip(now.shape, slot.shape)) if i != d)
+            ):
+                raise ExportError(
+                    f"method '{method}' replaces state '{path}' ({slot.dtype}, growing along dim {d}) with a value of "
+                    "another dtype, rank or size along its other dims; state that grows keeps them"
+                )
+            m = now.shape[d]
+            if isinstance(m, torch.SymInt) and m.node.expr.is_number:
+                m = int(m.node.expr)
+            if isinstance(m, int):  # set to a static length (a reset, a window that is full)
+                if m > g.capacity:
+                    raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}, past its capacity {g.capacity}")
+                slot.narrow(d, 0, m).copy_(now)
+                change = ("set", m)
+            else:
+                if n is None:
+                    raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}: a length tandem cannot follow")
+                shift = m - view.shape[d]
+                expr = shift.node.expr if isinstance(shift, torch.SymInt) else shift
+                if not getattr(expr, "is_number", isinstance(expr, int)):
+                    raise ExportError(
+                        f"method '{method}' changes the length of state '{path}' along dim {d} by {expr}, an amount that "
+                        "depends on a size; tandem follows state that grows by the same number of rows each call "
+                        "(torch.cat of a fixed-size tensor, a window of it), or that a method sets to a fixed length"
+                    )
+                step = int(expr)
+                g.steps.setdefault(method, step)
+                dst = slot[(slice(None),) * d + (slice(None, n + step),)]  # a limit: n + step <= capacity
+                dst.copy_(now)
+                change = ("add", step)
+            if id(length) in moved:
+                if moved[id(length)] != change:
+                    raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
+                continue
+            moved[id(length)] = change
+            if change[0] == "set":
+                length.fill_(change[1])
+            else:
+                length.add_(change[1])
+
     def _number_back(self, place, path: str, now, installed: torch.Tensor, lines: dict) -> None:
         """The state slot of a number the method computes with takes its new value: a tensor of one
         element (computed from it), a number (set to a constant), or a value read from a tensor."""
@@ -602,8 +703,9 @@ class Traced(nn.Module):
             "computes with is state of one element: set it to a number, or to a value computed from it"
         )
 
-    def _write_back(self, installed, now, path: str, writes: list) -> None:
-        """Appends (state stand-in, new value) to writes when the place holds a new tensor."""
+    def _write_back(self, installed, now, path: str, writes: list, holder=None, key=None) -> None:
+        """Appends (state stand-in, new value) to writes when the place holds a new tensor; a tensor of
+        the state's dtype and rank that differs along one dim is state that grows (`grown`)."""
         method = self._tandem_method
         if now is installed:
             return
@@ -611,6 +713,11 @@ class Traced(nn.Module):
             if isinstance(now, torch.Tensor) and now.shape == installed.shape and now.dtype == installed.dtype:
                 writes.append((installed, now))
                 return
+            if holder is not None and isinstance(now, torch.Tensor) and now.dtype == installed.dtype and now.dim() == installed.dim():
+                differ = [i for i, (a, b) in enumerate(zip(now.shape, installed.shape)) if not (isinstance(a, int) and a == b)]
+                if len(differ) == 1:
+                    self.grown[path] = (holder, key, differ[0], tuple(installed.shape), now.shape[differ[0]])
+                    return
             what = (
                 f"a {now.dtype} tensor of shape {list(now.shape)}"
                 if isinstance(now, torch.Tensor)

@@ -9,6 +9,7 @@ import { fixture, checkSequence } from './helpers.js';
 
 const CASES = [
   'original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values', 'delayed',
+  'history_window',
 ];
 
 for (const name of CASES) {
@@ -100,6 +101,26 @@ test('bytes, ArrayBuffer and Response sources load', async () => {
   for (const src of [new Uint8Array(bytes), bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length), new Response(bytes)]) {
     const model = await load(src);
     assert.deepEqual([...(await model.forward(new Float32Array([1, 2, 3]))).data], [2, 4, 6]);
+    model.dispose();
+  }
+});
+
+test('a history kept to a window: readState gives it at its length, reset empties it', async () => {
+  const model = await load(fixture('history_window').path);
+  try {
+    assert.deepEqual(model.state.find((s) => s.name === 'hist').shape, [3, 2]); // the slot, at its capacity
+    assert.equal(model.metadata.growing_state, undefined);
+    assert.deepEqual((await model.readState('hist')).shape, [0, 2]);
+    for (let i = 1; i <= 4; i++) {
+      await model.forward(new Float32Array([i, -i]));
+      const hist = await model.readState('hist');
+      assert.deepEqual(hist.shape, [Math.min(i, 3), 2]);
+      assert.deepEqual([...hist.data].slice(-2), [i, -i]); // the newest row last
+    }
+    assert.deepEqual([...(await model.readState('hist')).data], [2, -2, 3, -3, 4, -4]);
+    await model.reset();
+    assert.deepEqual((await model.readState('hist')).shape, [0, 2]);
+  } finally {
     model.dispose();
   }
 });
