@@ -422,6 +422,33 @@ def history_window():
     return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class LastInputs(nn.Module):
+    """A Python list of the last 3 inputs, appended to and popped (`pop(0)` past 3): state that grows
+    to a bound the code gives, its length steering the code (python/tandem/growing.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.xs = []
+
+    def forward(self, x):
+        self.xs.append(x * 2)
+        if len(self.xs) > 3:
+            self.xs.pop(0)
+        return torch.stack(self.xs).mean(0) + len(self.xs)
+
+    def reset(self):
+        self.xs.clear()
+
+
+def last_inputs():
+    m = LastInputs()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(6)
+    xs = [torch.randn(2, generator=g) for _ in range(7)]
+    calls = [("forward", (x,)) for x in xs[:5]] + [("reset", ())] + [("forward", (x,)) for x in xs[5:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -436,6 +463,7 @@ CASES = {
     "python_values": python_values,
     "delayed": delayed,
     "history_window": history_window,
+    "last_inputs": last_inputs,
 }
 
 

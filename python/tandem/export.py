@@ -19,7 +19,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .fuse import fuse_method, tie_embeddings
-from .growing import GROWING_ENTRY, check_bounds, growing_state
+from .growing import GROWING_ENTRY, PastCapacity, check_bounds, growing_state
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
@@ -366,7 +366,8 @@ def export(
                 unbounded = tuple(p for p in new_grown if p not in (state_bounds or {}))
                 growing[path] = growing_state(n, r, path, g, state_bounds or {}, growing, unbounded)
                 if growing[path].window:  # traced at the window's length (versions at the others: _window_versions)
-                    r.regime[path] = int(growing[path].length)
+                    for other in roots.values() if growing[path].kind == "list" else (r,):
+                        other.regime[path] = int(growing[path].length)
             if found <= wanted and not new_lazy and not new_grown:
                 break
             wanted = wanted | found
@@ -451,8 +452,10 @@ def _window_versions(specs, roots, growing: dict, exported: dict, whens: dict, n
     for g in growing.values():
         if not g.window:
             continue
-        for name, step in g.steps.items():
-            if step <= 0 or name not in exported:
+        # every method sees a list at each of its lengths; a tensor window only in the methods growing it
+        names = [n for n in exported if "#" not in n] if g.kind == "list" else [n for n, step in g.steps.items() if step > 0]
+        for name in names:
+            if name not in exported or exported[name] is None:
                 continue
             if name in whens:
                 raise ExportError(
@@ -463,13 +466,20 @@ def _window_versions(specs, roots, growing: dict, exported: dict, whens: dict, n
             root = roots[name]
             first = int(g.length)
             whens[name] = [(g.length, (first, first), f"{g.path}.length")]
-            for j, k in enumerate([k for k in range(g.capacity + 1) if k != first], start=1):
+            j = 0
+            for k in range(g.capacity + 1):
+                if k == first:
+                    continue
                 root.regime, root.keep = {g.path: k}, True
                 try:
-                    exported[f"{name}#{j}"] = _export_one(name, root, inputs, dynamic, name_of, constants)
+                    ep = _export_one(name, root, inputs, dynamic, name_of, constants)
+                except PastCapacity:
+                    continue  # a call at this length would grow it past the capacity: TDM_ERR_GUARD
                 finally:
                     root.regime, root.keep = {g.path: first}, False
                     before.restore()
+                j += 1
+                exported[f"{name}#{j}"] = ep
                 whens[f"{name}#{j}"] = [(g.length, (k, k), f"{g.path}.length")]
 
 

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from . import probe
+from .growing import PastCapacity
 from .ir import ExportError
 from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
@@ -237,6 +238,7 @@ class Traced(nn.Module):
             "lazy": {},
             "created_later": {},
             "grown": {},
+            "growing": {},
             "args": args,
             "held": held,
         }
@@ -246,7 +248,6 @@ class Traced(nn.Module):
         self.toggle: set = set()  # places whose bool the method negates
         self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
-        self.growing: dict = {}  # path -> Growing: state that grows, held in a slot of its capacity (bind)
         self.regime: dict = {}  # path -> the static length a version is traced at (a window); else read from the state
 
     @property
@@ -309,6 +310,11 @@ class Traced(nn.Module):
         return _FOUND[self._tandem_token]["discovered"]
 
     @property
+    def growing(self) -> dict:
+        """path -> growing.Growing: state that grows, held in a slot of its capacity (bind)."""
+        return _FOUND[self._tandem_token]["growing"]
+
+    @property
     def grown(self) -> dict:
         """path -> (holder, key, dim, shape before, shape after) of each state tensor that the last trace saw
         the method replace by a longer or shorter one along one dim (torch.cat onto it, a window of it)."""
@@ -364,7 +370,8 @@ class Traced(nn.Module):
                     self.register_buffer(names[id(t)], t, persistent=False)
                 self._held_names.setdefault(id(t), (names[id(t)], p))
         # State that grows (Growing): a slot of its capacity and its length, shared by every method.
-        self.growing = dict(growing or {})
+        self.growing.clear()
+        self.growing.update(growing or {})
         for g in self.growing.values():
             for p, t in ((g.path, g.slot), (f"{g.path}.length", g.length)):
                 if id(t) not in names:
@@ -584,10 +591,12 @@ class Traced(nn.Module):
                     self.settled[(id(holder), "*")] = (holder, "*", path.rsplit(".", 1)[0], list(saved), grown, "")
                 elif not (isinstance(key, str) and key in _MODULE_INTERNALS):
                     self.settled[(id(holder), key)] = (holder, key, path, was, now, lines.get((id(holder), key), ""))
+        # A list of tensors a method appends to (or pops, or empties): state that grows (growing.py).
+        lists = self._grown_lists(tree)
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors} | set(lazy)
         for holder, key, path, before, now in tree.changes():
-            if now is _MISSING or (id(holder), key) in state_places:
+            if now is _MISSING or (id(holder), key) in state_places or id(holder) in lists:
                 continue
             if before is None or before is _MISSING:  # state the first call creates (self.h = None, then a tensor)
                 shapes = _structure(now)
@@ -612,6 +621,13 @@ class Traced(nn.Module):
             slot = self.get_buffer(self._held_names[id(g.slot)][0])
             length = self.get_buffer(self._held_names[id(g.length)][0])
             d, n = g.dim, None
+            if g.kind == "list":  # a Python list of tensors: a version per length, its items views of the slot
+                k = self.regime[path] if path in self.regime else g.initial_length  # (the real tensor is no constant)
+                items = _get(g.holder, g.key)
+                view = [slot[i] for i in range(k)]
+                views[path] = (view, slot, length, list(items), items)  # the list keeps its identity
+                items[:] = view
+                continue
             if path not in self.regime:
                 n = length.item()  # under runtime_values.RuntimeValues: a value read from the state
                 view = slot[(slice(None),) * d + (slice(None, n),)]
@@ -633,6 +649,11 @@ class Traced(nn.Module):
             g = self.growing[path]
             now = _get(g.holder, g.key)
             g.holder[g.key] = was
+            if g.kind == "list":
+                now = list(now) if isinstance(now, list) else now
+                was[:] = n  # the items it held before the call
+                self._list_back(path, g, view, now, slot, length, moved)
+                continue
             if now is view:
                 continue
             d = g.dim
@@ -651,7 +672,7 @@ class Traced(nn.Module):
                 m = int(m.node.expr)
             if isinstance(m, int):  # set to a static length (a reset, a window that is full)
                 if m > g.capacity:
-                    raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}, past its capacity {g.capacity}")
+                    raise PastCapacity(f"method '{method}' makes state '{path}' {m} long along dim {d}, past its capacity {g.capacity}")
                 slot.narrow(d, 0, m).copy_(now)
                 change = ("set", m)
             else:
@@ -680,6 +701,26 @@ class Traced(nn.Module):
             else:
                 length.add_(change[1])
 
+    def _list_back(self, path: str, g, view: list, now, slot, length, moved: dict) -> None:
+        """A list of tensors that grows (appended to, popped): its items stacked into the slot, its length."""
+        method = self._tandem_method
+        if isinstance(now, list) and len(now) == len(view) and all(a is b for a, b in zip(now, view)):
+            return
+        if not isinstance(now, list) or any(
+            not isinstance(t, torch.Tensor) or t.dtype != slot.dtype or tuple(t.shape) != tuple(slot.shape[1:]) for t in now
+        ):
+            raise ExportError(
+                f"method '{method}' puts into the list '{path}' something other than {slot.dtype} tensors of shape "
+                f"{list(slot.shape[1:])}; a list of tensors that grows holds tensors like its first"
+            )
+        if len(now) > g.capacity:
+            raise PastCapacity(f"method '{method}' makes the list '{path}' {len(now)} long, past its capacity {g.capacity}")
+        if now:
+            slot.narrow(0, 0, len(now)).copy_(torch.stack(now))
+        if moved.setdefault(id(length), ("set", len(now))) != ("set", len(now)):
+            raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
+        length.fill_(len(now))
+
     def _number_back(self, place, path: str, now, installed: torch.Tensor, lines: dict) -> None:
         """The state slot of a number the method computes with takes its new value: a tensor of one
         element (computed from it), a number (set to a constant), or a value read from a tensor."""
@@ -702,6 +743,29 @@ class Traced(nn.Module):
             f"method '{self._tandem_method}' sets the number '{path}' to {what}{lines.get(place, '')}; a number a method "
             "computes with is state of one element: set it to a number, or to a value computed from it"
         )
+
+    def _grown_lists(self, tree: Snapshot) -> set:
+        """The ids of the lists of tensors (all of one shape and dtype) whose items the method changed,
+        each recorded in `grown` as ("list", holder of the list, its key, item shape, dtype, length
+        before, length after)."""
+        out = set()
+        growing = {id(_get(g.holder, g.key)) for g in self.growing.values()}
+        for obj, saved, path in tree.holders:
+            if not isinstance(obj, list) or id(obj) in growing:
+                continue
+            if len(obj) == len(saved) and all(a is b for a, b in zip(obj, saved)):
+                continue
+            items = list(obj) + list(saved)
+            if not all(isinstance(t, torch.Tensor) for t in items) or len({(tuple(t.shape), t.dtype) for t in items}) != 1:
+                continue
+            parent = next(((vars(m), k) for m, *_ in tree.modules for k, v in vars(m).items() if v is obj), None)
+            if parent is None:
+                parent = next(((h, k) for h, saved_h, _ in tree.holders for k, v in _items(saved_h) if v is obj), None)
+            if parent is None:
+                continue
+            self.grown[path] = ("list", parent[0], parent[1], tuple(items[0].shape), items[0].dtype, len(saved), len(obj))
+            out.add(id(obj))
+        return out
 
     def _write_back(self, installed, now, path: str, writes: list, holder=None, key=None) -> None:
         """Appends (state stand-in, new value) to writes when the place holds a new tensor; a tensor of
@@ -760,6 +824,10 @@ class Traced(nn.Module):
             )
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
+
+
+def _items(container):
+    return enumerate(container) if isinstance(container, list) else container.items()
 
 
 def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict, names: list) -> Traced:

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import tandem
-from cases import HistoryWindow, as_tuple, run_eager
+from cases import HistoryWindow, LastInputs, as_tuple, run_eager
 
 
 class CatAttention(nn.Module):
@@ -79,6 +79,44 @@ def test_a_window_of_a_history_matches_eager(backend):
     assert sorted(x.name for x in program.methods if x.name.startswith("forward")) == ["forward", "forward#1", "forward#2", "forward#3"]
     model = tandem.load(program.to_bytes())
     _run(model, {"forward": e, "reset": e.reset}, _calls(5, 2, (2,), seed=1), read=[("hist", lambda: e.hist)])
+
+
+def test_a_list_appended_to_and_popped_matches_eager(backend):
+    """A Python list of tensors: the slot's rows, its length int64 state, a version of each method per
+    length (its `len()` steers the code); read_state gives the items stacked."""
+    m = LastInputs()
+    e = copy.deepcopy(m)
+    program = tandem.export(m, {"forward": (torch.zeros(2),), "reset": ()})
+    assert {s.name: s.shape for s in program.states} == {"xs": (3, 2), "xs.length": ()}
+    assert m.xs == []
+    model = tandem.load(program.to_bytes())
+    items = [("xs", lambda: torch.stack(e.xs) if e.xs else torch.zeros(0, 2))]
+    _run(model, {"forward": e, "reset": e.reset}, _calls(5, 2, (2,), seed=2), read=items)
+
+
+class Log(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(x + 1)
+        return torch.stack(self.seen).sum(0)
+
+
+def test_an_unbounded_list_is_refused_naming_state_bounds_then_exports_with_it(backend):
+    m = Log()
+    with pytest.raises(tandem.ExportError, match=r"appends to the list of tensors 'seen' .*state_bounds=\{'seen': N\}"):
+        tandem.export(m, {"forward": (torch.zeros(2),)})
+    model = tandem.load(tandem.export(m, {"forward": (torch.zeros(2),)}, state_bounds={"seen": 4}).to_bytes())
+    e = copy.deepcopy(m)
+    xs = [torch.full((2,), float(i)) for i in range(5)]
+    for x in xs[:4]:
+        torch.testing.assert_close(model.forward(x), e(x))
+    with pytest.raises(tandem.TandemError) as err:
+        model.forward(xs[4])
+    assert err.value.code == "TDM_ERR_GUARD"  # no version of the method at a length past the capacity
+    torch.testing.assert_close(model.read_state("seen"), torch.stack(e.seen))
 
 
 def test_an_unbounded_growth_is_refused_naming_state_bounds_then_exports_with_it():
