@@ -19,7 +19,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .fuse import fuse_method, tie_embeddings
-from .growing import GROWING_ENTRY, PastCapacity, check_bounds, growing_state
+from .growing import add_growing, check_bounds, growing_entry, window_versions
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
@@ -347,7 +347,9 @@ def export(
         for _ in range(6):
             counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
             for r in roots.values():
-                r.bind(counters, wanted, held_scopes, lazy, growing)
+                r.growing.clear()
+                r.growing.update(growing)
+                r.bind(counters, wanted, held_scopes, lazy)
             name_of = _names_of(module, list(roots.values()))
             exported, constants, created = {}, {}, []
             for name, (fn, inputs, dynamic) in specs.items():
@@ -357,17 +359,10 @@ def export(
                     before.restore()
             found = {place for r in roots.values() for place in r.discovered}
             new_lazy = {place: c for r in roots.values() for place, c in r.created_later.items() if place not in lazy}
-            new_grown = {path: (n, r, g) for n, r in roots.items() for path, g in r.grown.items() if path not in growing}
+            new_grown = add_growing(growing, roots, state_bounds or {})  # state a method grows (growing.py)
             for r in roots.values():
                 r.discovered.clear()
                 r.created_later.clear()
-                r.grown.clear()
-            for path, (n, r, g) in new_grown.items():
-                unbounded = tuple(p for p in new_grown if p not in (state_bounds or {}))
-                growing[path] = growing_state(n, r, path, g, state_bounds or {}, growing, unbounded)
-                if growing[path].window:  # traced at the window's length (versions at the others: _window_versions)
-                    for other in roots.values() if growing[path].kind == "list" else (r,):
-                        other.regime[path] = int(growing[path].length)
             if found <= wanted and not new_lazy and not new_grown:
                 break
             wanted = wanted | found
@@ -378,7 +373,7 @@ def export(
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
         whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
         check_bounds(state_bounds or {}, growing)
-        _window_versions(specs, roots, growing, exported, whens, name_of, constants, before)
+        window_versions(_export_one, specs, roots, growing, exported, whens, name_of, constants, before)
         check_settled(_export_one, specs, roots, name_of, before)
         for name, root in roots.items():
             created += [(name, *c) for c in root.created]
@@ -434,53 +429,10 @@ def export(
             f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
             "method that computes: give one, or store the constants with tandem.export(..., metadata={...})"
         )
-    entries = {**constants, **(metadata or {})}
-    grown = {g.path: [states[_tensor_key(g.length)].name, g.dim] for g in growing.values() if _tensor_key(g.slot) in states}
-    if grown:  # read_state / readState give a growing state at its length (docs/ops.md, State that grows)
-        if GROWING_ENTRY in entries:
-            raise ExportError(f"the metadata entry '{GROWING_ENTRY}' is tandem's own (state that grows): rename it")
-        entries[GROWING_ENTRY] = grown
+    entries = growing_entry({**constants, **(metadata or {})}, growing, states)
     program = Program(list(states.values()), lowered, entries)
     _verify(program)
     return program
-
-
-def _window_versions(specs, roots, growing: dict, exported: dict, whens: dict, name_of, constants, before) -> None:
-    """A method that grows a state the code keeps to a window (`torch.cat([self.hist, x])[-w:]`) is
-    exported once per length of the window (static shapes: the window filling, then full), as versions
-    'name', 'name#1', ... that start with a `when_in` on the length (python_values.add_whens)."""
-    for g in growing.values():
-        if not g.window:
-            continue
-        # every method sees a list at each of its lengths; a tensor window only in the methods growing it
-        names = [n for n in exported if "#" not in n] if g.kind == "list" else [n for n, step in g.steps.items() if step > 0]
-        for name in names:
-            if name not in exported or exported[name] is None:
-                continue
-            if name in whens:
-                raise ExportError(
-                    f"method '{name}' keeps '{g.path}' to a window and also branches on Python values or another "
-                    "window; tandem makes versions of a method over one of them"
-                )
-            fn, inputs, dynamic = specs[name]
-            root = roots[name]
-            first = int(g.length)
-            whens[name] = [(g.length, (first, first), f"{g.path}.length")]
-            j = 0
-            for k in range(g.capacity + 1):
-                if k == first:
-                    continue
-                root.regime, root.keep = {g.path: k}, True
-                try:
-                    ep = _export_one(name, root, inputs, dynamic, name_of, constants)
-                except PastCapacity:
-                    continue  # a call at this length would grow it past the capacity: TDM_ERR_GUARD
-                finally:
-                    root.regime, root.keep = {g.path: first}, False
-                    before.restore()
-                j += 1
-                exported[f"{name}#{j}"] = ep
-                whens[f"{name}#{j}"] = [(g.length, (k, k), f"{g.path}.length")]
 
 
 def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, constants: dict):

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 import torch
 
 from .ir import ExportError
-from .snapshot import _get
+from .snapshot import _get, tensor_key
 
 EAGER_CALLS = 64  # eager calls that look for the window a method keeps a growing state to
 GROWING_ENTRY = "growing_state"  # metadata: state name -> [its length state's name, its dim]
@@ -91,6 +91,32 @@ def growing_state(
     return Growing(path, holder, key, dim, capacity, window, slot, length, steps)
 
 
+def add_growing(growing: dict, roots: dict, state_bounds: Mapping[str, int]) -> dict:
+    """Adds to `growing` what the last traces of the methods (tracing.Traced, `roots`) saw grow that it
+    lacks, and sets the length each is traced at where that is static (a window, a list); returns them."""
+    new = {path: (n, r, g) for n, r in roots.items() for path, g in r.grown.items() if path not in growing}
+    for r in roots.values():
+        r.grown.clear()
+    unbounded = tuple(p for p in new if p not in state_bounds)
+    for path, (name, root, found) in new.items():
+        g = growing[path] = growing_state(name, root, path, found, state_bounds, growing, unbounded)
+        if g.window:  # traced at the window's length (versions at the others: window_versions)
+            for other in roots.values() if g.kind == "list" else (root,):
+                other.regime[path] = g.initial_length
+    return new
+
+
+def growing_entry(entries: dict, growing: dict, states: dict) -> dict:
+    """The program's metadata with the entry that says which states grow: name -> [its length's state,
+    its dim] (read_state / readState give such a state at its length)."""
+    grown = {g.path: [states[tensor_key(g.length)].name, g.dim] for g in growing.values() if tensor_key(g.slot) in states}
+    if grown:
+        if GROWING_ENTRY in entries:
+            raise ExportError(f"the metadata entry '{GROWING_ENTRY}' is tandem's own (state that grows): rename it")
+        entries[GROWING_ENTRY] = grown
+    return entries
+
+
 def _growing_list(method: str, root, path: str, found: tuple, state_bounds, growing: dict, unbounded: tuple) -> Growing:
     """A Python list of tensors that a method appends to (and pops, or trims): rows of a slot, with the
     list's length as state, and a version of every method per length (so each sees a list of that many
@@ -156,3 +182,206 @@ def check_bounds(state_bounds: Mapping[str, int], growing: dict) -> None:
                 f"state_bounds names '{path}', which no method grows (state that grows: {known}); state_bounds "
                 "gives the capacity of a state that a method grows with torch.cat"
             )
+
+
+def window_versions(export_one, specs, roots, growing: dict, exported: dict, whens: dict, name_of, constants, before) -> None:
+    """A method that grows a state the code keeps to a window (`torch.cat([self.hist, x])[-w:]`) is
+    exported once per length of the window (static shapes: the window filling, then full), as versions
+    'name', 'name#1', ... that start with a `when_in` on the length (python_values.add_whens)."""
+    for g in growing.values():
+        if not g.window:
+            continue
+        # every method sees a list at each of its lengths; a tensor window only in the methods growing it
+        names = [n for n in exported if "#" not in n] if g.kind == "list" else [n for n, step in g.steps.items() if step > 0]
+        for name in names:
+            if name not in exported or exported[name] is None:
+                continue
+            if name in whens:
+                raise ExportError(
+                    f"method '{name}' keeps '{g.path}' to a window and also branches on Python values or another "
+                    "window; tandem makes versions of a method over one of them"
+                )
+            fn, inputs, dynamic = specs[name]
+            root = roots[name]
+            first = int(g.length)
+            whens[name] = [(g.length, (first, first), f"{g.path}.length")]
+            j = 0
+            for k in range(g.capacity + 1):
+                if k == first:
+                    continue
+                root.regime, root.keep = {g.path: k}, True
+                try:
+                    ep = export_one(name, root, inputs, dynamic, name_of, constants)
+                except PastCapacity:
+                    continue  # a call at this length would grow it past the capacity: TDM_ERR_GUARD
+                finally:
+                    root.regime, root.keep = {g.path: first}, False
+                    before.restore()
+                j += 1
+                exported[f"{name}#{j}"] = ep
+                whens[f"{name}#{j}"] = [(g.length, (k, k), f"{g.path}.length")]
+
+
+# While a method is traced (self: its tracing.Traced).
+
+
+def hold_growing(self, names: dict) -> None:
+    """Registers the slot and the length of each state that grows as buffers of the tracing.Traced."""
+    for g in self.growing.values():
+        for p, t in ((g.path, g.slot), (f"{g.path}.length", g.length)):
+            if id(t) not in names:
+                names[id(t)] = f"_tandem_held_{len(self._held_names)}"
+                self.register_buffer(names[id(t)], t, persistent=False)
+            self._held_names.setdefault(id(t), (names[id(t)], p))
+
+
+def grew(self, installed: torch.Tensor, now, path: str, holder, key) -> bool:
+    """Whether a state tensor was replaced by one of its dtype and rank that differs along one dim,
+    recorded in self.grown: path -> (holder, key, dim, shape before, length after)."""
+    if not isinstance(now, torch.Tensor) or now.dtype != installed.dtype or now.dim() != installed.dim():
+        return False
+    differ = [i for i, (a, b) in enumerate(zip(now.shape, installed.shape)) if not (isinstance(a, int) and a == b)]
+    if len(differ) != 1:
+        return False
+    self.grown[path] = (holder, key, differ[0], tuple(installed.shape), now.shape[differ[0]])
+    return True
+
+
+def growing_views(self) -> dict:
+    """Each state that grows stands, while the method runs, as the part of its slot its length says:
+    `slot[:n]` along its dim with n read from the length state (a dim bound from the state,
+    runtime_values._Reads.prefix), or, for a version at a static length (self.regime), that many rows."""
+    views = {}
+    for path, g in self.growing.items():
+        slot = self.get_buffer(self._held_names[id(g.slot)][0])
+        length = self.get_buffer(self._held_names[id(g.length)][0])
+        d, n = g.dim, None
+        if g.kind == "list":  # a Python list of tensors: a version per length, its items views of the slot
+            k = self.regime[path] if path in self.regime else g.initial_length  # (the real tensor is no constant)
+            items = _get(g.holder, g.key)
+            view = [slot[i] for i in range(k)]
+            views[path] = (view, slot, length, list(items), items)  # the list keeps its identity
+            items[:] = view
+            continue
+        if path not in self.regime:
+            n = length.item()  # under runtime_values.RuntimeValues: a value read from the state
+            view = slot[(slice(None),) * d + (slice(None, n),)]
+            step = g.steps.get(self._tandem_method, 0)
+            if step > 0:
+                torch._check(view.shape[d] + step <= g.capacity)  # the call that would grow past it fails first
+        else:
+            view = slot.narrow(d, 0, self.regime[path])
+        views[path] = (view, slot, length, n, _get(g.holder, g.key))
+        g.holder[g.key] = view
+    return views
+
+
+def growing_back(self, views: dict) -> None:
+    """The new value of each state that grows (torch.cat onto it, a window of it) is written into the
+    start of its slot, and its length into the length state."""
+    method = self._tandem_method
+    moved: dict = {}  # id of a length (shared by state grown in step) -> the rows added
+    for path, (view, slot, length, n, was) in views.items():
+        g = self.growing[path]
+        now = _get(g.holder, g.key)
+        g.holder[g.key] = was
+        if g.kind == "list":
+            now = list(now) if isinstance(now, list) else now
+            was[:] = n  # the items it held before the call
+            _list_back(self, path, g, view, now, slot, length, moved)
+            continue
+        if now is view:
+            continue
+        d = g.dim
+        if (
+            not isinstance(now, torch.Tensor)
+            or now.dtype != view.dtype
+            or now.dim() != view.dim()
+            or any(not (isinstance(a, int) and a == b) for i, (a, b) in enumerate(zip(now.shape, slot.shape)) if i != d)
+        ):
+            raise ExportError(
+                f"method '{method}' replaces state '{path}' ({slot.dtype}, growing along dim {d}) with a value of "
+                "another dtype, rank or size along its other dims; state that grows keeps them"
+            )
+        m = now.shape[d]
+        if isinstance(m, torch.SymInt) and m.node.expr.is_number:
+            m = int(m.node.expr)
+        if isinstance(m, int):  # set to a static length (a reset, a window that is full)
+            if m > g.capacity:
+                raise PastCapacity(f"method '{method}' makes state '{path}' {m} long along dim {d}, past its capacity {g.capacity}")
+            slot.narrow(d, 0, m).copy_(now)
+            change = ("set", m)
+        else:
+            if n is None:
+                raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}: a length tandem cannot follow")
+            shift = m - view.shape[d]
+            expr = shift.node.expr if isinstance(shift, torch.SymInt) else shift
+            if not getattr(expr, "is_number", isinstance(expr, int)):
+                raise ExportError(
+                    f"method '{method}' changes the length of state '{path}' along dim {d} by {expr}, an amount that "
+                    "depends on a size; tandem follows state that grows by the same number of rows each call "
+                    "(torch.cat of a fixed-size tensor, a window of it), or that a method sets to a fixed length"
+                )
+            step = int(expr)
+            g.steps.setdefault(method, step)
+            dst = slot[(slice(None),) * d + (slice(None, n + step),)]  # a limit: n + step <= capacity
+            dst.copy_(now)
+            change = ("add", step)
+        if id(length) in moved:
+            if moved[id(length)] != change:
+                raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
+            continue
+        moved[id(length)] = change
+        if change[0] == "set":
+            length.fill_(change[1])
+        else:
+            length.add_(change[1])
+
+
+def _list_back(self, path: str, g, view: list, now, slot, length, moved: dict) -> None:
+    """A list of tensors that grows (appended to, popped): its items stacked into the slot, its length."""
+    method = self._tandem_method
+    if isinstance(now, list) and len(now) == len(view) and all(a is b for a, b in zip(now, view)):
+        return
+    if not isinstance(now, list) or any(
+        not isinstance(t, torch.Tensor) or t.dtype != slot.dtype or tuple(t.shape) != tuple(slot.shape[1:]) for t in now
+    ):
+        raise ExportError(
+            f"method '{method}' puts into the list '{path}' something other than {slot.dtype} tensors of shape "
+            f"{list(slot.shape[1:])}; a list of tensors that grows holds tensors like its first"
+        )
+    if len(now) > g.capacity:
+        raise PastCapacity(f"method '{method}' makes the list '{path}' {len(now)} long, past its capacity {g.capacity}")
+    if now:
+        slot.narrow(0, 0, len(now)).copy_(torch.stack(now))
+    if moved.setdefault(id(length), ("set", len(now))) != ("set", len(now)):
+        raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
+    length.fill_(len(now))
+
+
+def grown_lists(self, tree) -> set:
+    """The ids of the lists of tensors (all of one shape and dtype) whose length the method changed,
+    each recorded in `grown` as ("list", holder of the list, its key, item shape, dtype, length
+    before, length after)."""
+    out = set()
+    growing = {id(_get(g.holder, g.key)) for g in self.growing.values()}
+    for obj, saved, path in tree.holders:
+        if not isinstance(obj, list) or id(obj) in growing:
+            continue
+        if len(obj) == len(saved):  # unchanged, or items replaced: state tensors held in a list (tracing.py)
+            continue
+        items = list(obj) + list(saved)
+        if not all(isinstance(t, torch.Tensor) for t in items) or len({(tuple(t.shape), t.dtype) for t in items}) != 1:
+            continue
+        parent = next(((vars(m), k) for m, *_ in tree.modules for k, v in vars(m).items() if v is obj), None)
+        if parent is None:
+            parent = next(((h, k) for h, saved_h, _ in tree.holders for k, v in _items(saved_h) if v is obj), None)
+        if parent is None:
+            continue
+        self.grown[path] = ("list", parent[0], parent[1], tuple(items[0].shape), items[0].dtype, len(saved), len(obj))
+        out.add(id(obj))
+    return out
+
+
+def _items(container):
+    return enumerate(container) if isinstance(container, list) else container.items()

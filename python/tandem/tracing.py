@@ -31,14 +31,13 @@ what the user's module looks like afterwards.
 from __future__ import annotations
 
 import inspect
-import traceback
 from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
 from . import probe
-from .growing import PastCapacity
+from .growing import grew, growing_back, growing_views, grown_lists, hold_growing
 from .ir import ExportError
 from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
@@ -54,87 +53,7 @@ from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _structure,
     _tensors_in,
 )
-
-
-class _watching:
-    """While the method runs: the user's line that sets a non-tensor attribute of a module, and
-    `tensor.data` as the user's code means it (`.data` read: the tensor itself, detached; `.data =
-    value`: an in-place copy into it, so a buffer's new value is a state write)."""
-
-    def __init__(self, lines: dict, numbers: set = frozenset()):
-        self.lines = lines
-        self.numbers = set(numbers)
-
-    def __enter__(self):
-        lines, setattr_, numbers = self.lines, nn.Module.__setattr__, self.numbers
-        # A tensor standing for a Python number behaves as one: `n += 1` gives a new value (a name
-        # bound to the old one keeps it).
-        self._inplace = {}
-        for name, op in _AUGMENTED.items():
-            inplace = getattr(torch.Tensor, name)
-            self._inplace[name] = inplace
-
-            def augmented(t, other, _inplace=inplace, _op=op):
-                if id(t) not in numbers:
-                    return _inplace(t, other)
-                out = _op(t, other)
-                numbers.add(id(out))
-                return out
-
-            setattr(torch.Tensor, name, augmented)
-
-        def record(module, name, value):
-            if not isinstance(value, (torch.Tensor, nn.Module)):
-                lines[(id(vars(module)), name)] = _stack_line()
-            setattr_(module, name, value)
-
-        self._setattr = setattr_
-        nn.Module.__setattr__ = record
-        base = torch._C.TensorBase.data
-
-        class _Data:
-            def __get__(self, obj, typ=None):
-                if obj is None:
-                    return base
-                return obj.detach() if _called_from_user() else base.__get__(obj, typ)
-
-            def __set__(self, obj, value):
-                if not _called_from_user():
-                    return base.__set__(obj, value)
-                if not isinstance(value, torch.Tensor) or value.shape != obj.shape or value.dtype != obj.dtype:
-                    raise ExportError(
-                        f"'.data =' gives a tensor of {obj.dtype}{list(obj.shape)} a value of another shape or dtype"
-                        f"{_stack_line()}; state keeps its dtype and shape: assign a tensor like it"
-                    )
-                with torch.no_grad():
-                    obj.copy_(value)
-
-        torch.Tensor.data = _Data()
-        return self
-
-    def __exit__(self, *exc):
-        nn.Module.__setattr__ = self._setattr
-        del torch.Tensor.data
-        for name, inplace in self._inplace.items():
-            setattr(torch.Tensor, name, inplace)
-        return False
-
-
-_AUGMENTED = {
-    "__iadd__": __import__("operator").add,
-    "__isub__": __import__("operator").sub,
-    "__imul__": __import__("operator").mul,
-    "__itruediv__": __import__("operator").truediv,
-    "__ifloordiv__": __import__("operator").floordiv,
-    "__imod__": __import__("operator").mod,
-}
-
-
-def _called_from_user() -> bool:
-    from .lowering.provenance import is_user_file
-
-    f = __import__("sys")._getframe(2)
-    return is_user_file(f.f_code.co_filename)
+from .watching import _stack_line, _watching
 
 
 def _subst(v, fakes: dict):
@@ -189,16 +108,6 @@ def _node_line(node) -> str:
     from .lowering.provenance import source_line
 
     return source_line(node)
-
-
-def _stack_line() -> str:
-    from .lowering.provenance import is_user_file
-
-    frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
 
 
 _FOUND: dict = {}  # token of a Traced -> what its traces found
@@ -309,27 +218,15 @@ class Traced(nn.Module):
         """place -> path of each number or bool without a tensor that a trace saw the method change."""
         return _FOUND[self._tandem_token]["discovered"]
 
-    @property
-    def growing(self) -> dict:
-        """path -> growing.Growing: state that grows, held in a slot of its capacity (bind)."""
-        return _FOUND[self._tandem_token]["growing"]
-
-    @property
-    def grown(self) -> dict:
-        """path -> (holder, key, dim, shape before, shape after) of each state tensor that the last trace saw
-        the method replace by a longer or shorter one along one dim (torch.cat onto it, a window of it)."""
-        return _FOUND[self._tandem_token]["grown"]
+    # path -> growing.Growing: state that grows (set before bind); path -> what the last trace saw grow
+    growing = property(lambda self: _FOUND[self._tandem_token]["growing"])
+    grown = property(lambda self: _FOUND[self._tandem_token]["grown"])
 
     def forget(self) -> None:
         _FOUND.pop(self._tandem_token, None)
 
     def bind(
-        self,
-        counters: Optional[dict] = None,
-        wanted: frozenset = frozenset(),
-        scopes: tuple = (),
-        lazy: Optional[dict] = None,
-        growing: Optional[dict] = None,
+        self, counters: Optional[dict] = None, wanted: frozenset = frozenset(), scopes: tuple = (), lazy: Optional[dict] = None
     ) -> dict:
         """Snapshot the owner, the held containers and the scopes (globals), register their tensors as
         buffers of this wrapper; returns {id(tensor): buffer name} (buffers of the owner keep their
@@ -369,15 +266,7 @@ class Traced(nn.Module):
                     names[id(t)] = f"_tandem_held_{len(self._held_names)}"
                     self.register_buffer(names[id(t)], t, persistent=False)
                 self._held_names.setdefault(id(t), (names[id(t)], p))
-        # State that grows (Growing): a slot of its capacity and its length, shared by every method.
-        self.growing.clear()
-        self.growing.update(growing or {})
-        for g in self.growing.values():
-            for p, t in ((g.path, g.slot), (f"{g.path}.length", g.length)):
-                if id(t) not in names:
-                    names[id(t)] = f"_tandem_held_{len(self._held_names)}"
-                    self.register_buffer(names[id(t)], t, persistent=False)
-                self._held_names.setdefault(id(t), (names[id(t)], p))
+        hold_growing(self, names)  # state that grows: a slot of its capacity and its length (growing.py)
         # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
         # which becomes state when a method changes the int.
         _FOUND[self._tandem_token]["counters"] = {}
@@ -464,7 +353,7 @@ class Traced(nn.Module):
             if isinstance(tensor, torch.Tensor):
                 versions[id(tensor)] = (tensor._version, _stack_line())
 
-        views = self._grow_views()
+        views = growing_views(self)
         handle = nn.modules.module.register_module_buffer_registration_hook(on_register)
         lines: dict = {}  # (id(module __dict__), name) -> the user's line that set a value there
         try:
@@ -474,7 +363,7 @@ class Traced(nn.Module):
                 else:
                     out = self._tandem_fn(*args)
             handle.remove()
-            self._grow_back(views)
+            growing_back(self, views)
             self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots)
         finally:
             handle.remove()
@@ -591,8 +480,7 @@ class Traced(nn.Module):
                     self.settled[(id(holder), "*")] = (holder, "*", path.rsplit(".", 1)[0], list(saved), grown, "")
                 elif not (isinstance(key, str) and key in _MODULE_INTERNALS):
                     self.settled[(id(holder), key)] = (holder, key, path, was, now, lines.get((id(holder), key), ""))
-        # A list of tensors a method appends to (or pops, or empties): state that grows (growing.py).
-        lists = self._grown_lists(tree)
+        lists = grown_lists(self, tree)  # lists of tensors a method appends to, pops or empties (growing.py)
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors} | set(lazy)
         for holder, key, path, before, now in tree.changes():
@@ -611,115 +499,6 @@ class Traced(nn.Module):
                 if id(t) in self._stand_ins or (t._base is not None and id(t._base) in self._stand_ins):
                     continue  # a stand-in of a parameter, buffer or state, or a view of one
                 self._created(p, t, versions, tracer, input_nodes, buffer_nodes)
-
-    def _grow_views(self) -> dict:
-        """Each state that grows stands, while the method runs, as the part of its slot its length says:
-        `slot[:n]` along its dim with n read from the length state (a dim bound from the state,
-        runtime_values._Reads.prefix), or, for a version at a static length (self.regime), that many rows."""
-        views = {}
-        for path, g in self.growing.items():
-            slot = self.get_buffer(self._held_names[id(g.slot)][0])
-            length = self.get_buffer(self._held_names[id(g.length)][0])
-            d, n = g.dim, None
-            if g.kind == "list":  # a Python list of tensors: a version per length, its items views of the slot
-                k = self.regime[path] if path in self.regime else g.initial_length  # (the real tensor is no constant)
-                items = _get(g.holder, g.key)
-                view = [slot[i] for i in range(k)]
-                views[path] = (view, slot, length, list(items), items)  # the list keeps its identity
-                items[:] = view
-                continue
-            if path not in self.regime:
-                n = length.item()  # under runtime_values.RuntimeValues: a value read from the state
-                view = slot[(slice(None),) * d + (slice(None, n),)]
-                step = g.steps.get(self._tandem_method, 0)
-                if step > 0:
-                    torch._check(view.shape[d] + step <= g.capacity)  # the call that would grow past it fails first
-            else:
-                view = slot.narrow(d, 0, self.regime[path])
-            views[path] = (view, slot, length, n, _get(g.holder, g.key))
-            g.holder[g.key] = view
-        return views
-
-    def _grow_back(self, views: dict) -> None:
-        """The new value of each state that grows (torch.cat onto it, a window of it) is written into the
-        start of its slot, and its length into the length state."""
-        method = self._tandem_method
-        moved: dict = {}  # id of a length (shared by state grown in step) -> the rows added
-        for path, (view, slot, length, n, was) in views.items():
-            g = self.growing[path]
-            now = _get(g.holder, g.key)
-            g.holder[g.key] = was
-            if g.kind == "list":
-                now = list(now) if isinstance(now, list) else now
-                was[:] = n  # the items it held before the call
-                self._list_back(path, g, view, now, slot, length, moved)
-                continue
-            if now is view:
-                continue
-            d = g.dim
-            if (
-                not isinstance(now, torch.Tensor)
-                or now.dtype != view.dtype
-                or now.dim() != view.dim()
-                or any(not (isinstance(a, int) and a == b) for i, (a, b) in enumerate(zip(now.shape, slot.shape)) if i != d)
-            ):
-                raise ExportError(
-                    f"method '{method}' replaces state '{path}' ({slot.dtype}, growing along dim {d}) with a value of "
-                    "another dtype, rank or size along its other dims; state that grows keeps them"
-                )
-            m = now.shape[d]
-            if isinstance(m, torch.SymInt) and m.node.expr.is_number:
-                m = int(m.node.expr)
-            if isinstance(m, int):  # set to a static length (a reset, a window that is full)
-                if m > g.capacity:
-                    raise PastCapacity(f"method '{method}' makes state '{path}' {m} long along dim {d}, past its capacity {g.capacity}")
-                slot.narrow(d, 0, m).copy_(now)
-                change = ("set", m)
-            else:
-                if n is None:
-                    raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}: a length tandem cannot follow")
-                shift = m - view.shape[d]
-                expr = shift.node.expr if isinstance(shift, torch.SymInt) else shift
-                if not getattr(expr, "is_number", isinstance(expr, int)):
-                    raise ExportError(
-                        f"method '{method}' changes the length of state '{path}' along dim {d} by {expr}, an amount that "
-                        "depends on a size; tandem follows state that grows by the same number of rows each call "
-                        "(torch.cat of a fixed-size tensor, a window of it), or that a method sets to a fixed length"
-                    )
-                step = int(expr)
-                g.steps.setdefault(method, step)
-                dst = slot[(slice(None),) * d + (slice(None, n + step),)]  # a limit: n + step <= capacity
-                dst.copy_(now)
-                change = ("add", step)
-            if id(length) in moved:
-                if moved[id(length)] != change:
-                    raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
-                continue
-            moved[id(length)] = change
-            if change[0] == "set":
-                length.fill_(change[1])
-            else:
-                length.add_(change[1])
-
-    def _list_back(self, path: str, g, view: list, now, slot, length, moved: dict) -> None:
-        """A list of tensors that grows (appended to, popped): its items stacked into the slot, its length."""
-        method = self._tandem_method
-        if isinstance(now, list) and len(now) == len(view) and all(a is b for a, b in zip(now, view)):
-            return
-        if not isinstance(now, list) or any(
-            not isinstance(t, torch.Tensor) or t.dtype != slot.dtype or tuple(t.shape) != tuple(slot.shape[1:]) for t in now
-        ):
-            raise ExportError(
-                f"method '{method}' puts into the list '{path}' something other than {slot.dtype} tensors of shape "
-                f"{list(slot.shape[1:])}; a list of tensors that grows holds tensors like its first"
-            )
-        if len(now) > g.capacity:
-            raise PastCapacity(f"method '{method}' makes the list '{path}' {len(now)} long, past its capacity {g.capacity}")
-        if now:
-            slot.narrow(0, 0, len(now)).copy_(torch.stack(now))
-        if moved.setdefault(id(length), ("set", len(now))) != ("set", len(now)):
-            raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
-        length.fill_(len(now))
 
     def _number_back(self, place, path: str, now, installed: torch.Tensor, lines: dict) -> None:
         """The state slot of a number the method computes with takes its new value: a tensor of one
@@ -744,29 +523,6 @@ class Traced(nn.Module):
             "computes with is state of one element: set it to a number, or to a value computed from it"
         )
 
-    def _grown_lists(self, tree: Snapshot) -> set:
-        """The ids of the lists of tensors (all of one shape and dtype) whose items the method changed,
-        each recorded in `grown` as ("list", holder of the list, its key, item shape, dtype, length
-        before, length after)."""
-        out = set()
-        growing = {id(_get(g.holder, g.key)) for g in self.growing.values()}
-        for obj, saved, path in tree.holders:
-            if not isinstance(obj, list) or id(obj) in growing:
-                continue
-            if len(obj) == len(saved) and all(a is b for a, b in zip(obj, saved)):
-                continue
-            items = list(obj) + list(saved)
-            if not all(isinstance(t, torch.Tensor) for t in items) or len({(tuple(t.shape), t.dtype) for t in items}) != 1:
-                continue
-            parent = next(((vars(m), k) for m, *_ in tree.modules for k, v in vars(m).items() if v is obj), None)
-            if parent is None:
-                parent = next(((h, k) for h, saved_h, _ in tree.holders for k, v in _items(saved_h) if v is obj), None)
-            if parent is None:
-                continue
-            self.grown[path] = ("list", parent[0], parent[1], tuple(items[0].shape), items[0].dtype, len(saved), len(obj))
-            out.add(id(obj))
-        return out
-
     def _write_back(self, installed, now, path: str, writes: list, holder=None, key=None) -> None:
         """Appends (state stand-in, new value) to writes when the place holds a new tensor; a tensor of
         the state's dtype and rank that differs along one dim is state that grows (`grown`)."""
@@ -777,11 +533,8 @@ class Traced(nn.Module):
             if isinstance(now, torch.Tensor) and now.shape == installed.shape and now.dtype == installed.dtype:
                 writes.append((installed, now))
                 return
-            if holder is not None and isinstance(now, torch.Tensor) and now.dtype == installed.dtype and now.dim() == installed.dim():
-                differ = [i for i, (a, b) in enumerate(zip(now.shape, installed.shape)) if not (isinstance(a, int) and a == b)]
-                if len(differ) == 1:
-                    self.grown[path] = (holder, key, differ[0], tuple(installed.shape), now.shape[differ[0]])
-                    return
+            if holder is not None and grew(self, installed, now, path, holder, key):
+                return
             what = (
                 f"a {now.dtype} tensor of shape {list(now.shape)}"
                 if isinstance(now, torch.Tensor)
@@ -824,10 +577,6 @@ class Traced(nn.Module):
             )
         deps = {buffer_nodes[n] for n in sources if n in buffer_nodes}
         self.created.append((path, line, deps))
-
-
-def _items(container):
-    return enumerate(container) if isinstance(container, list) else container.items()
 
 
 def traced(method: str, fn: Callable, owner: nn.Module, call_owner: bool, args: tuple, held: dict, names: list) -> Traced:
