@@ -16,6 +16,7 @@ from typing import Any, Mapping, Optional
 import torch
 
 from .ir import ExportError
+from .runtime_values import _upper
 from .snapshot import _get, tensor_key
 
 EAGER_CALLS = 64  # eager calls that look for the window a method keeps a growing state to
@@ -54,7 +55,7 @@ def growing_state(
         return _growing_list(method, root, path, found, state_bounds, growing, unbounded)
     holder, key, dim, before, after = found
     initial = _get(holder, key)
-    step = after - before[dim] if isinstance(after, int) else None
+    step = (after if isinstance(after, int) else _upper(after)) - before[dim]  # (a dynamic one at its largest)
     if path in state_bounds:
         capacity, window = int(state_bounds[path]), False
     else:
@@ -316,19 +317,19 @@ def growing_back(self, views: dict) -> None:
                 raise ExportError(f"method '{method}' makes state '{path}' {m} long along dim {d}: a length tandem cannot follow")
             shift = m - view.shape[d]
             expr = shift.node.expr if isinstance(shift, torch.SymInt) else shift
-            if not getattr(expr, "is_number", isinstance(expr, int)):
+            if isinstance(view.shape[d], torch.SymInt) and view.shape[d].node.expr in getattr(expr, "free_symbols", ()):
                 raise ExportError(
                     f"method '{method}' changes the length of state '{path}' along dim {d} by {expr}, an amount that "
-                    "depends on a size; tandem follows state that grows by the same number of rows each call "
-                    "(torch.cat of a fixed-size tensor, a window of it), or that a method sets to a fixed length"
+                    "depends on the length itself; tandem follows state that grows by the rows a call adds (torch.cat "
+                    "onto it: a fixed number, or a dim of the inputs), a window of it, or that a method sets to a fixed length"
                 )
-            step = int(expr)
-            g.steps.setdefault(method, step)
+            step = int(expr) if getattr(expr, "is_number", False) else shift  # a number, or a size of the inputs
+            g.steps.setdefault(method, step if isinstance(step, int) else _upper(step))
             dst = slot[(slice(None),) * d + (slice(None, n + step),)]  # a limit: n + step <= capacity
             dst.copy_(now)
             change = ("add", step)
         if id(length) in moved:
-            if moved[id(length)] != change:
+            if str(moved[id(length)]) != str(change):  # (sizes compared as expressions, not values)
                 raise ExportError(f"method '{method}' changes the length of '{path}' unlike the state that shares it")
             continue
         moved[id(length)] = change

@@ -172,3 +172,38 @@ def test_the_work_of_a_call_follows_the_current_length():
     model.write_state("k.length", torch.tensor(3000))
     long = best()  # lengths 3000..3004
     assert long > 3 * short  # at capacity throughout, the two would take the same time
+
+
+class PromptCache(nn.Module):
+    """Keys and values of a prompt of any length 1..4 (a dynamic dim), appended with torch.cat."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.register_buffer("ck", torch.zeros(1, 0, 4))
+        self.register_buffer("cv", torch.zeros(1, 0, 4))
+
+    def forward(self, x):  # x [1, T, 4]
+        self.ck = torch.cat([self.ck, self.k(x)], dim=1)
+        self.cv = torch.cat([self.cv, self.v(x)], dim=1)
+        return torch.softmax(self.q(x) @ self.ck.transpose(1, 2) / 2, -1) @ self.cv
+
+
+def test_a_cache_grown_by_a_dynamic_number_of_rows(backend):
+    """The rows a call adds may be a dim of its inputs: the length's maximum is the capacity minus the
+    dim's maximum, so a call at a longer length fails with TDM_ERR_INDEX, the state unchanged."""
+    torch.manual_seed(2)
+    m = PromptCache()
+    e = copy.deepcopy(m)
+    T = torch.export.Dim("T", min=1, max=4)
+    spec = {"forward": tandem.Method(m, (torch.randn(1, 2, 4),), dynamic_shapes=({1: T},))}
+    model = tandem.load(tandem.export(m, spec, state_bounds={"ck": 10, "cv": 10}).to_bytes())
+    assert model.dims["forward"] == {"T": (1, 4), "ck.length": (0, 6)}
+    for n in (3, 1, 2):
+        x = torch.randn(1, n, 4)
+        torch.testing.assert_close(model.forward(x), e(x))
+        torch.testing.assert_close(model.read_state("cv"), e.cv)
+    model.forward(torch.randn(1, 1, 4))  # length 7: past 10 - 4
+    with pytest.raises(tandem.TandemError) as err:
+        model.forward(torch.randn(1, 1, 4))
+    assert err.value.code == "TDM_ERR_INDEX" and model.read_state("ck").shape == (1, 7, 4)
