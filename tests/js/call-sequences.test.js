@@ -105,8 +105,12 @@ test('bytes, ArrayBuffer and Response sources load', async () => {
   }
 });
 
-test('a history kept to a window: readState gives it at its length, reset empties it', async () => {
-  const model = await load(fixture('history_window').path);
+test('a history kept to a window: readState gives it at its length, reset empties it, inline and in a worker', async () => {
+  for (const worker of [false, true]) await windowAtItsLength(worker);
+});
+
+async function windowAtItsLength(worker) {
+  const model = await load(fixture('history_window').path, { worker });
   try {
     assert.deepEqual(model.state.find((s) => s.name === 'hist').shape, [3, 2]); // the slot, at its capacity
     assert.equal(model.metadata.growing_state, undefined);
@@ -123,4 +127,4 @@ test('a history kept to a window: readState gives it at its length, reset emptie
   } finally {
     model.dispose();
   }
-});
+}
