@@ -456,6 +456,58 @@ def branches():
     return m, {"forward": (torch.zeros(3),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class HistoryWindow(nn.Module):
+    """A history of the last 3 inputs, kept as `torch.cat([self.hist, x[None]])[-3:]` from an empty
+    one: state that grows to a window (python/tandem/growing.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("hist", torch.zeros(0, 2))
+
+    def forward(self, x):
+        self.hist = torch.cat([self.hist, x[None]])[-3:]
+        return self.hist.sum(0) * 2 + self.hist[0]
+
+    def reset(self):
+        self.hist = torch.zeros(0, 2)
+
+
+def history_window():
+    m = HistoryWindow()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(5)
+    xs = [torch.randn(2, generator=g) for _ in range(7)]
+    calls = [("forward", (x,)) for x in xs[:5]] + [("reset", ())] + [("forward", (x,)) for x in xs[5:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
+class LastInputs(nn.Module):
+    """A Python list of the last 3 inputs, appended to and popped (`pop(0)` past 3): state that grows
+    to a bound the code gives, its length steering the code (python/tandem/growing.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.xs = []
+
+    def forward(self, x):
+        self.xs.append(x * 2)
+        if len(self.xs) > 3:
+            self.xs.pop(0)
+        return torch.stack(self.xs).mean(0) + len(self.xs)
+
+    def reset(self):
+        self.xs.clear()
+
+
+def last_inputs():
+    m = LastInputs()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(6)
+    xs = [torch.randn(2, generator=g) for _ in range(7)]
+    calls = [("forward", (x,)) for x in xs[:5]] + [("reset", ())] + [("forward", (x,)) for x in xs[5:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 CASES = {
     "original_report": original_report,
     "accumulator": accumulator,
@@ -470,6 +522,8 @@ CASES = {
     "python_values": python_values,
     "delayed": delayed,
     "branches": branches,
+    "history_window": history_window,
+    "last_inputs": last_inputs,
 }
 
 

@@ -78,14 +78,27 @@ const isTensorLike = (v) => v instanceof Tensor || (!isPlainObject(v) && 'data' 
 const copyOf = (t) => new Tensor(t.dtype, t.data.slice(), t.shape);
 const isPromise = (v) => typeof v?.then === 'function';
 
+/** The first n entries along dim of a state tensor's data (a state that grows, at its length). */
+function prefixOf(s, data, n, dim) {
+  const shape = s.shape.slice();
+  const capacity = shape[dim];
+  shape[dim] = n;
+  const inner = numelOf(shape.slice(dim + 1)), outer = numelOf(shape.slice(0, dim));
+  const out = new data.constructor(outer * n * inner);
+  for (let o = 0; o < outer; o++) out.set(data.subarray(o * capacity * inner, (o * capacity + n) * inner), o * n * inner);
+  return new Tensor(s.dtype, out, shape);
+}
+
 /** What a model and its forks share: the backend's frozen info, the method index, the tokenizer,
  * the load options the model keeps. */
 function sharedOf(info, { flagFraction = DEFAULT_FLAG_FRACTION, deviceReason = null, wasmPaths } = {}) {
   const index = new Map();
   info.methodSpecs.forEach((m, i) => m.version || index.set(m.name, i));
+  // State that grows (python/tandem/growing.py): name -> [its length's state name, its dim].
+  const { growing_state: growing = {}, ...metadata } = info.metadata;
   return {
     methodSpecs: info.methodSpecs, stateLayout: info.stateLayout, index, flagFraction, deviceReason, wasmPaths,
-    methods: frozenCopy(info.methods), state: frozenCopy(info.state), metadata: frozenCopy(info.metadata),
+    growing, methods: frozenCopy(info.methods), state: frozenCopy(info.state), metadata: frozenCopy(metadata),
     tokenizerText: info.tokenizerText ?? null, tokenizer: null,
   };
 }
@@ -256,11 +269,15 @@ export class Model {
     })];
   }
 
-  /** A copy of one state tensor. */
+  /** A copy of one state tensor; a state that grows at its current length. */
   readState(name) {
     return this.#state('readState', name, (s) => () => {
       const data = this.#backend.readState(s);
-      return isPromise(data) ? data.then((d) => new Tensor(s.dtype, d, s.shape)) : new Tensor(s.dtype, data, s.shape);
+      const grow = this.#shared.growing[name];
+      if (!grow) return isPromise(data) ? data.then((d) => new Tensor(s.dtype, d, s.shape)) : new Tensor(s.dtype, data, s.shape);
+      const length = this.#backend.readState(this.#shared.stateLayout.find((t) => t.name === grow[0]));
+      const cut = (d, l) => prefixOf(s, d, Number(l[0]), grow[1]);
+      return isPromise(data) || isPromise(length) ? Promise.all([data, length]).then(([d, l]) => cut(d, l)) : cut(data, length);
     });
   }
 

@@ -132,6 +132,7 @@ interface ModelApi<T extends MethodTypes> {
   /** Call a method with its inputs by name, as onnxruntime-web's session.run(feeds): its outputs by
    * name, or null where a method exported in versions ran one that returns None. */
   run<M extends keyof T & string>(method: M, feeds: T[M]['feeds'], options?: CallOptions): Promise<T[M]['outputs']>;
+  /** A copy of one state tensor; a state that grows (torch.cat onto it) at its current length. */
   readState(name: string): Promise<Tensor>;
   writeState(name: string, value: Input): Promise<void>;
   saveState(): Promise<Uint8Array>;

@@ -20,6 +20,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from .format import file_ops
 from .fuse import fuse_method, tie_embeddings
+from .growing import add_growing, check_bounds, growing_entry, window_versions
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
@@ -311,6 +312,7 @@ def export(
     quantize_skip: Skip = None,
     quantize_convs: Union[bool, str] = False,
     seed: int = 0,
+    state_bounds: Optional[Mapping[str, int]] = None,
 ) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
@@ -324,7 +326,10 @@ def export(
     quantize_convs: True / "int8" (with "int8"), "bf16" or "int16" (any quantize): the big convs too (docs/ops.md)
 
     seed: the initial seed of the program's random generator (the `__rng__` state slot, added when a
-    method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling)."""
+    method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling).
+
+    state_bounds: state path -> capacity, for state that a method grows (`self.k = torch.cat([self.k, k],
+    dim=2)`) where the code gives it no bound (docs/ops.md, State that grows)."""
     specs = _normalize(module, methods)
     roots = {name: _traced(name, fn, inputs) for name, (fn, inputs, _) in specs.items()}
     for fn, _, _ in specs.values():
@@ -339,9 +344,12 @@ def export(
         # methods are traced again with a tensor standing for each one found.
         wanted: frozenset = frozenset()
         lazy: dict = {}  # place -> (holder, key, path, value before, slots, presence) of state the first call creates
-        for _ in range(4):
+        growing: dict = {}  # path -> growing.Growing: state a method grows (torch.cat onto it)
+        for _ in range(6):
             counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
             for r in roots.values():
+                r.growing.clear()
+                r.growing.update(growing)
                 r.bind(counters, wanted, held_scopes, lazy)
             name_of = _names_of(module, list(roots.values()))
             exported, constants, created = {}, {}, []
@@ -352,10 +360,11 @@ def export(
                     before.restore()
             found = {place for r in roots.values() for place in r.discovered}
             new_lazy = {place: c for r in roots.values() for place, c in r.created_later.items() if place not in lazy}
+            new_grown = add_growing(growing, roots, state_bounds or {})  # state a method grows (growing.py)
             for r in roots.values():
                 r.discovered.clear()
                 r.created_later.clear()
-            if found <= wanted and not new_lazy:
+            if found <= wanted and not new_lazy and not new_grown:
                 break
             wanted = wanted | found
             # State a first call creates (self.hc = None, then `out, self.hc = self.lstm(x, self.hc)`): slots
@@ -364,6 +373,8 @@ def export(
                 lazy[place] = (holder, key, path, absent, zeros_of(shapes), {"exists": False})
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
         whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
+        check_bounds(state_bounds or {}, growing)
+        window_versions(_export_one, specs, roots, growing, exported, whens, name_of, constants, before)
         check_settled(_export_one, specs, roots, name_of, before)
         for name, root in roots.items():
             created += [(name, *c) for c in root.created]
@@ -419,7 +430,8 @@ def export(
             f"every method ({', '.join(constants)}) returns constants only; a program needs at least one "
             "method that computes: give one, or store the constants with tandem.export(..., metadata={...})"
         )
-    program = Program(list(states.values()), lowered, {**constants, **(metadata or {})})
+    entries = growing_entry({**constants, **(metadata or {})}, growing, states)
+    program = Program(list(states.values()), lowered, entries)
     _verify(program)
     return program
 

@@ -239,6 +239,7 @@ class Model:
         p = self._program
         self.metadata = {}
         self._tokenizer_entry = self._tokenizer = None
+        self._growing = {}
         for i in range(lib.tdm_program_metadata_count(p)):
             name = lib.tdm_program_metadata_name(p, i).decode()
             try:
@@ -249,6 +250,8 @@ class Model:
                 from .tokenizer import check_entry
 
                 self._tokenizer_entry = check_entry(value)
+            elif name == "growing_state":  # tandem/growing.py: state name -> [its length's state, dim]
+                self._growing = value
             else:
                 self.metadata[name] = value
         self.methods = {}
@@ -435,12 +438,15 @@ class Model:
         raise TandemError("TDM_ERR_NOT_FOUND", f"no state tensor named '{name}'; the program has {', '.join(names) or 'none'}")
 
     def read_state(self, name: str) -> torch.Tensor:
-        """A copy of one state tensor."""
+        """A copy of one state tensor; a state that grows at its current length."""
         self._alive("read_state")
         lib, p = self._lib, self._program
         i, shape, dtype = self._state_slot(name)
         t = torch.empty(shape, dtype=dtype)
         lib.read(t.data_ptr(), lib.tdm_session_state(self._session) + lib.tdm_state_offset(p, i), lib.tdm_state_nbytes(p, i))
+        if name in self._growing:
+            length, dim = self._growing[name]
+            return t.narrow(dim, 0, int(self.read_state(length))).clone()
         return t
 
     def write_state(self, name: str, value) -> None:

@@ -31,13 +31,13 @@ what the user's module looks like afterwards.
 from __future__ import annotations
 
 import inspect
-import traceback
 from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
 
 from . import probe
+from .growing import grew, growing_back, growing_views, grown_lists, hold_growing
 from .ir import ExportError
 from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
@@ -53,87 +53,7 @@ from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _structure,
     _tensors_in,
 )
-
-
-class _watching:
-    """While the method runs: the user's line that sets a non-tensor attribute of a module, and
-    `tensor.data` as the user's code means it (`.data` read: the tensor itself, detached; `.data =
-    value`: an in-place copy into it, so a buffer's new value is a state write)."""
-
-    def __init__(self, lines: dict, numbers: set = frozenset()):
-        self.lines = lines
-        self.numbers = set(numbers)
-
-    def __enter__(self):
-        lines, setattr_, numbers = self.lines, nn.Module.__setattr__, self.numbers
-        # A tensor standing for a Python number behaves as one: `n += 1` gives a new value (a name
-        # bound to the old one keeps it).
-        self._inplace = {}
-        for name, op in _AUGMENTED.items():
-            inplace = getattr(torch.Tensor, name)
-            self._inplace[name] = inplace
-
-            def augmented(t, other, _inplace=inplace, _op=op):
-                if id(t) not in numbers:
-                    return _inplace(t, other)
-                out = _op(t, other)
-                numbers.add(id(out))
-                return out
-
-            setattr(torch.Tensor, name, augmented)
-
-        def record(module, name, value):
-            if not isinstance(value, (torch.Tensor, nn.Module)):
-                lines[(id(vars(module)), name)] = _stack_line()
-            setattr_(module, name, value)
-
-        self._setattr = setattr_
-        nn.Module.__setattr__ = record
-        base = torch._C.TensorBase.data
-
-        class _Data:
-            def __get__(self, obj, typ=None):
-                if obj is None:
-                    return base
-                return obj.detach() if _called_from_user() else base.__get__(obj, typ)
-
-            def __set__(self, obj, value):
-                if not _called_from_user():
-                    return base.__set__(obj, value)
-                if not isinstance(value, torch.Tensor) or value.shape != obj.shape or value.dtype != obj.dtype:
-                    raise ExportError(
-                        f"'.data =' gives a tensor of {obj.dtype}{list(obj.shape)} a value of another shape or dtype"
-                        f"{_stack_line()}; state keeps its dtype and shape: assign a tensor like it"
-                    )
-                with torch.no_grad():
-                    obj.copy_(value)
-
-        torch.Tensor.data = _Data()
-        return self
-
-    def __exit__(self, *exc):
-        nn.Module.__setattr__ = self._setattr
-        del torch.Tensor.data
-        for name, inplace in self._inplace.items():
-            setattr(torch.Tensor, name, inplace)
-        return False
-
-
-_AUGMENTED = {
-    "__iadd__": __import__("operator").add,
-    "__isub__": __import__("operator").sub,
-    "__imul__": __import__("operator").mul,
-    "__itruediv__": __import__("operator").truediv,
-    "__ifloordiv__": __import__("operator").floordiv,
-    "__imod__": __import__("operator").mod,
-}
-
-
-def _called_from_user() -> bool:
-    from .lowering.provenance import is_user_file
-
-    f = __import__("sys")._getframe(2)
-    return is_user_file(f.f_code.co_filename)
+from .watching import _stack_line, _watching
 
 
 def _subst(v, fakes: dict):
@@ -190,16 +110,6 @@ def _node_line(node) -> str:
     return source_line(node)
 
 
-def _stack_line() -> str:
-    from .lowering.provenance import is_user_file
-
-    frames = [f for f in traceback.extract_stack() if is_user_file(f.filename)]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
-
-
 _FOUND: dict = {}  # token of a Traced -> what its traces found
 _TOKENS = __import__("itertools").count()
 
@@ -236,6 +146,8 @@ class Traced(nn.Module):
             "lines": {},
             "lazy": {},
             "created_later": {},
+            "grown": {},
+            "growing": {},
             "args": args,
             "held": held,
         }
@@ -245,6 +157,7 @@ class Traced(nn.Module):
         self.toggle: set = set()  # places whose bool the method negates
         self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
+        self.regime: dict = {}  # path -> the static length a version is traced at (a window); else read from the state
 
     @property
     def _tandem_args(self) -> tuple:
@@ -305,6 +218,10 @@ class Traced(nn.Module):
         """place -> path of each number or bool without a tensor that a trace saw the method change."""
         return _FOUND[self._tandem_token]["discovered"]
 
+    # path -> growing.Growing: state that grows (set before bind); path -> what the last trace saw grow
+    growing = property(lambda self: _FOUND[self._tandem_token]["growing"])
+    grown = property(lambda self: _FOUND[self._tandem_token]["grown"])
+
     def forget(self) -> None:
         _FOUND.pop(self._tandem_token, None)
 
@@ -349,6 +266,7 @@ class Traced(nn.Module):
                     names[id(t)] = f"_tandem_held_{len(self._held_names)}"
                     self.register_buffer(names[id(t)], t, persistent=False)
                 self._held_names.setdefault(id(t), (names[id(t)], p))
+        hold_growing(self, names)  # state that grows: a slot of its capacity and its length (growing.py)
         # Python ints of state objects: each has an int64 tensor, shared by every method (`counters`),
         # which becomes state when a method changes the int.
         _FOUND[self._tandem_token]["counters"] = {}
@@ -435,6 +353,7 @@ class Traced(nn.Module):
             if isinstance(tensor, torch.Tensor):
                 versions[id(tensor)] = (tensor._version, _stack_line())
 
+        views = growing_views(self)
         handle = nn.modules.module.register_module_buffer_registration_hook(on_register)
         lines: dict = {}  # (id(module __dict__), name) -> the user's line that set a value there
         try:
@@ -444,6 +363,7 @@ class Traced(nn.Module):
                 else:
                     out = self._tandem_fn(*args)
             handle.remove()
+            growing_back(self, views)
             self._after(tree, installed, versions, tracer, input_nodes, buffer_nodes, start, buffers, lines, numbers, lazy_slots)
         finally:
             handle.remove()
@@ -473,13 +393,13 @@ class Traced(nn.Module):
         writes = []
         for holder, key, _, path in tree.tensors:
             new, _ = installed[(id(holder), key)]
-            self._write_back(new, _get(holder, key), path, writes)
+            self._write_back(new, _get(holder, key), path, writes, holder, key)
         for mod, mname, *_ in tree.modules:
             for k, now in list(mod._buffers.items()):
                 was = buffers.get((id(mod), k))
                 if was is None or now is was:
                     continue
-                self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes)
+                self._write_back(was, now if now is not None else _MISSING, f"{mname}.{k}" if mname else k, writes, mod._buffers, k)
                 mod._buffers[k] = was  # torch.export sees its own stand-in, written in place
         lazy = _FOUND[self._tandem_token]["lazy"]
         for place, (holder, key, path, absent, slots, presence) in lazy.items():
@@ -560,10 +480,11 @@ class Traced(nn.Module):
                     self.settled[(id(holder), "*")] = (holder, "*", path.rsplit(".", 1)[0], list(saved), grown, "")
                 elif not (isinstance(key, str) and key in _MODULE_INTERNALS):
                     self.settled[(id(holder), key)] = (holder, key, path, was, now, lines.get((id(holder), key), ""))
+        lists = grown_lists(self, tree)  # lists of tensors a method appends to, pops or empties (growing.py)
         # Tensors stored while traced: computed by the program, if that is what eager keeps.
         state_places = {(id(h), k) for h, k, _, _ in tree.tensors} | set(lazy)
         for holder, key, path, before, now in tree.changes():
-            if now is _MISSING or (id(holder), key) in state_places:
+            if now is _MISSING or (id(holder), key) in state_places or id(holder) in lists:
                 continue
             if before is None or before is _MISSING:  # state the first call creates (self.h = None, then a tensor)
                 shapes = _structure(now)
@@ -602,14 +523,17 @@ class Traced(nn.Module):
             "computes with is state of one element: set it to a number, or to a value computed from it"
         )
 
-    def _write_back(self, installed, now, path: str, writes: list) -> None:
-        """Appends (state stand-in, new value) to writes when the place holds a new tensor."""
+    def _write_back(self, installed, now, path: str, writes: list, holder=None, key=None) -> None:
+        """Appends (state stand-in, new value) to writes when the place holds a new tensor; a tensor of
+        the state's dtype and rank that differs along one dim is state that grows (`grown`)."""
         method = self._tandem_method
         if now is installed:
             return
         if isinstance(installed, torch.Tensor):
             if isinstance(now, torch.Tensor) and now.shape == installed.shape and now.dtype == installed.dtype:
                 writes.append((installed, now))
+                return
+            if holder is not None and grew(self, installed, now, path, holder, key):
                 return
             what = (
                 f"a {now.dtype} tensor of shape {list(now.shape)}"

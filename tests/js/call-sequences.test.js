@@ -9,7 +9,7 @@ import { fixture, checkSequence } from './helpers.js';
 
 const CASES = [
   'original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values', 'delayed',
-  'branches',
+  'branches', 'history_window', 'last_inputs',
 ];
 
 for (const name of CASES) {
@@ -104,3 +104,27 @@ test('bytes, ArrayBuffer and Response sources load', async () => {
     model.dispose();
   }
 });
+
+test('a history kept to a window: readState gives it at its length, reset empties it, inline and in a worker', async () => {
+  for (const worker of [false, true]) await windowAtItsLength(worker);
+});
+
+async function windowAtItsLength(worker) {
+  const model = await load(fixture('history_window').path, { worker });
+  try {
+    assert.deepEqual(model.state.find((s) => s.name === 'hist').shape, [3, 2]); // the slot, at its capacity
+    assert.equal(model.metadata.growing_state, undefined);
+    assert.deepEqual((await model.readState('hist')).shape, [0, 2]);
+    for (let i = 1; i <= 4; i++) {
+      await model.forward(new Float32Array([i, -i]));
+      const hist = await model.readState('hist');
+      assert.deepEqual(hist.shape, [Math.min(i, 3), 2]);
+      assert.deepEqual([...hist.data].slice(-2), [i, -i]); // the newest row last
+    }
+    assert.deepEqual([...(await model.readState('hist')).data], [2, -2, 3, -3, 4, -4]);
+    await model.reset();
+    assert.deepEqual((await model.readState('hist')).shape, [0, 2]);
+  } finally {
+    model.dispose();
+  }
+}

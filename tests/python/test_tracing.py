@@ -547,7 +547,10 @@ def test_a_changed_python_int_is_state_the_program_computes_with(backend):
     check_against_eager(program, {"forward": ModuleOffset()}, [("forward", (torch.ones(2),))] * 4)
 
 
-def test_a_state_replaced_by_a_tensor_of_another_shape_is_an_error():
+def test_a_state_grown_without_a_bound_is_refused_naming_state_bounds():
+    """A tensor in a dict grown with torch.cat: state that grows (tests/python/test_growing_state.py);
+    with no bound in the code, the refusal names state_bounds, and with it the export matches eager."""
+
     class Grows(nn.Module):
         def __init__(self):
             super().__init__()
@@ -555,16 +558,16 @@ def test_a_state_replaced_by_a_tensor_of_another_shape_is_an_error():
 
         def forward(self, x):
             self.state["h"] = torch.cat([self.state["h"], x])
-            return self.state["h"]
+            return self.state["h"].sum(0, keepdim=True)
 
     m = Grows()
-    with pytest.raises(
-        tandem.ExportError,
-        match=r"replaces state 'state.h' \(torch.float32\[2\]\) with a torch.float32 "
-        r"tensor of shape \[3\]",
-    ):
+    with pytest.raises(tandem.ExportError, match=r"grows state 'state.h' along dim 0 \(from 2 to 3 .*state_bounds=\{'state.h': N\}"):
         tandem.export(m, {"forward": (torch.ones(1),)})
     assert m.state["h"].shape == (2,)
+    model = tandem.load(tandem.export(m, {"forward": (torch.ones(1),)}, state_bounds={"state.h": 5}).to_bytes())
+    for i in range(3):
+        torch.testing.assert_close(model.forward(torch.tensor([float(i)])), m(torch.tensor([float(i)])))
+    torch.testing.assert_close(model.read_state("state.h"), m.state["h"])
 
 
 def test_moshi_streaming_module_state_matches_eager(backend):
