@@ -267,3 +267,58 @@ def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_
     assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
     m = tandem.load((tmp_path / "out.tandem").read_bytes())
     assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq" else ["prefill_2", "decode", "decode_topk", "reset"])
+
+
+# ---- KV caches of the widths the model writes -----------------------------------------------------
+
+CACHE_SHAPES = {
+    # multi-query attention: one KV head whatever num_kv_heads says
+    "falcon_multi_query": lambda: transformers.FalconForCausalLM(
+        transformers.FalconConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, multi_query=True, new_decoder_architecture=False
+        )
+    ),
+    # multi-head latent attention: keys of qk_nope + qk_rope widths, values of v_head_dim
+    "deepseek_v3_latent": lambda: transformers.DeepseekV3ForCausalLM(
+        transformers.DeepseekV3Config(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            first_k_dense_replace=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            q_lora_rank=24,
+            kv_lora_rank=16,
+            qk_nope_head_dim=8,
+            qk_rope_head_dim=4,
+            v_head_dim=12,
+            max_position_embeddings=64,
+        )
+    ),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_shapes(family):
+    model = _seeded(CACHE_SHAPES[family])
+    prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
+    program = tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6)
+    return program.to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
+
+
+@pytest.mark.parametrize("family", sorted(CACHE_SHAPES))
+def test_caches_are_sized_from_what_the_model_writes(family, backend):
+    """A KV cache sized from the config's head counts cannot take a multi-query layer's one KV head or a
+    latent-attention layer's keys and values of their own widths (prefill failed in index_copy_);
+    sized from one eager call, greedy generation equals transformers' generate token for token."""
+    data, prompt, want = _cache_shapes(family)
+    m = tandem.load(data)
+    logits = tt.prefill(m, prompt)  # in two calls: 6 + 4 tokens
+    got = []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want

@@ -66,13 +66,15 @@ def split_prompt(n: int, chunks: list[int]) -> list[int]:
 
 
 class CausalLM(nn.Module):
-    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it."""
+    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it.
+    Each layer's keys and values are sized from what the model writes there, by one eager call of
+    one token (then emptied): a multi-query layer's one KV head, a latent-attention layer's keys and
+    values of other widths than the config's head_dim, whatever the config's head counts say."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
         from transformers import StaticCache
         from transformers.cache_utils import StaticLayer
-        from transformers.configuration_utils import get_head_shapes
 
         self.model = model
         config = model.config.get_text_config(decoder=True)
@@ -80,8 +82,11 @@ class CausalLM(nn.Module):
         for i, layer in enumerate(self.cache.layers):
             if type(layer) is not StaticLayer:  # sliding-window and shared-KV layers: a plain static layer
                 self.cache.layers[i] = StaticLayer(max_cache_len)
-        heads, head_dim = get_head_shapes(config)
-        self.cache.early_initialization(1, heads, head_dim, torch.float32, torch.device("cpu"))
+        with torch.no_grad():  # transformers' StaticLayer takes its shapes from the first keys and values written
+            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+        # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
+        self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
+        self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
@@ -91,7 +96,7 @@ class CausalLM(nn.Module):
         return _topk(self.step(tokens), self.top_k)
 
     def reset(self) -> None:
-        for layer in self.cache.layers:
+        for layer in self.written:
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
