@@ -215,8 +215,6 @@ def test_recurrent_family_matches_eager(family, backend):
 
 
 def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
-    with pytest.raises(tandem.ExportError, match="Mamba2ForCausalLM keeps a fixed-size recurrent state"):
-        tt.export_causal_lm(_seeded(RECURRENT["mamba2"]), max_cache_len=32, max_prompt_len=4)
     rwkv = transformers.RwkvForCausalLM(
         transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64)
     )
@@ -322,3 +320,33 @@ def test_caches_are_sized_from_what_the_model_writes(family, backend):
         got.append(int(logits.argmax()))
         logits = m.decode(torch.tensor([[got[-1]]]))
     assert got == want
+
+
+# ---- hybrids through the command -----------------------------------------------------------------
+
+
+def test_a_hybrid_exports_through_the_command_with_max_cache_len_as_its_attention_layers_capacity(tmp_path, wasm_lib):
+    """Falcon-H1 (Mamba2 mixers beside attention in every layer) through `python -m tandem export DIR
+    --max-cache-len 32`: the command refused a cache length for any model with recurrent layers. A tiny
+    seeded checkpoint with a tokenizer (tests/models/zoo.py); greedy generation equals transformers'
+    generate, natively and in wasm, and the attention layers hold 32 positions."""
+    import tandem.runtime as runtime
+    from models import zoo
+    from tandem.cli import main as cli
+
+    model, tokenizer = zoo.make_checkpoint("FalconH1ForCausalLM", tmp_path / "ckpt")
+    ids = tokenizer(zoo.PROMPT)["input_ids"][:6]
+    want = zoo.reference(model, ids)
+    out = tmp_path / "h1.tandem"
+    # --max-prompt-len 1: prompts go through decode, one token per call (the export stays small)
+    assert cli(["export", str(tmp_path / "ckpt"), "-o", str(out), "-q", "--max-cache-len", "32", "--max-prompt-len", "1"]) == 0
+    md = tandem.load(out).metadata
+    assert md["max_cache_len"] == 32 and "unused_options" not in md
+    for lib in (runtime._library(), wasm_lib):
+        saved = runtime._lib
+        runtime._lib = lib
+        try:
+            with tandem.load(out) as m:
+                assert zoo.greedy(m, ids) == want
+        finally:
+            runtime._lib = saved

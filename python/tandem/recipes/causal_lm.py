@@ -248,6 +248,13 @@ def _class_name(model) -> str:
     return ", ".join(getattr(model, "architectures", None) or []) or f"a {getattr(model, 'model_type', '?')} model"
 
 
+def has_attention_layers(model) -> bool:
+    """Whether a model (or config) whose cache has recurrent layers also has attention layers, which keep
+    a KV cache of max_cache_len positions (a hybrid: Jamba, Bamba, Qwen3-Next, ...)."""
+    _, kinds = _cache_layer_kinds(model, 8)
+    return any(k in ("attention", "hybrid") for k in kinds)
+
+
 def is_recurrent(model) -> bool:
     """Whether the model's (or a config's) own cache (transformers' StaticCache built from its config) holds recurrent
     state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows."""
@@ -359,11 +366,6 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
             f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
             "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512"
         )
-    if not attention and max_cache_len is not None:
-        raise ExportError(
-            f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
-            "not a KV cache, so any number of tokens fits; pass max_cache_len=None"
-        )
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
         raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
     lm = RecurrentLM(model, cache, kinds)
@@ -415,7 +417,8 @@ def export_causal_lm(
     ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
     decode_topk.
     Every family takes the same arguments: one that does not apply to the model (max_cache_len of a
-    Mamba LM, which has no cache) is accepted and recorded in the metadata entry `unused_options`.
+    Mamba or Mamba2 LM, which has no KV cache) is accepted and recorded in the metadata entry
+    `unused_options`; a hybrid's max_cache_len is its attention layers' capacity.
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip;
     any other name is an ExportError naming it."""
     check_options("export_causal_lm", options)
@@ -432,6 +435,9 @@ def export_causal_lm(
     if model_type != "mamba":
         _refuse_unsupported_state(model)
     if model_type != "mamba" and is_recurrent(model):
+        if max_cache_len is not None and not has_attention_layers(model):  # a fixed-size state: any number of tokens fits
+            unused["max_cache_len"] = int(max_cache_len)
+            max_cache_len = None
         lm, methods, extra, num_layers, position_state = _recurrent_lm(model, max_cache_len, max_prompt_len)
     elif model_type == "mamba":
         if max_cache_len is not None:  # a fixed-size state, not a KV cache: any number of tokens fits
