@@ -297,9 +297,26 @@ CACHE_SHAPES = {
 }
 
 
+# a forward that counts positions its own way when given none (RoBERTa: from its padding index + 1)
+POSITIONS = {
+    "roberta": lambda: transformers.RobertaForCausalLM(
+        transformers.RobertaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            is_decoder=True,
+            pad_token_id=1,
+        )
+    )
+}
+
+
 @functools.lru_cache(maxsize=None)
 def _cache_shapes(family):
-    model = _seeded(CACHE_SHAPES[family])
+    model = _seeded({**CACHE_SHAPES, **POSITIONS}[family])
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
@@ -350,3 +367,18 @@ def test_a_hybrid_exports_through_the_command_with_max_cache_len_as_its_attentio
                 assert zoo.greedy(m, ids) == want
         finally:
             runtime._lib = saved
+
+
+@pytest.mark.parametrize("family", sorted(POSITIONS))
+def test_positions_are_the_ones_transformers_generate_gives(family, backend):
+    """transformers' generate gives every forward that takes position_ids the positions 0, 1, ... of
+    the sequence; RoBERTa's own default counts from its padding index + 1, so the recipe passes them as
+    generate does, from the cache length: greedy generation equals generate token for token."""
+    data, prompt, want = _cache_shapes(family)
+    m = tandem.load(data)
+    logits = tt.prefill(m, prompt)
+    got = []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want

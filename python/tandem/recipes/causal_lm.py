@@ -34,6 +34,8 @@ prompt into them.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -69,7 +71,9 @@ class CausalLM(nn.Module):
     """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it.
     Each layer's keys and values are sized from what the model writes there, by one eager call of
     one token (then emptied): a multi-query layer's one KV head, a latent-attention layer's keys and
-    values of other widths than the config's head_dim, whatever the config's head counts say."""
+    values of other widths than the config's head_dim, whatever the config's head counts say. A forward
+    that takes position_ids gets the positions transformers' generate gives it (0, 1, ... from the
+    cache length)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
@@ -86,10 +90,17 @@ class CausalLM(nn.Module):
             model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
+        # as transformers' generate: positions 0, 1, ... from the cache length, to a forward that takes them
+        # (some count from elsewhere by default: RoBERTa from its padding index)
+        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written)
         self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
+        kwargs = {}
+        if self.positions:
+            start = self.written[0].cumulative_length.reshape(1, 1)
+            kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
+        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -326,7 +326,12 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             ids = [i for i in ids if 0 <= i < vocab] or [1 % vocab]
             tokens = torch.tensor([ids])
             got = prefill(m, tokens)
-            want = model(tokens).logits[:, -1]
+            import inspect
+
+            # positions as transformers' generate gives them (and the recipe), to a forward that takes them
+            takes = "position_ids" in inspect.signature(model.forward).parameters
+            positions = {"position_ids": torch.arange(tokens.shape[1])[None]} if takes else {}
+            want = model(tokens, **positions).logits[:, -1]
             checked = f"prefill of {len(ids)} tokens"
     diff = float((got - want.float()).abs().max())
     return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()), "scale": float(want.abs().max())}
