@@ -91,8 +91,8 @@ class CausalLM(nn.Module):
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
         # as transformers' generate: positions 0, 1, ... from the cache length, to a forward that takes them
-        # (some count from elsewhere by default: RoBERTa from its padding index)
-        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written)
+        # and counts from elsewhere when given none (RoBERTa: from its padding index)
+        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written) and _own_positions(model)
         self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -111,6 +111,16 @@ class CausalLM(nn.Module):
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
+
+
+def _own_positions(model: nn.Module) -> bool:
+    """Whether the model's forward, given no position_ids, counts positions otherwise than 0, 1, ... (the
+    ones transformers' generate gives): its logits for a few tokens differ with and without them."""
+    tokens = torch.arange(1, 4).reshape(1, 3) % int(model.config.get_text_config(decoder=True).vocab_size)
+    with torch.no_grad():
+        default = model(input_ids=tokens, use_cache=False).logits
+        given = model(input_ids=tokens, position_ids=torch.arange(3).reshape(1, 3), use_cache=False).logits
+    return not torch.equal(default, given)
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
