@@ -261,7 +261,8 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
         return "export", _line(e)
     if rc != 0:
         text = " ".join(err.getvalue().split())
-        return "export", text[text.rfind("tandem: export: ") :].removeprefix("tandem: export: ")[:300]
+        at = text.rfind("tandem: export: ")
+        return "export", (text[at:].removeprefix("tandem: export: ") if at >= 0 else text.removeprefix("tandem: "))[:300]
     for backend in ("native", "wasm"):
         saved = runtime._lib, runtime.BACKEND
         if backend == "wasm":
