@@ -45,3 +45,19 @@ def backend(request, monkeypatch):
     else:
         assert runtime.BACKEND == "native", "the native runtime is not built: run `npm run build`"
     return request.param
+
+
+def zoo_seed() -> int:
+    """The seed of tests/python/test_registry_walk.py's sample: TANDEM_ZOO_SEED, else one drawn when
+    pytest starts and put in the environment, so every xdist worker (which inherits it) samples the
+    same classes."""
+    if "TANDEM_ZOO_SEED" not in os.environ:
+        import random
+
+        os.environ["TANDEM_ZOO_SEED"] = str(random.SystemRandom().randrange(1_000_000))
+    return int(os.environ["TANDEM_ZOO_SEED"])
+
+
+def pytest_report_header(config):
+    every = " (every class: TANDEM_ZOO=all)" if os.environ.get("TANDEM_ZOO") == "all" else ""
+    return f"registry walk (test_registry_walk.py): TANDEM_ZOO_SEED={zoo_seed()}{every}"

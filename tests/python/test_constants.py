@@ -127,3 +127,29 @@ def test_an_empty_tensor_concatenated_reads_nothing():
     x = torch.randn(1, 3, 4)
     program = tandem.export(_CatAfterEmpty(), {"forward": (x,)})
     torch.testing.assert_close(tandem.load(program.to_bytes()).forward(x), x * 2)
+
+
+class _EmptyFilledBySlices(nn.Module):
+    def forward(self, a, b):  # DeepSeek-V3's expand_kv: the last dim of an empty tensor filled in two parts
+        e = a.new_empty(*a.shape[:-1], a.shape[-1] + b.shape[-1])
+        e[..., : a.shape[-1]].copy_(a)
+        e[..., a.shape[-1] :].copy_(b)
+        return e * 2
+
+
+class _EmptyReadBeforeWritten(nn.Module):
+    def forward(self, a):
+        e = a.new_empty(a.shape)
+        y = e * 2  # before anything wrote e
+        e.copy_(a)
+        return y + e
+
+
+def test_slices_of_an_empty_tensor_that_copy_writes_read_nothing():
+    """x[..., :k].copy_(a) on torch.empty() takes the slice for its shape alone: the export fills the
+    tensor slice by slice and equals eager, while a product of it before anything wrote it is still refused."""
+    a, b = torch.randn(2, 3, 5), torch.randn(2, 3, 4)
+    program = tandem.export(_EmptyFilledBySlices(), {"forward": (a, b)})
+    torch.testing.assert_close(tandem.load(program.to_bytes()).forward(a, b), torch.cat([a, b], -1) * 2)
+    with pytest.raises(tandem.ExportError, match="reads the contents of torch.empty"):
+        tandem.export(_EmptyReadBeforeWritten(), {"forward": (torch.randn(2, 3),)})

@@ -215,8 +215,6 @@ def test_recurrent_family_matches_eager(family, backend):
 
 
 def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
-    with pytest.raises(tandem.ExportError, match="Mamba2ForCausalLM keeps a fixed-size recurrent state"):
-        tt.export_causal_lm(_seeded(RECURRENT["mamba2"]), max_cache_len=32, max_prompt_len=4)
     rwkv = transformers.RwkvForCausalLM(
         transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64)
     )
@@ -267,3 +265,120 @@ def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_
     assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
     m = tandem.load((tmp_path / "out.tandem").read_bytes())
     assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq" else ["prefill_2", "decode", "decode_topk", "reset"])
+
+
+# ---- KV caches of the widths the model writes -----------------------------------------------------
+
+CACHE_SHAPES = {
+    # multi-query attention: one KV head whatever num_kv_heads says
+    "falcon_multi_query": lambda: transformers.FalconForCausalLM(
+        transformers.FalconConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, multi_query=True, new_decoder_architecture=False
+        )
+    ),
+    # multi-head latent attention: keys of qk_nope + qk_rope widths, values of v_head_dim
+    "deepseek_v3_latent": lambda: transformers.DeepseekV3ForCausalLM(
+        transformers.DeepseekV3Config(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            first_k_dense_replace=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            q_lora_rank=24,
+            kv_lora_rank=16,
+            qk_nope_head_dim=8,
+            qk_rope_head_dim=4,
+            v_head_dim=12,
+            max_position_embeddings=64,
+        )
+    ),
+}
+
+
+# a forward that counts positions its own way when given none (RoBERTa: from its padding index + 1)
+POSITIONS = {
+    "roberta": lambda: transformers.RobertaForCausalLM(
+        transformers.RobertaConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            is_decoder=True,
+            pad_token_id=1,
+        )
+    )
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_shapes(family):
+    model = _seeded({**CACHE_SHAPES, **POSITIONS}[family])
+    prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
+    program = tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6)
+    return program.to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
+
+
+@pytest.mark.parametrize("family", sorted(CACHE_SHAPES))
+def test_caches_are_sized_from_what_the_model_writes(family, backend):
+    """A KV cache sized from the config's head counts cannot take a multi-query layer's one KV head or a
+    latent-attention layer's keys and values of their own widths (prefill failed in index_copy_);
+    sized from one eager call, greedy generation equals transformers' generate token for token."""
+    data, prompt, want = _cache_shapes(family)
+    m = tandem.load(data)
+    logits = tt.prefill(m, prompt)  # in two calls: 6 + 4 tokens
+    got = []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want
+
+
+# ---- hybrids through the command -----------------------------------------------------------------
+
+
+def test_a_hybrid_exports_through_the_command_with_max_cache_len_as_its_attention_layers_capacity(tmp_path, wasm_lib):
+    """Falcon-H1 (Mamba2 mixers beside attention in every layer) through `python -m tandem export DIR
+    --max-cache-len 32`: the command refused a cache length for any model with recurrent layers. A tiny
+    seeded checkpoint with a tokenizer (tests/models/zoo.py); greedy generation equals transformers'
+    generate, natively and in wasm, and the attention layers hold 32 positions."""
+    import tandem.runtime as runtime
+    from models import zoo
+    from tandem.cli import main as cli
+
+    model, tokenizer = zoo.make_checkpoint("FalconH1ForCausalLM", tmp_path / "ckpt")
+    ids = tokenizer(zoo.PROMPT)["input_ids"][:6]
+    want = zoo.reference(model, ids)
+    out = tmp_path / "h1.tandem"
+    # --max-prompt-len 1: prompts go through decode, one token per call (the export stays small)
+    assert cli(["export", str(tmp_path / "ckpt"), "-o", str(out), "-q", "--max-cache-len", "32", "--max-prompt-len", "1"]) == 0
+    md = tandem.load(out).metadata
+    assert md["max_cache_len"] == 32 and "unused_options" not in md
+    for lib in (runtime._library(), wasm_lib):
+        saved = runtime._lib
+        runtime._lib = lib
+        try:
+            with tandem.load(out) as m:
+                assert zoo.greedy(m, ids) == want
+        finally:
+            runtime._lib = saved
+
+
+@pytest.mark.parametrize("family", sorted(POSITIONS))
+def test_positions_are_the_ones_transformers_generate_gives(family, backend):
+    """transformers' generate gives every forward that takes position_ids the positions 0, 1, ... of
+    the sequence; RoBERTa's own default counts from its padding index + 1, so the recipe passes them as
+    generate does, from the cache length: greedy generation equals generate token for token."""
+    data, prompt, want = _cache_shapes(family)
+    m = tandem.load(data)
+    logits = tt.prefill(m, prompt)
+    got = []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want

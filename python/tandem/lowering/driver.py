@@ -212,7 +212,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
         )
 
     L.node = None
-    _check_empty_reads(L)
+    _check_empty_reads(L, {v.storage for o in (outs or []) if isinstance(o, torch.fx.Node) and o in env for v in _values_in(env[o])})
     user_outputs, mutations, written = [], [], []
     for spec, o in zip(sig.output_specs, outs):
         if spec.kind == OutputKind.USER_OUTPUT:
@@ -378,15 +378,24 @@ def _finish(L: Lowering, user_outputs: list, mutations: list):
         L.ops.append(Op("copy", [v], [dst], where="(write-back of state '%s')" % st.name))
 
 
-def _check_empty_reads(L) -> None:
+def _check_empty_reads(L, kept: set) -> None:
     """A torch.empty() value is read only as the base of an update (x[:2] = a, x.scatter_(..),
     x.index_copy_(..)): it is filled with zeros first (any contents are what torch.empty may give),
     so the bytes the update does not write are defined. Any other read is an ExportError naming the
-    line, since its result would depend on bytes nothing wrote."""
+    line, since its result would depend on bytes nothing wrote. A read whose result nothing uses (the
+    slice `x[..., :k].copy_(a)` takes of torch.empty() for its shape alone) is dropped: it reads nothing
+    that matters. `kept`: the storages of the method's outputs and state writes."""
     if not L.empty:
         return
+    live, used = set(kept), set()  # storages read by an op that is itself used, or kept
+    for op in reversed(L.ops):
+        if any(o.storage in live for o in op.outs):
+            used.add(id(op))
+            live.update(v.storage for v in op.ins)
     ops, filled = [], set()
     for op in L.ops:
+        if id(op) not in used and any(v.storage in L.empty and v.storage not in filled for v in op.ins):
+            continue
         for i, v in enumerate(op.ins):
             s = v.storage
             if s not in L.empty or s in filled or v.nbytes == 0:

@@ -34,6 +34,8 @@ prompt into them.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -56,13 +58,17 @@ def prefill_chunks(max_prompt_len: int) -> list[int]:
 
 
 class CausalLM(nn.Module):
-    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it."""
+    """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it.
+    Each layer's keys and values are sized from what the model writes there, by one eager call of
+    one token (then emptied): a multi-query layer's one KV head, a latent-attention layer's keys and
+    values of other widths than the config's head_dim, whatever the config's head counts say. A forward
+    that takes position_ids gets the positions transformers' generate gives it (0, 1, ... from the
+    cache length)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
         from transformers import StaticCache
         from transformers.cache_utils import StaticLayer
-        from transformers.configuration_utils import get_head_shapes
 
         self.model = model
         config = model.config.get_text_config(decoder=True)
@@ -70,21 +76,41 @@ class CausalLM(nn.Module):
         for i, layer in enumerate(self.cache.layers):
             if type(layer) is not StaticLayer:  # sliding-window and shared-KV layers: a plain static layer
                 self.cache.layers[i] = StaticLayer(max_cache_len)
-        heads, head_dim = get_head_shapes(config)
-        self.cache.early_initialization(1, heads, head_dim, torch.float32, torch.device("cpu"))
+        with torch.no_grad():  # transformers' StaticLayer takes its shapes from the first keys and values written
+            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+        # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
+        self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
+        # as transformers' generate: positions 0, 1, ... from the cache length, to a forward that takes them
+        # and counts from elsewhere when given none (RoBERTa: from its padding index)
+        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written) and _own_positions(model)
+        self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1)
+        kwargs = {}
+        if self.positions:
+            start = self.written[0].cumulative_length.reshape(1, 1)
+            kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
+        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _topk(self.step(tokens), self.top_k)
 
     def reset(self) -> None:
-        for layer in self.cache.layers:
+        for layer in self.written:
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
+
+
+def _own_positions(model: nn.Module) -> bool:
+    """Whether the model's forward, given no position_ids, counts positions otherwise than 0, 1, ... (the
+    ones transformers' generate gives): its logits for a few tokens differ with and without them."""
+    tokens = torch.arange(1, 4).reshape(1, 3) % int(model.config.get_text_config(decoder=True).vocab_size)
+    with torch.no_grad():
+        default = model(input_ids=tokens, use_cache=False).logits
+        given = model(input_ids=tokens, position_ids=torch.arange(3).reshape(1, 3), use_cache=False).logits
+    return not torch.equal(default, given)
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -233,6 +259,13 @@ def _class_name(model) -> str:
     return ", ".join(getattr(model, "architectures", None) or []) or f"a {getattr(model, 'model_type', '?')} model"
 
 
+def has_attention_layers(model) -> bool:
+    """Whether a model (or config) whose cache has recurrent layers also has attention layers, which keep
+    a KV cache of max_cache_len positions (a hybrid: Jamba, Bamba, Qwen3-Next, ...)."""
+    _, kinds = _cache_layer_kinds(model, 8)
+    return any(k in ("attention", "hybrid") for k in kinds)
+
+
 def is_recurrent(model) -> bool:
     """Whether the model's (or a config's) own cache (transformers' StaticCache built from its config) holds recurrent
     state (LinearAttentionLayer: conv and SSM/recurrent tensors per layer) rather than only KV rows."""
@@ -344,11 +377,6 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
             f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
             "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512"
         )
-    if not attention and max_cache_len is not None:
-        raise ExportError(
-            f"max_cache_len={max_cache_len}: a {type(model).__name__} keeps a fixed-size recurrent state, "
-            "not a KV cache, so any number of tokens fits; pass max_cache_len=None"
-        )
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
         raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
     lm = RecurrentLM(model, cache, kinds)
@@ -400,7 +428,8 @@ def export_causal_lm(
     ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
     decode_topk.
     Every family takes the same arguments: one that does not apply to the model (max_cache_len of a
-    Mamba LM, which has no cache) is accepted and recorded in the metadata entry `unused_options`.
+    Mamba or Mamba2 LM, which has no KV cache) is accepted and recorded in the metadata entry
+    `unused_options`; a hybrid's max_cache_len is its attention layers' capacity.
     `options` go to tandem.export, e.g. quantize="int8" | "int4", quantize_group, quantize_skip;
     any other name is an ExportError naming it."""
     check_options("export_causal_lm", options)
@@ -417,6 +446,9 @@ def export_causal_lm(
     if model_type != "mamba":
         _refuse_unsupported_state(model)
     if model_type != "mamba" and is_recurrent(model):
+        if max_cache_len is not None and not has_attention_layers(model):  # a fixed-size state: any number of tokens fits
+            unused["max_cache_len"] = int(max_cache_len)
+            max_cache_len = None
         lm, methods, extra, num_layers, position_state = _recurrent_lm(model, max_cache_len, max_prompt_len)
     elif model_type == "mamba":
         if max_cache_len is not None:  # a fixed-size state, not a KV cache: any number of tokens fits

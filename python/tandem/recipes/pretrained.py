@@ -8,7 +8,9 @@ pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
 export_seq2seq (T5, BART, Marian, Whisper, ...), a model whose own cache has recurrent layers (Mamba,
 Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
-with max_cache_len=None, any other causal LM to export_causal_lm over a static KV cache. The tokenizer, its special tokens and
+one token per step, any other causal LM to export_causal_lm over a static KV cache. max_cache_len is
+the attention layers' capacity, for a hybrid (attention beside recurrent or conv layers) as for any
+other; a model without attention layers has no KV cache and records it as unused. The tokenizer, its special tokens and
 its chat template are stored once, as the metadata entry `tokenizer` (tandem/tokenizer.py).
 After exporting, the file is loaded by the runtime and its first method outputs compared with
 eager PyTorch on the same inputs (verify=True).
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from ..ir import ExportError
 from ..tokenizer import ENTRY, entry, summary
-from .causal_lm import export_causal_lm, is_recurrent, prefill
+from .causal_lm import export_causal_lm, has_attention_layers, is_recurrent, prefill
 from .seq2seq import export_seq2seq
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -200,8 +202,9 @@ def export_pretrained(
     when given. Returns (program, report): report is a dict with the recipe, the methods, the state
     and file sizes, the tokenizer's summary and the verification's largest difference.
 
-    max_cache_len: KV-cache positions (default: the config's max_position_embeddings, at most 1024;
-    recurrent models have none); max_prompt_len: the longest prefill (default min(128, max_cache_len));
+    max_cache_len: KV-cache positions of the attention layers (default: the config's
+    max_position_embeddings, at most 1024; a model without attention layers has none and records one
+    given as unused); max_prompt_len: the longest prefill (default min(128, max_cache_len));
     quantize: None, "int8" or "int4" (weights of linear layers and embeddings); dtype: the compute
     dtype, "float32" (the one tandem runs); tokenizer=False: store no tokenizer; progress: a Progress
     (stage lines on stderr), or None for none. Other `options` go to the recipe."""
@@ -245,13 +248,13 @@ def export_pretrained(
         program = export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
     else:
         if family == "recurrent":
-            if max_cache_len is not None:
-                raise ExportError(
-                    f"max_cache_len={max_cache_len}: a {config.get('model_type')} model keeps a fixed-size "
-                    "recurrent state, not a KV cache; leave --max-cache-len out"
-                )
+            # max_cache_len is the attention layers' capacity (a model without any records it as unused)
+            if max_cache_len is None and has_attention_layers(model):
+                max_cache_len = int(min(getattr(text, "max_position_embeddings", None) or 1024, 1024))
             # the Mamba path scans a chunk in one step; others unroll one model step per token
             max_prompt_len = int(max_prompt_len or (32 if config.get("model_type") == "mamba" else 16))
+            if max_cache_len is not None:
+                max_prompt_len = min(max_prompt_len, int(max_cache_len))
         else:
             limit = getattr(text, "max_position_embeddings", None) or 1024
             max_cache_len = int(max_cache_len or min(limit, 1024))
@@ -276,7 +279,7 @@ def export_pretrained(
         "tokenizer": summary(metadata[ENTRY]) if tok is not None else None,
         "tokenizer_missing": None if tok is not None else tok_config,
         "tokenizer_bytes": len(json.dumps(metadata[ENTRY], ensure_ascii=False, separators=(",", ":")).encode()) if tok is not None else 0,
-        "max_cache_len": max_cache_len,
+        "max_cache_len": program.metadata.get("max_cache_len", max_cache_len),  # None: a recurrent state alone
         "max_prompt_len": max_prompt_len,
         "quantize": quantize,
     }
@@ -323,7 +326,12 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             ids = [i for i in ids if 0 <= i < vocab] or [1 % vocab]
             tokens = torch.tensor([ids])
             got = prefill(m, tokens)
-            want = model(tokens).logits[:, -1]
+            import inspect
+
+            # positions as transformers' generate gives them (and the recipe), to a forward that takes them
+            takes = "position_ids" in inspect.signature(model.forward).parameters
+            positions = {"position_ids": torch.arange(tokens.shape[1])[None]} if takes else {}
+            want = model(tokens, **positions).logits[:, -1]
             checked = f"prefill of {len(ids)} tokens"
     diff = float((got - want.float()).abs().max())
     return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()), "scale": float(want.abs().max())}

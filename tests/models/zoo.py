@@ -1,0 +1,389 @@
+"""transformers' own registries of generative model classes, each built tiny from its config class
+(tests/python/test_registry_walk.py): `causal_lm_classes()` lists every class registered for causal
+LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), `shrink(config)` makes any config small by the roles its
+fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table, and
+`make_checkpoint(name, folder)` saves the seeded tiny model with a small byte-level BPE tokenizer
+(tests/models/checkpoint.py) as a user's checkpoint folder."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+# Field-name roles, matched against the whole name (lower case). Layers first: `num_hidden_layers`
+# is a count of layers, not a width.
+LAYERS = re.compile(r"(num_hidden_layers|num_layers|n_layers?|.*_layers|num_blocks|n_blocks?|depth|decoder_layers|encoder_layers)")
+KV_HEADS = re.compile(r"(num_key_value_heads|num_kv_heads|n_kv_heads?|.*_key_value_heads|multi_query_group_num|num_kv_groups?)")
+HEADS = re.compile(r"(num_attention_heads|num_heads|n_heads?|.*_attention_heads|.*_num_heads|attention_heads)")
+HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_kv|head_size|attn_head_size)")
+LORA = re.compile(r"(kv_lora_rank|q_lora_rank|.*_lora_rank)")
+HIDDEN = re.compile(r"(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|dim|word_embed_proj_dim|embedding_size|hidden_dim)")
+FFN = re.compile(r"(intermediate_size|.*_intermediate_size|ffn_dim|.*_ffn_dim|d_ff|n_inner|ffn_hidden_size|inner_dim|ff_dim|.*ffn_size)")
+VOCAB = re.compile(r"vocab_size")
+POSITIONS = re.compile(
+    r"(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|seq_length|max_length|max_target_positions)"
+)
+EXPERTS = re.compile(r"(num_experts|n_routed_experts|num_local_experts|moe_num_experts|n_experts|num_experts_total)")
+TOPK = re.compile(r"(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k|num_selected_experts|experts_per_token)")
+GROUPS = re.compile(r"(n_group|topk_group|num_expert_groups?|n_shared_experts|num_shared_experts)")
+ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
+PERIOD = re.compile(r".*_period")
+OFFSET = re.compile(r".*_offset")
+WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
+
+SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
+
+
+def _shrink_int(name: str, value: int, orig: dict) -> int | None:
+    """The small value of an int field by its name's role, or None to keep it."""
+    n = name.lower()
+    if n in ("num_labels", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id"):
+        return None
+    if n.endswith("_token_id") or n.endswith("_id"):
+        return None
+    if "vocab_size" in n:
+        return None  # set from the tokenizer
+    if ROTARY.fullmatch(n):
+        return SIZES["head_dim"] // 2 if value > 0 else value
+    if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
+        return 2 if value > 2 else value
+    if OFFSET.fullmatch(n):
+        return 1 if value > 1 else value
+    if LAYERS.fullmatch(n):
+        return min(value, SIZES["layers"]) if value > 0 else value
+    if KV_HEADS.fullmatch(n):
+        heads = next((v for k, v in orig.items() if HEADS.fullmatch(k.lower()) and isinstance(v, int) and v > 0), None)
+        if value <= 1:
+            return value  # multi-query: one KV head stays one
+        if heads is not None and value >= heads:
+            return SIZES["heads"]
+        return SIZES["heads"] // 2
+    if HEADS.fullmatch(n):
+        return min(value, SIZES["heads"]) if value > 0 else value
+    if LORA.fullmatch(n):
+        return SIZES["lora"] + (8 if n.startswith("q") else 0) if value > 0 else value
+    if HEAD_DIM.fullmatch(n):
+        return SIZES["head_dim"] if value > 0 else value
+    if FFN.fullmatch(n):
+        return SIZES["ffn"] if value > SIZES["ffn"] else value
+    if HIDDEN.fullmatch(n):
+        return SIZES["hidden"] if value > SIZES["hidden"] else value
+    if POSITIONS.fullmatch(n):
+        return SIZES["positions"] if value > SIZES["positions"] else value
+    if EXPERTS.fullmatch(n):
+        return min(value, SIZES["experts"]) if value > 0 else value
+    if TOPK.fullmatch(n):
+        return min(value, SIZES["topk"]) if value > 0 else value
+    if GROUPS.fullmatch(n):
+        return min(value, 1) if value > 0 else value
+    if WIDTH.fullmatch(n) and value > 64:
+        return SIZES["width"]
+    return None
+
+
+def _shrink_layer_list(values: list, layers: int) -> list:
+    """A per-layer list (layer_types, block types) cut to `layers` entries that keep every distinct kind
+    the model mixes, in their first order (a hybrid keeps an attention layer and a recurrent one)."""
+    kinds = []
+    for v in values:
+        if v not in kinds:
+            kinds.append(v)
+    out = kinds[:layers]
+    while len(out) < min(layers, len(values)):
+        out.append(values[len(out)])
+    return out
+
+
+def shrink(config, vocab_size: int, token_ids: dict | None = None) -> None:
+    """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
+    `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them."""
+    from transformers import PretrainedConfig
+
+    d = dict(config.__dict__)
+    layer_lists = {
+        k: v
+        for k, v in d.items()
+        if isinstance(v, list) and len(v) > 2 and k.endswith(("layer_types", "_types", "block_types", "layers_block_type"))
+    }
+    layers = None
+    for k, v in layer_lists.items():
+        new = _shrink_layer_list(v, SIZES["layers"] if len(set(map(str, v))) <= SIZES["layers"] else len(set(map(str, v))))
+        setattr(config, k, new)
+        layers = len(new)
+    for k, v in d.items():
+        if isinstance(v, PretrainedConfig):
+            shrink(v, vocab_size, token_ids)
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            continue
+        new = _shrink_int(k, v, d)
+        if layers is not None and LAYERS.fullmatch(k.lower()) and v > 0:
+            new = layers
+        if new is not None and new != v:
+            setattr(config, k, new)
+    for k, v in d.items():
+        if "vocab_size" in k and isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            setattr(config, k, vocab_size)
+    _keep_sums(config, d)
+    for k, v in (token_ids or {}).items():
+        if k in d:
+            setattr(config, k, v)
+    if "is_decoder" in d:  # the encoder families registered as causal LMs (BERT, RoBERTa) generate as decoders
+        config.is_decoder = True
+    for k, v in d.items():  # per-layer lists whose length follows the number of layers
+        if k in layer_lists or not isinstance(v, list) or not v or len(v) <= SIZES["layers"]:
+            continue
+        n = getattr(config, "num_hidden_layers", None)
+        if isinstance(n, int) and len(v) == d.get("num_hidden_layers"):
+            setattr(config, k, v[:n])
+
+
+def _keep_sums(config, before: dict) -> None:
+    """A head width that was the sum of two others (MLA's qk_head_dim = qk_nope_head_dim +
+    qk_rope_head_dim) stays their sum."""
+    dims = {k: v for k, v in before.items() if HEAD_DIM.fullmatch(k.lower()) and isinstance(v, int) and not isinstance(v, bool) and v > 0}
+    for k, v in dims.items():
+        for a in dims:
+            for b in dims:
+                if a < b and k not in (a, b) and dims[a] + dims[b] == v:
+                    setattr(config, k, getattr(config, a) + getattr(config, b))
+
+
+# ---- the walk ------------------------------------------------------------------------------------
+
+PROMPT = "hello world the model reads a token"  # 13 tokens with the walk's tokenizer
+NEW_TOKENS = 8
+MAX_CACHE_LEN, MAX_PROMPT_LEN = 32, 4  # the prompt is longer than one prefill: it goes in pieces
+
+
+def causal_lm_classes() -> list[str]:
+    """Every class transformers registers for causal LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES; a class
+    registered under several model types once), sorted."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()))
+
+
+def sample(classes: list[str], seed: int, k: int) -> list[str]:
+    import random
+
+    return sorted(random.Random(seed).sample(classes, min(k, len(classes))))
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    from models.checkpoint import make_tokenizer
+
+    return make_tokenizer()
+
+
+def make_checkpoint(class_name: str, folder: Path):
+    """Saves the class, built from its own config class shrunk (shrink) and seeded, with the small
+    tokenizer in `folder`; returns (model as transformers loads it from the folder, tokenizer)."""
+    import torch
+    import transformers
+
+    tokenizer = _tokenizer()
+    cls = getattr(transformers, class_name)
+    config = cls.config_class()
+    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
+    shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id})
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return cls.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32).eval(), tokenizer
+
+
+def reference(model, ids: list[int]) -> list[int]:
+    """transformers' greedy generate: NEW_TOKENS tokens after `ids` (no stop token, no processors)."""
+    import torch
+    from transformers import GenerationConfig
+
+    # greedy alone: none of the generation defaults a model ships (forced end tokens, repetition penalties)
+    config = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
+    model.generation_config = config
+    with torch.no_grad():
+        tokens = torch.tensor([ids])  # every position attended (the mask is not derived from a pad id)
+        out = model.generate(tokens, attention_mask=torch.ones_like(tokens), generation_config=config)
+    return out[0, len(ids) :].tolist()
+
+
+def greedy(m, ids: list[int]) -> list[int]:
+    """The same greedy generation in the runtime: the prompt through prefill (in max_prompt_len
+    pieces), then decode."""
+    import torch
+
+    from tandem.transformers import prefill
+
+    m.reset()
+    logits = prefill(m, torch.tensor([ids]))
+    got = []
+    while len(got) < NEW_TOKENS:
+        got.append(int(logits.argmax()))
+        if len(got) < NEW_TOKENS:
+            logits = m.decode(torch.tensor([[got[-1]]]))
+    return got
+
+
+def _line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+
+
+def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
+    """One class through the walk: None when it passes, else (stage, why): 'build' (its shrunk config
+    does not build, or transformers' own generate fails on it), 'export' (`python -m tandem export`
+    fails: its error line), 'native' / 'wasm' (the runtime's greedy tokens differ from generate's, or
+    a call fails)."""
+    import contextlib
+    import io
+
+    import tandem
+    import tandem.runtime as runtime
+    from tandem.cli import main as cli
+
+    try:
+        model, tokenizer = make_checkpoint(class_name, folder / "checkpoint")
+        ids = tokenizer(PROMPT)["input_ids"]
+        want = reference(model, ids)
+    except Exception as e:
+        return "build", _line(e)
+    out = folder / "model.tandem"
+    err = io.StringIO()
+    args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet"]
+    args += ["--max-cache-len", str(MAX_CACHE_LEN), "--max-prompt-len", str(MAX_PROMPT_LEN), "--sample-top-k", "0"]
+    try:
+        with contextlib.redirect_stderr(err):
+            rc = cli(args)
+    except Exception as e:  # an error the command did not turn into its one line
+        return "export", _line(e)
+    if rc != 0:
+        text = " ".join(err.getvalue().split())
+        at = text.rfind("tandem: export: ")
+        return "export", (text[at:].removeprefix("tandem: export: ") if at >= 0 else text.removeprefix("tandem: "))[:300]
+    for backend in ("native", "wasm"):
+        saved = runtime._lib, runtime.BACKEND
+        if backend == "wasm":
+            runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
+        try:
+            with tandem.load(out) as m:
+                got = greedy(m, ids)
+        except Exception as e:
+            return backend, _line(e)
+        finally:
+            runtime._lib, runtime.BACKEND = saved
+        if got != want:
+            return backend, f"greedy tokens {got} differ from transformers' generate {want}"
+    return None
+
+
+REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), first match wins
+    (r"transformers\.grouped_mm|aten\.histc", "mixture-of-experts routing and expert GEMMs (grouped_mm, histc) are not tandem operators"),
+    (r"uses operators tandem does not support yet", "operators tandem does not support: {ops}"),
+    (
+        r"GuardOnDataDependentSymNode|data-dependent|TORCHDYNAMO_EXTENDED_DEBUG_CREATE_SYMBOL",
+        "a size or branch depends on the cache length at run time ({where})",
+    ),
+    (r"'\.item\(\)'", "reads a tensor value into Python (.item()) where a size or branch follows from it"),
+    (r"keeps a fixed-size recurrent state", "the command refuses --max-cache-len for a model with recurrent layers"),
+    (r"takes no transformers Cache|not a transformers Cache", "its forward keeps its state outside a transformers Cache"),
+    (r"greedy tokens", "greedy tokens differ from transformers' generate"),
+    (r"update_indexer", "DeepSeek sparse attention keeps its indexer keys in a cache layer of their own, not a static KV layer"),
+    (r"uses cache of its own", "keeps a cache of its own, not a transformers StaticCache"),
+    (r"TimeoutError", "its export took more than the walk's 300 s"),
+    (r"complex64|complex128", "complex-valued rotary embeddings: tandem has no complex dtype"),
+]
+
+
+def reason(stage: str, why: str) -> str:
+    """The walk's error as docs/models.md names it: a named reason where one is known, else the error."""
+    for pattern, text in REASONS:
+        if re.search(pattern, why):
+            ops = ", ".join(dict.fromkeys(re.findall(r"(?:aten|transformers)\.\w+", why))) or "?"
+            where = (re.findall(r"\(at ([\w.]+:\d+)", why) or ["?"])[0]
+            return text.format(ops=ops, where=where)
+    if stage == "build":
+        return f"its config shrunk to a tiny size does not build or generate in transformers: {why}"
+    return why
+
+
+def table(rows: list[dict]) -> str:
+    """docs/models.md's table rows, one per class that does not pass, sorted by class."""
+    out = ["| class | stage | why |", "|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["class"]):
+        if r["stage"]:
+            why = reason(r["stage"], r["why"]).replace("|", "/").strip()
+            why = why if len(why) <= 200 else why[:197].rstrip() + "..."
+            out.append(f"| `{r['class']}` | {r['stage']} | {why} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> None:
+    """`python tests/models/zoo.py [CLASS ...] [--out FILE.jsonl]`: walks the classes (default: all),
+    one JSON line per class ({"class", "stage", "why"}; stage null: passed) on stdout and appended to
+    --out (classes already there are skipped, so a walk can resume). `--table FILE.jsonl ...`: prints
+    the pass count and docs/models.md's table from such files."""
+    import argparse
+    import json
+    import signal
+    import sys
+    import tempfile
+    import time
+    import warnings
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [str(root / "python"), str(root / "tests")]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("classes", nargs="*")
+    parser.add_argument("--out")
+    parser.add_argument("--table", nargs="+", metavar="FILE.jsonl", help="print docs/models.md's table from walks' results")
+    args = parser.parse_args(argv)
+    if args.table:
+        rows = {}
+        for f in args.table:
+            rows.update({r["class"]: r for r in map(json.loads, Path(f).read_text().splitlines())})
+        classes = causal_lm_classes()
+        assert set(rows) >= set(classes), f"no result for {sorted(set(classes) - set(rows))}"
+        rows = [rows[c] for c in classes]
+        print(f"{sum(r['stage'] is None for r in rows)} of the {len(classes)} causal-LM classes\n")
+        print(table(rows))
+        return
+    warnings.simplefilter("ignore")
+    import transformers
+
+    from tandem.wasm import WasmLibrary
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    done = set()
+    if args.out and Path(args.out).is_file():
+        done = {json.loads(line)["class"] for line in Path(args.out).read_text().splitlines() if line.strip()}
+    lib = WasmLibrary(root / "web" / "tandem.wasm")
+
+    def timeout(*_):
+        raise TimeoutError("the class took more than 300 s")
+
+    signal.signal(signal.SIGALRM, timeout)
+    for name in args.classes or causal_lm_classes():
+        if name in done:
+            continue
+        t0 = time.perf_counter()
+        signal.alarm(300)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                result = walk(name, Path(d), lib)
+        except TimeoutError as e:
+            result = ("export", _line(e))
+        finally:
+            signal.alarm(0)
+        row = {"class": name, "stage": result and result[0], "why": result and result[1], "seconds": round(time.perf_counter() - t0, 1)}
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
