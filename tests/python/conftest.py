@@ -61,3 +61,9 @@ def zoo_seed() -> int:
 def pytest_report_header(config):
     every = " (every class: TANDEM_ZOO=all)" if os.environ.get("TANDEM_ZOO") == "all" else ""
     return f"registry walk (test_registry_walk.py): TANDEM_ZOO_SEED={zoo_seed()}{every}"
+
+
+def pytest_configure(config):
+    """Draws the registry walk's seed in the controller, before pytest-xdist starts its workers (which
+    inherit the environment), so that every worker collects the same sample."""
+    zoo_seed()
