@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "python"), str(ROOT)]
-from tests.models.checkpoint import BOS, CHAT_TEMPLATE, EOS, PAD, SPECIALS  # noqa: E402
+from tests.models.checkpoint import CHAT_TEMPLATE, make_tokenizer  # noqa: E402
 
 CORPUS = Path("/usr/share/games/fortunes")
 SKIP = {"art", "ascii-art"}
@@ -57,34 +57,6 @@ def turn(fortune: str, rng: random.Random) -> tuple[str, str]:
     return rng.choice(REQUESTS), " ".join(fortune.split())
 
 
-def make_tokenizer(texts: list[str]):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, special_tokens=SPECIALS, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    tok.train_from_iterator(texts, trainer)
-    bos = tok.token_to_id(BOS)
-    tok.post_processor = processors.Sequence(
-        [
-            processors.ByteLevel(trim_offsets=False),
-            processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, bos)]),
-        ]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=BOS,
-        eos_token=EOS,
-        pad_token=PAD,
-        additional_special_tokens=["<|im_start|>"],
-        chat_template=CHAT_TEMPLATE,
-    )
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1500)
@@ -101,7 +73,7 @@ def main():
     torch.set_num_threads(1)  # one thread: the same sums, so the same weights, on any machine
     rng = random.Random(0)
     pairs = [turn(f, rng) for f in fortunes()]
-    tokenizer = make_tokenizer([t for p in pairs for t in p])
+    tokenizer = make_tokenizer(VOCAB_SIZE, [t for p in pairs for t in p])
     conversations = []
     for _ in range(len(pairs)):
         messages = []

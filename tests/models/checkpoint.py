@@ -71,9 +71,9 @@ def corpus(n: int = 400, seed: int = 0) -> list[str]:
     return lines
 
 
-def make_tokenizer(vocab_size: int = 400):
-    """A byte-level BPE trained on corpus(), BOS added to every encoding, wrapped as transformers' fast
-    tokenizer with the special tokens and the chat template."""
+def make_tokenizer(vocab_size: int = 400, texts=None):
+    """A byte-level BPE trained on `texts` (default corpus()), BOS added to every encoding, wrapped as
+    transformers' fast tokenizer with the special tokens and the chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -83,7 +83,7 @@ def make_tokenizer(vocab_size: int = 400):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    tok.train_from_iterator(corpus(), trainer)
+    tok.train_from_iterator(corpus() if texts is None else texts, trainer)
     bos = tok.token_to_id(BOS)
     tok.post_processor = processors.Sequence(
         [
