@@ -13,8 +13,7 @@
 // reply would not fit the cache, the oldest turns are dropped (a system prompt stays), and what
 // follows the first changed token is computed again.
 import { TandemError } from './errors.js';
-import { Tensor } from './tensor.js';
-import { describe, prefillWith, random, needed, choose, sample } from './lm.js';
+import { describe, prefillWith, random, picker, stopIds } from './lm.js';
 
 const invalid = (message) => new TandemError('TDM_ERR_INVALID_ARGUMENT', message);
 const now = () => globalThis.performance.now();
@@ -284,10 +283,8 @@ export class Chat {
     const model = this.#model, lm = this.#lm, rand = this.#rand;
     const { maxNewTokens, temperature, topK, topP, stop, signal, onToken, onText } = o;
     const how = { temperature, topK, topP };
-    const eos = new Set([lm.md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
-    const onDevice = lm.topk > 0 && needed(how, lm.vocab) <= lm.topk;
-    let logits = turn.logits;
-    let next = () => sample(logits, how, rand);
+    const eos = stopIds(lm, stop);
+    const step = picker(model, lm, turn.logits, how, rand);
     const reply = [];
     let reason, ttftMs = null, shown = '';
     const show = (final) => {
@@ -303,21 +300,14 @@ export class Chat {
       for (;;) {
         if (signal?.aborted) { reason = 'aborted'; break; }
         if (reply.length >= maxNewTokens) { reason = 'length'; break; }
-        const id = next();
+        const id = step.pick();
         ttftMs ??= now() - turn.t0;
         if (eos.has(id)) { reason = 'eos'; break; }
         reply.push(id);
         onToken?.(id);
         show(false);
         if (lm.maxCacheLen !== null && this.#ids.length >= lm.maxCacheLen) { reason = 'capacity'; break; }
-        const token = new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]);
-        if (onDevice) {
-          const [values, top] = await model.call('decode_topk', token);
-          next = () => choose(values.data, Array.from(top.data, Number), how, rand);
-        } else {
-          logits = await model.call('decode', token);
-          next = () => sample(logits, how, rand);
-        }
+        await step.feed(id);
         this.#ids.push(id);
       }
     } catch (e) {

@@ -209,6 +209,33 @@ export function sample(logits, options = {}, rand = Math.random) {
   return choose(ids.map((i) => x[i]), ids, options, rand);
 }
 
+/** The next-token step of generate() and of a chat reply: pick() chooses a token from the last
+ * logits (a prompt's, or decode's), feed(id) appends it to the cache. With decode_topk in the program
+ * and sampling that reads no more than its K best, feed runs it and pick() ranks only those (the
+ * logits never leave the runtime); otherwise feed runs decode. */
+export function picker(model, lm, logits, how, rand) {
+  const onDevice = lm.topk > 0 && needed(how, lm.vocab) <= lm.topk;
+  let next = () => sample(logits, how, rand);
+  return {
+    pick: () => next(),
+    async feed(id) {
+      const token = new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]);
+      if (onDevice) {
+        const [values, top] = await model.call('decode_topk', token);
+        next = () => choose(values.data, Array.from(top.data, Number), how, rand);
+      } else {
+        const last = await model.call('decode', token);
+        next = () => sample(last, how, rand);
+      }
+    },
+  };
+}
+
+/** The ids that end a reply: the file's eos_token_id (one or a list) and the caller's stop ids. */
+export function stopIds(lm, stop) {
+  return new Set([lm.md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
+}
+
 /** Generation: `for await (const id of generate(model, prompt, options))` yields token ids
  * (`for await (const piece of generate(model, prompt).text())` text pieces instead); when it
  * ends, `.reason` says why: 'eos' (the model's end-of-sequence id, or one in `stop`), 'length'
@@ -226,10 +253,9 @@ export function generate(model, prompt, options = {}) {
   const lm = describe(model, options, 'generate()');
   const ids = promptIds(model, prompt);
   if (ids.length < 1) throw invalid('generate(): the prompt is empty; give at least one token id');
-  const eos = new Set([lm.md.eos_token_id, ...stop].flat().filter((t) => t !== null && t !== undefined).map(Number));
+  const eos = stopIds(lm, stop);
   const rand = random(seed);
   const how = { temperature, topK, topP };
-  const onDevice = lm.topk > 0 && needed(how, lm.vocab) <= lm.topk;
   const run = {
     reason: undefined,
     /** The prompt as token ids (a text or chat prompt after the tokenizer and the chat template). */
@@ -253,22 +279,16 @@ export function generate(model, prompt, options = {}) {
       for (let at = 0; at < ids.length; at += lm.maxPromptLen) logits = await prefillWith(model, lm,
         ids.subarray(at, at + lm.maxPromptLen));
       let used = lm.positionState ? await position(model, lm) : ids.length;
-      let next = () => sample(logits, how, rand);
+      const step = picker(model, lm, logits, how, rand);
       for (let count = 0; ; count++) {
         if (signal?.aborted) return void (run.reason = 'aborted');
         if (count >= maxTokens) return void (run.reason = 'length');
-        const id = next();
+        const id = step.pick();
         if (eos.has(id)) return void (run.reason = 'eos');
         onToken?.(id);
         yield id;
         if (lm.maxCacheLen !== null && used >= lm.maxCacheLen) return void (run.reason = 'capacity');
-        const token = new Tensor('int64', BigInt64Array.of(BigInt(id)), [1, 1]);
-        if (onDevice) {
-          const [values, top] = await model.call('decode_topk', token);
-          next = () => choose(values.data, Array.from(top.data, Number), how, rand);
-        } else {
-          logits = await model.call('decode', token);
-        }
+        await step.feed(id);
         used++;
       }
     },

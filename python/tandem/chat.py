@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
-from .decoding import Random, best, choose, needed, prefill
+from .decoding import Picker, Random, prefill
 from .errors import TandemError
 
 
@@ -317,17 +317,9 @@ class Chat:
         on_text: Optional[Callable[[str], None]] = o["on_text"]
         eos = md.get("eos_token_id")
         stop = {int(t) for t in ([] if eos is None else [eos] if isinstance(eos, int) else eos)} | {int(t) for t in o["stop"]}
-        vocab = logits.shape[-1]
-        k = md.get("sample_top_k") or 0
-        on_device = "decode_topk" in model.methods and 0 < needed(temperature, top_k, vocab) <= k
         capacity = md["max_cache_len"]
-
-        def from_logits(logits=logits):
-            top = best(logits, needed(temperature, top_k, vocab))
-            row = logits.reshape(-1)
-            return choose([float(row[i]) for i in top], top, temperature, top_k, top_p, rand)
-
-        reply, shown, ttft_ms, pick = [], "", None, from_logits
+        picker = Picker(model, logits, temperature, top_k, top_p, rand)
+        reply, shown, ttft_ms = [], "", None
 
         def show(final: bool) -> None:
             nonlocal shown
@@ -342,7 +334,7 @@ class Chat:
             if len(reply) >= o["max_new_tokens"]:
                 reason = "length"
                 break
-            token = pick()
+            token = picker.pick()
             if ttft_ms is None:
                 ttft_ms = (time.perf_counter() - t0) * 1000
             if token in stop:
@@ -355,13 +347,7 @@ class Chat:
             if capacity is not None and len(self._ids) >= capacity:
                 reason = "capacity"
                 break
-            step = torch.tensor([[token]], dtype=torch.long)
-            if on_device:
-                values, top = model.call("decode_topk", step)
-                values, top = values.reshape(-1).tolist(), top.reshape(-1).tolist()
-                pick = lambda values=values, top=top: choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
-            else:
-                pick = lambda logits=model.call("decode", step): from_logits(logits)  # noqa: E731
+            picker.feed(token)
             self._ids.append(token)
         show(True)
         return reply, reason, ttft_ms

@@ -113,3 +113,36 @@ def choose(values: list, ids: list, temperature: float, top_k: int, top_p: float
         if r < 0:
             return ids[k]
     return ids[keep - 1]
+
+
+class Picker:
+    """The next-token step of generate and of a chat reply: pick() chooses a token from the last
+    logits (a prompt's, or decode's), feed(token) appends it to the cache. With decode_topk in the
+    program and sampling that reads no more than its k best, feed runs it and pick() ranks only those
+    (the logits never leave the runtime); otherwise feed runs decode."""
+
+    def __init__(self, model, logits: torch.Tensor, temperature: float, top_k: int, top_p: float, rand):
+        self._model, self._rand = model, rand
+        self._options = (temperature, top_k, top_p)
+        self._vocab = logits.shape[-1]
+        k = model.metadata.get("sample_top_k") or 0
+        self._on_device = "decode_topk" in model.methods and 0 < needed(temperature, top_k, self._vocab) <= k
+        self._logits, self._ranked = logits, None
+
+    def pick(self) -> int:
+        temperature, top_k, top_p = self._options
+        if self._ranked is not None:
+            values, ids = self._ranked
+        else:
+            ids = best(self._logits, needed(temperature, top_k, self._vocab))
+            row = self._logits.reshape(-1)
+            values = [float(row[i]) for i in ids]
+        return choose(values, ids, temperature, top_k, top_p, self._rand)
+
+    def feed(self, token: int) -> None:
+        step = torch.tensor([[token]], dtype=torch.long)
+        if self._on_device:
+            values, ids = self._model.call("decode_topk", step)
+            self._ranked = (values.reshape(-1).tolist(), ids.reshape(-1).tolist())
+        else:
+            self._logits = self._model.call("decode", step)

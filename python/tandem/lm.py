@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Union
 
 import torch
 
-from .decoding import Random, best, choose, needed, prefill
+from .decoding import Picker, Random, prefill
 from .errors import TandemError
 
 
@@ -96,19 +96,9 @@ def generate(
     max_cache_len = md["max_cache_len"]
     logits = prefill(model, torch.tensor([ids], dtype=torch.long))
     used = int(model.read_state(md["position_state"]))
-    vocab = logits.shape[-1]
-    k = md.get("sample_top_k") or 0
-    on_device = "decode_topk" in model.methods and 0 < needed(temperature, top_k, vocab) <= k
-    rand = Random(seed)
-
-    def from_logits():
-        top = best(logits, needed(temperature, top_k, vocab))
-        row = logits.reshape(-1)
-        return choose([float(row[i]) for i in top], top, temperature, top_k, top_p, rand)
-
-    pick, out = from_logits, []
+    picker, out = Picker(model, logits, temperature, top_k, top_p, Random(seed)), []
     while len(out) < max_new_tokens:
-        token = pick()
+        token = picker.pick()
         if token in stop:
             break
         out.append(token)
@@ -117,13 +107,6 @@ def generate(
         if max_cache_len is not None and used >= max_cache_len:
             break
         # the id goes into the cache, the last one too (as in JS): the model is ready to continue
-        step = torch.tensor([[token]], dtype=torch.long)
-        if on_device:
-            values, top = model.call("decode_topk", step)
-            values, top = values.reshape(-1).tolist(), top.reshape(-1).tolist()
-            pick = lambda values=values, top=top: choose(values, top, temperature, top_k, top_p, rand)  # noqa: E731
-        else:
-            logits = model.call("decode", step)
-            pick = from_logits
+        picker.feed(token)
         used += 1
     return out
