@@ -1,4 +1,4 @@
-"""Random stateful programs for differential testing (issue #22 item 5).
+"""Random stateful programs for differential testing.
 
 A program is a *plan*: 1-4 state tensors (float32, int64, bool; rank 1-3) and 1-3 methods, each a
 list of steps over a pool of values. `Planned(plan)` is an ordinary nn.Module that interprets the
@@ -529,13 +529,17 @@ def check_plan(plan: dict, calls: list | None = None, rtol=1e-4, atol=1e-5) -> b
 def failure(plan: dict) -> str | None:
     """The failure of a plan as one line (None when it passes). An ExportError is a failure too:
     every plan uses only what tandem supports."""
+    return outcome(plan)[0]
+
+
+def outcome(plan: dict) -> tuple[str | None, bytes | None]:
+    """(failure, None) or (None, the program's bytes): failure() that keeps the program it exported."""
     calls = call_sequence(plan)
     eager_trace(plan, calls)  # a plan eager cannot run is the generator's bug: raise, not a finding
     try:
-        check_plan(plan, calls)
+        return None, check_plan(plan, calls)
     except Exception as e:  # noqa: BLE001 - any exception is a finding
-        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    return None
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", None
 
 
 def shrink(plan: dict, fails=failure, budget: float = 120.0) -> dict:
@@ -622,10 +626,10 @@ def main() -> int:
         plan = make_plan(s)
         if args.show:
             print(json.dumps(plan))
-        f = failure(plan)
+        f, program = outcome(plan)
         if f is None:
             if args.record:
-                record(plan, check_plan(plan), args.record)
+                record(plan, program, args.record)
             continue
         small = shrink(plan)
         print(f"seed {s}: {f}\n  minimal plan: {json.dumps(small)}", flush=True)

@@ -213,7 +213,7 @@ AVX2 void tdm_f32_gemm_rows__avx2(int64_t M, int64_t N, int64_t K, const float *
 
 /* ---- AVX-512F: the same chains, 32 columns (four panels) per tile -------------------------------
  * Two zmm hold four panels' 8 columns each (two 8-column halves put together from two loads), so
- * a tile of up to 8 rows x 32 columns keeps 16 accumulators (of 32 registers) and issues 16 fused
+ * a tile of up to 8 rows x 32 columns keeps 16 accumulators (of 32 registers) and starts 16 fused
  * multiply-adds per k for 4 loads and 2 inserts. Every value is the same fused chain as in the
  * AVX2 kernel (k in order from 0 or the bias; K blocks continue from the stored sums), so the two
  * give the same bits and the last N % 32 columns run the AVX2 kernel. */

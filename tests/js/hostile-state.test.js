@@ -1,4 +1,4 @@
-// Hostile state and calls (issue #22 item 6): loadState with truncated, mutated and foreign bytes,
+// Hostile state and calls: loadState with truncated, mutated and foreign bytes,
 // writeState with wrong dtypes, shapes and values (NaN, indices far out of range), calls during a
 // fork, dispose during a worker call. Each is a typed error or a defined result; the state is never
 // half-changed and the instance never traps (later calls still work).

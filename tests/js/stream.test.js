@@ -1,4 +1,4 @@
-// Loading from a Response streams the program into the runtime's memory chunk by chunk (issue #13:
+// Loading from a Response streams the program into the runtime's memory chunk by chunk (with
 // no second full copy in JS memory): the model is the same as one loaded from bytes, with or
 // without a content-length (or a wrong one), progress is reported, a failing body and a program
 // past 4 GiB are typed errors.

@@ -1,4 +1,4 @@
-"""Layout permutes folded into attention (issue #23 item 5): a `permute` that only feeds an attention
+"""Layout permutes folded into attention: a `permute` that only feeds an attention
 and keeps the last dim last becomes the attention's perm for that operand, and the attention reads
 the permute's input in place by strides (src/kernels/attention.c). Against PyTorch eager natively and
 on the wasm backend: time-first K/V (pocket-tts' cache layout), a time-first q, grouped-query

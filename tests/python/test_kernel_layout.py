@@ -1,4 +1,4 @@
-"""Kernels apart from operators (issue 25, item 2): a file that declares ops (TDM_OP) tests no
+"""Kernels apart from operators: a file that declares ops (TDM_OP) tests no
 instruction set, the variant picks live in src/kernels/config.c, and every kernel variant that
 src/kernels/variants.h declares is exercised by tests/c/kernel_selftest.c beside its reference."""
 

@@ -1,4 +1,4 @@
-"""A model as its authors ship it (issue #23): Kyutai's Mimi codec from PyPI
+"""A model as its authors ship it: Kyutai's Mimi codec from PyPI
 `moshi`, exported exactly as moshi's streaming API is used, equal to moshi's own streaming eager over a
 sequence (frames, a reset, more frames), natively and on the wasm backend; and a streaming step
 writes only its new rows into the state."""

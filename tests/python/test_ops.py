@@ -318,7 +318,7 @@ case("channel_norm_plain", lambda x, m: m(x.transpose(1, 2)).transpose(1, 2), r(
 case("channel_norm_not_inverse", lambda x, m: m(x.transpose(1, 2)).transpose(0, 1), r(2, 7, 5), with_random_params(nn.LayerNorm(7)))
 
 
-# ---- issue #12: log1p, repeat, var/std, cumsum, gather, topk/sort, constant padding, group norm,
+# ---- log1p, repeat, var/std, cumsum, gather, topk/sort, constant padding, group norm,
 # multi-index index_put, float64 fills, and int32 as a full dtype ----------------------------------
 for shape in [(1,), (3, 17), (2, 3, 33)]:
     case("log1p", torch.log1p, pos(*shape) * 3 - 0.05)
@@ -388,7 +388,7 @@ case("index_put2_apart_acc", lambda x, i, j, v: setitem(x, (i, slice(None), j), 
 case("index_put_mask", lambda x, m: torch.index_put(x, (m,), torch.tensor(2.5)), r(4, 5), torch.rand(4, 5, generator=g) > 0.5)
 case("index_put_mask_row_acc", lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True), r(4, 5), torch.tensor([True, False, True, True]), r(5))
 case("setitem2", lambda x, i, j: x.clone().index_put_((i, j), torch.tensor(-1.0)), r(3, 4), torch.tensor([0, 2]), torch.tensor([3, 1]))
-# scatter (issue #23): any dim, src larger than the index (its leading corner is read), a value,
+# scatter: any dim, src larger than the index (its leading corner is read), a value,
 # int and bool dtypes, negative dims; moshi's ring-cache form (one row index expanded over the other
 # dims, scatter_ on a view) becomes index_put
 for shape, dim, ishape in [((5, 4), 0, (3, 4)), ((5, 4), 1, (5, 2)), ((3, 4, 6), 2, (2, 3, 3)), ((3, 4, 6), -2, (3, 2, 6)), ((7,), 0, (4,))]:
@@ -414,7 +414,7 @@ case("empty_written", lambda a, b: (lambda e: (e.__setitem__(slice(0, 2), a), e.
 case("new_empty_scatter", lambda x, i, s: x.new_empty(x.shape).copy_(x).scatter_(1, i, s), r(3, 4), torch.tensor([[1], [3], [0]]), r(3, 1))
 case("empty_like_index_copy", lambda x, i: torch.empty_like(x).index_copy_(0, i, x), r(3, 4), torch.tensor([2, 0, 1]))
 
-# OpInfo samples that failed before issue #12: integer matmuls (exact, wrapping), 0-d softmax and
+# OpInfo samples that once failed: integer matmuls (exact, wrapping), 0-d softmax and
 # index_select, mean and all over every dim, batch norm with statistics given at run time, a query
 # whose batch dims broadcast against the keys'
 case("mm_int", torch.mm, ints(3, 4), ints(4, 5))

@@ -1,4 +1,4 @@
-"""pocket-tts 4.0.1 (issue #23) exported as the package's own streaming API calls it: its TTSModel's
+"""pocket-tts 4.0.1 exported as the package's own streaming API calls it: its TTSModel's
 `_run_flow_lm_and_increment_step` over its flow LM's ModelState (the text prompt, then one call per
 generated latent) and its Mimi's `decode_from_latent` + `increment_steps` over the Mimi's ModelState
 (the decode worker's loop), with no wrapper and no flag changed on its objects; equal to the

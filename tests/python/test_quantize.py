@@ -251,7 +251,7 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
 
 
 def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch):
-    """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows (issue #23): with K = 512 they go through
+    """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows: with K = 512 they go through
     the integer dot in blocks of 8, and with K = 2047 (blocks of 4) and K = 3000 (blocks of 2), so
     each of 16 (and 21) rows has exactly the bits of a one-row call on it, on the native backend
     and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits."""

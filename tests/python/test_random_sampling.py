@@ -1,4 +1,4 @@
-"""Random sampling (issue #23): torch.randn / rand / normal_ / uniform_ / bernoulli / multinomial /
+"""Random sampling: torch.randn / rand / normal_ / uniform_ / bernoulli / multinomial /
 randint from the program's own generator (Philox4x32-10 keyed by the `__rng__` state slot).
 
 The stream is not torch's, so values are checked against an independent reference: a numpy

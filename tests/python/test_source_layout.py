@@ -126,6 +126,22 @@ def test_docs_hold_no_development_history():
     assert not lines, f"docs describe what is (history stays in git): {lines}"
 
 
+# In code and tests the same, less the session words ("this session's state" is the runtime's) and
+# the `#444` of a colour: an issue number or a date.
+CODE_HISTORY = re.compile(r"\bissues?\s+#?\d+\b|\(#\d+\b|\b20\d\d-\d{2}-\d{2}\b", re.IGNORECASE)
+
+
+def test_code_holds_no_issue_numbers_or_dates():
+    dirs = ("src", "include", "python", "web", "bench", "scripts", "cmake", "demo", "tests", "node")
+    files = [p for d in dirs for p in (ROOT / d).rglob("*")
+             if p.is_file() and p.suffix in {".c", ".h", ".py", ".js", ".mjs", ".sh", ".cmake", ".html", ".ts", ".wgsl"}
+             and p != Path(__file__).resolve()]  # fmt: skip
+    assert len(files) > 200
+    lines = [f"{p.relative_to(ROOT)}:{i}: {m.group(0)!r}" for p in files
+             for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if (m := CODE_HISTORY.search(line))]  # fmt: skip
+    assert not lines, f"code and comments describe what is (history stays in git): {lines}"
+
+
 def test_the_history_pattern_matches_history_and_not_the_api():
     history = ["(issue #16)", "issue 25", "see #12", "2026-12-01", "this session", "After the sixth session's merges",
                "the thirteenth session", "main at the session's start", "earlier sessions' probes"]  # fmt: skip

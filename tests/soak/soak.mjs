@@ -1,4 +1,4 @@
-// The soak run (npm run soak; issue #22 item 7): random interleavings of calls, forks, disposes,
+// The soak run (npm run soak): random interleavings of calls, forks, disposes,
 // aborts, worker deaths, saves and restores over several programs, for --minutes (default 10).
 // Every model ("actor": inline or in a worker, 1 or 2 threads) has a shadow: an inline
 // single-thread model on the same program that replays the actor's calls one at a time. Every

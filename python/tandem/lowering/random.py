@@ -1,4 +1,4 @@
-"""Random sampling (issue #23): torch.randn / rand / normal_ / uniform_ / bernoulli / multinomial /
+"""Random sampling: torch.randn / rand / normal_ / uniform_ / bernoulli / multinomial /
 randint -> the runtime's `random` and `multinomial` ops, drawing from a counter-based generator
 (Philox4x32-10, src/kernels/random.c) whose key and counter are the program's state slot `__rng__`
 (int64 [2] = [seed, calls]).
