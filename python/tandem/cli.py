@@ -255,6 +255,24 @@ def _writable(path: Path) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(path.parent))
 
 
+def _seq2seq_options(args) -> dict:
+    """--encoder-input-shape and --max-source-len as export_seq2seq's options (only those given)."""
+    out = {}
+    if args.encoder_input_shape is not None:
+        try:
+            shape = tuple(int(d) for d in args.encoder_input_shape.replace("x", ",").split(","))
+        except ValueError:
+            shape = ()
+        if not shape or min(shape) < 1:
+            raise CliError(
+                f"export: --encoder-input-shape {args.encoder_input_shape!r}: give positive sizes separated by commas, e.g. 1,80,3000"
+            )
+        out["encoder_input_shape"] = shape
+    if args.max_source_len is not None:
+        out["max_source_len"] = args.max_source_len
+    return out
+
+
 def _export(args) -> int:
     import warnings
 
@@ -278,6 +296,7 @@ def _export(args) -> int:
                 quantize=args.quantize,
                 dtype=args.dtype,
                 sample_top_k=args.sample_top_k or None,
+                **_seq2seq_options(args),
                 tokenizer=not args.no_tokenizer,
                 verify=not args.no_verify,
                 progress=progress,
@@ -323,6 +342,17 @@ def main(argv=None) -> int:
             p.add_argument("--quantize", choices=["int8", "int4"], help="store linear and embedding weights quantized")
             p.add_argument("--dtype", default="float32", help="the compute dtype: float32 (the one tandem runs)")
             p.add_argument("--sample-top-k", type=int, default=64, help="K of decode_topk (0: no decode_topk)")
+            p.add_argument(
+                "--encoder-input-shape",
+                metavar="N,...",
+                help="an encoder-decoder over features or samples: the shape of one encoder input as its forward takes it, "
+                "e.g. 1,80,3000 (Whisper's is known from its config)",
+            )
+            p.add_argument(
+                "--max-source-len",
+                type=int,
+                help="an encoder-decoder over token ids: the longest source (default: min(512, its positions))",
+            )
             p.add_argument("--no-tokenizer", action="store_true", help="store no tokenizer in the file")
             p.add_argument("--no-verify", action="store_true", help="skip running the file against eager PyTorch")
             p.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress bar, no summary)")

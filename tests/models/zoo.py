@@ -1,6 +1,7 @@
 """transformers' own registries of generative model classes, each built tiny from its config class
 (tests/python/test_registry_walk.py): `causal_lm_classes()` lists every class registered for causal
-LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), `shrink(config)` makes any config small by the roles its
+LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), `seq2seq_classes()` those for text and speech
+sequence-to-sequence, `shrink(config)` makes any config small by the roles its
 fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table, and
 `make_checkpoint(name, folder)` saves the seeded tiny model with a small byte-level BPE tokenizer
 (tests/models/checkpoint.py) as a user's checkpoint folder."""
@@ -165,6 +166,19 @@ def causal_lm_classes() -> list[str]:
     return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()))
 
 
+def seq2seq_classes() -> list[str]:
+    """Every class transformers registers for sequence-to-sequence generation from text or speech
+    (MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES) and not
+    for causal LM, once, sorted."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
+    )
+
+    names = set(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES.values()) | set(MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.values())
+    return sorted(names - set(causal_lm_classes()))
+
+
 def sample(classes: list[str], seed: int, k: int) -> list[str]:
     import random
 
@@ -191,6 +205,9 @@ def make_checkpoint(class_name: str, folder: Path):
     shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id})
     torch.manual_seed(0)
     model = cls(config).eval()
+    gen = getattr(model, "generation_config", None)
+    if getattr(config, "is_encoder_decoder", False) and gen is not None and gen.decoder_start_token_id is None:
+        gen.decoder_start_token_id = tokenizer.pad_token_id  # as a released checkpoint's generation_config.json has it (T5's)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -228,6 +245,68 @@ def greedy(m, ids: list[int]) -> list[int]:
     return got
 
 
+def encoder_input(model, tokenizer, folder: Path):
+    """What the walk gives an encoder-decoder's encoder: the prompt's token ids, or one second of seeded
+    noise through the model's own feature extractor (transformers' class for its model type, with its
+    defaults, saved in the checkpoint folder as a user's would be): {main_input_name: tensor}."""
+    import torch
+
+    name = model.main_input_name
+    if name == "input_ids":
+        return {name: torch.tensor([tokenizer(PROMPT)["input_ids"]])}
+    import transformers
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    cls = FEATURE_EXTRACTOR_MAPPING_NAMES.get(model.config.model_type)
+    if cls is None:
+        raise ValueError(f"{model.config.model_type} registers no feature extractor to make its {name} with")
+    extractor = getattr(transformers, cls)()
+    extractor.save_pretrained(folder)
+    rate = int(getattr(extractor, "sampling_rate", 16000))
+    audio = torch.Generator().manual_seed(0)
+    noise = (torch.rand(rate, generator=audio) * 0.2 - 0.1).numpy()
+    features = extractor(noise, sampling_rate=rate, return_tensors="pt")
+    if name not in features:
+        raise ValueError(f"{cls} gives {sorted(features)}, not the {name} that {type(model).__name__} takes")
+    return {name: features[name].float()}
+
+
+def reference_seq2seq(model, inputs: dict) -> list[int]:
+    """transformers' greedy generate of an encoder-decoder: NEW_TOKENS tokens after its decoder start."""
+    import torch
+    from transformers import GenerationConfig
+
+    from tandem.recipes.seq2seq import decoder_start
+
+    start = decoder_start(model)
+    config = GenerationConfig(
+        do_sample=False,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        eos_token_id=None,
+        pad_token_id=0,
+        decoder_start_token_id=start,
+    )
+    model.generation_config = config
+    with torch.no_grad():
+        out = model.generate(**inputs, generation_config=config)
+    return out[0, -NEW_TOKENS:].tolist()
+
+
+def greedy_seq2seq(m, inputs: dict) -> list[int]:
+    """The same in the runtime: encode, then decode from the decoder start token."""
+    import torch
+
+    m.reset()
+    m.encode(next(iter(inputs.values())))
+    start = m.metadata.get("decoder_start_token_id")
+    token, got = (start[0] if isinstance(start, list) else start or 0), []
+    while len(got) < NEW_TOKENS:
+        token = int(m.decode(torch.tensor([[token]])).argmax())
+        got.append(token)
+    return got
+
+
 def _line(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
 
@@ -244,16 +323,30 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     import tandem.runtime as runtime
     from tandem.cli import main as cli
 
+    seq2seq = class_name in seq2seq_classes()  # an encoder-decoder, or an audio LM (refused at export)
     try:
         model, tokenizer = make_checkpoint(class_name, folder / "checkpoint")
-        ids = tokenizer(PROMPT)["input_ids"]
-        want = reference(model, ids)
+        if seq2seq and not model.config.is_encoder_decoder:
+            inputs, want = {}, None  # an audio LM: what the walk checks is the export's refusal
+        elif seq2seq:
+            inputs = encoder_input(model, tokenizer, folder / "checkpoint")
+            want = reference_seq2seq(model, inputs)
+        else:
+            ids = tokenizer(PROMPT)["input_ids"]
+            want = reference(model, ids)
     except Exception as e:
         return "build", _line(e)
     out = folder / "model.tandem"
     err = io.StringIO()
-    args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet"]
-    args += ["--max-cache-len", str(MAX_CACHE_LEN), "--max-prompt-len", str(MAX_PROMPT_LEN), "--sample-top-k", "0"]
+    args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-cache-len", str(MAX_CACHE_LEN), "--sample-top-k", "0"]
+    if not seq2seq:
+        args += ["--max-prompt-len", str(MAX_PROMPT_LEN)]
+    elif not inputs:
+        pass
+    elif "input_ids" in inputs:
+        args += ["--max-source-len", str(MAX_CACHE_LEN)]
+    else:
+        args += ["--encoder-input-shape", ",".join(map(str, next(iter(inputs.values())).shape))]
     try:
         with contextlib.redirect_stderr(err):
             rc = cli(args)
@@ -263,13 +356,15 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
         text = " ".join(err.getvalue().split())
         at = text.rfind("tandem: export: ")
         return "export", (text[at:].removeprefix("tandem: export: ") if at >= 0 else text.removeprefix("tandem: "))[:300]
+    if seq2seq and not inputs:
+        return "export", "an audio LM exported as a text-only LM: the export should refuse it"
     for backend in ("native", "wasm"):
         saved = runtime._lib, runtime.BACKEND
         if backend == "wasm":
             runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
         try:
             with tandem.load(out) as m:
-                got = greedy(m, ids)
+                got = greedy_seq2seq(m, inputs) if seq2seq else greedy(m, ids)
         except Exception as e:
             return backend, _line(e)
         finally:
@@ -294,6 +389,11 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
     (r"uses cache of its own", "keeps a cache of its own, not a transformers StaticCache"),
     (r"TimeoutError", "its export took more than the walk's 300 s"),
     (r"complex64|complex128", "complex-valued rotary embeddings: tandem has no complex dtype"),
+    (
+        r"generates text from audio merged into its token stream",
+        "an audio LM (audio features merged into its token stream), refused: as a text LM it would drop its audio",
+    ),
+    (r"logits differ from eager PyTorch", "the export's check finds its first logits further from transformers' than 1e-3 of their scale"),
 ]
 
 
@@ -344,11 +444,16 @@ def main(argv=None) -> None:
         rows = {}
         for f in args.table:
             rows.update({r["class"]: r for r in map(json.loads, Path(f).read_text().splitlines())})
-        classes = causal_lm_classes()
-        assert set(rows) >= set(classes), f"no result for {sorted(set(classes) - set(rows))}"
-        rows = [rows[c] for c in classes]
-        print(f"{sum(r['stage'] is None for r in rows)} of the {len(classes)} causal-LM classes\n")
-        print(table(rows))
+        for classes, what in (
+            (causal_lm_classes(), "causal-LM classes"),
+            (seq2seq_classes(), "encoder-decoder and speech-to-text classes"),
+        ):
+            if not set(rows) & set(classes):
+                continue  # a group the files do not cover
+            assert set(rows) >= set(classes), f"no result for {sorted(set(classes) - set(rows))}"
+            group = [rows[c] for c in classes]
+            print(f"{sum(r['stage'] is None for r in group)} of the {len(classes)} {what}\n")
+            print(table(group) + "\n")
         return
     warnings.simplefilter("ignore")
     import transformers
@@ -366,7 +471,7 @@ def main(argv=None) -> None:
         raise TimeoutError("the class took more than 300 s")
 
     signal.signal(signal.SIGALRM, timeout)
-    for name in args.classes or causal_lm_classes():
+    for name in args.classes or causal_lm_classes() + seq2seq_classes():
         if name in done:
             continue
         t0 = time.perf_counter()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import tandem
+import tandem.runtime as runtime
 import tandem.transformers
 from conftest import ROOT
 from models.checkpoint import CHATS, TEXTS, make_checkpoint, reference_cases
@@ -170,3 +171,43 @@ def test_bad_options_are_errors_before_anything_loads(exported, tmp_path, capsys
     assert "tandem computes in float32" in capsys.readouterr().err
     assert cli(["export", str(exported[0]), "-o", str(tmp_path / "x.tandem"), "--max-cache-len", "8", "--max-prompt-len", "9"]) == 1
     assert "max_prompt_len must be in [1, max_cache_len=8]" in capsys.readouterr().err
+
+
+def test_a_speech_model_exports_from_the_command_with_its_input_shape_and_generates_as_transformers(tmp_path, wasm_lib):
+    # Speech2Text takes filterbank features whose shape its config does not give: --encoder-input-shape
+    from models import zoo
+
+    folder = tmp_path / "speech"
+    model, tokenizer = zoo.make_checkpoint("Speech2TextForConditionalGeneration", folder)
+    inputs = zoo.encoder_input(model, tokenizer, folder)
+    shape = ",".join(map(str, inputs["input_features"].shape))
+    out = tmp_path / "speech.tandem"
+    assert cli(["export", str(folder), "-o", str(out), "--quiet"]) == 1  # no shape: the recipe asks for it
+    assert cli(["export", str(folder), "-o", str(out), "--quiet", "--max-cache-len", "16", "--encoder-input-shape", shape]) == 0
+    want = zoo.reference_seq2seq(model, inputs)
+    with tandem.load(out) as m:
+        assert m.metadata["encoder_input_shape"] == list(inputs["input_features"].shape)
+        assert zoo.greedy_seq2seq(m, inputs) == want
+    saved = runtime._lib, runtime.BACKEND
+    runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
+    try:
+        with tandem.load(out) as m:
+            assert zoo.greedy_seq2seq(m, inputs) == want
+    finally:
+        runtime._lib, runtime.BACKEND = saved
+
+
+def test_encoder_options_are_refused_for_a_decoder_only_model_and_an_audio_lm_is_refused(exported, tmp_path, capsys):
+    out = str(tmp_path / "x.tandem")
+    assert cli(["export", str(exported[0]), "-o", out, "--encoder-input-shape", "1,80,x"]) == 1
+    assert "--encoder-input-shape '1,80,x': give positive sizes" in capsys.readouterr().err
+    assert cli(["export", str(exported[0]), "-o", out, "--encoder-input-shape", "1,80,3000"]) == 1
+    assert "encoder_input_shape: only an encoder-decoder takes it" in capsys.readouterr().err
+    from models import zoo
+
+    folder = tmp_path / "voxtral"
+    zoo.make_checkpoint("VoxtralForConditionalGeneration", folder)
+    assert cli(["export", str(folder), "-o", out]) == 1
+    err = capsys.readouterr().err
+    assert "generates text from audio merged into its token stream" in err and "tandem.export" in err
+    assert not (tmp_path / "x.tandem").exists()

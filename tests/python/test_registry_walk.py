@@ -1,11 +1,13 @@
-"""Every causal-LM class transformers registers (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), built tiny from
-its own config class (tests/models/zoo.py: a shrinker over the config's fields, seeded), saved with a
-small tokenizer, exported by `python -m tandem export DIR`, and its greedy generation compared with
-transformers' generate, natively and in wasm. A class passes, or is a row of docs/models.md's table
+"""Every causal-LM, encoder-decoder and speech-to-text class transformers registers
+(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES), built tiny from its own config class (tests/models/zoo.py:
+a shrinker over the config's fields, seeded), saved with a small tokenizer (and a speech model's own
+feature extractor), exported by `python -m tandem export DIR`, and its greedy generation compared
+with transformers' generate, natively and in wasm. A class passes, or is a row of docs/models.md's table
 with the stage it fails at and why; the test holds the table to what happens (a listed class that
 passes fails the test too, so the table and the pass rate stay true).
 
-The README's test command runs a sample of SAMPLE classes, a different one each run: the seed is in
+The README's test command runs a sample of SAMPLE causal-LM and SAMPLE_SEQ2SEQ other classes, a different one each run: the seed is in
 the tests' ids and pytest's header (TANDEM_ZOO_SEED=N repeats a run). `npm run test:zoo`
 (TANDEM_ZOO=all) walks every class."""
 
@@ -21,6 +23,7 @@ transformers = pytest.importorskip("transformers")
 from models import zoo  # noqa: E402
 
 SAMPLE = 4
+SAMPLE_SEQ2SEQ = 2
 DOC = ROOT / "docs" / "models.md"
 
 
@@ -34,20 +37,23 @@ def refused() -> dict:
     return rows
 
 
-CLASSES = zoo.causal_lm_classes()
+CAUSAL = zoo.causal_lm_classes()
+SEQ2SEQ = zoo.seq2seq_classes()
+CLASSES = CAUSAL + SEQ2SEQ
 SEED = zoo_seed()
-WALKED = CLASSES if os.environ.get("TANDEM_ZOO") == "all" else zoo.sample(CLASSES, SEED, SAMPLE)
+WALKED = CLASSES if os.environ.get("TANDEM_ZOO") == "all" else zoo.sample(CAUSAL, SEED, SAMPLE) + zoo.sample(SEQ2SEQ, SEED, SAMPLE_SEQ2SEQ)
 
 
-def test_the_table_lists_registered_classes_once_with_a_stage_and_the_pass_rate():
+def test_the_tables_list_registered_classes_once_with_a_stage_and_the_pass_rates():
     rows = refused()
     assert rows and set(rows) <= set(CLASSES), sorted(set(rows) - set(CLASSES))
     assert {stage for stage, _ in rows.values()} <= {"build", "export", "native", "wasm", "unknown"}
     text = DOC.read_text()
     names = re.findall(r"^\| `(\w+)` \|", text, flags=re.M)
     assert len(names) == len(set(names))
-    passed = len(CLASSES) - len(rows)
-    assert f"{passed} of the {len(CLASSES)} causal-LM classes" in text
+    for classes, what in ((CAUSAL, "causal-LM classes"), (SEQ2SEQ, "encoder-decoder and speech-to-text classes")):
+        passed = len(classes) - len(set(rows) & set(classes))
+        assert f"{passed} of the {len(classes)} {what}" in text
 
 
 @pytest.mark.parametrize("name", WALKED, ids=[f"{n}-seed{SEED}" for n in WALKED])

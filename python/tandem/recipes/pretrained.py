@@ -160,6 +160,17 @@ def _family(config: dict, path: Path) -> str:
     if config.get("is_encoder_decoder"):
         return "seq2seq"
     import transformers
+    from transformers.models.auto import modeling_auto as auto
+
+    kind = config.get("model_type")
+    takes_source = kind in auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES or kind in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
+    if takes_source and kind not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ExportError(
+            f"'{path}': a {kind} model generates text from audio merged into its token stream (transformers registers it "
+            "for speech or sequence-to-sequence generation, as a decoder-only model); tandem's recipes export "
+            "encoder-decoders (encode, decode) and text LMs (prefill, decode), so exporting it as a text LM would drop "
+            "its audio: export its audio encoder and its LM as modules with tandem.export (docs/guide/exporting.md)"
+        )
 
     try:
         loaded = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -247,6 +258,14 @@ def export_pretrained(
         max_cache_len = int(max_cache_len or min(limit, 1024))
         program = export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
     else:
+        given = [k for k in ("encoder_input_shape", "max_source_len") if options.get(k) is not None]
+        if given:
+            raise ExportError(
+                f"{', '.join(given)}: only an encoder-decoder takes it, and this {config.get('model_type', '?')} model is a "
+                f"decoder-only LM (leave it out)"
+            )
+        for k in ("encoder_input_shape", "max_source_len"):
+            options.pop(k, None)
         if family == "recurrent":
             # max_cache_len is the attention layers' capacity (a model without any records it as unused)
             if max_cache_len is None and has_attention_layers(model):
@@ -318,7 +337,14 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             token = torch.tensor([[start]])
             m.encode(features)
             got = m.decode(token)
-            want = model(**{md.get("encoder_input", model.main_input_name): features}, decoder_input_ids=token).logits[:, -1]
+            # the first step's logits as transformers' generate computes them (its masks and cache)
+            from transformers import GenerationConfig
+
+            how = GenerationConfig(
+                do_sample=False, max_new_tokens=1, output_logits=True, return_dict_in_generate=True, decoder_start_token_id=start
+            )
+            out = model.generate(**{md.get("encoder_input", model.main_input_name): features}, generation_config=how)
+            want = out.logits[0]
             checked = f"encode(input {list(shape)}) then decode(token {start})"
         else:
             n = min(int(md["max_prompt_len"]), 8)

@@ -34,24 +34,30 @@ class Seq2Seq(nn.Module):
     then the self-attention cache is emptied. decode runs the model's own forward (its head, scaling
     and final bias included) over the caches. The cache tensors are created by one eager call."""
 
-    def __init__(self, model: nn.Module, max_cache_len: int, example: torch.Tensor, masked: bool, source_capacity=None):
+    def __init__(self, model: nn.Module, max_cache_len: int, example: torch.Tensor, masked: bool, source_capacity=None, padded=False):
         super().__init__()
         from transformers.cache_utils import Cache, EncoderDecoderCache, StaticLayer
 
         self.model = model
         self.input_name = model.main_input_name
         self.masked = masked
+        self.padded = padded  # token ids padded to source_capacity, with an attention mask: the encoder sees one shape
+        self.capacity = source_capacity
         c = model.config
         layers = (
             getattr(c, "decoder_layers", None)
             or getattr(c, "num_decoder_layers", None)
             or c.get_text_config(decoder=True).num_hidden_layers
         )
-        start = token_id(getattr(c, "decoder_start_token_id", None))
-        start = start[0] if isinstance(start, list) else (start if start is not None else 0)
+        start = decoder_start(model)
+        start = start if start is not None else 0
         self.register_buffer("start", torch.tensor([[start]]), persistent=False)
         with torch.no_grad():
-            hidden = self._encoder(example)
+            out = self.model.get_encoder()(**self._encoder_args(example))
+        # the decoder is given the encoder's output as the encoder gives it (its own output class: some
+        # decoders read more of it than last_hidden_state, as None), with last_hidden_state from state
+        self._encoded = type(out) if not isinstance(out, tuple) else None
+        hidden = out[0]
         capacity = int(source_capacity or hidden.shape[1])
         self.register_buffer("hidden", torch.zeros(1, capacity, hidden.shape[2]))  # the encoder's output
         self.register_buffer("source_length", torch.zeros((), dtype=torch.long))  # its rows in use
@@ -62,8 +68,16 @@ class Seq2Seq(nn.Module):
             self.encode(example)
         self.reset()
 
+    def _encoder_args(self, x) -> dict:
+        if not self.padded:
+            return {self.input_name: x}
+        n = x.shape[1]
+        pad = int(getattr(self.model.config, "pad_token_id", None) or 0)
+        ids = torch.full((1, self.capacity), pad, dtype=x.dtype).index_copy(1, torch.arange(n), x)
+        return {self.input_name: ids, "attention_mask": (torch.arange(self.capacity) < n)[None].long()}
+
     def _encoder(self, x):
-        return self.model.get_encoder()(**{self.input_name: x}).last_hidden_state
+        return self.model.get_encoder()(**self._encoder_args(x))[0]  # last_hidden_state (also of an encoder that gives a tuple)
 
     def _run(self, token: torch.Tensor, cross_ready: bool) -> torch.Tensor:
         for i in range(len(self.cache.cross_attention_cache.layers)):
@@ -71,7 +85,8 @@ class Seq2Seq(nn.Module):
         kwargs = {}
         if self.masked:  # rows past the source length are padding
             kwargs["attention_mask"] = (torch.arange(self.hidden.shape[1]) < self.source_length)[None].long()
-        out = self.model(encoder_outputs=(self.hidden,), decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
+        encoded = (self.hidden,) if self._encoded is None else self._encoded(last_hidden_state=self.hidden)
+        out = self.model(encoder_outputs=encoded, decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
         return out.logits[:, -1]
 
     def _empty(self, caches) -> None:
@@ -84,8 +99,8 @@ class Seq2Seq(nn.Module):
 
     def encode(self, x: torch.Tensor) -> None:
         hidden = self._encoder(x)
-        n = hidden.shape[1]
-        if not self.masked:  # a fixed shape: every row
+        n = x.shape[1] if self.padded else hidden.shape[1]
+        if not self.masked or self.padded:  # a fixed shape: every row (past n: padding, masked)
             self.hidden.copy_(hidden)
         else:
             self.hidden.zero_()
@@ -105,6 +120,22 @@ class Seq2Seq(nn.Module):
         self._empty([self.cache.self_attention_cache, self.cache.cross_attention_cache])
         self.hidden.zero_()
         self.source_length.zero_()
+
+
+def decoder_start(model: nn.Module) -> int | None:
+    """The token a decode starts from, as transformers' generate picks it: the generation config's
+    decoder_start_token_id, else the model config's, else a bos_token_id."""
+    gen, config = getattr(model, "generation_config", None), model.config
+    for source, key in (
+        (gen, "decoder_start_token_id"),
+        (config, "decoder_start_token_id"),
+        (gen, "bos_token_id"),
+        (config, "bos_token_id"),
+    ):
+        t = token_id(getattr(source, key, None)) if source is not None else None
+        if t is not None:
+            return t[0] if isinstance(t, list) else t
+    return None
 
 
 def export_seq2seq(
@@ -178,7 +209,20 @@ def export_seq2seq(
         example = torch.zeros(encoder_input_shape)
         extra = {"encoder_input_shape": list(encoder_input_shape)}
     try:
-        s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"))
+        return _export(model, max_cache_len, example, dynamic, extra, unused, metadata, options, padded=False)
+    except ExportError as first:
+        if dynamic is None:
+            raise
+        try:  # an encoder whose code branches on the source length: run it on one padded length, masked
+            return _export(model, max_cache_len, example, dynamic, extra, unused, metadata, options, padded=True)
+        except ExportError:
+            raise first from None
+
+
+def _export(model, max_cache_len, example, dynamic, extra, unused, metadata, options, padded: bool) -> Program:
+    config, name, input_name = model.config, type(model).__name__, model.main_input_name
+    try:
+        s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"), padded=padded)
     except Exception as e:
         raise ExportError(f"export_seq2seq: {name} does not run over a static EncoderDecoderCache ({type(e).__name__}: {e})") from e
     methods = {
@@ -203,7 +247,7 @@ def export_seq2seq(
             "position_state": "cache.self_attention_cache.layers.0.cumulative_length",
             "bos_token_id": token_id(getattr(config, "bos_token_id", None)),
             "eos_token_id": token_id(getattr(config, "eos_token_id", None)),
-            "decoder_start_token_id": token_id(getattr(config, "decoder_start_token_id", None)),
+            "decoder_start_token_id": decoder_start(model),
             **({"unused_options": unused} if unused else {}),
             **(metadata or {}),
         },
