@@ -4,6 +4,7 @@ it (a Linear's weight transposed, an embedding table's transpose; for a quantize
 [K, N] and scales), are written once in the layout their op's kernel reads (docs/ops.md):
 
 - `matmul_packed`, `embedding_packed`: B in panels of PANEL columns, [ceil(N/PANEL), K, PANEL];
+- `matmul_grouped`: each expert's B [K, N] of [E, K, N] in those panels, [E, ceil(N/PANEL), K, PANEL];
 - `matmul_q8`, `embedding_q8`, `conv_q8`, `conv_transpose_q8`: the int8 codes in those panels, the
   scales [1, N] as [ceil(N/PANEL), PANEL]; int8 codes that only `matmul_q8` and `embedding_q8` read,
   with K even and at most Q8_PAIRED_MAX_K, in the paired layout instead (each panel's rows k, k + 1
@@ -36,6 +37,11 @@ def pack_panels(x: torch.Tensor) -> torch.Tensor:
     padded = torch.zeros(R, P * PANEL, dtype=x.dtype)
     padded[:, :N] = x
     return padded.reshape(R, P, PANEL).permute(1, 0, 2).contiguous()
+
+
+def _pack_experts(x: torch.Tensor) -> torch.Tensor:
+    """x [E, K, N] -> [E, ceil(N/PANEL), K, PANEL]: each expert's matrix in panels (pack_panels)."""
+    return torch.stack([pack_panels(e) for e in x])
 
 
 def _q8_scales(scale: torch.Tensor) -> torch.Tensor:
@@ -95,6 +101,7 @@ _Q4 = {1: (_q4_codes, I4X2), 2: (pack_panels, None)}
 WEIGHTS = {
     "matmul_packed": {1: (pack_panels, None)},
     "embedding_packed": {0: (pack_panels, None)},
+    "matmul_grouped": {1: (_pack_experts, None)},
     "matmul_q8": _Q8,
     "conv_q8": _Q8,
     "conv_transpose_q8": _Q8,
@@ -140,7 +147,8 @@ def layout_methods(methods: list) -> None:
                     op.iattr.append(1)
                 if v not in done:
                     s = v.storage
-                    if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != 2:
+                    rank = 3 if op.name == "matmul_grouped" else 2  # [E, K, N] or [K, N]
+                    if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != rank:
                         raise ExportError(f"{op.name}'s weight is not a whole [K, N] constant: {_BUG}")
                     if s not in storages:
                         t = lay(s.tensor.reshape(v.shape))

@@ -1,0 +1,64 @@
+"""Mixture-of-experts layers as transformers 5 writes them (its default experts implementation:
+sort the (token, expert) pairs by expert, count them with histc, the expert GEMMs as a grouped matmul
+over the sorted rows, then the routing weights and the inverse permutation) export to matmul_grouped
+and match eager; a call reads only the experts its tokens are routed to."""
+
+import pytest
+import torch
+
+import tandem
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.mixtral.configuration_mixtral import MixtralConfig  # noqa: E402
+from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock  # noqa: E402
+
+E, H, FFN = 6, 16, 24
+
+
+def _block(seed: int = 0) -> MixtralSparseMoeBlock:
+    config = MixtralConfig(hidden_size=H, intermediate_size=FFN, num_local_experts=E, num_experts_per_tok=2)
+    config._experts_implementation = "grouped_mm"  # what from_pretrained sets by default
+    torch.manual_seed(seed)
+    block = MixtralSparseMoeBlock(config).eval()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.normal_(0, 0.3)
+    return block
+
+
+def _export(block, x):
+    return tandem.export(block, {"forward": (x,), "step": tandem.Method(block, (x[:, :1],))})
+
+
+def test_a_mixtral_block_is_grouped_matmuls_over_the_experts_and_matches_eager():
+    block = _block()
+    x = torch.randn(1, 7, H, generator=torch.Generator().manual_seed(1))
+    program = _export(block, x)
+    ops = [op.name for op in program.method("forward").ops]
+    assert ops.count("matmul_grouped") == 2  # gate-up and down projections
+    weights = [op.ins[1].shape for op in program.method("forward").ops if op.name == "matmul_grouped"]
+    assert [w[0] for w in weights] == [E, E] and not any(op == "matmul" for op in ops)
+    m = tandem.load(program.to_bytes())
+    with torch.no_grad():
+        torch.testing.assert_close(m.forward(x), block(x), rtol=1e-5, atol=1e-5)
+        for t in range(3):
+            one = torch.randn(1, 1, H, generator=torch.Generator().manual_seed(10 + t))
+            torch.testing.assert_close(m.step(one), block(one), rtol=1e-5, atol=1e-5)
+
+
+def test_an_expert_no_token_is_routed_to_is_never_read():
+    """The last expert's weights are NaN and its router row makes it lose every top-k: eager gives
+    finite values (its grouped matmul skips the expert); so must the runtime, where computing every
+    expert and weighting the unrouted ones by zero would give NaN."""
+    block = _block(seed=2)
+    with torch.no_grad():
+        block.gate.weight[E - 1] = -10.0
+        block.experts.gate_up_proj[E - 1] = float("nan")
+        block.experts.down_proj[E - 1] = float("nan")
+    x = torch.rand(1, 5, H, generator=torch.Generator().manual_seed(3)) + 0.1  # positive: the last logit is lowest
+    m = tandem.load(_export(block, x).to_bytes())
+    with torch.no_grad():
+        want = block(x)
+        assert torch.isfinite(want).all()
+        torch.testing.assert_close(m.forward(x), want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(m.step(x[:, 2:3]), block(x[:, 2:3]), rtol=1e-5, atol=1e-5)
