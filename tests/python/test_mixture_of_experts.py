@@ -62,3 +62,29 @@ def test_an_expert_no_token_is_routed_to_is_never_read():
         assert torch.isfinite(want).all()
         torch.testing.assert_close(m.forward(x), want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(m.step(x[:, 2:3]), block(x[:, 2:3]), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_experts_are_one_grouped_int8_matmul_per_projection_and_match_their_dequantized_weights():
+    """quantize="int8": each expert quantized as a linear layer's weight (one scale per output column),
+    run by matmul_grouped_q8; against eager with the dequantized weights (the runtime also quantizes
+    each activation row per block of 32, docs/ops.md), and against the float32 export."""
+    from tandem.quantize import quantize_weight
+
+    block = _block(seed=4)
+    x = torch.randn(1, 6, H, generator=torch.Generator().manual_seed(5))
+    program = tandem.export(block, {"forward": (x,), "step": tandem.Method(block, (x[:, :1],))}, quantize="int8")
+    grouped = [op for op in program.method("forward").ops if op.name.startswith("matmul_grouped")]
+    assert [op.name for op in grouped] == ["matmul_grouped_q8"] * 2
+    assert all(op.iattr[1:] == [1] for op in grouped)  # K even: the codes in the paired layout
+    m = tandem.load(program.to_bytes())
+    deq = _block(seed=4)
+    with torch.no_grad():
+        for name in ("gate_up_proj", "down_proj"):
+            w = getattr(block.experts, name)
+            for e in range(E):
+                q, scale = quantize_weight(w[e].t(), "int8")
+                getattr(deq.experts, name)[e] = (q.float() * scale).t()
+        want = deq(x)
+        torch.testing.assert_close(m.forward(x), want, rtol=0.02, atol=0.02 * float(want.abs().max()))
+        torch.testing.assert_close(m.step(x[:, 3:4]), deq(x[:, 3:4]), rtol=0.02, atol=0.02 * float(want.abs().max()))
+        assert (m.forward(x) - block(x)).abs().max() < 0.05 * float(want.abs().max())
