@@ -108,3 +108,34 @@ def test_int8_experts_are_one_grouped_int8_matmul_per_projection_and_match_their
             torch.testing.assert_close(m.step(x[:, 3:4]), deq(x[:, 3:4]), rtol=0.02, atol=0.02 * float(want.abs().max()))
             assert (m.forward(x) - block(x)).abs().max() < 0.05 * float(want.abs().max())
         torch.testing.assert_close(wasm.forward(x), native.forward(x), rtol=1e-5, atol=1e-6)
+
+
+class _Grouped(torch.nn.Module):
+    def __init__(self, e, k, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(e, k, n, generator=torch.Generator().manual_seed(6)))
+
+    def forward(self, x, offs):
+        return torch._grouped_mm(x, self.w, offs=offs)
+
+
+def _clamped_reference(x, w, offs):
+    """matmul_grouped's rule (docs/ops.md): each offset clamped between the previous one and S, rows
+    past the last offset zero."""
+    y, lo = torch.zeros(x.shape[0], w.shape[2]), 0
+    for e, o in enumerate(offs.tolist()):
+        hi = min(max(o, lo), x.shape[0])
+        y[lo:hi] = x[lo:hi] @ w[e]
+        lo = hi
+    return y
+
+
+@pytest.mark.parametrize("offs", [[2, 2, 5, 7], [9, 3, 100, 7], [-4, 1, 0, 3], [0, 0, 0, 0], [7, 7, 7, 7], [-(2**31), 2**31 - 1, 3, 5]])
+def test_offsets_out_of_order_or_range_are_clamped_never_read_outside(runtimes, offs):
+    """Offsets are values computed per call: out of order, negative or past S they are clamped (never
+    a read or write outside a, the weights or y), on both backends."""
+    module, x = _Grouped(4, 8, 12), torch.randn(7, 8, generator=torch.Generator().manual_seed(7))
+    program = tandem.export(module, {"forward": (x, torch.tensor([2, 2, 5, 7], dtype=torch.int32))})
+    o = torch.tensor(offs, dtype=torch.int32)
+    for m in runtimes(program.to_bytes()):
+        torch.testing.assert_close(m.forward(x, o), _clamped_reference(x, module.w.detach(), o), rtol=1e-5, atol=1e-5)
