@@ -202,8 +202,10 @@ enum {
   X(when, 1, TDM_INPLACE_NONE) \
   X(when_in, 1, TDM_INPLACE_NONE) \
   X(cond, 0, TDM_INPLACE_NONE) \
+  X(matmul_grouped, 0, TDM_INPLACE_NONE) \
+  X(matmul_grouped_q8, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 97
+#define TDM_SCHEMA_OP_COUNT 99
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -303,5 +305,7 @@ enum {
 #define TDM__OPFLAGS_when                true, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_when_in             true, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_cond                false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_grouped      false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_grouped_q8   false, TDM_INPLACE_NONE
 
 #endif

@@ -4,6 +4,8 @@ it (a Linear's weight transposed, an embedding table's transpose; for a quantize
 [K, N] and scales), are written once in the layout their op's kernel reads (docs/ops.md):
 
 - `matmul_packed`, `embedding_packed`: B in panels of PANEL columns, [ceil(N/PANEL), K, PANEL];
+- `matmul_grouped`: each expert's B [K, N] of [E, K, N] in those panels, [E, ceil(N/PANEL), K, PANEL];
+  `matmul_grouped_q8`: each expert's codes and scales as `matmul_q8`'s, paired under the same rule;
 - `matmul_q8`, `embedding_q8`, `conv_q8`, `conv_transpose_q8`: the int8 codes in those panels, the
   scales [1, N] as [ceil(N/PANEL), PANEL]; int8 codes that only `matmul_q8` and `embedding_q8` read,
   with K even and at most Q8_PAIRED_MAX_K, in the paired layout instead (each panel's rows k, k + 1
@@ -38,6 +40,21 @@ def pack_panels(x: torch.Tensor) -> torch.Tensor:
     return padded.reshape(R, P, PANEL).permute(1, 0, 2).contiguous()
 
 
+def _pack_experts(x: torch.Tensor) -> torch.Tensor:
+    """x [E, K, N] -> [E, ceil(N/PANEL), K, PANEL]: each expert's matrix in panels (pack_panels)."""
+    return torch.stack([pack_panels(e) for e in x])
+
+
+def _experts_q8_scales(x: torch.Tensor) -> torch.Tensor:
+    """matmul_grouped_q8's scales: [E, 1, N] -> [E, ceil(N/PANEL), PANEL]."""
+    return torch.stack([_q8_scales(e) for e in x])
+
+
+def _experts_q8_pairs(x: torch.Tensor) -> torch.Tensor:
+    """matmul_grouped_q8's paired codes: [E, K, N] -> [E, ceil(N/PANEL), K, PANEL] (q8_pairs per expert)."""
+    return torch.stack([q8_pairs(e) for e in x])
+
+
 def _q8_scales(scale: torch.Tensor) -> torch.Tensor:
     """matmul_q8's scales: [1, N] -> [ceil(N/PANEL), PANEL]."""
     return pack_panels(scale)[:, 0, :].contiguous()
@@ -53,7 +70,8 @@ def q8_pairs(q: torch.Tensor) -> torch.Tensor:
 # The largest K whose int8 codes are paired: the runtime's integer-dot path takes K up to
 # TDM_Q8_DOT_MAX_K (src/kernels/variants.h), past it matmul_q8's float tiles read the plain panels.
 Q8_PAIRED_MAX_K = 8192
-_PAIRED_READERS = {"matmul_q8": 1, "embedding_q8": 0}  # the ops with a paired form (iattr [N, 1]) -> their codes' operand
+# the ops with a paired form (iattr [N, 1]) -> their codes' operand
+_PAIRED_READERS = {"matmul_q8": 1, "embedding_q8": 0, "matmul_grouped_q8": 1}
 
 
 def _int4x2(q: torch.Tensor) -> torch.Tensor:
@@ -95,6 +113,8 @@ _Q4 = {1: (_q4_codes, I4X2), 2: (pack_panels, None)}
 WEIGHTS = {
     "matmul_packed": {1: (pack_panels, None)},
     "embedding_packed": {0: (pack_panels, None)},
+    "matmul_grouped": {1: (_pack_experts, None)},
+    "matmul_grouped_q8": {1: (_pack_experts, None), 2: (_experts_q8_scales, None)},
     "matmul_q8": _Q8,
     "conv_q8": _Q8,
     "conv_transpose_q8": _Q8,
@@ -118,10 +138,15 @@ def _paired_storages(methods: list) -> set:
             for i in WEIGHTS.get(op.name, {}):
                 readers.setdefault(op.ins[i].storage, set()).add((op.name, i))
                 shapes[op.ins[i].storage] = op.ins[i].shape
+    grouped = {s for s, uses in readers.items() if ("matmul_grouped_q8", 1) in uses}
     return {
         s
         for s, uses in readers.items()
-        if uses <= set(_PAIRED_READERS.items()) and len(shapes[s]) == 2 and shapes[s][0] % 2 == 0 and 0 < shapes[s][0] <= Q8_PAIRED_MAX_K
+        if uses <= set(_PAIRED_READERS.items())
+        and (s in grouped) == (uses == {("matmul_grouped_q8", 1)})  # codes read [E, K, N] by every reader or by none
+        and len(shapes[s]) == (3 if s in grouped else 2)
+        and shapes[s][-2] % 2 == 0
+        and 0 < shapes[s][-2] <= Q8_PAIRED_MAX_K
     }
 
 
@@ -136,11 +161,12 @@ def layout_methods(methods: list) -> None:
             for i, (lay, dtype) in WEIGHTS.get(op.name, {}).items():
                 v = op.ins[i]
                 if v.storage in paired:
-                    lay = q8_pairs
+                    lay = _experts_q8_pairs if op.name == "matmul_grouped_q8" else q8_pairs
                     op.iattr.append(1)
                 if v not in done:
                     s = v.storage
-                    if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != 2:
+                    rank = 3 if op.name.startswith("matmul_grouped") else 2  # [E, K, N] or [K, N]
+                    if s.kind != CONST or v.offset or v.nbytes != s.nbytes or len(v.shape) != rank:
                         raise ExportError(f"{op.name}'s weight is not a whole [K, N] constant: {_BUG}")
                     if s not in storages:
                         t = lay(s.tensor.reshape(v.shape))

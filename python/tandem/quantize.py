@@ -1,6 +1,7 @@
 """Weight quantization at export (`tandem.export(..., quantize="int8" | "int4")`), a pass over the
 lowered methods after `tie_embeddings` and before `layout.py`: the weights of linear layers
-(`matmul_packed`) and embedding tables (`embedding_packed`, and `index_select` of rows of a
+(`matmul_packed`; with int8 also a mixture-of-experts layer's experts, `matmul_grouped`, each expert
+as a linear layer, read by `matmul_grouped_q8`) and embedding tables (`embedding_packed`, and `index_select` of rows of a
 parameter), each in its natural layout B [K, N], become int8 or int4 codes [K, N] with float32
 scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`embedding_q4`; layout.py then lays them out
 as those ops read them (docs/ops.md). Activations stay float32.
@@ -87,13 +88,14 @@ class _Names:
     def __init__(self, params: Sequence[tuple[str, torch.Tensor]]):
         self.by_shape: dict = {}
         for name, p in params:
-            if p.dim() == 2 and p.is_floating_point():
+            if p.dim() in (2, 3) and p.is_floating_point():
                 self.by_shape.setdefault(tuple(p.shape), []).append((name, p.detach()))
 
     def __call__(self, b: torch.Tensor) -> Optional[tuple[list, tuple]]:
-        K, N = b.shape
+        """b [K, N], or [E, K, N] (a mixture-of-experts layer's expert weights)."""
+        K, N = b.shape[-2:]
         found, shape = [], None
-        for cand, view in (((N, K), b.t()), ((K, N), b)):
+        for cand, view in ((b.shape[:-2] + (N, K), b.transpose(-2, -1)), (tuple(b.shape), b)):
             for name, p in self.by_shape.get(cand, ()):
                 if p.dtype == view.dtype and torch.equal(p, view):
                     found.append(name)
@@ -160,7 +162,11 @@ def quantize_methods(
             if named is None or _skipped(skip, *named):
                 done[v.storage] = None
             else:
-                q, scale = quantize_weight(b, mode, group)
+                if b.dim() == 3:  # [E, K, N]: codes [E, K, N], scales [E, 1, N]
+                    qs = [quantize_weight(e, mode, group) for e in b]
+                    q, scale = torch.stack([q for q, _ in qs]), torch.stack([s for _, s in qs])
+                else:
+                    q, scale = quantize_weight(b, mode, group)
                 done[v.storage] = (_const(q, I8), _const(scale, F32))
         return done[v.storage]
 
@@ -172,6 +178,14 @@ def quantize_methods(
                 w = op.ins[1] if op.name == "matmul_packed" else op.ins[0]
                 if w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
                     weights.add(w.storage)
+    if mode == "int8":  # the experts of a mixture-of-experts layer: each expert's [K, N] as a Linear's weight
+        for ops in (lst for m in methods for lst in op_lists(m.ops)):
+            for i, op in enumerate(ops):
+                w = op.ins[1] if op.name == "matmul_grouped" else None
+                if w is not None and w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
+                    r = quantized(w, _natural(w))
+                    if r:
+                        ops[i] = Op("matmul_grouped_q8", [op.ins[0], *r, op.ins[2]], op.outs, [op.iattr[0]], [], op.where)
     attrs = (lambda N: [N]) if mode == "int8" else (lambda N: [N, group])
     suffix = "q8" if mode == "int8" else "q4"
     for ops in (lst for m in methods for lst in op_lists(m.ops)):

@@ -276,6 +276,10 @@ OPS = [
     # A branch in the program (torch.cond): the next `then` ops run when pred holds, else the `else` ops
     # after them; both write the op's outputs (src/session.c runs it, src/verify.c checks both branches).
     OpDef("cond"),
+    # A mixture-of-experts layer's expert GEMMs: each group of rows against its expert's packed weights
+    # (src/kernels/linalg.c); only the experts that have rows are read.
+    OpDef("matmul_grouped"),
+    OpDef("matmul_grouped_q8"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -285,6 +289,7 @@ IN_PLACE_ANY = frozenset(o.name for o in OPS if o.inplace == "any")
 QUANT_OPS = frozenset(
     (
         "matmul_q8",
+        "matmul_grouped_q8",
         "matmul_q4",
         "embedding_q8",
         "embedding_q4",
@@ -455,6 +460,8 @@ SIGS = {
     **_sig("matmul", 2, dtypes=_F),
     **_sig("matmul_packed", 2, iattr=("N",), dtypes=_F),
     **_sig("embedding_packed", 2, iattr=("N",), dtypes=_F),
+    **_sig("matmul_grouped", 3, iattr=("N",), dtypes=_F),
+    **_sig("matmul_grouped_q8", 4, iattr=("N", "layout?"), dtypes=_F),
     **_sig("permute", 1, iattr=None),
     **_sig("slice", 1, iattr=("dim", "start", "step")),
     **_sig("cat", (1, None), iattr=("dim",)),

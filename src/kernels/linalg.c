@@ -1,5 +1,6 @@
-/* linalg.c — matrix multiply: batched with broadcast batch dims (matmul), and against weights
- * packed at export time (matmul_packed). The kernels are in gemm.c. */
+/* linalg.c — matrix multiply: batched with broadcast batch dims (matmul), against weights packed at
+ * export time (matmul_packed), and against one of several experts' packed weights per group of rows
+ * (matmul_grouped, a mixture-of-experts layer). The kernels are in gemm.c. */
 #include "../ops.h"
 #include "../util.h"
 #include "../threads.h"
@@ -212,9 +213,46 @@ static tdm_status embedding_packed_check(const tdm_method *m, const tdm_op *op) 
   return TDM_OK;
 }
 
+/* matmul_grouped: a [S, K], bp [E, ceil(N/8), K, 8] (expert e's B packed as matmul_packed's),
+ * offs int32 or int64 [E] (each expert's end row, counted from 0) → y [S, N]. iattr = [N]. Rows
+ * offs[e-1]..offs[e] (offs[-1] = 0) are a @ B_e; only the experts with rows are read. An offset is
+ * clamped between the previous one and S, and rows past the last offset are zeros. */
+static tdm_status matmul_grouped_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], E = in[1].shape->dims[0], K = in[1].shape->dims[2];
+  const int64_t S = in[0].shape->dims[0];
+  const int64_t panels = in[1].shape->dims[1] * K * TDM_PANEL; /* floats per expert */
+  const float *a = in[0].data, *bp = in[1].data;
+  float *y = out->data;
+  int64_t lo = 0;
+  for (int64_t e = 0; e < E; e++) {
+    int64_t hi = tdm__index_at(&in[2], e);
+    hi = hi < lo ? lo : hi > S ? S : hi;
+    if (hi > lo) tdm_f32_gemm_packed_parallel(hi - lo, N, K, a + lo * K, bp + e * panels, y + lo * N);
+    lo = hi;
+  }
+  if (S > lo) memset(y + lo * N, 0, (size_t)((S - lo) * N) * sizeof(float));
+  return TDM_OK;
+}
+
+static tdm_status matmul_grouped_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes a, packed b, offsets, 1 output, [N]");
+  const tdm_value *a = TDM_VAL(m, op, 0), *b = TDM_VAL(m, op, 1), *offs = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
+  if (a->dtype != TDM_F32 || b->dtype != TDM_F32 || y->dtype != TDM_F32) return tdm__rule(op, "a, b and y must be float32");
+  if (offs->dtype != TDM_I32 && offs->dtype != TDM_I64) return tdm__rule(op, "offsets must be int32 or int64");
+  const int64_t N = op->iattr[0];
+  if (a->shape.rank != 2 || b->shape.rank != 4 || b->shape.dims[3] != TDM_PANEL || N < 1 || N > INT64_MAX - TDM_PANEL ||
+      b->shape.dims[1] != (N + TDM_PANEL - 1) / TDM_PANEL)
+    return tdm__rule(op, "a must be [S, K] and b packed as [E, ceil(N/8), K, 8]");
+  if (a->shape.dims[1] != b->shape.dims[2]) return tdm__rule(op, "inner dimensions differ");
+  if (offs->shape.rank != 1 || offs->shape.dims[0] != b->shape.dims[0]) return tdm__rule(op, "offsets must be [E]");
+  if (y->shape.rank != 2 || y->shape.dims[0] != a->shape.dims[0] || y->shape.dims[1] != N) return tdm__rule(op, "output must be [S, N]");
+  return TDM_OK;
+}
+
 const tdm_opdef tdm__linalg_ops[] = {
     TDM_OP(matmul, 0, matmul_check, matmul_run),
     TDM_OP(matmul_packed, 0, matmul_packed_check, matmul_packed_run),
     TDM_OP(embedding_packed, 0, embedding_packed_check, embedding_packed_run),
+    TDM_OP(matmul_grouped, 0, matmul_grouped_check, matmul_grouped_run),
     TDM_OP_END,
 };

@@ -314,15 +314,14 @@ static void q8_rows_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   else (j->paired ? tdm_q8_gemm_dot_paired : tdm_q8_gemm_dot)(j->M, hi - lo, j->K, j->xq, j->xs, qp, j->scale + lo, j->y + lo, j->N);
 }
 
-static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
-  const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
+/* y [M, N] = a [M, K] @ (qp · scale): matmul_q8's product (qp, scale as its operands; paired: qp in
+ * the paired layout, K even). */
+static void q8_matmul(int64_t M, int64_t N, int64_t K, const float *a0, const int8_t *qp, const float *scale, float *y0, bool paired) {
   if (K == 0) {
-    memset(out->data, 0, (size_t)out->numel * sizeof(float));
-    return TDM_OK;
+    memset(y0, 0, (size_t)(M * N) * sizeof(float));
+    return;
   }
-  const int64_t M = in[0].numel / K, KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
-  const bool paired = q8_paired(op); /* then K is even (matmul_q8_check) */
-  const int8_t *qp = in[1].data;
+  const int64_t KP = K + K % 2, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   /* rows to int8 per block of 32 and integer dot products (docs/ops.md), in blocks of up to
    * TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the stack buffer (min(8, 8192 / KP) rows): one row (a
    * decode step) by the GEMV, more by the rows kernel, which keeps every row at the GEMV's bits, so
@@ -336,26 +335,71 @@ static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const td
     const int64_t B = TDM_Q8_DOT_MAX_K / KP < TDM_Q8_DOT_MAX_ROWS ? TDM_Q8_DOT_MAX_K / KP : TDM_Q8_DOT_MAX_ROWS;
     for (int64_t r0 = 0; r0 < M; r0 += B) {
       const int64_t R = M - r0 < B ? M - r0 : B;
-      const float *a = (const float *)in[0].data + r0 * K;
-      float *y = (float *)out->data + r0 * N;
+      const float *a = a0 + r0 * K;
+      float *y = y0 + r0 * N;
       bool any = false;
       for (int64_t r = 0; r < R; r++) {
         finite[r] = tdm_q8_quantize_row(K, a + r * K, xq + r * KP, xs + r * NB);
         if (!finite[r]) memset(xq + r * KP, 0, (size_t)KP * sizeof(int16_t)), memset(xs + r * NB, 0, (size_t)NB * sizeof(float));
         any |= finite[r];
       }
-      q8_rows_job d = {R, N, K, xq, xs, in[2].data, qp, y, paired};
+      q8_rows_job d = {R, N, K, xq, xs, scale, qp, y, paired};
       if (any) tdm__parallel(N, 32, q8_rows_part, &d);
       for (int64_t r = 0; r < R; r++)
         if (!finite[r]) {
-          q_job j = {N, K, 1, a + r * K, in[2].data, qp, y + r * N, paired};
+          q_job j = {N, K, 1, a + r * K, scale, qp, y + r * N, paired};
           q_parallel(1, &j, q8_part);
         }
     }
-    return TDM_OK;
+    return;
   }
-  q_job j = {N, K, 1, in[0].data, in[2].data, qp, out->data, paired};
+  q_job j = {N, K, 1, a0, scale, qp, y0, paired};
   q_parallel(M, &j, q8_part);
+}
+
+static tdm_status matmul_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], K = in[1].shape->dims[1];
+  q8_matmul(out->numel / N, N, K, in[0].data, in[1].data, in[2].data, out->data, q8_paired(op)); /* then K is even (matmul_q8_check) */
+  return TDM_OK;
+}
+
+/* matmul_grouped_q8: a [S, K], q int8 [E, ceil(N/8), K, 8], scale [E, ceil(N/8), 8] (expert e's as
+ * matmul_q8's), offs int32 or int64 [E] → y [S, N]: matmul_grouped's groups of rows, each by
+ * matmul_q8's product against its expert's codes. iattr = [N(, layout)]. */
+static tdm_status matmul_grouped_q8_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], E = in[1].shape->dims[0], K = in[1].shape->dims[2], S = in[0].shape->dims[0];
+  const int64_t codes = in[1].shape->dims[1] * K * TDM_PANEL, scales = in[1].shape->dims[1] * TDM_PANEL; /* per expert */
+  const float *a = in[0].data, *sc = in[2].data;
+  const int8_t *qp = in[1].data;
+  float *y = out->data;
+  int64_t lo = 0;
+  for (int64_t e = 0; e < E; e++) {
+    int64_t hi = tdm__index_at(&in[3], e);
+    hi = hi < lo ? lo : hi > S ? S : hi;
+    if (hi > lo) q8_matmul(hi - lo, N, K, a + lo * K, qp + e * codes, sc + e * scales, y + lo * N, q8_paired(op));
+    lo = hi;
+  }
+  if (S > lo) memset(y + lo * N, 0, (size_t)((S - lo) * N) * sizeof(float));
+  return TDM_OK;
+}
+
+static tdm_status matmul_grouped_q8_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 4 || op->n_out != 1 || (op->n_iattr != 1 && op->n_iattr != 2))
+    return tdm__rule(op, "takes a, packed q, scales, offsets, 1 output, [N(, layout)]");
+  const tdm_value *a = TDM_VAL(m, op, 0), *q = TDM_VAL(m, op, 1), *s = TDM_VAL(m, op, 2), *offs = TDM_VAL(m, op, 3),
+                  *y = TDM_OUTVAL(m, op, 0);
+  if (a->dtype != TDM_F32 || s->dtype != TDM_F32 || y->dtype != TDM_F32 || q->dtype != TDM_I8)
+    return tdm__rule(op, "a, scales and output float32, weights int8");
+  if (offs->dtype != TDM_I32 && offs->dtype != TDM_I64) return tdm__rule(op, "offsets must be int32 or int64");
+  if (a->shape.rank != 2) return tdm__rule(op, "a must be [S, K]");
+  const int64_t N = op->iattr[0], K = a->shape.dims[1];
+  if (q->shape.rank != 4 || q->shape.dims[3] != TDM_PANEL || !packed_n(N, q->shape.dims[1]) || q->shape.dims[2] != K ||
+      s->shape.rank != 3 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != q->shape.dims[1] || s->shape.dims[2] != TDM_PANEL)
+    return tdm__rule(op, "weights must be [E, ceil(N/8), K, 8] and scales [E, ceil(N/8), 8]");
+  const tdm_status st = q8_layout_check(op, K);
+  if (st != TDM_OK) return st;
+  if (offs->shape.rank != 1 || offs->shape.dims[0] != q->shape.dims[0]) return tdm__rule(op, "offsets must be [E]");
+  if (y->shape.rank != 2 || y->shape.dims[0] != a->shape.dims[0] || y->shape.dims[1] != N) return tdm__rule(op, "output must be [S, N]");
   return TDM_OK;
 }
 
@@ -518,5 +562,6 @@ const tdm_opdef tdm__quant_ops[] = {
     TDM_OP(matmul_q4, 0, matmul_q4_check, matmul_q4_run),
     TDM_OP(embedding_q8, 0, embedding_q8_check, embedding_q8_run),
     TDM_OP(embedding_q4, 0, embedding_q4_check, embedding_q4_run),
+    TDM_OP(matmul_grouped_q8, 0, matmul_grouped_q8_check, matmul_grouped_q8_run),
     TDM_OP_END,
 };

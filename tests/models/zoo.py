@@ -375,7 +375,6 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
 
 
 REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), first match wins
-    (r"transformers\.grouped_mm|aten\.histc", "mixture-of-experts routing and expert GEMMs (grouped_mm, histc) are not tandem operators"),
     (r"uses operators tandem does not support yet", "operators tandem does not support: {ops}"),
     (
         r"GuardOnDataDependentSymNode|data-dependent|TORCHDYNAMO_EXTENDED_DEBUG_CREATE_SYMBOL",

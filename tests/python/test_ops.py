@@ -354,6 +354,26 @@ case("sort_nan", lambda x: torch.sort(x, 0)[1] * 100 + torch.sort(x, 0, descendi
 case("sort_int64", lambda x: torch.sort(x, -1, descending=True)[0], ints(3, 8))
 case("sort_int32", lambda x: torch.sort(x, 0)[0] * 2, ints(7, 2).int())
 case("argsort", lambda x: torch.argsort(x, 1), r(3, 10))
+
+
+# mixture-of-experts layers: expert GEMMs over groups of rows (torch._grouped_mm needs K and N multiples
+# of 4 on CPU), tokens per expert (histc), max over a dim
+class _Experts(nn.Module):
+    def __init__(self, e, k, n):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(e, k, n, generator=g))
+
+
+for S, E, K, N, offs in [(7, 4, 8, 12, [2, 2, 5, 7]), (1, 3, 16, 20, [0, 1, 1]), (9, 2, 4, 36, [4, 9]), (6, 5, 12, 8, [0, 0, 0, 0, 6])]:
+    case("grouped_mm", lambda x, o, m: torch._grouped_mm(x, m.w, offs=o), r(S, K), torch.tensor(offs, dtype=torch.int32), _Experts(E, K, N))
+case("histc", lambda x: torch.histc(x, bins=5, min=-1, max=1), r(3, 7))
+case("histc_edges", lambda x: torch.histc(x, bins=4, min=0, max=3),
+     torch.tensor([0.0, 1, 2, 3, 3, 0.75, 1.5, 2.25, -0.0, 3.0001, float("nan"), -1e-9]))
+case("histc_expert_ids", lambda x: torch.histc(x.float(), bins=8, min=0, max=7), ints(13, lo=0, hi=8))
+case("max_dim", lambda x: torch.max(x, 1)[0], r(3, 7))
+case("max_dim_indices", lambda x: torch.max(x, -1, keepdim=True)[1], r(4, 5))
+case("min_dim", lambda x: torch.min(x, 0)[0] * 10 + torch.min(x, 0)[1], r(6, 3))
+case("max_dim_int", lambda x: torch.max(x, 1)[0], ints(3, 5).int())
 for shape, pad, value in [((3, 5), (1, 2), 0.0), ((2, 3, 4), (0, 1, 2, 0), 1.5), ((5, 3), (-1, -2, 1, 1), -2.0), ((1, 3, 4, 4), (-1, 1, -2, 1), 0.0),
                           ((2, 3), (1, 1, 1, 1), 3.0), ((2, 2, 3), (1, 1, 0, 0, 2, 1), 3.0), ((2, 70), (5, 0), 0.0)]:
     case("constant_pad", lambda x, p=pad, v=value: F.pad(x, p, value=v) * 1, r(*shape))

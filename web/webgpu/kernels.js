@@ -135,6 +135,7 @@ export function unsupported(op) {
     case 'where': case 'copy': case 'expand': case 'permute': case 'slice': case 'cat': case 'fill':
     case 'check_index': case 'index_select': case 'slice_scatter': case 'embedding_packed':
     case 'rms_norm': case 'layer_norm': case 'softmax': case 'log_softmax': case 'matmul': case 'matmul_packed':
+    case 'matmul_grouped':
       return null;
     case 'cast': return castExpr(d0, y.dtype) ? null : `cast (${d0} to ${y.dtype})`;
     case 'index_put': {
@@ -255,6 +256,30 @@ export function compile(op, A, opIndex, opts = {}) {
   for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), rb(pb + k * 8u), acc); }
   wr(P[3] + i, acc);`);
       return [special(`mmp|${a.src}${bp.src}`, code, [N, K, rows * N, y.base, a.base, bp.base], rows * N)];
+    }
+    case 'matmul_grouped': {
+      // one thread per output: row r's expert is the first whose offset (clamped between the previous one
+      // and S) passes r; rows past the last offset are zeros, as on wasm
+      const [a, bp, offs] = ins, N = iattr[0], E = bp.shape[0], K = bp.shape[2], S = a.shape[0];
+      const code = (wg) => header(false) + reader('ra', 'float32', a.src) + reader('rb', 'float32', bp.src)
+        + indexReader('ro', offs.dtype, offs.src) + writer('wr', 'float32') + MAIN(wg, `
+  let N = P[0]; let K = P[1]; let S = P[6]; let E = P[7];
+  if (i >= P[2]) { return; }
+  let r = i / N; let n = i % N;
+  var lo = 0u; var e = E;
+  for (var j = 0u; j < E; j++) {
+    let o = ro(P[8] + j);
+    let hi = select(select(u32(o), S, u32(o) > S), lo, o < 0 || u32(o) < lo);
+    if (r < hi) { e = j; break; }
+    lo = hi;
+  }
+  if (e == E) { wr(P[3] + i, 0.0); return; }
+  let pb = P[5] + e * ((N + 7u) / 8u) * K * 8u + (n / 8u) * K * 8u + (n % 8u); let pa = P[4] + r * K;
+  var acc = 0.0;
+  for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), rb(pb + k * 8u), acc); }
+  wr(P[3] + i, acc);`);
+      const params = [N, K, S * N, y.base, a.base, bp.base, S, E, offs.base];
+      return [special(`mmg|${a.src}${bp.src}${offs.src}${offs.dtype}`, code, params, S * N)];
     }
     case 'embedding_packed': {
       const [bp, idx] = ins, N = iattr[0], K = y.shape[y.shape.length - 1], cnt = numel(idx.shape);

@@ -358,6 +358,9 @@ HANDLERS: dict = {}
 
 
 def handles(*targets):
+    """Registers a handler for ATen overloads, or for a library's custom op by its name
+    ("transformers.grouped_mm_fallback.default": tandem does not import the library)."""
+
     def deco(fn):
         for t in targets:
             HANDLERS[t] = fn

@@ -281,7 +281,7 @@ def _lower_call(L: Lowering, node, env: dict, unread: set, dim_states: dict) -> 
         return
     _require_static(node)
     all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
-    handler = HANDLERS.get(node.target)
+    handler = HANDLERS.get(node.target) or HANDLERS.get(str(node.target))  # a library's own op by its name
     if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) or isinstance(node.target, torch._ops.HigherOrderOperator):
         all_const = False  # a random op draws in every call: never folded into a constant; torch.cond lowers its branches
     # torch.empty() has no inputs but is no constant: run here, its uninitialized bytes would be stored

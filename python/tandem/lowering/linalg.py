@@ -1,5 +1,6 @@
 """Matrix products: mm, bmm, addmm as matmul, matmul_packed (a constant b, which layout.py packs in panels) or the
-integer matmul, and torch.cdist's decomposition against a constant codebook (src/kernels/linalg.c)."""
+integer matmul, torch.cdist's decomposition against a constant codebook, and a mixture-of-experts layer's grouped
+expert GEMMs as matmul_grouped (src/kernels/linalg.c)."""
 
 from __future__ import annotations
 
@@ -155,3 +156,21 @@ def _addmm(L, node, args, kwargs):
             bias = L.emit("mul", [bias, L.scalar(beta, dt)], dt, bias.shape)
         y = L.emit("add", [y, bias], dt, shape)
     return y
+
+
+@handles(aten._grouped_mm.default, "transformers.grouped_mm_fallback.default")
+def _grouped_mm(L, node, args, kwargs):
+    """A mixture-of-experts layer's expert GEMMs: a [S, K] @ w [E, K, N] with offs [E] (expert e's
+    rows end at offs[e]) as matmul_grouped against each expert's weights packed by layout.py, so a
+    call reads only the weights of the experts that have rows."""
+    a, w = args[0], args[1]
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    bias = args[3] if len(args) > 3 else kwargs.get("bias")
+    if offs is None or bias is not None or len(a.shape) != 2 or len(w.shape) != 3:
+        L.fail("grouped matmul is supported as a [S, K] @ w [E, K, N] with offsets and no bias")
+    if w not in L.const_tensor:
+        L.fail("grouped matmul is supported against constant expert weights")
+    if a.dtype != F32 or _dtype_of(node) != F32:
+        L.fail("grouped matmul is supported for float32")
+    E, K, N = w.shape
+    return L.emit("matmul_grouped", [a, L.const(L.const_tensor[w]), offs], F32, (a.shape[0], N), iattr=[N])

@@ -1,9 +1,10 @@
-"""Reductions and normalizations: sum/mean/amax/amin, any/all, argmax/argmin, cumsum, softmax,
+"""Reductions and normalizations: sum/mean/amax/amin, any/all, argmax/argmin, cumsum, histc, softmax,
 layer norm, variance and group norm (src/kernels/reduce.c)."""
 
 from __future__ import annotations
 
 import math
+import operator
 
 from ..ir import BOOL, F32, I32, I64, SymDim, Value, as_size
 from .core import HANDLERS, _dim, _dtype_of, _shape_of, _size, _static, aten, handles
@@ -85,6 +86,26 @@ def _argmax(L, node, args, kwargs):
     return L.emit(name, [x], I64, _shape_of(node), iattr=[_dim(int(dim), len(x.shape))])
 
 
+@handles(aten.max.dim, aten.min.dim)
+def _max_dim(L, node, args, kwargs):
+    """torch.max / torch.min over a dim: (values, indices) as amax / amin and argmax / argmin (the
+    indices only where something reads them)."""
+    x = args[0]
+    dim = _dim(int(args[1]), max(len(x.shape), 1))
+    keep = bool(args[2]) if len(args) > 2 else bool(kwargs.get("keepdim", False))
+    if not x.shape:
+        return [x, _fill(L, 0, I64, ())]
+    shape = x.shape[:dim] + ((1,) if keep else ()) + x.shape[dim + 1 :]
+    big = node.target == aten.max.dim
+    if x.dtype in (F32, I64):
+        vals = L.emit("amax" if big else "amin", [x], x.dtype, shape, iattr=[dim])
+    else:  # int32, bool: through int64 (exact)
+        vals = L.cast(L.emit("amax" if big else "amin", [L.cast(x, I64)], I64, shape, iattr=[dim]), x.dtype)
+    read = any(u.target is operator.getitem and u.args[1] == 1 for u in node.users)
+    idx = L.emit("argmax" if big else "argmin", [x if x.dtype in (F32, I64) else L.cast(x, I64)], I64, shape, iattr=[dim]) if read else None
+    return [vals, idx]
+
+
 @handles(aten.cumsum.default)
 def _cumsum(L, node, args, kwargs):
     dt = _dtype_of(node)
@@ -92,6 +113,35 @@ def _cumsum(L, node, args, kwargs):
     if not x.shape:
         return x
     return L.emit("cumsum", [x], dt, x.shape, iattr=[_dim(int(args[1]), len(x.shape))])
+
+
+@handles(aten.histc.default)
+def _histc(L, node, args, kwargs):
+    """torch.histc with a static range min < max (a mixture-of-experts layer's tokens per expert): a
+    sum over the elements of whether each lies in each bin, the bins' edges those torch computes
+    (linspace of min, max), the last bin closed. O(elements x bins): the bins are few."""
+    import torch
+
+    x = args[0]
+    bins = int(args[1]) if len(args) > 1 else int(kwargs.get("bins", 100))
+    lo = float(args[2]) if len(args) > 2 else float(kwargs.get("min", 0))
+    hi = float(args[3]) if len(args) > 3 else float(kwargs.get("max", 0))
+    if x.dtype != F32:
+        L.fail("histc is supported for float32")
+    if not lo < hi or bins < 1:
+        L.fail(f"histc is supported with min < max (a static range), not min={lo}, max={hi}")
+    edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float32)
+    upper = edges[1:].clone()
+    upper[-1] = torch.nextafter(upper[-1], torch.tensor(math.inf))  # the last bin holds max itself
+    col = L.reshape(x, x.shape + (1,))
+    ones = (1,) * len(x.shape)
+    shape = x.shape + (bins,)
+    above = L.emit("ge", [col, L.const(edges[:-1].reshape(ones + (bins,)))], BOOL, shape)
+    below = L.emit("lt", [col, L.const(upper.reshape(ones + (bins,)))], BOOL, shape)
+    inside = L.emit("logical_and", [above, below], BOOL, shape)
+    if not x.shape:
+        return L.cast(inside, F32)
+    return L.emit("sum", [L.cast(inside, F32)], F32, (bins,), iattr=list(range(len(x.shape))))
 
 
 def _var(L, x: Value, dims, correction, keepdim: bool):
