@@ -315,9 +315,26 @@ POSITIONS = {
 }
 
 
+# models that size their mask or count their positions from the cache length when given none (a
+# size from a value in the state: torch.export refused them): OPT (a cumulative sum over a mask of
+# past + n ones, and sdpa's branch on its length), BioGPT (torch.ones(past + n)), XGLM (positions
+# from past), MVP (arange(past, past + n)); each built from its config class shrunk (tests/models/zoo.py)
+FROM_STATE = ["OPTForCausalLM", "BioGptForCausalLM", "XGLMForCausalLM", "MvpForCausalLM"]
+
+
+def _shrunk(name):
+    from models import zoo
+
+    cls = getattr(transformers, name)
+    config = cls.config_class()
+    zoo.shrink(config, 64, {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 1})
+    return cls(config)
+
+
 @functools.lru_cache(maxsize=None)
 def _cache_shapes(family):
-    model = _seeded({**CACHE_SHAPES, **POSITIONS}[family])
+    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS}[family]
+    model = _seeded(make)
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
@@ -391,11 +408,13 @@ def test_a_hybrid_prefill_of_any_length_fills_its_attention_cache_exactly(backen
     assert e.value.code == "TDM_ERR_INDEX" and int(m.read_state("position")) == 8
 
 
-@pytest.mark.parametrize("family", sorted(POSITIONS))
+@pytest.mark.parametrize("family", sorted(POSITIONS) + FROM_STATE)
 def test_positions_are_the_ones_transformers_generate_gives(family, backend):
     """transformers' generate gives every forward that takes position_ids the positions 0, 1, ... of
-    the sequence; RoBERTa's own default counts from its padding index + 1, so the recipe passes them as
-    generate does, from the cache length: greedy generation equals generate token for token."""
+    the sequence, and an attention mask; RoBERTa's own default counts from its padding index + 1, and
+    the FROM_STATE models derive sizes from the cache length when given neither, so the recipe passes
+    both as generate does over a static cache, computed from the cache length in the state: greedy
+    generation equals generate token for token."""
     data, prompt, want = _cache_shapes(family)
     m = tandem.load(data)
     logits = tt.prefill(m, prompt)

@@ -49,9 +49,13 @@ class CausalLM(nn.Module):
     """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it.
     Each layer's keys and values are sized from what the model writes there, by one eager call of
     one token (then emptied): a multi-query layer's one KV head, a latent-attention layer's keys and
-    values of other widths than the config's head_dim, whatever the config's head counts say. A forward
-    that takes position_ids gets the positions transformers' generate gives it (0, 1, ... from the
-    cache length)."""
+    values of other widths than the config's head_dim, whatever the config's head counts say.
+    Each call gives the model what transformers' generate gives it over a static cache, computed from
+    the cache length in the state: the attention mask [1, max_cache_len] (1 for the positions written
+    and being written, the padding generate adds up to the cache's length), and to a forward that takes
+    them the positions 0, 1, ... So a model that would build its mask from the cache length
+    (`torch.ones(past + n)`) or count its positions from it (a slice of a position table from `past`,
+    a cumulative sum of the mask) is given both, and no size depends on a value in the state."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
@@ -59,6 +63,7 @@ class CausalLM(nn.Module):
         from transformers.cache_utils import StaticLayer
 
         self.model = model
+        self.max_cache_len = max_cache_len
         config = model.config.get_text_config(decoder=True)
         self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
         for i, layer in enumerate(self.cache.layers):
@@ -68,16 +73,16 @@ class CausalLM(nn.Module):
             model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
-        # as transformers' generate: positions 0, 1, ... from the cache length, to a forward that takes them
-        # and counts from elsewhere when given none (RoBERTa: from its padding index)
-        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written) and _own_positions(model)
+        self.positions = "position_ids" in inspect.signature(model.forward).parameters
         self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         kwargs = {}
-        if self.positions:
+        if self.written:  # the mask and positions transformers' generate gives, from the cache length
             start = self.written[0].cumulative_length.reshape(1, 1)
-            kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
+            kwargs["attention_mask"] = (torch.arange(self.max_cache_len).reshape(1, -1) < start + tokens.shape[1]).long()
+            if self.positions:
+                kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
         out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
@@ -89,16 +94,6 @@ class CausalLM(nn.Module):
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
-
-
-def _own_positions(model: nn.Module) -> bool:
-    """Whether the model's forward, given no position_ids, counts positions otherwise than 0, 1, ... (the
-    ones transformers' generate gives): its logits for a few tokens differ with and without them."""
-    tokens = torch.arange(1, 4).reshape(1, 3) % int(model.config.get_text_config(decoder=True).vocab_size)
-    with torch.no_grad():
-        default = model(input_ids=tokens, use_cache=False).logits
-        given = model(input_ids=tokens, position_ids=torch.arange(3).reshape(1, 3), use_cache=False).logits
-    return not torch.equal(default, given)
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
