@@ -1,9 +1,9 @@
 // lm.js — prompts and generation for language models: programs from tandem.transformers
 // (export_causal_lm) and hand-written ones with the same methods. `prefill(model, tokens)` runs a
 // prompt of any length with the program's `prefill` method (its length a dynamic dim), or as fixed
-// chunks (a `prefill` of a fixed length, `prefill_<n>` methods: Mamba's and those of earlier
-// versions) and `decode` for single tokens; `generate(model, prompt, options)` yields sampled token
-// ids, sampling from `decode_topk`'s K best logits where the requested sampling needs no more.
+// chunks (a `prefill` of a fixed length, `prefill_<n>` methods: those of earlier versions) and
+// `decode` for single tokens; `generate(model, prompt, options)` yields sampled token ids,
+// sampling from `decode_topk`'s K best logits where the requested sampling needs no more.
 // What the method signatures do not say comes from model.metadata (max_cache_len, max_prompt_len,
 // position_state, eos_token_id), or from options (maxCacheLen, positionState) for a program without
 // it. max_cache_len is null for a model with a fixed-size state (Mamba): any number of tokens fits.

@@ -27,7 +27,7 @@ def split_prompt(n: int, chunks: list[int]) -> list[int]:
 def prefill(model, tokens: torch.Tensor) -> torch.Tensor:
     """Append tokens [1, n] (any n >= 1) to a loaded model's cache (tandem.load): with `prefill`
     calls of at most max_prompt_len tokens each, in order, as JS generate() feeds a long prompt (a
-    program without a dynamic `prefill`, Mamba's or one of an earlier version: its prefill_<n>
+    program without a dynamic `prefill`, one of an earlier version: its prefill_<n>
     chunks, then decode for a last single token); returns the last position's logits. A prompt that
     does not fit in the cache raises TDM_ERR_INDEX before anything runs."""
     md = model.metadata

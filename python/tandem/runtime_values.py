@@ -426,6 +426,24 @@ _TENSOR_OPERANDS = {
 }
 
 
+# A one-element integer tensor plus or minus a Python int or size (`past + n`): recorded, so that
+# `torch.arange(past, past + n)` is the tensor past + arange(n), of n rows, where torch.export would read
+# both ends into Python (unbacked sizes whose difference it cannot know).
+_SHIFTS = {
+    torch.Tensor.__add__: 1,
+    torch.Tensor.__radd__: 1,
+    torch.Tensor.add: 1,
+    torch.add: 1,
+    torch.Tensor.__sub__: -1,
+    torch.Tensor.sub: -1,
+    torch.sub: -1,
+}
+
+
+def _int_scalar(t) -> bool:
+    return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and _one_element(t)
+
+
 class NeedBranches(Exception):
     """Raised by the first trace at a Python branch on a tensor value: export then runs the method
     eagerly on a copy of the module to learn which way each branch goes (BranchRecorder)."""
@@ -515,6 +533,7 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
         self.taken = 0
         self._checks = _Checks()
         self.windows: dict = {}  # id -> (window, base, write): rows gathered at a run-time offset (_window)
+        self.shifted: dict = {}  # id -> (tensor, root tensor, shift): a one-element int tensor = root + shift
 
     def __enter__(self):
         self._checks.__enter__()
@@ -663,4 +682,38 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
                 "a dim, a fill value); tandem computes such values per call only as tensors and slice starts: pass a "
                 "tensor (torch.tensor(off)) or slice cache[:, off:off + T]"
             )
-        return func(*args, **kwargs)
+        if func is torch.arange:
+            rows = self._shifted_range(args, kwargs)
+            if rows is not None:
+                return rows
+        out = func(*args, **kwargs)
+        if func in _SHIFTS:
+            self._record_shift(_SHIFTS[func], args, kwargs, out)
+        return out
+
+    def _origin(self, t: torch.Tensor) -> tuple:
+        """(root, shift): t is root + shift (a recorded sum), else t itself + 0."""
+        hit = self.shifted.get(id(t))
+        return (hit[1], hit[2]) if hit is not None and hit[0] is t else (t, 0)
+
+    def _record_shift(self, sign: int, args, kwargs, out) -> None:
+        if len(args) != 2 or kwargs.get("alpha", 1) != 1 or not isinstance(out, torch.Tensor):
+            return
+        t, k = args
+        if isinstance(k, bool) or not isinstance(k, (int, torch.SymInt)) or not _int_scalar(t):
+            return
+        root, shift = self._origin(t)
+        self.shifted[id(out)] = (out, root, shift + sign * k)  # kept alive: its id is not reused while tracing
+
+    def _shifted_range(self, args, kwargs):
+        """torch.arange(start, end) of one-element int tensors where end = start + k (_record_shift): the
+        tensor start + arange(k), else None."""
+        start, end = (args + (None, None))[:2] if len(args) <= 2 else (None, None)
+        start, end = kwargs.get("start", start), kwargs.get("end", end)
+        if kwargs.get("step", 1) != 1 or not _int_scalar(start) or not _int_scalar(end):
+            return None
+        (a, i), (b, j) = self._origin(start), self._origin(end)
+        if a is not b:
+            return None
+        dtype = kwargs.get("dtype") or torch.long
+        return start.reshape(()).to(dtype) + torch.arange(j - i, dtype=dtype)

@@ -323,6 +323,12 @@ case("channel_norm_not_inverse", lambda x, m: m(x.transpose(1, 2)).transpose(0, 
 for shape in [(1,), (3, 17), (2, 3, 33)]:
     case("log1p", torch.log1p, pos(*shape) * 3 - 0.05)
     case("log1p_tiny", lambda x: torch.log1p(x) * 1e6, r(*shape) * 1e-6)  # log(1 + x) would lose these
+    case("expm1", torch.expm1, r(*shape) * 3)
+    case("expm1_tiny", lambda x: torch.expm1(x) * 1e6, r(*shape) * 1e-6)  # exp(x) - 1 would lose these
+    case("max_all", lambda x: torch.max(x) + torch.min(x) * 2, r(*shape))
+    case("max_all_int", lambda x: torch.max(x) * 100 + torch.min(x), ints(*shape).to(torch.int32))
+    case("pow_scalar_base", lambda x: 2.5 ** x, r(*shape))
+case("expm1_edges", torch.expm1, torch.tensor([0.0, -0.0, 1e-30, -1e-7, 0.999, -0.999, 1.0, -1.0, 88.0, 89.0, -100.0, 20.0]))
 case("log1p_edges", torch.log1p, torch.tensor([-0.9999999, -0.999999, 0.0, -0.0, 1e-30, 3e38, -1e-7]))
 for shape, reps in [((3,), (2,)), ((2, 3), (2, 1)), ((2, 3), (1, 3, 2)), ((), (4, 2)), ((2, 1, 5), (3, 2, 1)), ((3, 2), (0, 2))]:
     case("repeat", lambda x, r_=reps: x.repeat(*r_) + 0, r(*shape))

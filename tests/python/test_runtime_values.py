@@ -2,7 +2,8 @@
 against PyTorch eager:
 
 1. A symbolic size used as a value (fill_(n), += x.shape[1], arange(n) + pos, new_full(..., n),
-   full((2,), n), a size written into state or returned, n - 1, 2*n, n // 2) is computed per call;
+   full((2,), n), a size written into state or returned, n - 1, 2*n, n // 2, arange(pos, pos + n)) is
+   computed per call;
    each case runs at the minimum, a middle value and the maximum of the dim (and more), so a size
    frozen at its maximum fails.
 """
@@ -89,6 +90,14 @@ def _arange_start(s, x, n):
     return torch.arange(n, 2 * n), torch.arange(1, n + 1, dtype=torch.float32) * 0.5, torch.arange(n - 1, HI + 3)
 
 
+def _range_from_pos(s, x, n):
+    past = s.pos * 1  # a one-element tensor, as a cache's length is
+    y = torch.arange(past, past + n, dtype=torch.long)
+    z = torch.arange(past + 2, past + 2 + x.shape[1]) * 2 - 1  # a start shifted too
+    s.pos.add_(n)
+    return y, z
+
+
 def _numel(s, x, n):
     return x.numel() + s.pos, torch.scalar_tensor(x.shape[1] - 1)
 
@@ -127,6 +136,7 @@ CASES = {
     "mean_by_hand": _mean_by_hand,
     "cache_at_size": _cache_at_size,
     "arange_start": _arange_start,
+    "range_from_pos": _range_from_pos,
     "numel": _numel,
     "split": _split,
     "group_norm": _group_norm,

@@ -314,20 +314,23 @@ def test_mamba_through_the_causal_lm_recipe_matches_eager(backend):
     assert {s.name for s in program.states} == {"position", "states.0.conv", "states.0.ssm", "states.1.conv", "states.1.ssm"}
     m = tandem.load(program.to_bytes())
     md = m.metadata
-    assert (md["model_type"], md["max_cache_len"], md["prefill_chunks"], md["eos_token_id"]) == ("mamba", None, [8, 4, 2], 2)
+    assert (md["model_type"], md["max_cache_len"], md["eos_token_id"]) == ("mamba", None, 2) and "prefill_chunks" not in md
+    assert list(m.methods) == ["prefill", "decode", "decode_topk", "reset"] and m.dims["prefill"] == {"n": (1, 8)}
     g = torch.Generator().manual_seed(1)
     a, b = torch.randint(0, 64, (1, 30), generator=g), torch.randint(0, 64, (1, 12), generator=g)
     with torch.no_grad():  # eager over the whole sequence at once (transformers' own slow path)
         want_a, want_b = model(a, use_cache=False).logits[0], model(b, use_cache=False).logits[0]
-    # a 7-token prompt as prefill_4, prefill_2, decode; a second prompt continuing it; then decodes
+    # prompts of 7, 8 and 1 tokens through the one prefill, each continuing the last; then decodes
     torch.testing.assert_close(tt.prefill(m, a[:, :7])[0], want_a[6])
-    torch.testing.assert_close(m.prefill_8(a[:, 7:15])[0], want_a[14])
-    for i in range(15, 30):
+    torch.testing.assert_close(m.prefill(a[:, 7:15])[0], want_a[14])
+    torch.testing.assert_close(m.prefill(a[:, 15:16])[0], want_a[15])
+    assert int(m.read_state("position")) == 16  # the steps past each prompt were undone
+    for i in range(16, 30):
         torch.testing.assert_close(m.decode(a[:, i : i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
     assert int(m.read_state("position")) == 30
     m.reset()
     assert int(m.read_state("position")) == 0 and not m.read_state("states.1.ssm").any()
-    torch.testing.assert_close(m.prefill_8(b[:, :8])[0], want_b[7])
+    torch.testing.assert_close(m.prefill(b[:, :8])[0], want_b[7])
     for i in range(8, 11):
         torch.testing.assert_close(m.decode(b[:, i : i + 1])[0], want_b[i])
     values, ids = m.decode_topk(b[:, 11:12])  # K = 64, the whole vocabulary, sorted

@@ -192,20 +192,21 @@ def test_recurrent_family_matches_eager(family, backend):
     model, data, states = _recurrent(family)
     m = tandem.load(data)
     md = m.metadata
-    assert (md["model_type"], md["max_cache_len"], md["prefill_chunks"]) == (model.config.model_type, None, [4, 2])
+    assert (md["model_type"], md["max_cache_len"]) == (model.config.model_type, None) and m.dims["prefill"] == {"n": (1, 4)}
     assert all(".conv_states." in s or ".recurrent_states." in s or s == "position" for s in states)
     g = torch.Generator().manual_seed(1)
     a, b = torch.randint(0, 64, (1, 20), generator=g), torch.randint(0, 64, (1, 8), generator=g)
     with torch.no_grad():
         want_a, want_b = model(a, use_cache=False).logits[0], model(b, use_cache=False).logits[0]
-    torch.testing.assert_close(tt.prefill(m, a[:, :3])[0], want_a[2])  # prefill_2, decode
-    torch.testing.assert_close(m.prefill_4(a[:, 3:7])[0], want_a[6])  # a second prompt continues the first
+    torch.testing.assert_close(tt.prefill(m, a[:, :3])[0], want_a[2])  # 3 of at most 4 tokens
+    torch.testing.assert_close(m.prefill(a[:, 3:7])[0], want_a[6])  # a second prompt continues the first
     for i in range(7, 20):
         torch.testing.assert_close(m.decode(a[:, i : i + 1])[0], want_a[i], msg=lambda s: f"token {i}: {s}")
     assert int(m.read_state("position")) == 20
     m.reset()
     assert int(m.read_state("position")) == 0 and not any(m.read_state(s).any() for s in states)
-    torch.testing.assert_close(m.prefill_2(b[:, :2])[0], want_b[1])
+    torch.testing.assert_close(m.prefill(b[:, :1])[0], want_b[0])
+    torch.testing.assert_close(m.prefill(b[:, 1:2])[0], want_b[1])
     for i in range(2, 7):
         torch.testing.assert_close(m.decode(b[:, i : i + 1])[0], want_b[i])
     values, ids = m.decode_topk(b[:, 7:8])
@@ -264,7 +265,7 @@ def test_export_pretrained_picks_the_recipe_from_the_config(family, recipe, tmp_
     assert report["recipe"] == recipe and report["model_type"] == family and report["tokenizer"] is None
     assert report["verify"]["top1_equal"] and report["verify"]["max_abs_diff"] <= tolerance(report)
     m = tandem.load((tmp_path / "out.tandem").read_bytes())
-    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq" else ["prefill_2", "decode", "decode_topk", "reset"])
+    assert list(m.methods) == (["encode", "decode", "reset"] if recipe == "seq2seq" else ["prefill", "decode", "decode_topk", "reset"])
 
 
 # ---- KV caches of the widths the model writes -----------------------------------------------------
@@ -314,9 +315,26 @@ POSITIONS = {
 }
 
 
+# models that size their mask or count their positions from the cache length when given none (a
+# size from a value in the state: torch.export refused them): OPT (a cumulative sum over a mask of
+# past + n ones, and sdpa's branch on its length), BioGPT (torch.ones(past + n)), XGLM (positions
+# from past), MVP (arange(past, past + n)); each built from its config class shrunk (tests/models/zoo.py)
+FROM_STATE = ["OPTForCausalLM", "BioGptForCausalLM", "XGLMForCausalLM", "MvpForCausalLM"]
+
+
+def _shrunk(name):
+    from models import zoo
+
+    cls = getattr(transformers, name)
+    config = cls.config_class()
+    zoo.shrink(config, 64, {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 1})
+    return cls(config)
+
+
 @functools.lru_cache(maxsize=None)
 def _cache_shapes(family):
-    model = _seeded({**CACHE_SHAPES, **POSITIONS}[family])
+    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS}[family]
+    model = _seeded(make)
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
@@ -369,11 +387,34 @@ def test_a_hybrid_exports_through_the_command_with_max_cache_len_as_its_attentio
             runtime._lib = saved
 
 
-@pytest.mark.parametrize("family", sorted(POSITIONS))
+def test_a_hybrid_prefill_of_any_length_fills_its_attention_cache_exactly(backend, tmp_path):
+    """Falcon-H1 (Mamba2 mixers beside attention) exported with one prefill of 1 to 4 tokens: each call
+    runs 4 one-token steps and undoes those past the prompt (recurrent state, lengths, and the row a
+    padding step writes), so prompts of 3, 4 and 1 tokens continue one another and fill the 8 attention
+    positions exactly; then a decode past them fails with TDM_ERR_INDEX and changes nothing."""
+    from models import zoo
+
+    model = zoo.make_checkpoint("FalconH1ForCausalLM", tmp_path / "ckpt")[0]
+    m = tandem.load(tt.export_causal_lm(model, max_cache_len=8, max_prompt_len=4).to_bytes())
+    assert list(m.methods) == ["prefill", "decode", "decode_topk", "reset"] and m.metadata["max_cache_len"] == 8
+    a = torch.randint(1, 64, (1, 8), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = model(a, use_cache=False).logits[0]
+    for start, end in ((0, 3), (3, 7), (7, 8)):
+        torch.testing.assert_close(m.prefill(a[:, start:end])[0], want[end - 1], atol=2e-4, rtol=2e-4, msg=lambda s: f"to {end}: {s}")
+    assert int(m.read_state("position")) == 8
+    with pytest.raises(tandem.TandemError) as e:
+        m.decode(a[:, :1])
+    assert e.value.code == "TDM_ERR_INDEX" and int(m.read_state("position")) == 8
+
+
+@pytest.mark.parametrize("family", sorted(POSITIONS) + FROM_STATE)
 def test_positions_are_the_ones_transformers_generate_gives(family, backend):
     """transformers' generate gives every forward that takes position_ids the positions 0, 1, ... of
-    the sequence; RoBERTa's own default counts from its padding index + 1, so the recipe passes them as
-    generate does, from the cache length: greedy generation equals generate token for token."""
+    the sequence, and an attention mask; RoBERTa's own default counts from its padding index + 1, and
+    the FROM_STATE models derive sizes from the cache length when given neither, so the recipe passes
+    both as generate does over a static cache, computed from the cache length in the state: greedy
+    generation equals generate token for token."""
     data, prompt, want = _cache_shapes(family)
     m = tandem.load(data)
     logits = tt.prefill(m, prompt)

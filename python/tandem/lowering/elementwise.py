@@ -23,6 +23,7 @@ BINARY = {
     aten.minimum.default: "minimum",
     aten.pow.Tensor_Tensor: "pow",
     aten.pow.Tensor_Scalar: "pow",
+    aten.pow.Scalar: "pow",
     aten.remainder.Tensor: "remainder",
     aten.remainder.Scalar: "remainder",
     aten.eq.Tensor: "eq",
@@ -160,6 +161,21 @@ def _unary(L, node, args, kwargs):
 
 for _t in UNARY:
     HANDLERS[_t] = _unary
+
+
+@handles(aten.expm1.default)
+def _expm1(L, node, args, kwargs):
+    """e^x - 1 without the cancellation of exp(x) - 1 near 0: for |x| < 1, u = e^x and (u - 1)·x / log(u)
+    (Kahan's: the rounding of u cancels between u - 1 and log(u)), x itself where u rounds to 1; beyond,
+    u - 1 (no cancellation there)."""
+    x = L.cast(args[0], F32)
+    shape = x.shape
+    u = L.emit("exp", [x], F32, shape)
+    um1 = L.emit("sub", [u, L.scalar(1.0, F32)], F32, shape)
+    near = L.emit("div", [L.emit("mul", [um1, x], F32, shape), L.emit("log", [u], F32, shape)], F32, shape)
+    near = L.emit("where", [L.emit("eq", [u, L.scalar(1.0, F32)], BOOL, shape), x, near], F32, shape)
+    small = L.emit("lt", [L.emit("abs", [x], F32, shape), L.scalar(1.0, F32)], BOOL, shape)
+    return L.emit("where", [small, near, um1], F32, shape)
 
 
 @handles(aten.bitwise_and.Tensor, aten.bitwise_or.Tensor)

@@ -40,6 +40,25 @@ def _sum_all(L, node, args, kwargs):
     return L.emit(name, [L.cast(x, dt)], dt, (), iattr=list(range(len(x.shape))))
 
 
+@handles(aten.max.default, aten.min.default)
+def _extreme_all(L, node, args, kwargs):
+    """torch.max(x) / torch.min(x) of every element: amax / amin over all dims."""
+    x = args[0]
+    if x.dtype == BOOL:
+        L.fail("max / min of a bool tensor is not supported; use x.any() / x.all()")
+    if not x.shape:
+        return x
+    name = "amax" if node.target == aten.max.default else "amin"
+    return _reduce_to(L, name, x, _dtype_of(node))
+
+
+def _reduce_to(L, name, x, dt):
+    dims = list(range(len(x.shape)))
+    if dt == I32:  # int32 extremes through int64 (exact)
+        return L.cast(L.emit(name, [L.cast(x, I64)], I64, (), iattr=dims), I32)
+    return L.emit(name, [L.cast(x, dt)], dt, (), iattr=dims)
+
+
 @handles(aten._softmax.default, aten._log_softmax.default)
 def _softmax(L, node, args, kwargs):
     x = args[0]

@@ -15,21 +15,20 @@ The position lives in state: callers never pass it. A call that would write past
 fails with TDM_ERR_INDEX and leaves the state unchanged.
 
 Metadata (`model.metadata`; `metadata=` adds entries): model_type, vocab_size, num_layers,
-max_cache_len (None for Mamba), max_prompt_len, prefill_chunks (Mamba only), sample_top_k (K of
-decode_topk; absent with sample_top_k=None), position_state (the state tensor holding the number
-of positions in use), bos_token_id, eos_token_id, and unused_options (the arguments given that do
-not apply to the model, e.g. a Mamba LM's max_cache_len) when there are any.
+max_cache_len (None for Mamba), max_prompt_len, sample_top_k (K of decode_topk; absent with
+sample_top_k=None), position_state (the state tensor holding the number of positions in use),
+bos_token_id, eos_token_id, and unused_options (the arguments given that do not apply to the model,
+e.g. a Mamba LM's max_cache_len) when there are any.
 
 A causal LM whose own cache has recurrent layers (the StaticCache transformers builds from its config
-holds LinearAttentionLayers: Mamba2, FalconMamba, ...) is run one token per step of its own forward
-(RecurrentLM), as prefill_<n> chunks like Mamba's below. A Mamba LM (MambaForCausalLM) goes through
-the same recipe; its state is each layer's convolution
-window and SSM state (no KV cache: any length fits, so max_cache_len is None), plus a count of the
-tokens seen (position_state). Its selective scan steps through the tokens one by one, a loop of n
-steps that a fixed graph cannot have for a dynamic n, so its prefill is `prefill_<n>(tokens [1, n])`
-for fixed n (max_prompt_len and the powers of two below it, listed largest first in the metadata
-entry `prefill_chunks`); `decode`, `decode_topk` and `reset` as above, and `prefill()` (tandem/decoding.py) splits a
-prompt into them.
+holds LinearAttentionLayers: Mamba2, FalconMamba, hybrids beside attention layers, ...) is run one
+token per step of its own forward (RecurrentLM). A Mamba LM (MambaForCausalLM) goes through the same
+recipe; its state is each layer's convolution window and SSM state (no KV cache: any length fits, so
+max_cache_len is None), plus a count of the tokens seen (position_state). Both have the same methods
+as above: a recurrent update steps through the tokens one by one, a loop that a fixed graph cannot
+run a dynamic n times, so their `prefill` runs max_prompt_len one-token steps whatever n is, and
+undoes the steps past the n-th (prefill_steps): any n from 1 to max_prompt_len in one method, at
+the cost of max_prompt_len steps per call.
 """
 
 from __future__ import annotations
@@ -46,24 +45,17 @@ from ..program import Program
 from .checks import check_int, check_options, token_id
 
 
-def prefill_chunks(max_prompt_len: int) -> list[int]:
-    """The lengths of prefill_<n> methods, largest first (1 is decode's): a Mamba program's, and a
-    KV-cache LM's exported before prefill had a dynamic length; `prefill()` runs such programs."""
-    sizes = {max_prompt_len} if max_prompt_len > 1 else set()
-    n = 2
-    while n < max_prompt_len:
-        sizes.add(n)
-        n *= 2
-    return sorted(sizes, reverse=True)
-
-
 class CausalLM(nn.Module):
     """A decoder-only LM with its StaticCache: prefill/decode append to the cache, reset empties it.
     Each layer's keys and values are sized from what the model writes there, by one eager call of
     one token (then emptied): a multi-query layer's one KV head, a latent-attention layer's keys and
-    values of other widths than the config's head_dim, whatever the config's head counts say. A forward
-    that takes position_ids gets the positions transformers' generate gives it (0, 1, ... from the
-    cache length)."""
+    values of other widths than the config's head_dim, whatever the config's head counts say.
+    Each call gives the model what transformers' generate gives it over a static cache, computed from
+    the cache length in the state: the attention mask [1, max_cache_len] (1 for the positions written
+    and being written, the padding generate adds up to the cache's length), and to a forward that takes
+    them the positions 0, 1, ... So a model that would build its mask from the cache length
+    (`torch.ones(past + n)`) or count its positions from it (a slice of a position table from `past`,
+    a cumulative sum of the mask) is given both, and no size depends on a value in the state."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
@@ -71,6 +63,7 @@ class CausalLM(nn.Module):
         from transformers.cache_utils import StaticLayer
 
         self.model = model
+        self.max_cache_len = max_cache_len
         config = model.config.get_text_config(decoder=True)
         self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
         for i, layer in enumerate(self.cache.layers):
@@ -80,16 +73,16 @@ class CausalLM(nn.Module):
             model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
-        # as transformers' generate: positions 0, 1, ... from the cache length, to a forward that takes them
-        # and counts from elsewhere when given none (RoBERTa: from its padding index)
-        self.positions = "position_ids" in inspect.signature(model.forward).parameters and bool(self.written) and _own_positions(model)
+        self.positions = "position_ids" in inspect.signature(model.forward).parameters
         self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         kwargs = {}
-        if self.positions:
+        if self.written:  # the mask and positions transformers' generate gives, from the cache length
             start = self.written[0].cumulative_length.reshape(1, 1)
-            kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
+            kwargs["attention_mask"] = (torch.arange(self.max_cache_len).reshape(1, -1) < start + tokens.shape[1]).long()
+            if self.positions:
+                kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
         out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
@@ -101,16 +94,6 @@ class CausalLM(nn.Module):
             layer.keys.zero_()
             layer.values.zero_()
             layer.cumulative_length.zero_()
-
-
-def _own_positions(model: nn.Module) -> bool:
-    """Whether the model's forward, given no position_ids, counts positions otherwise than 0, 1, ... (the
-    ones transformers' generate gives): its logits for a few tokens differ with and without them."""
-    tokens = torch.arange(1, 4).reshape(1, 3) % int(model.config.get_text_config(decoder=True).vocab_size)
-    with torch.no_grad():
-        default = model(input_ids=tokens, use_cache=False).logits
-        given = model(input_ids=tokens, position_ids=torch.arange(3).reshape(1, 3), use_cache=False).logits
-    return not torch.equal(default, given)
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,6 +157,13 @@ class MambaLM(nn.Module):
 
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _topk(self.step(tokens), self.top_k)
+
+    def kept_state(self) -> list:
+        """The tensors a step changes (prefill_steps undoes a step past the prompt on them)."""
+        return [t for state in self.states for t in (state.conv, state.ssm)] + [self.position]
+
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        return prefill_steps(self, tokens)
 
     def reset(self) -> None:
         for state in self.states:
@@ -279,11 +269,11 @@ def is_recurrent(model) -> bool:
 class RecurrentLM(nn.Module):
     """A causal LM whose transformers cache has recurrent layers (Mamba2, FalconMamba, ...: each layer's
     convolution window and SSM state in a LinearAttentionLayer), run by the model's own forward one
-    token at a time: a step of one token is transformers' own recurrent update, so prefill_<n> is n such
-    steps and continues from the state, which transformers' own multi-token prefill (starting the scan
-    from zero) would not. The cache is made by transformers (StaticCache from the config), its tensors
-    created by one eager call and then zeroed; attention layers of a hybrid model keep a static KV cache
-    of max_cache_len positions."""
+    token at a time: a step of one token is transformers' own recurrent update, so a prefill of n
+    tokens is n such steps (prefill_steps) and continues from the state, which transformers' own
+    multi-token prefill (starting the scan from zero) would not. The cache is made by transformers
+    (StaticCache from the config), its tensors created by one eager call and then zeroed; attention
+    layers of a hybrid model keep a static KV cache of max_cache_len positions."""
 
     def __init__(self, model: nn.Module, cache, kinds: list):
         super().__init__()
@@ -321,6 +311,20 @@ class RecurrentLM(nn.Module):
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return _topk(self.step(tokens), self.top_k)
 
+    def kept_state(self) -> list:
+        """The tensors a step changes but its attention layers' rows (prefill_steps undoes a step past the
+        prompt on them): the recurrent state, each attention layer's length, the position."""
+        out = []
+        for i, layer in enumerate(self.cache.layers):
+            if self.kinds[i] in ("recurrent", "hybrid"):
+                out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
+            if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
+                out.append(layer.cumulative_length)
+        return out + [self.position]
+
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        return prefill_steps(self, tokens)
+
     def state_tensors(self) -> list:
         out = []
         for i, layer in enumerate(self.cache.layers):
@@ -334,6 +338,43 @@ class RecurrentLM(nn.Module):
         for t in self.state_tensors():
             t.zero_()
         self.position.zero_()
+
+
+def _attention_layers(lm) -> list:
+    """The static KV layers of a recurrent LM's cache (a hybrid's attention layers)."""
+    cache = getattr(lm, "cache", None)
+    if cache is None:
+        return []
+    kinds = zip(cache.layers, lm.kinds)
+    return [layer for layer, kind in kinds if kind in ("attention", "hybrid") and getattr(layer, "keys", None) is not None]
+
+
+def prefill_steps(lm, tokens: torch.Tensor) -> torch.Tensor:
+    """`prefill` of a recurrent LM: tokens [1, n], 1 <= n <= lm.max_prompt_len, as max_prompt_len
+    one-token steps of lm.step (a fixed graph for every n); a step past the n-th runs on a padding token
+    and is undone: lm.kept_state() (recurrent state, lengths, position) keeps its value from before the
+    step, an attention layer writes that step's row at position 0 (in range however full the cache is)
+    and gets its row back, and the logits are the n-th step's."""
+    n = tokens.shape[1]
+    steps = torch.arange(lm.max_prompt_len)
+    live = steps < n
+    padded = tokens.index_select(1, torch.where(live, steps, 0))
+    layers = _attention_layers(lm)
+    logits = lm.step(padded[:, :1])  # n >= 1: the first step always counts
+    for t in range(1, lm.max_prompt_len):
+        on = live[t]
+        before = [x.clone() for x in lm.kept_state()]
+        rows = [(layer.keys[:, :, :1].clone(), layer.values[:, :, :1].clone()) for layer in layers]
+        for layer in layers:  # a padding step writes its row at 0, not past the prompt's last
+            layer.cumulative_length.copy_(torch.where(on, layer.cumulative_length, 0))
+        out = lm.step(padded[:, t : t + 1])
+        for x, old in zip(lm.kept_state(), before):
+            x.copy_(torch.where(on, x, old))
+        for layer, (k, v) in zip(layers, rows):
+            layer.keys[:, :, :1].copy_(torch.where(on, layer.keys[:, :, :1], k))
+            layer.values[:, :, :1].copy_(torch.where(on, layer.values[:, :, :1], v))
+        logits = torch.where(on, out, logits)
+    return logits
 
 
 def _refuse_unsupported_state(model: nn.Module) -> None:
@@ -380,25 +421,25 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
         raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
     lm = RecurrentLM(model, cache, kinds)
-    # one token per step of the model's own recurrent update, unrolled: fixed prefill_<n> lengths
-    return (lm, *_chunked_prefills(lm, max_prompt_len), len(kinds), "position")
+    return lm, _steps_prefill(lm, max_prompt_len), {}, len(kinds), "position"
 
 
-def _chunked_prefills(lm, max_prompt_len) -> tuple:
-    """prefill_<n> methods of fixed lengths n (prefill_chunks) and their metadata entry."""
-    chunks = prefill_chunks(max_prompt_len)
-    return {f"prefill_{n}": Method(lm.step, (torch.zeros(1, n, dtype=torch.long),)) for n in chunks}, {"prefill_chunks": chunks}
+def _steps_prefill(lm, max_prompt_len) -> dict:
+    """{'prefill': ...} of 1 to max_prompt_len tokens run as max_prompt_len one-token steps (prefill_steps)."""
+    lm.max_prompt_len = max_prompt_len
+    if max_prompt_len == 1:
+        return {"prefill": Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))}
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    return {"prefill": Method(lm.prefill, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
 
 
 def _mamba_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
     """export_causal_lm's family part for a MambaForCausalLM (see MambaLM), as _recurrent_lm's."""
     if max_prompt_len < 1:
         raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
-    # The selective scan steps through the tokens one at a time (a Python loop unrolled at
-    # export); tandem has no loop op and an affine size cannot stand for a count of unrolled
-    # steps, so a Mamba prefill keeps fixed lengths: power-of-two prefill_<n> chunks.
     lm = MambaLM(model, max_cache_len)
-    return (lm, *_chunked_prefills(lm, max_prompt_len), int(config.num_hidden_layers), "position")
+    return lm, _steps_prefill(lm, max_prompt_len), {}, int(config.num_hidden_layers), "position"
 
 
 def _kv_cache_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
@@ -422,8 +463,8 @@ def export_causal_lm(
 ) -> Program:
     """Export a transformers decoder-only LM (e.g. LlamaForCausalLM, Qwen2, Gemma, Phi-3, GPT-2) as
     prefill (of 1 to max_prompt_len tokens), decode, decode_topk and reset over its static KV cache,
-    or a MambaForCausalLM (max_cache_len=None: no cache to fill) as prefill_<n> chunks, decode,
-    decode_topk and reset over its recurrent state; see the module's docstring for the methods and
+    or a recurrent LM (Mamba, Mamba2, ...: max_cache_len=None, no cache to fill) as the same methods
+    over its recurrent state; see the module's docstring for the methods and
     the metadata. decode_topk returns the K = min(sample_top_k, vocab_size) largest logits and their
     ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
     decode_topk.
