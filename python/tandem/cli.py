@@ -339,7 +339,7 @@ def main(argv=None) -> int:
             p.add_argument("-o", "--output", required=True, help="the .tandem file to write")
             p.add_argument("--max-cache-len", type=int, help="KV-cache positions (default: max_position_embeddings, at most 1024)")
             p.add_argument("--max-prompt-len", type=int, help="the longest prefill in one call (default: min(128, max-cache-len))")
-            p.add_argument("--quantize", choices=["int8", "int4"], help="store linear and embedding weights quantized")
+            p.add_argument("--quantize", choices=["int8", "int4"], help="store linear, embedding (and with int8 expert) weights quantized")
             p.add_argument("--dtype", default="float32", help="the compute dtype: float32 (the one tandem runs)")
             p.add_argument("--sample-top-k", type=int, default=64, help="K of decode_topk (0: no decode_topk)")
             p.add_argument(
