@@ -1,7 +1,7 @@
 /* quant_simd128.c — the SIMD128 variants of the quantized-weight kernels (declared in variants.h
  * beside their scalar references in quant.c): the float GEMM and GEMV over int8 / int4 weights
- * widened in registers, the int8 integer-dot GEMV, and for the relaxed builds without the relaxed
- * dot (tandem-mt-relaxed.wasm) the int4 integer-dot GEMV on i32x4.dot_i16x8_s. config.c picks them;
+ * widened in registers, the int8 and int4 integer-dot GEMVs (int4's for every build without the
+ * relaxed dot). config.c picks them;
  * tests/c/kernel_selftest.c compares them with the references. */
 #include "variants.h"
 
@@ -428,12 +428,106 @@ static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
   *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
 }
 
-#if defined(TDM_RELAXED_SIMD)
-/* The int4 integer-dot GEMV without the relaxed dot (tandem-mt-relaxed.wasm, Emscripten's LLVM 14),
- * so that the relaxed builds give the same bits at every thread count: per pair of k the codes
- * q + 8 of both k interleaved as 16-bit lanes (column c's two codes adjacent) and dotted with the
- * activation pair by i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group
- * total added as the scalar reference does. One panel at a time. */
+/* The int4 integer-dot GEMVs on SIMD128 alone (every build without the relaxed dot; variants.h):
+ * exact int32 sums per group of the codes times the int8 activations, then the group totals added
+ * as the scalar reference adds them, so the same bits. */
+
+/* One step of 4 k (byte rows k/2 and k/2 + 1 of a panel, 16 bytes) for one panel, with no byte
+ * shuffle: each 16-bit lane i < 4 of v holds columns 2i and 2i + 1 at k (bits 0-3, 8-11) and k + 1
+ * (bits 4-7, 12-15), lane i + 4 the same at k + 2 and k + 3. A shift left and an arithmetic shift
+ * right by 12 leave each nibble's signed code in its lane; i16x8.mul by the activations (xa: x[k] in
+ * lanes 0-3, x[k + 2] in 4-7; xb: x[k + 1], x[k + 3]) and the adds give 16-bit sums for the even
+ * columns 0, 2, 4, 6 (*he) and the odd ones (*ho), lanes i and i + 4 both column 2i (+ 1). Each step
+ * adds at most 2·8·127 = 2032 in magnitude to a lane: 16 steps (64 k) fit in 16 bits. */
+static inline void q4_mul_step(v128_t v, v128_t xa, v128_t xb, v128_t *he, v128_t *ho) {
+  const v128_t a = wasm_i16x8_shr(wasm_i16x8_shl(v, 12), 12), b = wasm_i16x8_shr(wasm_i16x8_shl(v, 8), 12);
+  const v128_t c = wasm_i16x8_shr(wasm_i16x8_shl(v, 4), 12), d = wasm_i16x8_shr(v, 12);
+  *he = wasm_i16x8_add(*he, wasm_i16x8_add(wasm_i16x8_mul(a, xa), wasm_i16x8_mul(b, xb)));
+  *ho = wasm_i16x8_add(*ho, wasm_i16x8_add(wasm_i16x8_mul(c, xa), wasm_i16x8_mul(d, xb)));
+}
+
+/* The activation vectors of q4_mul_step from e = [x[k], x[k + 1], x[k + 2], x[k + 3], ...] as i16. */
+static inline void q4_mul_x(v128_t e, v128_t *xa, v128_t *xb) {
+  *xa = wasm_i16x8_shuffle(e, e, 0, 0, 0, 0, 2, 2, 2, 2);
+  *xb = wasm_i16x8_shuffle(e, e, 1, 1, 1, 1, 3, 3, 3, 3);
+}
+
+/* The one-row GEMV's np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
+ * apart), into y (8 columns per panel, YS floats apart; the float totals live there, as in
+ * quant_relaxed.c's, so that V8 keeps the step's values in registers). Per group, in chunks of at
+ * most 64 k: q4_mul_step's 16-bit sums, widened into the group's int32 sums (lanes i and i + 4
+ * together); then the group's total in column order, as the scalar reference adds it. */
+static inline __attribute__((always_inline)) void q4_mul_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
+                                                                const float *xs, const uint8_t *p, const float *sc, size_t SS, float *y,
+                                                                size_t YS) {
+  for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
+  for (int64_t g = 0; g < NG; g++) {
+    const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+    v128_t s[8];
+    for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(0);
+    for (int64_t k = g * G; k < k1;) { /* g·G and k are multiples of 4: k / 2 is a whole byte row pair */
+      const int64_t kend = k + 64 < k1 ? k + 64 : k1;
+      const int8_t *xk = xq + k, *x4 = xq + k + ((kend - k) & ~(int64_t)3);
+      const uint8_t *pk = p + (size_t)k * 4;
+      v128_t h[8];
+      for (int i = 0; i < 2 * np; i++) h[i] = wasm_i16x8_splat(0);
+      Q8_NO_UNROLL /* unrolled, V8 issues every load first and spills */
+          for (; xk < x4; xk += 4, pk += 16) {
+        v128_t xa, xb;
+        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
+        for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
+      }
+      if (xk + 3 == xq + kend) { /* 3 k left, the end of an odd K: its last high nibble meets the pad 0 of xq */
+        v128_t xa, xb;
+        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
+        for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
+      } else if (xk < xq + kend) { /* 1 or 2 k left: one byte row (lanes 4-7 zero), x[k + 1] the pad 0 past an odd K */
+        v128_t xa, xb;
+        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load16_splat(xk)), &xa, &xb);
+        for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load64_zero(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
+      }
+      k = kend;
+      for (int i = 0; i < 2 * np; i++)
+        s[i] = wasm_i32x4_add(s[i], wasm_i32x4_add(wasm_i32x4_extend_low_i16x8(h[i]), wasm_i32x4_extend_high_i16x8(h[i])));
+    }
+    const v128_t d = wasm_f32x4_splat(xs[g]);
+    for (int i = 0; i < np; i++) {
+      const v128_t fe = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s[2 * i]), d),
+                   fo = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s[2 * i + 1]), d);
+      const float *w = sc + i * SS + g * 8;
+      float *yi = y + i * YS;
+      wasm_v128_store(yi, wasm_f32x4_add(wasm_v128_load(yi), wasm_f32x4_mul(wasm_i32x4_shuffle(fe, fo, 0, 4, 1, 5), wasm_v128_load(w))));
+      wasm_v128_store(
+          yi + 4, wasm_f32x4_add(wasm_v128_load(yi + 4), wasm_f32x4_mul(wasm_i32x4_shuffle(fe, fo, 2, 6, 3, 7), wasm_v128_load(w + 4))));
+    }
+  }
+}
+
+void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                              const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
+  (void)xsum;
+  /* Four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as
+   * the int8 GEMV's), then two, one and a partial panel side by side; each column's sums are the same either way. */
+  const int64_t H = N / 32 * 8;
+  for (int64_t j = 0; j < H; j += 8)
+    q4_mul_panels(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+                  (size_t)H);
+  int64_t j = 4 * H;
+  for (; j + 16 <= N; j += 16) q4_mul_panels(2, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  if (j < N) {
+    float t[8];
+    q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
+  }
+}
+
+/* The rows' kernel (2 to 4 rows at once): per pair of k the codes q + 8 of both k interleaved as
+ * 16-bit lanes (column c's two codes adjacent) and dotted with each row's activation pair by
+ * i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group total added as the
+ * scalar reference does; one row goes to the GEMV above. */
 /* R rows (1 to 4, row r's xq at r·(K + 1), xs and xsum at r·NG, results at y + r·ldy) of one panel:
  * each byte row's codes unpacked and interleaved once for all rows. */
 static inline __attribute__((always_inline)) void q4_dot_i16_panel(int R, int64_t K, int64_t G, int64_t NG, const int8_t *xq,
@@ -473,7 +567,7 @@ static void q4_dot_i16_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const i
                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   if (M == 1) {
-    tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
+    tdm_q4_gemv_dot__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
     return;
   }
   if (M < 1 || M > 4) {
@@ -492,41 +586,12 @@ static void q4_dot_i16_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const i
 }
 
 /* Any number of rows, four at a time. */
-void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+void tdm_q4_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
   const int64_t NG = K / G + (K % G != 0);
   for (int64_t r = 0; r < M; r += 4)
     q4_dot_i16_4rows(M - r < 4 ? M - r : 4, N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy, ldy);
 }
-
-void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *p = qp + (j / 8) * KB * 8;
-    const float *sc = scale + (j / 8) * NG * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
-      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
-        v128_t w0, w1;
-        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
-        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
-        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
-        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
-      }
-      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
-      t0 = wasm_f32x4_add(
-          t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
-      t1 = wasm_f32x4_add(
-          t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
-    }
-    tdm_store8(y + j, t0, t1, N - j);
-  }
-}
-#endif
-
 
 #define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
 #define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)

@@ -414,9 +414,10 @@ transformers = pytest.importorskip("transformers")
 
 
 def _dequantized_copy(model, mode, decode_from=None):
-    """model with its 2-d weights dequantized; with decode_from (int8), the Linears' input rows at
+    """model with its 2-d weights dequantized; with decode_from, the Linears' input rows at
     positions >= decode_from (those the runtime runs on integer dot products: decoded one token at a
-    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of
+    time, or in a prefill chunk of at most 8) quantized as matmul_q8 and matmul_q4 (groups of 32,
+    as the int8 blocks) quantize them, and all of
     lm_head's (prefill runs the head on its last row alone; the logits of the rows before it are not
     compared)."""
     ref = copy.deepcopy(model)
@@ -446,8 +447,8 @@ LLAMA = dict(
 def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     """A small transformers Llama (tied embeddings, GQA) through export_causal_lm(quantize=...):
     the logit error against float32 eager is at most 1.5x that of the same quantization done in
-    PyTorch (dequantized weights, eager; for int8 the decoded rows' activations quantized too, as
-    matmul_q8's integer GEMV does), and the runtime matches that reference closely."""
+    PyTorch (dequantized weights, eager; the rows' activations quantized too, as matmul_q8's and
+    matmul_q4's integer GEMVs do), and the runtime matches that reference closely."""
     import tandem.transformers as tt
 
     torch.manual_seed(0)
@@ -455,8 +456,8 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     tokens = torch.randint(0, LLAMA["vocab_size"], (1, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(tokens).logits[0, 7:]
-        # int8: every row on integer dots, the 8-token prefill chunk too (matmul_q8 takes up to 8 rows)
-        ref = _dequantized_copy(model, mode, 0 if mode == "int8" else None)(tokens).logits[0, 7:]
+        # every row on integer dots, the 8-token prefill chunk too (matmul_q8 / matmul_q4 take up to 8 rows)
+        ref = _dequantized_copy(model, mode, 0)(tokens).logits[0, 7:]
         ref_w = _dequantized_copy(model, mode)(tokens).logits[0, 7:]  # weights alone, float activations
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
     got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i : i + 1])[0] for i in range(8, 40)]
@@ -469,15 +470,12 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
         f"weights-only reference max {(ref_w - want).abs().max():.3e} mean {(ref_w - want).abs().mean():.3e}"
     )
     assert err.max() <= 1.5 * ref_err.max() and err.mean() <= 1.5 * ref_err.mean()
-    if mode == "int4":
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
-    else:
-        # The same bits as the reference until an activation lands on a rounding boundary (x.5: the
-        # layer-0 inputs come from the quantized table, so exact ties occur) and the two float32
-        # computations before it round it apart by an ulp: that row's code moves by one, and through
-        # the KV cache so do the later rows (here from the 21st row on, each by ~5e-3).
-        torch.testing.assert_close(got[:12], ref[:12], rtol=1e-4, atol=1e-4)
-        assert (got - ref).abs().mean() <= 0.5 * ref_err.mean()
+    # The same bits as the reference until an activation lands on a rounding boundary (x.5: the
+    # layer-0 inputs come from the quantized table, so exact ties occur) and the two float32
+    # computations before it round it apart by an ulp: that row's code moves by one, and through
+    # the KV cache so do the later rows (int8 here from the 21st row on, each by ~5e-3).
+    torch.testing.assert_close(got[:12], ref[:12], rtol=1e-4, atol=1e-4)
+    assert (got - ref).abs().mean() <= 0.5 * ref_err.mean()
     assert ref_err.max() > 1e-3  # quantized for real
 
 
