@@ -446,20 +446,26 @@ static inline void q4_mul_step(v128_t v, v128_t xa, v128_t xb, v128_t *he, v128_
   *ho = wasm_i16x8_add(*ho, wasm_i16x8_add(wasm_i16x8_mul(c, xa), wasm_i16x8_mul(d, xb)));
 }
 
-/* The activation vectors of q4_mul_step from e = [x[k], x[k + 1], x[k + 2], x[k + 3], ...] as i16. */
+/* The activation vectors of q4_mul_step from e = [x[k], x[k + 1], x[k + 2], x[k + 3], ...] as i16:
+ * the pairs spread by an i32 shuffle (pshufd), then each 32-bit lane's low or high half copied into
+ * both halves by shifts (an i16 shuffle of that pattern becomes pshufb with a mask V8 builds in
+ * every step). */
 static inline void q4_mul_x(v128_t e, v128_t *xa, v128_t *xb) {
-  *xa = wasm_i16x8_shuffle(e, e, 0, 0, 0, 0, 2, 2, 2, 2);
-  *xb = wasm_i16x8_shuffle(e, e, 1, 1, 1, 1, 3, 3, 3, 3);
+  const v128_t t = wasm_i32x4_shuffle(e, e, 0, 0, 1, 1), lo = wasm_i32x4_shl(t, 16), hi = wasm_u32x4_shr(t, 16);
+  *xa = wasm_v128_or(lo, wasm_u32x4_shr(lo, 16));
+  *xb = wasm_v128_or(hi, wasm_i32x4_shl(hi, 16));
 }
 
 /* The one-row GEMV's np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
  * apart), into y (8 columns per panel, YS floats apart; the float totals live there, as in
  * quant_relaxed.c's, so that V8 keeps the step's values in registers). Per group, in chunks of at
  * most 64 k: q4_mul_step's 16-bit sums, widened into the group's int32 sums (lanes i and i + 4
- * together); then the group's total in column order, as the scalar reference adds it. */
-static inline __attribute__((always_inline)) void q4_mul_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
-                                                                const float *xs, const uint8_t *p, const float *sc, size_t SS, float *y,
-                                                                size_t YS) {
+ * together); then the group's total in column order, as the scalar reference adds it. With pre (a
+ * constant at every call), each step's activation vectors are read from xv (q4_mul_xv), else made
+ * from xq in the step. */
+static inline __attribute__((always_inline)) void q4_mul_panels(int pre, const v128_t *xv, int np, int64_t K, int64_t G, size_t PS,
+                                                                int64_t NG, const int8_t *xq, const float *xs, const uint8_t *p,
+                                                                const float *sc, size_t SS, float *y, size_t YS) {
   for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
@@ -469,21 +475,25 @@ static inline __attribute__((always_inline)) void q4_mul_panels(int np, int64_t 
       const int64_t kend = k + 64 < k1 ? k + 64 : k1;
       const int8_t *xk = xq + k, *x4 = xq + k + ((kend - k) & ~(int64_t)3);
       const uint8_t *pk = p + (size_t)k * 4;
+      const v128_t *xp = pre ? xv + k / 2 : NULL;
       v128_t h[8];
       for (int i = 0; i < 2 * np; i++) h[i] = wasm_i16x8_splat(0);
       Q8_NO_UNROLL /* unrolled, V8 issues every load first and spills */
           for (; xk < x4; xk += 4, pk += 16) {
         v128_t xa, xb;
-        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
+        if (pre) xa = xp[0], xb = xp[1], xp += 2;
+        else q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
         for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
       }
       if (xk + 3 == xq + kend) { /* 3 k left, the end of an odd K: its last high nibble meets the pad 0 of xq */
         v128_t xa, xb;
-        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
+        if (pre) xa = xp[0], xb = xp[1];
+        else q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(xk)), &xa, &xb);
         for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
       } else if (xk < xq + kend) { /* 1 or 2 k left: one byte row (lanes 4-7 zero), x[k + 1] the pad 0 past an odd K */
         v128_t xa, xb;
-        q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load16_splat(xk)), &xa, &xb);
+        if (pre) xa = xp[0], xb = xp[1];
+        else q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load16_splat(xk)), &xa, &xb);
         for (int i = 0; i < np; i++) q4_mul_step(wasm_v128_load64_zero(pk + i * PS), xa, xb, &h[2 * i], &h[2 * i + 1]);
       }
       k = kend;
@@ -503,25 +513,46 @@ static inline __attribute__((always_inline)) void q4_mul_panels(int np, int64_t 
   }
 }
 
-void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
-                              const float *scale, float *y) {
+/* The GEMV's column walk (pre and xv as q4_mul_panels'): four panels at a time from four runs of
+ * columns H = ⌊N / 32⌋·8 apart (four sequential streams, as the int8 GEMV's), then two, one and a
+ * partial panel side by side; each column's sums are the same either way. */
+static inline __attribute__((always_inline)) void q4_mul_columns(int pre, const v128_t *xv, int64_t N, int64_t K, int64_t G,
+                                                                 const int8_t *xq, const float *xs, const uint8_t *qp, const float *scale,
+                                                                 float *y) {
   const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
-  (void)xsum;
-  /* Four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as
-   * the int8 GEMV's), then two, one and a partial panel side by side; each column's sums are the same either way. */
   const int64_t H = N / 32 * 8;
   for (int64_t j = 0; j < H; j += 8)
-    q4_mul_panels(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+    q4_mul_panels(pre, xv, 4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
                   (size_t)H);
   int64_t j = 4 * H;
-  for (; j + 16 <= N; j += 16) q4_mul_panels(2, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  for (; j + 8 <= N; j += 8) q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 16 <= N; j += 16) q4_mul_panels(pre, xv, 2, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_mul_panels(pre, xv, 1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
   if (j < N) {
     float t[8];
-    q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    q4_mul_panels(pre, xv, 1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
     memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
   }
+}
+
+/* Up to this K the GEMV makes every step's activation vectors once, before the walk, in a 16 KiB
+ * stack buffer (two vectors per 4 k): the steps then load them instead of spreading x in each. */
+#define Q4_XV_MAX_K 2048
+
+void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                              const float *scale, float *y) {
+  (void)xsum;
+  if (K > Q4_XV_MAX_K) {
+    q4_mul_columns(0, NULL, N, K, G, xq, xs, qp, scale, y);
+    return;
+  }
+  v128_t xv[Q4_XV_MAX_K / 2];
+  for (int64_t k = 0; k < K; k += 4) { /* past K: the pad 0 of xq, then zeros */
+    int8_t x4[4] = {0, 0, 0, 0};
+    memcpy(x4, xq + k, (size_t)(K + 1 - k < 4 ? K + 1 - k : 4));
+    q4_mul_x(wasm_i16x8_extend_low_i8x16(wasm_v128_load32_zero(x4)), &xv[k / 2], &xv[k / 2 + 1]);
+  }
+  q4_mul_columns(1, xv, N, K, G, xq, xs, qp, scale, y);
 }
 
 /* The rows' kernel (2 to 4 rows at once): per pair of k the codes q + 8 of both k interleaved as
