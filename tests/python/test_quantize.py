@@ -250,11 +250,13 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
     torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
 
 
-def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch):
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch, mode):
     """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows (issue #23): with K = 512 they go through
     the integer dot in blocks of 8, and with K = 2047 (blocks of 4) and K = 3000 (blocks of 2), so
     each of 16 (and 21) rows has exactly the bits of a one-row call on it, on the native backend
-    and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits."""
+    and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits. int4 likewise
+    (matmul_q4's integer rows: the same blocks of rows, the same bits in every build)."""
     import tandem.runtime as runtime
 
     shapes = ((512, 40, 16), (2047, 24, 21), (3000, 9, 16))
@@ -269,12 +271,12 @@ def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(was
         for K, N, rows in shapes:
             torch.manual_seed(K)
             lin, x = nn.Linear(K, N).eval(), xs[K]
-            many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
-            one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize="int8").to_bytes())
+            many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize=mode).to_bytes())
+            one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize=mode).to_bytes())
             got = many.forward(x)
             alone = torch.cat([one.forward(x[i : i + 1]) for i in range(rows)])
-            assert torch.equal(got, alone), f"{backend} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
-            torch.testing.assert_close(got, ref_quantized_output(lin, (x,), "int8"), rtol=1e-5, atol=1e-5)
+            assert torch.equal(got, alone), f"{mode} {backend} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
+            torch.testing.assert_close(got, ref_quantized_output(lin, (x,), mode), rtol=1e-5, atol=1e-5)
             outs.setdefault((K, rows), []).append(got)
     for key, got in outs.items():
         assert all(torch.equal(got[0], o) for o in got[1:]), f"native and wasm differ at {key}"
