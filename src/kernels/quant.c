@@ -13,7 +13,7 @@
  * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), fewer instructions
  * per weight; matmul_q4's rows likewise, quantized to int8 per weight group (tdm_q4_gemv_dot). The kernels read the weights in place, in the layout the file has them (the
  * exporter pairs int8 weights: python/tandem/layout.py). This file holds the ops and the scalar
- * references; the SIMD128 variants are in quant_simd128.c, the relaxed-dot ones in quant_relaxed.c,
+ * references; the SIMD128 variants are in quant_simd128.c (the int4 integer-dot ones in quant_q4_simd128.c), the relaxed-dot ones in quant_relaxed.c,
  * the AVX2 ones in quant_x86.c, all declared in variants.h, picked once in config.c (the ops call
  * through its pointers) and compared by tests/c/kernel_selftest.c. */
 #include "../ops.h"
