@@ -86,13 +86,9 @@ tdm_conv1d_gemm_no_im2col_fn tdm_f32_conv1d_gemm_no_im2col(void) { return tdm_f3
 
 /* Quantized weights (quant.c; SIMD128: quant_simd128.c, relaxed dot: quant_relaxed.c; AVX2:
  * quant_x86.c): SIMD128 or scalar, and natively on x86-64 the int8 ones in AVX2 where the CPU has
- * it (picked at run time as the float GEMM's; the int4 float path too, int4 has no integer-dot GEMV
- * natively). The int8 GEMV has no relaxed-dot variant: its exact scheme needs two relaxed dots per 16
+ * it (picked at run time as the float GEMM's; the int4 float path too). The int8 GEMV has no relaxed-dot variant: its exact scheme needs two relaxed dots per 16
  * weights, and a SmolLM-shaped decode ran slower on one than on the SIMD128 kernel. The int4
- * integer-dot GEMV (matmul_q4, one row) only in the relaxed builds: the relaxed dot's where the
- * build has it (tandem-relaxed.wasm), else the SIMD128 one on i32x4.dot_i16x8_s
- * (tandem-mt-relaxed.wasm), so that both relaxed builds give the same bits at every thread count;
- * none elsewhere, where int4 keeps the float path. */
+ * integer-dot GEMVs (matmul_q4's rows) in every build, the same bits in each (below). */
 /* What this build has and what this CPU gives it (tandem.h, TDM_BUILD_*): the features this file's
  * picks are made from (the CPU's, detected once above). */
 int32_t tdm_build_features(void) {
@@ -184,15 +180,25 @@ const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = tdm_q8_gemm_dot_paired__simd12
 const tdm_q8_gemv_dot_fn tdm_q8_gemv_dot_paired = tdm_q8_gemv_dot_paired__scalar;
 const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired = tdm_q8_gemm_dot_paired__scalar;
 #endif
+/* The int4 integer-dot GEMVs (variants.h): the relaxed dot's where the build has it, else SIMD128's
+ * (natively on x86-64 the one-row AVX2 one where the CPU has it; the same bits), else the scalar
+ * references. */
 #if TDM_RELAXED_DOT
 const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__relaxed;
 const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__relaxed;
-#elif TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
-const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot_i16__simd128;
-const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot_i16__simd128;
+#elif TDM_X86_AVX2
+static void q4_gemv_dot_x86(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                            const float *scale, float *y) {
+  (tdm_cpu_avx2_fma() ? tdm_q4_gemv_dot__avx2 : tdm_q4_gemv_dot__simd128)(N, K, G, xq, xs, xsum, qp, scale, y);
+}
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = q4_gemv_dot_x86;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__simd128;
+#elif TDM_SIMD128
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__simd128;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__simd128;
 #else
-const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = NULL;
-const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = NULL;
+const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot = tdm_q4_gemv_dot__scalar;
+const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot = tdm_q4_gemm_dot__scalar;
 #endif
 
 /* Convolution and pooling planes, the conv's dot products at few positions and conv_bf16's GEMV

@@ -11,10 +11,9 @@
  * (no dequantized copy), so y equals (q · scale) @ a up to float32 rounding. Except matmul_q8 with
  * one row (a decode step): that row is quantized to int8 per block of 32 and multiplied with
  * integer dot products (tdm_q8_gemv_dot, docs/ops.md "Integer dot products"), fewer instructions
- * per weight; matmul_q4 with one row likewise where the build has an int4 integer-dot GEMV (the
- * relaxed builds). The kernels read the weights in place, in the layout the file has them (the
+ * per weight; matmul_q4's rows likewise, quantized to int8 per weight group (tdm_q4_gemv_dot). The kernels read the weights in place, in the layout the file has them (the
  * exporter pairs int8 weights: python/tandem/layout.py). This file holds the ops and the scalar
- * references; the SIMD128 variants are in quant_simd128.c, the relaxed-dot ones in quant_relaxed.c,
+ * references; the SIMD128 variants are in quant_simd128.c (the int4 integer-dot ones in quant_q4_simd128.c), the relaxed-dot ones in quant_relaxed.c,
  * the AVX2 ones in quant_x86.c, all declared in variants.h, picked once in config.c (the ops call
  * through its pointers) and compared by tests/c/kernel_selftest.c. */
 #include "../ops.h"
@@ -429,11 +428,10 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
     memset(out->data, 0, (size_t)out->numel * sizeof(float));
     return TDM_OK;
   }
-  /* one row (a decode step) where the build has an int4 integer-dot GEMV (the relaxed builds:
-   * config.c): int8 activations per group, integer dot products over the codes (the same integers,
-   * so the same bits, in both relaxed builds) */
+  /* one row (a decode step): int8 activations per group, integer dot products over the codes (the
+   * same integers, so the same bits, in every build and at every thread count) */
   const int64_t M = in[0].numel / K, NG = K / G + (K % G != 0);
-  if (tdm_q4_gemv_dot && M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  if (M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
@@ -447,7 +445,7 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
    * (min(8, 8193 / (K + 1)) rows), each row the one-row GEMV's bits whatever the block (row r of an
    * M-row call equals a one-row call on row r); a row with a NaN or ±inf zeroed there and redone on
    * the float path after */
-  if (tdm_q4_gemm_dot && M > 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  if (M > 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];

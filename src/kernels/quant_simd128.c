@@ -1,7 +1,6 @@
 /* quant_simd128.c — the SIMD128 variants of the quantized-weight kernels (declared in variants.h
  * beside their scalar references in quant.c): the float GEMM and GEMV over int8 / int4 weights
- * widened in registers, the int8 integer-dot GEMV, and for the relaxed builds without the relaxed
- * dot (tandem-mt-relaxed.wasm) the int4 integer-dot GEMV on i32x4.dot_i16x8_s. config.c picks them;
+ * widened in registers and the int8 integer-dot GEMVs (int4's are in quant_q4_simd128.c). config.c picks them;
  * tests/c/kernel_selftest.c compares them with the references. */
 #include "variants.h"
 
@@ -427,106 +426,6 @@ static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
   *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
   *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
 }
-
-#if defined(TDM_RELAXED_SIMD)
-/* The int4 integer-dot GEMV without the relaxed dot (tandem-mt-relaxed.wasm, Emscripten's LLVM 14),
- * so that the relaxed builds give the same bits at every thread count: per pair of k the codes
- * q + 8 of both k interleaved as 16-bit lanes (column c's two codes adjacent) and dotted with the
- * activation pair by i32x4.dot_i16x8_s, exact int32 sums per group, minus 8·xsum[g], then the group
- * total added as the scalar reference does. One panel at a time. */
-/* R rows (1 to 4, row r's xq at r·(K + 1), xs and xsum at r·NG, results at y + r·ldy) of one panel:
- * each byte row's codes unpacked and interleaved once for all rows. */
-static inline __attribute__((always_inline)) void q4_dot_i16_panel(int R, int64_t K, int64_t G, int64_t NG, const int8_t *xq,
-                                                                   const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
-                                                                   float *y, int64_t ldy, int64_t n) {
-  const int64_t XP = K + 1;
-  v128_t t[4][2];
-  for (int r = 0; r < R; r++) t[r][0] = t[r][1] = wasm_f32x4_splat(0);
-  for (int64_t g = 0; g < NG; g++) {
-    const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    v128_t s[4][2];
-    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = wasm_i32x4_splat(0);
-    for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
-      v128_t w0, w1;
-      q4_unpack8(p + (k / 2) * 8, &w0, &w1);
-      const v128_t lo = wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), hi = wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15);
-      for (int r = 0; r < R; r++) {
-        const int8_t *xr = xq + r * XP;
-        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xr[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xr[k + 1] << 16));
-        s[r][0] = wasm_i32x4_add(s[r][0], wasm_i32x4_dot_i16x8(lo, x));
-        s[r][1] = wasm_i32x4_add(s[r][1], wasm_i32x4_dot_i16x8(hi, x));
-      }
-    }
-    for (int r = 0; r < R; r++) {
-      const v128_t bias = wasm_i32x4_splat(8 * xsum[r * NG + g]), d = wasm_f32x4_splat(xs[r * NG + g]);
-      t[r][0] = wasm_f32x4_add(
-          t[r][0], wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[r][0], bias)), d), wasm_v128_load(sc + g * 8)));
-      t[r][1] = wasm_f32x4_add(
-          t[r][1],
-          wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[r][1], bias)), d), wasm_v128_load(sc + g * 8 + 4)));
-    }
-  }
-  for (int r = 0; r < R; r++) tdm_store8(y + r * ldy, t[r][0], t[r][1], n);
-}
-
-static void q4_dot_i16_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                             const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  if (M == 1) {
-    tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
-    return;
-  }
-  if (M < 1 || M > 4) {
-    tdm_q4_gemm_dot__scalar(M, N, K, G, xq, xs, xsum, qp, scale, y, ldy);
-    return;
-  }
-  for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *p = qp + (j / 8) * KB * 8;
-    const float *sc = scale + (j / 8) * NG * 8;
-    switch (M) {
-      case 2: q4_dot_i16_panel(2, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
-      case 3: q4_dot_i16_panel(3, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
-      default: q4_dot_i16_panel(4, K, G, NG, xq, xs, xsum, p, sc, y + j, ldy, N - j); break;
-    }
-  }
-}
-
-/* Any number of rows, four at a time. */
-void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
-  const int64_t NG = K / G + (K % G != 0);
-  for (int64_t r = 0; r < M; r += 4)
-    q4_dot_i16_4rows(M - r < 4 ? M - r : 4, N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy, ldy);
-}
-
-void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *p = qp + (j / 8) * KB * 8;
-    const float *sc = scale + (j / 8) * NG * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      v128_t s0 = wasm_i32x4_splat(0), s1 = s0;
-      for (int64_t k = g * G; k < k1; k += 2) { /* past an odd K the high nibble meets the pad 0 of xq */
-        v128_t w0, w1;
-        q4_unpack8(p + (k / 2) * 8, &w0, &w1);
-        const v128_t x = wasm_i32x4_splat((int32_t)(uint16_t)(int16_t)xq[k] | (int32_t)((uint32_t)(uint16_t)(int16_t)xq[k + 1] << 16));
-        s0 = wasm_i32x4_add(s0, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 0, 8, 1, 9, 2, 10, 3, 11), x));
-        s1 = wasm_i32x4_add(s1, wasm_i32x4_dot_i16x8(wasm_i16x8_shuffle(w0, w1, 4, 12, 5, 13, 6, 14, 7, 15), x));
-      }
-      const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
-      t0 = wasm_f32x4_add(
-          t0, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s0, bias)), d), wasm_v128_load(sc + g * 8)));
-      t1 = wasm_f32x4_add(
-          t1, wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s1, bias)), d), wasm_v128_load(sc + g * 8 + 4)));
-    }
-    tdm_store8(y + j, t0, t1, N - j);
-  }
-}
-#endif
-
 
 #define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
 #define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)

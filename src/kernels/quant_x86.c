@@ -459,4 +459,121 @@ AVX2 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const fl
   else tdm_q4_gemm_tiles__avx2(M, N, K, G, a, qp, scale, y);
 }
 
+/* ---- int4 weights × int8 activations, M = 1 ---------------------------------------------------- */
+
+/* quant_simd128.c's q4_mul_step on two panels at once (panel A's 16 bytes in the low 128 bits of v,
+ * B's in the high): each nibble's signed code shifted into its 16-bit lane, times the activations,
+ * 16-bit sums of the even columns into *he and the odd ones into *ho (at most 2032 a step: 16 steps
+ * fit). */
+static inline AVX2 void q4_mul_step2(__m256i v, __m256i xa, __m256i xb, __m256i *he, __m256i *ho) {
+  const __m256i a = _mm256_srai_epi16(_mm256_slli_epi16(v, 12), 12), b = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 12);
+  const __m256i c = _mm256_srai_epi16(_mm256_slli_epi16(v, 4), 12), d = _mm256_srai_epi16(v, 12);
+  *he = _mm256_add_epi16(*he, _mm256_add_epi16(_mm256_mullo_epi16(a, xa), _mm256_mullo_epi16(b, xb)));
+  *ho = _mm256_add_epi16(*ho, _mm256_add_epi16(_mm256_mullo_epi16(c, xa), _mm256_mullo_epi16(d, xb)));
+}
+
+/* The activations of q4_mul_step2 from the int8 x[k..k+3] in the low bytes of e (both halves: x[k],
+ * x[k + 2] in xa's lanes 0-3, 4-7; x[k + 1], x[k + 3] in xb's). */
+static inline AVX2 void q4_mul_x2(__m128i e8, __m256i *xa, __m256i *xb) {
+  const __m256i e = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(e8));
+  *xa = _mm256_shuffle_epi8(
+      e, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5, 0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5));
+  *xb = _mm256_shuffle_epi8(
+      e, _mm256_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7, 2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7));
+}
+
+/* Two 16-byte pieces as one vector (the second zero for a single panel). */
+static inline AVX2 __m256i load_pair(const uint8_t *a, const uint8_t *b, int two) {
+  const __m256i lo = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a));
+  return two ? _mm256_inserti128_si256(lo, _mm_loadu_si128((const __m128i *)b), 1) : _mm256_inserti128_si256(lo, _mm_setzero_si128(), 1);
+}
+static inline AVX2 __m256i load_pair8(const uint8_t *a, const uint8_t *b, int two) {
+  const __m256i lo = _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)a));
+  return _mm256_inserti128_si256(lo, two ? _mm_loadl_epi64((const __m128i *)b) : _mm_setzero_si128(), 1);
+}
+
+/* One panel's 16-bit sums (even columns he, odd ho; lanes i and i + 4 the same column) as int32 in
+ * column order 0..7. */
+static inline AVX2 __m256i q4_columns(__m128i he, __m128i ho) {
+  const __m128i e = _mm_add_epi32(_mm_cvtepi16_epi32(he), _mm_cvtepi16_epi32(_mm_unpackhi_epi64(he, he)));
+  const __m128i o = _mm_add_epi32(_mm_cvtepi16_epi32(ho), _mm_cvtepi16_epi32(_mm_unpackhi_epi64(ho, ho)));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi32(e, o)), _mm_unpackhi_epi32(e, o), 1);
+}
+
+/* np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8
+ * columns per panel, YS floats apart), as quant_simd128.c's q4_mul_panels: per group, in chunks of
+ * at most 64 k, the 16-bit sums widened into int32 per column, then the group's total as the
+ * scalar reference adds it. */
+static inline __attribute__((always_inline)) AVX2 void q4_mul_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
+                                                                     const float *xs, const uint8_t *p, const float *sc, size_t SS,
+                                                                     float *y, size_t YS) {
+  const int npair = (np + 1) / 2, two = np > 1;
+  __m256 t[4];
+  for (int i = 0; i < np; i++) t[i] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < NG; g++) {
+    const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+    __m256i s[4];
+    for (int i = 0; i < np; i++) s[i] = _mm256_setzero_si256();
+    for (int64_t k = g * G; k < k1;) {
+      const int64_t kend = k + 64 < k1 ? k + 64 : k1;
+      __m256i h[4];
+      for (int i = 0; i < 2 * npair; i++) h[i] = _mm256_setzero_si256();
+      for (; k + 4 <= kend; k += 4) {
+        __m256i xa, xb;
+        int32_t x4;
+        memcpy(&x4, xq + k, 4);
+        q4_mul_x2(_mm_cvtsi32_si128(x4), &xa, &xb);
+        const uint8_t *pk = p + (size_t)k * 4;
+        for (int i = 0; i < npair; i++)
+          q4_mul_step2(load_pair(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two), xa, xb, &h[2 * i], &h[2 * i + 1]);
+      }
+      if (k < kend) { /* 1 to 3 k left, the end of K: 3 as a whole step (the pad 0 of xq past it), else one byte row */
+        __m256i xa, xb;
+        const int64_t r = kend - k;
+        int32_t x4 = 0;
+        memcpy(&x4, xq + k, r == 3 ? 4 : 2);
+        q4_mul_x2(_mm_cvtsi32_si128(x4), &xa, &xb);
+        const uint8_t *pk = p + (size_t)k * 4;
+        for (int i = 0; i < npair; i++) {
+          const __m256i v =
+              r == 3 ? load_pair(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two) : load_pair8(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two);
+          q4_mul_step2(v, xa, xb, &h[2 * i], &h[2 * i + 1]);
+        }
+        k = kend;
+      }
+      for (int i = 0; i < np; i++) {
+        const __m256i he = h[2 * (i / 2)], ho = h[2 * (i / 2) + 1];
+        s[i] = _mm256_add_epi32(s[i],
+                                i % 2 ? q4_columns(_mm256_extracti128_si256(he, 1), _mm256_extracti128_si256(ho, 1))
+                                      : q4_columns(_mm256_castsi256_si128(he), _mm256_castsi256_si128(ho)));
+      }
+    }
+    const __m256 d = _mm256_set1_ps(xs[g]);
+    for (int i = 0; i < np; i++)
+      t[i] = _mm256_add_ps(t[i], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), d), _mm256_loadu_ps(sc + i * SS + g * 8)));
+  }
+  for (int i = 0; i < np; i++) _mm256_storeu_ps(y + i * YS, t[i]);
+}
+
+AVX2 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                                const float *scale, float *y) {
+  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
+  (void)xsum;
+  /* as the SIMD128 GEMV: four panels from four runs of columns H = ⌊N / 32⌋·8 apart, then two, one
+   * and a partial panel */
+  const int64_t H = N / 32 * 8;
+  for (int64_t j = 0; j < H; j += 8)
+    q4_mul_panels(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+                  (size_t)H);
+  int64_t j = 4 * H;
+  for (; j + 16 <= N; j += 16) q4_mul_panels(2, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  if (j < N) {
+    float t[8];
+    q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
+  }
+}
+
 #endif

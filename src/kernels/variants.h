@@ -338,25 +338,24 @@ extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired;
  * int8 activations (a relaxed i8 dot) must not serve conv_q8. */
 #define TDM_Q8_A16_MAX 32767
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
-/* int4 weights times int8 activations, for M = 1 (docs/ops.md, "Integer dot products"), where the
- * build has the relaxed integer dot (TDM_RELAXED_DOT; elsewhere int4 takes the float path): the row
- * a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1] (the
- * pad 0) with scales xs [ceil(K/G)] as tdm_q8_quantize_row does per block, and xsum [ceil(K/G)] the
- * sum of each group's xq (the bias correction); false on a NaN or ±inf (the float path then). The
- * GEMV sums xq·q exactly in int32 per group, then total = total + (float(sum)·xs[g])·scale[g][j],
- * unfused, group by group: every variant gives the same bits. */
+/* int4 weights times int8 activations (docs/ops.md, "Integer dot products for int4"), every build: the
+ * row a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1]
+ * (the pad 0) with scales xs [ceil(K/G)] as tdm_q8_quantize_row does per block, and xsum [ceil(K/G)]
+ * the sum of each group's xq (the bias correction of kernels that read the codes biased to q + 8);
+ * false on a NaN or ±inf (the float path then). The GEMV sums xq·q exactly in int32 per group, then
+ * total = total + (float(sum)·xs[g])·scale[g][j], unfused, group by group: every variant gives the
+ * same bits. */
 #define TDM_Q4_DOT_MIN_G 16
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
 void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                              const float *scale, float *y);
 typedef void (*tdm_q4_gemv_dot_fn)(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                                    const uint8_t *qp, const float *scale, float *y);
-/* The variant matmul_q4 calls for one row (config.c): the relaxed dot's, else in the relaxed builds
- * the SIMD128 one below; NULL in the others (int4 takes the float path there). */
+/* The variant matmul_q4 calls for one row (config.c): the relaxed dot's where the build has it, else
+ * the SIMD128 one (natively on x86-64 the AVX2 one where the CPU has it), else the scalar reference. */
 extern const tdm_q4_gemv_dot_fn tdm_q4_gemv_dot;
 /* The same for 1 to TDM_Q8_DOT_MAX_ROWS rows (as tdm_q8_gemm_dot): row r's xq at r·(K + 1), its xs
- * and xsum at r·ceil(K/G), its results at y + r·ldy, each row the one-row GEMV's bits; NULL where
- * tdm_q4_gemv_dot is. */
+ * and xsum at r·ceil(K/G), its results at y + r·ldy, each row the one-row GEMV's bits. */
 void tdm_q4_gemm_dot__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                              const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 typedef void (*tdm_q4_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
@@ -370,12 +369,14 @@ void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq,
 void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                               const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
-#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
-/* The same with i32x4.dot_i16x8_s (the relaxed builds without the relaxed dot: tandem-mt-relaxed.wasm). */
-void tdm_q4_gemv_dot_i16__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y);
-void tdm_q4_gemm_dot_i16__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                                  const uint8_t *qp, const float *scale, float *y, int64_t ldy);
+#if TDM_SIMD128
+/* The same on SIMD128 alone: one row with each nibble's signed code shifted into its 16-bit lane
+ * and i16x8.mul (no byte shuffle, 16-bit sums flushed every 64 k), more rows with
+ * i32x4.dot_i16x8_s over the codes of two k interleaved. */
+void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                              const float *scale, float *y);
+void tdm_q4_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 /* The register tiles alone, also for M = 1 (what a GEMM split by rows runs: see gemm.h). */
 extern const tdm_q8_gemm_fn tdm_q8_gemm_tiles;
@@ -399,6 +400,9 @@ void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, 
 /* The float GEMM over int4 weights (M = 1 the group-sum GEMV over two panels) and its tiles alone. */
 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
+/* The int4 integer-dot GEMV (tdm_q4_gemv_dot__simd128's steps on two panels per vector). */
+void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
+                           const float *scale, float *y);
 #endif
 
 /* One query row of G query heads that read one K/V head (grouped-query attention). Head g's query

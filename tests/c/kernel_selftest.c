@@ -715,8 +715,8 @@ static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
 /* The int4 integer-dot GEMV (int8 activations per weight group, variants.h): tdm_q4_quantize_row's
  * codes, scales and group sums checked against their definition; the scalar reference against the
  * scheme in double (exact group sums times the activation and weight scales: within float32
- * rounding of the group totals); where the build has the relaxed integer dot, its variant against
- * the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
+ * rounding of the group totals); the SIMD128 and AVX2 variants and, where the build has the
+ * relaxed integer dot, its variant against the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
  * with a zero group, a denormal one and a huge one; NaN / ±inf refused. */
 static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0);
@@ -777,11 +777,18 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   for (int64_t j = 0; j < N; j++)
     if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__relaxed", K, j, N, y[j], ref[j]);
 #endif
-#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
+#if TDM_SIMD128
   if (!TDM_RELAXED_DOT) memcpy(ref, y, sizeof(float) * (size_t)N);
-  tdm_q4_gemv_dot_i16__simd128(N, K, G, xq, xs, xsum, q4, s4, y);
+  tdm_q4_gemv_dot__simd128(N, K, G, xq, xs, xsum, q4, s4, y);
   for (int64_t j = 0; j < N; j++)
-    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot_i16__simd128", K, j, N, y[j], ref[j]);
+    if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__simd128", K, j, N, y[j], ref[j]);
+#endif
+#if TDM_X86_AVX2
+  if (tdm_cpu_avx2_fma()) { /* quant_x86.c */
+    tdm_q4_gemv_dot__avx2(N, K, G, xq, xs, xsum, q4, s4, y);
+    for (int64_t j = 0; j < N; j++)
+      if (!same(y[j], ref[j])) bad += mismatch(F_QUANT, "q4_gemv_dot__avx2", K, j, N, y[j], ref[j]);
+  }
 #endif
   const float nonfinite[] = {NAN, INFINITY, -INFINITY};
   for (int i = 0; i < 3 && K > 0; i++) {
@@ -794,7 +801,7 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   return bad;
 }
 
-/* The int4 integer-dot GEMV over 1 to 4 rows (tdm_q4_gemm_dot, the relaxed builds): row r of every
+/* The int4 integer-dot GEMV over 1 to 4 rows (tdm_q4_gemm_dot): row r of every
  * variant bit for bit tdm_q4_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps
  * stay untouched; rows of different magnitudes, row 2 with a zero group. */
 static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
@@ -828,8 +835,8 @@ static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
 #if TDM_RELAXED_DOT
       {"q4_gemm_dot__relaxed", tdm_q4_gemm_dot__relaxed},
 #endif
-#if TDM_SIMD128 && defined(TDM_RELAXED_SIMD)
-      {"q4_gemm_dot_i16__simd128", tdm_q4_gemm_dot_i16__simd128},
+#if TDM_SIMD128
+      {"q4_gemm_dot__simd128", tdm_q4_gemm_dot__simd128},
 #endif
   };
   int bad = 0;

@@ -48,8 +48,9 @@ def test_config_picks_the_quantized_variants():
     for fn in ("tdm_q8_gemm", "tdm_q4_gemm", "tdm_q8_gemm_tiles", "tdm_q4_gemm_tiles", "tdm_q8_gemv_dot"):
         n = len(re.findall(rf"\btdm_\w+_fn {fn} =", config))
         assert n == 3, f"config.c sets {fn} once per build (native x86-64, SIMD128, scalar), not {n} times"
-    # the int4 one-row integer GEMV: the relaxed dot's, the SIMD128 one (the relaxed builds), none
-    assert len(re.findall(r"\btdm_q4_gemv_dot_fn tdm_q4_gemv_dot =", config)) == 3
+    # the int4 integer GEMVs: the relaxed dot's, native x86-64 (AVX2 or SIMD128), SIMD128, scalar
+    assert len(re.findall(r"\btdm_q4_gemv_dot_fn tdm_q4_gemv_dot =", config)) == 4
+    assert len(re.findall(r"\btdm_q4_gemm_dot_fn tdm_q4_gemm_dot =", config)) == 4
 
 
 def test_every_declared_variant_is_in_the_kernel_selftest():

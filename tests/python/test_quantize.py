@@ -250,11 +250,13 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
     torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
 
 
-def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch):
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(wasm_lib, monkeypatch, mode):
     """Pocket-tts' Mimi decoder runs matmul_q8 on 16 rows: with K = 512 they go through
     the integer dot in blocks of 8, and with K = 2047 (blocks of 4) and K = 3000 (blocks of 2), so
     each of 16 (and 21) rows has exactly the bits of a one-row call on it, on the native backend
-    and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits."""
+    and in wasm (tandem.wasm under wasmtime), and the two backends give the same bits. int4 likewise
+    (matmul_q4's integer rows: the same blocks of rows, the same bits in every build)."""
     import tandem.runtime as runtime
 
     shapes = ((512, 40, 16), (2047, 24, 21), (3000, 9, 16))
@@ -269,12 +271,12 @@ def test_int8_many_rows_equal_one_row_calls_bit_for_bit_natively_and_in_wasm(was
         for K, N, rows in shapes:
             torch.manual_seed(K)
             lin, x = nn.Linear(K, N).eval(), xs[K]
-            many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int8").to_bytes())
-            one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize="int8").to_bytes())
+            many = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize=mode).to_bytes())
+            one = tandem.load(tandem.export(lin, {"forward": (x[:1],)}, quantize=mode).to_bytes())
             got = many.forward(x)
             alone = torch.cat([one.forward(x[i : i + 1]) for i in range(rows)])
-            assert torch.equal(got, alone), f"{backend} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
-            torch.testing.assert_close(got, ref_quantized_output(lin, (x,), "int8"), rtol=1e-5, atol=1e-5)
+            assert torch.equal(got, alone), f"{mode} {backend} K={K}: rows differ from one-row calls by {(got - alone).abs().max():.3e}"
+            torch.testing.assert_close(got, ref_quantized_output(lin, (x,), mode), rtol=1e-5, atol=1e-5)
             outs.setdefault((K, rows), []).append(got)
     for key, got in outs.items():
         assert all(torch.equal(got[0], o) for o in got[1:]), f"native and wasm differ at {key}"
@@ -414,9 +416,10 @@ transformers = pytest.importorskip("transformers")
 
 
 def _dequantized_copy(model, mode, decode_from=None):
-    """model with its 2-d weights dequantized; with decode_from (int8), the Linears' input rows at
+    """model with its 2-d weights dequantized; with decode_from, the Linears' input rows at
     positions >= decode_from (those the runtime runs on integer dot products: decoded one token at a
-    time, or in a prefill chunk of at most 8) quantized as matmul_q8 quantizes them, and all of
+    time, or in a prefill chunk of at most 8) quantized as matmul_q8 and matmul_q4 (groups of 32,
+    as the int8 blocks) quantize them, and all of
     lm_head's (prefill runs the head on its last row alone; the logits of the rows before it are not
     compared)."""
     ref = copy.deepcopy(model)
@@ -446,8 +449,8 @@ LLAMA = dict(
 def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     """A small transformers Llama (tied embeddings, GQA) through export_causal_lm(quantize=...):
     the logit error against float32 eager is at most 1.5x that of the same quantization done in
-    PyTorch (dequantized weights, eager; for int8 the decoded rows' activations quantized too, as
-    matmul_q8's integer GEMV does), and the runtime matches that reference closely."""
+    PyTorch (dequantized weights, eager; the rows' activations quantized too, as matmul_q8's and
+    matmul_q4's integer GEMVs do), and the runtime matches that reference closely."""
     import tandem.transformers as tt
 
     torch.manual_seed(0)
@@ -455,8 +458,8 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
     tokens = torch.randint(0, LLAMA["vocab_size"], (1, 40), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(tokens).logits[0, 7:]
-        # int8: every row on integer dots, the 8-token prefill chunk too (matmul_q8 takes up to 8 rows)
-        ref = _dequantized_copy(model, mode, 0 if mode == "int8" else None)(tokens).logits[0, 7:]
+        # every row on integer dots, the 8-token prefill chunk too (matmul_q8 / matmul_q4 take up to 8 rows)
+        ref = _dequantized_copy(model, mode, 0)(tokens).logits[0, 7:]
         ref_w = _dequantized_copy(model, mode)(tokens).logits[0, 7:]  # weights alone, float activations
     m = tandem.load(tt.export_causal_lm(model, max_cache_len=48, max_prompt_len=8, quantize=mode).to_bytes())
     got = [m.prefill(tokens[:, :8])[0]] + [m.decode(tokens[:, i : i + 1])[0] for i in range(8, 40)]
@@ -469,15 +472,12 @@ def test_llama_logit_error_is_that_of_the_reference_quantization(mode):
         f"weights-only reference max {(ref_w - want).abs().max():.3e} mean {(ref_w - want).abs().mean():.3e}"
     )
     assert err.max() <= 1.5 * ref_err.max() and err.mean() <= 1.5 * ref_err.mean()
-    if mode == "int4":
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
-    else:
-        # The same bits as the reference until an activation lands on a rounding boundary (x.5: the
-        # layer-0 inputs come from the quantized table, so exact ties occur) and the two float32
-        # computations before it round it apart by an ulp: that row's code moves by one, and through
-        # the KV cache so do the later rows (here from the 21st row on, each by ~5e-3).
-        torch.testing.assert_close(got[:12], ref[:12], rtol=1e-4, atol=1e-4)
-        assert (got - ref).abs().mean() <= 0.5 * ref_err.mean()
+    # The same bits as the reference until an activation lands on a rounding boundary (x.5: the
+    # layer-0 inputs come from the quantized table, so exact ties occur) and the two float32
+    # computations before it round it apart by an ulp: that row's code moves by one, and through
+    # the KV cache so do the later rows (int8 here from the 21st row on, each by ~5e-3).
+    torch.testing.assert_close(got[:12], ref[:12], rtol=1e-4, atol=1e-4)
+    assert (got - ref).abs().mean() <= 0.5 * ref_err.mean()
     assert ref_err.max() > 1e-3  # quantized for real
 
 
