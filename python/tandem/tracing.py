@@ -290,6 +290,13 @@ class Traced(nn.Module):
         self._real_keys = {n: t for n, t in self.named_buffers(remove_duplicate=False)}
         return {name: path for name, path in self._held_names.values()}
 
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        """Each submodule once, under its first name, also where torch.export asks for every name: a
+        submodule held by two parents (`left.inner is right.inner`) would give each of its buffers two
+        inputs of the graph, and a method that changes one could not be traced (torch's
+        functionalization refuses a mutated input passed twice)."""
+        return super().named_modules(memo, prefix, remove_duplicate=True)
+
     def counter_names(self) -> dict:
         """buffer name -> path of the int64 tensors standing for ints."""
         return {self._held_names[id(t)][0]: path for t, path, *_ in self._counters.values()}
