@@ -357,7 +357,7 @@ def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, 
             lowers |= place not in r.fill and end < begin
     lowest = -inf if lowers else min(sets)
     v = runs[0][0][0] - 1
-    while v >= lowest:  # down to the least value a call reaches
+    while -inf < v and v >= lowest:  # down to the least value a call reaches (none where the first run is unbounded below)
         (lo, hi), ep, move, ends = run_at(v)
         runs.append(((lo, hi), ep, move, ends))
         if lo == -inf:

@@ -238,6 +238,40 @@ def test_an_int_that_steers_and_is_computed_with_is_read_at_run_time_in_each_ver
     assert model.read_state(key).item() == getattr(eager, key) == (4 if cls is Written else 2)
 
 
+class Split(nn.Module):
+    """One method counts the int up and branches on it from below (the first run unbounded below),
+    another computes with it."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return x.exp() if self.n > 2 else x
+
+    def scale(self, x):
+        return x * self.n
+
+    def reset(self):
+        self.n = 0
+
+
+def test_an_int_one_method_branches_on_and_another_computes_with_matches_eager(backend):
+    m = Split()
+    eager = copy.deepcopy(m)
+    program = tandem.export(m, {"forward": (torch.ones(3),), "scale": (torch.ones(3),), "reset": ()})
+    assert sorted(x.name for x in program.methods) == ["forward", "forward#1", "reset", "scale"]
+    model = tandem.load(program.to_bytes())
+    for i in range(14):
+        name = ("forward", "scale", "forward", "scale", "forward", "reset")[i % 6]
+        x = () if name == "reset" else (torch.randn(3),)
+        want = getattr(eager, name)(*x)
+        got = model.call(name, *x)
+        if want is not None:
+            torch.testing.assert_close(got, want, msg=lambda s: f"call {i} {name}: {s}")
+
+
 class Indexed(nn.Module):
     """Branches on the int and indexes a Python list with it (a use the probe cannot see)."""
 
