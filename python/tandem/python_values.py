@@ -274,7 +274,9 @@ def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, 
     [((lo, hi), exported, the bools after the call)], from its value of the export up to +inf and down to
     the least value a call can set it to (-inf if a call lowers it). Each run is traced once with the int
     a probe, and again at its other end (or far out where it is unbounded): a program that differs there
-    uses the int in a way the probe cannot see (an index into a list, a size), an ExportError."""
+    uses the int in a way the probe cannot see (an index into a list, a size), an ExportError. Where the
+    method also computes with it (or another method does), the run is traced again with the int read from
+    the state at run time, a TensorInt whose span is the run (runtime_values), and that is the version."""
     root = roots[name]
     path = root._counters[place][1]
     inf = _INF
