@@ -112,7 +112,37 @@ def make_plan(seed: int) -> dict:
         _python_values(plan, random.Random(seed * 7919 + 1))
     if seed % 5 == 3:
         _conds(plan, random.Random(seed * 104729 + 2))
+    if seed % 6 == 2:
+        _shared(plan, random.Random(seed * 15485863 + 3))
+    if seed % 6 == 4:
+        _steering(plan, random.Random(seed * 32452843 + 4))
     return plan
+
+
+def _shared(plan: dict, rnd: random.Random) -> None:
+    """One submodule held by two parent submodules (`left.inner is right.inner`), in a sixth of the
+    seeds (a stream of its own): steps write its buffer through either parent (in place, through the
+    parents' forward, or reassigned) and read it through either."""
+    for m in plan["methods"]:
+        for _ in range(rnd.randint(1, 3)):
+            op = rnd.choice(["shared_write", "shared_write", "shared_call", "shared_read"])
+            st = {"op": op, "a": rnd.randrange(64), "k": rnd.randrange(64)}
+            m["steps"].insert(rnd.randint(0, len(m["steps"])), st)
+
+
+def _steering(plan: dict, rnd: random.Random) -> None:
+    """A Python int counter that methods branch on and compute with (`if n <= t:` and `x * n`, a row
+    index `n % rows`), in a sixth of the seeds (a stream of its own): kept in a module attribute, a
+    dict attribute or a global, counted up and reset by the methods."""
+    plan["steer"] = {"where": rnd.choice(["attr", "dict", "global"])}
+    for i, m in enumerate(plan["methods"]):
+        ops = ["steer_count", "steer_use"] if i == 0 else []
+        ops += [
+            rnd.choice(["steer_count", "steer_use", "steer_use", "steer_row", "steer_add", "steer_reset"]) for _ in range(rnd.randint(0, 2))
+        ]
+        for op in ops:
+            st = {"op": op, "a": rnd.randrange(64), "k": rnd.randrange(64), "state": rnd.randrange(len(plan["states"]))}
+            m["steps"].insert(rnd.randint(0, len(m["steps"])), st)
 
 
 def _conds(plan: dict, rnd: random.Random) -> None:
@@ -152,6 +182,30 @@ def _python_values(plan: dict, rnd: random.Random) -> None:
 DTYPES = {"f32": torch.float32, "i64": torch.int64, "bool": torch.bool}
 
 
+class Inner(nn.Module):
+    """The submodule two parents share (_shared): a buffer its owner's methods change."""
+
+    def __init__(self, d: int, g: torch.Generator):
+        super().__init__()
+        self.register_buffer("acc", torch.randn(d, generator=g) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.acc.mul_(0.5).add_(torch.tanh(x))
+        return self.acc * 1.0
+
+
+class Parent(nn.Module):
+    """One of the two parents holding the same Inner."""
+
+    def __init__(self, inner: Inner, scale: float):
+        super().__init__()
+        self.inner = inner
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x * self.scale)
+
+
 class Planned(nn.Module):
     """Runs a plan's methods in eager PyTorch; every state is a buffer `s<i>`."""
 
@@ -172,6 +226,11 @@ class Planned(nn.Module):
         self.pyd = {}
         for j, v in enumerate(plan.get("py", [])):
             self.set_py(j, {"int": 1, "float": 0.5, "bool": True}[v["kind"]])
+        if any(st["op"].startswith("shared_") for m in plan["methods"] for st in m["steps"]):
+            inner = Inner(plan["d"], g)
+            self.left, self.right = Parent(inner, 1.0), Parent(inner, -0.5)  # one Inner, held twice
+        if "steer" in plan:
+            self.set_steer(0)
         for m in plan["methods"]:
             setattr(self, m["name"], _bind(self, m))
 
@@ -192,6 +251,19 @@ class Planned(nn.Module):
             self.pyd[key] = v
         else:
             PY_GLOBALS[key] = v
+
+    def steer(self) -> int:
+        where = self.plan["steer"]["where"]
+        return self.q if where == "attr" else self.pyd["q"] if where == "dict" else PY_GLOBALS["q"]
+
+    def set_steer(self, v) -> None:
+        where = self.plan["steer"]["where"]
+        if where == "attr":
+            self.q = v
+        elif where == "dict":
+            self.pyd["q"] = v
+        else:
+            PY_GLOBALS["q"] = v
 
 
 PY_GLOBALS = {}  # the plans' Python values kept as globals (each Planned sets its own at the start)
@@ -322,6 +394,14 @@ def _run(mod: Planned, method: dict, xs):
             v = _python_step(mod, st, a, d, dyn)
             if v is None:
                 continue
+        elif op.startswith("shared_"):
+            v = _shared_step(mod, st, a, d)
+            if v is None:
+                continue
+        elif op.startswith("steer_"):
+            v = _steer_step(mod, st, a, d)
+            if v is None:
+                continue
         else:
             raise ValueError(op)
         pool.append(v)
@@ -358,6 +438,49 @@ def _python_step(mod: Planned, st: dict, a: torch.Tensor, d: int, dyn: bool):
         return None
     if kind == "int" and len(spec["shape"]) == 2:  # py_row
         s[v % spec["shape"][0]] = torch.tanh(_to_row(a, d))
+    return None
+
+
+def _shared_step(mod: Planned, st: dict, a: torch.Tensor, d: int):
+    """A step of _shared: the shared buffer written through one parent (in place, through the parent's
+    forward, or reassigned) or read through one (a new pool value)."""
+    k, op = st["k"], st["op"]
+    parent = mod.left if k % 2 else mod.right
+    row = _to_row(a, d)
+    if op == "shared_call":
+        return parent(row)
+    if op == "shared_read":
+        return a * 0.5 + parent.inner.acc
+    if k % 3 == 2:
+        parent.inner.acc = torch.tanh(parent.inner.acc * 0.5 + row)  # a registered buffer reassigned
+    else:
+        parent.inner.acc.mul_(0.75).add_(torch.tanh(row) * parent.scale)
+    return None
+
+
+def _steer_step(mod: Planned, st: dict, a: torch.Tensor, d: int):
+    """A step of _steering: counts the int up, resets it, branches on it and computes with it (a new
+    pool value), computes with it only, or writes a state row at it."""
+    k, op = st["k"], st["op"]
+    n = mod.steer()
+    if op == "steer_count":
+        mod.set_steer(n + 1 + k % 2)
+        return None
+    if op == "steer_reset":
+        mod.set_steer(0)
+        return None
+    if op == "steer_add":
+        return a * 0.5 + n % 4
+    if op == "steer_use":
+        t = k % 5
+        if (n <= t) if k % 2 else (n > t):
+            return a * n * 0.25 if k % 3 else a - n
+        return torch.tanh(a) * (n % 3)
+    spec = mod.plan["states"][st["state"]]  # steer_row
+    if spec["dtype"] != "f32" or len(spec["shape"]) != 2:
+        return None
+    if n >= k % 3:
+        mod.state(st["state"])[n % spec["shape"][0]] = torch.tanh(_to_row(a, d))
     return None
 
 
@@ -489,7 +612,10 @@ def eager_trace(plan: dict, calls: list) -> tuple[list, dict]:
         for name, xs in calls:
             y = getattr(mod, name)(*[x.clone() for x in xs])
             outs.append([] if y is None else list(y) if isinstance(y, tuple) else [y])
-    return outs, {f"s{i}": mod.state(i).clone() for i in range(len(plan["states"]))}
+    states = {f"s{i}": mod.state(i).clone() for i in range(len(plan["states"]))}
+    if hasattr(mod, "left"):
+        states["left.inner.acc"] = mod.left.inner.acc.clone()
+    return outs, states
 
 
 class Mismatch(AssertionError):

@@ -3,9 +3,12 @@
 A Python int that a method changes and branches on (moshi's `offset_cpu <= max_delay`) gives one
 version of the method per run of values that take the same path (python_values._versions). The
 probe finds that run from one trace: comparisons with plain numbers (`<`, `<=`, `==`, `if n:`)
-narrow it, adding or subtracting a plain int keeps track of the shift, and any other use (an index,
-a product, a float, a hash, a string) pins it to the traced value. Comparisons record only while
-`recording` is set: around the user's code, not tandem's own."""
+narrow it, and adding or subtracting a plain int keeps track of the shift. Arithmetic that a value
+read at run time can do (`*`, `//`, `%`, negation, an operand of a torch op, a slice start) marks it
+computed with: each version then reads it from the state at run time (runtime_values.TensorInt with
+the run as its span). Any other use (a float, a hash, a string, `int()` in the user's code, a
+comparison with another probe) pins it to the traced value. Uses record only while `recording` is
+set: around the user's code, not tandem's own."""
 
 from __future__ import annotations
 
@@ -17,13 +20,18 @@ _val = int.__int__  # the plain int of a probe, without counting it as a use
 
 class Cell:
     """What one trace learned of a probed int: the values [lo, hi] that take the traced path (±inf
-    where unbounded), and whether a use other than a comparison pinned it."""
+    where unbounded), whether arithmetic computed with it, and whether another use pinned it."""
 
     def __init__(self, value: int):
-        self.value, self.lo, self.hi, self.pinned, self.compared = value, -_INF, _INF, False, False
+        self.value, self.lo, self.hi, self.pinned, self.compared, self.computed = value, -_INF, _INF, False, False, False
+        self.line = ""  # ' (at file.py:12: code)': the user's line of the first comparison
 
     def narrow(self, holds: bool, lo, hi) -> None:
         """The traced value gave `holds` for the test "lo <= base <= hi"."""
+        if not self.compared:
+            from .runtime_values import _user_line
+
+            self.line = _user_line()
         self.compared = True
         if holds:
             self.lo, self.hi = max(self.lo, lo), min(self.hi, hi)
@@ -33,6 +41,10 @@ class Cell:
             self.hi = min(self.hi, lo - 1)
 
     def pin(self) -> None:
+        if not self.pinned:
+            from .runtime_values import _user_line
+
+            self.pin_line = _user_line()  # ' (at file.py:12: code)'
         self.pinned, self.lo, self.hi = True, self.value, self.value
 
 
@@ -127,14 +139,46 @@ class Probe(int):
 
     def _use(self, name: str, *args):
         if recording[0]:
-            self._cell.pin()
-        return getattr(int, name)(_val(self), *args)
+            if name in _ARITHMETIC or (name in ("__int__", "__index__") and not _from_user()):
+                self._cell.computed = True
+                for a in args:
+                    if isinstance(a, Probe):
+                        a._cell.computed = True
+            else:
+                self._cell.pin()
+        return getattr(int, name)(_val(self), *(plain(a) for a in args))
 
     def __hash__(self):
         return self._use("__hash__")
 
     def __reduce__(self):
         return (int, (_val(self),))
+
+
+# what a value read at run time computes as well (runtime_values.TensorInt)
+_ARITHMETIC = {
+    "__add__",
+    "__sub__",
+    "__rsub__",
+    "__mul__",
+    "__rmul__",
+    "__floordiv__",
+    "__rfloordiv__",
+    "__mod__",
+    "__rmod__",
+    "__neg__",
+    "__pos__",
+}
+
+
+def _from_user() -> bool:
+    """Whether the user's code itself called the probe's __int__ / __index__ (not torch or tandem, which
+    do for an operand of a torch op or a slice)."""
+    import sys
+
+    from .lowering.provenance import is_user_file
+
+    return is_user_file(sys._getframe(3).f_code.co_filename)
 
 
 def _pinning(name: str):

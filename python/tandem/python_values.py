@@ -31,6 +31,7 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
         return {}
     first = {name: (dict(root.observed), root.code) for name, root in roots.items()}
     runtime, steer = {}, {}
+    branches = {}  # place of an int a method branches on -> the user's line of its first comparison
     for name, (fn, inputs, dynamic) in specs.items():
         root = roots[name]
         paths = {place: path for place, (_, path, *_) in root._counters.items()}
@@ -40,17 +41,18 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
         which = ", ".join(f"'{paths[p]}'" for p in moved)
         setter = next((line for r in roots.values() for p in moved if (line := r.lines.get(p))), "")
         kinds = sorted({type(root._counters[p][4]).__name__ for p in moved})
+        changer = changed[next(iter(moved))]
 
         def computes_with(why: str = ""):
             if any(paths[p].split(".")[-1] == "training" for p in moved):
                 return ExportError(
                     f"method '{name}' depends on the mode {which} (train() / eval()), which method "
-                    f"'{changed[next(iter(moved))]}' switches{setter}{why}; a program is traced once, in one mode. Set train() / "
+                    f"'{changer}' switches{setter}{why}; a program is traced once, in one mode. Set train() / "
                     "eval() before the export, not in a method"
                 )
             return ExportError(
                 f"method '{name}' computes with the Python {'/'.join(kinds)}{'s' if len(moved) > 1 else ''} {which}, "
-                f"which method '{changed[next(iter(moved))]}' changes{setter}{why}; a program is traced once, so it would use the "
+                f"which method '{changer}' changes{setter}{why}; a program is traced once, so it would use the "
                 "value of the export in every call. Keep it in a tensor beside the state (e.g. torch.zeros((), "
                 "dtype=torch.long), or a buffer), update it in place (+= / copy_), and branch with torch.where"
             )
@@ -84,10 +86,11 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
                 root.perturb = {}
                 before.restore()
             found = {p: root._counters[p][4] for p, c in cells.items() if c.compared and not c.pinned and (c.lo, c.hi) != (-_INF, _INF)}
+            branches.update({p: cells[p].line for p in found if cells[p].line})
             if why is None and not found:
                 break
             if not found and not steering:
-                found = _probed(export_one, name, root, inputs, dynamic, name_of, before, moved)
+                found = _probed(export_one, name, root, inputs, dynamic, name_of, before, moved, branches)
             if not found:
                 depends(why)
                 break
@@ -129,6 +132,8 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
             root.runtime.clear()
             root.runtime.update(places)
         for name, (fn, inputs, dynamic) in specs.items():
+            if name in steer:
+                continue  # traced in versions below, reading these numbers likewise
             try:
                 exported[name] = export_one(name, roots[name], inputs, dynamic, name_of, constants)
             except ExportError as e:
@@ -136,15 +141,16 @@ def check_counters(export_one, specs, roots, exported, name_of, constants, befor
                 raise why(f" (traced with it as a tensor, the method fails: {e})") from e
             finally:
                 before.restore()
-    whens = _versions(export_one, specs, roots, exported, name_of, constants, before, steer) if steer else {}
+    whens = _versions(export_one, specs, roots, exported, name_of, constants, before, steer, branches) if steer else {}
     for name, root in roots.items():
         root.code = first[name][1]  # the program at the values of the export, which check_settled traces again
     return whens
 
 
-def _probed(export_one, name, root, inputs, dynamic, name_of, before, moved) -> dict:
-    """The Python ints among `moved` that the method only compares (probe.py): one trace with each a
-    probe at its value of the export. Returns place -> value of the export."""
+def _probed(export_one, name, root, inputs, dynamic, name_of, before, moved, branches: dict) -> dict:
+    """The Python ints among `moved` that the method compares (probe.py): one trace with each a probe
+    at its value of the export. Returns place -> value of the export (and puts the line of each one's
+    first comparison in branches)."""
     cells = {p: probe.Cell(root._counters[p][4]) for p in moved if type(root._counters[p][4]) is int}
     if not cells:
         return {}
@@ -156,6 +162,7 @@ def _probed(export_one, name, root, inputs, dynamic, name_of, before, moved) -> 
     finally:
         root.perturb = {}
         before.restore()
+    branches.update({p: c.line for p, c in cells.items() if c.compared and c.line})
     return {p: c.value for p, c in cells.items() if c.compared and not c.pinned}
 
 
@@ -168,7 +175,7 @@ def _steers(moved: dict, paths: dict) -> bool:
     return all(isinstance(v, bool) for v in moved.values()) and not any(paths[p].split(".")[-1] == "training" for p in moved)
 
 
-def _versions(export_one, specs, roots, exported, name_of, constants, before, steer) -> dict:
+def _versions(export_one, specs, roots, exported, name_of, constants, before, steer, branches) -> dict:
     """Python bools and an int that a method branches on (a first-frame flag, moshi's `offset_cpu <=
     max_delay`): the method is exported once for each combination of the bools' values and, for the int,
     each run of its values that takes one path through the method (probe.py), as methods 'name',
@@ -188,7 +195,13 @@ def _versions(export_one, specs, roots, exported, name_of, constants, before, st
             f"{2**_MAX_STEERING} combinations of their values)"
         )
     if len(ints) > 1:
-        raise next(iter(steer.values()))[1](f" (it branches on {len(ints)} Python ints; tandem makes versions over the values of one)")
+        name = next(n for n, (moved, _) in steer.items() if any(p in moved for p in ints))
+        which = ", ".join(f"'{any_root._counters[p][1]}'{branches.get(p, '')}" for p in ints)
+        raise ExportError(
+            f"method '{name}' branches on {len(ints)} Python ints that calls change: {which}; tandem makes versions "
+            "of a method over the runs of one int's values. Keep the others in tensors beside the state (e.g. "
+            "torch.zeros((), dtype=torch.long), updated with += / copy_) and branch on them with torch.where"
+        )
     init = tuple(any_root._counters[p][4] for p in flags)
     combos = [init] + [c for c in itertools.product((False, True), repeat=len(flags)) if c != init]
     whens, failed, moves = {}, {}, []  # moves: (combo -> combo after a call of a method)
@@ -261,29 +274,53 @@ def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, 
     [((lo, hi), exported, the bools after the call)], from its value of the export up to +inf and down to
     the least value a call can set it to (-inf if a call lowers it). Each run is traced once with the int
     a probe, and again at its other end (or far out where it is unbounded): a program that differs there
-    uses the int in a way the probe cannot see (an index into a list, a size), an ExportError."""
+    uses the int in a way the probe cannot see (an index into a list, a size), an ExportError. Where the
+    method also computes with it (or another method does), the run is traced again with the int read from
+    the state at run time, a TensorInt whose span is the run (runtime_values), and that is the version."""
     root = roots[name]
-    t0, path = root._counters[place][0], root._counters[place][1]
+    path = root._counters[place][1]
     inf = _INF
+    elsewhere = place in root.runtime  # another method computes with it: read at run time here too
 
-    def trace(v, probing):
+    def trace(v, probing, span=None):
+        """A trace at v (a probe where probing), or for the run `span` with the int read from the state at run time."""
         cell = probe.Cell(v)
-        root.perturb, root.keep = {**at, place: probe.Probe(v, cell) if probing else v}, probing
+        if span is None:
+            root.runtime.discard(place)
+            root.perturb, root.keep = {**at, place: probe.Probe(v, cell) if probing else v}, probing
+        else:
+            root.runtime.add(place)
+            root.perturb, root.keep, root.ranges = dict(at), True, {place: span}
         try:
-            ep = export_one(name, root, inputs, dynamic, name_of, constants if probing else {})
+            ep = export_one(name, root, inputs, dynamic, name_of, constants if probing or span else {})
             return cell, ep, root.code, dict(root.probed), tuple(root.observed[p][1] if p in root.observed else x for p, x in at.items())
         finally:
-            root.perturb, root.keep = {}, False
+            root.perturb, root.keep, root.ranges = {}, False, {}
+            (root.runtime.add if elsewhere else root.runtime.discard)(place)
             before.restore()
 
     def run_at(v):
         cell, ep, code, probed, ends = trace(v, True)
         if cell.pinned:
             raise ExportError(
-                f"method '{name}' branches on the Python int '{path}' and also computes with it (in a product, an index, a "
-                "float or a string); tandem makes versions of a method over runs of an int's values only where the method "
-                "compares it and adds to it. Keep the value it computes with in a tensor beside the state"
+                f"method '{name}' branches on the Python int '{path}' and also uses it in a way a value read at run time "
+                f"cannot take{cell.pin_line} (a float, a string, a hash, a power, int() in Python, a comparison with another "
+                "such int); "
+                "tandem makes versions of a method over runs of an int's values where the method compares it with "
+                "numbers and computes with it in +, -, *, //, %, torch ops and slices. Keep the value it uses that way "
+                "in a tensor beside the state"
             )
+        if cell.computed or elsewhere:  # each version computes with the value it reads from the state in each call
+            span = (cell.lo, cell.hi)
+            try:
+                _, ep, _, probed, ends = trace(v, False, span)
+            except ExportError as e:
+                run = f"{_end(span[0])}..{_end(span[1])}"
+                raise ExportError(
+                    f"method '{name}' branches on the Python int '{path}' and computes with it; traced for its values "
+                    f"{run} with it read from the state at run time, the method fails: {e}"
+                ) from e
+            return span, ep, probed.get(place), ends
         ignore = set(root.counter_names())
         others = [v + _PERTURB if cell.hi == inf else cell.hi, v - _PERTURB if cell.lo == -inf else cell.lo]
         for w in dict.fromkeys(w for w in others if w != v):  # the run's other ends, or far out
@@ -313,14 +350,16 @@ def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, 
     for other, r in roots.items():
         for kind, amount in [m for _, _, m, _ in runs if m] if other == name else []:
             sets += [amount] if kind == "set" else []
-            lowers |= kind == "add" and amount < 0
-        if other != name and place in r.observed:
+            lowers |= (kind == "add" and amount < 0) or kind == "any"  # any: computed, so any value
+        if other != name and place in r.runtime:
+            lowers = True  # another method computes it (any value)
+        elif other != name and place in r.observed:
             begin, end = r.observed[place]
             sets += [end] if place in r.fill else []
             lowers |= place not in r.fill and end < begin
     lowest = -inf if lowers else min(sets)
     v = runs[0][0][0] - 1
-    while v >= lowest:  # down to the least value a call reaches
+    while -inf < v and v >= lowest:  # down to the least value a call reaches (none where the first run is unbounded below)
         (lo, hi), ep, move, ends = run_at(v)
         runs.append(((lo, hi), ep, move, ends))
         if lo == -inf:
@@ -328,8 +367,11 @@ def _runs(export_one, name, roots, inputs, dynamic, name_of, constants, before, 
         v = lo - 1
         if len(runs) > _MAX_RUNS:
             raise ExportError(f"method '{name}' takes a different path for more than {_MAX_RUNS} runs of the Python int '{path}'")
-    del t0
     return [(run, ep, ends) for run, ep, _, ends in runs]
+
+
+def _end(x) -> str:
+    return "inf" if x == _INF else "-inf" if x == -_INF else str(int(x))
 
 
 def add_whens(ir, whens: list, states: dict) -> None:

@@ -74,13 +74,17 @@ def _upper(n):
 class TensorInt(int):
     """An int read from a tensor while tracing: `tensor` (0-d int64) is its value in each call; `root`
     and `shift` say it is root's value + shift (shift an int or a size), so two of them from one
-    read have a known difference (a slice's length)."""
+    read have a known difference (a slice's length). `span` (lo, hi), where known, holds every value it
+    takes in a call (a Python int a method branches on, read in the version of the method for one run of
+    its values, python_values._runs): a comparison with a plain number that the whole span answers alike
+    is that answer, a Python bool."""
 
-    def __new__(cls, value: int, tensor: torch.Tensor, root=None, shift=0):
+    def __new__(cls, value: int, tensor: torch.Tensor, root=None, shift=0, span=None):
         obj = super().__new__(cls, value)
         obj.tensor = tensor
         obj.root = root if root is not None else obj
         obj.shift = shift
+        obj.span = span
         return obj
 
     def _arith(self, other, f, reflected=False):
@@ -93,10 +97,11 @@ class TensorInt(int):
         o = _hint(other)
         value = f(o, mine) if reflected else f(mine, o)
         t = f(other, self.tensor) if reflected else f(self.tensor, other)
+        plain = type(other) is int
         if f is operator.add:  # the same read, shifted: a slice's end
-            return TensorInt(value, t, self.root, self.shift + other)
+            return TensorInt(value, t, self.root, self.shift + other, _moved(self.span, other) if plain else None)
         if f is operator.sub and not reflected:
-            return TensorInt(value, t, self.root, self.shift - other)
+            return TensorInt(value, t, self.root, self.shift - other, _moved(self.span, -other) if plain else None)
         return TensorInt(value, t)
 
     def __add__(self, o):
@@ -130,7 +135,7 @@ class TensorInt(int):
         return self._arith(o, operator.floordiv, reflected=True)
 
     def __neg__(self):
-        return TensorInt(-int.__int__(self), -self.tensor)
+        return TensorInt(-int.__int__(self), -self.tensor, span=None if self.span is None else (-self.span[1], -self.span[0]))
 
     def __pos__(self):
         return self
@@ -142,11 +147,26 @@ class TensorInt(int):
             "slices: use torch.where on tensors instead"
         )
 
-    __bool__ = __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
+    __float__ = __pow__ = __rpow__ = __truediv__ = __rtruediv__ = _refuse
     __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = __abs__ = __round__ = _refuse
 
+    def __bool__(self):
+        if self.span is not None and not self.span[0] <= 0 <= self.span[1]:
+            return True
+        if self.span == (0, 0):
+            return False
+        self._refuse()
+
     def _compare(self, o, f):
-        """A comparison: its truth is known only at run time (TensorCond: torch._check takes it, an `if` is refused)."""
+        """A comparison: its truth is known only at run time (TensorCond: torch._check takes it, an `if` is
+        refused), or over the whole span, a Python bool."""
+        if self.span is not None and isinstance(o, (int, float)) and not isinstance(o, (bool, TensorInt)):
+            lo, hi = self.span
+            if f in (operator.eq, operator.ne):
+                if lo == hi or not lo <= o <= hi:
+                    return f(lo, o)
+            elif f(lo, o) == f(hi, o):  # <, <=, >, >= hold on one side of a threshold: the ends tell
+                return f(lo, o)
         if isinstance(o, TensorInt):
             return TensorCond(f(self.tensor, o.tensor))
         if isinstance(o, (int, torch.SymInt)) and not isinstance(o, bool):
@@ -172,6 +192,11 @@ class TensorInt(int):
         return self._compare(o, operator.ne)
 
     __hash__ = int.__hash__
+
+
+def _moved(span, k: int):
+    """span (lo, hi) shifted by k, or None."""
+    return None if span is None else (span[0] + k, span[1] + k)
 
 
 class TensorCond:

@@ -39,6 +39,8 @@ from torch import nn
 from . import probe
 from .growing import grew, growing_back, growing_views, grown_lists, hold_growing
 from .ir import ExportError
+from .runtime_values import TensorInt
+from .runtime_values import _same as _same_read
 from .snapshot import (  # noqa: F401 (_tensors_in: export's too)
     _MISSING,
     _MODULE_INTERNALS,
@@ -157,6 +159,7 @@ class Traced(nn.Module):
         self.toggle: set = set()  # places whose bool the method negates
         self.preset: dict = {}  # place -> (holder, key, value) set before this trace (python_values.check_settled)
         self.code = ""  # the last trace's graph code (before decompositions)
+        self.ranges: dict = {}  # place of a number read at run time -> the run (lo, hi) of its values this version is traced for
         self.regime: dict = {}  # path -> the static length a version is traced at (a window); else read from the state
 
     @property
@@ -287,6 +290,13 @@ class Traced(nn.Module):
         self._real_keys = {n: t for n, t in self.named_buffers(remove_duplicate=False)}
         return {name: path for name, path in self._held_names.values()}
 
+    def named_modules(self, memo=None, prefix: str = "", remove_duplicate: bool = True):
+        """Each submodule once, under its first name, also where torch.export asks for every name: a
+        submodule held by two parents (`left.inner is right.inner`) would give each of its buffers two
+        inputs of the graph, and a method that changes one could not be traced (torch's
+        functionalization refuses a mutated input passed twice)."""
+        return super().named_modules(memo, prefix, remove_duplicate=True)
+
     def counter_names(self) -> dict:
         """buffer name -> path of the int64 tensors standing for ints."""
         return {self._held_names[id(t)][0]: path for t, path, *_ in self._counters.values()}
@@ -330,7 +340,10 @@ class Traced(nn.Module):
         for place in self.runtime:
             t0, _, holder, key, _ = self._counters[place]
             slot = self.get_buffer(self._held_names[id(t0)][0])
-            numbers[place] = holder[key] = slot.clone() if slot.is_floating_point() else slot.item()
+            value = slot.clone() if slot.is_floating_point() else slot.item()
+            if place in self.ranges and isinstance(value, TensorInt):
+                value.span = self.ranges[place]  # comparisons the whole run answers alike are Python bools
+            numbers[place] = holder[key] = value
         # as the method finds them (torch.export may have set some, e.g. training, before calling it)
         start = {(id(h), k): _get(h, k) for h, k, _, _ in tree.values}
         lazy_slots = {}  # place of state the first call creates -> its stand-ins
@@ -417,7 +430,14 @@ class Traced(nn.Module):
         self.probed.clear()
         for place, (t0, path, holder, key, _) in self._counters.items():
             if place in numbers:
-                self._number_back(place, path, _get(holder, key), numbers[place], lines)
+                now = _get(holder, key)
+                self._number_back(place, path, now, numbers[place], lines)
+                if place in self.ranges:  # what the call does to it (python_values._runs: the values calls reach)
+                    read = numbers[place]
+                    if isinstance(now, TensorInt) and _same_read(now.root, read.root) and type(now.shift) is int:
+                        self.probed[place] = ("add", now.shift - read.shift)
+                    else:
+                        self.probed[place] = ("set", now) if type(now) is int else ("any", None)
                 continue
             begin = start[place] if place in start else self.perturb.get(place, _get(holder, key))
             now = _get(holder, key)
@@ -503,8 +523,6 @@ class Traced(nn.Module):
     def _number_back(self, place, path: str, now, installed: torch.Tensor, lines: dict) -> None:
         """The state slot of a number the method computes with takes its new value: a tensor of one
         element (computed from it), a number (set to a constant), or a value read from a tensor."""
-        from .runtime_values import TensorInt
-
         t = self.get_buffer(self._held_names[id(self._counters[place][0])][0])
         if isinstance(now, TensorInt):
             if now is installed:

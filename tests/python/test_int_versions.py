@@ -2,9 +2,11 @@
 `offset_cpu <= max_delay`): the method is exported in versions, one per run of the int's values that
 takes one path (python/tandem/probe.py finds the runs from the comparisons the method makes), and the
 runtime runs the version the state holds (`when_in`). A version may return None where the others
-return tensors. Each program is checked against PyTorch eager over a call sequence with resets,
-natively and on the wasm backend; an int the method also computes with, or uses where the probe cannot
-see it, is an ExportError naming it."""
+return tensors. An int the method also computes with (`x * n`, a slice start into state, `n % 4`) is
+read from the state at run time inside each version. Each program is checked against PyTorch eager
+over a call sequence with resets, natively and on the wasm backend; an int used where a value read at
+run time cannot be (a float, a list index, a comparison of a product), or two ints branched on, is an
+ExportError naming it and the line."""
 
 from __future__ import annotations
 
@@ -163,7 +165,7 @@ def test_a_value_no_version_was_traced_for_fails_typed_with_the_state_unchanged(
 
 
 class Scaled(nn.Module):
-    """Branches on the int and multiplies by it."""
+    """Branches on the int and multiplies the input by it: each version computes with the value it reads."""
 
     def __init__(self):
         super().__init__()
@@ -172,6 +174,102 @@ class Scaled(nn.Module):
     def forward(self, x):
         self.n += 1
         return x * self.n if self.n > 2 else x
+
+    def reset(self):
+        self.n = 0
+
+
+class Written(nn.Module):
+    """moshi's offsets: the int is the start of a slice written into state while `pos <= 4`, then a scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("buf", torch.zeros(8))
+        self.pos = 0
+
+    def forward(self, x):
+        if self.pos <= 4:
+            self.buf[self.pos : self.pos + 2] = x
+            self.pos += 2
+        else:
+            self.buf.mul_(0.5)
+        return self.buf * self.pos
+
+    def reset(self):
+        self.pos = 0
+        self.buf.zero_()
+
+
+class Ring(nn.Module):
+    """A ring index (`n % 4`) into state, and the mean once the ring is full (`n >= 4`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ring", torch.zeros(4, 3))
+        self.n = 0
+
+    def forward(self, x):
+        self.ring[self.n % 4] = x
+        self.n += 1
+        if self.n >= 4:
+            return self.ring.mean(0)
+        return self.ring[0] * (self.n - 1)
+
+    def reset(self):
+        self.n = 0
+        self.ring.zero_()
+
+
+COMPUTED = [(Scaled, torch.randn(3)), (Written, torch.randn(2)), (Ring, torch.randn(3))]
+
+
+@pytest.mark.parametrize("cls, example", COMPUTED, ids=lambda c: getattr(c, "__name__", ""))
+def test_an_int_that_steers_and_is_computed_with_is_read_at_run_time_in_each_version(backend, cls, example):
+    torch.manual_seed(1)
+    m = cls()
+    eager = copy.deepcopy(m)
+    program = tandem.export(m, {"forward": (example,), "reset": ()})
+    assert sorted(x.name for x in program.methods) == ["forward", "forward#1", "reset"]
+    model = tandem.load(program.to_bytes())
+    xs = [torch.randn_like(example) for _ in range(14)]
+    # past every value a version was traced at: the values computed with come from the state
+    _run(model, eager, xs[:9] + [None] + xs[9:12] + [None] + xs[12:])
+    key = "pos" if cls is Written else "n"
+    assert model.read_state(key).item() == getattr(eager, key) == (4 if cls is Written else 2)
+
+
+class Split(nn.Module):
+    """One method counts the int up and branches on it from below (the first run unbounded below),
+    another computes with it."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return x.exp() if self.n > 2 else x
+
+    def scale(self, x):
+        return x * self.n
+
+    def reset(self):
+        self.n = 0
+
+
+def test_an_int_one_method_branches_on_and_another_computes_with_matches_eager(backend):
+    m = Split()
+    eager = copy.deepcopy(m)
+    program = tandem.export(m, {"forward": (torch.ones(3),), "scale": (torch.ones(3),), "reset": ()})
+    assert sorted(x.name for x in program.methods) == ["forward", "forward#1", "reset", "scale"]
+    model = tandem.load(program.to_bytes())
+    for i in range(14):
+        name = ("forward", "scale", "forward", "scale", "forward", "reset")[i % 6]
+        x = () if name == "reset" else (torch.randn(3),)
+        want = getattr(eager, name)(*x)
+        got = model.call(name, *x)
+        if want is not None:
+            torch.testing.assert_close(got, want, msg=lambda s: f"call {i} {name}: {s}")
 
 
 class Indexed(nn.Module):
@@ -189,17 +287,68 @@ class Indexed(nn.Module):
         return x
 
 
+class Floated(nn.Module):
+    """Branches on the int and makes a float of it in Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        if self.n > 1:
+            return x * float(self.n)
+        return x
+
+
+class Doubled(nn.Module):
+    """Branches on a product of the int: a comparison no run of the int's values answers."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        if self.n > 1 and self.n * 2 > 6:
+            return x * self.n
+        return x
+
+
+class TwoInts(nn.Module):
+    """Branches on two ints that calls change."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+        self.m = 5
+
+    def forward(self, x):
+        self.n += 1
+        self.m -= 1
+        if self.n > 2:
+            x = x * 2
+        if self.m < 2:
+            x = x + 1
+        return x
+
+
 @pytest.mark.parametrize(
     "cls, words",
     [
-        (Scaled, "branches on the Python int 'n' and also computes with it"),
         (Indexed, "branches on the Python int 'n', and traced at 2 it gives another program than at 0"),
+        (Floated, "branches on the Python int 'n' and also uses it in a way a value read at run time cannot take (at "),
+        (Doubled, "branches on the Python int 'n' and computes with it; traced for its values 1..inf with it read from"),
+        (TwoInts, "branches on 2 Python ints that calls change: 'n' (at "),
     ],
     ids=lambda c: getattr(c, "__name__", ""),
 )
-def test_an_int_used_beyond_comparisons_is_an_error_naming_it(cls, words):
+def test_an_int_used_beyond_what_versions_take_is_an_error_naming_it(cls, words):
     m = cls()
     with pytest.raises(tandem.ExportError) as e:
         tandem.export(m, {"forward": (torch.ones(3),)})
     assert words in str(e.value)
+    assert "test_int_versions.py:" in str(e.value) or cls is Indexed, "the message names the user's line"
+    if cls is TwoInts:
+        assert "'m' (at " in str(e.value) and "if self.m < 2" in str(e.value)
     assert m.n == 0, "the export left the module changed"

@@ -731,3 +731,47 @@ def test_swapping_two_state_tensors_and_a_plain_tensor_attribute_match_eager(bac
     assert_same(before, snapshot(m))
     assert sorted(s.name for s in program.states) == ["bufs.0", "bufs.1", "plain"]
     check_against_eager(program, {"forward": eager}, [("forward", (torch.randn(3),)) for _ in range(4)])
+
+
+def test_a_submodule_held_by_two_parents_is_one_state_that_methods_change_through_either(backend):
+    """`left.inner is right.inner`: its buffer is one state slot, written through either parent (in
+    place, through the parent's forward, reassigned) and read through the other, as in eager."""
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("acc", torch.zeros(3))
+
+        def forward(self, x):
+            self.acc.mul_(0.5).add_(x)
+            return self.acc * 1.0
+
+    class Parent(nn.Module):
+        def __init__(self, inner, scale):
+            super().__init__()
+            self.inner, self.scale = inner, scale
+
+        def forward(self, x):
+            return self.inner(x * self.scale)
+
+    class Top(nn.Module):
+        def __init__(self):
+            super().__init__()
+            inner = Inner()
+            self.left, self.right = Parent(inner, 1.0), Parent(inner, -2.0)
+
+        def forward(self, x):
+            return self.right(x) + self.left.inner.acc
+
+        def swap(self, x):
+            self.left.inner.acc = torch.tanh(self.right.inner.acc + x)  # the registered buffer reassigned
+            return self.left(x)
+
+    m, eager = Top(), Top()
+    before = snapshot(m)
+    program = tandem.export(m, {"forward": (torch.ones(3),), "swap": (torch.ones(3),)})
+    assert_same(before, snapshot(m))
+    assert [s.name for s in program.states] == ["left.inner.acc"]
+    calls = [(("forward", "swap")[i % 3 == 2], (torch.randn(3),)) for i in range(7)]
+    model = check_against_eager(program, {"forward": eager.forward, "swap": eager.swap}, calls)
+    torch.testing.assert_close(model.read_state("left.inner.acc"), eager.right.inner.acc)
