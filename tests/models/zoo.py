@@ -79,6 +79,8 @@ def _shrink_int(name: str, value: int, orig: dict) -> int | None:
     if GROUPS.fullmatch(n):
         return min(value, 1) if value > 0 else value
     if WIDTH.fullmatch(n) and value > 64:
+        if value == orig.get("hidden_size"):  # a width the model adds to or concatenates with its hidden states
+            return SIZES["hidden"]
         return SIZES["width"]
     return None
 

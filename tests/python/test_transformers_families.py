@@ -387,6 +387,23 @@ def test_a_hybrid_exports_through_the_command_with_max_cache_len_as_its_attentio
             runtime._lib = saved
 
 
+def test_state_in_module_attributes_is_state_and_a_local_window_reads_a_full_length_cache(backend):
+    """RecurrentGemma keeps its recurrent blocks' conv window and recurrent state in module attributes,
+    not in its cache: they are state, zeroed by reset(); its local-attention layer (a window of 16
+    positions) keeps all 24 cache positions and its mask keeps the window, so a generation of 18
+    tokens, past the window, equals transformers' generate, and again after reset()."""
+    data, prompt, want = _cache_shapes("RecurrentGemmaForCausalLM")
+    m = tandem.load(data)
+    for _ in range(2):
+        m.reset()
+        logits = tt.prefill(m, prompt)
+        got = []
+        while len(got) < len(want):
+            got.append(int(logits.argmax()))
+            logits = m.decode(torch.tensor([[got[-1]]]))
+        assert got == want
+
+
 def test_a_hybrid_prefill_of_any_length_fills_its_attention_cache_exactly(backend, tmp_path):
     """Falcon-H1 (Mamba2 mixers beside attention) exported with one prefill of 1 to 4 tokens: each call
     runs 4 one-token steps and undoes those past the prompt (recurrent state, lengths, and the row a

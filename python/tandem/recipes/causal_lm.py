@@ -275,18 +275,28 @@ class RecurrentLM(nn.Module):
     (StaticCache from the config), its tensors created by one eager call and then zeroed; attention
     layers of a hybrid model keep a static KV cache of max_cache_len positions."""
 
-    def __init__(self, model: nn.Module, cache, kinds: list):
+    def __init__(self, model: nn.Module, cache, kinds: list, max_cache_len: int | None = None):
         super().__init__()
         from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
         self.model = model
         self.kinds = kinds
         for i, layer in enumerate(cache.layers):
-            if type(layer) is StaticSlidingWindowLayer:  # as CausalLM: the model's mask keeps the window
-                cache.layers[i] = StaticLayer(layer.max_cache_len)
+            if type(layer) is StaticSlidingWindowLayer:  # all max_cache_len positions: the model's mask keeps the window
+                cache.layers[i] = StaticLayer(max_cache_len or layer.max_cache_len)
         self.cache = cache
         with torch.no_grad():  # transformers creates the state tensors lazily, at a first update
             model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=cache, use_cache=True)
+            # state a model keeps in its modules' attributes rather than in the cache (RecurrentGemma's conv
+            # window and recurrent state): the tensors a second call replaces or changes there (a table the
+            # first call computed and kept, e.g. rotary sines, stays as it is), kept and zeroed by reset
+            before = {key: (t, t.clone()) for key, t in _attribute_tensors(model).items()}
+            model(input_ids=torch.ones(1, 1, dtype=torch.long), cache=cache, use_cache=True)
+            self.held = [
+                key
+                for key, t in _attribute_tensors(model).items()
+                if key not in before or before[key][0] is not t or not torch.equal(before[key][1], t)
+            ]
         for i, layer in enumerate(cache.layers):
             if kinds[i] in ("recurrent", "hybrid"):
                 for name in ("conv_states", "recurrent_states"):
@@ -320,7 +330,11 @@ class RecurrentLM(nn.Module):
                 out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
             if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
                 out.append(layer.cumulative_length)
-        return out + [self.position]
+        return out + self._held_tensors() + [self.position]
+
+    def _held_tensors(self) -> list:
+        modules = dict(self.model.named_modules())
+        return [getattr(modules[path], name) for path, name in self.held]
 
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         return prefill_steps(self, tokens)
@@ -332,12 +346,23 @@ class RecurrentLM(nn.Module):
                 out += list(layer.conv_states.values()) + list(layer.recurrent_states.values())
             if self.kinds[i] in ("attention", "hybrid") and getattr(layer, "keys", None) is not None:
                 out += [layer.keys, layer.values, layer.cumulative_length]
-        return out
+        return out + self._held_tensors()
 
     def reset(self) -> None:
         for t in self.state_tensors():
             t.zero_()
         self.position.zero_()
+
+
+def _attribute_tensors(model: nn.Module) -> dict:
+    """{(module path, attribute): tensor} of the tensors kept in the model's modules' plain attributes
+    (not parameters or buffers)."""
+    return {
+        (path, name): v
+        for path, module in model.named_modules()
+        for name, v in vars(module).items()
+        if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)
+    }
 
 
 def _attention_layers(lm) -> list:
@@ -420,7 +445,7 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
         )
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
         raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
-    lm = RecurrentLM(model, cache, kinds)
+    lm = RecurrentLM(model, cache, kinds, max_cache_len)
     return lm, _steps_prefill(lm, max_prompt_len), {}, len(kinds), "position"
 
 
