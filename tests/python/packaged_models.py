@@ -79,18 +79,22 @@ def stt(small: bool = True, seed: int = 0) -> Transcriber:
     """Kyutai STT (moshi's `LMModel` from `get_moshi_lm` with STT_1B's or STT_SMALL's kwargs, and
     the Mimi that feeds it: full size with 32 codebooks, or small), greedy (`LMGen(use_sampling=False)`,
     what temp 0 gives), with seeded random weights (nothing downloaded): each matrix normal and scaled
-    by its fan-in, the norms as moshi makes them."""
+    by its fan-in, the norms' gains 1 as moshi makes them."""
     from moshi.models import loaders
     from moshi.models.lm import LMGen
 
     codec = mimi(small=small, seed=seed, num_codebooks=8 if small else 32)
-    torch.manual_seed(seed)
-    lm = loaders.get_moshi_lm(None, lm_kwargs={**loaders._lm_kwargs, **(STT_SMALL if small else STT_1B)}, dtype=torch.float32)
+    kwargs = {**loaders._lm_kwargs, **(STT_SMALL if small else STT_1B)}
+    # made on the meta device and then filled in place: the 1B model's 4 GB are allocated once
+    lm = loaders.get_moshi_lm(None, lm_kwargs=kwargs, device="meta", dtype=torch.float32).to_empty(device="cpu")
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in lm.parameters():
-            if p.dim() > 1:
-                p.copy_(torch.randn(p.shape, generator=g) / p[0].numel() ** 0.5)
+            if p.dim() == 2:  # a Linear's weight [out, in] or an embedding table [entries, dim]
+                p.normal_(0, p.shape[1] ** -0.5, generator=g)
+            else:  # the RMS norms' gains, 1 as moshi makes them
+                p.fill_(1.0)
+    assert not list(lm.buffers())
     return Transcriber(codec, LMGen(lm.eval(), use_sampling=False)).eval()
 
 
