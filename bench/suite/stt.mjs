@@ -4,9 +4,10 @@
 // against eager's on the same weights. Each row gives the mean time of a frame (after the first 2, while
 // V8 and the caches warm up) and the median frame, the wasm memory, and the bound: the bytes of weights a
 // step reads over the minute's DRAM read rate (bench/suite/machine.mjs). Ends with one line per precision:
-// `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION), token agreement Z%`.
+// `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION), token agreement Z%`. tandem's tokens go to
+// OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { machine } from './machine.mjs';
 
@@ -25,15 +26,17 @@ for (const variant of VARIANTS) {
     const limits = await minute(threads);
     const dram = Number(/DRAM read ([\d.]+) GB\/s/.exec(limits)?.[1] ?? NaN);
     const m = await load(`${DIR}/stt_${variant}.tandem`, { threads });
-    const perFrame = [];
+    const perFrame = [], got = [];
     let same = 0;
     for (let i = 0; i < inputs.length; i++) {
       const x = Float32Array.from(inputs[i]);
       const t0 = performance.now();
       const tok = await m.step(x);
       if (i >= WARM) perFrame.push(performance.now() - t0);
-      if (Number(tok.data[0]) === ref.tokens[i]) same++;
+      got.push(Number(tok.data[0]));
+      if (got[i] === ref.tokens[i]) same++;
     }
+    writeFileSync(`${DIR}/stt_${variant}_tandem_${threads}.json`, JSON.stringify(got));
     const mean = perFrame.reduce((a, b) => a + b, 0) / perFrame.length;
     const median = [...perFrame].sort((a, b) => a - b)[perFrame.length >> 1];
     const bound = ref.weight_bytes / 1e6 / dram;
