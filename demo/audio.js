@@ -4,10 +4,12 @@
 // Draws the waveform, the speech probability and the segments. A second panel streams the same
 // audio (resampled to 24 kHz) through a codec (build/demo/codec.tandem: a small Mimi from `moshi`
 // with random weights), encode_step then decode_step per 80 ms frame, its streaming state kept in
-// the program, draws the decoded waveform under the input and plays it back. window.audioDemo is
-// for the tests.
+// the program, draws the decoded waveform under the input and plays it back. A third panel
+// (demo/stt-panel.js) streams it through Kyutai's streaming speech-to-text. window.audioDemo is for the
+// tests.
 import { load, streamAudio } from '/web/tandem.js';
 import { speechSegments } from './segments.js';
+import { sttPanel } from './stt-panel.js';
 
 const $ = (id) => document.getElementById(id);
 const model = await load('/build/demo/silero_vad.tandem', { worker: true });
@@ -262,9 +264,11 @@ $('codec-info').textContent = `${codec.simd}, ${(codec.stateBytes / 1024).toFixe
 
 $('model-info').textContent = `${model.simd}, ${(model.stateBytes / 1024).toFixed(1)} KiB of state, `
   + `${RATE / 1000} kHz, ${CHUNK}-sample chunks`;
+const stt = await sttPanel(recording, RATE);
 $('loading').hidden = true;
 $('app').hidden = false;
 window.audioDemo = {
+  ...stt,
   runRecording: () => stream(recording, { backpressure: 'queue' }),
   // the codec on the recording: its frames (24 kHz, as given to encode_step) and the decoded samples, as arrays
   runCodec: async () => {

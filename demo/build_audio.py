@@ -13,7 +13,11 @@
   exported as moshi's streaming API is used: encode_step = mimi.encode, decode_step = mimi.decode,
   reset = mimi.reset_streaming, inside `with mimi.streaming(1)`, so the conv buffers and the KV
   caches of the encoder and the decoder stay in the program between frames. Its export takes about
-  half a minute, once.
+  half a minute, once;
+- stt.tandem: Kyutai's streaming speech-to-text, small (tests/python/packaged_models.py
+  `stt(small=True)`: that Mimi and moshi's LMModel with the STT structure, seeded RANDOM weights),
+  one `step` per 80 ms frame: Mimi's streaming encode, then LMGen.step on its codes (a greedy text
+  token), and `reset`.
 
     python demo/build_audio.py [OUT]        (npm start and scripts/test.sh run it)
 """
@@ -123,6 +127,24 @@ def export_codec(path: Path) -> None:
     print(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
 
 
+def export_stt(path: Path) -> None:
+    """The small Kyutai STT (Mimi's encode + LMGen.step as one `step`), exported in streaming mode."""
+    import torch
+
+    import tandem
+
+    sys.path.insert(0, str(HERE.parent / "tests" / "python"))
+    from packaged_models import stt
+
+    t = stt(small=True)
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        methods = {"step": tandem.Method(t.step, (torch.zeros(1, 1, CODEC_FRAME),)), "reset": tandem.Method(t.reset, ())}
+        meta = {"sample_rate": CODEC_RATE, "chunk": CODEC_FRAME, "model": "Kyutai STT (moshi), small, random seeded weights"}
+        program = tandem.export(None, methods, metadata=meta)
+    path.write_bytes(program.to_bytes())
+    print(f"{path}: {path.stat().st_size / 1e6:.1f} MB")
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model = out / "silero_vad.tandem"
@@ -130,6 +152,8 @@ def main(out: Path) -> None:
         vad.export(model)
     if not (out / "codec.tandem").exists():
         export_codec(out / "codec.tandem")
+    if not (out / "stt.tandem").exists():
+        export_stt(out / "stt.tandem")
     wav, ref = out / "recording.wav", out / "recording.json"
     if not wav.exists() or not ref.exists():
         samples = recording()

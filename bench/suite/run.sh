@@ -3,7 +3,7 @@
 # the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/performance.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads, llm, mimi, pocket, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# memory, load, threads, llm, mimi, pocket, stt, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
 # bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/suite/llm.mjs)
 # runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
 # @wllama/wllama. native (bench/suite/native.py) runs tandem from Python, native scalar / native SIMD /
@@ -27,8 +27,8 @@ PATH=$EM_PATH emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sAL
 clang-19 --target=wasm32 -O2 -msimd128 -mrelaxed-simd -c bench/suite/peak_fma.c -o build/bench/peak_fma.o
 wasm-ld-19 --no-entry build/bench/peak_fma.o -o build/bench/peak-fma.wasm
 "$PY" -W ignore bench/models/make_models.py build/bench >&2
-# bench.mjs has every section but threads, llm, mimi, pocket, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
-if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
+# bench.mjs has every section but threads, llm, mimi, pocket, stt, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e stt -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
@@ -56,6 +56,14 @@ fi
 if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
   "$PY" -W ignore bench/models/pocket.py build/bench 12 float32,int8,int8i16 >&2
   node --experimental-wasm-relaxed-simd bench/suite/pocket.mjs build/bench
+fi
+# Kyutai STT at the size of kyutai/stt-1b-en_fr (moshi from PyPI, seeded): bench/models/stt.py exports Mimi's
+# streaming encode + LMGen.step as one program per precision and computes eager's tokens on the same weights,
+# then bench/suite/stt.mjs runs it in wasm on 1 and 2 threads. Only when asked (TANDEM_BENCH=stt): each
+# export builds the 1B model (4 GB in float32) and takes minutes. TANDEM_STT_FRAMES (200) frames.
+if [[ ",${TANDEM_BENCH:-}," == *,stt,* ]]; then
+  "$PY" -W ignore bench/models/stt.py build/bench "${TANDEM_STT_FRAMES:-200}" int8,int4 >&2
+  node --experimental-wasm-relaxed-simd bench/suite/stt.mjs build/bench int8,int4
 fi
 # The LLM table: tandem, onnxruntime-web and llama.cpp (@wllama/wllama) in one Chromium page per width.
 if wants llm; then

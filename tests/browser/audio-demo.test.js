@@ -7,7 +7,9 @@
 // Mimi from `moshi`, build/demo/codec.tandem, random weights) gives, frame by frame, what the same
 // program gives run by hand in Node (encode_step then decode_step on the recording resampled to
 // 24 kHz by resample_poly's filter, cut into 1920-sample frames), its Play button starts playback,
-// and its Microphone button streams the fake microphone through the codec until Stop.
+// and its Microphone button streams the fake microphone through the codec until Stop. Its
+// speech-to-text panel (a small Kyutai STT, build/demo/stt.tandem) gives the tokens the same program
+// gives run by hand in Node on the same frames.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
@@ -21,7 +23,7 @@ let server, browser, page;
 const errors = [];
 
 before(async () => {
-  assert.ok(existsSync(`${DEMO}/recording.json`) && existsSync(`${DEMO}/silero_vad.tandem`) && existsSync(`${DEMO}/codec.tandem`),
+  assert.ok(['recording.json', 'silero_vad.tandem', 'codec.tandem', 'stt.tandem'].every((f) => existsSync(`${DEMO}/${f}`)),
     'missing build/demo: run python demo/build_audio.py (npm test and npm start do)');
   server = await serve();
   browser = await launch(['--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream',
@@ -161,4 +163,32 @@ test("the codec panel's Microphone button streams the (fake) microphone through 
   assert.equal(await page.textContent('#codec-message'), '');
   assert.equal(await page.isDisabled('#play-codec'), false);
   assert.ok(parseFloat(await page.textContent('#codec-seconds')) >= 1);
+});
+
+test('the speech-to-text panel streams the recording through step as the program run by hand in Node does', async () => {
+  const r = await page.evaluate(() => window.audioDemo.runStt());
+  assert.deepEqual(errors, []);
+  assert.equal(r.summary.reason, 'end');
+  const x = recordingSamples(), rs = new Resampler(16000, 24000), parts = [rs.push(x), rs.flush()];
+  const audio = new Float32Array(parts[0].length + parts[1].length);
+  audio.set(parts[0]);
+  audio.set(parts[1], parts[0].length);
+  const frames = Math.ceil(audio.length / 1920);
+  assert.equal(r.tokens.length, frames);
+  const stt = await load(readFileSync(`${DEMO}/stt.tandem`));
+  const want = [];
+  for (let i = 0; i < frames; i++) {
+    const frame = new Float32Array(1920);
+    frame.set(audio.subarray(i * 1920, (i + 1) * 1920));
+    assert.ok(frame.every((v, k) => v === r.inputs[i][k]), `frame ${i}: the page gave step other samples`);
+    const tok = await stt.step(new Tensor('float32', frame, [1, 1, 1920]));
+    assert.deepEqual(tok.shape, [1, 1, 1]);
+    want.push(Number(tok.data[0]));
+  }
+  stt.dispose();
+  assert.ok(new Set(want).size > 4, `the tokens are degenerate (${new Set(want).size} distinct): the test would prove little`);
+  assert.deepEqual(r.tokens, want);
+  assert.match(await page.textContent('#stt-realtime'), /× real time/);
+  assert.match(await page.textContent('#stt-info'), /^small: /);
+  console.log(`# speech-to-text panel: ${frames} frames, ${(r.ms.reduce((a, b) => a + b, 0) / frames).toFixed(1)} ms per frame`);
 });

@@ -9,11 +9,12 @@ import copy
 import torch
 
 
-def mimi(small: bool = True, seed: int = 0, gain: float = 1.0, code_scale: float = 0.1):
+def mimi(small: bool = True, seed: int = 0, gain: float = 1.0, code_scale: float = 0.1, num_codebooks: int = 8):
     """Kyutai's Mimi codec (PyPI `moshi`) from `moshi.models.loaders`' config: full size (79 M
     parameters), or small (2 transformer layers, small dims; the same SEANet strides, so a frame is
     still 1920 samples, 80 ms at 24 kHz). Weights: seeded normal, scaled by fan-in so that activations
-    stay in range through the network."""
+    stay in range through the network. `num_codebooks` codes a frame (8 for Moshi's codec, 32 for
+    Kyutai STT's; the small config has 8)."""
     from moshi.models import loaders
 
     cfg = copy.deepcopy(loaders._mimi_config)
@@ -23,7 +24,7 @@ def mimi(small: bool = True, seed: int = 0, gain: float = 1.0, code_scale: float
         cfg["quantizer"].update(dimension=16, n_q=8, bins=64, input_dimension=dim, output_dimension=dim)
         cfg["transformer"].update(d_model=dim, num_heads=2, num_layers=2, dim_feedforward=64, input_dimension=dim, output_dimensions=[dim])
     torch.manual_seed(seed)
-    model = loaders.get_mimi(None, cfg, num_codebooks=8)
+    model = loaders.get_mimi(None, cfg, num_codebooks=num_codebooks)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -40,6 +41,61 @@ def mimi(small: bool = True, seed: int = 0, gain: float = 1.0, code_scale: float
 
 
 FRAME = 1920  # samples per Mimi frame: 80 ms at 24 kHz
+
+# Kyutai STT's language model, as moshi's loader takes it (`lm_kwargs`), from the published config.json
+# of kyutai/stt-1b-en_fr: moshi's LMModel over Mimi's 32 codebooks and a text stream, no depformer
+# (dep_q 0: it predicts text only), every delay 0 (the text lags the audio by how the model was
+# trained, 0.5 s: the caller appends that much silence at the end). 989 M parameters.
+STT_1B = dict(
+    dim=2048, num_heads=16, num_layers=16, hidden_scale=4.125, n_q=32, dep_q=0, card=2048, text_card=8000,
+    existing_text_padding_id=3, context=750, max_period=100000.0, causal=True, layer_scale=None, gating="silu",
+    norm="rms_norm_f32", positional_embedding="rope", delays=[0] * 33,
+)  # fmt: skip
+# kyutai/stt-2.6b-en differs in num_heads=32, num_layers=48, text_card=4000, context=375 (2.5 s delay).
+# The small STT: the same structure over the small Mimi's 8 codebooks of 64 entries.
+STT_SMALL = {**STT_1B, "dim": 64, "num_heads": 4, "num_layers": 2, "n_q": 8, "card": 64, "text_card": 100, "context": 16, "delays": [0] * 9}
+
+
+class Transcriber(torch.nn.Module):
+    """Kyutai's streaming speech-to-text as moshi runs it: each 80 ms frame of 24 kHz audio
+    [1, 1, 1920] is encoded by Mimi's streaming `encode` into one step of codes, which `LMGen.step`
+    takes, giving the greedy text token [1, 1, 1]. Both run inside their `streaming(1)` contexts,
+    entered by the caller (`with t.mimi.streaming(1), t.lm_gen.streaming(1)`); `reset` starts a new
+    stream."""
+
+    def __init__(self, codec, lm_gen):
+        super().__init__()
+        self.mimi, self.lm_gen = codec, lm_gen
+
+    def step(self, pcm: torch.Tensor) -> torch.Tensor:
+        return self.lm_gen.step(self.mimi.encode(pcm))
+
+    def reset(self) -> None:
+        self.mimi.reset_streaming()
+        self.lm_gen.reset_streaming()
+
+
+def stt(small: bool = True, seed: int = 0) -> Transcriber:
+    """Kyutai STT (moshi's `LMModel` from `get_moshi_lm` with STT_1B's or STT_SMALL's kwargs, and
+    the Mimi that feeds it: full size with 32 codebooks, or small), greedy (`LMGen(use_sampling=False)`,
+    what temp 0 gives), with seeded random weights (nothing downloaded): each matrix normal and scaled
+    by its fan-in, the norms' gains 1 as moshi makes them."""
+    from moshi.models import loaders
+    from moshi.models.lm import LMGen
+
+    codec = mimi(small=small, seed=seed, num_codebooks=8 if small else 32)
+    kwargs = {**loaders._lm_kwargs, **(STT_SMALL if small else STT_1B)}
+    # made on the meta device and then filled in place: the 1B model's 4 GB are allocated once
+    lm = loaders.get_moshi_lm(None, lm_kwargs=kwargs, device="meta", dtype=torch.float32).to_empty(device="cpu")
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in lm.parameters():
+            if p.dim() == 2:  # a Linear's weight [out, in] or an embedding table [entries, dim]
+                p.normal_(0, p.shape[1] ** -0.5, generator=g)
+            else:  # the RMS norms' gains, 1 as moshi makes them
+                p.fill_(1.0)
+    assert not list(lm.buffers())
+    return Transcriber(codec, LMGen(lm.eval(), use_sampling=False)).eval()
 
 
 def _tokenizer_file(n_bins: int) -> str:
@@ -101,3 +157,17 @@ def pocket(small: bool = True, seed: int = 0, temp: float = 0.3):
             else:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.05)
     return model.eval()
+
+
+def as_quantized(model: torch.nn.Module, mode: str) -> list:
+    """Makes model compute, in float32, what `tandem.export(..., quantize=mode)` of it computes: each
+    nn.Linear's and nn.Embedding's weight replaced, in place, by its dequantized int8 / int4 value,
+    and with int8 the Linears' input rows quantized as matmul_q8 does (tests/python/test_ops.py's
+    reference). Returns the hooks' handles."""
+    from test_ops import dot_rows, quantize_linear_inputs, ref_dequantize
+
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
+                mod.weight.copy_(ref_dequantize(mod.weight, mode).float())
+    return quantize_linear_inputs(model, dot_rows) if mode == "int8" else []

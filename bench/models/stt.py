@@ -1,0 +1,80 @@
+"""npm run bench, Kyutai STT rows (TANDEM_BENCH=stt): Kyutai's streaming speech-to-text at the published
+size of kyutai/stt-1b-en_fr (moshi's LMModel with its config.json's kwargs, 989 M parameters, and the Mimi
+with 32 codebooks that feeds it; seeded random weights from moshi's own loader, nothing downloaded:
+tests/python/packaged_models.py's `stt`), exported as moshi runs it: one program whose `step` is Mimi's
+streaming `encode` of one 80 ms frame and `LMGen.step` on its codes, and `reset`. For each variant
+(float32 / int8 / int4 weights: `quantize`), one model is built, exported to OUT/stt_VARIANT.tandem and
+freed before the next, and moshi's eager streaming computes the reference tokens on the same weights
+(packaged_models.as_quantized: the weights dequantized, int8's activation rows quantized as matmul_q8
+does) into OUT/stt_VARIANT.json, beside the bytes of weights one step reads (every constant but the
+embedding tables, of which a step reads one row each). OUT/stt_frames.json holds the audio (seeded noise).
+Usage: python bench/models/stt.py OUT [frames = 200] [VARIANTS = int8,int4] [size = 1b | small]."""
+
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+import tandem  # noqa: E402
+from packaged_models import FRAME, as_quantized, stt  # noqa: E402
+from tandem.ir import CONST, flat_ops  # noqa: E402
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "build/bench")
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+VARIANTS = (sys.argv[3] if len(sys.argv) > 3 else "int8,int4").split(",")
+SMALL = (sys.argv[4] if len(sys.argv) > 4 else "1b") == "small"
+OUT.mkdir(parents=True, exist_ok=True)
+torch.set_num_threads(1)
+g = torch.Generator().manual_seed(1)
+chunks = [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(N)]
+(OUT / "stt_frames.json").write_text(json.dumps({"inputs": [x.reshape(-1).tolist() for x in chunks]}))
+
+
+def step_weight_bytes(program) -> int:
+    """Bytes of constants one `step` reads: every constant input of its ops once, except the tables
+    an embedding or index_select gathers rows from."""
+    seen, total = set(), 0
+    for op in flat_ops(program.method("step").ops):
+        if op.name.startswith("embedding") or op.name == "index_select":
+            continue
+        for v in op.ins:
+            if v.storage.kind == CONST and id(v.storage) not in seen:
+                seen.add(id(v.storage))
+                total += v.storage.nbytes
+    return total
+
+
+for variant in VARIANTS:
+    quantize = None if variant == "float32" else variant
+    t = stt(small=SMALL)
+    params = sum(p.numel() for p in t.parameters())
+    t0 = time.perf_counter()
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        methods = {"step": tandem.Method(t.step, (chunks[0],)), "reset": tandem.Method(t.reset, ())}
+        program = tandem.export(None, methods, quantize=quantize)
+    export_s = time.perf_counter() - t0
+    path = OUT / f"stt_{variant}.tandem"
+    program.save(path)
+    weights = step_weight_bytes(program)
+    del program, methods
+    gc.collect()
+    print(f"stt {variant}: {params / 1e6:.1f} M parameters, exported in {export_s:.0f} s, {path.stat().st_size / 2**20:.0f} MiB, "
+          f"{weights / 2**20:.0f} MiB of weights read a step", file=sys.stderr)  # fmt: skip
+    if quantize:
+        as_quantized(t, quantize)
+    tokens, t0 = [], time.perf_counter()
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        for x in chunks:
+            tokens.append(int(t.step(x)))
+    eager_ms = 1000 * (time.perf_counter() - t0) / N
+    print(f"stt {variant}: moshi eager (same weights) {eager_ms:.0f} ms a frame, {len(set(tokens))} distinct tokens", file=sys.stderr)
+    info = {"tokens": tokens, "params": params, "weight_bytes": weights, "file_bytes": path.stat().st_size, "export_s": export_s}
+    (OUT / f"stt_{variant}.json").write_text(json.dumps(info))
+    del t
+    gc.collect()

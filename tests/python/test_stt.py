@@ -1,0 +1,100 @@
+"""Kyutai's streaming speech-to-text (moshi's `LMModel` with the STT config: Mimi's codes in, text
+tokens out, no depformer) exported as moshi runs it: one program whose `step` is Mimi's streaming
+`encode` of an 80 ms frame followed by `LMGen.step` on its codes, and `reset`; small config, seeded
+weights (tests/python/packaged_models.py's `stt`). Over a stream with a reset, the greedy text tokens
+equal moshi's eager streaming token for token at float32, natively and on the wasm backend; with int8
+weights they agree with eager run on the same quantized weights (int4: bench/models/stt.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tandem
+
+pytest.importorskip("moshi")
+from packaged_models import FRAME, as_quantized, stt  # noqa: E402
+
+FRAMES, RESET_AT = 14, 9
+
+
+def _chunks(n: int, seed: int) -> list:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(1, 1, FRAME, generator=g) * 0.3 for _ in range(n)]
+
+
+def _export(quantize=None):
+    t = stt(small=True)
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        methods = {"step": tandem.Method(t.step, (_chunks(1, 0)[0],)), "reset": tandem.Method(t.reset, ())}
+        return tandem.export(None, methods, quantize=quantize)
+
+
+def _eager(chunks, quantize=None) -> list:
+    """moshi's own streaming, frame by frame, with a reset before frame RESET_AT."""
+    t = stt(small=True)
+    if quantize:
+        as_quantized(t, quantize)
+    out = []
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        for i, x in enumerate(chunks):
+            if i == RESET_AT:
+                t.reset()
+            out.append(int(t.step(x)))
+    return out
+
+
+def _stream(program, chunks) -> list:
+    model = tandem.load(program.to_bytes())
+    out = []
+    for i, x in enumerate(chunks):
+        if i == RESET_AT:
+            model.reset()
+        tok = model.step(x)
+        assert tok.shape == (1, 1, 1) and tok.dtype == torch.int64
+        out.append(int(tok))
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported():
+    chunks = _chunks(FRAMES, 1)
+    want = _eager(chunks)
+    assert len(set(want)) > FRAMES // 2, f"degenerate tokens: the test would prove little: {want}"
+    return _export(), chunks, want
+
+
+def test_stt_step_is_one_program_of_mimi_encode_and_lm_step(exported):
+    program, _, _ = exported
+    assert sorted(m.name for m in program.methods) == ["reset", "step"]  # delays 0: step never returns None
+    ops = [op.name for op in program.method("step").ops]
+    assert "conv" in ops and "attention" in ops and "argmax" in ops, sorted(set(ops))
+
+
+def test_stt_streams_equal_to_moshi_eager(exported):
+    program, chunks, want = exported
+    assert _stream(program, chunks) == want
+
+
+def test_stt_streams_equal_to_moshi_eager_on_wasm(exported, monkeypatch, wasm_lib):
+    import tandem.runtime as runtime
+
+    monkeypatch.setattr(runtime, "_lib", wasm_lib)
+    monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    program, chunks, want = exported
+    assert _stream(program, chunks) == want
+
+
+def test_stt_int8_agrees_with_eager_on_the_same_weights():
+    """int8 weights (Mimi's and the LM's linear layers and embeddings): the tokens agree with
+    moshi's eager streaming run on the dequantized weights (and, at int8, the Linears' inputs quantized
+    as matmul_q8 does) on all but near ties, and the program reads int8 codes in place of float32."""
+    mode = "int8"
+    chunks = _chunks(FRAMES, 1)
+    program = _export(mode)
+    kinds = [op.name for op in program.method("step").ops]
+    # Mimi's encoder transformer and the LM: 2 layers of 4 matrices each, and the text head
+    assert kinds.count("matmul_q8") >= 2 * 4 + 2 * 4 + 1 and "embedding_q8" in kinds, sorted(set(kinds))
+    got, want = _stream(program, chunks), _eager(chunks, mode)
+    same = sum(a == b for a, b in zip(got, want))
+    assert same >= FRAMES - 1, (got, want)
