@@ -31,11 +31,12 @@ from .program import Program
 from .python_values import add_whens, check_counters, check_settled, scopes
 from .quantize import Skip, quantize_methods
 from .runtime import TandemError, verify
-from .runtime_values import BranchRecorder, NeedBranches, RuntimeValues
+from .runtime_values import RuntimeValues
 from .schema import QUANT_GROUP
 from .snapshot import tensor_key as _tensor_key
 from .snapshot import zeros_of
 from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
+from .value_branches import BranchRecorder, NeedBranches
 
 
 @dataclass

@@ -21,34 +21,12 @@ be equal, else some use froze the value and the export fails naming the `.item()
 from __future__ import annotations
 
 import operator
-import traceback
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .ir import ExportError
-
-
-def _user_line() -> str:
-    """' (at file.py:12: code)' for the innermost frame of the user's code on the current stack."""
-    from .lowering.provenance import is_user_file
-
-    for f in reversed(traceback.extract_stack()):
-        if is_user_file(f.filename):
-            return f" (at {f.filename.split('/')[-1]}:{f.lineno}: {(f.line or '').strip()})"
-    return ""
-
-
-def _called_from_user() -> bool:
-    """Whether the torch function being handled was called by the user's code, not by torch's own
-    (which may branch on a value and catch the error itself)."""
-    from .lowering.provenance import is_user_file
-
-    for f in reversed(traceback.extract_stack()[:-1]):
-        if f.filename == __file__ or f.filename.endswith("torch/overrides.py"):
-            continue
-        return is_user_file(f.filename)
-    return False
+from .value_branches import NeedBranches, _called_from_user, _is_branch, _line_number, _one_element, _user_line
 
 
 def _fail(what: str):
@@ -467,47 +445,6 @@ _SHIFTS = {
 
 def _int_scalar(t) -> bool:
     return isinstance(t, torch.Tensor) and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and _one_element(t)
-
-
-class NeedBranches(Exception):
-    """Raised by the first trace at a Python branch on a tensor value: export then runs the method
-    eagerly on a copy of the module to learn which way each branch goes (BranchRecorder)."""
-
-
-class BranchRecorder(torch.overrides.TorchFunctionMode):
-    """Eager: records bool() of each one-element tensor, in order."""
-
-    def __init__(self):
-        super().__init__()
-        self.values: list = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if _is_branch(func, args) and _called_from_user():
-            self.values.append(bool(out))
-        return out
-
-
-def _one_element(t: torch.Tensor) -> bool:
-    """Whether t has one element, False when that depends on a size bound from the state."""
-    from torch.fx.experimental.symbolic_shapes import guard_or_false
-
-    return guard_or_false(t.numel() == 1)
-
-
-def _is_branch(func, args) -> bool:
-    """bool(t) of a one-element tensor, or .item() of a one-element bool tensor (`if (s > 0).item():`)."""
-    if not args or not isinstance(args[0], torch.Tensor) or not _one_element(args[0]):
-        return False
-    return func is torch.Tensor.__bool__ or (func is torch.Tensor.item and args[0].dtype == torch.bool)
-
-
-def _line_number(line: str) -> int:
-    """12 of ' (at file.py:12: code)', else 0."""
-    try:
-        return int(line.split(":")[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 class _Rows:
