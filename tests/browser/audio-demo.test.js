@@ -101,16 +101,22 @@ function recordingSamples() {
   return Float32Array.from({ length: n }, (_, i) => b.readInt16LE(44 + 2 * i) / 32768);
 }
 
+/** The whole recording resampled 16 -> 24 kHz at once, as the panels' streams see it. */
+function recordingAt24k() {
+  const rs = new Resampler(16000, 24000), parts = [rs.push(recordingSamples()), rs.flush()];
+  const audio = new Float32Array(parts[0].length + parts[1].length);
+  audio.set(parts[0]);
+  audio.set(parts[1], parts[0].length);
+  return audio;
+}
+
 test('the codec panel streams the recording through encode_step and decode_step as the program run by hand in Node does', async () => {
   const r = await page.evaluate(() => window.audioDemo.runCodec());
   assert.deepEqual(errors, []);
   assert.equal(r.summary.reason, 'end');
   // by hand: resample the whole recording 16 -> 24 kHz, cut 1920-sample frames (the last padded with zeros)
-  const x = recordingSamples(), rs = new Resampler(16000, 24000), parts = [rs.push(x), rs.flush()];
-  const audio = new Float32Array(parts[0].length + parts[1].length);
-  audio.set(parts[0]);
-  audio.set(parts[1], parts[0].length);
-  assert.equal(audio.length, Math.ceil((x.length * 3) / 2));
+  const audio = recordingAt24k();
+  assert.equal(audio.length, Math.ceil((recordingSamples().length * 3) / 2));
   const frames = Math.ceil(audio.length / 1920);
   assert.equal(r.frames, frames);
   const codec = await load(readFileSync(`${DEMO}/codec.tandem`));
@@ -169,10 +175,7 @@ test('the speech-to-text panel streams the recording through step as the program
   const r = await page.evaluate(() => window.audioDemo.runStt());
   assert.deepEqual(errors, []);
   assert.equal(r.summary.reason, 'end');
-  const x = recordingSamples(), rs = new Resampler(16000, 24000), parts = [rs.push(x), rs.flush()];
-  const audio = new Float32Array(parts[0].length + parts[1].length);
-  audio.set(parts[0]);
-  audio.set(parts[1], parts[0].length);
+  const audio = recordingAt24k();
   const frames = Math.ceil(audio.length / 1920);
   assert.equal(r.tokens.length, frames);
   const stt = await load(readFileSync(`${DEMO}/stt.tandem`));

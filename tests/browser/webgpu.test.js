@@ -29,8 +29,8 @@ after(async () => {
 
 const num = (x) => (typeof x === 'string' ? ({ inf: Infinity, '-inf': -Infinity, nan: NaN }[x] ?? Number(x)) : x);
 
-/** got within 1e-3 of want's largest |value| (NaN where NaN; exact for integers and bools). */
-function near(got, want, where) {
+/** got within tol (1e-3) of want's largest |value| (NaN where NaN; exact for integers and bools). */
+function near(got, want, where, tol = 1e-3) {
   assert.equal(got.dtype, want.dtype, `${where}: dtype`);
   assert.deepEqual(got.shape, want.shape, `${where}: shape`);
   if (want.dtype !== 'float32') {
@@ -42,7 +42,7 @@ function near(got, want, where) {
   for (let i = 0; i < w.length; i++) {
     if (Number.isNaN(w[i])) assert.ok(Number.isNaN(g[i]), `${where}[${i}]: ${g[i]}, expected NaN`);
     else if (!Number.isFinite(w[i])) assert.equal(g[i], w[i], `${where}[${i}]`);
-    else assert.ok(Math.abs(g[i] - w[i]) <= 1e-3 * scale, `${where}[${i}]: ${g[i]}, expected ${w[i]} (scale ${scale})`);
+    else assert.ok(Math.abs(g[i] - w[i]) <= tol * scale, `${where}[${i}]: ${g[i]}, expected ${w[i]} (scale ${scale})`);
   }
 }
 
@@ -145,16 +145,20 @@ for (const name of ['hf_llama', 'hf_mamba']) {
     });
 }
 
-// the same Llama with int8 and int4 weights (dequantized in the WebGPU kernels; matmul_q8's one-row
-// path quantizes the activations as wasm does): against the wasm backend, over the same calls
+// the same Llama with int8 and int4 weights (dequantized in the WebGPU kernels; matmul_q8's and
+// matmul_q4's integer paths quantize the activations as wasm does): against the wasm backend, over the
+// same calls. int4's logits within 5e-3 of their scale, not 1e-3: an activation that the GPU's float
+// ops (rsqrt, exp) leave an ulp away from wasm's can round to the next int8 code, which moves a
+// product by s_g (max |a| / 127 of its group) times a 4-bit weight, through every layer after it
 for (const q of ['int8', 'int4']) {
+  const tol = q === 'int4' ? 5e-3 : 1e-3;
   test(`hf_llama_${q} on WebGPU equals wasm: prefill, decode, decode_topk, save/restore, fork, a refused decode`,
     { timeout: 600000 }, async () => {
       const { spec } = fixture('hf_llama');
       const r = await page.evaluate(([n, s]) => window.gpuLM(n, s), [`hf_llama_${q}`, 'hf_llama']);
       assert.equal(r.device, 'webgpu');
-      for (const n of Object.keys(spec.logits)) near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`);
-      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`));
+      for (const n of Object.keys(spec.logits)) near(r.prefill[n], r.cpuPrefill[n], `prefill of ${n} vs wasm`, tol);
+      r.decode.forEach((o, k) => near(o, r.cpuDecode[k], `decode output ${k} vs wasm`, tol));
       assert.ok(r.restored, 'after loadState the decode gives the same bits');
       assert.ok(r.forked, 'the fork (copied state) gives the same bits');
       near(r.topk[0], r.cpuTopk[0], 'decode_topk values');

@@ -332,6 +332,15 @@ def _shrunk(name):
 
 
 @functools.lru_cache(maxsize=None)
+def _greedy(m, prompt, n: int) -> list:
+    """n greedy tokens after the prompt (prefilled in max_prompt_len pieces), as generate picks them."""
+    logits, got = tt.prefill(m, prompt), []
+    while len(got) < n:
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    return got
+
+
 def _cache_shapes(family):
     make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS}[family]
     model = _seeded(make)
@@ -349,12 +358,7 @@ def test_caches_are_sized_from_what_the_model_writes(family, backend):
     sized from one eager call, greedy generation equals transformers' generate token for token."""
     data, prompt, want = _cache_shapes(family)
     m = tandem.load(data)
-    logits = tt.prefill(m, prompt)  # in two calls: 6 + 4 tokens
-    got = []
-    while len(got) < len(want):
-        got.append(int(logits.argmax()))
-        logits = m.decode(torch.tensor([[got[-1]]]))
-    assert got == want
+    assert _greedy(m, prompt, len(want)) == want  # the prompt in two calls: 6 + 4 tokens
 
 
 # ---- hybrids through the command -----------------------------------------------------------------
@@ -396,12 +400,7 @@ def test_state_in_module_attributes_is_state_and_a_local_window_reads_a_full_len
     m = tandem.load(data)
     for _ in range(2):
         m.reset()
-        logits = tt.prefill(m, prompt)
-        got = []
-        while len(got) < len(want):
-            got.append(int(logits.argmax()))
-            logits = m.decode(torch.tensor([[got[-1]]]))
-        assert got == want
+        assert _greedy(m, prompt, len(want)) == want
 
 
 def test_a_hybrid_prefill_of_any_length_fills_its_attention_cache_exactly(backend, tmp_path):
@@ -434,9 +433,4 @@ def test_positions_are_the_ones_transformers_generate_gives(family, backend):
     generation equals generate token for token."""
     data, prompt, want = _cache_shapes(family)
     m = tandem.load(data)
-    logits = tt.prefill(m, prompt)
-    got = []
-    while len(got) < len(want):
-        got.append(int(logits.argmax()))
-        logits = m.decode(torch.tensor([[got[-1]]]))
-    assert got == want
+    assert _greedy(m, prompt, len(want)) == want

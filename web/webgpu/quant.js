@@ -43,14 +43,37 @@ function tiledQ(q4, paired, a, q, sc, y, M, N, K, G, T) {
  * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with any
  * number of rows whose K rounded up to even is at most 8192 (wasm runs them in blocks of up to 8
  * rows, each row as it would be alone) quantizes each finite row to int8 per block of 32 and sums in
- * int32 per block, as the wasm kernels do (the same values up to float32 rounding). */
+ * int32 per block, and matmul_q4 with K at most 8192 and a group G of at least 16, a multiple of 4,
+ * per group, as the wasm kernels do (the same values up to float32 rounding). */
 export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
-  const total = rows * N, dot = !q4 && K + (K % 2) <= 8192 ? 1 : 0, paired = !q4 && iattr[1] === 1;
+  const total = rows * N, paired = !q4 && iattr[1] === 1;
+  const dot = (q4 ? K <= 8192 && G >= 16 && G % 4 === 0 : K + (K % 2) <= 8192) ? 1 : 0;
   if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, paired, a, q, sc, y, rows, N, K, G, tile);
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
   let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
+  if (P[8] != 0u) {
+    var finite = true;
+    for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
+    if (finite) {
+      var acc = 0.0;
+      for (var g = 0u; g < NG; g++) {
+        let k0 = g * G; let k1 = min(K, k0 + G);
+        var m = 0.0;
+        for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
+        let d = m / 127.0;
+        var s = 0;
+        for (var k = k0; k < k1; k++) {
+          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
+          s += i32(xq) * rq4(col + (k / 2u) * 8u, k & 1u);
+        }
+        acc = acc + (f32(s) * d) * rs(scb + g * 8u);
+      }
+      wr(P[3] + i, acc);
+      return;
+    }
+  }
   var acc = 0.0;
   for (var g = 0u; g < NG; g++) {
     var s = 0.0;
@@ -89,7 +112,7 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
   let N = P[0]; let K = P[1];
   let r = i / N; let j = i % N; let pa = P[4] + r * K;${body}`);
   return special(`mmq${q4 ? 4 : 8}${paired ? 'p' : ''}|${a.src}${q.src}${sc.src}`, code,
-    [N, K, total, y.base, a.base, q.base, sc.base, q4 ? G : dot], total);
+    [N, K, total, y.base, a.base, q.base, sc.base, q4 ? G : dot, dot], total);
 }
 
 /** embedding_q8 / embedding_q4: rows of the table the quantized weights hold, dequantized. */
