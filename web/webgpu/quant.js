@@ -38,6 +38,35 @@ function tiledQ(q4, paired, a, q, sc, y, M, N, K, G, T) {
   return dispatch(`gemmq${q4 ? 4 : 8}${paired ? 'p' : ''}${T}|${a.src}${q.src}${sc.src}`, T, code, params, 1, M, N);
 }
 
+/** WGSL of one output's integer dot products, as the wasm kernels compute them (P[flag] != 0): a row
+ * with a NaN / ±inf goes on to the float code after this; else each block of `width` k is quantized
+ * to int8 (d = max |a| / 127, round half to even, within ±127), summed with the weight codes `code` in
+ * int32, and added as (float)sum · d`perBlock`; the output is `out`. */
+function intDot(flag, blocks, width, code, perBlock, out) {
+  return `
+  if (P[${flag}] != 0u) {
+    var finite = true;
+    for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
+    if (finite) {
+      var acc = 0.0;
+      for (${blocks}) {
+        let k1 = min(K, k0 + ${width});
+        var m = 0.0;
+        for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
+        let d = m / 127.0;
+        var s = 0;
+        for (var k = k0; k < k1; k++) {
+          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
+          s += i32(xq) * ${code};
+        }
+        acc = acc + (f32(s) * d)${perBlock};
+      }
+      wr(P[3] + i, ${out});
+      return;
+    }
+  }`;
+}
+
 /** matmul_q8 / matmul_q4 (docs/ops.md, Quantized weights): one thread per output, the weights
  * dequantized as they are read; more than one row with a tile side `tile` (gemm.js tileSize) on the
  * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with any
@@ -53,27 +82,7 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const body = q4 ? `
   let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
   let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
-  if (P[8] != 0u) {
-    var finite = true;
-    for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
-    if (finite) {
-      var acc = 0.0;
-      for (var g = 0u; g < NG; g++) {
-        let k0 = g * G; let k1 = min(K, k0 + G);
-        var m = 0.0;
-        for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
-        let d = m / 127.0;
-        var s = 0;
-        for (var k = k0; k < k1; k++) {
-          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
-          s += i32(xq) * rq4(col + (k / 2u) * 8u, k & 1u);
-        }
-        acc = acc + (f32(s) * d) * rs(scb + g * 8u);
-      }
-      wr(P[3] + i, acc);
-      return;
-    }
-  }
+${intDot(8, 'var k0 = 0u; k0 < K; k0 += G', 'G', 'rq4(col + (k / 2u) * 8u, k & 1u)', ' * rs(scb + (k0 / G) * 8u)', 'acc')}
   var acc = 0.0;
   for (var g = 0u; g < NG; g++) {
     var s = 0.0;
@@ -82,27 +91,7 @@ export function matmulQ(q4, ins, y, iattr, tile = 0) {
   }
   wr(P[3] + i, acc);` : `
   let col = P[5] + (j / 8u) * K * 8u;
-  if (P[7] != 0u) {
-    var finite = true;
-    for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
-    if (finite) {
-      var acc = 0.0;
-      for (var k0 = 0u; k0 < K; k0 += 32u) {
-        let k1 = min(K, k0 + 32u);
-        var m = 0.0;
-        for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
-        let d = m / 127.0;
-        var s = 0;
-        for (var k = k0; k < k1; k++) {
-          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
-          s += i32(xq) * rq8(col + ${q8At('k', 'j % 8u', paired)});
-        }
-        acc = acc + f32(s) * d;
-      }
-      wr(P[3] + i, acc * rs(P[6] + j));
-      return;
-    }
-  }
+${intDot(7, 'var k0 = 0u; k0 < K; k0 += 32u', '32u', `rq8(col + ${q8At('k', 'j % 8u', paired)})`, '', 'acc * rs(P[6] + j)')}
   var acc = 0.0;
   for (var k = 0u; k < K; k++) { acc = fma(ra(pa + k), f32(rq8(col + ${q8At('k', 'j % 8u', paired)})), acc); }
   wr(P[3] + i, acc * rs(P[6] + j));`;
