@@ -6,6 +6,7 @@ method (export._export_one)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 from . import probe
@@ -438,27 +439,31 @@ def _moved(v):
 
 def scopes(modules: list, fns: list) -> tuple:
     """(name, globals dict) of the Python modules whose code the methods run: those defining the
-    modules' classes (and their bases) and the exported functions, the user's files only."""
+    modules' classes (and their bases) and the exported functions, the user's files only. A
+    function's globals are the dict it holds (a script run by runpy, a profiler or exec() has its
+    own, not that of sys.modules[__name__]); a class's are its functions', else its module's."""
     import sys
 
-    names = []
+    found = []
     for top in modules:
         for m in top.modules():
-            names += [c.__module__ for c in type(m).__mro__]
+            for c in type(m).__mro__:
+                own = [f.__globals__ for f in vars(c).values() if inspect.isfunction(f) and f.__module__ == c.__module__]
+                mod = sys.modules.get(c.__module__)
+                found += own[:1] or ([vars(mod)] if mod is not None else [])
     for fn in fns:
         f = getattr(fn, "func", fn)  # functools.partial
         f = getattr(f, "__func__", f)
         g = getattr(f, "__globals__", None)
         if g is not None:
-            names.append(g.get("__name__"))
+            found.append(g)
     out, seen = [], set()
-    for n in names:
-        mod = sys.modules.get(n) if n else None
-        file = getattr(mod, "__file__", None)
-        if mod is None or n in seen or not file or not is_user_file(file):
+    for g in found:
+        n, file = g.get("__name__"), g.get("__file__")
+        if not n or id(g) in seen or not file or not is_user_file(file):
             continue
-        seen.add(n)
-        out.append((n.rsplit(".", 1)[-1], vars(mod)))
+        seen.add(id(g))
+        out.append((n.rsplit(".", 1)[-1], g))
     return tuple(out)
 
 

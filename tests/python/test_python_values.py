@@ -441,3 +441,34 @@ def test_torch_cond_on_a_counter_in_state_is_a_branch_in_the_program():
         x = torch.full((3,), float(k))
         torch.testing.assert_close(model.forward(x), eager(x))
     torch.testing.assert_close(model.read_state("n"), torch.tensor(5))
+
+
+SCRIPT = """
+class Ticks(nn.Module):
+    def forward(self, x):
+        global TICKS
+        TICKS += 1
+        return x * TICKS
+
+    def reset(self):
+        global TICKS
+        TICKS = 0
+"""
+
+
+def test_a_global_of_a_script_run_with_its_own_globals_is_state(backend):
+    """A script run by runpy, `python -m cProfile` or exec() has a globals dict of its own, not that of
+    sys.modules[its __name__]: its globals are the dict its functions hold."""
+    scope = {"__name__": "__main__", "__file__": __file__, "nn": nn, "TICKS": 0}
+    exec(compile(SCRIPT, __file__, "exec"), scope)
+    m = scope["Ticks"]()
+    program = tandem.export(m, {"forward": (torch.ones(2),), "reset": ()})
+    assert scope["TICKS"] == 0, "the export changed the global"
+    model = tandem.load(program.to_bytes())
+    for k in range(3):
+        x = torch.full((2,), float(k + 1))
+        torch.testing.assert_close(model.forward(x), m(x.clone()))
+    model.reset()
+    m.reset()
+    torch.testing.assert_close(model.forward(torch.ones(2)), m(torch.ones(2)))
+    assert scope["TICKS"] == 1
