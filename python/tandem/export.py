@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
+from .decompose import decompose
 from .format import file_ops
 from .fuse import fuse_method, tie_embeddings
 from .growing import add_growing, check_bounds, growing_entry, window_versions
@@ -131,26 +132,6 @@ def _eager_branches(root, inputs) -> list:
     with torch.no_grad(), recorder:
         owner(*args) if root._tandem_call_owner else fn(*args)
     return recorder.values
-
-
-def _decompositions():
-    """Core ATen, except the ops the runtime runs as one op: scaled_dot_product_attention,
-    hardswish, hardsigmoid and isfinite; and training-mode batch norm decomposed."""
-    table = torch.export.default_decompositions()
-    from torch._decomp import decomposition_table
-
-    # BatchNorm / InstanceNorm in training mode: the batch's statistics and the running ones (state) as
-    # core ops (torch keeps the fused op, which tandem does not run)
-    bn = torch.ops.aten._native_batch_norm_legit_functional.default
-    table[bn] = decomposition_table[bn]
-    for op in (
-        torch.ops.aten.scaled_dot_product_attention.default,
-        torch.ops.aten.hardswish.default,
-        torch.ops.aten.hardsigmoid.default,
-        torch.ops.aten.isfinite.default,
-    ):
-        table.pop(op, None)
-    return table
 
 
 def _normalize(module: Optional[nn.Module], methods: Mapping[str, Any]) -> dict:
@@ -450,7 +431,7 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
                 return None  # a check of the graph only (python_values)
             limits = getattr(ep, "_tandem_limits", [])
             _check_cond_branches(name, ep.graph_module)
-            ep = ep.run_decompositions(_decompositions())
+            ep = decompose(ep)
             dims = _method_dims(name, ep)
             dims += _state_dims(name, ep, root, limits, dims, name_of)
         except ExportError:
