@@ -327,7 +327,7 @@ def export(
         wanted: frozenset = frozenset()
         lazy: dict = {}  # place -> (holder, key, path, value before, slots, presence) of state the first call creates
         growing: dict = {}  # path -> growing.Growing: state a method grows (torch.cat onto it)
-        for _ in range(6):
+        for rounds in range(6):
             counters = {}  # (holder, key) -> the tensor standing for a Python number, shared by the methods
             for r in roots.values():
                 r.growing.clear()
@@ -335,9 +335,13 @@ def export(
                 r.bind(counters, wanted, held_scopes, lazy)
             name_of = _names_of(module, list(roots.values()))
             exported, constants, created = {}, {}, []
+
+            def again(last=rounds == 5, wanted=wanted):  # state found that is not bound: this round's traces are not kept
+                return not last and any(p not in wanted for r in roots.values() for p in r.discovered)
+
             for name, (fn, inputs, dynamic) in specs.items():
                 try:
-                    exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants)
+                    exported[name] = _export_one(name, roots[name], inputs, dynamic, name_of, constants, again)
                 finally:
                     before.restore()
             found = {place for r in roots.values() for place in r.discovered}
@@ -418,9 +422,11 @@ def export(
     return program
 
 
-def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, constants: dict):
+def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, constants: dict, again=None):
     """torch.export of one method: (exported program, placeholder -> tensor, mutated placeholder ->
-    tensor, dims), or None for a constant method (its value put in constants)."""
+    tensor, dims), or None for a constant method (its value put in constants). again: a function that
+    says, after the trace, whether the methods will be traced again (the trace found new state): then
+    the trace is not lowered, and the result is None."""
     runtime = tuple(x for i, x in enumerate(inputs) if i not in root._tandem_held)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*erase_node.*")
@@ -431,6 +437,8 @@ def _export_one(name: str, root: Traced, inputs: tuple, dynamic, name_of: dict, 
                 return None  # a check of the graph only (python_values)
             limits = getattr(ep, "_tandem_limits", [])
             _check_cond_branches(name, ep.graph_module)
+            if again is not None and again():
+                return None
             ep = decompose(ep)
             dims = _method_dims(name, ep)
             dims += _state_dims(name, ep, root, limits, dims, name_of)
