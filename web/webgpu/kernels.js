@@ -149,7 +149,8 @@ export function unsupported(op) {
     case 'any': case 'all': return d0 === 'bool' ? null : `${name} (${d0})`;
     case 'argmax': case 'argmin': case 'topk': case 'sort': case 'cumsum':
       return ['float32', 'int64', 'int32'].includes(d0) ? null : `${name} (${d0})`;
-    case 'gather': case 'scatter': case 'guard': case 'max_pool': case 'avg_pool': case 'matmul_q8': case 'matmul_q4':
+    case 'gather': case 'scatter': case 'guard': case 'when': case 'when_in': case 'max_pool': case 'avg_pool':
+    case 'matmul_q8': case 'matmul_q4':
     case 'embedding_q8': case 'embedding_q4':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
@@ -404,6 +405,15 @@ export function compile(op, A, opIndex, opts = {}) {
   if (i >= 1u) { return; }
   if (rc(P[1]) == 0u) { atomicMax(&F[0], P[0]); }`);
       return [special(`guard|${c.src}`, code, [opIndex + 1, c.base], 1)];
+    }
+    case 'when': case 'when_in': { // the state's int64 outside [lo, hi] fails the call (backend.js: TDM_ERR_GUARD)
+      const c = ins[0], [lo, hi] = op.bounds.map((b) => BigInt.asUintN(64, b));
+      const w = (b) => [Number(b & 0xffffffffn), Number(b >> 32n)];
+      const code = (wg) => header(false) + MATH + reader('rc', 'int64', c.src) + MAIN(wg, `
+  if (i >= 1u) { return; }
+  let v = rc(P[1]);
+  if (lt64(v, vec2<u32>(P[2], P[3])) || lt64(vec2<u32>(P[4], P[5]), v)) { atomicMax(&F[0], P[0]); }`);
+      return [special(`when|${c.src}`, code, [opIndex + 1, c.base, ...w(lo), ...w(hi)], 1)];
     }
     case 'max_pool': case 'avg_pool': return [pool(name === 'max_pool', ins[0], y, iattr)];
     case 'conv_transpose': return [convTranspose(ins, y, iattr)];
