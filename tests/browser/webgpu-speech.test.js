@@ -7,9 +7,10 @@
 // the state on the GPU.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { launch, WEBGPU_ARGS } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
-import { fixture } from '../js/helpers.js';
+import { FIXTURES, fixture } from '../js/helpers.js';
 import { near } from './webgpu-near.js';
 
 let server, browser, page;
@@ -78,10 +79,11 @@ for (const q of ['', '_int8', '_int4']) {
 
 // Mimi: each frame's codes equal wasm's (argmins over the codebooks, exact), and decode_step's audio
 // from wasm's codes within 1e-3 of the largest |sample| at float32 and int8 (the integer dot products of
-// matmul_q8 as wasm's), 5e-3 at int4: an activation the GPU's float ops leave an ulp away from wasm's
-// can round to the next int8 code before matmul_q4's integer dot, which moves a product by that group's
-// max |a| / 127 times a 4-bit weight, through the transformer's layers after it (as the int4 Llama's test).
-for (const q of ['', '_int8', '_int4']) {
+// matmul_q8, and with int8convs conv_q8's and conv_transpose_q8's int16 rows, as wasm's), 5e-3 at int4: an
+// activation the GPU's float ops leave an ulp away from wasm's can round to the next int8 code before
+// matmul_q4's integer dot, which moves a product by that group's max |a| / 127 times a 4-bit weight,
+// through the transformer's layers after it (as the int4 Llama's test).
+for (const q of ['', '_int8', '_int4', '_int8convs']) {
   const tol = q === '_int4' ? 5e-3 : 1e-3;
   test(`mimi${q}: Mimi's encode and decode steps on WebGPU equal wasm over ${FRAMES} frames with a reset`, { timeout: 600000 },
     async () => {
@@ -93,5 +95,11 @@ for (const q of ['', '_int8', '_int4']) {
       });
       for (let i = RESET_AT; i < FRAMES; i++) near(r.gpu[i][0], r.gpu[again(i)][0], `frame ${i} codes after the reset`);
       assert.ok(new Set(r.gpu.flatMap(([c]) => c.data)).size > 8, 'the codes vary');
+      if (q) { // the op names are in the file's string table
+        const bytes = readFileSync(`${FIXTURES}/mimi${q}.tandem`);
+        for (const op of q === '_int8convs' ? ['matmul_q8', 'conv_q8', 'conv_transpose_q8'] : [`matmul_q${q.at(-1)}`]) {
+          assert.ok(bytes.includes(op), `mimi${q} has ${op}`);
+        }
+      }
     });
 }
