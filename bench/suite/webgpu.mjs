@@ -12,7 +12,8 @@
 //   TANDEM_WEBGPU_TJS_TOKENS (transformers.js's greedy tokens, default 6), TANDEM_WEBGPU_TJS (its install, default
 //   build/transformersjs, where bench/suite/webgpu.sh puts it), TANDEM_WEBGPU_ONLY (page functions to run, e.g. benchTjs),
 //   TANDEM_WEBGPU_SPEECH_WARM (8), TANDEM_WEBGPU_SPEECH_FRAMES (16), TANDEM_WEBGPU_SPEECH_FILES (the speech programs in
-//   the folder to time, default stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem: those that exist)
+//   the folder to time, default stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem,mimi_int8convs.tandem: those
+//   that exist)
 import { existsSync, readFileSync } from 'node:fs';
 import { launch, WEBGPU_ARGS, WEBGPU_GPU_ARGS } from '../../tests/browser/chromium.js';
 import { serve } from '../../scripts/serve.mjs';
@@ -70,8 +71,8 @@ try {
   // Kyutai's speech pipeline (webgpu.sh exported it): the STT step per variant and Mimi's steps, WebGPU and
   // wasm (one thread) interleaved per model, and whether the two devices' tokens / codes agree frame by frame
   const speech = [];
-  const speechFiles = (process.env.TANDEM_WEBGPU_SPEECH_FILES ?? 'stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem')
-    .split(',').filter((n) => existsSync(`${DIR}/${n}`));
+  const speechDefault = 'stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem,mimi_int8convs.tandem';
+  const speechFiles = (process.env.TANDEM_WEBGPU_SPEECH_FILES ?? speechDefault).split(',').filter((n) => existsSync(`${DIR}/${n}`));
   for (const file of speechFiles) {
     const arg = { dir: DIR, file, warm: speechWarm, frames: speechFrames };
     const g = await run('benchSpeech', { ...arg, device: 'webgpu' }), w = await run('benchSpeech', { ...arg, device: 'wasm' });
