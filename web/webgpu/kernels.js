@@ -1,6 +1,6 @@
 // WGSL kernels of the WebGPU backend (web/webgpu/backend.js runs them; the building blocks are in
 // wgsl.js, the kernels along one dim in indexing.js, attention in attention.js, conv and pooling in
-// conv.js, int8/int4 in quant.js, the convs with int8 weights in conv_quant.js). Each op of a verified
+// conv.js, int8/int4 in quant.js, the convs with int8 or bfloat16 weights in conv_quant.js). Each op of a verified
 // program becomes one or more dispatches: { key, code, params, count }. `code` is a WGSL module
 // generated for the op's kind, dtypes and operand buffers (so ops of one kind share a pipeline);
 // `params` (u32 words: sizes, strides, element offsets) are per op; `count` is the thread count.
@@ -152,7 +152,8 @@ export function unsupported(op) {
       return ['float32', 'int64', 'int32'].includes(d0) ? null : `${name} (${d0})`;
     case 'gather': case 'scatter': case 'guard': case 'when': case 'when_in': case 'max_pool': case 'avg_pool':
     case 'matmul_q8': case 'matmul_q4':
-    case 'embedding_q8': case 'embedding_q4': case 'conv_q8': case 'conv_transpose_q8':
+    case 'embedding_q8': case 'embedding_q4': case 'conv_q8': case 'conv_transpose_q8': case 'conv_bf16':
+    case 'conv_transpose_bf16':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
     case 'attention': { // head sizes through the perms (attention.js attnView): the last dim stays last
@@ -422,8 +423,8 @@ export function compile(op, A, opIndex, opts = {}) {
     case 'embedding_q8': case 'embedding_q4': return [embeddingQ(name === 'embedding_q4', ins, y, iattr)];
     case 'attention': return attention(op, ins, y, iattr, fattr);
     case 'conv': return conv(ins, y, iattr, opts.tile);
-    case 'conv_q8': return [convQ8(ins, y, iattr)];
-    case 'conv_transpose_q8': return [convTransposeQ8(ins, y, iattr)];
+    case 'conv_q8': case 'conv_bf16': return [convQ8(ins, y, iattr, name === 'conv_bf16')];
+    case 'conv_transpose_q8': case 'conv_transpose_bf16': return [convTransposeQ8(ins, y, iattr, name === 'conv_transpose_bf16')];
   }
   throw new Error(`no WebGPU kernel for ${name}`);
 }

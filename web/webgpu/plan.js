@@ -38,7 +38,7 @@ export function readPlan(rt, handle, session, m, info) {
 }
 
 export const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.values[v]), outs: op.out.map((v) => plan.values[v]) });
-const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1 };
+const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1, bfloat16: 2, int16: 2 };
 export const nbytesOf = (v) => v.shape.reduce((a, b) => a * b, 1) * BYTES[v.dtype];
 
 /** The byte span [lo, hi) of op's constant operands (the data section), or null. */
