@@ -295,7 +295,7 @@ test('tiled matmul and conv: every matmul/linear/addmm/bmm/conv op case equals w
   async () => {
     const products = /^(matmul|linear|addmm|bmm|conv(?!_transpose))[-_\d].*\.tandem$/;
     const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => products.test(f))
-      .map((f) => f.slice(0, -7)))].filter((n) => !/int|_q8|_bf16|_i16/.test(n)); // conv_q8_*, _bf16_*: not tiled; _i16_*: no WebGPU kernel
+      .map((f) => f.slice(0, -7)))].filter((n) => !/int|_q8|_bf16|_i16/.test(n)); // conv_q8_*, _bf16_*, _i16_*: not tiled
     assert.ok(names.length >= 50, names.join(' '));
     for (const [limits, wg] of [TILES[0], TILES[2]]) {
       const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);

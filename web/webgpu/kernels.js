@@ -1,6 +1,6 @@
 // WGSL kernels of the WebGPU backend (web/webgpu/backend.js runs them; the building blocks are in
 // wgsl.js, the kernels along one dim in indexing.js, attention in attention.js, conv and pooling in
-// conv.js, int8/int4 in quant.js, the convs with int8 or bfloat16 weights in conv_quant.js). Each op of a verified
+// conv.js, int8/int4 in quant.js, the convs with int8, bfloat16 or int16 weights in conv_quant.js). Each op of a verified
 // program becomes one or more dispatches: { key, code, params, count }. `code` is a WGSL module
 // generated for the op's kind, dtypes and operand buffers (so ops of one kind share a pipeline);
 // `params` (u32 words: sizes, strides, element offsets) are per op; `count` is the thread count.
@@ -21,7 +21,7 @@ import { argExtreme, cumsum, select, gather, scatter } from './indexing.js';
 import { attention } from './attention.js';
 import { conv, pool, convTranspose } from './conv.js';
 import { matmulQ, embeddingQ } from './quant.js';
-import { convQ8, convTransposeQ8 } from './conv_quant.js';
+import { convQ8, convTransposeQ8, convI16, convTransposeI16 } from './conv_quant.js';
 import { tiledMatmul, tileSize } from './gemm.js';
 
 export { workgroupSize, tileSize };
@@ -153,7 +153,7 @@ export function unsupported(op) {
     case 'gather': case 'scatter': case 'guard': case 'when': case 'when_in': case 'max_pool': case 'avg_pool':
     case 'matmul_q8': case 'matmul_q4':
     case 'embedding_q8': case 'embedding_q4': case 'conv_q8': case 'conv_transpose_q8': case 'conv_bf16':
-    case 'conv_transpose_bf16':
+    case 'conv_transpose_bf16': case 'conv_i16': case 'conv_transpose_i16':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
     case 'attention': { // head sizes through the perms (attention.js attnView): the last dim stays last
@@ -425,6 +425,8 @@ export function compile(op, A, opIndex, opts = {}) {
     case 'conv': return conv(ins, y, iattr, opts.tile);
     case 'conv_q8': case 'conv_bf16': return [convQ8(ins, y, iattr, name === 'conv_bf16')];
     case 'conv_transpose_q8': case 'conv_transpose_bf16': return [convTransposeQ8(ins, y, iattr, name === 'conv_transpose_bf16')];
+    case 'conv_i16': return [convI16(ins, y, iattr)];
+    case 'conv_transpose_i16': return [convTransposeI16(ins, y, iattr)];
   }
   throw new Error(`no WebGPU kernel for ${name}`);
 }
