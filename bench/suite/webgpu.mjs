@@ -12,8 +12,8 @@
 //   TANDEM_WEBGPU_TJS_TOKENS (transformers.js's greedy tokens, default 6), TANDEM_WEBGPU_TJS (its install, default
 //   build/transformersjs, where bench/suite/webgpu.sh puts it), TANDEM_WEBGPU_ONLY (page functions to run, e.g. benchTjs),
 //   TANDEM_WEBGPU_SPEECH_WARM (8), TANDEM_WEBGPU_SPEECH_FRAMES (16), TANDEM_WEBGPU_SPEECH_FILES (the speech programs in
-//   the folder to time, default stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem,mimi_int8convs.tandem: those
-//   that exist)
+//   the folder to time, default the STT's int4 and int8 and Mimi's float32, int8, int8convs, int8bf16 and int8i16
+//   programs that exist)
 import { existsSync, readFileSync } from 'node:fs';
 import { launch, WEBGPU_ARGS, WEBGPU_GPU_ARGS } from '../../tests/browser/chromium.js';
 import { serve } from '../../scripts/serve.mjs';
@@ -71,7 +71,8 @@ try {
   // Kyutai's speech pipeline (webgpu.sh exported it): the STT step per variant and Mimi's steps, WebGPU and
   // wasm (one thread) interleaved per model, and whether the two devices' tokens / codes agree frame by frame
   const speech = [];
-  const speechDefault = 'stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem,mimi_int8convs.tandem';
+  const speechDefault = 'stt_int4.tandem,stt_int8.tandem,mimi.tandem,mimi_int8.tandem,mimi_int8convs.tandem,mimi_int8bf16.tandem,'
+    + 'mimi_int8i16.tandem';
   const speechFiles = (process.env.TANDEM_WEBGPU_SPEECH_FILES ?? speechDefault).split(',').filter((n) => existsSync(`${DIR}/${n}`));
   for (const file of speechFiles) {
     const arg = { dir: DIR, file, warm: speechWarm, frames: speechFrames };

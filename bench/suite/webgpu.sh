@@ -31,12 +31,13 @@ fi
 if want benchCodec && [ ! -f "$OUT/codec.tandem" ]; then TANDEM_BENCH=codec "$PY" -W ignore bench/models/make_models.py "$OUT"; fi
 # Kyutai's speech pipeline: the STT at TANDEM_WEBGPU_STT_SIZE (1b: kyutai/stt-1b-en_fr's size, the default; small:
 # tests/python/packaged_models.py's small config) with int4 and int8 weights, its frames' audio (stt_frames.json) and
-# eager's tokens; Mimi at full size, float32, int8 linear weights and int8 convs too (its eager frames are not used here)
+# eager's tokens; Mimi at full size: float32, int8 linear weights, and with int8, bfloat16 or int16 convs too (its eager
+# frames are not used here)
 SPEECH_FRAMES=$((${TANDEM_WEBGPU_SPEECH_WARM:-8} + ${TANDEM_WEBGPU_SPEECH_FRAMES:-16}))
 if want benchSpeech && { [ ! -f "$OUT/stt_int4.tandem" ] || [ ! -f "$OUT/stt_int8.tandem" ]; }; then
   "$PY" -W ignore bench/models/stt.py "$OUT" "$SPEECH_FRAMES" int4,int8 "${TANDEM_WEBGPU_STT_SIZE:-1b}"
 fi
-if want benchSpeech && { [ ! -f "$OUT/mimi.tandem" ] || [ ! -f "$OUT/mimi_int8convs.tandem" ]; }; then
-  "$PY" -W ignore bench/models/mimi.py "$OUT" 2 float32,int8,int8convs
+if want benchSpeech && { [ ! -f "$OUT/mimi.tandem" ] || [ ! -f "$OUT/mimi_int8i16.tandem" ]; }; then
+  "$PY" -W ignore bench/models/mimi.py "$OUT" 2 float32,int8,int8convs,int8bf16,int8i16
 fi
 TANDEM_WEBGPU_TJS=$TJS node bench/suite/webgpu.mjs "$OUT"
