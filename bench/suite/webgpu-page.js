@@ -1,5 +1,6 @@
 // The WebGPU benchmark's page (bench/suite/webgpu.html, driven by bench/suite/webgpu.mjs): the SmolLM-135M-shaped
-// Llama of bench/models/smollm.py and the streaming codec of bench/models/make_models.py on tandem's WebGPU
+// Llama of bench/models/smollm.py, the streaming codec of bench/models/make_models.py and Kyutai's speech pipeline
+// (the STT step and Mimi's steps: bench/models/stt.py, mimi.py) on tandem's WebGPU
 // backend, beside tandem on wasm, onnxruntime-web's WebGPU execution provider (served from node_modules)
 // and transformers.js (a bench-only install, build/transformersjs) on the same weights, no CDN, no hub. Counts, per call, the queue submissions and the bytes mapped
 // back to the CPU (GPUQueue.submit and GPUBuffer.getMappedRange of MAP_READ buffers, wrapped in this page).
@@ -175,6 +176,45 @@ window.benchCodec = async ({ dir, device, rounds }) => {
     await fns.decode();
     const out = { device: model.device, deviceReason: model.deviceReason, encodeTraffic: await traffic(fns.encode) };
     Object.assign(out, await compare(fns, { rounds, minMs: 200 }));
+    return out;
+  } finally {
+    model.dispose();
+  }
+};
+
+/** Kyutai's speech pipeline (bench/models/stt.py's stt_VARIANT.tandem: Mimi's encode of an 80 ms frame + the
+ * STT's LMGen.step as one `step`; bench/models/mimi.py's mimi*.tandem: Mimi's encode_step and decode_step) on
+ * `device` (wasm: one thread), over the frames of stt_frames.json in stream order: `warm` frames untimed (the
+ * first compiles the GPU's pipelines; the caches fill), then `frames` timed, each call awaited with its output
+ * read back (a stream's latency per frame). Returns the medians (ms) and each frame's result: the STT's text
+ * token, or Mimi's codes (decode_step takes them back). */
+window.benchSpeech = async ({ dir, file, device, warm, frames }) => {
+  const { inputs } = await (await fetch(`/${dir}/stt_frames.json`)).json();
+  const t0 = performance.now();
+  const model = await load(`/${dir}/${file}`, { device, threads: 1 });
+  const out = { device: model.device, deviceReason: model.deviceReason, loadMs: performance.now() - t0, results: [] };
+  try {
+    const stt = model.methods.some((m) => m.name === 'step');
+    const ms = { step: [], encode: [], decode: [] };
+    for (let i = 0; i < warm + frames; i++) {
+      const x = Float32Array.from(inputs[i % inputs.length]);
+      const a = performance.now();
+      if (stt) {
+        out.results.push(Number((await model.step(x)).data[0]));
+        if (i >= warm) ms.step.push(performance.now() - a);
+      } else {
+        const codes = await model.encode_step(x);
+        const b = performance.now();
+        await model.decode_step(codes);
+        if (i >= warm) {
+          ms.encode.push(b - a);
+          ms.decode.push(performance.now() - b);
+        }
+        out.results.push(Array.from(codes.data, Number));
+      }
+    }
+    for (const [k, v] of Object.entries(ms)) if (v.length) out[k] = median(v);
+    out.wasmBytes = model.memoryBytes;
     return out;
   } finally {
     model.dispose();

@@ -8,6 +8,7 @@ import { readdirSync, statSync } from 'node:fs';
 import { launch, WEBGPU_ARGS } from './chromium.js';
 import { serve } from '../../scripts/serve.mjs';
 import { FIXTURES, fixture } from '../js/helpers.js';
+import { near, num } from './webgpu-near.js';
 
 let server, browser, page;
 
@@ -26,25 +27,6 @@ after(async () => {
   await browser?.close();
   await server?.close();
 });
-
-const num = (x) => (typeof x === 'string' ? ({ inf: Infinity, '-inf': -Infinity, nan: NaN }[x] ?? Number(x)) : x);
-
-/** got within tol (1e-3) of want's largest |value| (NaN where NaN; exact for integers and bools). */
-function near(got, want, where, tol = 1e-3) {
-  assert.equal(got.dtype, want.dtype, `${where}: dtype`);
-  assert.deepEqual(got.shape, want.shape, `${where}: shape`);
-  if (want.dtype !== 'float32') {
-    assert.deepEqual(got.data.map(String), want.data.map(String), `${where}: values`);
-    return;
-  }
-  const w = want.data.map(num), g = got.data.map(num);
-  const scale = w.reduce((m, v) => (Number.isFinite(v) && Math.abs(v) > m ? Math.abs(v) : m), 1e-6); // no spread: outputs can be long
-  for (let i = 0; i < w.length; i++) {
-    if (Number.isNaN(w[i])) assert.ok(Number.isNaN(g[i]), `${where}[${i}]: ${g[i]}, expected NaN`);
-    else if (!Number.isFinite(w[i])) assert.equal(g[i], w[i], `${where}[${i}]`);
-    else assert.ok(Math.abs(g[i] - w[i]) <= tol * scale, `${where}[${i}]: ${g[i]}, expected ${w[i]} (scale ${scale})`);
-  }
-}
 
 test('op cases: every case whose ops have WebGPU kernels equals the wasm backend', { timeout: 600000 }, async () => {
   // one case per op family (the first recorded), to keep SwiftShader's time small
@@ -313,7 +295,7 @@ test('tiled matmul and conv: every matmul/linear/addmm/bmm/conv op case equals w
   async () => {
     const products = /^(matmul|linear|addmm|bmm|conv(?!_transpose))[-_\d].*\.tandem$/;
     const names = [...new Set(readdirSync(`${FIXTURES}/ops`).filter((f) => products.test(f))
-      .map((f) => f.slice(0, -7)))].filter((n) => !/int|_q8|_bf16|_i16/.test(n)); // conv_q8_*, _bf16_*, _i16_*: no WebGPU kernel
+      .map((f) => f.slice(0, -7)))].filter((n) => !/int|_q8|_bf16|_i16/.test(n)); // conv_q8_*, _bf16_*, _i16_*: not tiled
     assert.ok(names.length >= 50, names.join(' '));
     for (const [limits, wg] of [TILES[0], TILES[2]]) {
       const { r, gemm } = await page.evaluate(([l, ns]) => window.withLimits(l, 'gpuOps', ns), [limits, names]);

@@ -164,17 +164,31 @@ def test_what_stays_float32():
     assert "conv_q8" not in names, names
 
 
-def test_nonfinite_row_takes_the_float_path():
-    """A patch with an inf cannot be quantized: its row runs the float-lane GEMV, the others stay
-    exact to the reference (no crash, no NaN leaking into other positions)."""
-    m = nn.Conv1d(64, 256, 4, stride=4).eval()
-    x = torch.randn(1, 64, 8, generator=g(7))
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv_q8_nonfinite", "conv_transpose_q8_nonfinite"])
+def test_nonfinite_row_takes_the_float_path(request, transposed):
+    """A patch (transposed: an input position) with an inf cannot be quantized: its row runs the
+    float-lane GEMV, the others stay exact to the reference (no crash, no NaN leaking into other
+    positions). Recorded with the runtime's own infinities for the wasm and WebGPU replays."""
+    if transposed:
+        m = nn.ConvTranspose1d(64, 32, 8, stride=4).eval()
+        x = torch.randn(1, 64, 3, generator=g(7))
+    else:
+        m = nn.Conv1d(64, 256, 4, stride=4).eval()
+        x = torch.randn(1, 64, 8, generator=g(7))
     program = tandem.export(m, {"forward": (x,)}, quantize="int8", quantize_convs=True)
-    x[0, 3, 1] = float("inf")  # only position 0's patch
+    x[0, 3, 1] = float("inf")  # conv: only position 0's patch; transposed: input position 1, output positions 4..11
     got = tandem.load(program.to_bytes()).forward(x)
-    assert not torch.isfinite(got[0, :, 0]).all()
+    bad = slice(4, 12) if transposed else 0
+    assert not torch.isfinite(got[0, :, bad]).all()
     with torch.no_grad():
-        torch.testing.assert_close(got[0, :, 1], ref_conv_q8(m, x)[0, :, 1], rtol=1e-5, atol=1e-5)
+        if transposed:  # the outputs input position 1 does not reach: as with a finite value there
+            x0 = x.clone()
+            x0[0, 3, 1] = 0.0
+            want, good = tandem.load(program.to_bytes()).forward(x0), [0, 1, 2, 3, 12, 13, 14, 15]
+        else:
+            want, good = ref_conv_q8(m, x), [1]
+        torch.testing.assert_close(got[0, :, good], want[0, :, good], rtol=1e-5, atol=1e-5)
+    _record(request, program.to_bytes(), (x,), got, 1e-5, 1e-5)
 
 
 def test_convs_stay_float32_unless_asked():

@@ -570,6 +570,35 @@ case("cond_else", _cond, -torch.randn(3, 6, generator=_gc).abs())
 case("cond_else_nested", _cond, torch.cat([torch.ones(1, 6), -torch.randn(2, 6, generator=_gc).abs() * 9], 0))
 
 
+class _Steps(nn.Module):
+    """A Python int the method counts and branches on: versions that start with `when_in` (its run of values)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        return x * 2 if self.n > 2 else x + 1
+
+
+class _First(nn.Module):
+    """A Python bool the method branches on and clears: versions that start with `when` (its value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = True
+
+    def forward(self, x):
+        y = x - 1 if self.first else x * 3
+        self.first = False
+        return y
+
+
+case("when_in_steps", lambda x, m: m(x), r(3, 4), _Steps())
+case("when_first", lambda x, m: m(x), r(3, 4), _First())
+
+
 class Fn(nn.Module):
     def __init__(self, fn, modules):
         super().__init__()

@@ -103,6 +103,33 @@ export async function onWebGpu(wasm, device, gpuWeights = 'float32') {
   return { backend: res.value };
 }
 
+/** The versions of each method exported in versions (a Python bool or int it branches on: 'name',
+ * 'name#1', ...): method -> { chain: [{ v (its index), conds: [{ at (the state's byte), lo, hi }] }],
+ * lo, hi (the state's bytes the conditions read) }, from each version's leading `when` / `when_in` ops,
+ * which a call's version must hold (src/session.c version_now: the first that fits, else the method
+ * itself, whose `when` fails the call). */
+function versionsOf(specs, plans) {
+  const res = new Map();
+  specs.forEach((s, m) => {
+    if (s.version) return;
+    const ks = specs.map((t, v) => [t.name.startsWith(`${s.name}#`) ? Number(t.name.slice(s.name.length + 1)) : NaN, v])
+      .filter(([k]) => Number.isInteger(k)).sort((a, b) => a[0] - b[0]).map(([, v]) => v);
+    if (!ks.length) return;
+    const chain = [m, ...ks].map((v) => {
+      const conds = [];
+      for (const op of plans[v].ops) {
+        if (!op.bounds) break;
+        const at = plans[v].values[op.in[0]].offset;
+        conds.push({ at, lo: op.bounds[0], hi: op.bounds[1] });
+      }
+      return { v, conds };
+    });
+    const ats = chain.flatMap((c) => c.conds.map((d) => d.at));
+    res.set(m, { chain, lo: Math.min(...ats) & ~3, hi: Math.max(...ats) + 8 });
+  });
+  return res;
+}
+
 /** What every session of a program shares: the device, the constants' buffer, the pipelines and
  * each plan's compiled dispatches. */
 class GpuProgram {
@@ -152,6 +179,7 @@ class GpuProgram {
     this.initial = new Uint8Array(up(program.stateBytes, 4));
     this.initial.set(this.rt.bytes(this.rt.x.tdm_session_state(session) >>> 0, program.stateBytes));
     this.dynamic = new Map(); // method -> Map(dims key -> plan)
+    this.versions = versionsOf(program.methodSpecs, plans);
   }
 
   /** The plan's dispatches with their pipelines and parameter buffer (built on first use). */
@@ -258,8 +286,22 @@ class GpuBackend {
         "load with device: 'wasm' to profile");
     }
     this.#present(name);
-    const job = this.#prepare(m, tensors);
-    return this.#track(name, this.#execute(name, job));
+    const returns = this.#gp.program.methodSpecs[m].outputs.length > 0; // a version without outputs returns None: null
+    const versions = this.#gp.versions.get(m);
+    if (!versions) return this.#track(name, this.#execute(name, this.#prepare(m, tensors), returns));
+    // a method exported in versions: the one the state fits, read from the GPU before the call
+    const data = tensors.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).slice());
+    return this.#track(name, this.#version(versions).then((v) => this.#execute(name, { ...this.#prepare(v, tensors), data }, returns)));
+  }
+
+  /** The version of a method the state now fits (`versions`: versionsOf's), else the method itself. */
+  async #version({ chain, lo, hi }) {
+    const dv = new DataView((await this.#download(lo, hi - lo)).buffer);
+    const fits = ({ conds }) => conds.every(({ at, lo: a, hi: b }) => {
+      const x = dv.getBigInt64(at - lo, true);
+      return x >= a && x <= b;
+    });
+    return (chain.find(fits) ?? chain[0]).v;
   }
 
   /** Binds the method's dims (a plan per set of input shapes, cached) and copies the inputs' bytes. */
@@ -291,7 +333,7 @@ class GpuBackend {
     }
     return { plan, data: tensors.map((t) => new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength).slice()) };
   }
-  async #execute(name, { plan, data }) {
+  async #execute(name, { plan, data }, returns = false) {
     const gp = this.#gp, dev = gp.dev;
     const { list, params } = await gp.compiled(plan);
     const base = (v) => (v.region === 2 ? 0 : gp.scratchBase) + v.offset;
@@ -362,6 +404,14 @@ class GpuBackend {
       const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
       if (flag) {
         const op = plan.ops[flag - 1];
+        if (op?.bounds) { // when / when_in: the state's value, unchanged (nothing after the op ran)
+          const at = base(plan.values[op.in[0]]), dv = new DataView((await this.#read(at & ~3, 12)).buffer);
+          throw new TandemError('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (${op.name}): the method was exported in ` +
+            `versions for the values of a Python ${op.name === 'when' ? 'value' : 'int'} it branches on (the method's line ` +
+            `${op.iattr.at(-1)}) that its calls reach, and this call finds ${dv.getBigInt64(at & 3, true)}, which no version was ` +
+            'traced for (state written by hand?); export again with state that reaches that value, or write the branch with ' +
+            'torch.where (the state is unchanged)');
+        }
         if (op?.name === 'guard') {
           throw new TandemError('TDM_ERR_GUARD', `method '${name}' op ${flag - 1} (guard): a branch on a tensor value (the method's line ` +
             `${op.iattr[0]}) goes the other way than when it was exported; export again with inputs and state that take this ` +
@@ -378,6 +428,7 @@ class GpuBackend {
         throw new TandemError('TDM_ERR_INDEX', `method '${name}' op ${flag - 1}: index ${value} is out of range for a dimension ` +
           `of size ${op.iattr[0]} (the state is unchanged)`);
       }
+      if (returns && !plan.outputs.length) return null;
       const tensors = outs.map((r) => {
         const Arr = ARRAY_OF[r.val.dtype];
         const a = new Arr(r.nbytes / Arr.BYTES_PER_ELEMENT);

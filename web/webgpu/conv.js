@@ -3,6 +3,9 @@
 import { numel, header, reader, writer, MAIN, MATH, special } from './wgsl.js';
 import { tiledConv } from './gemm.js';
 
+/** The conv activations of src/kernels/conv.c over `acc`: none, relu, hardswish, elu (alpha 1: max(y, exp(min(y, 0)) - 1)). */
+export const ACTIVATIONS = ['acc', 'max(acc, 0.0)', 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0', 'max(acc, exp(min(acc, 0.0)) - 1.0)'];
+
 /** conv: the tiled implicit GEMM (gemm.js) where a group has more than one output channel and
  * position and `tile` is set, else one thread per output. */
 export function conv(ins, y, iattr, tile = 0) {
@@ -15,8 +18,7 @@ export function conv(ins, y, iattr, tile = 0) {
   const KH = r === 2 ? w.shape[2] : 1, KW = w.shape[r + 1], Cg = Cin / groups, Og = O / groups;
   const [sh, sw] = r === 2 ? stride : [1, stride[0]], [ph, pw] = r === 2 ? padding : [0, padding[0]];
   const [dh, dw] = r === 2 ? dilation : [1, dilation[0]];
-  // the conv activations of src/kernels/conv.c: none, relu, hardswish, elu (alpha 1: max(y, exp(min(y, 0)) - 1))
-  const actExpr = ['acc', 'max(acc, 0.0)', 'acc * min(max(acc + 3.0, 0.0), 6.0) / 6.0', 'max(acc, exp(min(acc, 0.0)) - 1.0)'][act];
+  const actExpr = ACTIVATIONS[act];
   if (actExpr === undefined) throw new Error(`conv: activation ${act} has no WebGPU kernel`);
   if (tile && Og > 1 && OH * OW > 1) {
     return [tiledConv(x, w, bias, y, { N, Cin, O, groups, Cg, Og, H, W, OH, OW, KH, KW, sh, sw, dh, dw, ph, pw }, actExpr, tile)];

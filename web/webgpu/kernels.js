@@ -1,6 +1,6 @@
 // WGSL kernels of the WebGPU backend (web/webgpu/backend.js runs them; the building blocks are in
 // wgsl.js, the kernels along one dim in indexing.js, attention in attention.js, conv and pooling in
-// conv.js, int8/int4 in quant.js). Each op of a verified
+// conv.js, int8/int4 in quant.js, the convs with int8, bfloat16 or int16 weights in conv_quant.js). Each op of a verified
 // program becomes one or more dispatches: { key, code, params, count }. `code` is a WGSL module
 // generated for the op's kind, dtypes and operand buffers (so ops of one kind share a pipeline);
 // `params` (u32 words: sizes, strides, element offsets) are per op; `count` is the thread count.
@@ -21,6 +21,7 @@ import { argExtreme, cumsum, select, gather, scatter } from './indexing.js';
 import { attention } from './attention.js';
 import { conv, pool, convTranspose } from './conv.js';
 import { matmulQ, embeddingQ } from './quant.js';
+import { convQ8, convTransposeQ8, convI16, convTransposeI16 } from './conv_quant.js';
 import { tiledMatmul, tileSize } from './gemm.js';
 
 export { workgroupSize, tileSize };
@@ -149,8 +150,10 @@ export function unsupported(op) {
     case 'any': case 'all': return d0 === 'bool' ? null : `${name} (${d0})`;
     case 'argmax': case 'argmin': case 'topk': case 'sort': case 'cumsum':
       return ['float32', 'int64', 'int32'].includes(d0) ? null : `${name} (${d0})`;
-    case 'gather': case 'scatter': case 'guard': case 'max_pool': case 'avg_pool': case 'matmul_q8': case 'matmul_q4':
-    case 'embedding_q8': case 'embedding_q4':
+    case 'gather': case 'scatter': case 'guard': case 'when': case 'when_in': case 'max_pool': case 'avg_pool':
+    case 'matmul_q8': case 'matmul_q4':
+    case 'embedding_q8': case 'embedding_q4': case 'conv_q8': case 'conv_transpose_q8': case 'conv_bf16':
+    case 'conv_transpose_bf16': case 'conv_i16': case 'conv_transpose_i16':
       return null;
     case 'conv_transpose': return op.iattr[0] === 1 || op.iattr[0] === 2 ? null : 'conv_transpose (rank)';
     case 'attention': { // head sizes through the perms (attention.js attnView): the last dim stays last
@@ -405,12 +408,25 @@ export function compile(op, A, opIndex, opts = {}) {
   if (rc(P[1]) == 0u) { atomicMax(&F[0], P[0]); }`);
       return [special(`guard|${c.src}`, code, [opIndex + 1, c.base], 1)];
     }
+    case 'when': case 'when_in': { // the state's int64 outside [lo, hi] fails the call (backend.js: TDM_ERR_GUARD)
+      const c = ins[0], [lo, hi] = op.bounds.map((b) => BigInt.asUintN(64, b));
+      const w = (b) => [Number(b & 0xffffffffn), Number(b >> 32n)];
+      const code = (wg) => header(false) + MATH + reader('rc', 'int64', c.src) + MAIN(wg, `
+  if (i >= 1u) { return; }
+  let v = rc(P[1]);
+  if (lt64(v, vec2<u32>(P[2], P[3])) || lt64(vec2<u32>(P[4], P[5]), v)) { atomicMax(&F[0], P[0]); }`);
+      return [special(`when|${c.src}`, code, [opIndex + 1, c.base, ...w(lo), ...w(hi)], 1)];
+    }
     case 'max_pool': case 'avg_pool': return [pool(name === 'max_pool', ins[0], y, iattr)];
     case 'conv_transpose': return [convTranspose(ins, y, iattr)];
     case 'matmul_q8': case 'matmul_q4': return [matmulQ(name === 'matmul_q4', ins, y, iattr, opts.tile)];
     case 'embedding_q8': case 'embedding_q4': return [embeddingQ(name === 'embedding_q4', ins, y, iattr)];
     case 'attention': return attention(op, ins, y, iattr, fattr);
     case 'conv': return conv(ins, y, iattr, opts.tile);
+    case 'conv_q8': case 'conv_bf16': return [convQ8(ins, y, iattr, name === 'conv_bf16')];
+    case 'conv_transpose_q8': case 'conv_transpose_bf16': return [convTransposeQ8(ins, y, iattr, name === 'conv_transpose_bf16')];
+    case 'conv_i16': return [convI16(ins, y, iattr)];
+    case 'conv_transpose_i16': return [convTransposeI16(ins, y, iattr)];
   }
   throw new Error(`no WebGPU kernel for ${name}`);
 }

@@ -22,11 +22,14 @@ export function readPlan(rt, handle, session, m, info) {
   for (let k = 0; k < nops; k++) {
     const operands = (io) => Array.from({ length: x.tdm_method_op_operand_count(handle, m, k, io) >>> 0 },
       (_, j) => x.tdm_method_op_operand(handle, m, k, io, j) >>> 0);
+    const name = rt.str(x.tdm_method_op_name(handle, m, k) >>> 0);
+    const big = Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 },
+      (_, j) => BigInt.asIntN(64, BigInt(x.tdm_session_op_iattr(session, m, k, j))));
     ops.push({
-      name: rt.str(x.tdm_method_op_name(handle, m, k) >>> 0), in: operands(0), out: operands(1),
-      iattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 0) >>> 0 },
-        (_, j) => Number(x.tdm_session_op_iattr(session, m, k, j))),
+      name, in: operands(0), out: operands(1), iattr: big.map(Number),
       fattr: Array.from({ length: x.tdm_method_op_attr_count(handle, m, k, 1) >>> 0 }, (_, j) => x.tdm_method_op_fattr(handle, m, k, j)),
+      // the values a version's `when` / `when_in` ops compare the state with, exact (int64; a Number is not past 2^53)
+      ...(name === 'when' || name === 'when_in' ? { bounds: name === 'when' ? [big[0], big[0]] : [big[0], big[1]] } : {}),
     });
   }
   const io = (k) => Array.from({ length: x.tdm_method_io_count(handle, m, k) >>> 0 },
@@ -35,7 +38,7 @@ export function readPlan(rt, handle, session, m, info) {
 }
 
 export const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.values[v]), outs: op.out.map((v) => plan.values[v]) });
-const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1 };
+const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1, bfloat16: 2, int16: 2 };
 export const nbytesOf = (v) => v.shape.reduce((a, b) => a * b, 1) * BYTES[v.dtype];
 
 /** The byte span [lo, hi) of op's constant operands (the data section), or null. */

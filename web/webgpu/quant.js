@@ -4,7 +4,7 @@ import { numel, header, reader, writer, indexReader, MAIN, special } from './wgs
 import { tiledCode, dispatch } from './gemm.js';
 
 /** Byte and nibble readers of int8 / int4x2 weights (element e = byte e of the buffer). */
-function byteReaders(src) {
+export function byteReaders(src) {
   const w = src === 'C' ? 'cw' : 'mw';
   return `fn rbyte(e: u32) -> u32 { return (${w}(e >> 2u) >> ((e & 3u) * 8u)) & 0xffu; }
 fn rq8(e: u32) -> i32 { return bitcast<i32>(rbyte(e) << 24u) >> 24u; }
@@ -38,13 +38,16 @@ function tiledQ(q4, paired, a, q, sc, y, M, N, K, G, T) {
   return dispatch(`gemmq${q4 ? 4 : 8}${paired ? 'p' : ''}${T}|${a.src}${q.src}${sc.src}`, T, code, params, 1, M, N);
 }
 
-/** WGSL of one output's integer dot products, as the wasm kernels compute them (P[flag] != 0): a row
- * with a NaN / ±inf goes on to the float code after this; else each block of `width` k is quantized
- * to int8 (d = max |a| / 127, round half to even, within ±127), summed with the weight codes `code` in
- * int32, and added as (float)sum · d`perBlock`; the output is `out`. */
-function intDot(flag, blocks, width, code, perBlock, out) {
+/** WGSL of one output's integer dot products, as the wasm kernels compute them (P[flag] != 0; flag
+ * null: always): a row (raw(pa + k) its bits, ra(pa + k) its value, k < K) with a NaN / ±inf goes on to
+ * the float code after this; else each block of `width` k is quantized to int8 (d = max |a| / qmax,
+ * round half to even, within ±qmax; qmax 32767: conv_q8's int16 rows), summed with the weight codes
+ * `code` in int32, and added as (float)sum · d`perBlock`; the output is `out`, written to y[i] (or
+ * `finish(out)`, WGSL ending the path). */
+export function intDot(flag, blocks, width, code, perBlock, out, { qmax = 127, finish = null } = {}) {
+  const q = `${qmax}.0`;
   return `
-  if (P[${flag}] != 0u) {
+  if (${flag === null ? 'true' : `P[${flag}] != 0u`}) {
     var finite = true;
     for (var k = 0u; k < K; k++) { if ((raw(pa + k) & 0x7fffffffu) >= 0x7f800000u) { finite = false; } }
     if (finite) {
@@ -53,16 +56,16 @@ function intDot(flag, blocks, width, code, perBlock, out) {
         let k1 = min(K, k0 + ${width});
         var m = 0.0;
         for (var k = k0; k < k1; k++) { m = max(m, abs(ra(pa + k))); }
-        let d = m / 127.0;
+        let d = m / ${q};
         var s = 0;
         for (var k = k0; k < k1; k++) {
-          let xq = select(0.0, clamp(round(ra(pa + k) / d), -127.0, 127.0), d > 0.0);
+          let xq = select(0.0, clamp(round(ra(pa + k) / d), -${q}, ${q}), d > 0.0);
           s += i32(xq) * ${code};
         }
         acc = acc + (f32(s) * d)${perBlock};
       }
-      wr(P[3] + i, ${out});
-      return;
+      ${finish ? finish(out) : `wr(P[3] + i, ${out});
+      return;`}
     }
   }`;
 }

@@ -15,7 +15,7 @@
 /** The workgroup size: 256 threads, or fewer where the adapter's limits say so. */
 export const workgroupSize = (limits) => Math.min(256, limits.maxComputeInvocationsPerWorkgroup ?? 256,
   limits.maxComputeWorkgroupSizeX ?? 256);
-export const SIZE = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1 };
+export const SIZE = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1, bfloat16: 2, int16: 2 };
 
 export const contiguous = (shape) => {
   const s = new Array(shape.length);
