@@ -1,10 +1,11 @@
 """transformers' own registries of generative model classes, each built tiny from its config class
 (tests/python/test_registry_walk.py): `causal_lm_classes()` lists every class registered for causal
 LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), `seq2seq_classes()` those for text and speech
-sequence-to-sequence, `shrink(config)` makes any config small by the roles its
-fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table, and
+sequence-to-sequence, `shrink(config)` (tests/models/shrink.py) makes any config small by the roles
+its fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table,
 `make_checkpoint(name, folder)` saves the seeded tiny model with a small byte-level BPE tokenizer
-(tests/models/checkpoint.py) as a user's checkpoint folder."""
+(tests/models/checkpoint.py) as a user's checkpoint folder, and `walk` keeps the first of SHRINKS
+that builds and generates."""
 
 from __future__ import annotations
 
