@@ -1,157 +1,23 @@
 """transformers' own registries of generative model classes, each built tiny from its config class
 (tests/python/test_registry_walk.py): `causal_lm_classes()` lists every class registered for causal
 LM (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), `seq2seq_classes()` those for text and speech
-sequence-to-sequence, `shrink(config)` makes any config small by the roles its
-fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table, and
+sequence-to-sequence, `shrink(config)` (tests/models/shrink.py) makes any config small by the roles
+its fields' names give them (layers, heads, widths, vocabulary, experts), never by a per-model table,
 `make_checkpoint(name, folder)` saves the seeded tiny model with a small byte-level BPE tokenizer
-(tests/models/checkpoint.py) as a user's checkpoint folder."""
+(tests/models/checkpoint.py) as a user's checkpoint folder, and `walk` keeps the first of SHRINKS
+that builds and generates."""
 
 from __future__ import annotations
 
 import functools
 import re
+import sys
 from pathlib import Path
 
-# Field-name roles, matched against the whole name (lower case). Layers first: `num_hidden_layers`
-# is a count of layers, not a width.
-LAYERS = re.compile(r"(num_hidden_layers|num_layers|n_layers?|.*_layers|num_blocks|n_blocks?|depth|decoder_layers|encoder_layers)")
-KV_HEADS = re.compile(r"(num_key_value_heads|num_kv_heads|n_kv_heads?|.*_key_value_heads|multi_query_group_num|num_kv_groups?)")
-HEADS = re.compile(r"(num_attention_heads|num_heads|n_heads?|.*_attention_heads|.*_num_heads|attention_heads)")
-HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_kv|head_size|attn_head_size)")
-LORA = re.compile(r"(kv_lora_rank|q_lora_rank|.*_lora_rank)")
-HIDDEN = re.compile(r"(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|dim|word_embed_proj_dim|embedding_size|hidden_dim)")
-FFN = re.compile(r"(intermediate_size|.*_intermediate_size|ffn_dim|.*_ffn_dim|d_ff|n_inner|ffn_hidden_size|inner_dim|ff_dim|.*ffn_size)")
-VOCAB = re.compile(r"vocab_size")
-POSITIONS = re.compile(
-    r"(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|seq_length|max_length|max_target_positions)"
-)
-EXPERTS = re.compile(r"(num_experts|n_routed_experts|num_local_experts|moe_num_experts|n_experts|num_experts_total)")
-TOPK = re.compile(r"(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k|num_selected_experts|experts_per_token)")
-GROUPS = re.compile(r"(n_group|topk_group|num_expert_groups?|n_shared_experts|num_shared_experts)")
-ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
-PERIOD = re.compile(r".*_period")
-OFFSET = re.compile(r".*_offset")
-WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
+if not __package__:  # run as a script: tests/ holds the models package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
-
-
-def _shrink_int(name: str, value: int, orig: dict) -> int | None:
-    """The small value of an int field by its name's role, or None to keep it."""
-    n = name.lower()
-    if n in ("num_labels", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id"):
-        return None
-    if n.endswith("_token_id") or n.endswith("_id"):
-        return None
-    if "vocab_size" in n:
-        return None  # set from the tokenizer
-    if ROTARY.fullmatch(n):
-        return SIZES["head_dim"] // 2 if value > 0 else value
-    if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
-        return 2 if value > 2 else value
-    if OFFSET.fullmatch(n):
-        return 1 if value > 1 else value
-    if LAYERS.fullmatch(n):
-        return min(value, SIZES["layers"]) if value > 0 else value
-    if KV_HEADS.fullmatch(n):
-        heads = next((v for k, v in orig.items() if HEADS.fullmatch(k.lower()) and isinstance(v, int) and v > 0), None)
-        if value <= 1:
-            return value  # multi-query: one KV head stays one
-        if heads is not None and value >= heads:
-            return SIZES["heads"]
-        return SIZES["heads"] // 2
-    if HEADS.fullmatch(n):
-        return min(value, SIZES["heads"]) if value > 0 else value
-    if LORA.fullmatch(n):
-        return SIZES["lora"] + (8 if n.startswith("q") else 0) if value > 0 else value
-    if HEAD_DIM.fullmatch(n):
-        return SIZES["head_dim"] if value > 0 else value
-    if FFN.fullmatch(n):
-        return SIZES["ffn"] if value > SIZES["ffn"] else value
-    if HIDDEN.fullmatch(n):
-        return SIZES["hidden"] if value > SIZES["hidden"] else value
-    if POSITIONS.fullmatch(n):
-        return SIZES["positions"] if value > SIZES["positions"] else value
-    if EXPERTS.fullmatch(n):
-        return min(value, SIZES["experts"]) if value > 0 else value
-    if TOPK.fullmatch(n):
-        return min(value, SIZES["topk"]) if value > 0 else value
-    if GROUPS.fullmatch(n):
-        return min(value, 1) if value > 0 else value
-    if WIDTH.fullmatch(n) and value > 64:
-        if value == orig.get("hidden_size"):  # a width the model adds to or concatenates with its hidden states
-            return SIZES["hidden"]
-        return SIZES["width"]
-    return None
-
-
-def _shrink_layer_list(values: list, layers: int) -> list:
-    """A per-layer list (layer_types, block types) cut to `layers` entries that keep every distinct kind
-    the model mixes, in their first order (a hybrid keeps an attention layer and a recurrent one)."""
-    kinds = []
-    for v in values:
-        if v not in kinds:
-            kinds.append(v)
-    out = kinds[:layers]
-    while len(out) < min(layers, len(values)):
-        out.append(values[len(out)])
-    return out
-
-
-def shrink(config, vocab_size: int, token_ids: dict | None = None) -> None:
-    """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
-    `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them."""
-    from transformers import PretrainedConfig
-
-    d = dict(config.__dict__)
-    layer_lists = {
-        k: v
-        for k, v in d.items()
-        if isinstance(v, list) and len(v) > 2 and k.endswith(("layer_types", "_types", "block_types", "layers_block_type"))
-    }
-    layers = None
-    for k, v in layer_lists.items():
-        new = _shrink_layer_list(v, SIZES["layers"] if len(set(map(str, v))) <= SIZES["layers"] else len(set(map(str, v))))
-        setattr(config, k, new)
-        layers = len(new)
-    for k, v in d.items():
-        if isinstance(v, PretrainedConfig):
-            shrink(v, vocab_size, token_ids)
-            continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            continue
-        new = _shrink_int(k, v, d)
-        if layers is not None and LAYERS.fullmatch(k.lower()) and v > 0:
-            new = layers
-        if new is not None and new != v:
-            setattr(config, k, new)
-    for k, v in d.items():
-        if "vocab_size" in k and isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            setattr(config, k, vocab_size)
-    _keep_sums(config, d)
-    for k, v in (token_ids or {}).items():
-        if k in d:
-            setattr(config, k, v)
-    if "is_decoder" in d:  # the encoder families registered as causal LMs (BERT, RoBERTa) generate as decoders
-        config.is_decoder = True
-    for k, v in d.items():  # per-layer lists whose length follows the number of layers
-        if k in layer_lists or not isinstance(v, list) or not v or len(v) <= SIZES["layers"]:
-            continue
-        n = getattr(config, "num_hidden_layers", None)
-        if isinstance(n, int) and len(v) == d.get("num_hidden_layers"):
-            setattr(config, k, v[:n])
-
-
-def _keep_sums(config, before: dict) -> None:
-    """A head width that was the sum of two others (MLA's qk_head_dim = qk_nope_head_dim +
-    qk_rope_head_dim) stays their sum."""
-    dims = {k: v for k, v in before.items() if HEAD_DIM.fullmatch(k.lower()) and isinstance(v, int) and not isinstance(v, bool) and v > 0}
-    for k, v in dims.items():
-        for a in dims:
-            for b in dims:
-                if a < b and k not in (a, b) and dims[a] + dims[b] == v:
-                    setattr(config, k, getattr(config, a) + getattr(config, b))
-
+from models.shrink import SHRINKS, shrink  # noqa: F401 (tests build configs with zoo.shrink)
 
 # ---- the walk ------------------------------------------------------------------------------------
 
@@ -194,9 +60,10 @@ def _tokenizer():
     return make_tokenizer()
 
 
-def make_checkpoint(class_name: str, folder: Path):
-    """Saves the class, built from its own config class shrunk (shrink) and seeded, with the small
-    tokenizer in `folder`; returns (model as transformers loads it from the folder, tokenizer)."""
+def make_checkpoint(class_name: str, folder: Path, **how):
+    """Saves the class, built from its own config class shrunk (shrink, with `how`: one of SHRINKS) and
+    seeded, with the small tokenizer in `folder`; returns (model as transformers loads it from the
+    folder, tokenizer)."""
     import torch
     import transformers
 
@@ -204,7 +71,7 @@ def make_checkpoint(class_name: str, folder: Path):
     cls = getattr(transformers, class_name)
     config = cls.config_class()
     ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
-    shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id})
+    shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id}, **how)
     torch.manual_seed(0)
     model = cls(config).eval()
     gen = getattr(model, "generation_config", None)
@@ -313,6 +180,23 @@ def _line(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
 
 
+def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
+    """The class's checkpoint in folder/checkpoint, shrunk as `how` says, and transformers' own greedy
+    tokens: (model, tokenizer, encoder inputs, prompt ids, tokens). Raises where either fails."""
+    import shutil
+
+    shutil.rmtree(folder / "checkpoint", ignore_errors=True)
+    model, tokenizer = make_checkpoint(class_name, folder / "checkpoint", **how)
+    inputs, ids, want = {}, None, None
+    if seq2seq and model.config.is_encoder_decoder:
+        inputs = encoder_input(model, tokenizer, folder / "checkpoint")
+        want = reference_seq2seq(model, inputs)
+    elif not seq2seq:  # (an audio LM: what the walk checks is the export's refusal)
+        ids = tokenizer(PROMPT)["input_ids"]
+        want = reference(model, ids)
+    return model, tokenizer, inputs, ids, want
+
+
 def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     """One class through the walk: None when it passes, else (stage, why): 'build' (its shrunk config
     does not build, or transformers' own generate fails on it), 'export' (`python -m tandem export`
@@ -326,18 +210,16 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     from tandem.cli import main as cli
 
     seq2seq = class_name in seq2seq_classes()  # an encoder-decoder, or an audio LM (refused at export)
-    try:
-        model, tokenizer = make_checkpoint(class_name, folder / "checkpoint")
-        if seq2seq and not model.config.is_encoder_decoder:
-            inputs, want = {}, None  # an audio LM: what the walk checks is the export's refusal
-        elif seq2seq:
-            inputs = encoder_input(model, tokenizer, folder / "checkpoint")
-            want = reference_seq2seq(model, inputs)
-        else:
-            ids = tokenizer(PROMPT)["input_ids"]
-            want = reference(model, ids)
-    except Exception as e:
-        return "build", _line(e)
+    built = None
+    for how in SHRINKS:  # the first shrink that builds and generates (shrink.py)
+        try:
+            built = build(class_name, folder, seq2seq, how)
+            break
+        except Exception as e:
+            error = e
+    if built is None:
+        return "build", _line(error)
+    model, tokenizer, inputs, ids, want = built
     out = folder / "model.tandem"
     err = io.StringIO()
     args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-cache-len", str(MAX_CACHE_LEN), "--sample-top-k", "0"]

@@ -376,6 +376,8 @@ case("histc", lambda x: torch.histc(x, bins=5, min=-1, max=1), r(3, 7))
 case("histc_edges", lambda x: torch.histc(x, bins=4, min=0, max=3),
      torch.tensor([0.0, 1, 2, 3, 3, 0.75, 1.5, 2.25, -0.0, 3.0001, float("nan"), -1e-9]))
 case("histc_expert_ids", lambda x: torch.histc(x.float(), bins=8, min=0, max=7), ints(13, lo=0, hi=8))
+case("histc_one_expert", lambda x: torch.histc(x.float(), bins=1, min=0, max=0), ints(13, lo=0, hi=1))
+case("histc_one_bin_data_range", lambda x: torch.histc(x, bins=1, min=0, max=0), r(3, 5))
 case("max_dim", lambda x: torch.max(x, 1)[0], r(3, 7))
 case("max_dim_indices", lambda x: torch.max(x, -1, keepdim=True)[1], r(4, 5))
 case("min_dim", lambda x: torch.min(x, 0)[0] * 10 + torch.min(x, 0)[1], r(6, 3))

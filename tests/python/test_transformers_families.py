@@ -2,7 +2,8 @@
 over an EncoderDecoderCache (T5, BART, Marian, Pegasus with token ids; Speech2Text with features) and
 recurrent LMs over transformers' linear-attention cache layers (Mamba2, FalconMamba), each a tiny seeded
 config, natively and on the wasm backend, over call sequences against eager PyTorch on whole sequences.
-Families whose state is not a transformers Cache (RWKV, xLSTM) are refused by name."""
+Families whose state is not a transformers Cache (XLNet's growing mems, xLSTM) are refused by name;
+RWKV's state, a forward argument of fixed shapes, is program state."""
 
 import functools
 
@@ -216,11 +217,10 @@ def test_recurrent_family_matches_eager(family, backend):
 
 
 def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
-    rwkv = transformers.RwkvForCausalLM(
-        transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64)
-    )
-    with pytest.raises(tandem.ExportError, match="RwkvForCausalLM: its forward takes no transformers Cache .*'state'"):
-        tt.export_causal_lm(rwkv, max_cache_len=None, max_prompt_len=4)
+    # XLNet's `mems` grow by the tokens of each call: not a state of fixed shapes (RWKV's `state` is one)
+    xlnet = transformers.XLNetLMHeadModel(transformers.XLNetConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64))
+    with pytest.raises(tandem.ExportError, match="XLNetLMHeadModel: its forward takes no transformers Cache .*'mems'"):
+        tt.export_causal_lm(xlnet, max_cache_len=None, max_prompt_len=4)
     xlstm = transformers.xLSTMForCausalLM(transformers.xLSTMConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_heads=2))
     with pytest.raises(tandem.ExportError, match="xLSTMForCausalLM: its forward's 'cache' is a xLSTMCache, not a transformers Cache"):
         tt.export_causal_lm(xlstm, max_cache_len=None, max_prompt_len=4)
@@ -320,6 +320,9 @@ POSITIONS = {
 # past + n ones, and sdpa's branch on its length), BioGPT (torch.ones(past + n)), XGLM (positions
 # from past), MVP (arange(past, past + n)); each built from its config class shrunk (tests/models/zoo.py)
 FROM_STATE = ["OPTForCausalLM", "BioGptForCausalLM", "XGLMForCausalLM", "MvpForCausalLM"]
+# DeepSeek sparse attention: each layer keeps its indexer's keys beside its keys and values (transformers'
+# StaticIndexedLayer), which a plain static layer in its place lacked ('update_indexer')
+OWN_CACHES = ["DeepseekV32ForCausalLM"]
 
 
 def _shrunk(name):
@@ -342,7 +345,7 @@ def _greedy(m, prompt, n: int) -> list:
 
 
 def _cache_shapes(family):
-    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS}[family]
+    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS, **ARGUMENT_STATE}[family]
     model = _seeded(make)
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -351,7 +354,7 @@ def _cache_shapes(family):
     return program.to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
 
 
-@pytest.mark.parametrize("family", sorted(CACHE_SHAPES))
+@pytest.mark.parametrize("family", sorted(CACHE_SHAPES) + OWN_CACHES)
 def test_caches_are_sized_from_what_the_model_writes(family, backend):
     """A KV cache sized from the config's head counts cannot take a multi-query layer's one KV head or a
     latent-attention layer's keys and values of their own widths (prefill failed in index_copy_);
@@ -434,3 +437,25 @@ def test_positions_are_the_ones_transformers_generate_gives(family, backend):
     data, prompt, want = _cache_shapes(family)
     m = tandem.load(data)
     assert _greedy(m, prompt, len(want)) == want
+
+
+# a forward that takes its past as an argument and gives it back under the same name (RWKV's `state`)
+ARGUMENT_STATE = {
+    "rwkv": lambda: transformers.RwkvForCausalLM(
+        transformers.RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64)
+    )
+}
+
+
+def test_a_state_the_forward_takes_as_an_argument_is_program_state(backend):
+    """RWKV's forward takes its state (five tensors per model, the running maximum starting at -1e30)
+    as the argument `state` and gives it back, not as a transformers Cache (the recipe refused it): the
+    tensors are program state, a prefill of up to 6 tokens runs 6 one-token steps, and reset() restores
+    the state the model starts from, so greedy generation equals transformers' generate twice."""
+    data, prompt, want = _cache_shapes("rwkv")
+    m = tandem.load(data)
+    assert list(m.methods) == ["prefill", "decode", "decode_topk", "reset"]
+    assert m.metadata["unused_options"] == {"max_cache_len": 24} and m.metadata["max_cache_len"] is None
+    for _ in range(2):
+        m.reset()
+        assert _greedy.__wrapped__(m, prompt, len(want)) == want  # not the cached tokens: run again

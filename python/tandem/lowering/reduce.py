@@ -138,7 +138,8 @@ def _cumsum(L, node, args, kwargs):
 def _histc(L, node, args, kwargs):
     """torch.histc with a static range min < max (a mixture-of-experts layer's tokens per expert): a
     sum over the elements of whether each lies in each bin, the bins' edges those torch computes
-    (linspace of min, max), the last bin closed. O(elements x bins): the bins are few."""
+    (linspace of min, max), the last bin closed. O(elements x bins): the bins are few. One bin over
+    the data's own range (min = max: a layer of one expert) counts every element."""
     import torch
 
     x = args[0]
@@ -147,6 +148,10 @@ def _histc(L, node, args, kwargs):
     hi = float(args[3]) if len(args) > 3 else float(kwargs.get("max", 0))
     if x.dtype != F32:
         L.fail("histc is supported for float32")
+    if lo == hi and bins == 1:  # the range of the data itself, one bin (a single expert's count): every element
+        flat = L.reshape(x, (math.prod(x.shape),)) if x.shape else L.reshape(x, (1,))
+        counted = L.cast(L.emit("eq", [flat, flat], BOOL, flat.shape), F32)  # NaN aside
+        return L.emit("sum", [counted], F32, (1,), iattr=[0])
     if not lo < hi or bins < 1:
         L.fail(f"histc is supported with min < max (a static range), not min={lo}, max={hi}")
     edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float32)

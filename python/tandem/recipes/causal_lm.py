@@ -28,7 +28,9 @@ max_cache_len is None), plus a count of the tokens seen (position_state). Both h
 as above: a recurrent update steps through the tokens one by one, a loop that a fixed graph cannot
 run a dynamic n times, so their `prefill` runs max_prompt_len one-token steps whatever n is, and
 undoes the steps past the n-th (prefill_steps): any n from 1 to max_prompt_len in one method, at
-the cost of max_prompt_len steps per call.
+the cost of max_prompt_len steps per call. A model whose forward takes its past as an argument and
+gives it back under the same name (RWKV's `state`) is run the same way, the argument's tensors its
+program state (StateArgumentLM, state_argument.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
 from .checks import check_int, check_options, token_id
+from .state_argument import StateArgumentLM, state_argument
 
 
 class CausalLM(nn.Module):
@@ -59,15 +62,18 @@ class CausalLM(nn.Module):
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
-        from transformers import StaticCache
+        from transformers import StaticCache, cache_utils
         from transformers.cache_utils import StaticLayer
 
         self.model = model
         self.max_cache_len = max_cache_len
         config = model.config.get_text_config(decoder=True)
         self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+        # a static layer with a cache of its own beside its keys and values (DeepSeek sparse attention's
+        # indexer keys) stays as it is
+        kept = (StaticLayer, getattr(cache_utils, "StaticIndexedLayer", StaticLayer))
         for i, layer in enumerate(self.cache.layers):
-            if type(layer) is not StaticLayer:  # sliding-window and shared-KV layers: a plain static layer
+            if type(layer) not in kept:  # sliding-window and shared-KV layers: a plain static layer
                 self.cache.layers[i] = StaticLayer(max_cache_len)
         with torch.no_grad():  # transformers' StaticLayer takes its shapes from the first keys and values written
             model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
@@ -90,10 +96,10 @@ class CausalLM(nn.Module):
         return _topk(self.step(tokens), self.top_k)
 
     def reset(self) -> None:
-        for layer in self.written:
-            layer.keys.zero_()
-            layer.values.zero_()
-            layer.cumulative_length.zero_()
+        for layer in self.written:  # keys, values, their length, and any cache of the layer's own with its length
+            for t in vars(layer).values():
+                if isinstance(t, torch.Tensor):
+                    t.zero_()
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -402,6 +408,11 @@ def prefill_steps(lm, tokens: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+class _StateArgumentLM(StateArgumentLM):
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        return prefill_steps(self, tokens)
+
+
 def _refuse_unsupported_state(model: nn.Module) -> None:
     """An ExportError naming the model class when its forward keeps its past in something other than a
     transformers Cache (found from its forward's own parameters and their annotated classes): RWKV's
@@ -509,9 +520,18 @@ def export_causal_lm(
     check_int("max_prompt_len", max_prompt_len)
     if max_cache_len is not None:
         check_int("max_cache_len", max_cache_len)
-    if model_type != "mamba":
+    argument = state_argument(model) if model_type != "mamba" else None
+    if argument is None and model_type != "mamba":
         _refuse_unsupported_state(model)
-    if model_type != "mamba" and is_recurrent(model):
+    if argument is not None:  # its past in a forward argument (RWKV's state): a fixed-size state, no KV cache
+        if max_cache_len is not None:
+            unused["max_cache_len"] = int(max_cache_len)
+            max_cache_len = None
+        if max_prompt_len < 1:
+            raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
+        lm = _StateArgumentLM(model, argument)
+        methods, extra, num_layers, position_state = _steps_prefill(lm, max_prompt_len), {}, int(config.num_hidden_layers), "position"
+    elif model_type != "mamba" and is_recurrent(model):
         if max_cache_len is not None and not has_attention_layers(model):  # a fixed-size state: any number of tokens fits
             unused["max_cache_len"] = int(max_cache_len)
             max_cache_len = None

@@ -1,0 +1,263 @@
+"""Any transformers config made tiny by the roles its fields' names give them (layers, heads, widths,
+vocabulary, experts), never by a per-model table (tests/models/zoo.py builds every registered class
+from its config class with it).
+
+`shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64. Some configs check
+relations between their fields (a head width times the heads equals an inner width, layer counts
+that sum to the total, per-layer lists as long as the layers) or leave sizes None that their
+checkpoints set; the walk then tries the next of `SHRINKS`:
+- `consistent`: every None size its role names is filled (a head width from the hidden size and the
+  heads, experts, top-k, groups), a head width keeps its product with its heads as a multiple of the
+  hidden size (hidden * expand = heads * head_dim), a width that was a multiple or a fraction of the
+  hidden size stays one, a count of groups of heads divides the heads, and a count that was the sum
+  of two or three others of its role stays their sum;
+- `keep_layers`: the same with the config's own layer counts and per-layer lists (layer indices,
+  per-layer settings and patterns keep their meaning)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+
+# Field-name roles, matched against the whole name (lower case). Layers first: `num_hidden_layers`
+# is a count of layers, not a width.
+LAYERS = re.compile(r"(num_hidden_layers|num_layers|n_layers?|.*_layers|num_blocks|n_blocks?|depth|decoder_layers|encoder_layers)")
+KV_HEADS = re.compile(r"(num_key_value_heads|num_kv_heads|n_kv_heads?|.*_key_value_heads|multi_query_group_num|num_kv_groups?)")
+HEADS = re.compile(r"(num_attention_heads|num_heads|n_heads?|.*_attention_heads|.*_num_heads|attention_heads)")
+HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_kv|head_size|attn_head_size)")
+LORA = re.compile(r"(kv_lora_rank|q_lora_rank|.*_lora_rank)")
+HIDDEN = re.compile(r"(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|dim|word_embed_proj_dim|embedding_size|hidden_dim)")
+FFN = re.compile(r"(intermediate_size|.*_intermediate_size|ffn_dim|.*_ffn_dim|d_ff|n_inner|ffn_hidden_size|inner_dim|ff_dim|.*ffn_size)")
+VOCAB = re.compile(r"vocab_size")
+POSITIONS = re.compile(
+    r"(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|seq_length|max_length|max_target_positions)"
+)
+EXPERTS = re.compile(r"(num_experts|n_routed_experts|num_local_experts|moe_num_experts|n_experts|num_experts_total)")
+TOPK = re.compile(r"(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k|num_selected_experts|experts_per_token)")
+GROUPS = re.compile(r"(n_group|topk_group|num_expert_groups?|n_shared_experts|num_shared_experts)")
+ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
+PERIOD = re.compile(r".*_period")
+OFFSET = re.compile(r".*_offset")
+WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
+# Roles only the consistent shrink gives: heads and head widths under a prefix (mamba_n_heads,
+# mamba_d_head, n_mamba_heads, mamba_headdim).
+MORE_HEADS = re.compile(r"(.*_n_heads|n_.*_heads)")
+MORE_HEAD_DIM = re.compile(r"(d_head|.*_d_head|.*_headdim)")
+HEAD_GROUPS = re.compile(r"(n_groups|.*_n_groups|.*_ngroups|num_groups)")  # groups of heads: a divisor of the heads
+
+SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
+SHRINKS = ({}, {"consistent": True}, {"consistent": True, "keep_layers": True})  # what the walk tries, in order
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shrink_int(name: str, value: int, orig: dict) -> int | None:
+    """The small value of an int field by its name's role, or None to keep it."""
+    n = name.lower()
+    if n in ("num_labels", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id", "cls_token_id"):
+        return None
+    if n.endswith("_token_id") or n.endswith("_id"):
+        return None
+    if "vocab_size" in n:
+        return None  # set from the tokenizer
+    if ROTARY.fullmatch(n):
+        return SIZES["head_dim"] // 2 if value > 0 else value
+    if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
+        return 2 if value > 2 else value
+    if OFFSET.fullmatch(n):
+        return 1 if value > 1 else value
+    if LAYERS.fullmatch(n):
+        return min(value, SIZES["layers"]) if value > 0 else value
+    if KV_HEADS.fullmatch(n):
+        heads = next((v for k, v in orig.items() if HEADS.fullmatch(k.lower()) and isinstance(v, int) and v > 0), None)
+        if value <= 1:
+            return value  # multi-query: one KV head stays one
+        if heads is not None and value >= heads:
+            return SIZES["heads"]
+        return SIZES["heads"] // 2
+    if HEADS.fullmatch(n):
+        return min(value, SIZES["heads"]) if value > 0 else value
+    if LORA.fullmatch(n):
+        return SIZES["lora"] + (8 if n.startswith("q") else 0) if value > 0 else value
+    if HEAD_DIM.fullmatch(n):
+        return SIZES["head_dim"] if value > 0 else value
+    if FFN.fullmatch(n):
+        return SIZES["ffn"] if value > SIZES["ffn"] else value
+    if HIDDEN.fullmatch(n):
+        return SIZES["hidden"] if value > SIZES["hidden"] else value
+    if POSITIONS.fullmatch(n):
+        return SIZES["positions"] if value > SIZES["positions"] else value
+    if EXPERTS.fullmatch(n):
+        return min(value, SIZES["experts"]) if value > 0 else value
+    if TOPK.fullmatch(n):
+        return min(value, SIZES["topk"]) if value > 0 else value
+    if GROUPS.fullmatch(n):
+        return min(value, 1) if value > 0 else value
+    if WIDTH.fullmatch(n) and value > 64:
+        if value == orig.get("hidden_size"):  # a width the model adds to or concatenates with its hidden states
+            return SIZES["hidden"]
+        return SIZES["width"]
+    return None
+
+
+def _shrink_layer_list(values: list, layers: int) -> list:
+    """A per-layer list (layer_types, block types) cut to `layers` entries that keep every distinct kind
+    the model mixes, in their first order (a hybrid keeps an attention layer and a recurrent one)."""
+    kinds = []
+    for v in values:
+        if v not in kinds:
+            kinds.append(v)
+    out = kinds[:layers]
+    while len(out) < min(layers, len(values)):
+        out.append(values[len(out)])
+    return out
+
+
+def shrink(config, vocab_size: int, token_ids: dict | None = None, consistent: bool = False, keep_layers: bool = False) -> None:
+    """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
+    `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them.
+    `consistent`, `keep_layers`: the module's docstring (SHRINKS)."""
+    from transformers import PretrainedConfig
+
+    d = dict(config.__dict__)
+    layer_lists = {}
+    if not keep_layers:
+        layer_lists = {
+            k: v
+            for k, v in d.items()
+            if isinstance(v, list) and len(v) > 2 and k.endswith(("layer_types", "_types", "block_types", "layers_block_type"))
+        }
+    layers = None
+    for k, v in layer_lists.items():
+        new = _shrink_layer_list(v, SIZES["layers"] if len(set(map(str, v))) <= SIZES["layers"] else len(set(map(str, v))))
+        setattr(config, k, new)
+        layers = len(new)
+    for k, v in d.items():
+        if isinstance(v, PretrainedConfig):
+            shrink(v, vocab_size, token_ids, consistent, keep_layers)
+            continue
+        if not _is_int(v):
+            continue
+        if keep_layers and LAYERS.fullmatch(k.lower()):
+            continue
+        new = _shrink_int(k, v, d)
+        if consistent and new is None and v > 0 and MORE_HEADS.fullmatch(k.lower()):
+            new = min(v, SIZES["heads"])
+        if consistent and v > 0 and HEAD_GROUPS.fullmatch(k.lower()):
+            new = math.gcd(v, SIZES["heads"])
+        if layers is not None and LAYERS.fullmatch(k.lower()) and v > 0:
+            new = layers
+        if new is not None and new != v:
+            setattr(config, k, new)
+    for k, v in d.items():
+        if "vocab_size" in k and _is_int(v) and v > 0:
+            setattr(config, k, vocab_size)
+    _keep_sums(config, d, HEAD_DIM)
+    if consistent:
+        _fill_none(config, d)
+        _keep_head_products(config, d)
+        _keep_width_ratios(config, d)
+        if not keep_layers:
+            _keep_sums(config, d, LAYERS, terms=3)
+    for k, v in (token_ids or {}).items():
+        if k in d:
+            setattr(config, k, v)
+    if "is_decoder" in d:  # the encoder families registered as causal LMs (BERT, RoBERTa) generate as decoders
+        config.is_decoder = True
+    if keep_layers:
+        return
+    for k, v in d.items():  # per-layer lists whose length follows the number of layers
+        if k in layer_lists or not isinstance(v, list) or not v or len(v) <= SIZES["layers"]:
+            continue
+        n = getattr(config, "num_hidden_layers", None)
+        if isinstance(n, int) and len(v) == d.get("num_hidden_layers"):
+            setattr(config, k, v[:n])
+
+
+def _keep_sums(config, before: dict, role: re.Pattern, terms: int = 2) -> None:
+    """A field of `role` that was the sum of two (or up to `terms`) others of its role stays their sum:
+    MLA's qk_head_dim = qk_nope_head_dim + qk_rope_head_dim; layer counts by part that sum to the total."""
+    fields = {k: v for k, v in before.items() if role.fullmatch(k.lower()) and _is_int(v) and v > 0}
+    for k, v in fields.items():
+        others = sorted(set(fields) - {k})
+        for r in range(2, terms + 1):
+            part = next((c for c in itertools.combinations(others, r) if sum(fields[a] for a in c) == v), None)
+            if part is not None:
+                setattr(config, k, sum(getattr(config, a) for a in part))
+                break
+
+
+def _hidden(config, before: dict) -> tuple[str, int, int] | None:
+    """The config's hidden width: (field, value before, value now)."""
+    k = next((k for k, v in before.items() if HIDDEN.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
+    return None if k is None else (k, before[k], getattr(config, k))
+
+
+def _fill_none(config, before: dict) -> None:
+    """The sizes a config leaves None for its checkpoints to set, by role: a head width from the hidden
+    size and the heads, KV heads as many as the heads, experts, top-k and groups."""
+    hidden = _hidden(config, before)
+    heads = next((getattr(config, k) for k, v in before.items() if HEADS.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
+    for k, v in before.items():
+        n = k.lower()
+        if v is not None or n.endswith("_id"):
+            continue
+        if HEAD_DIM.fullmatch(n) and hidden and heads:
+            setattr(config, k, hidden[2] // heads)
+        elif KV_HEADS.fullmatch(n) and heads:
+            setattr(config, k, heads)
+        elif HEADS.fullmatch(n):
+            setattr(config, k, SIZES["heads"])
+        elif EXPERTS.fullmatch(n):
+            setattr(config, k, SIZES["experts"])
+        elif TOPK.fullmatch(n):
+            setattr(config, k, SIZES["topk"])
+        elif GROUPS.fullmatch(n):
+            setattr(config, k, 1)
+
+
+def _prefix(name: str) -> str:
+    return re.sub(r"(num|n|d|attention|heads?|dim|headdim|size)", "", name.lower()).strip("_")
+
+
+def _keep_head_products(config, before: dict) -> None:
+    """A head width whose product with its heads was a whole multiple of the hidden size keeps that
+    multiple (hidden_size * expand = num_heads * head_dim); its heads are the heads field with the
+    same prefix (mamba_d_head with mamba_n_heads), else the attention heads."""
+    hidden = _hidden(config, before)
+    if hidden is None:
+        return
+    heads = [k for k, v in before.items() if (HEADS.fullmatch(k.lower()) or MORE_HEADS.fullmatch(k.lower())) and _is_int(v) and v > 0]
+    for k, v in before.items():
+        if not (HEAD_DIM.fullmatch(k.lower()) or MORE_HEAD_DIM.fullmatch(k.lower())) or not _is_int(v) or v <= 0:
+            continue
+        same = [h for h in heads if _prefix(h) == _prefix(k)] or [h for h in heads if not _prefix(h)]
+        for h in same:
+            if (v * before[h]) % hidden[1] == 0:
+                width = v * before[h] // hidden[1] * hidden[2]
+                if width % getattr(config, h) == 0:
+                    setattr(config, k, width // getattr(config, h))
+                break
+
+
+def _keep_width_ratios(config, before: dict) -> None:
+    """A width that was a whole multiple or a whole fraction of the hidden size stays one."""
+    hidden = _hidden(config, before)
+    if hidden is None:
+        return
+    k0, was, now = hidden
+    for k, v in before.items():
+        n = k.lower()
+        if k == k0 or not _is_int(v) or v <= 0 or not (HIDDEN.fullmatch(n) or FFN.fullmatch(n) or WIDTH.fullmatch(n)):
+            continue
+        if HEAD_DIM.fullmatch(n) or MORE_HEAD_DIM.fullmatch(n) or ROTARY.fullmatch(n):
+            continue
+        if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or VOCAB.fullmatch(n) or POSITIONS.fullmatch(n) or "vocab" in n:
+            continue
+        if v % was == 0:
+            setattr(config, k, v // was * now)
+        elif was % v == 0 and now % (was // v) == 0:
+            setattr(config, k, now // (was // v))
