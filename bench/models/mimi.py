@@ -12,9 +12,12 @@ codebook projections; the convs stay float32), and with int8convs OUT/mimi_int8c
 OUT/mimi_int8bf16.tandem (`quantize="int8", quantize_convs="bf16"`: those of them at 1-2 positions with
 bfloat16 weights, conv_bf16); int4 and int4bf16 the same with `quantize="int4"` (no
 faster than int8, codes differ); int8i16 OUT/mimi_int8i16.tandem (`quantize="int8", quantize_convs="int16"`: the
-convs over 3+ positions on 16-bit integers, conv_i16, and the 1-2 position ones bfloat16).
+convs over 3+ positions on 16-bit integers, conv_i16, and the 1-2 position ones bfloat16); onnx the
+two steps as ONNX with their state as inputs and outputs for onnxruntime-web (bench/models/onnx_state.py:
+OUT/mimi_encode.onnx, mimi_decode.onnx, checked against moshi's codes and audio on every frame, and their
+int8 twins mimi_encode_int8.onnx, mimi_decode_int8.onnx).
 Usage: python bench/models/mimi.py OUT [frames = 20] [VARIANTS = float32: a comma-separated list of
-float32, int8, int8convs, int8bf16, int4, int4bf16, int8i16]."""
+float32, int8, int8convs, int8bf16, int4, int4bf16, int8i16, onnx]."""
 
 import json
 import sys
@@ -26,6 +29,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "bench" / "models"))
 import tandem  # noqa: E402
 from packaged_models import FRAME, mimi  # noqa: E402
 
@@ -58,7 +62,22 @@ with torch.no_grad(), model.streaming(1):  # eager, moshi's own streaming: WARMU
 eager = {"encode_ms": 1000 * enc / N, "decode_ms": 1000 * dec / N, "frames": N, "threads": torch.get_num_threads()}
 print(f"moshi eager torch, 1 thread: encode {eager['encode_ms']:.1f} + decode {eager['decode_ms']:.1f} ms per 80 ms frame", file=sys.stderr)
 
-for variant in VARIANTS:
+if "onnx" in VARIANTS:
+    import onnx_state
+
+    for step, fn, x, name, steps in [
+        ("encode", model.encode, chunks[0], "pcm", [((x,), (c,)) for x, c in zip(chunks, codes_all)]),
+        ("decode", model.decode, codes_all[0], "codes", [((c,), (y,)) for c, y in zip(codes_all, pcm_all)]),
+    ]:
+        path = OUT / f"mimi_{step}.onnx"
+        with torch.no_grad(), model.streaming(1):
+            slots = onnx_state.state_slots(*onnx_state.moshi_states(model))
+            n = onnx_state.export_step(fn, (x,), slots, model, path, [name], ["pcm" if step == "decode" else "codes"])
+        got = onnx_state.check(path, steps, atol=1e-3)
+        onnx_state.quantize_int8(path, OUT / f"mimi_{step}_int8.onnx")
+        print(f"{path}: {n} state tensors, equal to moshi over {len(steps)} frames (max |diff| {got['max_diff']:.1e})", file=sys.stderr)
+
+for variant in [v for v in VARIANTS if v != "onnx"]:
     t0 = time.perf_counter()
     with torch.no_grad(), model.streaming(1):
         program = tandem.export(

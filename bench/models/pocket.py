@@ -10,8 +10,12 @@ VARIANTS also OUT/pocket_int8.tandem, the same export with its linear layers' we
 (`quantize="int8"`: the flow LM's transformer and flow net, the Mimi decoder's transformer and
 projections; the convs stay float32); int4 the same with `quantize="int4"`; int8i16 with int8 and
 `quantize_convs="int16"` (the decoder's convs over 3-128 positions on 16-bit integers). Each variant's
-op listing goes to OUT/pocket[_VARIANT]_ops.json (for profiling). Usage: python bench/models/pocket.py
-OUT [frames = 12] [VARIANTS = float32,int8: a comma-separated list of float32, int8, int4, int8i16]."""
+op listing goes to OUT/pocket[_VARIANT]_ops.json (for profiling). onnx: the step and decode (+ advance)
+as ONNX with their state as inputs and outputs for onnxruntime-web (bench/models/onnx_state.py, with the
+community ports' patches: OUT/pocket_step.onnx starting from the state after the prompt,
+OUT/pocket_decode.onnx taking the de-normalized latent, both checked against the package's frames, and
+their int8 twins). Usage: python bench/models/pocket.py OUT [frames = 12] [VARIANTS = float32,int8: a
+comma-separated list of float32, int8, int4, int8i16, onnx]."""
 
 import functools
 import json
@@ -25,6 +29,7 @@ from torch.export import Dim
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "bench" / "models"))
 from pocket_tts.modules.stateful_module import increment_steps, init_states  # noqa: E402
 
 import tandem  # noqa: E402
@@ -74,7 +79,45 @@ print(
     file=sys.stderr,
 )
 
-for variant in VARIANTS:
+if "onnx" in VARIANTS:
+    import onnx_state
+
+    lm_state = init_states(lm, batch_size=1, sequence_length=LM_CAP)
+    mimi_state = init_states(mimi, batch_size=1, sequence_length=MIMI_CAP)
+    with torch.no_grad():
+        model._run_flow_lm_and_increment_step(model_state=lm_state, text_tokens=PROMPT)
+    lm_slots, mimi_slots = onnx_state.state_slots(lm_state), onnx_state.state_slots(mimi_state)
+    starts = {"step": onnx_state.state_values(lm_slots), "decode": onnx_state.state_values(mimi_slots)}
+
+    def step(x):
+        return model._run_flow_lm_and_increment_step(model_state=lm_state, backbone_input_latents=x)
+
+    def decode(latent):  # the de-normalized latent, as pocket.mjs gives tandem's decode
+        audio = mimi.decode_from_latent(latent, mimi_state)
+        increment_steps(mimi, mimi_state, increment=steps)
+        return audio
+
+    bos = torch.full((1, 1, lm.ldim), float("nan"))
+    inputs = [bos] + [lat for lat, _, _ in want[:-1]]
+    scaled = [lat * lm.emb_std + lm.emb_mean for lat, _, _ in want]
+    checks = {
+        "step": [((x,), (lat, e)) for x, (lat, e, _) in zip(inputs, want)],
+        "decode": [((x,), (y,)) for x, (_, _, y) in zip(scaled, want)],
+    }
+    for name, fn, slots, x, io in [
+        ("step", step, lm_slots, want[0][0], (["latent_in"], ["latent", "eos"])),
+        ("decode", decode, mimi_slots, scaled[0], (["latent"], ["audio"])),
+    ]:
+        check = checks[name]
+        path = OUT / f"pocket_{name}.onnx"
+        with onnx_state.pocket_patches():
+            n = onnx_state.export_step(fn, (x,), slots, model, path, *io, start=starts[name])
+        got = onnx_state.check(path, check, atol=1e-3)
+        onnx_state.quantize_int8(path, OUT / f"pocket_{name}_int8.onnx")
+        print(f"{path}: {n} state tensors, equal to pocket-tts over {len(check)} frames (max |diff| {got['max_diff']:.1e})",
+              file=sys.stderr)  # fmt: skip
+
+for variant in [v for v in VARIANTS if v != "onnx"]:
     t0 = time.perf_counter()
     lm_state = init_states(lm, batch_size=1, sequence_length=LM_CAP)
     mimi_state = init_states(mimi, batch_size=1, sequence_length=MIMI_CAP)

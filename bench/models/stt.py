@@ -8,6 +8,9 @@ freed before the next, and moshi's eager streaming computes the reference tokens
 (packaged_models.as_quantized: the weights dequantized, int8's activation rows quantized as matmul_q8
 does) into OUT/stt_VARIANT.json, beside the bytes of weights one step reads (every constant but the
 embedding tables, of which a step reads one row each). OUT/stt_frames.json holds the audio (seeded noise).
+The variant onnx exports the float32 model's step as ONNX with its state (Mimi's and LMGen's) as inputs and
+outputs for onnxruntime-web (bench/models/onnx_state.py): OUT/stt_step.onnx, its tokens checked equal to
+moshi's eager ones on every frame, and its int8 twin OUT/stt_step_int8.onnx.
 Usage: python bench/models/stt.py OUT [frames = 200] [VARIANTS = int8,int4] [size = 1b | small]."""
 
 import gc
@@ -21,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "bench" / "models"))
 import tandem  # noqa: E402
 from packaged_models import FRAME, as_quantized, stt  # noqa: E402
 from tandem.ir import CONST, flat_ops  # noqa: E402
@@ -50,7 +54,25 @@ def step_weight_bytes(program) -> int:
     return total
 
 
+def export_onnx():
+    import onnx_state
+
+    t = stt(small=SMALL)
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        tokens = [t.step(x) for x in chunks]
+    path = OUT / "stt_step.onnx"
+    with onnx_state.moshi_patches(), torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        slots = onnx_state.state_slots(*onnx_state.moshi_states(t.mimi), *onnx_state.moshi_states(t.lm_gen))
+        n = onnx_state.export_step(t.step, (chunks[0],), slots, t, path, ["pcm"], ["token"])
+    onnx_state.check(path, [((x,), (k,)) for x, k in zip(chunks, tokens)], atol=0)
+    onnx_state.quantize_int8(path, OUT / "stt_step_int8.onnx")
+    print(f"{path}: {n} state tensors, tokens equal to moshi's over {N} frames", file=sys.stderr)
+
+
 for variant in VARIANTS:
+    if variant == "onnx":
+        export_onnx()
+        continue
     quantize = None if variant == "float32" else variant
     t = stt(small=SMALL)
     params = sum(p.numel() for p in t.parameters())

@@ -3,7 +3,7 @@
 # the models, then runs bench/suite/bench.mjs. The table goes to stdout (docs/performance.md holds one).
 set -euo pipefail
 # TANDEM_BENCH=image (or a comma-separated list of gemm, state, decode, smollm, conv, image, codec,
-# memory, load, threads, llm, mimi, pocket, stt, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
+# memory, load, threads, llm, mimi, pocket, stt, field-peers, vad, native, toolchain, gemv, smollm30) exports and runs only those sections, e.g. `TANDEM_BENCH=image npm run
 # bench` for the resnet18 / mobilenet_v3_small rows; unset, everything runs. llm (bench/suite/llm.mjs)
 # runs in headless Chromium (Debian's, installed by scripts/setup.sh) beside onnxruntime-web and
 # @wllama/wllama. native (bench/suite/native.py) runs tandem from Python, native scalar / native SIMD /
@@ -27,8 +27,8 @@ PATH=$EM_PATH emcc -O3 -msimd128 -mbulk-memory -sSTANDALONE_WASM --no-entry -sAL
 clang-19 --target=wasm32 -O2 -msimd128 -mrelaxed-simd -c bench/suite/peak_fma.c -o build/bench/peak_fma.o
 wasm-ld-19 --no-entry build/bench/peak_fma.o -o build/bench/peak-fma.wasm
 "$PY" -W ignore bench/models/make_models.py build/bench >&2
-# bench.mjs has every section but threads, llm, mimi, pocket, stt, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
-if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e stt -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
+# bench.mjs has every section but threads, llm, mimi, pocket, stt, field-peers, vad, native, toolchain, gemv and smollm30: it runs unless those are all that was asked for.
+if [ -z "${TANDEM_BENCH:-}" ] || [ -n "$(tr ',' '\n' <<<"${TANDEM_BENCH// /}" | grep -vx -e threads -e llm -e mimi -e pocket -e stt -e field-peers -e vad -e native -e toolchain -e gemv -e smollm30 -e '')" ]; then
   node --expose-gc --experimental-wasm-relaxed-simd bench/suite/bench.mjs build/bench
 fi
 # The thread rows: 2 threads, and 4 and 8 where the machine has them (a process per count:
@@ -64,6 +64,19 @@ fi
 if [[ ",${TANDEM_BENCH:-}," == *,stt,* ]]; then
   "$PY" -W ignore bench/models/stt.py build/bench "${TANDEM_STT_FRAMES:-200}" int8,int4 >&2
   node --experimental-wasm-relaxed-simd bench/suite/stt.mjs build/bench int8,int4
+fi
+# The field models against onnxruntime-web (TANDEM_BENCH=field-peers): full-size Mimi and pocket-tts and the
+# small Kyutai STT (STT_SMALL), each exported by its bench/models script to tandem and, with the variant
+# onnx, to ONNX with its state as inputs and outputs (bench/models/onnx_state.py: checked against eager,
+# int8 by quantize_dynamic), into build/bench/peers; then bench/suite/peers.mjs, once per thread count
+# (onnxruntime-web's is fixed per process), interleaves the two frame by frame. Only when asked: the
+# full-size exports take minutes.
+if [[ ",${TANDEM_BENCH:-}," == *,field-peers,* ]]; then
+  P=build/bench/peers
+  "$PY" -W ignore bench/models/mimi.py $P 20 float32,int8,onnx >&2
+  "$PY" -W ignore bench/models/pocket.py $P 12 float32,int8,onnx >&2
+  "$PY" -W ignore bench/models/stt.py $P 200 float32,int8,onnx small >&2
+  for t in 1 2; do node --experimental-wasm-relaxed-simd bench/suite/peers.mjs $P $t; done
 fi
 # The LLM table: tandem, onnxruntime-web and llama.cpp (@wllama/wllama) in one Chromium page per width.
 if wants llm; then
