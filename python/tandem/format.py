@@ -263,7 +263,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         "constants": b"".join(const_sec),
         "states": b"".join(state_sec),
         "methods": b"".join(meth),
-        "data": data,  # not copied: emptied once written into the file, so the file is held twice at most
+        "data": data,  # not copied: emptied once written into the file
     }
     assert set(sections) == set(SECTIONS.values())
     out = bytearray(HEADER.size + len(SECTIONS) * SECTION.size)
