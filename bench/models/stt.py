@@ -5,9 +5,11 @@ tests/python/packaged_models.py's `stt`), exported as moshi runs it: one program
 streaming `encode` of one 80 ms frame and `LMGen.step` on its codes, and `reset`. For each variant
 (float32 / int8 / int4 weights: `quantize`), one model is built, exported to OUT/stt_VARIANT.tandem and
 freed before the next, and moshi's eager streaming computes the reference tokens on the same weights
-(packaged_models.as_quantized: the weights dequantized, int8's activation rows quantized as matmul_q8
-does) into OUT/stt_VARIANT.json, beside the bytes of weights one step reads (every constant but the
-embedding tables, of which a step reads one row each). OUT/stt_frames.json holds the audio (seeded noise).
+(packaged_models.as_quantized: the weights dequantized, the Linears' activation rows rounded to int8 as
+matmul_q8 / matmul_q4 do) into OUT/stt_VARIANT.json, with the margin between eager's two highest text
+logits at each frame and the tokens of the float32 eager model on the same audio, beside the bytes of
+weights one step reads (every constant but the embedding tables, of which a step reads one row each).
+OUT/stt_frames.json holds the audio (seeded noise).
 The variant onnx exports the float32 model's step as ONNX with its state (Mimi's and LMGen's) as inputs and
 outputs for onnxruntime-web (bench/models/onnx_state.py): OUT/stt_step.onnx, its tokens checked equal to
 moshi's eager ones on every frame, and its int8 twin OUT/stt_step_int8.onnx.
@@ -69,6 +71,23 @@ def export_onnx():
     print(f"{path}: {n} state tensors, tokens equal to moshi's over {N} frames", file=sys.stderr)
 
 
+def eager(t) -> tuple[list, list]:
+    """moshi's streaming over the frames: (greedy text tokens, top-2 text logit margin at each frame)."""
+    margins = []
+
+    def hook(mod, args, out):
+        top = out.detach().reshape(-1).double().topk(2).values
+        margins.append(float(top[0] - top[1]))
+
+    handle = t.lm_gen.lm_model.text_linear.register_forward_hook(hook)
+    tokens = []
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        for x in chunks:
+            tokens.append(int(t.step(x)))
+    handle.remove()
+    return tokens, margins
+
+
 for variant in VARIANTS:
     if variant == "onnx":
         export_onnx()
@@ -88,15 +107,18 @@ for variant in VARIANTS:
     gc.collect()
     print(f"stt {variant}: {params / 1e6:.1f} M parameters, exported in {export_s:.0f} s, {path.stat().st_size / 2**20:.0f} MiB, "
           f"{weights / 2**20:.0f} MiB of weights read a step", file=sys.stderr)  # fmt: skip
+    f32_tokens = eager(t)[0] if quantize else None
     if quantize:
         as_quantized(t, quantize)
-    tokens, t0 = [], time.perf_counter()
-    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
-        for x in chunks:
-            tokens.append(int(t.step(x)))
+    t0 = time.perf_counter()
+    tokens, margins = eager(t)
     eager_ms = 1000 * (time.perf_counter() - t0) / N
     print(f"stt {variant}: moshi eager (same weights) {eager_ms:.0f} ms a frame, {len(set(tokens))} distinct tokens", file=sys.stderr)
-    info = {"tokens": tokens, "params": params, "weight_bytes": weights, "file_bytes": path.stat().st_size, "export_s": export_s}
+    if f32_tokens:
+        same = sum(a == b for a, b in zip(tokens, f32_tokens))
+        print(f"stt {variant}: eager at {variant} equals eager at float32 for {same} of {N} tokens", file=sys.stderr)
+    info = {"tokens": tokens, "margins": margins, "float32_tokens": f32_tokens, "params": params, "weight_bytes": weights,
+            "file_bytes": path.stat().st_size, "export_s": export_s}  # fmt: skip
     (OUT / f"stt_{variant}.json").write_text(json.dumps(info))
     del t
     gc.collect()

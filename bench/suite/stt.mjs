@@ -4,8 +4,9 @@
 // against eager's on the same weights. Each row gives the mean time of a frame (after the first 2, while
 // V8 and the caches warm up) and the median frame, the wasm memory, and the bound: the bytes of weights a
 // step reads over the minute's DRAM read rate (bench/suite/machine.mjs). Ends with one line per precision:
-// `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION), token agreement Z%`. tandem's tokens go to
-// OUT/stt_VARIANT_tandem_THREADS.json.
+// `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION), token agreement Z%`, and for a quantized
+// precision how many of eager's tokens at that precision equal eager's at float32 (the spread near ties alone
+// give). tandem's tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
@@ -37,6 +38,9 @@ for (const variant of VARIANTS) {
       if (got[i] === ref.tokens[i]) same++;
     }
     writeFileSync(`${DIR}/stt_${variant}_tandem_${threads}.json`, JSON.stringify(got));
+    const first = got.findIndex((tok, i) => tok !== ref.tokens[i]);
+    const where = first < 0 ? '' : `, first differs at frame ${first} (eager's top-2 text logit margin there ` +
+      `${ref.margins ? f(ref.margins[first], 4) : '?'})`;
     const mean = perFrame.reduce((a, b) => a + b, 0) / perFrame.length;
     const median = [...perFrame].sort((a, b) => a - b)[perFrame.length >> 1];
     const bound = ref.weight_bytes / 1e6 / dram;
@@ -44,10 +48,14 @@ for (const variant of VARIANTS) {
     agree = same / inputs.length;
     console.log(`| Kyutai STT (${f(ref.params / 1e6, 0)} M parameters), ${variant} | Mimi encode + LM step of one 80 ms ` +
       `frame, ${threads} thread${threads > 1 ? 's' : ''}, ${m.simd} | ${f(mean)} ms (median ${f(median)}), ` +
-      `${f(80 / mean, 2)}× real time | tokens equal to eager ${same}/${inputs.length} | ` +
+      `${f(80 / mean, 2)}× real time | tokens equal to eager ${same}/${inputs.length}${where} | ` +
       `${f(ref.weight_bytes / 2 ** 20, 0)} MiB of weights a step / ${f(dram)} GB/s = ${f(bound)} ms bound ` +
       `(${f((100 * bound) / mean, 0)}% of it); wasm memory ${f(m.memoryBytes / 2 ** 20, 0)} MiB; ${limits} |`);
     m.dispose();
+  }
+  if (ref.float32_tokens) {
+    const same = ref.float32_tokens.filter((tok, i) => tok === ref.tokens[i]).length;
+    console.log(`eager at ${variant} against eager at float32: ${same}/${inputs.length} tokens equal`);
   }
   lines.push(`stt: 1 thread ${f(times[1])} ms, 2 threads ${f(times[2])} ms per 80 ms frame (${variant}), ` +
     `token agreement ${f(100 * agree)}%`);

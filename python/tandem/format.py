@@ -263,7 +263,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         "constants": b"".join(const_sec),
         "states": b"".join(state_sec),
         "methods": b"".join(meth),
-        "data": bytes(data),
+        "data": data,  # not copied: emptied once written into the file
     }
     assert set(sections) == set(SECTIONS.values())
     out = bytearray(HEADER.size + len(SECTIONS) * SECTION.size)
@@ -273,6 +273,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         out.extend(b"\0" * (off - len(out)))
         out.extend(sections[name])
         table.append((sid, off, len(sections[name])))
+    data.clear()
     out[: HEADER.size] = HEADER.pack(MAGIC, VERSION, len(out), len(SECTIONS), 0, 0)
     for i, (sid, off, size) in enumerate(table):
         at = HEADER.size + i * SECTION.size

@@ -159,15 +159,18 @@ def pocket(small: bool = True, seed: int = 0, temp: float = 0.3):
     return model.eval()
 
 
-def as_quantized(model: torch.nn.Module, mode: str) -> list:
+def as_quantized(model: torch.nn.Module, mode: str, group: int = 32) -> list:
     """Makes model compute, in float32, what `tandem.export(..., quantize=mode)` of it computes: each
     nn.Linear's and nn.Embedding's weight replaced, in place, by its dequantized int8 / int4 value,
-    and with int8 the Linears' input rows quantized as matmul_q8 does (tests/python/test_ops.py's
-    reference). Returns the hooks' handles."""
-    from test_ops import dot_rows, quantize_linear_inputs, ref_dequantize
+    and the Linears' input rows quantized to int8 as matmul_q8 (blocks of 32) and matmul_q4 (blocks of
+    the weight group) do before their integer dot products (tests/python/test_ops.py's reference).
+    Returns the hooks' handles."""
+    from test_ops import dot_rows, q4_dot_rows, quantize_linear_inputs, ref_dequantize
 
     with torch.no_grad():
         for mod in model.modules():
             if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
-                mod.weight.copy_(ref_dequantize(mod.weight, mode).float())
-    return quantize_linear_inputs(model, dot_rows) if mode == "int8" else []
+                mod.weight.copy_(ref_dequantize(mod.weight, mode, group).float())
+    if mode == "int8":
+        return quantize_linear_inputs(model, dot_rows)
+    return quantize_linear_inputs(model, q4_dot_rows(group), block=group)

@@ -85,6 +85,23 @@ def test_stt_streams_equal_to_moshi_eager_on_wasm(exported, monkeypatch, wasm_li
     assert _stream(program, chunks) == want
 
 
+def test_int4_reference_rounds_activations_as_matmul_q4():
+    """as_quantized's int4 model (the reference bench/models/stt.py checks the 1B's tokens against)
+    computes what matmul_q4 does: on a Linear over rows of 2048, within float32 rounding of the
+    program's output, where dequantized weights alone (the activations unrounded) are off by ~1e-3."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(2048, 64, bias=False)
+    x = torch.randn(3, 2048)
+    program = tandem.export(lin, {"forward": (x,)}, quantize="int4")
+    assert "matmul_q4" in [op.name for op in program.method("forward").ops]
+    got = tandem.load(program.to_bytes()).forward(x)
+    as_quantized(lin, "int4")
+    with torch.no_grad():
+        want = lin(x)
+    err = ((got - want).abs().max() / want.abs().max()).item()
+    assert err < 2e-5, err
+
+
 def test_stt_int8_agrees_with_eager_on_the_same_weights():
     """int8 weights (Mimi's and the LM's linear layers and embeddings): the tokens agree with
     moshi's eager streaming run on the dequantized weights (and, at int8, the Linears' inputs quantized

@@ -88,6 +88,16 @@ def _meta(node):
     return None
 
 
+def _dense_permutation(t: torch.Tensor) -> bool:
+    """t holds each of its elements once, in some order of its dims (a parameter's transpose, as
+    nn.Linear's weight is read): kept as that view, not copied, so a weight is read from the
+    module's own tensor by quantize.py and layout.py, which write it in its final layout once."""
+    if t.is_contiguous():
+        return True
+    dims = sorted(range(t.dim()), key=lambda d: -t.stride(d))
+    return t.permute(dims).is_contiguous()
+
+
 class Lowering:
     def __init__(self, method: str, states: dict, key_of: Callable):
         self.method = method
@@ -128,7 +138,8 @@ class Lowering:
                     f"{name} has dtype {t.dtype}; tandem supports {SUPPORTED_DTYPES} (other float and integer "
                     "constants are stored as float32 or int32): convert it, e.g. with .float() or .int()"
                 )
-        t = t.contiguous()
+        if not _dense_permutation(t):
+            t = t.contiguous()
         v = Value(DTYPE_CODE[t.dtype], tuple(t.shape), Storage(CONST, t.numel() * t.element_size(), tensor=t))
         self.const_tensor[v] = t
         return v
