@@ -11,20 +11,8 @@ from tandem import decompose
 
 
 def fresh(ep):
-    """run_decompositions as torch runs it, with tandem's edits to a new default table."""
-    table = torch.export.default_decompositions()
-    from torch._decomp import decomposition_table
-
-    bn = torch.ops.aten._native_batch_norm_legit_functional.default
-    table[bn] = decomposition_table[bn]
-    for op in (
-        torch.ops.aten.scaled_dot_product_attention.default,
-        torch.ops.aten.hardswish.default,
-        torch.ops.aten.hardsigmoid.default,
-        torch.ops.aten.isfinite.default,
-    ):
-        table.pop(op, None)
-    return ep.run_decompositions(table)
+    """run_decompositions as torch runs it, with tandem's edits to a new default table (uncached)."""
+    return ep.run_decompositions(decompose._decompositions())
 
 
 class Mixed(nn.Module):

@@ -45,7 +45,7 @@ from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
 from .checks import check_int, check_options, token_id
-from .state_argument import StateArgumentLM, state_argument
+from .state_argument import StateArgumentLM, TokenSteps, state_argument
 
 
 class CausalLM(nn.Module):
@@ -272,7 +272,7 @@ def is_recurrent(model) -> bool:
     return any(k in ("recurrent", "hybrid") for k in kinds)
 
 
-class RecurrentLM(nn.Module):
+class RecurrentLM(TokenSteps):
     """A causal LM whose transformers cache has recurrent layers (Mamba2, FalconMamba, ...: each layer's
     convolution window and SSM state in a LinearAttentionLayer), run by the model's own forward one
     token at a time: a step of one token is transformers' own recurrent update, so a prefill of n
@@ -317,15 +317,6 @@ class RecurrentLM(nn.Module):
         out = self.model(input_ids=token, cache=self.cache, use_cache=True, logits_to_keep=1)
         self.position.add_(1)
         return out.logits[:, -1]
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        logits = None
-        for t in range(tokens.shape[1]):
-            logits = self._one(tokens[:, t : t + 1])
-        return logits
-
-    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return _topk(self.step(tokens), self.top_k)
 
     def kept_state(self) -> list:
         """The tensors a step changes but its attention layers' rows (prefill_steps undoes a step past the

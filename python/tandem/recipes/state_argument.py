@@ -37,7 +37,22 @@ def _tensors(x) -> bool:
     return isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(t, torch.Tensor) for t in x)
 
 
-class StateArgumentLM(nn.Module):
+class TokenSteps(nn.Module):
+    """A causal LM run one token at a time by its `_one` (each step advances a recurrent state): a step of
+    n tokens is n such steps; `step_topk` gives its `top_k` largest logits and their ids."""
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        logits = None
+        for t in range(tokens.shape[1]):
+            logits = self._one(tokens[:, t : t + 1])
+        return logits
+
+    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        values, ids = torch.topk(self.step(tokens), self.top_k, dim=-1)
+        return values, ids
+
+
+class StateArgumentLM(TokenSteps):
     """The model's state list as buffers: a step of one token passes them to the model's forward as the
     argument `name` and copies back what its output gives under that name; a prefill of n tokens is n
     such steps (causal_lm.py adds `prefill`: prefill_steps, a fixed graph for every n). reset restores the state the model starts
@@ -80,16 +95,6 @@ class StateArgumentLM(nn.Module):
             t.copy_(new)
         self.position.add_(1)
         return out.logits[:, -1]
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        logits = None
-        for t in range(tokens.shape[1]):
-            logits = self._one(tokens[:, t : t + 1])
-        return logits
-
-    def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        values, ids = torch.topk(self.step(tokens), self.top_k, dim=-1)
-        return values, ids
 
     def kept_state(self) -> list:
         """What a padding step of prefill_steps must leave as it was: the state and the position."""
