@@ -1,6 +1,33 @@
-// The comparison of the WebGPU browser tests (webgpu.test.js, webgpu-speech.test.js): outputs as the
+// What the WebGPU browser tests (webgpu.test.js, webgpu-speech.test.js) share: their page
+// (tests/browser/webgpu.html in headless Chromium with WebGPU) and the comparison of outputs as the
 // page returns them ({ dtype, shape, data }, float specials as 'inf' / '-inf' / 'nan' strings).
+import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { launch, WEBGPU_ARGS } from './chromium.js';
+import { serve } from '../../scripts/serve.mjs';
+
+/** The test page, set by openWebgpuPage's `before` (an ES module binding: importers see it once set). */
+export let page;
+
+/** Registers the test file's `before` (serve the repository, open tests/browser/webgpu.html, wait for it
+ * to be ready with no page error) and `after` (close the browser and the server). */
+export function openWebgpuPage() {
+  let server, browser;
+  before(async () => {
+    server = await serve({ index: '/tests/browser/webgpu.html' });
+    browser = await launch(WEBGPU_ARGS);
+    page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e));
+    await page.goto(`${server.url}/tests/browser/webgpu.html`);
+    await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
+    assert.deepEqual(errors, []);
+  });
+  after(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+}
 
 export const num = (x) => (typeof x === 'string' ? ({ inf: Infinity, '-inf': -Infinity, nan: NaN }[x] ?? Number(x)) : x);
 

@@ -5,31 +5,13 @@
 // the same page (and the float32 STT's tokens against moshi's eager streaming); and methods exported in
 // versions (a Python int or bool they branch on: the `when` / `when_in` ops), the version picked from
 // the state on the GPU.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { launch, WEBGPU_ARGS } from './chromium.js';
-import { serve } from '../../scripts/serve.mjs';
 import { FIXTURES, fixture } from '../js/helpers.js';
-import { near } from './webgpu-near.js';
+import { near, page, openWebgpuPage } from './webgpu-near.js';
 
-let server, browser, page;
-
-before(async () => {
-  server = await serve({ index: '/tests/browser/webgpu.html' });
-  browser = await launch(WEBGPU_ARGS);
-  page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e));
-  await page.goto(`${server.url}/tests/browser/webgpu.html`);
-  await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
-  assert.deepEqual(errors, []);
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+openWebgpuPage();
 
 for (const name of ['delayed', 'python_values']) {
   test(`${name} (versions on a Python ${name === 'delayed' ? 'int' : 'bool'}) on WebGPU equals eager over its call sequence`,

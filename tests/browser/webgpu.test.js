@@ -2,31 +2,13 @@
 // backend in the same page, model fixtures over their call sequences against PyTorch eager, the
 // state operations, and the device fallback and refusal. Tolerance: 1e-3 of the largest |value|
 // of each output (exact for integer and bool outputs). SwiftShader is slow: small cases, no timing.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, statSync } from 'node:fs';
-import { launch, WEBGPU_ARGS } from './chromium.js';
-import { serve } from '../../scripts/serve.mjs';
 import { FIXTURES, fixture } from '../js/helpers.js';
-import { near, num } from './webgpu-near.js';
+import { near, num, page, openWebgpuPage } from './webgpu-near.js';
 
-let server, browser, page;
-
-before(async () => {
-  server = await serve({ index: '/tests/browser/webgpu.html' });
-  browser = await launch(WEBGPU_ARGS);
-  page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e));
-  await page.goto(`${server.url}/tests/browser/webgpu.html`);
-  await page.waitForFunction(() => window.testReady === true, null, { timeout: 30000 });
-  assert.deepEqual(errors, []);
-});
-
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
+openWebgpuPage();
 
 test('op cases: every case whose ops have WebGPU kernels equals the wasm backend', { timeout: 600000 }, async () => {
   // one case per op family (the first recorded), to keep SwiftShader's time small

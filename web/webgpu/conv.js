@@ -88,6 +88,30 @@ export function pool(isMax, x, y, iattr) {
   return special(`pool${isMax}|${x.src}`, code, [total, OW, OH, H, W, KH, KW, sh, sw, ph, pw, dh, dw, incl, y.base, x.base], total);
 }
 
+/** WGSL opening a transposed convolution's thread: output i of y [N, O, OH, OW] as nb, o, oh, ow, with
+ * P[0..15] = [total, OW, OH, O, _, _, H, W, KH, KW, sh, sw, dh, dw, ph, pw] (shared by every conv_transpose
+ * kernel). */
+export const TRANSPOSED_OUTPUT = `
+  if (i >= P[0]) { return; }
+  let OW = P[1]; let OH = P[2]; let O = P[3]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
+  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);`;
+
+/** WGSL of the loop over the taps (kh, kw) of a transposed convolution that land on output (oh, ow): for each,
+ * `body` runs with ih, iw, the input position the tap reads (stride, padding and dilation as TRANSPOSED_OUTPUT's P). */
+export function transposedTaps(body) {
+  return `  for (var kh = 0u; kh < KH; kh++) {
+    let th = i32(oh + P[14]) - i32(kh * P[12]);
+    if (th < 0 || th % i32(P[10]) != 0 || th / i32(P[10]) >= i32(H)) { continue; }
+    let ih = u32(th) / P[10];
+    for (var kw = 0u; kw < KW; kw++) {
+      let tw = i32(ow + P[15]) - i32(kw * P[13]);
+      if (tw < 0 || tw % i32(P[11]) != 0 || tw / i32(P[11]) >= i32(W)) { continue; }
+      let iw = u32(tw) / P[11];
+      ${body}
+    }
+  }`;
+}
+
 /** conv_transpose: one thread per output, summing the input positions and taps that land on it;
  * wt is [groups, Og·KH·KW, Cg] (src/kernels/conv.c). */
 export function convTranspose(ins, y, iattr) {
@@ -100,24 +124,12 @@ export function convTranspose(ins, y, iattr) {
   const Cg = C / groups, Og = O / groups, total = numel(y.shape);
   const code = (wg) => header(false) + reader('rx', 'float32', x.src) + reader('rw', 'float32', wt.src)
     + (bias ? reader('rb', 'float32', bias.src) : '') + writer('wr', 'float32') + MAIN(wg, `
-  if (i >= P[0]) { return; }
-  let OW = P[1]; let OH = P[2]; let O = P[3]; let Cg = P[4]; let Og = P[5]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
-  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
-  let gi = o / Og; let ol = o % Og;
+${TRANSPOSED_OUTPUT}
+  let Cg = P[4]; let Og = P[5]; let gi = o / Og; let ol = o % Og;
   var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
-  for (var kh = 0u; kh < KH; kh++) {
-    let th = i32(oh + P[14]) - i32(kh * P[12]);
-    if (th < 0 || th % i32(P[10]) != 0 || th / i32(P[10]) >= i32(H)) { continue; }
-    let ih = u32(th) / P[10];
-    for (var kw = 0u; kw < KW; kw++) {
-      let tw = i32(ow + P[15]) - i32(kw * P[13]);
-      if (tw < 0 || tw % i32(P[11]) != 0 || tw / i32(P[11]) >= i32(W)) { continue; }
-      let iw = u32(tw) / P[11];
-      let wb = P[18] + ((gi * Og + ol) * KH * KW + kh * KW + kw) * Cg;
+${transposedTaps(`let wb = P[18] + ((gi * Og + ol) * KH * KW + kh * KW + kw) * Cg;
       let xb = P[17] + ((nb * P[20] + gi * Cg) * H + ih) * W + iw;
-      for (var c = 0u; c < Cg; c++) { acc = fma(rx(xb + c * H * W), rw(wb + c), acc); }
-    }
-  }
+      for (var c = 0u; c < Cg; c++) { acc = fma(rx(xb + c * H * W), rw(wb + c), acc); }`)}
   wr(P[16] + i, acc);`);
   return special(`convt|${x.src}${wt.src}${bias?.src}`, code,
     [total, OW, OH, O, Cg, Og, H, W, KH, KW, sh, sw, dh, dw, ph, pw, y.base, x.base, wt.base, bias?.base ?? 0, C], total);

@@ -9,7 +9,7 @@
 // (s2 + s3)). Then the bias and (conv) the activation. The workspace output is not used here.
 import { header, reader, writer, MAIN, special } from './wgsl.js';
 import { byteReaders, intDot } from './quant.js';
-import { ACTIVATIONS } from './conv.js';
+import { ACTIVATIONS, TRANSPOSED_OUTPUT, transposedTaps } from './conv.js';
 
 /** The spatial attributes of an op (r = 1 or 2): [kernel, stride, padding, dilation] each [h, w]. */
 function spatial(iattr, from) {
@@ -118,22 +118,10 @@ fn tap(m: u32) -> f32 {
   ${column(bf16, 'm', 18, 21)}${dot(bf16, (v) => `return ${v};`)}
 }
 ` + MAIN(wg, `
-  if (i >= P[0]) { return; }
-  let OW = P[1]; let OH = P[2]; let O = P[3]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
-  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
+${TRANSPOSED_OUTPUT}
   xb = P[17] + nb * P[20] * H * W;
   var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
-  for (var kh = 0u; kh < KH; kh++) {
-    let th = i32(oh + P[14]) - i32(kh * P[12]);
-    if (th < 0 || th % i32(P[10]) != 0 || th / i32(P[10]) >= i32(H)) { continue; }
-    let ih = u32(th) / P[10];
-    for (var kw = 0u; kw < KW; kw++) {
-      let tw = i32(ow + P[15]) - i32(kw * P[13]);
-      if (tw < 0 || tw % i32(P[11]) != 0 || tw / i32(P[11]) >= i32(W)) { continue; }
-      pp = ih * W + u32(tw) / P[11];
-      acc += tap((o * KH + kh) * KW + kw);
-    }
-  }
+${transposedTaps('pp = ih * W + iw; acc += tap((o * KH + kh) * KW + kw);')}
   wr(P[16] + i, acc);`);
   return special(`convt${bf16 ? 'bf16' : 'q8'}|${x.src}${q.src}${sc?.src}${bias?.src}`, code,
     [total, OW, OH, O, 0, 0, H, W, KH, KW, sh, sw, dh, dw, ph, pw, y.base, x.base, q.base, bias?.base ?? 0, C, sc?.base ?? 0], total);
@@ -218,21 +206,10 @@ export function convTransposeI16(ins, y, iattr) {
 // channel k of input position pos (zero past C), as its bits
 fn rowBits(pos: u32, k: u32) -> u32 { if (k >= P[20]) { return 0u; } return xw(xb + k * P[6] * P[7] + pos); }
 ` + i16Product(18, 21, 'P[20]', 'P[6] * P[7]').replace('W16', w.src === 'C' ? 'cw' : 'mw') + MAIN(wg, `
-  if (i >= P[0]) { return; }
-  let OW = P[1]; let OH = P[2]; let O = P[3]; let H = P[6]; let W = P[7]; let KH = P[8]; let KW = P[9];
-  let ow = i % OW; let oh = (i / OW) % OH; let o = (i / (OW * OH)) % O; let nb = i / (OW * OH * O);
+${TRANSPOSED_OUTPUT}
   xb = P[17] + nb * P[20] * H * W;
   var acc = ${bias ? 'rb(P[19] + o)' : '0.0'};
-  for (var kh = 0u; kh < KH; kh++) {
-    let th = i32(oh + P[14]) - i32(kh * P[12]);
-    if (th < 0 || th % i32(P[10]) != 0 || th / i32(P[10]) >= i32(H)) { continue; }
-    let ih = u32(th) / P[10];
-    for (var kw = 0u; kw < KW; kw++) {
-      let tw = i32(ow + P[15]) - i32(kw * P[13]);
-      if (tw < 0 || tw % i32(P[11]) != 0 || tw / i32(P[11]) >= i32(W)) { continue; }
-      acc += i16product((o * KH + kh) * KW + kw, ih * W + u32(tw) / P[11]);
-    }
-  }
+${transposedTaps('acc += i16product((o * KH + kh) * KW + kw, ih * W + iw);')}
   wr(P[16] + i, acc);`);
   return special(`convti16|${x.src}${w.src}${sc.src}${bias?.src}`, code,
     [total, OW, OH, O, 0, 0, H, W, KH, KW, sh, sw, dh, dw, ph, pw, y.base, x.base, w.base, bias?.base ?? 0, C, sc.base], total);
