@@ -271,7 +271,8 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
     (r"update_indexer", "DeepSeek sparse attention keeps its indexer keys in a cache layer of their own, not a static KV layer"),
     (r"uses cache of its own", "keeps a cache of its own, not a transformers StaticCache"),
     (r"TimeoutError", "its export took more than the walk's 300 s"),
-    (r"complex64|complex128", "complex-valued rotary embeddings: tandem has no complex dtype"),
+    (r"on complex tensors is not supported", "an op on complex tensors that tandem does not compute as pairs of floats: {ops}"),
+    (r"complex64|complex128", "a complex tensor as an input, output or state (tandem computes complex values inside a method)"),
     (
         r"generates text from audio merged into its token stream",
         "an audio LM (audio features merged into its token stream), refused: as a text LM it would drop its audio",

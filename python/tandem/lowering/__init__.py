@@ -6,7 +6,8 @@ inputs are all constants are evaluated here, with torch, and stored as constants
 
 The files mirror src/kernels/: `core` (the Lowering state, `handles`, shared helpers), `driver`
 (lower_method), one file of handlers per op family (elementwise, shape, linalg, reduce, index,
-attention, conv, random), `control` (torch.cond) and `provenance` (the user's source lines). Weights stay in their natural
+attention, conv, random), `control` (torch.cond), `provenance` (the user's source lines) and
+`complex_pairs` (a pass run first: complex tensors as pairs of floats). Weights stay in their natural
 layout: layout.py, a pass after quantization, packs them. Importing the package registers every handler.
 """
 

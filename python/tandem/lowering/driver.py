@@ -11,6 +11,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from .. import schema
 from ..ir import BOOL, DTYPE_CODE, DTYPE_SIZE, F32, I64, STATE, ExportError, MethodIR, Op, Storage, SymDim, Value, same_shape
+from .complex_pairs import lower_complex
 from .core import (
     _DIM_MAX,
     _DIM_MIN,
@@ -171,6 +172,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
                 "fixed length"
             )
         dim_states[sym] = states[key_of(t)]
+    lower_complex(name, gm.graph)
     for node in gm.graph.nodes:
         L.node = node
         if node.op == "placeholder":
@@ -185,6 +187,8 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 t = tensors[node.name]
                 st = states.get(key_of(t))
+                if t.is_complex():  # read as its pairs (lowering/complex_pairs.py); complex state is refused earlier
+                    t = torch.view_as_real(t.resolve_conj())
                 if st is not None:
                     v = Value(st.dtype, st.shape, Storage(STATE, st.nbytes, state=st))
                     state_values[st] = v
