@@ -2,13 +2,15 @@
 size of kyutai/stt-1b-en_fr (moshi's LMModel with its config.json's kwargs, 989 M parameters, and the Mimi
 with 32 codebooks that feeds it; seeded random weights from moshi's own loader, nothing downloaded:
 tests/python/packaged_models.py's `stt`), exported as moshi runs it: one program whose `step` is Mimi's
-streaming `encode` of one 80 ms frame and `LMGen.step` on its codes, and `reset`. For each variant
+streaming `encode` of one 80 ms frame and `LMGen.step` on its codes, `reset`, and `force_text` (teacher
+forcing: the text token the next step reads, which bench/suite/stt.mjs sets to eager's). For each variant
 (float32 / int8 / int4 weights: `quantize`), one model is built, exported to OUT/stt_VARIANT.tandem and
 freed before the next, and moshi's eager streaming computes the reference tokens on the same weights
 (packaged_models.as_quantized: the weights dequantized, the Linears' activation rows rounded to int8 as
 matmul_q8 / matmul_q4 do) into OUT/stt_VARIANT.json, with the margin between eager's two highest text
-logits at each frame and the tokens of the float32 eager model on the same audio, beside the bytes of
-weights one step reads (every constant but the embedding tables, of which a step reads one row each).
+logits at each frame (eager fed its own tokens: the teacher-forced run is this one) and the tokens of the
+float32 eager model on the same audio, beside the bytes of weights one step reads (every constant but the
+embedding tables, of which a step reads one row each).
 OUT/stt_frames.json holds the audio (seeded noise).
 The variant onnx exports the float32 model's step as ONNX with its state (Mimi's and LMGen's) as inputs and
 outputs for onnxruntime-web (bench/models/onnx_state.py): OUT/stt_step.onnx, its tokens checked equal to
@@ -97,7 +99,11 @@ for variant in VARIANTS:
     params = sum(p.numel() for p in t.parameters())
     t0 = time.perf_counter()
     with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
-        methods = {"step": tandem.Method(t.step, (chunks[0],)), "reset": tandem.Method(t.reset, ())}
+        methods = {
+            "step": tandem.Method(t.step, (chunks[0],)),
+            "reset": tandem.Method(t.reset, ()),
+            "force_text": tandem.Method(t.force_text, (torch.zeros(1, 1, 1, dtype=torch.long),)),
+        }
         program = tandem.export(None, methods, quantize=quantize)
     export_s = time.perf_counter() - t0
     path = OUT / f"stt_{variant}.tandem"

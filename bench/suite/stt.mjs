@@ -3,10 +3,16 @@
 // (Node) on 1 and 2 threads over the frames moshi's eager streaming ran, its greedy text tokens checked
 // against eager's on the same weights. Each row gives the mean time of a frame (after the first 2, while
 // V8 and the caches warm up) and the median frame, the wasm memory, and the bound: the bytes of weights a
-// step reads over the minute's DRAM read rate (bench/suite/machine.mjs). Ends with one line per precision:
-// `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION), token agreement Z%`, and for a quantized
-// precision how many of eager's tokens at that precision equal eager's at float32 (the spread near ties alone
-// give). tandem's tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
+// step reads over the minute's DRAM read rate (bench/suite/machine.mjs).
+// Tokens, two ways. Teacher-forced: after every frame's `step`, `force_text` feeds eager's token of that
+// frame back in place of tandem's own, so each frame is compared on the same history (eager fed its own
+// stream is its free-running run): the frames where tandem's token is eager's. Free-running: tandem's
+// own tokens fed back, where one flip at a near-tie changes every later frame: the tokens equal to eager's
+// and the first that differs, with eager's top-2 text logit margin there.
+// Ends with one line per precision: `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION),
+// token agreement Z% teacher-forced (...), free-running N/M (...)`, Z the lower of the two thread counts',
+// and for a quantized precision how many of eager's tokens at that precision equal eager's at float32.
+// tandem's free-running tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
@@ -19,45 +25,69 @@ const f = (x, d = 1) => x.toFixed(d);
 const WARM = 2;
 const minute = await machine(DIR);
 const lines = [];
+const margin = (ref, i) => (ref.margins ? f(ref.margins[i], 4) : '?');
+
+/** Frame by frame: tandem's tokens and the step times (after WARM frames); with `force`, eager's token of
+ * each frame is fed back after its step in place of tandem's. */
+async function run(m, force, ref) {
+  const perFrame = [], got = [];
+  for (let i = 0; i < inputs.length; i++) {
+    const x = Float32Array.from(inputs[i]);
+    const t0 = performance.now();
+    const tok = await m.step(x);
+    if (i >= WARM) perFrame.push(performance.now() - t0);
+    got.push(Number(tok.data[0]));
+    if (force) await m.force_text(ref.tokens[i]);
+  }
+  return { got, perFrame };
+}
+
 for (const variant of VARIANTS) {
   const ref = JSON.parse(readFileSync(`${DIR}/stt_${variant}.json`, 'utf8'));
+  const n = inputs.length;
   const times = {};
-  let agree = 0;
+  let forcedSame = n, forcedNote = '', freeSame = 0, freeNote = '';
   for (const threads of [1, 2]) {
     const limits = await minute(threads);
     const dram = Number(/DRAM read ([\d.]+) GB\/s/.exec(limits)?.[1] ?? NaN);
     const m = await load(`${DIR}/stt_${variant}.tandem`, { threads });
-    const perFrame = [], got = [];
-    let same = 0;
-    for (let i = 0; i < inputs.length; i++) {
-      const x = Float32Array.from(inputs[i]);
-      const t0 = performance.now();
-      const tok = await m.step(x);
-      if (i >= WARM) perFrame.push(performance.now() - t0);
-      got.push(Number(tok.data[0]));
-      if (got[i] === ref.tokens[i]) same++;
-    }
+    const { got, perFrame } = await run(m, false, ref);
     writeFileSync(`${DIR}/stt_${variant}_tandem_${threads}.json`, JSON.stringify(got));
+    const same = got.filter((tok, i) => tok === ref.tokens[i]).length;
     const first = got.findIndex((tok, i) => tok !== ref.tokens[i]);
-    const where = first < 0 ? '' : `, first differs at frame ${first} (eager's top-2 text logit margin there ` +
-      `${ref.margins ? f(ref.margins[first], 4) : '?'})`;
+    const where = first < 0 ? '' : `, first differs at frame ${first} (eager's top-2 text logit margin there ${margin(ref, first)})`;
+    await m.reset();
+    const forced = (await run(m, true, ref)).got;
+    const missed = forced.map((tok, i) => (tok === ref.tokens[i] ? -1 : i)).filter((i) => i >= 0);
+    const listed = `${missed.slice(0, 8).join(', ')}${missed.length > 8 ? ', ...' : ''}`;
+    const missedNote = missed.length === 0 ? '' : `; differing at frames ${listed}` +
+      ` (eager's largest top-2 margin among them ${f(Math.max(...missed.map((i) => ref.margins?.[i] ?? NaN)), 4)})`;
     const mean = perFrame.reduce((a, b) => a + b, 0) / perFrame.length;
     const median = [...perFrame].sort((a, b) => a - b)[perFrame.length >> 1];
     const bound = ref.weight_bytes / 1e6 / dram;
     times[threads] = mean;
-    agree = same / inputs.length;
+    if (n - missed.length <= forcedSame) {
+      forcedSame = n - missed.length;
+      forcedNote = missedNote;
+    }
+    if (threads === 1) {
+      freeSame = same;
+      freeNote = first < 0 ? '' : `, first divergence at frame ${first}, top-2 margin ${margin(ref, first)}`;
+    }
     console.log(`| Kyutai STT (${f(ref.params / 1e6, 0)} M parameters), ${variant} | Mimi encode + LM step of one 80 ms ` +
       `frame, ${threads} thread${threads > 1 ? 's' : ''}, ${m.simd} | ${f(mean)} ms (median ${f(median)}), ` +
-      `${f(80 / mean, 2)}× real time | tokens equal to eager ${same}/${inputs.length}${where} | ` +
+      `${f(80 / mean, 2)}× real time | teacher-forced tokens equal to eager ${n - missed.length}/${n}${missedNote}; ` +
+      `free-running ${same}/${n}${where} | ` +
       `${f(ref.weight_bytes / 2 ** 20, 0)} MiB of weights a step / ${f(dram)} GB/s = ${f(bound)} ms bound ` +
       `(${f((100 * bound) / mean, 0)}% of it); wasm memory ${f(m.memoryBytes / 2 ** 20, 0)} MiB; ${limits} |`);
     m.dispose();
   }
   if (ref.float32_tokens) {
     const same = ref.float32_tokens.filter((tok, i) => tok === ref.tokens[i]).length;
-    console.log(`eager at ${variant} against eager at float32: ${same}/${inputs.length} tokens equal`);
+    console.log(`eager at ${variant} against eager at float32: ${same}/${n} tokens equal (free-running)`);
   }
   lines.push(`stt: 1 thread ${f(times[1])} ms, 2 threads ${f(times[2])} ms per 80 ms frame (${variant}), ` +
-    `token agreement ${f(100 * agree)}%`);
+    `token agreement ${f((100 * forcedSame) / n)}% teacher-forced (${forcedSame}/${n}${forcedNote}), ` +
+    `free-running ${freeSame}/${n}${freeNote}`);
 }
 for (const line of lines) console.log(line);

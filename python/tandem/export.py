@@ -19,7 +19,7 @@ from torch import nn
 from torch.export.graph_signature import InputKind, OutputKind
 
 from .decompose import decompose
-from .format import file_ops
+from .format import file_ops, lay_out_program
 from .fuse import fuse_method, tie_embeddings
 from .growing import add_growing, check_bounds, growing_entry, window_versions
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
@@ -667,7 +667,7 @@ def _verify(program: Program) -> None:
     """Run the runtime's verifier on the file, so an export never returns a program that the
     runtime would reject; a rejection names the method, the op and the user's source line."""
     try:
-        verify(program.to_bytes())
+        verify(lay_out_program(program.states, program.methods, program.metadata))
     except TandemError as e:
         where = ""
         m = re.search(r"method '([^']+)' op (\d+)", str(e))

@@ -137,15 +137,99 @@ def _json_text(value) -> str:
     return text
 
 
-def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None) -> bytes:
-    strings = _Strings()
-    data = bytearray()
+def _bytes_of(t) -> memoryview:
+    """Tensor t's bytes in C order: a view of its storage where it is contiguous, else of a copy."""
+    return memoryview(t.contiguous().reshape(-1).numpy().view("u1"))
 
-    def put_data(b: bytes) -> int:
-        off = _pad(len(data))
-        data.extend(b"\0" * (off - len(data)))
-        data.extend(b)
+
+class _Data:
+    """The data section as pieces: each blob's bytes (a view of its tensor, not copied) at its 64-byte
+    aligned offset, zeros between them; `size` the section's length."""
+
+    def __init__(self):
+        self.pieces: list = []  # (offset, buffer of bytes)
+        self.size = 0
+
+    def put(self, view: memoryview) -> int:
+        """Places these bytes (kept as the view, not copied) and returns their offset in the section."""
+        off = _pad(self.size)
+        self.pieces.append((off, view))
+        self.size = off + len(view)
         return off
+
+    def write(self, out) -> None:
+        at = 0
+        for off, view in self.pieces:
+            out.write(bytes(off - at))
+            out.write(view)
+            at = off + len(view)
+
+
+class FileLayout:
+    """A program's file, laid out: every section but the data as bytes, the data section as the views
+    of the tensors it holds. `write(out)` streams it to a binary file; `to_bytes()` gives it whole."""
+
+    def __init__(self, sections: dict, data: _Data):
+        out = HEADER.size + len(SECTIONS) * SECTION.size
+        self._parts = []  # (offset, section bytes or the _Data)
+        table = []
+        for sid, name in SECTIONS.items():  # in id order; the data section 64-byte aligned
+            part = data if name == "data" else sections[name]
+            size = data.size if name == "data" else len(part)
+            off = _pad(out, ALIGN if name == "data" else SECTION_ALIGN)
+            self._parts.append((off, part))
+            table.append((sid, off, size))
+            out = off + size
+        self.size = out
+        self._head = HEADER.pack(MAGIC, VERSION, out, len(SECTIONS), 0, 0) + b"".join(
+            SECTION.pack(sid, 0, off, size) for sid, off, size in table
+        )
+
+    def write(self, out) -> None:
+        """Writes the file to `out` (a binary file object, borrowed), section by section."""
+        out.write(self._head)
+        at = len(self._head)
+        for off, part in self._parts:
+            out.write(bytes(off - at))
+            if isinstance(part, _Data):
+                part.write(out)
+                at = off + part.size
+            else:
+                out.write(part)
+                at = off + len(part)
+
+    def write_into(self, buf: memoryview) -> None:
+        """Copies each part to its offset in `buf` (self.size bytes, zeroed, borrowed): not through
+        `write`, so the two ways of writing check each other (tests/python/test_file_writer.py)."""
+        buf[: len(self._head)] = self._head
+        for off, part in self._parts:
+            if isinstance(part, _Data):
+                for at, view in part.pieces:
+                    buf[off + at : off + at + len(view)] = view
+            else:
+                buf[off : off + len(part)] = part
+
+    def to_bytes(self) -> bytes:
+        """The file whole, as bytes."""
+        buf = bytearray(self.size)
+        self.write_into(memoryview(buf))
+        return bytes(buf)
+
+
+def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None, out=None) -> bytes | None:
+    """The .tandem file of these states and methods: its bytes, or with `out` (a binary file object,
+    borrowed) written to it section by section, the constants from their tensors, and None."""
+    layout = lay_out_program(states, methods, metadata)
+    if out is None:
+        return layout.to_bytes()
+    layout.write(out)
+    return None
+
+
+def lay_out_program(states: list[StateSpec], methods: list[MethodIR], metadata: dict | None = None) -> FileLayout:
+    """Everything write_program checks and encodes, before a byte is written: a FileLayout."""
+    strings = _Strings()
+    data = _Data()
 
     # Constants: one entry per distinct content, however many methods or values use it.
     consts: list[tuple] = []  # (name, dtype, shape, offset, nbytes)
@@ -157,11 +241,11 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
             return const_index[storage]
         t = storage.tensor
         dtype = storage.dtype or DTYPE_CODE[t.dtype]
-        raw = t.numpy().tobytes()
+        raw = _bytes_of(t)
         key = (dtype, tuple(t.shape), hashlib.sha256(raw).digest())
         if key not in by_content:
             by_content[key] = len(consts)
-            consts.append((f"c{len(consts)}", dtype, t, put_data(raw), len(raw)))
+            consts.append((f"c{len(consts)}", dtype, t, data.put(raw), len(raw)))
         const_index[storage] = by_content[key]
         return const_index[storage]
 
@@ -241,7 +325,7 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
     state_sec = [STATES_HEAD.pack(state_size, len(states))]
     for st in states:
         zero = not bool(st.init.any())
-        init_off = 0 if zero else put_data(st.init.contiguous().numpy().tobytes())
+        init_off = 0 if zero else data.put(_bytes_of(st.init))
         state_sec.append(
             STATE.pack(
                 strings(st.name), st.dtype, len(st.shape), STATE_INIT_CODE["ZEROS" if zero else "DATA"], 0, st.offset, st.nbytes, init_off
@@ -263,19 +347,6 @@ def write_program(states: list[StateSpec], methods: list[MethodIR], metadata: di
         "constants": b"".join(const_sec),
         "states": b"".join(state_sec),
         "methods": b"".join(meth),
-        "data": data,  # not copied: emptied once written into the file
     }
-    assert set(sections) == set(SECTIONS.values())
-    out = bytearray(HEADER.size + len(SECTIONS) * SECTION.size)
-    table = []
-    for sid, name in SECTIONS.items():  # in id order; the data section 64-byte aligned
-        off = _pad(len(out), ALIGN if name == "data" else SECTION_ALIGN)
-        out.extend(b"\0" * (off - len(out)))
-        out.extend(sections[name])
-        table.append((sid, off, len(sections[name])))
-    data.clear()
-    out[: HEADER.size] = HEADER.pack(MAGIC, VERSION, len(out), len(SECTIONS), 0, 0)
-    for i, (sid, off, size) in enumerate(table):
-        at = HEADER.size + i * SECTION.size
-        out[at : at + SECTION.size] = SECTION.pack(sid, 0, off, size)
-    return bytes(out)
+    assert set(sections) | {"data"} == set(SECTIONS.values())
+    return FileLayout(sections, data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Union
 
-from .format import write_program
+from .format import lay_out_program, write_program
 from .ir import DTYPE_NAME, ExportError, MethodIR, StateSpec
 
 
@@ -60,9 +60,16 @@ class Program:
         return self._bytes
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """Write the .tandem file to `path`."""
+        """Write the .tandem file to `path`: section by section, the constants straight from their
+        tensors (the file is never whole in memory, unless to_bytes() made it already). Whatever the
+        export cannot write is raised before `path` is opened."""
+        if self._bytes is not None:
+            with open(path, "wb") as f:
+                f.write(self._bytes)
+            return
+        layout = lay_out_program(self.states, self.methods, self._metadata)
         with open(path, "wb") as f:
-            f.write(self.to_bytes())
+            layout.write(f)
 
     def method(self, name: str) -> MethodIR:
         for m in self.methods:

@@ -111,6 +111,17 @@ class NativeLibrary:
         buf = ctypes.create_string_buffer(bytes(data), len(data))
         return self.tdm_program_load(buf, len(data), ctypes.byref(out)), out.value
 
+    def load_program_laid_out(self, layout):
+        """(status, program): tdm_program_load_owned on the file that `layout` (format.FileLayout)
+        writes straight into the runtime's memory: the file's one copy."""
+        ptr = self.tdm_malloc(layout.size or 1)
+        if not ptr:
+            return self.load_program(layout.to_bytes())
+        ctypes.memset(ptr, 0, layout.size)
+        layout.write_into(memoryview((ctypes.c_char * layout.size).from_address(ptr)).cast("B"))
+        out = ctypes.c_void_p()
+        return self.tdm_program_load_owned(ptr, layout.size, ctypes.byref(out)), out.value
+
     def session_create(self, program: int):
         out = ctypes.c_void_p()
         return self.tdm_session_create(program, ctypes.byref(out)), out.value
@@ -533,7 +544,17 @@ def load(source: Union[str, os.PathLike, bytes, bytearray]) -> Model:
         return Model(f.read())
 
 
-def verify(data: bytes) -> None:
-    """Load `data` with the runtime's own verifier and free it; raises TandemError if it fails."""
+def verify(data) -> None:
+    """Load `data` (the file's bytes, or a format.FileLayout, which the native runtime takes without
+    a copy of the file in Python) with the runtime's own verifier and free it; raises TandemError
+    if it fails."""
     lib = _library()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        if not hasattr(lib, "load_program_laid_out"):
+            data = data.to_bytes()
+        else:
+            status, program = lib.load_program_laid_out(data)
+            _check(status)
+            lib.tdm_program_free(program)
+            return
     lib.tdm_program_free(_load_program(lib, bytes(data)))

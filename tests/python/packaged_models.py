@@ -74,6 +74,14 @@ class Transcriber(torch.nn.Module):
         self.mimi.reset_streaming()
         self.lm_gen.reset_streaming()
 
+    def force_text(self, token: torch.Tensor) -> None:
+        """Teacher forcing: the next `step` reads `token` ([1, 1, 1] int64) as the previous frame's text
+        token, in place of the one the last `step` gave (moshi's LMGen keeps it in its token cache at
+        the slot the next step reads)."""
+        state = self.lm_gen._streaming_state
+        positions = (state.offsets % state.cache.shape[2])[:, None, None]
+        state.cache[:, :1].scatter_(-1, positions, token.reshape(-1, 1, 1))
+
 
 def stt(small: bool = True, seed: int = 0) -> Transcriber:
     """Kyutai STT (moshi's `LMModel` from `get_moshi_lm` with STT_1B's or STT_SMALL's kwargs, and

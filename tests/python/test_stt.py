@@ -26,12 +26,17 @@ def _chunks(n: int, seed: int) -> list:
 def _export(quantize=None):
     t = stt(small=True)
     with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
-        methods = {"step": tandem.Method(t.step, (_chunks(1, 0)[0],)), "reset": tandem.Method(t.reset, ())}
+        methods = {
+            "step": tandem.Method(t.step, (_chunks(1, 0)[0],)),
+            "reset": tandem.Method(t.reset, ()),
+            "force_text": tandem.Method(t.force_text, (torch.zeros(1, 1, 1, dtype=torch.long),)),
+        }
         return tandem.export(None, methods, quantize=quantize)
 
 
-def _eager(chunks, quantize=None) -> list:
-    """moshi's own streaming, frame by frame, with a reset before frame RESET_AT."""
+def _eager(chunks, quantize=None, forced=None) -> list:
+    """moshi's own streaming, frame by frame, with a reset before frame RESET_AT; with `forced`,
+    teacher-forced: after frame i the next step reads forced[i] as the previous text token."""
     t = stt(small=True)
     if quantize:
         as_quantized(t, quantize)
@@ -41,10 +46,12 @@ def _eager(chunks, quantize=None) -> list:
             if i == RESET_AT:
                 t.reset()
             out.append(int(t.step(x)))
+            if forced is not None:
+                t.force_text(torch.tensor(forced[i]).reshape(1, 1, 1))
     return out
 
 
-def _stream(program, chunks) -> list:
+def _stream(program, chunks, forced=None) -> list:
     model = tandem.load(program.to_bytes())
     out = []
     for i, x in enumerate(chunks):
@@ -53,6 +60,8 @@ def _stream(program, chunks) -> list:
         tok = model.step(x)
         assert tok.shape == (1, 1, 1) and tok.dtype == torch.int64
         out.append(int(tok))
+        if forced is not None:
+            model.force_text(torch.tensor(forced[i]).reshape(1, 1, 1))
     return out
 
 
@@ -66,7 +75,7 @@ def exported():
 
 def test_stt_step_is_one_program_of_mimi_encode_and_lm_step(exported):
     program, _, _ = exported
-    assert sorted(m.name for m in program.methods) == ["reset", "step"]  # delays 0: step never returns None
+    assert sorted(m.name for m in program.methods) == ["force_text", "reset", "step"]  # delays 0: step never returns None
     ops = [op.name for op in program.method("step").ops]
     assert "conv" in ops and "attention" in ops and "argmax" in ops, sorted(set(ops))
 
@@ -74,6 +83,19 @@ def test_stt_step_is_one_program_of_mimi_encode_and_lm_step(exported):
 def test_stt_streams_equal_to_moshi_eager(exported):
     program, chunks, want = exported
     assert _stream(program, chunks) == want
+
+
+def test_stt_teacher_forced_tokens_equal_moshi_eager_at_float32(exported):
+    """Teacher forcing (what bench/models/stt.py's agreement figure counts): a reference token stream is
+    fed back in place of each frame's own token, into moshi's eager streaming and into the program
+    (`force_text` after every `step`); at float32 every frame's greedy token is eager's. The stream
+    fed here is seeded and unlike the model's own, so each frame's token depends on it."""
+    program, chunks, free = exported
+    forced = torch.randint(0, 100, (FRAMES,), generator=torch.Generator().manual_seed(2)).tolist()
+    want = _eager(chunks, forced=forced)
+    assert sum(a != b for a, b in zip(want, free)) >= FRAMES // 3, (want, free)  # forcing changes the tokens
+    got = _stream(program, chunks, forced)
+    assert sum(a == b for a, b in zip(got, want)) == FRAMES, (got, want)
 
 
 def test_stt_streams_equal_to_moshi_eager_on_wasm(exported, monkeypatch, wasm_lib):
