@@ -66,6 +66,11 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _now(config, k: str):
+    """A field's value now, the global one where per-layer settings override it (config.k would refuse)."""
+    return config.__dict__[k] if k in config.__dict__ else getattr(config, k)
+
+
 def _shrink_int(name: str, value: int, orig: dict) -> int | None:
     """The small value of an int field by its name's role, or None to keep it."""
     n = name.lower()
@@ -194,6 +199,11 @@ def shrink(
                 if _is_int(n) and len(getattr(config, k)) < n <= len(v):
                     kept = _shrink_layer_list(v, n)
                     setattr(config, k, [v[i] for i in kept])
+    for over in spec.per_layer_overrides.values() if spec is not None else ():  # per-layer settings shrink as the global ones
+        for k, v in over.items():
+            if _is_int(v) and _is_int(d.get(k)) and v > 0 and d[k] > 0:
+                new = v // d[k] * _now(config, k) if v % d[k] == 0 else _shrink_int(k, v, {**d, **over})  # a multiple stays one
+                over[k] = v if new is None else new
     for k, v in (token_ids or {}).items():
         if k in d:
             setattr(config, k, v)
@@ -218,14 +228,14 @@ def _keep_sums(config, before: dict, role: re.Pattern, terms: int = 2) -> None:
         for r in range(2, terms + 1):
             part = next((c for c in itertools.combinations(others, r) if sum(fields[a] for a in c) == v), None)
             if part is not None:
-                setattr(config, k, sum(getattr(config, a) for a in part))
+                setattr(config, k, sum(_now(config, a) for a in part))
                 break
 
 
 def _hidden(config, before: dict) -> tuple[str, int, int] | None:
     """The config's hidden width: (field, value before, value now)."""
     k = next((k for k, v in before.items() if HIDDEN.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
-    return None if k is None else (k, before[k], getattr(config, k))
+    return None if k is None else (k, before[k], _now(config, k))
 
 
 def _fill_none(config, before: dict) -> None:
@@ -233,7 +243,7 @@ def _fill_none(config, before: dict) -> None:
     size and the heads, KV heads as many as the heads, experts, top-k and groups; and a default_X the
     first of the config's Xs."""
     hidden = _hidden(config, before)
-    heads = next((getattr(config, k) for k, v in before.items() if HEADS.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
+    heads = next((_now(config, k) for k, v in before.items() if HEADS.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
     for k, v in before.items():
         n = k.lower()
         if v is not None or n.endswith("_id"):
@@ -268,7 +278,7 @@ def _keep_stacks(config, before: dict) -> None:
     n = before.get("num_hidden_layers")
     for k, v in before.items():
         if "layers_per_" in k.lower() and LAYERS.fullmatch(k.lower()) and _is_int(v) and v > 0 and _is_int(n) and n % v == 0:
-            config.num_hidden_layers = n // v * getattr(config, k)
+            config.num_hidden_layers = n // v * _now(config, k)
 
 
 def _keep_attention_layers(config, before: dict) -> None:
@@ -299,8 +309,8 @@ def _keep_head_products(config, before: dict) -> None:
         for h in same:
             if (v * before[h]) % hidden[1] == 0:
                 width = v * before[h] // hidden[1] * hidden[2]
-                if width % getattr(config, h) == 0:
-                    setattr(config, k, width // getattr(config, h))
+                if width % _now(config, h) == 0:
+                    setattr(config, k, width // _now(config, h))
                 break
 
 

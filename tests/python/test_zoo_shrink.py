@@ -94,4 +94,6 @@ def test_per_layer_settings_follow_the_layers_kept():
     assert c.layer_types[5] == "full_attention" and (c.per_layer_config[4].head_dim, c.per_layer_config[5].head_dim) == (256, 512)
     s = _rebuilt(_shrunk(transformers.Gemma4TextConfig))
     assert s.layer_types == ["sliding_attention", "full_attention"]
-    assert (s.per_layer_config[0].head_dim, s.per_layer_config[1].head_dim) == (8, 512)
+    assert (s.per_layer_config[0].head_dim, s.per_layer_config[1].head_dim) == (8, 16)  # twice the global, as it was
+    d = _rebuilt(_shrunk(transformers.Dots3NoteTextConfig))  # read without the per-layer ambiguity error; shrunk by role
+    assert [(c.num_attention_heads, c.qk_nope_head_dim) for c in d.per_layer_config] == [(4, 8), (4, 8)]
