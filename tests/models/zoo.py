@@ -274,6 +274,10 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
     (r"update_indexer", "DeepSeek sparse attention keeps its indexer keys in a cache layer of their own, not a static KV layer"),
     (r"uses cache of its own", "keeps a cache of its own, not a transformers StaticCache"),
     (r"TimeoutError", f"its export took more than the walk's {LIMIT_S} s"),
+    (
+        r"get_seq_length. can only be called on Attention layers",
+        "no layer keeps a cache of its own (an assistant's layers all read its backbone's): generate cannot measure the prompt",
+    ),
     (r"complex64|complex128", "complex-valued rotary embeddings: tandem has no complex dtype"),
     (
         r"generates text from audio merged into its token stream",
