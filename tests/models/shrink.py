@@ -10,7 +10,13 @@ checkpoints set; the walk then tries the next of `SHRINKS`:
   heads, experts, top-k, groups), a head width keeps its product with its heads as a multiple of the
   hidden size (hidden * expand = heads * head_dim), a width that was a multiple or a fraction of the
   hidden size stays one, a count of groups of heads divides the heads, and a count that was the sum
-  of two or three others of its role stays their sum;
+  of two or three others of its role stays their sum, or a whole multiple of a count per part
+  (num_layers_per_stack); the per-layer lists follow the total, a hybrid keeps an attention layer
+  (its list of attention-layer indices keeps one in range; a pattern of linear attention only ends in
+  full attention), and a default_X is the first of the config's Xs;
+- `twice`: the same with each kind of layer twice, the kinds in order and then again (a layer that
+  shares its weights or reads its cache from an earlier one of its kind has one: num_kv_shared_layers
+  is the second half); per-layer settings keyed by layer index follow the layers kept;
 - `keep_layers`: the same with the config's own layer counts and per-layer lists (layer indices,
   per-layer settings and patterns keep their meaning)."""
 
@@ -22,7 +28,9 @@ import re
 
 # Field-name roles, matched against the whole name (lower case). Layers first: `num_hidden_layers`
 # is a count of layers, not a width.
-LAYERS = re.compile(r"(num_hidden_layers|num_layers|n_layers?|.*_layers|num_blocks|n_blocks?|depth|decoder_layers|encoder_layers)")
+LAYERS = re.compile(
+    r"(num_hidden_layers|num_layers|n_layers?|.*_layers|.*layers_per_.*|num_blocks|n_blocks?|depth|decoder_layers|encoder_layers)"
+)
 KV_HEADS = re.compile(r"(num_key_value_heads|num_kv_heads|n_kv_heads?|.*_key_value_heads|multi_query_group_num|num_kv_groups?)")
 HEADS = re.compile(r"(num_attention_heads|num_heads|n_heads?|.*_attention_heads|.*_num_heads|attention_heads)")
 HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_kv|head_size|attn_head_size)")
@@ -45,13 +53,22 @@ WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
 MORE_HEADS = re.compile(r"(.*_n_heads|n_.*_heads)")
 MORE_HEAD_DIM = re.compile(r"(d_head|.*_d_head|.*_headdim)")
 HEAD_GROUPS = re.compile(r"(n_groups|.*_n_groups|.*_ngroups|num_groups)")  # groups of heads: a divisor of the heads
+KV_SHARED = re.compile(r".*kv_shared_layers")  # the last layers, which read the caches of earlier ones of their kind
+# Lists of the indices of a hybrid's attention layers (attn_layer_indices, full_attn_idxs, hybrid_layer_ids).
+ATTENTION_LAYERS = re.compile(r"(attn|attention|full_attn|full_attention|hybrid)_(layer_)?(indices|ids|idxs?)")
 
 SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
-SHRINKS = ({}, {"consistent": True}, {"consistent": True, "keep_layers": True})  # what the walk tries, in order
+# what the walk tries, in order
+SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True})
 
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _now(config, k: str):
+    """A field's value now, the global one where per-layer settings override it (config.k would refuse)."""
+    return config.__dict__[k] if k in config.__dict__ else getattr(config, k)
 
 
 def _shrink_int(name: str, value: int, orig: dict) -> int | None:
@@ -103,23 +120,28 @@ def _shrink_int(name: str, value: int, orig: dict) -> int | None:
     return None
 
 
-def _shrink_layer_list(values: list, layers: int) -> list:
-    """A per-layer list (layer_types, block types) cut to `layers` entries that keep every distinct kind
-    the model mixes, in their first order (a hybrid keeps an attention layer and a recurrent one)."""
-    kinds = []
-    for v in values:
-        if v not in kinds:
-            kinds.append(v)
-    out = kinds[:layers]
+def _shrink_layer_list(values: list, layers: int, twice: bool = False) -> list[int]:
+    """Which layers a per-layer list (layer_types, block types) cut to `layers` entries keeps, by index:
+    every distinct kind the model mixes, in their first order (a hybrid keeps an attention layer and a
+    recurrent one), then the next layers; `twice`: each kind's first two layers, the kinds in order
+    and then again."""
+    first = {}
+    for i, v in enumerate(values):
+        first.setdefault(str(v), []).append(i)
+    if twice:
+        return [i[0] for i in first.values()] + [i[1] if len(i) > 1 else i[0] for i in first.values()]
+    out = [i[0] for i in first.values()][:layers]
     while len(out) < min(layers, len(values)):
-        out.append(values[len(out)])
+        out.append(len(out))
     return out
 
 
-def shrink(config, vocab_size: int, token_ids: dict | None = None, consistent: bool = False, keep_layers: bool = False) -> None:
+def shrink(
+    config, vocab_size: int, token_ids: dict | None = None, consistent: bool = False, twice: bool = False, keep_layers: bool = False
+) -> None:
     """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
     `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them.
-    `consistent`, `keep_layers`: the module's docstring (SHRINKS)."""
+    `consistent`, `twice`, `keep_layers`: the module's docstring (SHRINKS)."""
     from transformers import PretrainedConfig
 
     d = dict(config.__dict__)
@@ -130,14 +152,20 @@ def shrink(config, vocab_size: int, token_ids: dict | None = None, consistent: b
             for k, v in d.items()
             if isinstance(v, list) and len(v) > 2 and k.endswith(("layer_types", "_types", "block_types", "layers_block_type"))
         }
-    layers = None
+    layers = kept = None
     for k, v in layer_lists.items():
-        new = _shrink_layer_list(v, SIZES["layers"] if len(set(map(str, v))) <= SIZES["layers"] else len(set(map(str, v))))
+        kept = _shrink_layer_list(v, max(SIZES["layers"], len(set(map(str, v)))), twice)
+        new = [v[i] for i in kept]
+        if consistent and len(new) > 1 and set(new) == {"linear_attention"}:
+            new[-1] = "full_attention"  # a hybrid keeps an attention layer, as its checkpoints have (a cache measures its length by one)
         setattr(config, k, new)
         layers = len(new)
+    spec = d.get("_heterogeneity_spec")  # transformers' per-layer settings (per_layer_config): they follow the layers kept
+    if kept is not None and spec is not None:
+        spec.per_layer_overrides = {n: spec.per_layer_overrides[j] for n, j in enumerate(kept) if j in spec.per_layer_overrides}
     for k, v in d.items():
         if isinstance(v, PretrainedConfig):
-            shrink(v, vocab_size, token_ids, consistent, keep_layers)
+            shrink(v, vocab_size, token_ids, consistent, twice, keep_layers)
             continue
         if not _is_int(v):
             continue
@@ -150,6 +178,8 @@ def shrink(config, vocab_size: int, token_ids: dict | None = None, consistent: b
             new = math.gcd(v, SIZES["heads"])
         if layers is not None and LAYERS.fullmatch(k.lower()) and v > 0:
             new = layers
+            if twice and KV_SHARED.fullmatch(k.lower()) and v < d.get("num_hidden_layers", 0):
+                new = layers // 2  # the second of each kind reads the first's cache
         if new is not None and new != v:
             setattr(config, k, new)
     for k, v in d.items():
@@ -162,6 +192,18 @@ def shrink(config, vocab_size: int, token_ids: dict | None = None, consistent: b
         _keep_width_ratios(config, d)
         if not keep_layers:
             _keep_sums(config, d, LAYERS, terms=3)
+            _keep_stacks(config, d)
+            _keep_attention_layers(config, d)
+            n = getattr(config, "num_hidden_layers", None)
+            for k, v in layer_lists.items():  # a total that follows its parts: the per-layer lists follow it
+                if _is_int(n) and len(getattr(config, k)) < n <= len(v):
+                    kept = _shrink_layer_list(v, n)
+                    setattr(config, k, [v[i] for i in kept])
+    for over in spec.per_layer_overrides.values() if spec is not None else ():  # per-layer settings shrink as the global ones
+        for k, v in over.items():
+            if _is_int(v) and _is_int(d.get(k)) and v > 0 and d[k] > 0:
+                new = v // d[k] * _now(config, k) if v % d[k] == 0 else _shrink_int(k, v, {**d, **over})  # a multiple stays one
+                over[k] = v if new is None else new
     for k, v in (token_ids or {}).items():
         if k in d:
             setattr(config, k, v)
@@ -186,26 +228,30 @@ def _keep_sums(config, before: dict, role: re.Pattern, terms: int = 2) -> None:
         for r in range(2, terms + 1):
             part = next((c for c in itertools.combinations(others, r) if sum(fields[a] for a in c) == v), None)
             if part is not None:
-                setattr(config, k, sum(getattr(config, a) for a in part))
+                setattr(config, k, sum(_now(config, a) for a in part))
                 break
 
 
 def _hidden(config, before: dict) -> tuple[str, int, int] | None:
     """The config's hidden width: (field, value before, value now)."""
     k = next((k for k, v in before.items() if HIDDEN.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
-    return None if k is None else (k, before[k], getattr(config, k))
+    return None if k is None else (k, before[k], _now(config, k))
 
 
 def _fill_none(config, before: dict) -> None:
     """The sizes a config leaves None for its checkpoints to set, by role: a head width from the hidden
-    size and the heads, KV heads as many as the heads, experts, top-k and groups."""
+    size and the heads, KV heads as many as the heads, experts, top-k and groups; and a default_X the
+    first of the config's Xs."""
     hidden = _hidden(config, before)
-    heads = next((getattr(config, k) for k, v in before.items() if HEADS.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
+    heads = next((_now(config, k) for k, v in before.items() if HEADS.fullmatch(k.lower()) and _is_int(v) and v > 0), None)
     for k, v in before.items():
         n = k.lower()
         if v is not None or n.endswith("_id"):
             continue
-        if HEAD_DIM.fullmatch(n) and hidden and heads:
+        options = before.get(n.removeprefix("default_") + "s")
+        if n.startswith("default_") and isinstance(options, (list, tuple)) and options:
+            setattr(config, k, options[0])  # a default one of the listed (default_language of languages)
+        elif HEAD_DIM.fullmatch(n) and hidden and heads:
             setattr(config, k, hidden[2] // heads)
         elif KV_HEADS.fullmatch(n) and heads:
             setattr(config, k, heads)
@@ -220,7 +266,32 @@ def _fill_none(config, before: dict) -> None:
 
 
 def _prefix(name: str) -> str:
-    return re.sub(r"(num|n|d|attention|heads?|dim|headdim|size)", "", name.lower()).strip("_")
+    """What a heads or head-width field's name says besides its role: mamba_headdim, n_mamba_heads and
+    mamba_d_head all say mamba; num_attention_heads and head_dim say nothing."""
+    role = {"num", "n", "d", "attention", "head", "heads", "dim", "headdim", "size"}
+    return "_".join(w for w in name.lower().split("_") if w and w not in role)
+
+
+def _keep_stacks(config, before: dict) -> None:
+    """A total layer count that was a whole multiple of a count of layers per part (num_layers_per_stack)
+    stays that multiple."""
+    n = before.get("num_hidden_layers")
+    for k, v in before.items():
+        if "layers_per_" in k.lower() and LAYERS.fullmatch(k.lower()) and _is_int(v) and v > 0 and _is_int(n) and n % v == 0:
+            config.num_hidden_layers = n // v * _now(config, k)
+
+
+def _keep_attention_layers(config, before: dict) -> None:
+    """A hybrid's list of attention-layer indices keeps the indices below the shrunk layer count, and
+    keeps one (the last layer) where it kept none or the config left it None."""
+    n = getattr(config, "num_hidden_layers", None)
+    if not _is_int(n) or n < 2:
+        return
+    for k, v in before.items():
+        if not ATTENTION_LAYERS.fullmatch(k.lower()) or not (v is None or isinstance(v, (list, tuple))):
+            continue
+        kept = [i for i in v or [] if _is_int(i) and 0 <= i < n]
+        setattr(config, k, kept or [n - 1])
 
 
 def _keep_head_products(config, before: dict) -> None:
@@ -238,8 +309,8 @@ def _keep_head_products(config, before: dict) -> None:
         for h in same:
             if (v * before[h]) % hidden[1] == 0:
                 width = v * before[h] // hidden[1] * hidden[2]
-                if width % getattr(config, h) == 0:
-                    setattr(config, k, width // getattr(config, h))
+                if width % _now(config, h) == 0:
+                    setattr(config, k, width // _now(config, h))
                 break
 
 

@@ -1,6 +1,6 @@
 """tests/models/shrink.py, the registry walk's shrinker: the first shrink is the smallest; the next ones
 (SHRINKS) keep the relations a config's validators and modeling code check, fill the sizes a config
-leaves None, and keep the config's layer counts. Configs only (no model is built): fast."""
+leaves None, keep each kind of layer twice, and keep the config's layer counts. Configs only (no model is built): fast."""
 
 import pytest
 
@@ -55,3 +55,45 @@ def test_keep_layers_keeps_the_layer_count_and_the_per_layer_lists():
     assert c.hidden_size == 32
     with pytest.raises(Exception, match="attention_layers"):
         _rebuilt(_shrunk(transformers.GPTNeoConfig, consistent=True))
+
+
+def test_a_hybrid_keeps_an_attention_layer_and_its_indices_stay_in_range():
+    b = _rebuilt(_shrunk(transformers.BambaConfig, consistent=True))  # attn_layer_indices left None: attention-free
+    assert b.attn_layer_indices == [1] and b.layers_block_type == ["linear_attention", "full_attention"]
+    g = _shrunk(transformers.GraniteMoeHybridConfig, consistent=True)  # linear attention only in every layer
+    assert g.layer_types == ["linear_attention", "full_attention"]
+    z = _rebuilt(_shrunk(transformers.Zamba2Config, consistent=True))
+    assert z.layers_block_type == ["linear_attention", "hybrid"] and z.hybrid_layer_ids == [1]
+    assert z.n_mamba_heads * z.mamba_headdim == z.mamba_expand * z.hidden_size == 64  # mamba's heads, not attention's
+
+
+def test_a_default_is_the_first_of_its_options():
+    assert transformers.XmodConfig().default_language is None
+    assert _shrunk(transformers.XmodConfig, consistent=True).default_language == "en_XX"
+
+
+def test_layer_counts_follow_their_parts_and_the_per_layer_lists_follow_the_count():
+    d = _rebuilt(_shrunk(transformers.DoryConfig, consistent=True))
+    assert len(d.layer_types) == d.num_hidden_layers == 6
+    h = _rebuilt(_shrunk(transformers.HrmTextConfig, consistent=True))
+    assert h.num_hidden_layers == h.num_layers_per_stack * h.H_cycles * (h.L_cycles + 1) == 2 * 8
+
+
+def test_twice_keeps_each_kind_of_layer_twice_and_the_second_half_reads_the_first_halfs_cache():
+    with pytest.raises(Exception, match="producing a cache"):
+        _rebuilt(_shrunk(transformers.Gemma3nTextConfig, consistent=True)).kv_sharing_modes  # every layer a consumer
+    c = _rebuilt(_shrunk(transformers.Gemma3nTextConfig, consistent=True, twice=True))
+    assert c.layer_types == ["sliding_attention", "full_attention"] * 2 and c.num_kv_shared_layers == 2
+    assert c.kv_sharing_modes == ["store", "store", "reuse", "reuse"]
+    z = _shrunk(transformers.ZambaConfig, consistent=True, twice=True)  # the hybrid layers share weights: two of them
+    assert z.layers_block_type == ["linear_attention", "hybrid"] * 2
+
+
+def test_per_layer_settings_follow_the_layers_kept():
+    c = transformers.Gemma4TextConfig()
+    assert c.layer_types[5] == "full_attention" and (c.per_layer_config[4].head_dim, c.per_layer_config[5].head_dim) == (256, 512)
+    s = _rebuilt(_shrunk(transformers.Gemma4TextConfig))
+    assert s.layer_types == ["sliding_attention", "full_attention"]
+    assert (s.per_layer_config[0].head_dim, s.per_layer_config[1].head_dim) == (8, 16)  # twice the global, as it was
+    d = _rebuilt(_shrunk(transformers.Dots3NoteTextConfig))  # read without the per-layer ambiguity error; shrunk by role
+    assert [(c.num_attention_heads, c.qk_nope_head_dim) for c in d.per_layer_config] == [(4, 8), (4, 8)]
