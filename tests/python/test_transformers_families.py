@@ -488,3 +488,14 @@ def test_a_causal_table_sliced_from_the_keys_length_reads_the_rows_of_the_positi
     data, prompt, want = _cache_shapes("gpt_neo")
     m = tandem.load(data)
     assert _greedy(m, prompt, len(want)) == want
+
+
+def test_a_model_that_writes_positions_of_its_own_into_its_cache_is_refused_naming_it():
+    """CPM-Ant puts its 32 prompt positions into its cache ahead of the tokens on every call, so one token
+    writes 33 positions, past a static cache of 24: refused naming the class and why (index_copy_ failed
+    with an IndexError)."""
+    from tandem.ir import ExportError
+
+    model = _shrunk("CpmAntForCausalLM").eval()
+    with pytest.raises(ExportError, match=r"CpmAntForCausalLM: one token .* past the cache's 24 positions .* positions of its own"):
+        tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=4)

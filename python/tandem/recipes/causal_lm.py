@@ -45,6 +45,7 @@ from ..decoding import prefill  # noqa: F401  (tandem.transformers.prefill, pret
 from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
+from .adapters import adapted
 from .checks import check_int, check_options, token_id
 from .state_argument import StateArgumentLM, TokenSteps, state_argument
 
@@ -60,7 +61,8 @@ class CausalLM(nn.Module):
     them the positions 0, 1, ... So a model that would build its mask from the cache length
     (`torch.ones(past + n)`) or count its positions from it (a slice of a position table from `past`,
     a cumulative sum of the mask) is given both, and no size depends on a value in the state. A causal
-    table the model slices from its keys' length holds the rows of the positions written (_causal_tables)."""
+    table the model slices from its keys' length holds the rows of the positions written (_causal_tables),
+    and a module whose own code cannot be traced runs its adapter (adapters.py)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
@@ -78,7 +80,10 @@ class CausalLM(nn.Module):
             if type(layer) not in kept:  # sliding-window and shared-KV layers: a plain static layer
                 self.cache.layers[i] = StaticLayer(max_cache_len)
         with torch.no_grad():  # transformers' StaticLayer takes its shapes from the first keys and values written
-            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+            try:
+                model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+            except IndexError as e:  # index_copy_ past the cache's end
+                raise _more_positions_than_tokens(model, f"past the cache's {max_cache_len} positions ({e})") from e
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
         self.positions = "position_ids" in inspect.signature(model.forward).parameters
@@ -92,9 +97,10 @@ class CausalLM(nn.Module):
             kwargs["attention_mask"] = (torch.arange(self.max_cache_len).reshape(1, -1) < start + tokens.shape[1]).long()
             if self.positions:
                 kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
-            with _tables_at(self.tables, start, tokens.shape[1], self.max_cache_len):
-                out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
+            tables = _tables_at(self.tables, start, tokens.shape[1], self.max_cache_len)
         else:
+            tables = contextlib.nullcontext()
+        with tables, adapted(self.model):
             out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
@@ -106,6 +112,15 @@ class CausalLM(nn.Module):
             for t in vars(layer).values():
                 if isinstance(t, torch.Tensor):
                     t.zero_()
+
+
+def _more_positions_than_tokens(model: nn.Module, what: str) -> ExportError:
+    """The refusal of a model whose one token writes other than one position into its cache."""
+    return ExportError(
+        f"{type(model).__name__}: one token written into its cache writes {what}: the model puts positions of its "
+        "own in its cache beside the tokens it is given (CPM-Ant: its prompt, ahead of them on every call), so a "
+        "static cache of max_cache_len positions cannot hold its past"
+    )
 
 
 def _causal_tables(model: nn.Module, max_cache_len: int) -> list:
