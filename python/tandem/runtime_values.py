@@ -26,7 +26,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .ir import ExportError
-from .value_branches import NeedBranches, _called_from_user, _is_branch, _line_number, _one_element, _user_line
+from .value_branches import NeedBranches, _called_from_user, _is_branch, _line_number, _one_element, _user_line, python_min_max
 
 
 def _fail(what: str):
@@ -499,9 +499,12 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
 
     def __enter__(self):
         self._checks.__enter__()
+        self._min_max = python_min_max()
+        self._min_max.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
+        self._min_max.__exit__(*exc)
         self._checks.__exit__(*exc)
         return super().__exit__(*exc)
 

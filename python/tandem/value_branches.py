@@ -6,6 +6,9 @@ on a copy when the first trace raises NeedBranches).
 
 from __future__ import annotations
 
+import builtins
+import contextlib
+import functools
 import os
 import traceback
 
@@ -76,3 +79,34 @@ def _line_number(line: str) -> int:
         return int(line.split(":")[1])
     except (IndexError, ValueError):
         return 0
+
+
+_PYTHON_MIN_MAX = {"max": builtins.max, "min": builtins.min}
+
+
+def _min_max(traced, python, *args, **kwargs):
+    """builtins.max / min while tracing: of a one-element integer tensor and a Python int, Python's own,
+    which compares them (a branch on the tensor's value: RuntimeValues takes it as it went eagerly and
+    guards it at run time) and gives one of the two, as eager does (`max(0, 1 - past - n)` is the int 0);
+    torch.export's own (`traced`) gives torch.clamp's tensor, whose value as a slice start sizes the
+    slice only at run time. Anything else as torch.export gives it."""
+    if len(args) == 2 and not kwargs:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        ints = [a for a in args if type(a) is int]
+        t = tensors[0] if len(tensors) == 1 and len(ints) == 1 else None
+        if t is not None and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and _one_element(t):
+            return python(*args)
+    return traced(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def python_min_max():
+    """Within the block builtins.max and min of a one-element integer tensor and an int are Python's own
+    (_min_max), over whatever torch.export installed."""
+    saved = builtins.max, builtins.min
+    builtins.max = functools.partial(_min_max, saved[0], _PYTHON_MIN_MAX["max"])
+    builtins.min = functools.partial(_min_max, saved[1], _PYTHON_MIN_MAX["min"])
+    try:
+        yield
+    finally:
+        builtins.max, builtins.min = saved

@@ -601,3 +601,43 @@ def test_a_product_over_an_empty_inner_dim_is_zeros_not_stale_scratch(backend):
         y1, y2 = model.empty(e, a, b)
         torch.testing.assert_close(y1, m.lin(e), rtol=0, atol=0)
         torch.testing.assert_close(y2, a @ b, rtol=0, atol=0)
+
+
+class BiasFromCacheLength(nn.Module):
+    """MPT's ALiBi slice: a table [heads, 1, keys] sliced at rows max(0, 1 - (n + past)), with past a
+    length in the state: the int 0 in eager, a tensor torch.export's max makes (torch.clamp)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("length", torch.zeros((), dtype=torch.long))
+        self.register_buffer("bias", torch.arange(8.0).reshape(2, 1, 4))
+
+    def forward(self, x):  # x [1, 2, n, 4]
+        self.length.add_(x.shape[2])
+        start = max(0, self.bias.size(1) - (x.shape[2] + self.length))
+        last = min(self.length, 3)  # a tensor while the length is below 3
+        return x + self.bias[:, start:, :] * last
+
+
+def test_max_and_min_of_a_state_value_and_an_int_are_python_s_as_eager_takes_them(backend):
+    """builtins.max / min of a one-element integer tensor and an int compare them as Python does (a branch
+    taken as it went eagerly, checked by a guard in each call), so max(0, 1 - (n + past)) is the int 0 and
+    the slice it starts keeps its static size (torch.export's own max made a clamped tensor, a slice sized
+    at run time that could not broadcast); a call in which a branch would go the other way fails with
+    TDM_ERR_GUARD."""
+    from tandem.format import file_ops
+
+    model = BiasFromCacheLength()
+    eager = copy.deepcopy(model)
+    n = Dim("n", min=1, max=4)
+    program = tandem.export(model, {"forward": tandem.Method(model.forward, (torch.zeros(1, 2, 3, 4),), dynamic_shapes=({2: n},))})
+    assert "guard" in [op.name for op in file_ops(program.method("forward"))]
+    m = tandem.load(program.to_bytes())
+    g = torch.Generator().manual_seed(0)
+    for k in (1, 1):  # past 0 and 1: min(length, 3) is the length
+        x = torch.randn(1, 2, k, 4, generator=g)
+        torch.testing.assert_close(m.forward(x), eager(x))
+    with pytest.raises(tandem.TandemError) as e:  # past 2 + 2 > 3: min takes the int, the other way
+        m.forward(torch.zeros(1, 2, 2, 4))
+    assert e.value.code == "TDM_ERR_GUARD"
+    torch.testing.assert_close(m.read_state("length"), torch.tensor(2))

@@ -345,7 +345,8 @@ def _greedy(m, prompt, n: int) -> list:
 
 
 def _cache_shapes(family):
-    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else {**CACHE_SHAPES, **POSITIONS, **ARGUMENT_STATE}[family]
+    made = {**CACHE_SHAPES, **POSITIONS, **ARGUMENT_STATE, **CAUSAL_TABLES}
+    make = functools.partial(_shrunk, family) if family.endswith("ForCausalLM") else made[family]
     model = _seeded(make)
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -459,3 +460,42 @@ def test_a_state_the_forward_takes_as_an_argument_is_program_state(backend):
     for _ in range(2):
         m.reset()
         assert _greedy.__wrapped__(m, prompt, len(want)) == want  # not the cached tokens: run again
+
+
+# attention that slices its own causal table [1, 1, P, P] at rows key_length - query_length .. key_length
+# (GPT-Neo's local layers: a band of window_size positions)
+CAUSAL_TABLES = {
+    "gpt_neo": lambda: transformers.GPTNeoForCausalLM(
+        transformers.GPTNeoConfig(
+            vocab_size=64,
+            hidden_size=32,
+            num_layers=2,
+            num_heads=4,
+            attention_types=[[["global", "local"], 1]],
+            window_size=4,
+            max_position_embeddings=64,
+        )
+    )
+}
+
+
+def test_a_causal_table_sliced_from_the_keys_length_reads_the_rows_of_the_positions_written(backend):
+    """GPT-Neo slices its causal table at rows key_length - query_length .. key_length, the queries'
+    positions where the keys are the past and the new tokens; over a static cache of 24 positions those
+    rows were 24 - n .. 24, so its local layer (a window of 4) saw no key of a short sequence. The recipe
+    gives each such table the rows of the positions being written there, so greedy generation past the
+    window equals transformers' generate."""
+    data, prompt, want = _cache_shapes("gpt_neo")
+    m = tandem.load(data)
+    assert _greedy(m, prompt, len(want)) == want
+
+
+def test_a_model_that_writes_positions_of_its_own_into_its_cache_is_refused_naming_it():
+    """CPM-Ant puts its 32 prompt positions into its cache ahead of the tokens on every call, so one token
+    writes 33 positions, past a static cache of 24: refused naming the class and why (index_copy_ failed
+    with an IndexError)."""
+    from tandem.ir import ExportError
+
+    model = _shrunk("CpmAntForCausalLM").eval()
+    with pytest.raises(ExportError, match=r"CpmAntForCausalLM: one token .* past the cache's 24 positions .* positions of its own"):
+        tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=4)

@@ -35,6 +35,7 @@ program state (StateArgumentLM, state_argument.py).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -44,6 +45,7 @@ from ..decoding import prefill  # noqa: F401  (tandem.transformers.prefill, pret
 from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
+from .adapters import adapted
 from .checks import check_int, check_options, token_id
 from .state_argument import StateArgumentLM, TokenSteps, state_argument
 
@@ -58,7 +60,9 @@ class CausalLM(nn.Module):
     and being written, the padding generate adds up to the cache's length), and to a forward that takes
     them the positions 0, 1, ... So a model that would build its mask from the cache length
     (`torch.ones(past + n)`) or count its positions from it (a slice of a position table from `past`,
-    a cumulative sum of the mask) is given both, and no size depends on a value in the state."""
+    a cumulative sum of the mask) is given both, and no size depends on a value in the state. A causal
+    table the model slices from its keys' length holds the rows of the positions written (_causal_tables),
+    and a module whose own code cannot be traced runs its adapter (adapters.py)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int):
         super().__init__()
@@ -76,10 +80,14 @@ class CausalLM(nn.Module):
             if type(layer) not in kept:  # sliding-window and shared-KV layers: a plain static layer
                 self.cache.layers[i] = StaticLayer(max_cache_len)
         with torch.no_grad():  # transformers' StaticLayer takes its shapes from the first keys and values written
-            model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+            try:
+                model(input_ids=torch.zeros(1, 1, dtype=torch.long), cache=self.cache, use_cache=True, logits_to_keep=1)
+            except IndexError as e:  # index_copy_ past the cache's end
+                raise _more_positions_than_tokens(model, f"past the cache's {max_cache_len} positions ({e})") from e
         # a layer the model never writes (one that reads another layer's keys and values) keeps no tensors
         self.written = [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
         self.positions = "position_ids" in inspect.signature(model.forward).parameters
+        self.tables = _causal_tables(model, max_cache_len)
         self.reset()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -89,7 +97,11 @@ class CausalLM(nn.Module):
             kwargs["attention_mask"] = (torch.arange(self.max_cache_len).reshape(1, -1) < start + tokens.shape[1]).long()
             if self.positions:
                 kwargs["position_ids"] = start + torch.arange(tokens.shape[1]).reshape(1, -1)
-        out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
+            tables = _tables_at(self.tables, start, tokens.shape[1], self.max_cache_len)
+        else:
+            tables = contextlib.nullcontext()
+        with tables, adapted(self.model):
+            out = self.model(input_ids=tokens, cache=self.cache, use_cache=True, logits_to_keep=1, **kwargs)
         return out.logits[:, -1]
 
     def step_topk(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,6 +112,45 @@ class CausalLM(nn.Module):
             for t in vars(layer).values():
                 if isinstance(t, torch.Tensor):
                     t.zero_()
+
+
+def _more_positions_than_tokens(model: nn.Module, what: str) -> ExportError:
+    """The refusal of a model whose one token writes other than one position into its cache."""
+    return ExportError(
+        f"{type(model).__name__}: one token written into its cache writes {what}: the model puts positions of its "
+        "own in its cache beside the tokens it is given (CPM-Ant: its prompt, ahead of them on every call), so a "
+        "static cache of max_cache_len positions cannot hold its past"
+    )
+
+
+def _causal_tables(model: nn.Module, max_cache_len: int) -> list:
+    """[(module, buffer name, table)] of the causal tables a model's attention slices by its keys' length:
+    a bool buffer [1, 1, P, P] (P >= max_cache_len) whose row r says which keys position r sees (lower
+    triangular; banded for a local window: GPT-Neo, ImageGPT, Bark), read as
+    `table[:, :, key_length - query_length : key_length, :key_length]`, rows that are the queries'
+    positions only where the keys are the past and the new tokens (a dynamic cache)."""
+    out = []
+    for module in model.modules():
+        for name, t in module.named_buffers(recurse=False):
+            if t.dtype == torch.bool and t.dim() == 4 and t.shape[:2] == (1, 1) and t.shape[2] == t.shape[3] >= max_cache_len:
+                if torch.equal(t, torch.tril(t)):
+                    out.append((module, name, t))
+    return out
+
+
+@contextlib.contextmanager
+def _tables_at(tables: list, start: torch.Tensor, n: int, max_cache_len: int):
+    """Within the block each causal table (_causal_tables) holds at rows [max_cache_len - n, max_cache_len) the
+    rows of the positions being written, start .. start + n - 1, over the cache's max_cache_len keys: the rows a
+    slice from the static cache's length reads; then the model's own tables again."""
+    rows = (torch.arange(max_cache_len) - (max_cache_len - n) + start.reshape(())).clamp(min=0)
+    try:
+        for module, name, t in tables:
+            setattr(module, name, t[:, :, :, :max_cache_len].index_select(2, rows.clamp(max=t.shape[2] - 1)))
+        yield
+    finally:
+        for module, name, t in tables:
+            setattr(module, name, t)
 
 
 def _topk(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,60 @@
+"""Per-class adapters (python/tandem/recipes/adapters.py) for transformers models whose own code cannot be
+traced into a fixed graph: each computes what the model's code computes in eager, and the model exported
+through the causal-LM recipe generates as transformers' generate, natively and in wasm."""
+
+import functools
+
+import pytest
+import torch
+
+import tandem
+import tandem.transformers as tt
+from tandem.recipes.adapters import adapted
+
+transformers = pytest.importorskip("transformers")
+
+
+@functools.lru_cache(maxsize=None)
+def _jetmoe():
+    from models import zoo
+
+    config = transformers.JetMoeConfig()
+    zoo.shrink(config, 64, {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 1})
+    torch.manual_seed(0)
+    return transformers.JetMoeForCausalLM(config).eval()
+
+
+def test_jetmoe_routing_adapted_computes_what_its_own_code_does():
+    """JetMoE's router reads its tokens per expert into Python (.tolist()) to split the rows among the experts;
+    adapted, the counts stay a tensor and the experts' products are one grouped product: the same logits
+    over a sequence, and the model runs its own code again after the block."""
+    model = _jetmoe()
+    x = torch.randint(3, 64, (1, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(x).logits
+        with adapted(model):
+            got = model(x).logits
+        again = model(x).logits
+    torch.testing.assert_close(got, want)
+    assert torch.equal(again, want) and "forward" not in vars(model.model.layers[0].mlp.router)
+
+
+@functools.lru_cache(maxsize=None)
+def _jetmoe_program():
+    model = _jetmoe()
+    prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
+    return tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6).to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
+
+
+def test_jetmoe_exports_and_generates_as_transformers(backend):
+    """The export failed at 'split' taking the counts read with .tolist(); with the adapter greedy generation
+    (the prompt in two prefills, then decode) equals transformers' generate token for token."""
+    data, prompt, want = _jetmoe_program()
+    m = tandem.load(data)
+    logits, got = tt.prefill(m, prompt), []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want
