@@ -85,26 +85,45 @@ def _trace_values(name: str, root, inputs, dynamic):
             else:
                 root.forward = own
 
-    branches = None
-    mode = RuntimeValues()
+    modes = []
+
+    def attempt(eager_min_max: bool):
+        modes.append(RuntimeValues(eager_min_max=eager_min_max))
+        try:
+            return trace(modes[-1]), None
+        except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
+            branches = _eager_branches(root, inputs)
+            modes.append(RuntimeValues(branches=branches, eager_min_max=eager_min_max))
+            return trace(modes[-1]), branches
+
     try:
-        ep = trace(mode)
-    except NeedBranches:  # a Python branch on a tensor value: which way does each go, eagerly?
-        branches = _eager_branches(root, inputs)
-        mode = RuntimeValues(branches=branches)
-        ep = trace(mode)
-    except ExportError:
-        raise
-    except Exception:
-        if mode.reads or getattr(root, "perturb", None):
-            # (a trace with a Python int moved, python_values.check_counters: its failure is the finding)
+        ep, branches = attempt(False)
+    except Exception as e:
+        first = modes[-1]
+        retry = first.min_max and not getattr(root, "perturb", None)
+        if isinstance(e, ExportError) and not retry:
             raise
-        # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
-        # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
-        return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+        if retry:
+            # max / min of a state value and an int is torch.clamp's tensor, a value at run time; where
+            # the trace fails (a slice it starts is sized only at run time), Python's own: a branch
+            # taken as eager takes it, guarded in each call
+            try:
+                ep, branches = attempt(True)
+            except Exception:
+                ep = None
+        else:
+            ep = None
+        if ep is None:
+            if isinstance(e, ExportError) or first.reads or getattr(root, "perturb", None):
+                # (a trace with a Python int moved, python_values.check_counters: its failure is the finding)
+                raise
+            # torch traces some programs differently under any torch-function mode (x[mask] + 1 guards
+            # on the mask's count); one that needed none of the mode's rewrites is traced as torch would
+            return torch.export.export(root, inputs, strict=False, dynamic_shapes=dynamic)
+    mode = modes[-1]
     ep._tandem_limits = [(u.node.expr, cap, n, line) for u, cap, n, line in mode.limits]
     if mode.reads:
-        other = trace(RuntimeValues(bias=1, branches=branches))
+        other = trace(RuntimeValues(bias=1, branches=branches, eager_min_max=mode.eager_min_max))
 
         def code(e):  # without unused size arithmetic (`off + T` computed in Python, then only sliced with)
             e.graph_module.graph.eliminate_dead_code()

@@ -488,8 +488,10 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
     which the branch would go the other way fails with TDM_ERR_GUARD before any state is written.
     Without `branches`, the first such bool() raises NeedBranches."""
 
-    def __init__(self, bias: int = 0, branches=None):
+    def __init__(self, bias: int = 0, branches=None, eager_min_max: bool = False):
         super().__init__()
+        self.eager_min_max = eager_min_max  # value_branches._min_max: Python's own max / min of a state value and an int
+        self.min_max: list = []  # the user's lines of such max / min calls
         self.r = _Reads(bias)
         self.branches = branches
         self.taken = 0
@@ -499,7 +501,7 @@ class RuntimeValues(torch.overrides.TorchFunctionMode):
 
     def __enter__(self):
         self._checks.__enter__()
-        self._min_max = python_min_max()
+        self._min_max = python_min_max(self.eager_min_max, self.min_max)
         self._min_max.__enter__()
         return super().__enter__()
 

@@ -84,28 +84,30 @@ def _line_number(line: str) -> int:
 _PYTHON_MIN_MAX = {"max": builtins.max, "min": builtins.min}
 
 
-def _min_max(traced, python, *args, **kwargs):
-    """builtins.max / min while tracing: of a one-element integer tensor and a Python int, Python's own,
-    which compares them (a branch on the tensor's value: RuntimeValues takes it as it went eagerly and
-    guards it at run time) and gives one of the two, as eager does (`max(0, 1 - past - n)` is the int 0);
-    torch.export's own (`traced`) gives torch.clamp's tensor, whose value as a slice start sizes the
-    slice only at run time. Anything else as torch.export gives it."""
+def _min_max(traced, python, use, seen, *args, **kwargs):
+    """builtins.max / min while tracing. Of a one-element integer tensor and a Python int (counted in
+    `seen`): torch.export's own (`traced`), torch.clamp's tensor, a value at run time; or with `use`,
+    Python's own, which compares them (a branch on the tensor's value: RuntimeValues takes it as it went
+    eagerly and guards it at run time) and gives one of the two as eager does (`max(0, 1 - past - n)` is
+    the int 0, a slice start that keeps the slice's size static). Anything else as torch.export gives it."""
     if len(args) == 2 and not kwargs:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         ints = [a for a in args if type(a) is int]
         t = tensors[0] if len(tensors) == 1 and len(ints) == 1 else None
         if t is not None and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool and _one_element(t):
-            return python(*args)
+            seen.append(_user_line())
+            if use:
+                return python(*args)
     return traced(*args, **kwargs)
 
 
 @contextlib.contextmanager
-def python_min_max():
-    """Within the block builtins.max and min of a one-element integer tensor and an int are Python's own
-    (_min_max), over whatever torch.export installed."""
+def python_min_max(use: bool, seen: list):
+    """Within the block builtins.max and min of a one-element integer tensor and an int go through
+    _min_max (Python's own with `use`), over whatever torch.export installed."""
     saved = builtins.max, builtins.min
-    builtins.max = functools.partial(_min_max, saved[0], _PYTHON_MIN_MAX["max"])
-    builtins.min = functools.partial(_min_max, saved[1], _PYTHON_MIN_MAX["min"])
+    builtins.max = functools.partial(_min_max, saved[0], _PYTHON_MIN_MAX["max"], use, seen)
+    builtins.min = functools.partial(_min_max, saved[1], _PYTHON_MIN_MAX["min"], use, seen)
     try:
         yield
     finally:
