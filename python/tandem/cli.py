@@ -337,7 +337,11 @@ def main(argv=None) -> int:
         if name == "export":
             p.add_argument("folder", help="a transformers checkpoint folder (as save_pretrained writes it); nothing is downloaded")
             p.add_argument("-o", "--output", required=True, help="the .tandem file to write")
-            p.add_argument("--max-cache-len", type=int, help="KV-cache positions (default: max_position_embeddings, at most 1024)")
+            p.add_argument(
+                "--max-cache-len",
+                type=int,
+                help="KV-cache positions, or the token ids a model with no usable cache holds (default: max_position_embeddings, <= 1024)",
+            )
             p.add_argument("--max-prompt-len", type=int, help="the longest prefill in one call (default: min(128, max-cache-len))")
             p.add_argument("--quantize", choices=["int8", "int4"], help="store linear, embedding (and with int8 expert) weights quantized")
             p.add_argument("--dtype", default="float32", help="the compute dtype: float32 (the one tandem runs)")

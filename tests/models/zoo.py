@@ -262,6 +262,16 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
 
 
 REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), first match wins
+    (
+        r"is not a causal LM",
+        "not causal (a position's logits change with the tokens after it), so the uncached recipe, the one left when its own "
+        "cache cannot be used, refuses it",
+    ),
+    (
+        r"gives logits .* away from transformers' generate's",
+        "its forward with no cache does not give transformers' generate's logits, so the uncached recipe, the one left when "
+        "its own cache cannot be used, refuses it",
+    ),
     (r"uses operators tandem does not support yet", "operators tandem does not support: {ops}"),
     (
         r"GuardOnDataDependentSymNode|data-dependent|TORCHDYNAMO_EXTENDED_DEBUG_CREATE_SYMBOL",

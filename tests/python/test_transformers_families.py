@@ -2,7 +2,8 @@
 over an EncoderDecoderCache (T5, BART, Marian, Pegasus with token ids; Speech2Text with features) and
 recurrent LMs over transformers' linear-attention cache layers (Mamba2, FalconMamba), each a tiny seeded
 config, natively and on the wasm backend, over call sequences against eager PyTorch on whole sequences.
-Families whose state is not a transformers Cache (XLNet's growing mems, xLSTM) are refused by name;
+Families whose state is not a transformers Cache (XLNet's growing mems, xLSTM) are refused by name
+without a max_cache_len (with one they go through the uncached recipe: test_uncached_lm.py);
 RWKV's state, a forward argument of fixed shapes, is program state."""
 
 import functools
@@ -217,7 +218,8 @@ def test_recurrent_family_matches_eager(family, backend):
 
 
 def test_recurrent_refusals_name_the_model_and_what_is_unsupported():
-    # XLNet's `mems` grow by the tokens of each call: not a state of fixed shapes (RWKV's `state` is one)
+    # XLNet's `mems` grow by the tokens of each call: not a state of fixed shapes (RWKV's `state` is one); without a
+    # max_cache_len there is no token buffer for the uncached recipe either
     xlnet = transformers.XLNetLMHeadModel(transformers.XLNetConfig(vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64))
     with pytest.raises(tandem.ExportError, match="XLNetLMHeadModel: its forward takes no transformers Cache .*'mems'"):
         tt.export_causal_lm(xlnet, max_cache_len=None, max_prompt_len=4)

@@ -31,6 +31,11 @@ undoes the steps past the n-th (prefill_steps): any n from 1 to max_prompt_len i
 the cost of max_prompt_len steps per call. A model whose forward takes its past as an argument and
 gives it back under the same name (RWKV's `state`) is run the same way, the argument's tensors its
 program state (StateArgumentLM, state_argument.py).
+
+A model whose forward takes no transformers Cache nor such an argument (GPT-1 keeps no past), or whose
+cache path does not export, is run with no cache (UncachedLM, uncached.py): its state is the token ids
+seen so far in a buffer of max_cache_len, each call a full forward over the buffer, the same methods;
+the metadata entry `uncached` says why. It is checked to be causal first (NotCausal otherwise).
 """
 
 from __future__ import annotations
@@ -46,8 +51,9 @@ from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
 from .adapters import adapted
-from .checks import check_int, check_options, token_id
+from .checks import ArgumentError, check_int, check_options, token_id
 from .state_argument import StateArgumentLM, TokenSteps, state_argument
+from .uncached import NotCausal, UncachedLM, check_causal
 
 
 class CausalLM(nn.Module):
@@ -455,35 +461,26 @@ class _StateArgumentLM(StateArgumentLM):
         return prefill_steps(self, tokens)
 
 
-def _refuse_unsupported_state(model: nn.Module) -> None:
-    """An ExportError naming the model class when its forward keeps its past in something other than a
-    transformers Cache (found from its forward's own parameters and their annotated classes): RWKV's
-    `state` list, xLSTM's xLSTMCache."""
+def _no_cache(model: nn.Module) -> str | None:
+    """Why the model's forward keeps its past in something other than a transformers Cache (found from its
+    forward's own parameters and their annotated classes: GPT-1 takes none, XLNet's `mems`, xLSTM's
+    xLSTMCache), or None when it takes one."""
     import inspect
     import typing
 
     from transformers.cache_utils import Cache
 
-    name = type(model).__name__
     params = inspect.signature(model.forward).parameters
     key = next((k for k in ("cache", "past_key_values") if k in params), None)
     if key is None:
         own = [k for k in ("state", "cache_params", "mems") if k in params]
-        raise ExportError(
-            f"{name}: its forward takes no transformers Cache"
-            f"{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}, so neither a static KV "
-            "cache nor transformers' recurrent cache layers can hold its state; this recipe exports "
-            "models whose cache is a transformers Cache (e.g. Llama, Mamba2); for others write the "
-            "step as a module with buffers and use tandem.export"
-        )
+        return f"its forward takes no transformers Cache{' (it passes its state as ' + repr(own[0]) + ')' if own else ''}"
     annotation = params[key].annotation
     classes = [a for a in (typing.get_args(annotation) or (annotation,)) if isinstance(a, type) and a is not type(None)]
     foreign = [c for c in classes if not issubclass(c, Cache)]
     if foreign and not any(issubclass(c, Cache) for c in classes):
-        raise ExportError(
-            f"{name}: its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache, so this "
-            f"recipe cannot hold its state; write the step as a module with buffers and use tandem.export"
-        )
+        return f"its forward's {key!r} is a {foreign[0].__name__}, not a transformers Cache"
+    return None
 
 
 def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
@@ -492,13 +489,13 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
     cache, kinds = _cache_layer_kinds(model, max_cache_len or 1)
     attention = [i for i, k in enumerate(kinds) if k in ("attention", "hybrid")]
     if attention and max_cache_len is None:
-        raise ExportError(
+        raise ArgumentError(
             f"max_cache_len=None: {type(model).__name__} has attention layers ({', '.join(map(str, attention))}) "
             "beside its recurrent ones, and they keep a KV cache; pass the length you need, e.g. max_cache_len=512"
         )
     if max_prompt_len < 1 or (max_cache_len is not None and max_prompt_len > max_cache_len):
-        raise ExportError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
-    lm = RecurrentLM(model, cache, kinds, max_cache_len)
+        raise ArgumentError(f"max_prompt_len must be in [1, {max_cache_len or 'any'}], got {max_prompt_len}")
+    lm = _built(RecurrentLM, model, cache, kinds, max_cache_len)
     return lm, _steps_prefill(lm, max_prompt_len), {}, len(kinds), "position"
 
 
@@ -515,7 +512,7 @@ def _steps_prefill(lm, max_prompt_len) -> dict:
 def _mamba_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
     """export_causal_lm's family part for a MambaForCausalLM (see MambaLM), as _recurrent_lm's."""
     if max_prompt_len < 1:
-        raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
+        raise ArgumentError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
     lm = MambaLM(model, max_cache_len)
     return lm, _steps_prefill(lm, max_prompt_len), {}, int(config.num_hidden_layers), "position"
 
@@ -523,17 +520,47 @@ def _mamba_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
 def _kv_cache_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
     """export_causal_lm's family part for an LM over a static KV cache (see CausalLM), as _recurrent_lm's."""
     if max_cache_len is None:
-        raise ExportError(
+        raise ArgumentError(
             f"max_cache_len=None: a {getattr(config, 'model_type', '') or type(model).__name__} model keeps its past in a KV "
             "cache of max_cache_len positions; pass the length you need, e.g. max_cache_len=512"
         )
     if not 1 <= max_prompt_len <= max_cache_len:
-        raise ExportError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
-    lm = CausalLM(model, max_cache_len)
+        raise ArgumentError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
+    lm = _built(CausalLM, model, max_cache_len)
     example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
     n = torch.export.Dim("n", min=1, max=max_prompt_len)
     prefills = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
     return lm, prefills, {}, int(config.num_hidden_layers), "cache.layers.0.cumulative_length"
+
+
+def _built(cls, model, *args):
+    """cls(model, *args), whose eager calls over the model's own cache may fail: an ExportError saying so."""
+    try:
+        return cls(model, *args)
+    except ExportError:
+        raise
+    except Exception as e:
+        why = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        raise ExportError(f"{type(model).__name__}: its forward fails over the cache transformers builds for it ({why})") from e
+
+
+def _uncached_lm(model, config, max_cache_len, max_prompt_len, why: str) -> tuple:
+    """export_causal_lm's family part for a model whose cache cannot be exported (see UncachedLM: the
+    token ids as state, a full forward per step), as _recurrent_lm's; NotCausal unless check_causal passes."""
+    if max_cache_len is None:
+        raise ArgumentError(
+            f"max_cache_len=None: {type(model).__name__}: {why}, so tandem runs its forward with no cache over a buffer "
+            "of max_cache_len token ids (the uncached recipe); pass the length you need, e.g. max_cache_len=512"
+        )
+    if not 1 <= max_prompt_len <= max_cache_len:
+        raise ArgumentError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
+    lm = UncachedLM(model, max_cache_len)
+    check_causal(lm, int(config.vocab_size), max_prompt_len)
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    prefills = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+    layers = getattr(config, "num_hidden_layers", None)
+    return lm, prefills, {"uncached": why}, None if layers is None else int(layers), "position"
 
 
 def export_causal_lm(
@@ -546,6 +573,10 @@ def export_causal_lm(
     the metadata. decode_topk returns the K = min(sample_top_k, vocab_size) largest logits and their
     ids (the JS generate() samples from them when it needs no more than K); sample_top_k=None: no
     decode_topk.
+    A model whose forward takes no transformers Cache, or whose cache path does not export, is run
+    with no cache over a buffer of max_cache_len token ids (the uncached recipe, uncached.py: the
+    same methods, each step a full forward over max_cache_len positions), once it is found causal;
+    the metadata entry `uncached` says why its cache was not used.
     Every family takes the same arguments: one that does not apply to the model (max_cache_len of a
     Mamba or Mamba2 LM, which has no KV cache) is accepted and recorded in the metadata entry
     `unused_options`; a hybrid's max_cache_len is its attention layers' capacity.
@@ -554,38 +585,83 @@ def export_causal_lm(
     check_options("export_causal_lm", options)
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
-    model_type = getattr(config, "model_type", "")
-    unused = {}
     if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
-    top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
     check_int("max_prompt_len", max_prompt_len)
     if max_cache_len is not None:
         check_int("max_cache_len", max_cache_len)
+    how = dict(metadata=metadata, sample_top_k=sample_top_k, **options)
+    model_type = getattr(config, "model_type", "")
     argument = state_argument(model) if model_type != "mamba" else None
-    if argument is None and model_type != "mamba":
-        _refuse_unsupported_state(model)
+    why = _no_cache(model) if argument is None and model_type != "mamba" else None
+    if why is None:
+        try:
+            return _export_lm(model, config, *_cached_lm(model, config, argument, max_cache_len, max_prompt_len), **how)
+        except ArgumentError:
+            raise
+        except ExportError as e:
+            if max_cache_len is None or _timed_out(e):  # the uncached recipe needs a capacity; a timeout is the caller's
+                raise
+            first = " ".join(str(e).split())
+            why, cached = f"its cache path does not export ({first if len(first) <= 300 else first[:297] + '...'})", e
+    else:
+        cached = None
+    try:
+        parts = _uncached_lm(model, config, max_cache_len, max_prompt_len, why)
+        return _export_lm(model, config, *parts, {}, max_cache_len, max_prompt_len, **how)
+    except ArgumentError:
+        raise
+    except NotCausal as e:  # its message names the model
+        raise NotCausal(f"{e}; and its own cache cannot be used: {why}") from cached or e
+    except ExportError as e:
+        name = type(model).__name__
+        raise ExportError(f"{name}: the uncached recipe fails ({e}), and its own cache cannot be used: {why}") from cached or e
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether a TimeoutError (a caller's deadline, e.g. an alarm) is among e's causes."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, TimeoutError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _cached_lm(model, config, argument, max_cache_len, max_prompt_len) -> tuple:
+    """The family part of a model that keeps its past in a transformers Cache or a forward argument:
+    (lm, prefill methods, metadata entries, layers, position state, unused options, max_cache_len, max_prompt_len)."""
+    model_type = getattr(config, "model_type", "")
+    unused = {}
     if argument is not None:  # its past in a forward argument (RWKV's state): a fixed-size state, no KV cache
         if max_cache_len is not None:
             unused["max_cache_len"] = int(max_cache_len)
             max_cache_len = None
         if max_prompt_len < 1:
-            raise ExportError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
+            raise ArgumentError(f"max_prompt_len must be at least 1, got {max_prompt_len}")
         lm = _StateArgumentLM(model, argument)
-        methods, extra, num_layers, position_state = _steps_prefill(lm, max_prompt_len), {}, int(config.num_hidden_layers), "position"
+        parts = lm, _steps_prefill(lm, max_prompt_len), {}, int(config.num_hidden_layers), "position"
     elif model_type != "mamba" and is_recurrent(model):
         if max_cache_len is not None and not has_attention_layers(model):  # a fixed-size state: any number of tokens fits
             unused["max_cache_len"] = int(max_cache_len)
             max_cache_len = None
-        lm, methods, extra, num_layers, position_state = _recurrent_lm(model, max_cache_len, max_prompt_len)
+        parts = _recurrent_lm(model, max_cache_len, max_prompt_len)
     elif model_type == "mamba":
         if max_cache_len is not None:  # a fixed-size state, not a KV cache: any number of tokens fits
             unused["max_cache_len"] = int(max_cache_len)
             max_cache_len = None
-        lm, methods, extra, num_layers, position_state = _mamba_lm(model, config, max_cache_len, max_prompt_len)
+        parts = _mamba_lm(model, config, max_cache_len, max_prompt_len)
     else:
-        lm, methods, extra, num_layers, position_state = _kv_cache_lm(model, config, max_cache_len, max_prompt_len)
-    # the methods every family has, after its prefill
+        parts = _kv_cache_lm(model, config, max_cache_len, max_prompt_len)
+    return (*parts, unused, max_cache_len, max_prompt_len)
+
+
+def _export_lm(
+    model, config, lm, methods, extra, num_layers, position_state, unused, max_cache_len, max_prompt_len, metadata, sample_top_k, **options
+) -> Program:
+    """The methods every family has, after its prefill, exported with the recipe's metadata."""
+    top_k = None if sample_top_k is None else min(sample_top_k, int(config.vocab_size))
     methods["decode"] = Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))
     if top_k is not None:
         lm.top_k = top_k
@@ -596,7 +672,7 @@ def export_causal_lm(
         None,
         methods,
         metadata={
-            "model_type": model_type,
+            "model_type": getattr(config, "model_type", ""),
             "vocab_size": int(config.vocab_size),
             "num_layers": num_layers,
             "max_cache_len": None if max_cache_len is None else int(max_cache_len),

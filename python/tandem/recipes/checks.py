@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from ..ir import ExportError
 
+
+class ArgumentError(ExportError):
+    """An argument the recipe cannot take (a length out of range, a missing capacity): never a reason to try another recipe."""
+
+
 EXPORT_OPTIONS = ("quantize", "quantize_group", "quantize_skip", "quantize_convs")
 
 

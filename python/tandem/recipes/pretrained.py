@@ -8,7 +8,8 @@ pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
 export_seq2seq (T5, BART, Marian, Whisper, ...), a model whose own cache has recurrent layers (Mamba,
 Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
-one token per step, any other causal LM to export_causal_lm over a static KV cache. max_cache_len is
+one token per step, any other causal LM to export_causal_lm over a static KV cache (or, for a
+model with no usable cache, over the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is
 the attention layers' capacity, for a hybrid (attention beside recurrent or conv layers) as for any
 other; a model without attention layers has no KV cache and records it as unused. The tokenizer, its special tokens and
 its chat template are stored once, as the metadata entry `tokenizer` (tandem/tokenizer.py).
@@ -289,8 +290,10 @@ def export_pretrained(
         )
 
     data = program.to_bytes()
+    uncached = program.metadata.get("uncached") if family != "seq2seq" else None
     report = {
-        "recipe": family,
+        "recipe": "uncached" if uncached else family,
+        "uncached": uncached,  # why the model's own cache is not used (the uncached recipe), else None
         "model_type": config.get("model_type"),
         "methods": [m.name for m in program.methods],
         "state_bytes": max((s.offset + s.nbytes for s in program.states), default=0),  # the region, as the writer laid it out
@@ -380,9 +383,14 @@ def print_report(report: dict, output, file=None) -> None:
     )
     p(f"  methods: {', '.join(report['methods'])}")
     cache = report["max_cache_len"]
+    held = "no KV cache: a recurrent state" if cache is None else f"KV cache of {cache} positions"
+    if report.get("uncached"):
+        held = f"the token ids of up to {cache} positions, no cache"
+        p(f"  no usable cache: {report['uncached']}")
+        p(f"  so each prefill and decode runs the model's whole forward over all {cache} positions")
     p(
         f"  state: {size(report['state_bytes'])} per session"
-        f" ({'no KV cache: a recurrent state' if cache is None else f'KV cache of {cache} positions'}"
+        f" ({held}"
         f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})"
     )
     if report["tokenizer"]:
