@@ -382,6 +382,44 @@ def delayed():
     return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
 
 
+class Periods(nn.Module):
+    """Two Python ints it counts and branches on, wrapping with periods 3 and 2 (the calls repeat every
+    6): a version per box of their runs of values, each picked by two `when_in` ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("acc", torch.zeros(2))
+        self.a = 0
+        self.b = 0
+
+    def forward(self, x):
+        y = x * 3 if self.a == 2 else x
+        if self.b == 1:
+            y = -y
+        self.a += 1
+        if self.a == 3:
+            self.a = 0
+        self.b += 1
+        if self.b >= 2:
+            self.b = 0
+        self.acc.mul_(0.5).add_(y)
+        return self.acc.clone()
+
+    def reset(self):
+        self.acc.zero_()
+        self.a = 0
+        self.b = 0
+
+
+def periods():
+    m = Periods()
+    e = copy.deepcopy(m)
+    g = torch.Generator().manual_seed(7)
+    xs = [torch.randn(2, generator=g) for _ in range(11)]
+    calls = [("forward", (x,)) for x in xs[:8]] + [("reset", ())] + [("forward", (x,)) for x in xs[8:]]
+    return m, {"forward": (torch.zeros(2),), "reset": ()}, {"forward": e.forward, "reset": e.reset}, calls
+
+
 class Writes(nn.Module):
     """A method that changes its inputs in place (x.add_(1), a slice of y written) beside a state:
     eager's caller sees the new values, and so does tandem's (written back after the call)."""
@@ -521,6 +559,7 @@ CASES = {
     "branch_guard": branch_guard,
     "python_values": python_values,
     "delayed": delayed,
+    "periods": periods,
     "branches": branches,
     "history_window": history_window,
     "last_inputs": last_inputs,

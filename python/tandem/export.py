@@ -21,7 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from .decompose import decompose
 from .format import file_ops, lay_out_program
 from .fuse import fuse_method, tie_embeddings
-from .growing import add_growing, check_bounds, growing_entry, window_versions
+from .growing import add_growing, check_bounds, growing_entry, steering_bounds, window_versions
 from .ir import DTYPE_CODE, SUPPORTED_DTYPES, ExportError, StateSpec
 from .layout import layout_methods
 from .lowering import is_user_file, lower_method, source_line
@@ -29,13 +29,14 @@ from .lowering.random import add_rng_state
 from .names import check_method_name
 from .plan import plan_method
 from .program import Program
-from .python_values import add_whens, check_counters, check_settled, scopes
+from .python_values import check_counters, check_settled, scopes
 from .quantize import Skip, quantize_methods
 from .runtime import TandemError, verify
 from .runtime_values import RuntimeValues
 from .schema import QUANT_GROUP
 from .snapshot import tensor_key as _tensor_key
 from .snapshot import zeros_of
+from .steering import add_whens
 from .tracing import Snapshot, Traced, _tensors_in, arg_names, is_held, traced
 from .value_branches import BranchRecorder, NeedBranches
 
@@ -313,7 +314,7 @@ def export(
     quantize_skip: Skip = None,
     quantize_convs: Union[bool, str] = False,
     seed: int = 0,
-    state_bounds: Optional[Mapping[str, int]] = None,
+    state_bounds: Optional[Mapping[str, Union[int, tuple]]] = None,
 ) -> Program:
     """Export `methods` (name -> example inputs, or name -> tandem.Method) into one Program, with
     `metadata` (name -> bool, int, float, string, or lists/dicts of them) stored beside them.
@@ -330,7 +331,8 @@ def export(
     method draws random numbers: torch.randn, x.normal_(), ...; docs/ops.md, Random sampling).
 
     state_bounds: state path -> capacity, for state that a method grows (`self.k = torch.cat([self.k, k],
-    dim=2)`) where the code gives it no bound (docs/ops.md, State that grows)."""
+    dim=2)`) where the code gives it no bound (docs/ops.md, State that grows); for a Python int a method
+    branches on, path -> (lo, hi) or hi, the values calls may reach (a call beyond them fails typed)."""
     specs = _normalize(module, methods)
     roots = {name: _traced(name, fn, inputs) for name, (fn, inputs, _) in specs.items()}
     for fn, _, _ in specs.values():
@@ -377,8 +379,9 @@ def export(
             for place, (holder, key, path, absent, shapes) in new_lazy.items():
                 lazy[place] = (holder, key, path, absent, zeros_of(shapes), {"exists": False})
         params = _parameters(list(roots.values())) if quantize is not None or quantize_convs else []
-        whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before)
-        check_bounds(state_bounds or {}, growing)
+        bounds = {p: b for p, b in (state_bounds or {}).items() if p not in growing}  # Python ints' values (steering.py)
+        whens = check_counters(_export_one, specs, roots, exported, name_of, constants, before, steering_bounds(bounds))
+        check_bounds(state_bounds or {}, growing, whens)
         window_versions(_export_one, specs, roots, growing, exported, whens, name_of, constants, before)
         check_settled(_export_one, specs, roots, name_of, before)
         for name, root in roots.items():

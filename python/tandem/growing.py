@@ -175,14 +175,38 @@ def _window(root, holder, key, dim) -> Optional[int]:
     return None
 
 
-def check_bounds(state_bounds: Mapping[str, int], growing: dict) -> None:
-    for path in state_bounds:
-        if path not in growing:
+def steering_bounds(bounds: Mapping) -> dict:
+    """state_bounds' entries for Python ints a method branches on (steering.py): path -> (lo, hi), the
+    values calls may reach (an int N: up to N)."""
+    out = {}
+    for path, b in bounds.items():
+        pair = (float("-inf"), b) if isinstance(b, int) and not isinstance(b, bool) else b
+        if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in pair)):
+            raise ExportError(f"state_bounds gives '{path}' {b!r}: give a capacity (an int) or, for a Python int, (lo, hi)")
+        if pair[0] > pair[1]:
+            raise ExportError(f"state_bounds gives '{path}' the values {pair[0]}..{pair[1]}, which hold none")
+        out[path] = pair
+    return out
+
+
+def check_bounds(state_bounds: Mapping, growing: dict, whens: dict) -> None:
+    """Every path state_bounds names is state a method grows or a Python int a method branches on."""
+    steering = {p: t for ws in whens.values() for t, v, p in ws if isinstance(v, tuple)}
+    for path, b in state_bounds.items():
+        if path in growing:
+            continue
+        if path not in steering:
             known = ", ".join(f"'{p}'" for p in growing) or "none"
+            ints = ", ".join(f"'{p}'" for p in steering) or "none"
             raise ExportError(
-                f"state_bounds names '{path}', which no method grows (state that grows: {known}); state_bounds "
-                "gives the capacity of a state that a method grows with torch.cat"
+                f"state_bounds names '{path}', which no method grows (state that grows: {known}) and no method branches "
+                f"on as a Python int (such ints: {ints}); state_bounds gives the capacity of a state that a method grows "
+                "with torch.cat, or the values (lo, hi) calls may reach of an int a method branches on"
             )
+        start = int(steering[path].item())
+        lo, hi = steering_bounds({path: b})[path]
+        if not lo <= start <= hi:
+            raise ExportError(f"state_bounds gives '{path}' the values {lo}..{hi}, which leave out its value now ({start})")
 
 
 def window_versions(export_one, specs, roots, growing: dict, exported: dict, whens: dict, name_of, constants, before) -> None:

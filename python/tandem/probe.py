@@ -1,8 +1,8 @@
 """Probe: the int a method branches on, while the method is traced at one of its values.
 
 A Python int that a method changes and branches on (moshi's `offset_cpu <= max_delay`) gives one
-version of the method per run of values that take the same path (python_values._versions). The
-probe finds that run from one trace: comparisons with plain numbers (`<`, `<=`, `==`, `if n:`)
+version of the method per run of values that take the same path (steering.versions; several ints:
+one per box of their runs). The probe finds that run from one trace: comparisons with plain numbers (`<`, `<=`, `==`, `if n:`)
 narrow it, and adding or subtracting a plain int keeps track of the shift. Arithmetic that a value
 read at run time can do (`*`, `//`, `%`, negation, an operand of a torch op, a slice start) marks it
 computed with: each version then reads it from the state at run time (runtime_values.TensorInt with

@@ -54,7 +54,7 @@ class TensorInt(int):
     and `shift` say it is root's value + shift (shift an int or a size), so two of them from one
     read have a known difference (a slice's length). `span` (lo, hi), where known, holds every value it
     takes in a call (a Python int a method branches on, read in the version of the method for one run of
-    its values, python_values._runs): a comparison with a plain number that the whole span answers alike
+    its values, steering._boxes): a comparison with a plain number that the whole span answers alike
     is that answer, a Python bool."""
 
     def __new__(cls, value: int, tensor: torch.Tensor, root=None, shift=0, span=None):

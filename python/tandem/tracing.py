@@ -178,7 +178,7 @@ class Traced(nn.Module):
 
     @property
     def probed(self) -> dict:
-        """place of an int traced as a probe (python_values._runs) -> ("add", amount) or ("set", value):
+        """place of an int traced as a probe (steering._boxes) -> ("add", amount) or ("set", value):
         what the last trace did to it."""
         return _FOUND[self._tandem_token]["probed"]
 
@@ -432,7 +432,7 @@ class Traced(nn.Module):
             if place in numbers:
                 now = _get(holder, key)
                 self._number_back(place, path, now, numbers[place], lines)
-                if place in self.ranges:  # what the call does to it (python_values._runs: the values calls reach)
+                if place in self.ranges:  # what the call does to it (steering._boxes: the values calls reach)
                     read = numbers[place]
                     if isinstance(now, TensorInt) and _same_read(now.root, read.root) and type(now.shift) is int:
                         self.probed[place] = ("add", now.shift - read.shift)
@@ -441,7 +441,7 @@ class Traced(nn.Module):
                 continue
             begin = start[place] if place in start else self.perturb.get(place, _get(holder, key))
             now = _get(holder, key)
-            # an int traced as a probe (python_values._versions): shifted by the method, or set to a plain value
+            # an int traced as a probe (steering.versions): shifted by the method, or set to a plain value
             shifted = isinstance(begin, probe.Probe) and isinstance(now, probe.Probe) and now._cell is begin._cell
             set_plain = isinstance(begin, probe.Probe) and not shifted
             if isinstance(now, probe.Probe):

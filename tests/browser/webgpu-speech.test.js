@@ -3,8 +3,8 @@
 // frame + moshi's LMGen.step, tests/fixtures/make.py's stt) and Mimi's encode and decode steps, float32,
 // int8 and int4 weights, over frames with the program's reset between them, against the wasm backend in
 // the same page (and the float32 STT's tokens against moshi's eager streaming); and methods exported in
-// versions (a Python int or bool they branch on: the `when` / `when_in` ops), the version picked from
-// the state on the GPU.
+// versions (Python ints or bools they branch on: the `when` / `when_in` ops, one per value), the version
+// picked from the state on the GPU.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -13,8 +13,9 @@ import { near, page, openWebgpuPage } from './webgpu-near.js';
 
 openWebgpuPage();
 
-for (const name of ['delayed', 'python_values']) {
-  test(`${name} (versions on a Python ${name === 'delayed' ? 'int' : 'bool'}) on WebGPU equals eager over its call sequence`,
+const STEERED = { delayed: 'a Python int', python_values: 'a Python bool', periods: 'two Python ints' };
+for (const [name, what] of Object.entries(STEERED)) {
+  test(`${name} (versions on ${what}) on WebGPU equals eager over its call sequence`,
     { timeout: 600000 }, async () => {
       const { spec } = fixture(name);
       const r = await page.evaluate((n) => window.gpuCase(n, 'webgpu'), name);

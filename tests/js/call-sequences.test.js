@@ -9,7 +9,7 @@ import { fixture, checkSequence } from './helpers.js';
 
 const CASES = [
   'original_report', 'accumulator', 'state_io', 'gru', 'initialized', 'int32_counter', 'dynamic_appender', 'python_values', 'delayed',
-  'branches', 'history_window', 'last_inputs',
+  'periods', 'branches', 'history_window', 'last_inputs',
 ];
 
 for (const name of CASES) {
