@@ -100,20 +100,15 @@ def _trace_values(name: str, root, inputs, dynamic):
     try:
         ep, branches = attempt(False)
     except Exception as e:
-        first = modes[-1]
-        retry = first.min_max and not getattr(root, "perturb", None)
-        if isinstance(e, ExportError) and not retry:
-            raise
-        if retry:
+        first, ep = modes[-1], None
+        if first.min_max and not getattr(root, "perturb", None):
             # max / min of a state value and an int is torch.clamp's tensor, a value at run time; where
             # the trace fails (a slice it starts is sized only at run time), Python's own: a branch
             # taken as eager takes it, guarded in each call
             try:
                 ep, branches = attempt(True)
             except Exception:
-                ep = None
-        else:
-            ep = None
+                pass
         if ep is None:
             if isinstance(e, ExportError) or first.reads or getattr(root, "perturb", None):
                 # (a trace with a Python int moved, python_values.check_counters: its failure is the finding)
