@@ -13,6 +13,7 @@ import copy
 
 import pytest
 import torch
+from test_int_versions import _run, check_versions
 from torch import nn
 
 import tandem
@@ -96,18 +97,6 @@ class Nested(nn.Module):
         self.left = 4
 
 
-def _run(model, eager, calls):
-    for i, x in enumerate(calls):
-        if x is None:
-            eager.reset()
-            model.reset()
-            continue
-        with torch.no_grad():
-            want = eager(x.clone())
-        got = model.forward(x.clone())
-        torch.testing.assert_close(got, want, msg=lambda s: f"call {i}: {s}")
-
-
 # (module, versions of forward): the boxes that take different paths (Periods: 3 runs of a times 3 of b,
 # the values past a wrap among them, which no call reaches)
 STEERED = [(FirstFrameWarmup, 4), (Periods, 9), (Nested, 3)]
@@ -115,18 +104,7 @@ STEERED = [(FirstFrameWarmup, 4), (Periods, 9), (Nested, 3)]
 
 @pytest.mark.parametrize("cls, versions", STEERED, ids=lambda c: getattr(c, "__name__", ""))
 def test_two_ints_that_steer_the_program_give_versions_equal_to_eager(backend, cls, versions):
-    torch.manual_seed(0)
-    m = cls()
-    eager = copy.deepcopy(m)
-    kept = copy.deepcopy(vars(m))
-    program = tandem.export(m, {"forward": (torch.randn(3),), "reset": ()})
-    assert [k for k in vars(m) if isinstance(kept[k], int) and vars(m)[k] != kept[k]] == [], "the export changed an int"
-    names = sorted(x.name for x in program.methods if x.name.startswith("forward"))
-    assert names == ["forward"] + [f"forward#{k}" for k in range(1, versions)]
-    model = tandem.load(program.to_bytes())
-    assert sorted(model.methods) == ["forward", "reset"]
-    xs = [torch.randn(3) for _ in range(20)]
-    _run(model, eager, xs[:13] + [None] + xs[13:17] + [None, None] + xs[17:])
+    check_versions(cls, versions, 20, (13, 17))
 
 
 def test_ints_no_version_was_traced_for_fail_typed_with_the_state_unchanged(backend):

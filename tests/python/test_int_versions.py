@@ -136,6 +136,12 @@ STEERED = [(Phases, 3), (Delayed, 2), (Countdown, 3), (Shifted, 2), (FirstCall, 
 
 @pytest.mark.parametrize("cls, versions", STEERED, ids=lambda c: getattr(c, "__name__", ""))
 def test_an_int_that_steers_the_program_gives_versions_equal_to_eager(backend, cls, versions):
+    check_versions(cls, versions, 12, (8, 11))
+
+
+def check_versions(cls, versions: int, ncalls: int, resets: tuple) -> None:
+    """cls exported (forward, reset) has forward in `versions` versions and, loaded, equals eager over ncalls
+    seeded calls with a reset before call resets[0] and two before call resets[1]; the export changes no int."""
     torch.manual_seed(0)
     m = cls()
     eager = copy.deepcopy(m)
@@ -146,8 +152,9 @@ def test_an_int_that_steers_the_program_gives_versions_equal_to_eager(backend, c
     assert names == ["forward"] + [f"forward#{k}" for k in range(1, versions)]
     model = tandem.load(program.to_bytes())
     assert sorted(model.methods) == ["forward", "reset"]
-    xs = [torch.randn(3) for _ in range(12)]
-    _run(model, eager, xs[:8] + [None] + xs[8:11] + [None, None] + xs[11:])
+    xs = [torch.randn(3) for _ in range(ncalls)]
+    a, b = resets
+    _run(model, eager, xs[:a] + [None] + xs[a:b] + [None, None] + xs[b:])
 
 
 def test_a_value_no_version_was_traced_for_fails_typed_with_the_state_unchanged(backend):

@@ -499,14 +499,19 @@ def _recurrent_lm(model, max_cache_len, max_prompt_len) -> tuple:
     return lm, _steps_prefill(lm, max_prompt_len), {}, len(kinds), "position"
 
 
+def _prefill(fn, max_prompt_len) -> dict:
+    """{'prefill': fn over [1, n] token ids, n from 1 to max_prompt_len}."""
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    return {"prefill": Method(fn, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+
+
 def _steps_prefill(lm, max_prompt_len) -> dict:
     """{'prefill': ...} of 1 to max_prompt_len tokens run as max_prompt_len one-token steps (prefill_steps)."""
     lm.max_prompt_len = max_prompt_len
     if max_prompt_len == 1:
         return {"prefill": Method(lm.step, (torch.zeros(1, 1, dtype=torch.long),))}
-    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
-    n = torch.export.Dim("n", min=1, max=max_prompt_len)
-    return {"prefill": Method(lm.prefill, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+    return _prefill(lm.prefill, max_prompt_len)
 
 
 def _mamba_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
@@ -527,9 +532,7 @@ def _kv_cache_lm(model, config, max_cache_len, max_prompt_len) -> tuple:
     if not 1 <= max_prompt_len <= max_cache_len:
         raise ArgumentError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
     lm = _built(CausalLM, model, max_cache_len)
-    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
-    n = torch.export.Dim("n", min=1, max=max_prompt_len)
-    prefills = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+    prefills = _prefill(lm.step, max_prompt_len)
     return lm, prefills, {}, int(config.num_hidden_layers), "cache.layers.0.cumulative_length"
 
 
@@ -556,9 +559,7 @@ def _uncached_lm(model, config, max_cache_len, max_prompt_len, why: str) -> tupl
         raise ArgumentError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
     lm = UncachedLM(model, max_cache_len)
     check_causal(lm, int(config.vocab_size), max_prompt_len)
-    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
-    n = torch.export.Dim("n", min=1, max=max_prompt_len)
-    prefills = {"prefill": Method(lm.step, (torch.zeros(1, example, dtype=torch.long),), dynamic_shapes=({1: n},))}
+    prefills = _prefill(lm.step, max_prompt_len)
     layers = getattr(config, "num_hidden_layers", None)
     return lm, prefills, {"uncached": why}, None if layers is None else int(layers), "position"
 
