@@ -329,6 +329,18 @@ for shape in [(1,), (3, 17), (2, 3, 33)]:
     case("max_all_int", lambda x: torch.max(x) * 100 + torch.min(x), ints(*shape).to(torch.int32))
     case("pow_scalar_base", lambda x: 2.5 ** x, r(*shape))
 case("expm1_edges", torch.expm1, torch.tensor([0.0, -0.0, 1e-30, -1e-7, 0.999, -0.999, 1.0, -1.0, 88.0, 89.0, -100.0, 20.0]))
+for shape in [(1,), (3, 17), (2, 3, 33)]:
+    case("erfinv", torch.erfinv, torch.rand(shape, generator=g) * 1.9998 - 0.9999, rtol=1e-6, atol=1e-7)  # within 3e-7 of the result
+# both polynomials and the switch between them (|x| near 0.9966), the tail, ±0; the results that
+# are not finite compared as flags (they cannot go through the JSON fixtures of the wasm run)
+case("erfinv_edges", torch.erfinv, torch.tensor([0.0, -0.0, 1e-30, 0.5, -0.9966, 0.99661, 0.999, -0.99999, 0.9999999, -0.9999999]),
+     rtol=1e-6, atol=1e-7)
+case("erfinv_not_finite", lambda x: torch.stack([torch.erfinv(x) > 3e38, torch.erfinv(x) < -3e38, torch.isnan(torch.erfinv(x))]),
+     torch.tensor([1.0, -1.0, 1.0000001, -3.0, 0.5, 0.0]))
+# torch.distributions' Normal validates its parameters (aten._is_all_true, an assertion) and its icdf
+# is erfinv: all on constants, folded at export
+case("normal_icdf_of_a_constant", lambda x: x * torch.distributions.Normal(0, 1).icdf(torch.tensor(0.95)), r(3, 5))
+case("is_all_true", lambda x: torch.stack([torch._is_all_true(x > -2), torch._is_any_true(x > 1), torch._is_all_true(x > 0)]), r(3, 5))
 case("log1p_edges", torch.log1p, torch.tensor([-0.9999999, -0.999999, 0.0, -0.0, 1e-30, 3e38, -1e-7]))
 for shape, reps in [((3,), (2,)), ((2, 3), (2, 1)), ((2, 3), (1, 3, 2)), ((), (4, 2)), ((2, 1, 5), (3, 2, 1)), ((3, 2), (0, 2))]:
     case("repeat", lambda x, r_=reps: x.repeat(*r_) + 0, r(*shape))

@@ -182,6 +182,44 @@ def _expm1(L, node, args, kwargs):
     return L.emit("where", [small, near, far], F32, shape)
 
 
+# erfinv's single-precision polynomials in w = -log(1 - x²) (M. Giles, "Approximating the erfinv
+# function", GPU Computing Gems Jade, 2011): in w - 2.5 where w < 5 (|x| below about 0.9966), else
+# in sqrt(w) - 3; highest degree first.
+ERFINV_CENTRAL = (
+    2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+    -0.00125372503, -0.00417768164, 0.246640727, 1.50140941,
+)  # fmt: skip
+ERFINV_TAIL = (
+    -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+    -0.0076224613, 0.00943887047, 1.00167406, 2.83297682,
+)  # fmt: skip
+
+
+@handles(aten.erfinv.default)
+def _erfinv(L, node, args, kwargs):
+    """The inverse of erf from existing ops: x·p(w), w = -log((1 - x)(1 + x)), p one of two polynomials
+    (Giles's, relative error below 3e-7 over (-1, 1)); ±1 give ±inf, |x| > 1 and NaN give NaN (the
+    log of a negative number)."""
+    x = L.cast(args[0], F32)
+    shape = x.shape
+
+    def poly(t, coefs):
+        p = L.scalar(coefs[0], F32)
+        for c in coefs[1:]:
+            p = L.emit("add", [L.emit("mul", [p, t], F32, shape), L.scalar(c, F32)], F32, shape)
+        return p
+
+    one = L.scalar(1.0, F32)
+    w = L.emit("mul", [L.emit("sub", [one, x], F32, shape), L.emit("add", [x, one], F32, shape)], F32, shape)
+    w = L.emit("neg", [L.emit("log", [w], F32, shape)], F32, shape)
+    central = poly(L.emit("sub", [w, L.scalar(2.5, F32)], F32, shape), ERFINV_CENTRAL)
+    tail = poly(L.emit("sub", [L.emit("sqrt", [w], F32, shape), L.scalar(3.0, F32)], F32, shape), ERFINV_TAIL)
+    p = L.emit("where", [L.emit("lt", [w, L.scalar(5.0, F32)], BOOL, shape), central, tail], F32, shape)
+    y = L.emit("mul", [p, x], F32, shape)
+    edge = L.emit("eq", [L.emit("abs", [x], F32, shape), one], BOOL, shape)  # the tail's polynomial at w = inf is -inf
+    return L.emit("where", [edge, L.emit("mul", [x, L.scalar(math.inf, F32)], F32, shape), y], F32, shape)
+
+
 @handles(aten.bitwise_and.Tensor, aten.bitwise_or.Tensor)
 def _bitwise_bool(L, node, args, kwargs):
     if not all(isinstance(a, Value) and a.dtype == BOOL for a in args[:2]):

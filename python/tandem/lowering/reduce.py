@@ -76,12 +76,15 @@ def _layer_norm(L, node, args, kwargs):
     return [y, None, None]  # mean and rstd are not produced; using them fails in getitem
 
 
-@handles(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims, aten.all.default)
+ANY_ALL = (aten.any.default, aten.all.default, aten._is_any_true.default, aten._is_all_true.default)  # over every element
+
+
+@handles(aten.any.dim, aten.any.dims, aten.all.dim, aten.all.dims, *ANY_ALL)
 def _any_all(L, node, args, kwargs):
-    name = "any" if node.target in (aten.any.dim, aten.any.dims, aten.any.default) else "all"
+    name = "any" if node.target in (aten.any.dim, aten.any.dims, aten.any.default, aten._is_any_true.default) else "all"
     x = L.cast(args[0], BOOL)
     d = kwargs.get("dim", args[1] if len(args) > 1 else None)
-    if node.target in (aten.any.default, aten.all.default) or d is None:  # any.dims without dims: all of them
+    if node.target in ANY_ALL or d is None:  # any.dims without dims: all of them
         dims = list(range(len(x.shape)))
     else:
         dims = sorted({_dim(int(i), len(x.shape)) for i in (d if isinstance(d, (list, tuple)) else [d])})
