@@ -428,6 +428,25 @@ case("index_put2_apart_acc", lambda x, i, j, v: setitem(x, (i, slice(None), j), 
 case("index_put_mask", lambda x, m: torch.index_put(x, (m,), torch.tensor(2.5)), r(4, 5), torch.rand(4, 5, generator=g) > 0.5)
 case("index_put_mask_row_acc", lambda x, m, v: torch.index_put(x, (m,), v, accumulate=True), r(4, 5), torch.tensor([True, False, True, True]), r(5))
 case("setitem2", lambda x, i, j: x.clone().index_put_((i, j), torch.tensor(-1.0)), r(3, 4), torch.tensor([0, 2]), torch.tensor([3, 1]))
+
+
+def masked_map(x, m):
+    """XmodOutput's language adapters: y = zeros; y[m] = f(x[m]), one row per selected element."""
+    y = torch.zeros_like(x)
+    y[m] = torch.tanh(x[m]) * 3 + 1
+    return y + x
+
+
+# boolean masks that are constants (computed in the method from no input): x[mask] indexes the
+# true elements' positions, so its size, which torch leaves unknown, is known at export
+case("index_constant_mask", lambda x: x[torch.arange(5) % 2 == 0] * 2, r(5, 3))
+case("index_constant_mask_2d", lambda x: x[(torch.arange(12).view(3, 4) % 3) == 1] + 1, r(3, 4, 2))
+case("index_constant_mask_inner", lambda x: x[:, torch.tensor([True, False, True])] * 3, r(2, 3, 2))
+case("index_put_constant_mask_rows", lambda x: masked_map(x, torch.ones(x.shape[0]) * 2 == 2), r(1, 4, 6))
+case("index_put_constant_mask_some", lambda x: masked_map(x, torch.arange(6) < 4), r(6, 2))
+case("index_put_constant_mask_none", lambda x: masked_map(x, torch.arange(6) > 9), r(6, 2))
+
+
 # scatter: any dim, src larger than the index (its leading corner is read), a value,
 # int and bool dtypes, negative dims; moshi's ring-cache form (one row index expanded over the other
 # dims, scatter_ on a view) becomes index_put

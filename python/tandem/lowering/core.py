@@ -39,6 +39,29 @@ FILL_MAX_NUMEL = 64  # a full()/zeros() larger than this is a fill op, not store
 _DIM_MAX: dict = {}
 _DIM_MIN: dict = {}
 _DIM_NAMES: dict = {}  # symbol -> the user's dim name, for messages
+# Sizes torch could not know at trace time (an unbacked symbol: the count of x[mask]) that follow from
+# constants, so the lowering computed them at export: symbol -> int (set by bind_sizes).
+_BOUND: dict = {}
+
+
+def bind_sizes(node, shape) -> None:
+    """Binds each size of node's result that torch left as an unbacked symbol (x[mask]'s count) to
+    the size in `shape` the lowering computed from constants."""
+    for d, n in zip(_meta(node).shape, shape):
+        if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol and d.node.expr not in _DIM_MAX:
+            _BOUND[d.node.expr] = int(n)
+
+
+def unbound_sizes(node) -> bool:
+    """Whether node's result has a size over symbols that are neither the method's dims nor bound."""
+    vals = node.meta.get("val")
+    return any(
+        isinstance(v, torch.Tensor)
+        and any(
+            isinstance(d, torch.SymInt) and any(x not in _DIM_MAX and x not in _BOUND for x in d.node.expr.free_symbols) for d in v.shape
+        )
+        for v in (vals if isinstance(vals, (list, tuple)) else [vals])
+    )
 
 
 def _corners():
@@ -70,6 +93,10 @@ def _size(d, node=None):
     """A size from torch's metadata: an int, or a SymDim for a torch SymInt over the method's dims."""
     if isinstance(d, torch.SymInt):
         expr = d.node.expr
+        if _BOUND and expr.free_symbols & _BOUND.keys():
+            expr = expr.subs(_BOUND)
+            if expr.is_Integer:
+                return int(expr)
         unknown = [str(s) for s in expr.free_symbols if s not in _DIM_MAX]
         if unknown:
             raise ExportError(
@@ -288,7 +315,7 @@ def _require_static(node) -> None:
     vals = node.meta.get("val")
     for v in vals if isinstance(vals, (list, tuple)) else [vals]:
         if isinstance(v, torch.Tensor) and not all(
-            isinstance(d, int) or all(x in _DIM_MAX for x in d.node.expr.free_symbols) for d in v.shape
+            isinstance(d, int) or all(x in _DIM_MAX or x in _BOUND for x in d.node.expr.free_symbols) for d in v.shape
         ):
             if node.target is aten.index.Tensor:
                 hint = (

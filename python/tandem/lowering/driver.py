@@ -13,6 +13,7 @@ from .. import schema
 from ..ir import BOOL, DTYPE_CODE, DTYPE_SIZE, F32, I64, STATE, ExportError, MethodIR, Op, Storage, SymDim, Value, same_shape
 from .complex_pairs import lower_complex
 from .core import (
+    _BOUND,
     _DIM_MAX,
     _DIM_MIN,
     _DIM_NAMES,
@@ -26,7 +27,9 @@ from .core import (
     _shape_of,
     _size,
     aten,
+    bind_sizes,
     handles,
+    unbound_sizes,
 )
 from .elementwise import COMPARE
 from .provenance import source_line
@@ -69,6 +72,11 @@ def _fold(L: Lowering, node, args, kwargs):
             return type(a)(conv(x) for x in a)
         return a
 
+    if _meta(node) is not None and unbound_sizes(node):  # x[mask] of constants: its size is the folded result's
+        if _has_size((args, kwargs)) or _has_symdim((args, kwargs)):
+            return None
+        res = node.target(*conv(args), **{k: conv(v) for k, v in kwargs.items()})
+        bind_sizes(node, res.shape)
     shape = _shape_of(node) if _meta(node) is not None else ()
     if _has_size((args, kwargs)) and not (node.target in FOLDABLE_EXTRA and any(isinstance(d, SymDim) for d in shape)):
         return None  # a size used as a value: computed per call by the handler, never frozen at the maximum
@@ -91,6 +99,11 @@ def _fold(L: Lowering, node, args, kwargs):
             return None
         return L.const(res)
     return None
+
+
+# Ops whose result may have a size torch could not know (x[mask]) that the handler, or folding, computes
+# from constants (bind_sizes); the handler calls _require_static where it cannot.
+SIZES_FROM_CONSTANTS = {aten.index.Tensor}
 
 
 # Python arithmetic on sizes that gives a float (n / 2, n * 0.5) or a bool (n > 3): computed per call.
@@ -152,6 +165,7 @@ def lower_method(name: str, ep, tensors: dict, states: dict, key_of, dims: list 
     _DIM_MIN.update({sym: mn for _, mn, _, sym in dims})
     _DIM_NAMES.clear()
     _DIM_NAMES.update({sym: n for n, _, _, sym in dims})
+    _BOUND.clear()
     L = Lowering(name, states, key_of)
     gm = ep.graph_module
     sig = ep.graph_signature
@@ -283,7 +297,8 @@ def _lower_call(L: Lowering, node, env: dict, unread: set, dim_states: dict) -> 
             L.fail("uses an auxiliary output (e.g. layer norm's mean/rstd) that tandem does not produce")
         env[node] = r
         return
-    _require_static(node)
+    if node.target not in SIZES_FROM_CONSTANTS:
+        _require_static(node)
     all_const = all(v in L.const_tensor for v in _values_in((args, kwargs)))
     handler = HANDLERS.get(node.target) or HANDLERS.get(str(node.target))  # a library's own op by its name
     if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) or isinstance(node.target, torch._ops.HigherOrderOperator):

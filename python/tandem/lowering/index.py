@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..ir import BOOL, F32, I32, I64, Op, Value, as_size, same_shape
-from .core import _dim, _position, _shape_of, _size, _static, aten, handles
+from .core import _dim, _position, _require_static, _shape_of, _size, _static, aten, bind_sizes, handles
 from .provenance import source_line
 from .shape import _fill, _is_slice_of, _slice_value
 
@@ -100,10 +100,41 @@ def _advanced_index(L, x: Value, indices):
     return L.reshape(x, merged), d0, flat, tuple(S)
 
 
+def _constant_masks(L, indices):
+    """indices with each boolean mask that is a constant (not 0-d) replaced by the integer indices of
+    its true elements, one index tensor per dim it covers (torch.nonzero's columns), which PyTorch's
+    x[mask] reads the same; None if a mask is not a constant."""
+    out = []
+    for i in indices:
+        if isinstance(i, Value) and i.dtype == BOOL:
+            if i not in L.const_tensor or not i.shape:
+                return None
+            where = L.const_tensor[i].nonzero()
+            out += [L.const(where[:, k].contiguous()) for k in range(where.shape[1])]
+        else:
+            out.append(i)
+    return out
+
+
 @handles(aten.index.Tensor)
 def _index(L, node, args, kwargs):
-    x, d, idx, _ = _advanced_index(L, args[0], args[1])
+    """x[indices]; a boolean mask that is a constant indexes as its true elements' positions, so the
+    size of x[mask], which torch leaves unknown, is known at export (bind_sizes)."""
+    indices = _constant_masks(L, args[1])
+    if indices is None:
+        _require_static(node)  # a mask computed per call: a size that depends on values
+        indices = args[1]
+    x, d, idx, S = _advanced_index(L, args[0], indices)
+    bind_sizes(node, x.shape[:d] + tuple(S) + x.shape[d + 1 :])
     return _index_select_value(L, x, d, idx, _shape_of(node))
+
+
+def _mask_values_broadcast(base: Value, indices, values: Value) -> bool:
+    """Whether values broadcast over base[mask]'s elements whatever their number (a number, one row)."""
+    lead = next(d for d, i in enumerate(indices) if i is not None)
+    rest = base.shape[lead + len(indices[lead].shape) :]
+    vshape = tuple(values.shape)
+    return not (len(vshape) > len(rest) + 1 or (len(vshape) == len(rest) + 1 and vshape[0] != 1))
 
 
 def _mask_put(L, node, base: Value, indices, values: Value, acc: bool):
@@ -113,7 +144,7 @@ def _mask_put(L, node, base: Value, indices, values: Value, acc: bool):
     mask = indices[lead]
     rest = base.shape[lead + len(mask.shape) :]
     vshape = tuple(values.shape)
-    if len(vshape) > len(rest) + 1 or (len(vshape) == len(rest) + 1 and vshape[0] != 1):
+    if not _mask_values_broadcast(base, indices, values):
         L.fail(
             "x[mask] = values needs values that broadcast over x[mask]'s elements (a number, or one row); "
             "the number of selected elements depends on the mask's values"
@@ -135,7 +166,12 @@ def _index_put(L, node, args, kwargs):
     acc = bool(kwargs.get("accumulate", args[3] if len(args) > 3 else False))
     used = [i for i in indices if i is not None]
     if len(used) == 1 and isinstance(used[0], Value) and used[0].dtype == BOOL:
-        return _mask_put(L, node, base, list(indices), values, acc)
+        # values for every selected element (not one row) under a constant mask: put at its true
+        # elements' positions; else where(mask, values, base)
+        ints = None if _mask_values_broadcast(base, list(indices), values) else _constant_masks(L, indices)
+        if ints is None:
+            return _mask_put(L, node, base, list(indices), values, acc)
+        indices = ints
     x, d, idx, S = _advanced_index(L, base, indices)
     k = math.prod(S)
     if x is not base and x.storage is not base.storage:  # permuted: put into the copy, permute back
