@@ -58,3 +58,57 @@ def test_jetmoe_exports_and_generates_as_transformers(backend):
         got.append(int(logits.argmax()))
         logits = m.decode(torch.tensor([[got[-1]]]))
     assert got == want
+
+
+@functools.lru_cache(maxsize=None)
+def _longcat():
+    from models import zoo
+
+    config = transformers.LongcatFlashConfig()
+    zoo.shrink(config, 64, {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 1})
+    config.zero_expert_num = 2  # 4 routed experts and 2 zero ones: a sequence's tokens choose both kinds
+    torch.manual_seed(0)
+    return transformers.LongcatFlashForCausalLM(config).eval()
+
+
+def test_longcat_experts_adapted_compute_what_their_own_code_does():
+    """LongCat-Flash loops over the experts its tokens hit (read with .item()), and its "zero" experts past the
+    routed ones return their input; adapted, one grouped product over the sorted rows plus the zero experts'
+    weighted input: the same logits over a sequence whose tokens choose both kinds, and its own code again after."""
+    model = _longcat()
+    chosen = []
+    experts = [m for m in model.modules() if type(m).__name__ == "LongcatFlashExperts"]
+    hooks = [m.register_forward_pre_hook(lambda mod, args: chosen.append(args[1] < mod.num_routed_experts)) for m in experts]
+    x = torch.randint(3, 64, (1, 13), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want = model(x).logits
+        with adapted(model):
+            got = model(x).logits
+        again = model(x).logits
+    for h in hooks:
+        h.remove()
+    routed = torch.cat([c.reshape(-1) for c in chosen])
+    assert routed.any() and not routed.all()  # routed and zero experts both chosen
+    torch.testing.assert_close(got, want)
+    assert torch.equal(again, want) and "forward" not in vars(experts[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _longcat_program():
+    model = _longcat()
+    prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
+    return tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6).to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
+
+
+def test_longcat_exports_and_generates_as_transformers(backend):
+    """The export failed at the experts loop's .item(); with the adapter greedy generation (the prompt in two
+    prefills, then decode) equals transformers' generate token for token."""
+    data, prompt, want = _longcat_program()
+    m = tandem.load(data)
+    logits, got = tt.prefill(m, prompt), []
+    while len(got) < len(want):
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    assert got == want

@@ -9,6 +9,10 @@ left as it was.
   run time. Adapted: the counts stay a tensor, and the experts' products are one grouped matrix
   product over the rows sorted by expert (transformers' `grouped_mm_fallback`, offsets the counts'
   cumulative sum), which tandem runs as `matmul_grouped`.
+- LongCat-Flash's experts (LongcatFlashExperts): a Python loop over the experts its tokens hit (read
+  with `.item()`), with "zero" experts past the routed ones that return their input. Adapted: every
+  token's choices in one grouped product over the rows sorted by expert (a zero expert's rows are
+  computed by the last routed expert and weighted 0), plus the zero experts' weights times the input.
 """
 
 from __future__ import annotations
@@ -42,9 +46,29 @@ def _jetmoe_experts(self, inputs, expert_size):
     return torch.ops.transformers.grouped_mm_fallback(inputs, self.weight.transpose(1, 2), offsets)
 
 
+def _longcat_experts(self, hidden_states, top_k_index, top_k_weights):
+    """LongcatFlashExperts.forward: hidden_states [T, H], top_k_index and top_k_weights [T, K]; experts
+    from num_routed_experts on are the identity."""
+    from transformers.integrations import moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+
+    n, k = self.num_routed_experts, top_k_index.shape[-1]
+    ids = top_k_index.reshape(-1)
+    routed = ids < n
+    weights = top_k_weights.reshape(-1) * routed  # a zero expert's row: weight 0 here
+    ids_sorted, perm = torch.sort(ids.clamp(max=n - 1))
+    offsets = torch.histc(ids_sorted.float(), bins=n, min=0, max=n - 1).cumsum(0).to(torch.int32)
+    rows = hidden_states[perm // k]
+    gate, up = torch.ops.transformers.grouped_mm_fallback(rows, self.gate_up_proj[:n].transpose(1, 2), offsets).chunk(2, dim=-1)
+    out = torch.ops.transformers.grouped_mm_fallback(self.act_fn(gate) * up, self.down_proj.transpose(1, 2), offsets)
+    out = (out * weights[perm, None])[torch.argsort(perm)]  # back in the tokens' order
+    zero = (top_k_weights * (top_k_index >= n)).sum(-1, keepdim=True)
+    return (out.view(-1, k, out.shape[-1]).sum(1) + zero * hidden_states).to(hidden_states.dtype)
+
+
 ADAPTERS = {  # class name -> {method name: replacement}
     "JetMoeTopKGating": {"forward": _jetmoe_router},
     "JetMoeParallelExperts": {"forward": _jetmoe_experts},
+    "LongcatFlashExperts": {"forward": _longcat_experts},
 }
 
 
