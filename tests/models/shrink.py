@@ -2,7 +2,8 @@
 vocabulary, experts), never by a per-model table (tests/models/zoo.py builds every registered class
 from its config class with it).
 
-`shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64. Some configs check
+`shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64 (a speech model's
+input-feature widths, its mel bins, kept as its feature extractor makes them). Some configs check
 relations between their fields (a head width times the heads equals an inner width, layer counts
 that sum to the total, per-layer lists as long as the layers) or leave sizes None that their
 checkpoints set; the walk then tries the next of `SHRINKS`:
@@ -18,7 +19,9 @@ checkpoints set; the walk then tries the next of `SHRINKS`:
   shares its weights or reads its cache from an earlier one of its kind has one: num_kv_shared_layers
   is the second half); per-layer settings keyed by layer index follow the layers kept;
 - `keep_layers`: the same with the config's own layer counts and per-layer lists (layer indices,
-  per-layer settings and patterns keep their meaning)."""
+  per-layer settings and patterns keep their meaning);
+- `own_ids`: the smallest form with the config's own special token ids where they are in the
+  vocabulary (ProphetNet's positions start after its pad id, 0)."""
 
 from __future__ import annotations
 
@@ -37,7 +40,6 @@ HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_
 LORA = re.compile(r"(kv_lora_rank|q_lora_rank|.*_lora_rank)")
 HIDDEN = re.compile(r"(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|dim|word_embed_proj_dim|embedding_size|hidden_dim)")
 FFN = re.compile(r"(intermediate_size|.*_intermediate_size|ffn_dim|.*_ffn_dim|d_ff|n_inner|ffn_hidden_size|inner_dim|ff_dim|.*ffn_size)")
-VOCAB = re.compile(r"vocab_size")
 POSITIONS = re.compile(
     r"(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|seq_length|max_length|max_target_positions)"
 )
@@ -48,6 +50,8 @@ ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
 PERIOD = re.compile(r".*_period")
 OFFSET = re.compile(r".*_offset")
 WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
+# The width of a speech model's input features, as its feature extractor makes them: kept.
+FEATURES = re.compile(r"(num_mel_bins|n_mel_bins|n_mels|input_feat_size|input_dim|feature_projection_input_dim)")
 # Roles only the consistent shrink gives: heads and head widths under a prefix (mamba_n_heads,
 # mamba_d_head, n_mamba_heads, mamba_headdim).
 MORE_HEADS = re.compile(r"(.*_n_heads|n_.*_heads)")
@@ -59,7 +63,7 @@ ATTENTION_LAYERS = re.compile(r"(attn|attention|full_attn|full_attention|hybrid)
 
 SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
 # what the walk tries, in order
-SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True})
+SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True}, {"own_ids": True})
 
 
 def _is_int(v) -> bool:
@@ -80,6 +84,8 @@ def _shrink_int(name: str, value: int, orig: dict) -> int | None:
         return None
     if "vocab_size" in n:
         return None  # set from the tokenizer
+    if FEATURES.fullmatch(n):
+        return None
     if ROTARY.fullmatch(n):
         return SIZES["head_dim"] // 2 if value > 0 else value
     if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
@@ -137,11 +143,17 @@ def _shrink_layer_list(values: list, layers: int, twice: bool = False) -> list[i
 
 
 def shrink(
-    config, vocab_size: int, token_ids: dict | None = None, consistent: bool = False, twice: bool = False, keep_layers: bool = False
+    config,
+    vocab_size: int,
+    token_ids: dict | None = None,
+    consistent: bool = False,
+    twice: bool = False,
+    keep_layers: bool = False,
+    own_ids: bool = False,
 ) -> None:
     """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
     `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them.
-    `consistent`, `twice`, `keep_layers`: the module's docstring (SHRINKS)."""
+    `consistent`, `twice`, `keep_layers`, `own_ids`: the module's docstring (SHRINKS)."""
     from transformers import PretrainedConfig
 
     d = dict(config.__dict__)
@@ -165,7 +177,7 @@ def shrink(
         spec.per_layer_overrides = {n: spec.per_layer_overrides[j] for n, j in enumerate(kept) if j in spec.per_layer_overrides}
     for k, v in d.items():
         if isinstance(v, PretrainedConfig):
-            shrink(v, vocab_size, token_ids, consistent, twice, keep_layers)
+            shrink(v, vocab_size, token_ids, consistent, twice, keep_layers, own_ids)
             continue
         if not _is_int(v):
             continue
@@ -205,17 +217,19 @@ def shrink(
                 new = v // d[k] * _now(config, k) if v % d[k] == 0 else _shrink_int(k, v, {**d, **over})  # a multiple stays one
                 over[k] = v if new is None else new
     for k, v in (token_ids or {}).items():
-        if k in d:
+        if k in d and not (own_ids and _is_int(d[k]) and 0 <= d[k] < vocab_size):
             setattr(config, k, v)
     if "is_decoder" in d:  # the encoder families registered as causal LMs (BERT, RoBERTa) generate as decoders
         config.is_decoder = True
     if keep_layers:
         return
-    for k, v in d.items():  # per-layer lists whose length follows the number of layers
-        if k in layer_lists or not isinstance(v, list) or not v or len(v) <= SIZES["layers"]:
+    counts = [k for k, v in d.items() if LAYERS.fullmatch(k.lower()) and _is_int(v)]  # num_hidden_layers first
+    counts.sort(key=lambda k: k != "num_hidden_layers")
+    for k, v in d.items():  # per-layer lists whose length follows a number of layers (conv_dim: num_feat_extract_layers)
+        if k in layer_lists or not isinstance(v, (list, tuple)) or not v or len(v) <= SIZES["layers"]:
             continue
-        n = getattr(config, "num_hidden_layers", None)
-        if isinstance(n, int) and len(v) == d.get("num_hidden_layers"):
+        n = next((getattr(config, c) for c in counts if d[c] == len(v)), None)
+        if _is_int(n):
             setattr(config, k, v[:n])
 
 
@@ -326,7 +340,7 @@ def _keep_width_ratios(config, before: dict) -> None:
             continue
         if HEAD_DIM.fullmatch(n) or MORE_HEAD_DIM.fullmatch(n) or ROTARY.fullmatch(n):
             continue
-        if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or VOCAB.fullmatch(n) or POSITIONS.fullmatch(n) or "vocab" in n:
+        if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or POSITIONS.fullmatch(n) or FEATURES.fullmatch(n) or "vocab" in n:
             continue
         if v % was == 0:
             setattr(config, k, v // was * now)
