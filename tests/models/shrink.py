@@ -14,7 +14,10 @@ checkpoints set; the walk then tries the next of `SHRINKS`:
   of two or three others of its role stays their sum, or a whole multiple of a count per part
   (num_layers_per_stack); the per-layer lists follow the total, a hybrid keeps an attention layer
   (its list of attention-layer indices keeps one in range; a pattern of linear attention only ends in
-  full attention), and a default_X is the first of the config's Xs;
+  full attention), a default_X is the first of the config's Xs, a token id at the vocabulary's end
+  or past it (as a sum of counts) keeps its place, a convolution's groups that were the hidden size
+  stay it, a sub-config's width that was another sub-config's hidden size stays it, and a chunk of
+  audio samples that was a multiple of a sub-config's hop is kept;
 - `twice`: the same with each kind of layer twice, the kinds in order and then again (a layer that
   shares its weights or reads its cache from an earlier one of its kind has one: num_kv_shared_layers
   is the second half); per-layer settings keyed by layer index follow the layers kept;
@@ -57,6 +60,7 @@ FEATURES = re.compile(r"(num_mel_bins|n_mel_bins|n_mels|input_feat_size|input_di
 MORE_HEADS = re.compile(r"(.*_n_heads|n_.*_heads)")
 MORE_HEAD_DIM = re.compile(r"(d_head|.*_d_head|.*_headdim)")
 HEAD_GROUPS = re.compile(r"(n_groups|.*_n_groups|.*_ngroups|num_groups)")  # groups of heads: a divisor of the heads
+CONV_GROUPS = re.compile(r".*_groups")  # a convolution's groups (upsample_groups): one per channel where it was
 KV_SHARED = re.compile(r".*kv_shared_layers")  # the last layers, which read the caches of earlier ones of their kind
 # Lists of the indices of a hybrid's attention layers (attn_layer_indices, full_attn_idxs, hybrid_layer_ids).
 ATTENTION_LAYERS = re.compile(r"(attn|attention|full_attn|full_attention|hybrid)_(layer_)?(indices|ids|idxs?)")
@@ -157,6 +161,7 @@ def shrink(
     from transformers import PretrainedConfig
 
     d = dict(config.__dict__)
+    subs = {k: dict(v.__dict__) for k, v in d.items() if isinstance(v, PretrainedConfig)}  # the sub-configs before
     layer_lists = {}
     if not keep_layers:
         layer_lists = {
@@ -202,6 +207,9 @@ def shrink(
         _fill_none(config, d)
         _keep_head_products(config, d)
         _keep_width_ratios(config, d)
+        _keep_token_ids(config, d)
+        _keep_shared_widths(config, subs)
+        _keep_sample_counts(config, d, subs)
         if not keep_layers:
             _keep_sums(config, d, LAYERS, terms=3)
             _keep_stacks(config, d)
@@ -329,15 +337,23 @@ def _keep_head_products(config, before: dict) -> None:
 
 
 def _keep_width_ratios(config, before: dict) -> None:
-    """A width that was a whole multiple or a whole fraction of the hidden size stays one."""
+    """A width that was a whole multiple or a whole fraction of the hidden size stays one; a
+    convolution's groups that were the hidden size (one per channel) stay it."""
     hidden = _hidden(config, before)
     if hidden is None:
         return
     k0, was, now = hidden
     for k, v in before.items():
         n = k.lower()
-        if k == k0 or not _is_int(v) or v <= 0 or not (HIDDEN.fullmatch(n) or FFN.fullmatch(n) or WIDTH.fullmatch(n)):
+        if (
+            k == k0
+            or not _is_int(v)
+            or v <= 0
+            or not (HIDDEN.fullmatch(n) or FFN.fullmatch(n) or WIDTH.fullmatch(n) or CONV_GROUPS.fullmatch(n))
+        ):
             continue
+        if CONV_GROUPS.fullmatch(n) and v != was:
+            continue  # a depthwise convolution's groups: one per channel
         if HEAD_DIM.fullmatch(n) or MORE_HEAD_DIM.fullmatch(n) or ROTARY.fullmatch(n):
             continue
         if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or POSITIONS.fullmatch(n) or FEATURES.fullmatch(n) or "vocab" in n:
@@ -346,3 +362,60 @@ def _keep_width_ratios(config, before: dict) -> None:
             setattr(config, k, v // was * now)
         elif was % v == 0 and now % (was // v) == 0:
             setattr(config, k, now // (was // v))
+
+
+def _keep_token_ids(config, before: dict) -> None:
+    """A token id that was the vocabulary's last (a CTC blank) stays its last; one past the vocabulary
+    that was a count plus a product of two (the rows after the text vocabulary: vocab_size +
+    num_codebooks * codebook_vocab_size) stays that sum."""
+    vocab = before.get("vocab_size")
+    ints = {k: v for k, v in before.items() if _is_int(v) and v > 0 and not k.endswith("_id")}
+    for k, v in before.items():
+        if k.endswith("_token_id") and _is_int(v) and _is_int(vocab) and v == vocab - 1:
+            setattr(config, k, config.vocab_size - 1)
+        if not (k.endswith("_token_id") and _is_int(v) and _is_int(vocab) and v >= vocab):
+            continue
+        sums = [(a, b, c) for a in ints for b, c in itertools.combinations(ints, 2) if a not in (b, c)]
+        sums = [t for t in sums if ints[t[0]] + ints[t[1]] * ints[t[2]] == v]
+        roles = (HEADS, KV_HEADS, LAYERS, HIDDEN, FFN, HEAD_DIM, WIDTH)  # fewest sizes of a role: counts of codebooks, not heads
+        part = min(sums, key=lambda t: sum(any(r.fullmatch(f.lower()) for r in roles) for f in t), default=None)
+        if part is not None:
+            a, b, c = part
+            setattr(config, k, _now(config, a) + _now(config, b) * _now(config, c))
+
+
+def _keep_shared_widths(config, subs: dict) -> None:
+    """A width in one sub-config that was another sub-config's hidden size stays it (a diffusion head's
+    latent_size, a head's audio_hidden_size: audio_config.hidden_size); where several were, the one
+    its name's prefix names (audio_ for audio_config)."""
+    hidden = {}
+    for k, before in subs.items():
+        h = _hidden(getattr(config, k), before)
+        if h is not None:
+            hidden[k] = h
+    for k, before in subs.items():
+        sub = getattr(config, k)
+        own = hidden.get(k, (None,))[0]
+        for f, v in before.items():
+            n = f.lower()
+            if f == own or not _is_int(v) or not (HIDDEN.fullmatch(n) or WIDTH.fullmatch(n)) or HEAD_DIM.fullmatch(n):
+                continue
+            same = [o for o, h in hidden.items() if o != k and h[1] == v]
+            named = [o for o in same if n.startswith(o.removesuffix("_config") + "_")]
+            now = {hidden[o][2] for o in named or same}
+            if len(now) == 1:
+                setattr(sub, f, now.pop())
+
+
+def _keep_sample_counts(config, before: dict, subs: dict) -> None:
+    """A chunk of audio samples (a *chunk_size, *samples) that was a whole multiple of a sub-config's
+    hop (the product of its down-sampling ratios or strides) is kept."""
+    hops = {
+        math.prod(v)
+        for sub in subs.values()
+        for k, v in sub.items()
+        if re.fullmatch(r".*(ratios|strides?)", k) and isinstance(v, (list, tuple)) and len(v) > 1 and all(map(_is_int, v))
+    }
+    for k, v in before.items():
+        if re.fullmatch(r".*(chunk_size|samples)", k) and _is_int(v) and _now(config, k) != v and any(h > 1 and v % h == 0 for h in hops):
+            setattr(config, k, v)

@@ -109,3 +109,30 @@ def test_a_speech_models_input_feature_widths_are_kept():
     c = _shrunk(transformers.SeamlessM4TConfig)
     assert c.feature_projection_input_dim == 160 and c.hidden_size == 32
     assert _shrunk(transformers.WhisperConfig).num_mel_bins == 80
+
+
+def test_token_ids_past_the_vocabulary_and_its_last_keep_their_place():
+    c = _rebuilt(_shrunk(transformers.KyutaiSpeechToTextConfig, consistent=True))
+    assert c.audio_pad_token_id == c.vocab_size + c.num_codebooks * c.codebook_vocab_size == 64 + 32 * 64
+    assert c.codec_config.upsample_groups == c.codec_config.hidden_size == 32  # depthwise: one group per channel
+    head = _shrunk(transformers.Nemotron3_5TranscribeConfig, consistent=True).word_timestamp_config
+    assert head.blank_token_id == head.vocab_size - 1 == 63
+
+
+def test_a_width_that_was_another_sub_configs_hidden_size_stays_it():
+    c = _rebuilt(_shrunk(transformers.VibeVoiceConfig, consistent=True))
+    assert c.diffusion_head_config.latent_size == c.audio_config.hidden_size == 32
+    d = _shrunk(transformers.Nemotron3_5TranscribeConfig, consistent=True).audio_config.diarization_config
+    assert d.head_config.audio_hidden_size == d.audio_config.hidden_size == 32
+
+
+def test_a_chunk_of_audio_samples_stays_a_multiple_of_the_hop():
+    c = _rebuilt(_shrunk(transformers.VibeVoiceAsrConfig, consistent=True))
+    assert c.acoustic_tokenizer_chunk_size % c.acoustic_tokenizer_encoder_config.hop_length == 0
+
+
+def test_own_ids_keeps_the_configs_special_token_ids_in_the_vocabulary():
+    for own, want in ((False, (5, 6)), (True, (0, 1))):  # ProphetNet's positions start after its pad id, 0
+        c = transformers.ProphetNetConfig()
+        shrink.shrink(c, 64, {"pad_token_id": 5, "bos_token_id": 6}, own_ids=own)
+        assert (c.pad_token_id, c.bos_token_id) == want
