@@ -2,7 +2,8 @@
 vocabulary, experts), never by a per-model table (tests/models/zoo.py builds every registered class
 from its config class with it).
 
-`shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64. Some configs check
+`shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64 (a speech model's
+input-feature widths, its mel bins, kept as its feature extractor makes them). Some configs check
 relations between their fields (a head width times the heads equals an inner width, layer counts
 that sum to the total, per-layer lists as long as the layers) or leave sizes None that their
 checkpoints set; the walk then tries the next of `SHRINKS`:
@@ -13,12 +14,17 @@ checkpoints set; the walk then tries the next of `SHRINKS`:
   of two or three others of its role stays their sum, or a whole multiple of a count per part
   (num_layers_per_stack); the per-layer lists follow the total, a hybrid keeps an attention layer
   (its list of attention-layer indices keeps one in range; a pattern of linear attention only ends in
-  full attention), and a default_X is the first of the config's Xs;
+  full attention), a default_X is the first of the config's Xs, a token id at the vocabulary's end
+  or past it (as a sum of counts) keeps its place, a convolution's groups that were the hidden size
+  stay it, a sub-config's width that was another sub-config's hidden size stays it, and a chunk of
+  audio samples that was a multiple of a sub-config's hop is kept;
 - `twice`: the same with each kind of layer twice, the kinds in order and then again (a layer that
   shares its weights or reads its cache from an earlier one of its kind has one: num_kv_shared_layers
   is the second half); per-layer settings keyed by layer index follow the layers kept;
 - `keep_layers`: the same with the config's own layer counts and per-layer lists (layer indices,
-  per-layer settings and patterns keep their meaning)."""
+  per-layer settings and patterns keep their meaning);
+- `own_ids`: the smallest form with the config's own special token ids where they are in the
+  vocabulary (ProphetNet's positions start after its pad id, 0)."""
 
 from __future__ import annotations
 
@@ -37,7 +43,6 @@ HEAD_DIM = re.compile(r"(head_dim|.*_head_dim|attention_head_size|kv_channels|d_
 LORA = re.compile(r"(kv_lora_rank|q_lora_rank|.*_lora_rank)")
 HIDDEN = re.compile(r"(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|dim|word_embed_proj_dim|embedding_size|hidden_dim)")
 FFN = re.compile(r"(intermediate_size|.*_intermediate_size|ffn_dim|.*_ffn_dim|d_ff|n_inner|ffn_hidden_size|inner_dim|ff_dim|.*ffn_size)")
-VOCAB = re.compile(r"vocab_size")
 POSITIONS = re.compile(
     r"(max_position_embeddings|n_positions|n_ctx|max_seq_len|max_sequence_length|seq_length|max_length|max_target_positions)"
 )
@@ -48,18 +53,21 @@ ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
 PERIOD = re.compile(r".*_period")
 OFFSET = re.compile(r".*_offset")
 WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
+# The width of a speech model's input features, as its feature extractor makes them: kept.
+FEATURES = re.compile(r"(num_mel_bins|n_mel_bins|n_mels|input_feat_size|input_dim|feature_projection_input_dim)")
 # Roles only the consistent shrink gives: heads and head widths under a prefix (mamba_n_heads,
 # mamba_d_head, n_mamba_heads, mamba_headdim).
 MORE_HEADS = re.compile(r"(.*_n_heads|n_.*_heads)")
 MORE_HEAD_DIM = re.compile(r"(d_head|.*_d_head|.*_headdim)")
 HEAD_GROUPS = re.compile(r"(n_groups|.*_n_groups|.*_ngroups|num_groups)")  # groups of heads: a divisor of the heads
+CONV_GROUPS = re.compile(r".*_groups")  # a convolution's groups (upsample_groups): one per channel where it was
 KV_SHARED = re.compile(r".*kv_shared_layers")  # the last layers, which read the caches of earlier ones of their kind
 # Lists of the indices of a hybrid's attention layers (attn_layer_indices, full_attn_idxs, hybrid_layer_ids).
 ATTENTION_LAYERS = re.compile(r"(attn|attention|full_attn|full_attention|hybrid)_(layer_)?(indices|ids|idxs?)")
 
 SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
 # what the walk tries, in order
-SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True})
+SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True}, {"own_ids": True})
 
 
 def _is_int(v) -> bool:
@@ -80,6 +88,8 @@ def _shrink_int(name: str, value: int, orig: dict) -> int | None:
         return None
     if "vocab_size" in n:
         return None  # set from the tokenizer
+    if FEATURES.fullmatch(n):
+        return None
     if ROTARY.fullmatch(n):
         return SIZES["head_dim"] // 2 if value > 0 else value
     if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
@@ -137,14 +147,21 @@ def _shrink_layer_list(values: list, layers: int, twice: bool = False) -> list[i
 
 
 def shrink(
-    config, vocab_size: int, token_ids: dict | None = None, consistent: bool = False, twice: bool = False, keep_layers: bool = False
+    config,
+    vocab_size: int,
+    token_ids: dict | None = None,
+    consistent: bool = False,
+    twice: bool = False,
+    keep_layers: bool = False,
+    own_ids: bool = False,
 ) -> None:
     """Make a transformers config tiny in place, by the roles of its fields' names; sub-configs too.
     `token_ids`: the special tokens' ids ({"bos_token_id": 0, ...}) set where the config has them.
-    `consistent`, `twice`, `keep_layers`: the module's docstring (SHRINKS)."""
+    `consistent`, `twice`, `keep_layers`, `own_ids`: the module's docstring (SHRINKS)."""
     from transformers import PretrainedConfig
 
     d = dict(config.__dict__)
+    subs = {k: dict(v.__dict__) for k, v in d.items() if isinstance(v, PretrainedConfig)}  # the sub-configs before
     layer_lists = {}
     if not keep_layers:
         layer_lists = {
@@ -165,7 +182,7 @@ def shrink(
         spec.per_layer_overrides = {n: spec.per_layer_overrides[j] for n, j in enumerate(kept) if j in spec.per_layer_overrides}
     for k, v in d.items():
         if isinstance(v, PretrainedConfig):
-            shrink(v, vocab_size, token_ids, consistent, twice, keep_layers)
+            shrink(v, vocab_size, token_ids, consistent, twice, keep_layers, own_ids)
             continue
         if not _is_int(v):
             continue
@@ -190,6 +207,9 @@ def shrink(
         _fill_none(config, d)
         _keep_head_products(config, d)
         _keep_width_ratios(config, d)
+        _keep_token_ids(config, d)
+        _keep_shared_widths(config, subs)
+        _keep_sample_counts(config, d, subs)
         if not keep_layers:
             _keep_sums(config, d, LAYERS, terms=3)
             _keep_stacks(config, d)
@@ -205,17 +225,19 @@ def shrink(
                 new = v // d[k] * _now(config, k) if v % d[k] == 0 else _shrink_int(k, v, {**d, **over})  # a multiple stays one
                 over[k] = v if new is None else new
     for k, v in (token_ids or {}).items():
-        if k in d:
+        if k in d and not (own_ids and _is_int(d[k]) and 0 <= d[k] < vocab_size):
             setattr(config, k, v)
     if "is_decoder" in d:  # the encoder families registered as causal LMs (BERT, RoBERTa) generate as decoders
         config.is_decoder = True
     if keep_layers:
         return
-    for k, v in d.items():  # per-layer lists whose length follows the number of layers
-        if k in layer_lists or not isinstance(v, list) or not v or len(v) <= SIZES["layers"]:
+    counts = [k for k, v in d.items() if LAYERS.fullmatch(k.lower()) and _is_int(v)]  # num_hidden_layers first
+    counts.sort(key=lambda k: k != "num_hidden_layers")
+    for k, v in d.items():  # per-layer lists whose length follows a number of layers (conv_dim: num_feat_extract_layers)
+        if k in layer_lists or not isinstance(v, (list, tuple)) or not v or len(v) <= SIZES["layers"]:
             continue
-        n = getattr(config, "num_hidden_layers", None)
-        if isinstance(n, int) and len(v) == d.get("num_hidden_layers"):
+        n = next((getattr(config, c) for c in counts if d[c] == len(v)), None)
+        if _is_int(n):
             setattr(config, k, v[:n])
 
 
@@ -315,20 +337,85 @@ def _keep_head_products(config, before: dict) -> None:
 
 
 def _keep_width_ratios(config, before: dict) -> None:
-    """A width that was a whole multiple or a whole fraction of the hidden size stays one."""
+    """A width that was a whole multiple or a whole fraction of the hidden size stays one; a
+    convolution's groups that were the hidden size (one per channel) stay it."""
     hidden = _hidden(config, before)
     if hidden is None:
         return
     k0, was, now = hidden
     for k, v in before.items():
         n = k.lower()
-        if k == k0 or not _is_int(v) or v <= 0 or not (HIDDEN.fullmatch(n) or FFN.fullmatch(n) or WIDTH.fullmatch(n)):
+        if (
+            k == k0
+            or not _is_int(v)
+            or v <= 0
+            or not (HIDDEN.fullmatch(n) or FFN.fullmatch(n) or WIDTH.fullmatch(n) or CONV_GROUPS.fullmatch(n))
+        ):
             continue
+        if CONV_GROUPS.fullmatch(n) and v != was:
+            continue  # a depthwise convolution's groups: one per channel
         if HEAD_DIM.fullmatch(n) or MORE_HEAD_DIM.fullmatch(n) or ROTARY.fullmatch(n):
             continue
-        if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or VOCAB.fullmatch(n) or POSITIONS.fullmatch(n) or "vocab" in n:
+        if LAYERS.fullmatch(n) or HEADS.fullmatch(n) or POSITIONS.fullmatch(n) or FEATURES.fullmatch(n) or "vocab" in n:
             continue
         if v % was == 0:
             setattr(config, k, v // was * now)
         elif was % v == 0 and now % (was // v) == 0:
             setattr(config, k, now // (was // v))
+
+
+def _keep_token_ids(config, before: dict) -> None:
+    """A token id that was the vocabulary's last (a CTC blank) stays its last; one past the vocabulary
+    that was a count plus a product of two (the rows after the text vocabulary: vocab_size +
+    num_codebooks * codebook_vocab_size) stays that sum."""
+    vocab = before.get("vocab_size")
+    ints = {k: v for k, v in before.items() if _is_int(v) and v > 0 and not k.endswith("_id")}
+    for k, v in before.items():
+        if k.endswith("_token_id") and _is_int(v) and _is_int(vocab) and v == vocab - 1:
+            setattr(config, k, config.vocab_size - 1)
+        if not (k.endswith("_token_id") and _is_int(v) and _is_int(vocab) and v >= vocab):
+            continue
+        sums = [(a, b, c) for a in ints for b, c in itertools.combinations(ints, 2) if a not in (b, c)]
+        sums = [t for t in sums if ints[t[0]] + ints[t[1]] * ints[t[2]] == v]
+        roles = (HEADS, KV_HEADS, LAYERS, HIDDEN, FFN, HEAD_DIM, WIDTH)  # fewest sizes of a role: counts of codebooks, not heads
+        part = min(sums, key=lambda t: sum(any(r.fullmatch(f.lower()) for r in roles) for f in t), default=None)
+        if part is not None:
+            a, b, c = part
+            setattr(config, k, _now(config, a) + _now(config, b) * _now(config, c))
+
+
+def _keep_shared_widths(config, subs: dict) -> None:
+    """A width in one sub-config that was another sub-config's hidden size stays it (a diffusion head's
+    latent_size, a head's audio_hidden_size: audio_config.hidden_size); where several were, the one
+    its name's prefix names (audio_ for audio_config)."""
+    hidden = {}
+    for k, before in subs.items():
+        h = _hidden(getattr(config, k), before)
+        if h is not None:
+            hidden[k] = h
+    for k, before in subs.items():
+        sub = getattr(config, k)
+        own = hidden.get(k, (None,))[0]
+        for f, v in before.items():
+            n = f.lower()
+            if f == own or not _is_int(v) or not (HIDDEN.fullmatch(n) or WIDTH.fullmatch(n)) or HEAD_DIM.fullmatch(n):
+                continue
+            same = [o for o, h in hidden.items() if o != k and h[1] == v]
+            named = [o for o in same if n.startswith(o.removesuffix("_config") + "_")]
+            now = {hidden[o][2] for o in named or same}
+            if len(now) == 1:
+                setattr(sub, f, now.pop())
+
+
+def _keep_sample_counts(config, before: dict, subs: dict) -> None:
+    """A chunk of audio samples (a *chunk_size, *samples) that was a whole multiple of a sub-config's
+    hop (the product of its down-sampling ratios or strides) is kept."""
+    hops = {
+        math.prod(v)
+        for sub in subs.values()
+        for k, v in sub.items()
+        if re.fullmatch(r".*(ratios|strides?)", k) and isinstance(v, (list, tuple)) and len(v) > 1 and all(map(_is_int, v))
+    }
+    for k, v in before.items():
+        if re.fullmatch(r".*(chunk_size|samples)", k) and _is_int(v) and _now(config, k) != v and any(h > 1 and v % h == 0 for h in hops):
+            setattr(config, k, v)

@@ -117,28 +117,53 @@ def greedy(m, ids: list[int]) -> list[int]:
 
 def encoder_input(model, tokenizer, folder: Path):
     """What the walk gives an encoder-decoder's encoder: the prompt's token ids, or one second of seeded
-    noise through the model's own feature extractor (transformers' class for its model type, with its
-    defaults, saved in the checkpoint folder as a user's would be): {main_input_name: tensor}."""
+    noise through the model's own feature extractor (transformers' class for its model type, or its
+    encoder's for a composite, with its defaults but as many mel bins as the config reads, saved in the
+    checkpoint folder as a user's would be): {main_input_name (a composite's encoder's): tensor}."""
+    import inspect
+
     import torch
 
     name = model.main_input_name
+    params = inspect.signature(model.generate).parameters.items()
+    need = [k for k, p in params if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
+    name = need[0] if need else name  # what its generate requires (Pop2Piano's input_features)
     if name == "input_ids":
         return {name: torch.tensor([tokenizer(PROMPT)["input_ids"]])}
     import transformers
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
 
-    cls = FEATURE_EXTRACTOR_MAPPING_NAMES.get(model.config.model_type)
+    encoder = getattr(model.config, "encoder", None)  # a composite's (SpeechEncoderDecoderConfig) encoder config
+    types = [model.config.model_type] + ([encoder.model_type] if isinstance(encoder, transformers.PretrainedConfig) else [])
+    cls = next((FEATURE_EXTRACTOR_MAPPING_NAMES[t] for t in types if t in FEATURE_EXTRACTOR_MAPPING_NAMES), None)
     if cls is None:
         raise ValueError(f"{model.config.model_type} registers no feature extractor to make its {name} with")
     extractor = getattr(transformers, cls)()
+    bins = _mel_bins(model.config)  # the extractor makes as many mel bins as the config reads
+    sizes = {k: bins for k in ("feature_size", "num_mel_bins", "n_mels") if bins and getattr(extractor, k, bins) != bins}
+    if sizes:
+        extractor = getattr(transformers, cls)(**sizes)
     extractor.save_pretrained(folder)
     rate = int(getattr(extractor, "sampling_rate", 16000))
     audio = torch.Generator().manual_seed(0)
     noise = (torch.rand(rate, generator=audio) * 0.2 - 0.1).numpy()
     features = extractor(noise, sampling_rate=rate, return_tensors="pt")
+    if name not in features and encoder is not None:  # a composite's forward takes its encoder's input by name
+        name = getattr(model, "encoder", model).main_input_name
     if name not in features:
         raise ValueError(f"{cls} gives {sorted(features)}, not the {name} that {type(model).__name__} takes")
     return {name: features[name].float()}
+
+
+def _mel_bins(config) -> int | None:
+    """The mel bins a speech config's encoder reads (num_mel_bins, its encoder config's), or None."""
+    from transformers import PretrainedConfig
+
+    for k in ("num_mel_bins", "n_mel_bins", "n_mels", "input_feat_size", "input_feat_per_channel"):
+        if isinstance(getattr(config, k, None), int):
+            return getattr(config, k)
+    subs = [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]
+    return next((b for b in map(_mel_bins, subs) if b), None)
 
 
 def reference_seq2seq(model, inputs: dict) -> list[int]:
@@ -198,6 +223,25 @@ def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
     return model, tokenizer, inputs, ids, want
 
 
+def _default_builds(class_name: str, why: str) -> str:
+    """`why`, or that transformers' own code fails the same way at the class's default config (built on
+    the meta device: no weights)."""
+    import torch
+    import transformers
+
+    cls = getattr(transformers, class_name)
+    try:
+        with torch.device("meta"):
+            cls(cls.config_class())
+    except Exception as e:
+        if _line(e) == why:
+            return f"{DEFAULT_FAILS}: {why}"
+    return why
+
+
+DEFAULT_FAILS = "transformers' own code does not build it at its default config either"
+
+
 def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     """One class through the walk: None when it passes, else (stage, why): 'build' (its shrunk config
     does not build, or transformers' own generate fails on it), 'export' (`python -m tandem export`
@@ -221,7 +265,7 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
         except Exception as e:
             error = e
     if built is None:
-        return "build", _line(error)
+        return "build", _default_builds(class_name, _line(error))
     model, tokenizer, inputs, ids, want = built
     out = folder / "model.tandem"
     err = io.StringIO()
@@ -294,6 +338,7 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
         r"generates text from audio merged into its token stream",
         "an audio LM (audio features merged into its token stream), refused: as a text LM it would drop its audio",
     ),
+    (r"requires (the )?\w+ library", "its feature extractor needs libraries the test environment does not install: {libs}"),
     (r"logits differ from eager PyTorch", "the export's check finds its first logits further from transformers' than 1e-3 of their scale"),
 ]
 
@@ -304,8 +349,9 @@ def reason(stage: str, why: str) -> str:
         if re.search(pattern, why):
             ops = ", ".join(dict.fromkeys(re.findall(r"(?:aten|transformers)\.\w+", why))) or "?"
             where = (re.findall(r"\(at ([\w.]+:\d+)", why) or ["?"])[0]
-            return text.format(ops=ops, where=where)
-    if stage == "build":
+            libs = ", ".join(dict.fromkeys(re.findall(r"requires (?:the )?(\w+) library", why)))
+            return text.format(ops=ops, where=where, libs=libs)
+    if stage == "build" and not why.startswith(DEFAULT_FAILS):
         return f"its config shrunk to a tiny size does not build or generate in transformers: {why}"
     return why
 

@@ -53,8 +53,8 @@ def test_keep_layers_keeps_the_layer_count_and_the_per_layer_lists():
     c = _rebuilt(_shrunk(transformers.GPTNeoConfig, consistent=True, keep_layers=True))
     assert c.num_layers == transformers.GPTNeoConfig().num_layers == len(c.attention_layers)
     assert c.hidden_size == 32
-    with pytest.raises(Exception, match="attention_layers"):
-        _rebuilt(_shrunk(transformers.GPTNeoConfig, consistent=True))
+    s = _rebuilt(_shrunk(transformers.GPTNeoConfig, consistent=True))  # the list follows the shrunk count
+    assert (s.num_layers, s.attention_layers) == (2, ["global", "local"])
 
 
 def test_a_hybrid_keeps_an_attention_layer_and_its_indices_stay_in_range():
@@ -97,3 +97,42 @@ def test_per_layer_settings_follow_the_layers_kept():
     assert (s.per_layer_config[0].head_dim, s.per_layer_config[1].head_dim) == (8, 16)  # twice the global, as it was
     d = _rebuilt(_shrunk(transformers.Dots3NoteTextConfig))  # read without the per-layer ambiguity error; shrunk by role
     assert [(c.num_attention_heads, c.qk_nope_head_dim) for c in d.per_layer_config] == [(4, 8), (4, 8)]
+
+
+def test_lists_as_long_as_a_layer_count_follow_it():
+    c = _rebuilt(_shrunk(transformers.Wav2Vec2Config))  # its validator checks the conv lists' lengths
+    assert c.num_feat_extract_layers == len(c.conv_dim) == len(c.conv_stride) == len(c.conv_kernel) == 2
+    assert tuple(c.conv_stride) == transformers.Wav2Vec2Config().conv_stride[:2]
+
+
+def test_a_speech_models_input_feature_widths_are_kept():
+    c = _shrunk(transformers.SeamlessM4TConfig)
+    assert c.feature_projection_input_dim == 160 and c.hidden_size == 32
+    assert _shrunk(transformers.WhisperConfig).num_mel_bins == 80
+
+
+def test_token_ids_past_the_vocabulary_and_its_last_keep_their_place():
+    c = _rebuilt(_shrunk(transformers.KyutaiSpeechToTextConfig, consistent=True))
+    assert c.audio_pad_token_id == c.vocab_size + c.num_codebooks * c.codebook_vocab_size == 64 + 32 * 64
+    assert c.codec_config.upsample_groups == c.codec_config.hidden_size == 32  # depthwise: one group per channel
+    head = _shrunk(transformers.Nemotron3_5TranscribeConfig, consistent=True).word_timestamp_config
+    assert head.blank_token_id == head.vocab_size - 1 == 63
+
+
+def test_a_width_that_was_another_sub_configs_hidden_size_stays_it():
+    c = _rebuilt(_shrunk(transformers.VibeVoiceConfig, consistent=True))
+    assert c.diffusion_head_config.latent_size == c.audio_config.hidden_size == 32
+    d = _shrunk(transformers.Nemotron3_5TranscribeConfig, consistent=True).audio_config.diarization_config
+    assert d.head_config.audio_hidden_size == d.audio_config.hidden_size == 32
+
+
+def test_a_chunk_of_audio_samples_stays_a_multiple_of_the_hop():
+    c = _rebuilt(_shrunk(transformers.VibeVoiceAsrConfig, consistent=True))
+    assert c.acoustic_tokenizer_chunk_size % c.acoustic_tokenizer_encoder_config.hop_length == 0
+
+
+def test_own_ids_keeps_the_configs_special_token_ids_in_the_vocabulary():
+    for own, want in ((False, (5, 6)), (True, (0, 1))):  # ProphetNet's positions start after its pad id, 0
+        c = transformers.ProphetNetConfig()
+        shrink.shrink(c, 64, {"pad_token_id": 5, "bos_token_id": 6}, own_ids=own)
+        assert (c.pad_token_id, c.bos_token_id) == want

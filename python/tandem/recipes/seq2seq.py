@@ -28,7 +28,7 @@ class Seq2Seq(nn.Module):
     """An encoder-decoder (any whose decoder takes transformers' EncoderDecoderCache: Whisper, T5, BART,
     Marian, Pegasus, Speech2Text, ...) with a static self-attention cache and its cross-attention keys
     and values as state. encode runs the model's own encoder on whatever its forward takes (token ids,
-    features, samples: `model.main_input_name`), keeps its output (at most `source_capacity` rows, the
+    features, samples: its encoder's `main_input_name`), keeps its output (at most `source_capacity` rows, the
     rest zero and masked) and runs one decoder step with the cross-attention cache not yet filled, so
     each layer's own cross-attention writes its keys and values (whatever its projections are named);
     then the self-attention cache is emptied. decode runs the model's own forward (its head, scaling
@@ -39,7 +39,7 @@ class Seq2Seq(nn.Module):
         from transformers.cache_utils import Cache, EncoderDecoderCache, StaticLayer
 
         self.model = model
-        self.input_name = model.main_input_name
+        self.input_name = encoder_input_name(model)
         self.masked = masked
         self.padded = padded  # token ids padded to source_capacity, with an attention mask: the encoder sees one shape
         self.capacity = source_capacity
@@ -122,6 +122,17 @@ class Seq2Seq(nn.Module):
         self.source_length.zero_()
 
 
+def encoder_input_name(model: nn.Module) -> str:
+    """What the model's encoder takes by name: the encoder's main_input_name where its forward takes it
+    (a composite of an encoder and a decoder, SpeechEncoderDecoderModel, names its own input `inputs`),
+    else the model's."""
+    import inspect
+
+    encoder = model.get_encoder()
+    name = getattr(encoder, "main_input_name", None)
+    return name if name and name in inspect.signature(encoder.forward).parameters else model.main_input_name
+
+
 def decoder_start(model: nn.Module) -> int | None:
     """The token a decode starts from, as transformers' generate picks it: the generation config's
     decoder_start_token_id, else the model config's, else a bos_token_id."""
@@ -151,7 +162,7 @@ def export_seq2seq(
     """Export a transformers encoder-decoder whose decoder uses an EncoderDecoderCache (Whisper, T5,
     BART, Marian, mBART, Pegasus, Speech2Text, ...) as encode(input), decode(token) and reset() over its
     caches (see the module's docstring). The encoder input is what the model's forward takes
-    (`model.main_input_name`): token ids [1, n] with 1 <= n <= max_source_len (a dynamic length;
+    (its encoder's `main_input_name`): token ids [1, n] with 1 <= n <= max_source_len (a dynamic length;
     default min(max_position_embeddings, 512)), or features / samples of a fixed encoder_input_shape
     (Whisper's default: [1, num_mel_bins, 2 * max_source_positions]; other audio models: give it).
     max_prompt_len and sample_top_k (export_causal_lm's; this recipe has no prefill and no
@@ -183,7 +194,7 @@ def export_seq2seq(
             f"max_cache_len must be in [1, max_target_positions={limit}] (the decoder has that many "
             f"position embeddings), got {max_cache_len}"
         )
-    input_name = model.main_input_name
+    input_name = encoder_input_name(model)
     extra, dynamic = {}, None
     if input_name == "input_ids":  # a text encoder: any source length up to max_source_len
         if encoder_input_shape is not None:
@@ -220,7 +231,7 @@ def export_seq2seq(
 
 
 def _export(model, max_cache_len, example, dynamic, extra, unused, metadata, options, padded: bool) -> Program:
-    config, name, input_name = model.config, type(model).__name__, model.main_input_name
+    config, name, input_name = model.config, type(model).__name__, encoder_input_name(model)
     try:
         s2s = Seq2Seq(model, max_cache_len, example, masked=dynamic is not None, source_capacity=extra.get("max_source_len"), padded=padded)
     except Exception as e:
