@@ -112,3 +112,27 @@ def test_longcat_exports_and_generates_as_transformers(backend):
         got.append(int(logits.argmax()))
         logits = m.decode(torch.tensor([[got[-1]]]))
     assert got == want
+
+
+def test_switch_transformers_routing_adapted_computes_what_its_own_code_does():
+    """Switch Transformers' router swaps its classifier inside forward and its experts loop over the experts
+    that have tokens (nonzero); adapted, every expert runs on every token, kept where the one-hot dispatch
+    selects it: the same logits, also where a capacity of 2 tokens per expert drops tokens (their expert
+    output is zero in both)."""
+    from models import zoo
+
+    config = transformers.SwitchTransformersConfig()
+    zoo.shrink(config, 64, {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "decoder_start_token_id": 0})
+    config.expert_capacity = 2
+    torch.manual_seed(0)
+    model = transformers.SwitchTransformersForConditionalGeneration(config).eval()
+    x = torch.randint(3, 64, (1, 11), generator=torch.Generator().manual_seed(1))
+    target = torch.tensor([[0, 5, 9, 7]])
+    with torch.no_grad():
+        routed = model.encoder.block[1].layer[-1].mlp.router(torch.randn(1, 11, config.d_model))[0]
+        want = model(input_ids=x, decoder_input_ids=target).logits
+        with adapted(model):
+            got = model(input_ids=x, decoder_input_ids=target).logits
+    assert routed.sum() < 11  # some tokens dropped by the capacity
+    torch.testing.assert_close(got, want)
+    assert "forward" not in vars(model.encoder.block[1].layer[-1].mlp.router)

@@ -76,8 +76,59 @@ SEQ2SEQ = {
             bos_token_id=0,
         )
     ),
+    # FSMT builds no self-attention mask over a cache (its adapter gives the one a dynamic cache implies)
+    "fsmt": lambda: transformers.FSMTForConditionalGeneration(
+        transformers.FSMTConfig(
+            **{k: v for k, v in BART_LIKE.items() if k not in ("vocab_size", "decoder_start_token_id")},
+            langs=["en", "de"],
+            src_vocab_size=64,
+            tgt_vocab_size=64,
+            decoder_start_token_id=2,
+        )
+    ),
+    # LED pads its source to a multiple of its local attention's window and takes overlapping chunks (as_strided)
+    "led": lambda: transformers.LEDForConditionalGeneration(
+        transformers.LEDConfig(
+            **{k: v for k, v in BART_LIKE.items() if k != "max_position_embeddings"},
+            attention_window=[8, 8],
+            max_encoder_position_embeddings=32,
+            max_decoder_position_embeddings=32,
+        )
+    ),
+    # a mixture of experts routed top-1 (its adapter: no module swap, every expert on every token, masked);
+    # a capacity above any call's tokens, so that no token is dropped in eager's whole sequence either
+    "switch_transformers": lambda: transformers.SwitchTransformersForConditionalGeneration(
+        transformers.SwitchTransformersConfig(
+            vocab_size=64,
+            d_model=32,
+            d_kv=8,
+            d_ff=64,
+            expert_capacity=64,
+            num_layers=2,
+            num_sparse_encoder_layers=1,
+            num_decoder_layers=2,
+            num_sparse_decoder_layers=1,
+            num_heads=4,
+            num_experts=4,
+            relative_attention_num_buckets=8,
+            decoder_start_token_id=0,
+            pad_token_id=0,
+            eos_token_id=1,
+        )
+    ),
+    # a BERT encoder and a BERT decoder: the decoder's positions given from the cache length
+    "encoder-decoder": lambda: _bert2bert(),
 }
 MAX_SOURCE, FEATURES = 16, (1, 24, 8)
+
+
+def _bert2bert():
+    bert = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=32)
+    config = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(
+        transformers.BertConfig(**bert), transformers.BertConfig(**bert, is_decoder=True, add_cross_attention=True)
+    )
+    config.decoder_start_token_id, config.pad_token_id = 2, 0
+    return transformers.EncoderDecoderModel(config=config)
 
 
 def _seeded(make):
@@ -104,7 +155,7 @@ def _source(family, n, g):
 def _eager_seq2seq(model, source, target):
     key = model.main_input_name
     with torch.no_grad():
-        return model(**{key: source}, decoder_input_ids=target).logits[0]
+        return model(**{key: source}, decoder_input_ids=target, use_cache=False).logits[0]
 
 
 @pytest.mark.parametrize("family", sorted(SEQ2SEQ))

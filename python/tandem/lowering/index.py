@@ -1,6 +1,6 @@
 """Indexing: index_select, embedding, advanced indexing, index_put, gather, scatter, slice_scatter
-and select_scatter, and sort/topk (src/kernels/select.c, scatter.c). Every index tensor goes through
-check_index unless it is in range by construction."""
+and select_scatter, sort/topk (src/kernels/select.c, scatter.c), and flip and as_strided (index_select
+at constant positions). Every index tensor goes through check_index unless it is in range by construction."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..ir import BOOL, F32, I32, I64, Op, Value, as_size, same_shape
-from .core import _dim, _position, _require_static, _shape_of, _size, _static, aten, bind_sizes, handles
+from .core import _dim, _meta, _position, _require_static, _shape_of, _size, _static, aten, bind_sizes, handles
 from .provenance import source_line
 from .shape import _fill, _is_slice_of, _slice_value
 
@@ -324,3 +324,42 @@ def _scatter_handler(L, node, args, kwargs):
             if tuple(src.shape) != tuple(idx.shape):
                 src = L.emit("copy", [src], src.dtype, idx.shape)
     return _scatter_into(L, x, dim, idx, src)
+
+
+@handles(aten.flip.default)
+def _flip(L, node, args, kwargs):
+    """flip: an index_select per flipped dim with the constant reversed positions (static dims)."""
+    x = args[0]
+    for d in dict.fromkeys(_dim(int(d), len(x.shape)) for d in args[1]):
+        n = _static(L, x.shape[d], "a flipped dim")
+        if n > 1:
+            x = _index_select_value(L, x, d, L.const(torch.arange(n - 1, -1, -1)), x.shape)
+    return x
+
+
+@handles(aten.as_strided.default)
+def _as_strided(L, node, args, kwargs):
+    """as_strided (every size static): one index_select of x's elements at the constant positions the
+    strides give (Longformer's and LED's overlapping chunks). The strides and offset count elements of
+    x's storage as its traced strides lay x out there; each position read maps back to x's element there."""
+    x, size, stride = args[0], args[1], args[2]
+    offset = _static(L, args[3] if len(args) > 3 and args[3] is not None else kwargs.get("storage_offset") or 0, "as_strided's offset")
+    base = _meta(node.args[0])
+    shape = [_static(L, d, "an as_strided input's size") for d in x.shape]
+    size = [_static(L, d, "as_strided's size") for d in size]
+    stride = [_static(L, d, "as_strided's stride") for d in stride]
+    n = math.prod(shape)
+    layout = [int(d) for d in base.stride()]
+    if any(s == 0 and d > 1 for d, s in zip(shape, layout)):
+        L.fail("as_strided of an expanded tensor (a stride of 0) is not supported")
+
+    def end(sizes, strides, start):  # one past the last storage element read
+        return start + sum((d - 1) * s for d, s in zip(sizes, strides)) + 1 if all(sizes) else start
+
+    storage = torch.full((max(end(shape, layout, int(base.storage_offset())), end(size, stride, offset), 1),), -1)
+    storage.as_strided(shape, layout, int(base.storage_offset())).copy_(torch.arange(n).view(shape))
+    positions = storage.as_strided(size, stride, offset).reshape(-1)
+    if positions.numel() and int(positions.min()) < 0:
+        L.fail("as_strided reads storage elements outside its input")
+    flat = L.reshape(x, (n,))
+    return L.reshape(_index_select_value(L, flat, 0, L.const(positions.clone()), (positions.numel(),)), tuple(size))

@@ -13,6 +13,17 @@ left as it was.
   with `.item()`), with "zero" experts past the routed ones that return their input. Adapted: every
   token's choices in one grouped product over the rows sorted by expert (a zero expert's rows are
   computed by the last routed expert and weighted 0), plus the zero experts' weights times the input.
+- Switch Transformers' top-1 router replaces its classifier inside forward (`self.classifier =
+  self.classifier.to(dtype)`, a module swap torch.export cannot trace), and its experts loop over the
+  experts that have tokens (`nonzero`, then `torch.where` per expert: sizes known only at run time).
+  Adapted: the classifier's weight is cast where it is used, and every expert runs on every token, its
+  output kept where the router's one-hot dispatch mask selects it (the rows an expert's capacity drops
+  get none, as in the model's code), times the router's probability.
+- FSMT's attention (with any cache) and LED's decoder attention (for one token) build no self-attention
+  mask: they rely on a DynamicCache holding exactly the positions written, so over a static cache their
+  queries would also attend the unwritten rows. Adapted: over a static self-attention layer each is given
+  the mask a dynamic cache implies (each query sees the positions written before it and itself), and
+  otherwise runs as it is.
 """
 
 from __future__ import annotations
@@ -65,10 +76,67 @@ def _longcat_experts(self, hidden_states, top_k_index, top_k_weights):
     return (out.view(-1, k, out.shape[-1]).sum(1) + zero * hidden_states).to(hidden_states.dtype)
 
 
-ADAPTERS = {  # class name -> {method name: replacement}
+def _switch_router(self, hidden_states):
+    """SwitchTransformersTop1Router.forward with the classifier's weight cast where it is used."""
+    input_dtype = hidden_states.dtype
+    hidden_states = hidden_states.to(self.dtype)
+    if self.training and self.jitter_noise > 0:
+        hidden_states = hidden_states * torch.empty_like(hidden_states).uniform_(1.0 - self.jitter_noise, 1.0 + self.jitter_noise)
+    bias = None if self.classifier.bias is None else self.classifier.bias.to(self.dtype)
+    router_logits = torch.nn.functional.linear(hidden_states, self.classifier.weight.to(self.dtype), bias)
+    router_probs = torch.softmax(router_logits, dim=-1, dtype=self.dtype).to(input_dtype)
+    expert_index = torch.nn.functional.one_hot(torch.argmax(router_probs, dim=-1), num_classes=self.num_experts)
+    expert_index = expert_index * (torch.cumsum(expert_index, dim=-2) <= self.expert_capacity)  # over capacity: dropped
+    return expert_index, torch.max(router_probs, dim=-1).values.unsqueeze(-1), router_logits
+
+
+def _switch_experts(self, hidden_states, selected_experts, routing_weights):
+    """SwitchTransformersExperts.forward: hidden_states [N, D], selected_experts [N, 1, E] (one-hot, or
+    zero where capacity dropped the token), routing_weights [N, 1]; each expert's output where it is selected."""
+    out = torch.zeros_like(hidden_states)
+    for e in range(self.num_experts):
+        weight = selected_experts[:, 0, e, None].to(hidden_states.dtype) * routing_weights
+        out = out + self[f"expert_{e}"](hidden_states) * weight
+    return out
+
+
+def _static_self_mask(cache, layer_idx: int, queries: int, dtype):
+    """The additive mask [1, 1, queries, max_cache_len] of a static self-attention cache layer about to
+    take `queries` positions: each query sees the positions written before it and its own; None where
+    `cache` is no EncoderDecoderCache over a static layer."""
+    from transformers.cache_utils import StaticLayer
+
+    cache = getattr(cache, "self_attention_cache", None)
+    layer = cache.layers[layer_idx] if cache is not None else None
+    if not isinstance(layer, StaticLayer):
+        return None
+    last = layer.cumulative_length + torch.arange(queries)[:, None]  # the last position each query sees
+    hidden = torch.arange(layer.max_cache_len)[None, :] > last
+    return torch.zeros(1, 1, *hidden.shape, dtype=dtype).masked_fill(hidden, torch.finfo(dtype).min)
+
+
+def _fsmt_attention(self, query, key, key_padding_mask=None, layer_state=None, attn_mask=None, output_attentions=False, **kwargs):
+    """FSMT's Attention.forward (query [tgt, batch, dim]) with the static cache's mask."""
+    if not self.encoder_decoder_attention and attn_mask is None:
+        attn_mask = _static_self_mask(layer_state, self.layer_idx, query.shape[0], query.dtype)
+    return type(self).forward(self, query, key, key_padding_mask, layer_state, attn_mask, output_attentions, **kwargs)
+
+
+def _led_decoder_attention(self, hidden_states, key_value_states=None, cache=None, attention_mask=None, output_attentions=False):
+    """LEDDecoderAttention.forward (hidden_states [batch, tgt, dim]) with the static cache's mask."""
+    if key_value_states is None and attention_mask is None:
+        attention_mask = _static_self_mask(cache, self.layer_idx, hidden_states.shape[1], hidden_states.dtype)
+    return type(self).forward(self, hidden_states, key_value_states, cache, attention_mask, output_attentions)
+
+
+ADAPTERS = {  # class name (or module and name, for a name other models use too) -> {method name: replacement}
     "JetMoeTopKGating": {"forward": _jetmoe_router},
     "JetMoeParallelExperts": {"forward": _jetmoe_experts},
     "LongcatFlashExperts": {"forward": _longcat_experts},
+    "SwitchTransformersTop1Router": {"forward": _switch_router},
+    "SwitchTransformersExperts": {"forward": _switch_experts},
+    "transformers.models.fsmt.modeling_fsmt.Attention": {"forward": _fsmt_attention},
+    "LEDDecoderAttention": {"forward": _led_decoder_attention},
 }
 
 
@@ -77,7 +145,8 @@ def adapted(model: nn.Module):
     """Within the block every module of `model` whose class ADAPTERS names runs the adapter's methods."""
     patched = []
     for module in model.modules():
-        for name, fn in ADAPTERS.get(type(module).__name__, {}).items():
+        cls = type(module)
+        for name, fn in (ADAPTERS.get(f"{cls.__module__}.{cls.__name__}") or ADAPTERS.get(cls.__name__, {})).items():
             patched.append((module, name, module.__dict__.get(name)))
             setattr(module, name, types.MethodType(fn, module))
     try:

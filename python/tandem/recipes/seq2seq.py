@@ -21,6 +21,7 @@ from torch import nn
 from ..export import Method, export
 from ..ir import ExportError
 from ..program import Program
+from .adapters import adapted
 from .checks import check_options, token_id
 
 
@@ -32,7 +33,10 @@ class Seq2Seq(nn.Module):
     rest zero and masked) and runs one decoder step with the cross-attention cache not yet filled, so
     each layer's own cross-attention writes its keys and values (whatever its projections are named);
     then the self-attention cache is emptied. decode runs the model's own forward (its head, scaling
-    and final bias included) over the caches. The cache tensors are created by one eager call."""
+    and final bias included) over the caches, given the decoder's positions from the cache length where
+    its forward takes them (so no decoder slices a position table at a length read into Python). The
+    cache tensors are created by one eager call. A module whose own code cannot be traced runs its
+    adapter (adapters.py)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int, example: torch.Tensor, masked: bool, source_capacity=None, padded=False):
         super().__init__()
@@ -49,10 +53,11 @@ class Seq2Seq(nn.Module):
             or getattr(c, "num_decoder_layers", None)
             or c.get_text_config(decoder=True).num_hidden_layers
         )
+        self.positions = _takes_decoder_positions(model)
         start = decoder_start(model)
         start = start if start is not None else 0
         self.register_buffer("start", torch.tensor([[start]]), persistent=False)
-        with torch.no_grad():
+        with torch.no_grad(), adapted(model):
             out = self.model.get_encoder()(**self._encoder_args(example))
         # the decoder is given the encoder's output as the encoder gives it (its own output class: some
         # decoders read more of it than last_hidden_state, as None), with last_hidden_state from state
@@ -77,7 +82,8 @@ class Seq2Seq(nn.Module):
         return {self.input_name: ids, "attention_mask": (torch.arange(self.capacity) < n)[None].long()}
 
     def _encoder(self, x):
-        return self.model.get_encoder()(**self._encoder_args(x))[0]  # last_hidden_state (also of an encoder that gives a tuple)
+        with adapted(self.model):
+            return self.model.get_encoder()(**self._encoder_args(x))[0]  # last_hidden_state (also of an encoder that gives a tuple)
 
     def _run(self, token: torch.Tensor, cross_ready: bool) -> torch.Tensor:
         for i in range(len(self.cache.cross_attention_cache.layers)):
@@ -85,8 +91,12 @@ class Seq2Seq(nn.Module):
         kwargs = {}
         if self.masked:  # rows past the source length are padding
             kwargs["attention_mask"] = (torch.arange(self.hidden.shape[1]) < self.source_length)[None].long()
+        if self.positions:  # the decoder's positions from the cache length (not a slice from a length read into Python)
+            start = self.cache.self_attention_cache.layers[0].cumulative_length.reshape(1, 1)
+            kwargs["decoder_position_ids"] = start + torch.arange(token.shape[1])[None]
         encoded = (self.hidden,) if self._encoded is None else self._encoded(last_hidden_state=self.hidden)
-        out = self.model(encoder_outputs=encoded, decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
+        with adapted(self.model):
+            out = self.model(encoder_outputs=encoded, decoder_input_ids=token, cache=self.cache, use_cache=True, **kwargs)
         return out.logits[:, -1]
 
     def _empty(self, caches) -> None:
@@ -131,6 +141,21 @@ def encoder_input_name(model: nn.Module) -> str:
     encoder = model.get_encoder()
     name = getattr(encoder, "main_input_name", None)
     return name if name and name in inspect.signature(encoder.forward).parameters else model.main_input_name
+
+
+def _takes_decoder_positions(model: nn.Module) -> bool:
+    """Whether the forward takes the decoder's positions: it names decoder_position_ids, or it is a composite
+    of an encoder model and a decoder model (its config has a decoder config: EncoderDecoderModel) that hands
+    its decoder_ arguments to a decoder whose forward takes position_ids."""
+    import inspect
+
+    from transformers import PretrainedConfig
+
+    if "decoder_position_ids" in inspect.signature(model.forward).parameters:
+        return True
+    decoder = getattr(model, "decoder", None)
+    composite = isinstance(getattr(model.config, "decoder", None), PretrainedConfig) and isinstance(decoder, nn.Module)
+    return composite and "position_ids" in inspect.signature(decoder.forward).parameters
 
 
 def decoder_start(model: nn.Module) -> int | None:
