@@ -152,7 +152,7 @@ def fixed_counts(counts: list | None):
 
 class AudioLM(CausalLM):
     """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
-    tokens, under fixed_counts (the counts from one eager call, `measure`)."""
+    tokens, under fixed_counts (the counts of its boolean-mask indexes, from one eager call in export_audio_lm)."""
 
     def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
         super().__init__(model, max_cache_len)
