@@ -349,8 +349,8 @@ def main(argv=None) -> int:
             p.add_argument(
                 "--encoder-input-shape",
                 metavar="N,...",
-                help="an encoder-decoder over features or samples: the shape of one encoder input as its forward takes it, "
-                "e.g. 1,80,3000 (Whisper's is known from its config)",
+                help="an encoder-decoder over features or samples, or an audio LM: the shape of one encoder (audio) input as its "
+                "forward takes it, e.g. 1,80,3000 (Whisper's is known from its config)",
             )
             p.add_argument(
                 "--max-source-len",

@@ -17,6 +17,7 @@ from pathlib import Path
 if not __package__:  # run as a script: tests/ holds the models package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from models import audio
 from models.shrink import SHRINKS, shrink  # noqa: F401 (tests build configs with zoo.shrink)
 
 # ---- the walk ------------------------------------------------------------------------------------
@@ -61,18 +62,20 @@ def _tokenizer():
     return make_tokenizer()
 
 
-def make_checkpoint(class_name: str, folder: Path, **how):
+def make_checkpoint(class_name: str, folder: Path, audio_lm: bool = False, **how):
     """Saves the class, built from its own config class shrunk (shrink, with `how`: one of SHRINKS) and
-    seeded, with the small tokenizer in `folder`; returns (model as transformers loads it from the
-    folder, tokenizer)."""
+    seeded, with the small tokenizer in `folder` (an audio LM's with its audio placeholder: audio.py);
+    returns (model as transformers loads it from the folder, tokenizer)."""
     import torch
     import transformers
 
-    tokenizer = _tokenizer()
+    tokenizer = audio.tokenizer(_tokenizer()) if audio_lm else _tokenizer()
     cls = getattr(transformers, class_name)
     config = cls.config_class()
     ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id}
     shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id}, **how)
+    if audio_lm:
+        audio.configure(config, tokenizer)
     torch.manual_seed(0)
     model = cls(config).eval()
     gen = getattr(model, "generation_config", None)
@@ -208,16 +211,24 @@ def _line(e: BaseException) -> str:
 
 def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
     """The class's checkpoint in folder/checkpoint, shrunk as `how` says, and transformers' own greedy
-    tokens: (model, tokenizer, encoder inputs, prompt ids, tokens). Raises where either fails."""
+    tokens: (model, tokenizer, encoder or audio inputs, prompt ids, tokens). Raises where either fails."""
     import shutil
 
+    from tandem.recipes.audio_lm import audio_token_id
+
     shutil.rmtree(folder / "checkpoint", ignore_errors=True)
-    model, tokenizer = make_checkpoint(class_name, folder / "checkpoint", **how)
+    audio_lm = seq2seq and audio.is_audio_lm(class_name)
+    model, tokenizer = make_checkpoint(class_name, folder / "checkpoint", audio_lm=audio_lm, **how)
     inputs, ids, want = {}, None, None
-    if seq2seq and model.config.is_encoder_decoder:
+    if audio_lm:
+        inputs = audio.audio_input(model, folder / "checkpoint")
+        if audio_token_id(model.config) is not None:  # (one with none: what the walk checks is the export's refusal)
+            ids, full = audio.prompt(model, tokenizer, PROMPT, inputs)
+            want = audio.reference(model, ids, full, NEW_TOKENS)
+    elif seq2seq:
         inputs = encoder_input(model, tokenizer, folder / "checkpoint")
         want = reference_seq2seq(model, inputs)
-    elif not seq2seq:  # (an audio LM: what the walk checks is the export's refusal)
+    else:
         ids = tokenizer(PROMPT)["input_ids"]
         want = reference(model, ids)
     return model, tokenizer, inputs, ids, want
@@ -254,7 +265,7 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     import tandem.runtime as runtime
     from tandem.cli import main as cli
 
-    seq2seq = class_name in seq2seq_classes()  # an encoder-decoder, or an audio LM (refused at export)
+    seq2seq = class_name in seq2seq_classes()  # an encoder-decoder, or an audio LM (audio.py)
     built = None
     for how in SHRINKS:  # the first shrink that builds and generates (shrink.py)
         try:
@@ -267,16 +278,16 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     if built is None:
         return "build", _default_builds(class_name, _line(error))
     model, tokenizer, inputs, ids, want = built
+    audio_lm = seq2seq and not model.config.is_encoder_decoder
     out = folder / "model.tandem"
     err = io.StringIO()
-    args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-cache-len", str(MAX_CACHE_LEN), "--sample-top-k", "0"]
-    if not seq2seq:
+    cache = MAX_CACHE_LEN if not audio_lm or ids is None else len(ids) + NEW_TOKENS
+    args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-cache-len", str(cache), "--sample-top-k", "0"]
+    if not seq2seq or audio_lm:
         args += ["--max-prompt-len", str(MAX_PROMPT_LEN)]
-    elif not inputs:
-        pass
-    elif "input_ids" in inputs:
+    if "input_ids" in inputs:
         args += ["--max-source-len", str(MAX_CACHE_LEN)]
-    else:
+    elif inputs:
         args += ["--encoder-input-shape", ",".join(map(str, next(iter(inputs.values())).shape))]
     try:
         with contextlib.redirect_stderr(err):
@@ -287,15 +298,18 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
         text = " ".join(err.getvalue().split())
         at = text.rfind("tandem: export: ")
         return "export", (text[at:].removeprefix("tandem: export: ") if at >= 0 else text.removeprefix("tandem: "))[:300]
-    if seq2seq and not inputs:
-        return "export", "an audio LM exported as a text-only LM: the export should refuse it"
+    if want is None:
+        return "export", "an audio LM with no audio placeholder token exported: the export should refuse it"
     for backend in ("native", "wasm"):
         saved = runtime._lib, runtime.BACKEND
         if backend == "wasm":
             runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
         try:
             with tandem.load(out) as m:
-                got = greedy_seq2seq(m, inputs) if seq2seq else greedy(m, ids)
+                if audio_lm:
+                    got = audio.greedy(m, ids, inputs, NEW_TOKENS)
+                else:
+                    got = greedy_seq2seq(m, inputs) if seq2seq else greedy(m, ids)
         except Exception as e:
             return backend, _line(e)
         finally:
@@ -334,9 +348,12 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
     ),
     (r"on complex tensors is not supported", "an op on complex tensors that tandem does not compute as pairs of floats: {ops}"),
     (r"complex64|complex128", "a complex tensor as an input, output or state (tandem computes complex values inside a method)"),
+    (r"requires the torchaudio library", "its feature extractor needs torchaudio, which the walk's environment does not have"),
+    (r"registers no feature extractor to make its audio", "its model type registers no feature extractor to make its audio with"),
     (
-        r"generates text from audio merged into its token stream",
-        "an audio LM (audio features merged into its token stream), refused: as a text LM it would drop its audio",
+        r"config names no audio placeholder token",
+        "no audio placeholder token in its config (its audio is not merged at placeholder tokens: VoxtralRealtime adds it to "
+        "every token's embedding as it streams), so the audio-LM recipe refuses it",
     ),
     (r"requires (the )?\w+ library", "its feature extractor needs libraries the test environment does not install: {libs}"),
     (r"logits differ from eager PyTorch", "the export's check finds its first logits further from transformers' than 1e-3 of their scale"),

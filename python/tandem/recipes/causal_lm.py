@@ -96,8 +96,8 @@ class CausalLM(nn.Module):
         self.tables = _causal_tables(model, max_cache_len)
         self.reset()
 
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        kwargs = {}
+    def step(self, tokens: torch.Tensor, **inputs) -> torch.Tensor:
+        kwargs = dict(inputs)  # more of the forward's inputs (an audio LM's audio, audio_lm.py)
         if self.written:  # the mask and positions transformers' generate gives, from the cache length
             start = self.written[0].cumulative_length.reshape(1, 1)
             kwargs["attention_mask"] = (torch.arange(self.max_cache_len).reshape(1, -1) < start + tokens.shape[1]).long()

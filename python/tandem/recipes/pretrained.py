@@ -6,7 +6,9 @@ The folder is read as transformers reads it, with local_files_only=True (nothing
 config.json, the weights (model.safetensors, sharded safetensors with their index, or
 pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json; optional, but
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
-export_seq2seq (T5, BART, Marian, Whisper, ...), a model whose own cache has recurrent layers (Mamba,
+export_seq2seq (T5, BART, Marian, Whisper, ...), a decoder-only model that transformers registers for
+speech or sequence-to-sequence generation only (an audio LM: Qwen2-Audio, Voxtral, ...) to export_audio_lm
+(its audio of the shape encoder_input_shape), a model whose own cache has recurrent layers (Mamba,
 Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
 one token per step, any other causal LM to export_causal_lm over a static KV cache (or, for a
 model with no usable cache, over the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from ..ir import ExportError
 from ..tokenizer import ENTRY, entry, summary
+from .audio_lm import export_audio_lm
 from .causal_lm import export_causal_lm, has_attention_layers, is_recurrent, prefill
 from .seq2seq import export_seq2seq
 
@@ -156,8 +159,10 @@ def load_tokenizer(path: Path):
 
 
 def _family(config: dict, path: Path) -> str:
-    """'seq2seq', 'recurrent' or 'causal' from config.json: an encoder-decoder, a model whose own cache
-    (transformers' StaticCache built from the config) has recurrent layers, or any other causal LM."""
+    """'seq2seq', 'audio', 'recurrent' or 'causal' from config.json: an encoder-decoder, a decoder-only
+    model transformers registers for speech or sequence-to-sequence generation only (an audio LM), a model
+    whose own cache (transformers' StaticCache built from the config) has recurrent layers, or any other
+    causal LM."""
     if config.get("is_encoder_decoder"):
         return "seq2seq"
     import transformers
@@ -166,12 +171,7 @@ def _family(config: dict, path: Path) -> str:
     kind = config.get("model_type")
     takes_source = kind in auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES or kind in auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES
     if takes_source and kind not in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise ExportError(
-            f"'{path}': a {kind} model generates text from audio merged into its token stream (transformers registers it "
-            "for speech or sequence-to-sequence generation, as a decoder-only model); tandem's recipes export "
-            "encoder-decoders (encode, decode) and text LMs (prefill, decode), so exporting it as a text LM would drop "
-            "its audio: export its audio encoder and its LM as modules with tandem.export (docs/guide/exporting.md)"
-        )
+        return "audio"  # a decoder-only model that generates from audio merged into its token stream
 
     try:
         loaded = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
@@ -258,6 +258,23 @@ def export_pretrained(
         limit = getattr(model.config, "max_target_positions", None) or getattr(text, "max_position_embeddings", None) or 448
         max_cache_len = int(max_cache_len or min(limit, 1024))
         program = export_seq2seq(model, max_cache_len=max_cache_len, metadata=metadata, quantize=quantize, **options)
+    elif family == "audio":
+        if options.get("max_source_len") is not None:
+            kind = config.get("model_type", "?")
+            raise ExportError(f"max_source_len: a {kind} model takes audio of a fixed shape; give encoder_input_shape")
+        options.pop("max_source_len", None)
+        max_cache_len = int(max_cache_len or min(getattr(text, "max_position_embeddings", None) or 1024, 1024))
+        max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
+        program = export_audio_lm(
+            model,
+            options.pop("encoder_input_shape", None),
+            max_cache_len=max_cache_len,
+            max_prompt_len=max_prompt_len,
+            sample_top_k=sample_top_k,
+            metadata=metadata,
+            quantize=quantize,
+            **options,
+        )
     else:
         given = [k for k in ("encoder_input_shape", "max_source_len") if options.get(k) is not None]
         if given:
@@ -305,6 +322,8 @@ def export_pretrained(
         "max_prompt_len": max_prompt_len,
         "quantize": quantize,
     }
+    if family == "audio":  # what prefill_audio takes
+        report["audio"] = {k: program.metadata[k] for k in ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")}
     if verify:
         progress.stage("verifying against eager PyTorch")
         report["verify"] = _verify(model, data, family, tok)
@@ -349,6 +368,8 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             out = model.generate(**{md.get("encoder_input", model.main_input_name): features}, generation_config=how)
             want = out.logits[0]
             checked = f"encode(input {list(shape)}) then decode(token {start})"
+        elif family == "audio":
+            got, want, checked = _verify_audio(model, m, md, tok)
         else:
             n = min(int(md["max_prompt_len"]), 8)
             ids = tok("Hello, world! 1 2 3")["input_ids"][:n] if tok is not None else []
@@ -364,6 +385,22 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             checked = f"prefill of {len(ids)} tokens"
     diff = float((got - want.float()).abs().max())
     return {"checked": checked, "max_abs_diff": diff, "top1_equal": bool(got.argmax() == want.argmax()), "scale": float(want.abs().max())}
+
+
+def _verify_audio(model, m, md: dict, tok) -> tuple:
+    """prefill_audio of the audio's placeholders and a few text tokens, on seeded noise of the audio
+    input's shape, in the runtime and in the model's own forward: (runtime logits, eager logits, what ran)."""
+    import torch
+
+    vocab = int(md["vocab_size"])
+    text = tok("Hello, world!")["input_ids"] if tok is not None else [1]
+    text = [i for i in text if 0 <= i < vocab and i != md["audio_token_id"]][: md["max_prompt_len"]] or [1 % vocab]
+    tokens = torch.tensor([[md["audio_token_id"]] * md["audio_tokens"] + text])
+    audio = torch.randn(md["audio_input_shape"], generator=torch.Generator().manual_seed(0))
+    masks = {k: torch.ones(s, dtype=torch.long) for k, s in md["audio_masks"].items()}
+    got = m.prefill_audio(tokens, audio)
+    want = model(input_ids=tokens, **{md["audio_input"]: audio}, **masks).logits[:, -1]
+    return got, want, f"prefill_audio of {md['audio_tokens']} audio placeholders and {len(text)} tokens, audio {md['audio_input_shape']}"
 
 
 def print_report(report: dict, output, file=None) -> None:
@@ -393,6 +430,12 @@ def print_report(report: dict, output, file=None) -> None:
         f" ({held}"
         f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})"
     )
+    a = report.get("audio")
+    if a:
+        p(
+            f"  audio: prefill_audio takes {a['audio_input']} {a['audio_input_shape']} with {a['audio_tokens']} placeholder tokens "
+            f"(id {a['audio_token_id']}) among its tokens"
+        )
     if report["tokenizer"]:
         p(f"  tokenizer: {report['tokenizer']}; {size(report['tokenizer_bytes'])} in the file")
     else:

@@ -1,0 +1,282 @@
+"""The audio-LM recipe: a decoder-only LM that merges its audio encoder's output into its token stream
+at audio placeholder tokens (Qwen2-Audio, Voxtral, Granite Speech, AudioFlamingo3, ...: transformers
+registers them for speech or sequence-to-sequence generation; imports transformers only when called).
+
+    program = tandem.transformers.export_audio_lm(model, audio_input_shape=(1, 128, 3000), max_cache_len=1024)
+
+The program has the causal-LM recipe's methods over the same static KV cache (causal_lm.py: prefill,
+decode, decode_topk, reset), and
+- `prefill_audio(tokens [1, n], audio)`: the model's own forward over n tokens and the audio (its audio
+  encoder, its projector, and its own merge of the audio embeddings at the placeholder tokens), appended
+  to the cache like a prefill; returns the last position's logits [1, vocab]. `audio` is the model's
+  audio input (`audio_input`, e.g. input_features: a log-mel spectrogram from its feature extractor) of
+  the fixed shape `audio_input_shape`, every frame of it audio (a model that takes a mask of its audio
+  frames is given one of all ones). tokens hold exactly `audio_tokens` placeholder tokens (id
+  `audio_token_id`), all of them: n is from audio_tokens to audio_tokens + max_prompt_len (text before
+  and after the placeholders may go in the same call, or in prefills before and after it). Other
+  counts of placeholders fail the call (TDM_ERR_GUARD, state unchanged).
+So a user builds input_ids as transformers' processor does: the prompt's text tokens with
+`audio_tokens` copies of `audio_token_id` where the audio goes, e.g. prefill(prefix), then
+prefill_audio(placeholders + text, features), then decode.
+
+The number of placeholders is the number of rows the model's forward scatters into its embeddings for
+audio of that shape (one eager call). The model's code runs as it is; two tensor operations of its merge
+whose result sizes PyTorch cannot know before the values (a boolean-mask index `x[mask]`, and
+`masked_scatter`) run in a fixed-size form while prefill_audio is traced: x[mask] takes the first K
+positions of the mask, K the count found by the eager call (a call with another count fails its guard),
+and masked_scatter gathers the source rows by the mask's running count.
+
+Metadata: the causal-LM recipe's, and audio_input, audio_input_shape, audio_token_id, audio_tokens,
+audio_masks ({name: shape} of the masks of the audio the forward is given, all ones; empty when it needs
+none) and max_audio_prompt_len (audio_tokens + max_prompt_len).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+
+import torch
+from torch import nn
+
+from ..export import Method
+from ..ir import ExportError
+from .causal_lm import CausalLM, _built, _export_lm, _prefill
+from .checks import ArgumentError, check_int, check_options
+
+AUDIO_TOKEN_FIELDS = ("audio_token_id", "audio_token_index")
+
+
+class NotAnAudioLM(ExportError):
+    """The model has no audio input the audio-LM recipe can give it, or merges no audio rows."""
+
+
+def audio_token_id(config) -> int | None:
+    """The placeholder token id the config names (audio_token_id, audio_token_index), or None."""
+    for k in AUDIO_TOKEN_FIELDS:
+        v = getattr(config, k, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def audio_input_name(model: nn.Module) -> str:
+    """The forward's audio input: input_features, input_values, ... (the first tensor argument after
+    input_ids that is neither a mask, positions, embeddings nor labels)."""
+    skip = {"input_ids", "attention_mask", "position_ids", "inputs_embeds", "labels", "cache", "past_key_values"}
+    for name in inspect.signature(model.forward).parameters:
+        if name.startswith("input_") and name not in skip and not name.endswith("mask"):
+            return name
+    raise NotAnAudioLM(f"{type(model).__name__}: its forward takes no audio input (input_features, input_values, ...)")
+
+
+def audio_masks(model: nn.Module) -> list[str]:
+    """The forward's masks of its audio input (feature_attention_mask, input_features_mask, padding_mask)."""
+    params = inspect.signature(model.forward).parameters
+    return [k for k in params if k.endswith("mask") and k != "attention_mask"]
+
+
+@contextlib.contextmanager
+def _no_model_checks():
+    """transformers' own torch_compilable_check skipped (its placeholder check indexes by a mask whose count
+    is only known from values; the fixed-size index below guards the same count)."""
+    saved = os.environ.get("TRANSFORMERS_DISABLE_TORCH_CHECK")
+    os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"]
+        else:
+            os.environ["TRANSFORMERS_DISABLE_TORCH_CHECK"] = saved
+
+
+def _bool_index(index):
+    """The mask when `index` is one boolean tensor (x[mask]), else None."""
+    if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
+        return index
+    return None
+
+
+def _first_k(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """x[mask] when mask holds k true values: the rows of x (over mask's dims, flattened) at the first k
+    true positions, in order, found by topk over a score that falls with the position; a guard fails the
+    call when the mask holds another count."""
+    from ..runtime_values import _guard
+
+    m = mask.expand(x.shape[: mask.dim()]).reshape(-1)
+    n = m.shape[0]
+    _guard(m.sum() == k)
+    score = torch.where(m, n - torch.arange(n, device=m.device), 0).float()
+    order = torch.topk(score, k).indices
+    return x.reshape(n, *x.shape[mask.dim() :]).index_select(0, order)
+
+
+def _masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """Tensor.masked_scatter in fixed sizes: the i-th true position of the mask (in self's order) takes
+    source's i-th element."""
+    m = mask.expand(self.shape).reshape(-1)
+    at = (torch.cumsum(m.long(), 0) - 1).clamp(0, source.numel() - 1)
+    return torch.where(m, source.reshape(-1).index_select(0, at), self.reshape(-1)).reshape(self.shape)
+
+
+@contextlib.contextmanager
+def fixed_counts(counts: list | None):
+    """Within the block a boolean-mask index x[mask] runs as _first_k with the next of `counts`, and
+    masked_scatter as _masked_scatter; counts=None: each x[mask]'s count is appended to the list the
+    block yields (an eager call, to find them)."""
+    getitem, scatter = torch.Tensor.__getitem__, torch.Tensor.masked_scatter
+    found, queue = [], list(counts or [])
+
+    def item(x, index):
+        mask = _bool_index(index)
+        if mask is None:
+            return getitem(x, index)
+        if counts is None:
+            found.append(int(mask.expand(x.shape[: mask.dim()]).sum()))
+            return getitem(x, index)
+        if not queue:
+            raise ExportError("x[mask]: more boolean-mask indexes while tracing prefill_audio than in the eager call")
+        return _first_k(x, mask, queue.pop(0))
+
+    torch.Tensor.__getitem__ = item
+    if counts is not None:
+        torch.Tensor.masked_scatter = _masked_scatter
+    try:
+        with _no_model_checks():
+            yield found
+    finally:
+        torch.Tensor.__getitem__, torch.Tensor.masked_scatter = getitem, scatter
+
+
+class AudioLM(CausalLM):
+    """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
+    tokens, under fixed_counts (the counts of its boolean-mask indexes, from one eager call in export_audio_lm)."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
+        super().__init__(model, max_cache_len)
+        self.audio_name = audio_name
+        self.masks = masks  # mask name -> its shape (all ones)
+        self.counts = None  # fixed_counts' counts, from one eager call
+        self.audio_id = self.audio_tokens = None  # the placeholder token and how many the audio fills
+
+    def _inputs(self, audio: torch.Tensor) -> dict:
+        return {self.audio_name: audio, **_ones(self.masks)}
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        from ..runtime_values import _guard
+
+        _guard((tokens == self.audio_id).sum() == self.audio_tokens)  # every placeholder, and no more, in this call
+        with fixed_counts(self.counts):
+            return self.step(tokens, **self._inputs(audio))
+
+
+def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
+    """({name: audio, and the masks its forward needs}, the placeholder count) (see _audio_inputs)."""
+    masks, count = _audio_inputs(model, name, audio)
+    return {name: audio, **_ones(masks)}, count
+
+
+def _audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
+    """({mask name: shape}, the placeholder count) of the first that the model's forward takes with the audio:
+    each of its audio masks all ones over the audio's frames ([batch, last dim], as a feature extractor gives
+    a mask of its frames), else no masks (a forward whose mask is of something else, and optional)."""
+    tries = [{k: (audio.shape[0], audio.shape[-1]) for k in audio_masks(model)}, {}]
+    for masks in tries[not tries[0] :]:
+        try:
+            return masks, count_audio_tokens(model, audio_token_id(model.config), {name: audio, **_ones(masks)})
+        except NotAnAudioLM as e:
+            error = e
+    raise error
+
+
+def _ones(masks: dict) -> dict:
+    return {k: torch.ones(shape, dtype=torch.long) for k, shape in masks.items()}
+
+
+def count_audio_tokens(model: nn.Module, audio_id: int, inputs: dict) -> int:
+    """The number of placeholder tokens the model's forward fills for `inputs` (its audio input and
+    masks): the rows its merge scatters into the token embeddings, from one eager call with two
+    placeholders (transformers' own check of the count skipped)."""
+    rows = []
+    scatter = torch.Tensor.masked_scatter
+
+    def record(self, mask, source):
+        if tuple(self.shape[:2]) == (1, 2):  # into the two tokens' embeddings (not one inside the audio encoder)
+            rows.append(source.numel() // self.shape[-1])
+        return scatter(self, mask, source)
+
+    torch.Tensor.masked_scatter = record
+    try:
+        with torch.no_grad(), _no_model_checks():
+            model(input_ids=torch.full((1, 2), audio_id), **inputs)
+    except Exception as e:
+        raise NotAnAudioLM(
+            f"{type(model).__name__}: its forward on audio of shape {list(next(iter(inputs.values())).shape)} fails "
+            f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+        ) from e
+    finally:
+        torch.Tensor.masked_scatter = scatter
+    if not rows:
+        raise NotAnAudioLM(f"{type(model).__name__}: its forward merges no audio rows into its token embeddings (no masked_scatter)")
+    return rows[0]
+
+
+def export_audio_lm(
+    model: nn.Module,
+    audio_input_shape,
+    max_cache_len: int,
+    max_prompt_len: int,
+    metadata: dict | None = None,
+    sample_top_k: int | None = 64,
+    **options,
+):
+    """Export a transformers audio LM (see the module's docstring) as prefill_audio(tokens, audio),
+    prefill, decode, decode_topk and reset over its static KV cache. audio_input_shape: the shape of the
+    audio input its forward takes (e.g. its feature extractor's input_features for the audio length
+    wanted); max_cache_len must hold the audio's placeholder tokens and the text: at least
+    audio_tokens + max_prompt_len. `options` go to tandem.export."""
+    check_options("export_audio_lm", options)
+    model = model.eval().float()
+    config = model.config.get_text_config(decoder=True)
+    name = type(model).__name__
+    check_int("max_cache_len", max_cache_len)
+    check_int("max_prompt_len", max_prompt_len)
+    if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
+        raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
+    if audio_input_shape is None:
+        raise ArgumentError(f"{name} takes its audio of one fixed shape: give audio_input_shape (--encoder-input-shape), e.g. 1,128,3000")
+    audio_id = audio_token_id(model.config)
+    if audio_id is None:
+        raise NotAnAudioLM(f"{name}: its config names no audio placeholder token ({' or '.join(AUDIO_TOKEN_FIELDS)})")
+    shape = tuple(int(d) for d in audio_input_shape)
+    audio_name = audio_input_name(model)
+    example = torch.zeros(shape)
+    masks, count = _audio_inputs(model, audio_name, example)
+    if not 1 <= max_prompt_len or count + max_prompt_len > max_cache_len:
+        raise ArgumentError(
+            f"max_cache_len={max_cache_len} cannot hold audio of shape {list(shape)}: its {count} placeholder tokens and "
+            f"max_prompt_len={max_prompt_len} text tokens need at least {count + max_prompt_len}"
+        )
+    lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+    tokens = torch.tensor([[audio_id] * count + [0]])  # n = count + 1: not a bound of the dim
+    with torch.no_grad(), fixed_counts(None) as counts:
+        lm.step(tokens, **lm._inputs(example))
+    lm.reset()
+    lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
+    n = torch.export.Dim("n", min=count, max=count + max_prompt_len)
+    methods = {"prefill_audio": Method(lm.step_audio, (tokens, example), dynamic_shapes=({1: n}, None))}
+    methods.update(_prefill(lm.step, max_prompt_len))
+    extra = {
+        "audio_input": audio_name,
+        "audio_input_shape": list(shape),
+        "audio_token_id": int(audio_id),
+        "audio_tokens": int(count),
+        "audio_masks": {k: list(v) for k, v in masks.items()},
+        "max_audio_prompt_len": int(count + max_prompt_len),
+    }
+    layers = int(config.num_hidden_layers)
+    how = dict(metadata=metadata, sample_top_k=sample_top_k, **options)
+    position = "cache.layers.0.cumulative_length"
+    return _export_lm(model, config, lm, methods, extra, layers, position, {}, max_cache_len, max_prompt_len, **how)

@@ -1,0 +1,132 @@
+"""The walk's audio LMs (tests/models/zoo.py): decoder-only classes that transformers registers for
+speech or sequence-to-sequence generation, which merge their audio encoder's output into the token
+stream at audio placeholder tokens (Qwen2-Audio, Voxtral, ...).
+
+A class's checkpoint gets the walk's tokenizer with one more special token, `<|audio|>`, which its
+config names as its audio placeholder (audio_token_id / audio_token_index); a Whisper-style audio
+encoder (max_source_positions) takes 1 s of audio (100 mel frames, 50 positions), not 30 s. Its audio
+is 1 s of seeded noise through its own feature extractor (transformers' class for its model type, made
+for the config's mel bins and a 1 s chunk where it takes them, saved in the checkpoint folder); the
+prompt is the walk's with the audio's placeholders after its first two tokens, as many as the model's
+forward fills for that audio (one eager call: tandem.recipes.audio_lm.audio_inputs); the reference is
+transformers' greedy generate on the prompt and the audio, and the runtime's is prefill of the first two
+tokens, prefill_audio of the placeholders and the next two, prefill of the rest, then decode."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+AUDIO = "<|audio|>"
+FRAMES_POSITIONS = 50  # a Whisper-style encoder's positions for 1 s of audio (100 mel frames, 2 per position)
+BEFORE, AFTER = 2, 2  # prompt tokens before the audio's placeholders, and in prefill_audio after them
+
+
+def is_audio_lm(class_name: str) -> bool:
+    """Whether the class is a decoder-only model registered for speech or sequence-to-sequence generation
+    (its config is not an encoder-decoder's)."""
+    import transformers
+
+    try:
+        return not getattr(getattr(transformers, class_name).config_class(), "is_encoder_decoder", False)
+    except Exception:
+        return False
+
+
+def tokenizer(base):
+    """The walk's tokenizer with the audio placeholder token added (a copy)."""
+    tok = copy.deepcopy(base)
+    tok.add_tokens([AUDIO], special_tokens=True)
+    return tok
+
+
+def configure(config, tok) -> None:
+    """The shrunk config's audio placeholder is the tokenizer's AUDIO, and its Whisper-style audio
+    encoders take 1 s of audio."""
+    from tandem.recipes.audio_lm import AUDIO_TOKEN_FIELDS
+
+    for k in AUDIO_TOKEN_FIELDS:
+        if k in vars(config):
+            setattr(config, k, tok.convert_tokens_to_ids(AUDIO))
+    for sub in [config, *vars(config).values()]:
+        if hasattr(sub, "max_source_positions") and hasattr(sub, "to_dict"):
+            sub.max_source_positions = FRAMES_POSITIONS
+
+
+def audio_input(model, folder: Path) -> dict:
+    """{the forward's audio input name: 1 s of seeded noise through the model's own feature extractor}."""
+    import inspect
+
+    import torch
+    import transformers
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    from tandem.recipes.audio_lm import audio_input_name
+
+    config = model.config
+    cls = FEATURE_EXTRACTOR_MAPPING_NAMES.get(config.model_type)
+    if cls is None:
+        raise ValueError(f"{config.model_type} registers no feature extractor to make its audio with")
+    cls = getattr(transformers, cls)
+    params = inspect.signature(cls.__init__).parameters
+    kwargs = {}
+    mels = [getattr(c, "num_mel_bins") for c in [config, *vars(config).values()] if isinstance(getattr(c, "num_mel_bins", None), int)]
+    if mels and "feature_size" in params:
+        kwargs["feature_size"] = mels[0]
+    if "chunk_length" in params:
+        kwargs["chunk_length"] = 1
+    extractor = cls(**kwargs)
+    extractor.save_pretrained(folder)
+    rate = int(getattr(extractor, "sampling_rate", 16000))
+    noise = (torch.rand(rate, generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1).numpy()
+    features = extractor(noise, sampling_rate=rate, return_tensors="pt")
+    name = audio_input_name(model)
+    if name not in features:
+        raise ValueError(f"{cls.__name__} gives {sorted(features)}, not the {name} that {type(model).__name__} takes")
+    return {name: features[name].float()}
+
+
+def prompt(model, tok, text: str, audio: dict) -> tuple[list[int], dict]:
+    """(the prompt's ids with the audio's placeholders after its first BEFORE tokens, the forward's audio
+    inputs: the audio and the masks it needs, all ones)."""
+    from tandem.recipes.audio_lm import audio_inputs, audio_token_id
+
+    ((name, x),) = audio.items()
+    inputs, count = audio_inputs(model, name, x)
+    ids = tok(text)["input_ids"]
+    return ids[:BEFORE] + [audio_token_id(model.config)] * count + ids[BEFORE:], inputs
+
+
+def reference(model, ids: list[int], inputs: dict, new_tokens: int) -> list[int]:
+    """transformers' greedy generate of new_tokens after the prompt and its audio."""
+    import torch
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
+    model.generation_config = config
+    with torch.no_grad():
+        tokens = torch.tensor([ids])
+        out = model.generate(tokens, attention_mask=torch.ones_like(tokens), generation_config=config, **inputs)
+    return out[0, len(ids) :].tolist()
+
+
+def greedy(m, ids: list[int], audio: dict, new_tokens: int) -> list[int]:
+    """The same in the runtime: prefill of the tokens before the audio, prefill_audio of its placeholders and
+    AFTER more tokens, prefill of the rest (in max_prompt_len pieces), then decode."""
+    import torch
+
+    from tandem.transformers import prefill
+
+    md = m.metadata
+    end = BEFORE + md["audio_tokens"] + AFTER
+    m.reset()
+    prefill(m, torch.tensor([ids[:BEFORE]]))
+    logits = m.prefill_audio(torch.tensor([ids[BEFORE:end]]), next(iter(audio.values())))
+    if end < len(ids):
+        logits = prefill(m, torch.tensor([ids[end:]]))
+    got = []
+    while len(got) < new_tokens:
+        got.append(int(logits.argmax()))
+        if len(got) < new_tokens:
+            logits = m.decode(torch.tensor([[got[-1]]]))
+    return got
