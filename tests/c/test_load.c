@@ -279,6 +279,24 @@ static void update_before_check_is_undone(void) {
   for (int i = 0; i < 8; i++) CHECK(rows[i] == (float)i);
   tdm_session_free(s);
   tdm_program_free(p);
+  m->n_values = 5, m->values[4] = tb_scratch(TDM_I64, 144, 2, 1, 2); /* scatter's index [1, 2] */
+  m->n_inputs = 4, m->inputs[3] = 4;
+  m->ops[1] = (tb_op){"scatter", 3, 1, 1, 0, {3, 4, 1}, {3}, {0}, {0}}; /* rows[index[0][c]][c] = v[0][c], in place */
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  rows = (float *)((uint8_t *)tdm_session_state(s) + tdm_state_offset(p, 0));
+  for (int i = 0; i < 8; i++) rows[i] = (float)i;
+  ((int64_t *)tdm_session_input(s, 0, 3))[0] = 0, ((int64_t *)tdm_session_input(s, 0, 3))[1] = 2;
+  ((float *)tdm_session_input(s, 0, 1))[0] = 10, ((float *)tdm_session_input(s, 0, 1))[1] = 11;
+  *(int64_t *)tdm_session_input(s, 0, 2) = 4;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_ERR_INDEX);
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == (float)i);
+  *(int64_t *)tdm_session_input(s, 0, 2) = 0;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_OK);
+  const float scattered[8] = {10, 1, 2, 3, 4, 11, 10, 11};
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == scattered[i]);
+  tdm_session_free(s);
+  tdm_program_free(p);
 }
 
 int main(int argc, char **argv) {
