@@ -73,10 +73,11 @@ static tdm_status create_journal(tdm_session *s) {
   size_t undo_bytes;
   if (!tdm__mul_size(most_ranges, sizeof(tdm_undo), &undo_bytes))
     return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "a session's undo journal does not fit in memory");
-  s->undo = tdm__alloc(undo_bytes ? undo_bytes : 1);
-  s->journal = tdm__alloc(most_bytes ? most_bytes : 1);
+  if (!most_ranges) return TDM_OK; /* no update before an op that can fail: no journal */
+  s->undo = tdm__alloc(undo_bytes);
+  s->journal = most_bytes ? tdm__alloc(most_bytes) : NULL;
   s->n_undo = most_ranges, s->journal_bytes = most_bytes;
-  if (!s->undo || !s->journal)
+  if (!s->undo || (most_bytes && !s->journal))
     return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session's undo journal (%zu bytes)", most_bytes + undo_bytes);
   return TDM_OK;
 }
@@ -320,7 +321,7 @@ static void journal_save(void *cx, uint8_t *p, size_t n) {
   tdm_session *s = j->s;
   assert(j->n < s->n_undo && n <= s->journal_bytes - j->used); /* sized from the same hooks (create_journal) */
   s->undo[j->n++] = (tdm_undo){(size_t)(p - s->state), n};
-  memcpy(s->journal + j->used, p, n);
+  if (n) memcpy(s->journal + j->used, p, n);
   j->used += n;
 }
 
@@ -329,7 +330,7 @@ static void journal_undo(const journal_cx *j) {
   size_t used = j->used;
   for (size_t i = j->n; i-- > 0;) {
     used -= j->s->undo[i].n;
-    memcpy(j->s->state + j->s->undo[i].offset, j->s->journal + used, j->s->undo[i].n);
+    if (j->s->undo[i].n) memcpy(j->s->state + j->s->undo[i].offset, j->s->journal + used, j->s->undo[i].n);
   }
 }
 
