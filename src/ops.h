@@ -29,6 +29,14 @@ typedef struct tdm_prepare_cx {
 typedef void *(*tdm_op_prepare_fn)(tdm_prepare_cx *cx, const tdm_method *m, const tdm_op *op);
 typedef void (*tdm_op_release_fn)(void *prepared);
 
+/* The undo journal of an update in place (index_put, slice_scatter, scatter writing their input 0's
+ * bytes): the bytes the op is about to write, so that a call which fails later can put them back
+ * (session.c). The hook returns how many ranges of out the op writes at most and sets *len to the
+ * largest, from the shapes alone; with fn, it also calls fn on each range it will write, from the
+ * inputs' values (indices), before the kernel runs. */
+typedef void (*tdm_range_fn)(void *cx, uint8_t *p, size_t n);
+typedef size_t (*tdm_op_writes_fn)(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out, size_t *len, tdm_range_fn fn, void *cx);
+
 typedef struct tdm_opdef {
   const char *name;
   int code;        /* sub-operation for families that share a kernel (binary, unary, reduce) */
@@ -40,13 +48,15 @@ typedef struct tdm_opdef {
   tdm_op_run_fn run;
   tdm_op_prepare_fn prepare; /* NULL, or the op's prepared data for the CPU kernels (above) */
   tdm_op_release_fn release; /* with prepare: frees what it returned */
+  tdm_op_writes_fn writes;   /* NULL, or the ranges an update in place writes (above) */
 } tdm_opdef;
 
 /* A table entry: the op `name` (an identifier) with the flags src/schema.h declares for it;
  * TDM_OP_PREPARED also with its prepare and release hooks. */
-#define TDM_OP(name, code, check, run) {#name, code, TDM__OPFLAGS_##name, check, run, NULL, NULL}
-#define TDM_OP_PREPARED(name, code, check, run, prepare, release) {#name, code, TDM__OPFLAGS_##name, check, run, prepare, release}
-#define TDM_OP_END {NULL, 0, false, TDM_INPLACE_NONE, NULL, NULL, NULL, NULL}
+#define TDM_OP(name, code, check, run) {#name, code, TDM__OPFLAGS_##name, check, run, NULL, NULL, NULL}
+#define TDM_OP_PREPARED(name, code, check, run, prepare, release) {#name, code, TDM__OPFLAGS_##name, check, run, prepare, release, NULL}
+#define TDM_OP_UPDATE(name, code, check, run, writes) {#name, code, TDM__OPFLAGS_##name, check, run, NULL, NULL, writes}
+#define TDM_OP_END {NULL, 0, false, TDM_INPLACE_NONE, NULL, NULL, NULL, NULL, NULL}
 
 /* The op of that name, or NULL. */
 const tdm_opdef *tdm__find_op(const char *name);
@@ -91,6 +101,16 @@ extern const tdm_opdef tdm__conv_q8_ops[]; /* conv_q8, conv_transpose_q8, conv_b
                                               conv_transpose_i16: int16 (conv_i16.c) */
 extern const tdm_opdef tdm__select_ops[];
 extern const tdm_opdef tdm__random_ops[]; /* random.c: the generator's state is the `__rng__` slot */
+
+/* Whether op is an update in place of the state that the session journals (its def has a `writes`
+ * hook and its one output is exactly its input 0, in the state region): such an op may run before an
+ * op that can fail, whose failure puts the bytes it wrote back (verify.c, session.c). */
+static inline bool tdm__journaled(const tdm_method *m, const tdm_op *op) {
+  if (!op->def->writes || op->n_out != 1 || op->n_in < 1) return false;
+  const tdm_value *x = TDM_VAL(m, op, 0), *y = TDM_OUTVAL(m, op, 0);
+  return y->region == TDM_REGION_STATE && x->region == y->region && x->offset == y->offset && x->nbytes == y->nbytes &&
+      x->dtype == y->dtype;
+}
 
 /* cond's kernel (scatter.c), which does nothing: the session loop runs its branches. */
 tdm_status tdm__cond_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out);

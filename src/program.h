@@ -96,7 +96,8 @@ typedef struct tdm_method {
    * of the state its leading `when` ops name; a call of base runs the first version whose values the
    * state holds (session.c). next_version links base's versions in file order (UINT32_MAX ends). */
   uint32_t next_version;
-  bool is_version; /* named 'base#k': not a method of its own (tdm_program_method_count lists it) */
+  bool is_version;   /* named 'base#k': not a method of its own (tdm_program_method_count lists it) */
+  uint32_t fail_end; /* one past the last op that can fail (0: none): the updates before it are journaled */
 } tdm_method;
 
 typedef struct tdm_const {
@@ -138,6 +139,11 @@ struct tdm_program {
   bool prepared;        /* the ops' prepare hooks ran (program.c): tdm_program_free releases what they built */
 };
 
+/* A range of the state saved in a session's undo journal. */
+typedef struct tdm_undo {
+  size_t offset, n; /* bytes [offset, offset + n) of the state region */
+} tdm_undo;
+
 /* A dynamic method as a session last called it: the program's method with every symbolic size
  * evaluated at the call's dims (values and ops copied; op iattrs point into `iattrs`). */
 typedef struct tdm_bound {
@@ -154,6 +160,11 @@ struct tdm_session {
   tdm_bound *bound; /* [n_methods]; m.values is NULL for a method without dims */
   void *bound_mem;  /* one allocation holding every bound method's arrays */
   uint32_t *ran;    /* [n_methods]: the version of each method that its last run ran */
+  /* The undo journal of a call (session.c): the bytes of the state that the journaled updates
+   * before the method's last op that can fail overwrite, put back when the call fails. */
+  tdm_undo *undo;   /* [n_undo]: where each saved range was in the state */
+  uint8_t *journal; /* [journal_bytes]: the saved bytes, range after range */
+  size_t n_undo, journal_bytes;
 };
 
 /* ---- loading: reader.c and reader_methods.c read, verify.c checks, bind.c evaluates sizes ---- */
@@ -168,7 +179,8 @@ static inline bool tdm__range_inside(uint64_t off, uint64_t len, uint64_t total)
 static inline bool tdm__ranges_overlap(size_t a, size_t an, size_t b, size_t bn) { return an != 0 && bn != 0 && a < b + bn && b < a + an; }
 
 /* Verify op k of m (operands, overlaps, in-place rules, the op's own check); *first_state_write is
- * the first op that wrote the state so far (-1: none), which no op that can fail may follow (verify.c). */
+ * the first op that wrote the state so far (-1: none) other than a journaled update (ops.h,
+ * tdm__journaled), which no op that can fail may follow (verify.c). */
 tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_write);
 
 /* The branches of m's cond ops nest, at most TDM_MAX_COND_DEPTH deep (verify.c). */

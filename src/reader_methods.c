@@ -344,6 +344,7 @@ tdm_status tdm__read_methods(tdm_program *p, rd r, carver *cv, const counts *c) 
       }
       if (r.bad) return tdm__truncated(&r);
       if ((s = tdm__verify_op(m, k, &first_state_write))) return s;
+      if (op->def->can_fail) m->fail_end = k + 1;
     }
     m->n_iattrs = (size_t)(iattrs - m->iattrs);
     if ((s = tdm__check_blocks(m)) || (s = tdm__check_defined(m))) return s;

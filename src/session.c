@@ -3,6 +3,7 @@
 #include "ops.h"
 #include "util.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,40 @@ static tdm_status create_bound(tdm_session *s) {
   return TDM_OK;
 }
 
+static void view(tdm_session *s, const tdm_value *v, tdm_tensor *t);
+
+/* The undo journal's size: over every method (bound at the maximum of its dims), the ranges and bytes
+ * its journaled updates before its last op that can fail may write. */
+static tdm_status create_journal(tdm_session *s) {
+  size_t most_ranges = 0, most_bytes = 0;
+  tdm_tensor in[TDM_MAX_OPERANDS], out[1];
+  for (uint32_t i = 0; i < s->program->n_methods; i++) {
+    const tdm_method *m = s->program->methods[i].n_dims ? &s->bound[i].m : &s->program->methods[i];
+    size_t ranges = 0, bytes = 0, n, len, b;
+    for (uint32_t k = 0; k < m->fail_end; k++) {
+      const tdm_op *op = &m->ops[k];
+      if (!tdm__journaled(m, op)) continue;
+      for (uint32_t j = 0; j < op->n_in; j++) view(s, &m->values[op->in[j]], &in[j]);
+      view(s, &m->values[op->out[0]], &out[0]);
+      n = op->def->writes(op, in, out, &len, NULL, NULL);
+      if (!tdm__add_size(ranges, n, &ranges) || !tdm__mul_size(n, len, &b) || !tdm__add_size(bytes, b, &bytes))
+        return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "method '%s': its undo journal does not fit in memory", m->name);
+    }
+    most_ranges = ranges > most_ranges ? ranges : most_ranges;
+    most_bytes = bytes > most_bytes ? bytes : most_bytes;
+  }
+  size_t undo_bytes;
+  if (!tdm__mul_size(most_ranges, sizeof(tdm_undo), &undo_bytes))
+    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "a session's undo journal does not fit in memory");
+  if (!most_ranges) return TDM_OK; /* no update before an op that can fail: no journal */
+  s->undo = tdm__alloc(undo_bytes);
+  s->journal = most_bytes ? tdm__alloc(most_bytes) : NULL;
+  s->n_undo = most_ranges, s->journal_bytes = most_bytes;
+  if (!s->undo || (most_bytes && !s->journal))
+    return tdm__fail(TDM_ERR_OUT_OF_MEMORY, "out of memory allocating a session's undo journal (%zu bytes)", most_bytes + undo_bytes);
+  return TDM_OK;
+}
+
 tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
   if (!p || !out) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_create: NULL argument");
   *out = NULL;
@@ -64,6 +99,7 @@ tdm_status tdm_session_create(const tdm_program *p, tdm_session **out) {
                      p->scratch_size);
   }
   tdm_status st = create_bound(s);
+  if (!st) st = create_journal(s);
   if (st) {
     tdm_session_free(s);
     return st;
@@ -78,6 +114,8 @@ void tdm_session_free(tdm_session *s) {
   if (!s) return;
   tdm__free(s->bound_mem);
   tdm__free(s->ran);
+  tdm__free(s->undo);
+  tdm__free(s->journal);
   tdm__free(s->state);
   tdm__free(s->scratch);
   tdm__free(s);
@@ -271,6 +309,31 @@ static double now_ms(void) {
 }
 #endif
 
+/* A call's undo journal as it fills: ranges saved, bytes saved. */
+typedef struct journal_cx {
+  tdm_session *s;
+  size_t n, used;
+} journal_cx;
+
+/* Save the state's bytes [p, p + n) before a journaled update writes them. */
+static void journal_save(void *cx, uint8_t *p, size_t n) {
+  journal_cx *j = cx;
+  tdm_session *s = j->s;
+  assert(j->n < s->n_undo && n <= s->journal_bytes - j->used); /* sized from the same hooks (create_journal) */
+  s->undo[j->n++] = (tdm_undo){(size_t)(p - s->state), n};
+  if (n) memcpy(s->journal + j->used, p, n);
+  j->used += n;
+}
+
+/* Put the saved bytes back, the last saved first: the state as it was before the call. */
+static void journal_undo(const journal_cx *j) {
+  size_t used = j->used;
+  for (size_t i = j->n; i-- > 0;) {
+    used -= j->s->undo[i].n;
+    if (j->s->undo[i].n) memcpy(j->s->state + j->s->undo[i].offset, j->s->journal + used, j->s->undo[i].n);
+  }
+}
+
 static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
   const tdm_method *m = s ? tdm__method_of(s->program, method) : NULL;
   if (!m) return tdm__fail(TDM_ERR_INVALID_ARGUMENT, "tdm_session_run: no method %u", method);
@@ -291,6 +354,7 @@ static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
     uint32_t end, resume;
   } branch[TDM_MAX_COND_DEPTH];
   uint32_t depth = 0;
+  journal_cx journal = {s, 0, 0};
   for (uint32_t k = 0; k < m->n_ops; k++) {
     while (depth && k == branch[depth - 1].end) k = branch[--depth].resume;
     if (k >= m->n_ops) break;
@@ -306,9 +370,23 @@ static tdm_status run(tdm_session *s, uint32_t method, double *op_ms) {
     for (uint32_t j = 0; j < op->n_in; j++) view(s, &m->values[op->in[j]], &in[j]);
     for (uint32_t j = 0; j < op->n_out; j++) view(s, &m->values[op->out[j]], &out[j]);
     const double t0 = op_ms ? now_ms() : 0;
+    if (k < m->fail_end && tdm__journaled(m, op)) {
+      /* sized at the maximum of the dims (create_journal); a size that shrinks as a dim grows is refused here */
+      size_t len;
+      const size_t n = op->def->writes(op, in, out, &len, NULL, NULL);
+      if (n > s->n_undo - journal.n || (len && n > (s->journal_bytes - journal.used) / len)) {
+        journal_undo(&journal);
+        return tdm__fail(TDM_ERR_LIMIT,
+                         "method '%s' op %u (%s): the rows it updates at these sizes do not fit in the session's undo "
+                         "journal, sized at the maximum of the dims (the state is unchanged)",
+                         m->name, k, op->def->name);
+      }
+      op->def->writes(op, in, out, &len, journal_save, &journal);
+    }
     tdm_status st = op->def->run(op, in, out);
     if (op_ms && k < n_timed) op_ms[k] = now_ms() - t0;
     if (st) {
+      journal_undo(&journal);
       char msg[400];
       snprintf(msg, sizeof msg, "%s", tdm_last_error());
       return tdm__fail(st, "method '%s' op %u: %s (the state is unchanged)", m->name, k, msg);

@@ -1,5 +1,5 @@
 /* verify.c — the checks every op passes at load (and again at each call's sizes, bind.c): operand
- * indices, overlaps, in-place rules, no failing op after a state write, the op's own rule; and the
+ * indices, overlaps, in-place rules, no failing op after a state write (but a journaled update), the op's own rule; and the
  * def-before-use analysis over scratch bytes. */
 #include "ops.h"
 #include "util.h"
@@ -36,11 +36,11 @@ tdm_status tdm__verify_op(const tdm_method *m, uint32_t k, int64_t *first_state_
       if (x->region == y->region && !in_place && tdm__ranges_overlap(x->offset, x->nbytes, y->offset, y->nbytes))
         return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s): output %u overlaps one of its operands", m->name, k, op->def->name, j);
     }
-    if (y->region == TDM_REGION_STATE && *first_state_write < 0) *first_state_write = k;
+    if (y->region == TDM_REGION_STATE && *first_state_write < 0 && !tdm__journaled(m, op)) *first_state_write = k;
   }
   /* An op that can reject runtime values may not run after an op that wrote the state (it may
-   * be that op itself: such kernels validate before writing). So a failed call never changes
-   * the state. */
+   * be that op itself: such kernels validate before writing), except an update in place that the
+   * session journals and puts back when the call fails. So a failed call never changes the state. */
   if (op->def->can_fail && *first_state_write >= 0 && *first_state_write != (int64_t)k)
     return tdm__fail(TDM_ERR_MALFORMED, "method '%s' op %u (%s) can fail on runtime values after the state was written", m->name, k,
                      op->def->name);

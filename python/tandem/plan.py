@@ -2,7 +2,9 @@
 
 In place: a mutated buffer's new value is produced directly into its state slot when no later op
 (and no output) reads the slot's old value and no op that can fail on runtime values comes after
-the producer; otherwise it is copied in at the end (see lowering/driver.py, _finish). Scratch: storages get
+the producer, or when the producer is an update (index_put, slice_scatter, scatter), whose rows the
+runtime saves before it writes them and puts back if a later op fails the call (src/session.c);
+otherwise it is copied in at the end (see lowering/driver.py, _finish). Scratch: storages get
 offsets so that two storages alive at the same time never overlap (greedy, largest first).
 """
 
@@ -98,7 +100,6 @@ def _update_in_place(ir: MethodIR) -> None:
         for v in op.outs:
             born.setdefault(id(v.storage), i)
     producer = dict(born)
-    last_fallible = max((i for i, op in enumerate(ops) if _fallible(op)), default=-1)
 
     def whole_fresh(v):
         s = v.storage
@@ -137,8 +138,8 @@ def _update_in_place(ir: MethodIR) -> None:
         if not whole_fresh(out) or base.nbytes != out.nbytes or base.dtype != out.dtype:
             continue
         B = base.storage
-        if B.kind == CONST or B.is_input or (B.kind == STATE and k < last_fallible):
-            continue
+        if B.kind == CONST or B.is_input:
+            continue  # a state before an op that can fail too: the runtime journals the update (src/session.c)
         key, lo, n = _phys(base), base.offset, base.nbytes
         wb = write_back.get(k)
         if wb is not None and wb in aliased:

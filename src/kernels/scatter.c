@@ -1,6 +1,7 @@
 /* scatter.c — updates of part of a tensor: index_put, slice_scatter, scatter, and check_index, the op
- * that validates runtime indices before anything is written. index_put and slice_scatter may run
- * in place (output = input 0), which is how a KV-cache update writes only its new rows. */
+ * that validates runtime indices before anything is written. The updates may run in place (output =
+ * input 0), which is how a KV-cache update writes only its new rows; their `writes` hooks name those
+ * rows for the session's undo journal (session.c). */
 #include "../ops.h"
 #include "../util.h"
 
@@ -157,6 +158,21 @@ static tdm_status index_put_run(const tdm_op *op, const tdm_tensor *in, const td
   return TDM_OK;
 }
 
+/* The rows index_put writes (ops.h, tdm_op_writes_fn): one per index and outer position. */
+static size_t index_put_writes(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out, size_t *len, tdm_range_fn fn, void *cx) {
+  const int64_t d = op->iattr[0], n = out->shape->dims[d], k = in[1].numel;
+  int64_t outer, inner;
+  tdm__outer_inner(out->shape, d, &outer, &inner);
+  *len = (size_t)inner * tdm_dtype_size(out->dtype);
+  if (fn)
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t i = 0; i < k; i++) {
+        const int64_t ji = tdm__index_at(&in[1], i), j = ji < 0 ? ji + n : ji;
+        if (j >= 0 && j < n) fn(cx, (uint8_t *)out->data + (size_t)(o * n + j) * *len, *len);
+      }
+  return (size_t)(outer * k);
+}
+
 static tdm_status index_put_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != 2) return tdm__rule(op, "takes base, index, values, 1 output, [dim, accumulate]");
   const tdm_value *b = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *v = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
@@ -188,6 +204,20 @@ static tdm_status slice_scatter_run(const tdm_op *op, const tdm_tensor *in, cons
       memcpy((uint8_t *)out->data + (size_t)(o * n + start + i * step) * chunk, (const uint8_t *)in[1].data + (size_t)(o * k + i) * chunk,
              chunk);
   return TDM_OK;
+}
+
+/* The rows slice_scatter writes: per outer position, one range (step 1) or one per row. */
+static size_t slice_scatter_writes(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out, size_t *len, tdm_range_fn fn, void *cx) {
+  const int64_t d = op->iattr[0], start = op->iattr[1], step = op->iattr[2];
+  const int64_t n = out->shape->dims[d], k = in[1].shape->dims[d], rows = step == 1 ? 1 : k;
+  int64_t outer, inner;
+  tdm__outer_inner(out->shape, d, &outer, &inner);
+  const size_t chunk = (size_t)inner * tdm_dtype_size(out->dtype);
+  *len = step == 1 ? (size_t)k * chunk : chunk;
+  if (fn && k > 0)
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t i = 0; i < rows; i++) fn(cx, (uint8_t *)out->data + (size_t)(o * n + start + i * step) * chunk, *len);
+  return (size_t)(outer * rows);
 }
 
 static tdm_status slice_scatter_check(const tdm_method *m, const tdm_op *op) {
@@ -225,6 +255,23 @@ static tdm_status scatter_run(const tdm_op *op, const tdm_tensor *in, const tdm_
   return TDM_OK;
 }
 
+/* The elements scatter writes: one per element of index. */
+static size_t scatter_writes(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out, size_t *len, tdm_range_fn fn, void *cx) {
+  const int64_t d = op->iattr[0], n = out->shape->dims[d];
+  const size_t es = tdm_dtype_size(out->dtype);
+  *len = es;
+  if (fn) {
+    tdm_index_walk w;
+    tdm__index_walk_start(&w, out->shape, in[1].shape, d);
+    for (int64_t t = 0; t < in[1].numel; t++, tdm__index_walk_next(&w)) {
+      int64_t j = tdm__index_at(&in[1], t);
+      if (j < 0) j += n;
+      if (j >= 0 && j < n) fn(cx, (uint8_t *)out->data + (size_t)(w.off + j * w.st[d]) * es, es);
+    }
+  }
+  return (size_t)in[1].numel;
+}
+
 static tdm_status scatter_check(const tdm_method *m, const tdm_op *op) {
   if (op->n_in != 3 || op->n_out != 1 || op->n_iattr != 1) return tdm__rule(op, "takes x, index, src, 1 output, [dim]");
   const tdm_value *x = TDM_VAL(m, op, 0), *ix = TDM_VAL(m, op, 1), *v = TDM_VAL(m, op, 2), *y = TDM_OUTVAL(m, op, 0);
@@ -246,8 +293,8 @@ const tdm_opdef tdm__scatter_ops[] = {
     TDM_OP(when, 0, when_check, when_run),
     TDM_OP(when_in, 0, when_in_check, when_in_run),
     TDM_OP(cond, 0, cond_check, tdm__cond_run),
-    TDM_OP(index_put, 0, index_put_check, index_put_run),
-    TDM_OP(slice_scatter, 0, slice_scatter_check, slice_scatter_run),
-    TDM_OP(scatter, 0, scatter_check, scatter_run),
+    TDM_OP_UPDATE(index_put, 0, index_put_check, index_put_run, index_put_writes),
+    TDM_OP_UPDATE(slice_scatter, 0, slice_scatter_check, slice_scatter_run, slice_scatter_writes),
+    TDM_OP_UPDATE(scatter, 0, scatter_check, scatter_run, scatter_writes),
     TDM_OP_END,
 };

@@ -231,6 +231,74 @@ static void guard_fails_before_state_write(void) {
   CHECK_STATUS(tb_load(&t, &p), TDM_ERR_OP_RULE);
 }
 
+/* Updates in place of the state (index_put, slice_scatter) may come before an op that can fail:
+ * the session saves the rows they write and puts them back when the call fails. */
+static void update_before_check_is_undone(void) {
+  tb_program t = {0};
+  t.n_states = 1, t.states[0] = (tb_state){"rows", TDM_F32, 2, {4, 2}};
+  t.n_methods = 1;
+  tb_method *m = &t.methods[0];
+  m->name = "forward";
+  m->scratch = 192;
+  m->n_values = 4;
+  m->values[0] = tb_scratch(TDM_I64, 0, 1, 1, 0);                /* the row to write */
+  m->values[1] = tb_scratch(TDM_F32, 64, 2, 1, 2);               /* its values */
+  m->values[2] = tb_scratch(TDM_I64, 128, 1, 1, 0);              /* an index checked after the writes */
+  m->values[3] = (tb_value){TDM_F32, 2, TB_STATE, 0, 0, {4, 2}}; /* the state */
+  m->n_inputs = 3, m->inputs[0] = 0, m->inputs[1] = 1, m->inputs[2] = 2;
+  m->n_ops = 4;
+  m->ops[0] = (tb_op){"check_index", 1, 0, 1, 0, {0}, {0}, {4}, {0}};
+  m->ops[1] = (tb_op){"index_put", 3, 1, 2, 0, {3, 0, 1}, {3}, {0, 0}, {0}};     /* rows[i] = v, in place */
+  m->ops[2] = (tb_op){"slice_scatter", 2, 1, 3, 0, {3, 1}, {3}, {0, 3, 1}, {0}}; /* rows[3] = v, in place */
+  m->ops[3] = (tb_op){"check_index", 1, 0, 1, 0, {2}, {0}, {4}, {0}};
+  tdm_program *p = NULL;
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  tdm_session *s = NULL;
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  float *rows = (float *)((uint8_t *)tdm_session_state(s) + tdm_state_offset(p, 0));
+  for (int i = 0; i < 8; i++) rows[i] = (float)i;
+  *(int64_t *)tdm_session_input(s, 0, 0) = 1;
+  ((float *)tdm_session_input(s, 0, 1))[0] = 10, ((float *)tdm_session_input(s, 0, 1))[1] = 11;
+  *(int64_t *)tdm_session_input(s, 0, 2) = 9;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_ERR_INDEX);
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == (float)i);
+  *(int64_t *)tdm_session_input(s, 0, 2) = 3;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_OK);
+  const float want[8] = {0, 1, 10, 11, 4, 5, 10, 11};
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == want[i]);
+  tdm_session_free(s);
+  tdm_program_free(p);
+  m->ops[1] = (tb_op){"index_put", 3, 1, 2, 0, {3, 0, 1}, {3}, {0, 1}, {0}}; /* accumulating: the same rows saved */
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  rows = (float *)((uint8_t *)tdm_session_state(s) + tdm_state_offset(p, 0));
+  for (int i = 0; i < 8; i++) rows[i] = (float)i;
+  *(int64_t *)tdm_session_input(s, 0, 0) = 2;
+  *(int64_t *)tdm_session_input(s, 0, 2) = -7;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_ERR_INDEX);
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == (float)i);
+  tdm_session_free(s);
+  tdm_program_free(p);
+  m->n_values = 5, m->values[4] = tb_scratch(TDM_I64, 144, 2, 1, 2); /* scatter's index [1, 2] */
+  m->n_inputs = 4, m->inputs[3] = 4;
+  m->ops[1] = (tb_op){"scatter", 3, 1, 1, 0, {3, 4, 1}, {3}, {0}, {0}}; /* rows[index[0][c]][c] = v[0][c], in place */
+  CHECK_STATUS(tb_load(&t, &p), TDM_OK);
+  CHECK_STATUS(tdm_session_create(p, &s), TDM_OK);
+  rows = (float *)((uint8_t *)tdm_session_state(s) + tdm_state_offset(p, 0));
+  for (int i = 0; i < 8; i++) rows[i] = (float)i;
+  ((int64_t *)tdm_session_input(s, 0, 3))[0] = 0, ((int64_t *)tdm_session_input(s, 0, 3))[1] = 2;
+  ((float *)tdm_session_input(s, 0, 1))[0] = 10, ((float *)tdm_session_input(s, 0, 1))[1] = 11;
+  *(int64_t *)tdm_session_input(s, 0, 2) = 4;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_ERR_INDEX);
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == (float)i);
+  *(int64_t *)tdm_session_input(s, 0, 2) = 0;
+  CHECK_STATUS(tdm_session_run(s, 0), TDM_OK);
+  const float scattered[8] = {10, 1, 2, 3, 4, 11, 10, 11};
+  for (int i = 0; i < 8; i++) CHECK(rows[i] == scattered[i]);
+  tdm_session_free(s);
+  tdm_program_free(p);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/fixtures";
   const char *names[] = {"accumulator", "original_report", "state_io", "gru", "initialized"};
@@ -249,5 +317,6 @@ int main(int argc, char **argv) {
   scratch_starts_zeroed();
   check_before_state_write();
   guard_fails_before_state_write();
+  update_before_check_is_undone();
   return test_report("test_load");
 }

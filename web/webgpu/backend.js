@@ -8,7 +8,7 @@
 import { unsupported, compile, operand, workgroupSize, tileSize } from './kernels.js';
 import { scoped, allocError, allocate, overLimit } from './memory.js';
 import { halfWeights } from './half.js';
-import { ALIGN, up, readPlan, resolved, nbytesOf, constSpan, constLayout, markHalf } from './plan.js';
+import { ALIGN, up, readPlan, resolved, nbytesOf, constSpan, constLayout, markHalf, journalSpans } from './plan.js';
 import { TandemError } from '../errors.js';
 import { ARRAY_OF, Tensor } from '../tensor.js';
 
@@ -242,7 +242,7 @@ class GpuProgram {
  * one GPU buffer, the program's constants and pipelines shared with its forks (GpuProgram). Every
  * operation reading the GPU returns a promise; the model's queue hands it one at a time. */
 class GpuBackend {
-  #gp; #wasm; #buf; #flag; #groups = new WeakMap(); #busy = null;
+  #gp; #wasm; #buf; #flag; #backup = null; #groups = new WeakMap(); #busy = null;
 
   constructor(gp, wasm) {
     this.#gp = gp;
@@ -363,6 +363,14 @@ class GpuBackend {
       this.#groups.set(plan, groups);
     }
     const enc = dev.createCommandEncoder();
+    // the slots of the state updated before the method's last op that can fail, kept until the call is known to succeed
+    const journal = (plan.journal ??= journalSpans(plan));
+    const kept = journal.length ? journal.at(-1)[2] + journal.at(-1)[1] - journal.at(-1)[0] : 0;
+    if (kept > (this.#backup?.size ?? 0)) {
+      this.#backup?.destroy();
+      this.#backup = dev.createBuffer({ size: kept, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    }
+    for (const [lo, hi, at] of journal) enc.copyBufferToBuffer(this.#buf, lo, this.#backup, at, hi - lo);
     const pass = enc.beginComputePass();
     list.forEach((d, k) => {
       pass.setPipeline(d.pipeline);
@@ -402,6 +410,11 @@ class GpuBackend {
       const bytes = new Uint8Array(staging.getMappedRange()).slice();
       staging.unmap();
       const flag = new Uint32Array(bytes.buffer, 0, 1)[0];
+      if (flag && journal.length) { // the state as it was before the call
+        const undo = dev.createCommandEncoder();
+        for (const [lo, hi, at] of journal) undo.copyBufferToBuffer(this.#backup, at, this.#buf, lo, hi - lo);
+        dev.queue.submit([undo.finish()]);
+      }
       if (flag) {
         const op = plan.ops[flag - 1];
         if (op?.bounds) { // when / when_in: the state's value, unchanged (nothing after the op ran)
@@ -533,6 +546,7 @@ class GpuBackend {
     Promise.resolve(this.#busy).then(() => {
       this.#buf.destroy();
       this.#flag.destroy();
+      this.#backup?.destroy();
       if (--this.#gp.users === 0) {
         for (const b of this.#gp.constBuffers) b.destroy();
         this.#gp.halfBuffer.destroy();

@@ -9,7 +9,8 @@
 // scratch arena, read-write) or C (the program's data section: constants, read-only), at the
 // element offset the plan gives. F[0] is the call's failure flag: check_index sets it (op index
 // + 1) and every kernel returns at once while it is set, so no op after a failed check writes
-// anything (the verifier puts checks before any state write: docs/format.md, atomic calls).
+// anything (the verifier puts checks before any state write but updates in place, whose slots
+// backend.js keeps a copy of and puts back: docs/format.md, atomic calls).
 // Element types in WGSL: float32 f32, int32 i32, bool u32 (0 or 1, one byte in memory: a kernel
 // writing bools declares M atomic and sets its bytes with atomicAnd/atomicOr), int64 vec2<u32>
 // (low word, high word).

@@ -41,6 +41,30 @@ export const resolved = (plan, op) => ({ ...op, ins: op.in.map((v) => plan.value
 const BYTES = { float32: 4, int32: 4, int64: 8, bool: 1, int8: 1, int4x2: 1, bfloat16: 2, int16: 2 };
 export const nbytesOf = (v) => v.shape.reduce((a, b) => a * b, 1) * BYTES[v.dtype];
 
+// The ops that fail a call (their kernels set the failure flag: kernels.js).
+const FAILS = new Set(['check_index', 'guard', 'when', 'when_in']);
+
+/** The state bytes plan's ops write before its last op that can fail: word-aligned spans [lo, hi, at], merged,
+ * `at` where a span is kept in a copy of them all, one after another.
+ * The verifier allows only updates in place there (index_put, slice_scatter, scatter: src/verify.c), which
+ * the wasm runtime journals row by row; this backend keeps a copy of their slots and puts it back when a
+ * call fails, so a failed call leaves the state as it was here too. */
+export function journalSpans(plan) {
+  const last = plan.ops.findLastIndex((op) => FAILS.has(op.name));
+  const spans = [];
+  for (const op of plan.ops.slice(0, Math.max(last, 0))) {
+    for (const v of op.out.map((j) => plan.values[j])) if (v.region === 2) spans.push([v.offset & ~3, up(v.offset + nbytesOf(v), 4)]);
+  }
+  spans.sort((a, b) => a[0] - b[0]);
+  const merged = [];
+  for (const [lo, hi] of spans) {
+    if (merged.length && lo <= merged.at(-1)[1]) merged.at(-1)[1] = Math.max(merged.at(-1)[1], hi);
+    else merged.push([lo, hi]);
+  }
+  let at = 0;
+  return merged.map(([lo, hi]) => [lo, hi, (at += hi - lo) - (hi - lo)]);
+}
+
 /** The byte span [lo, hi) of op's constant operands (the data section), or null. */
 export function constSpan(plan, op) {
   let lo = Infinity, hi = -Infinity;
