@@ -40,24 +40,30 @@ def test_jetmoe_routing_adapted_computes_what_its_own_code_does():
 
 
 @functools.lru_cache(maxsize=None)
-def _jetmoe_program():
-    model = _jetmoe()
+def _program(make):
+    """(the model's export, a prompt, transformers' 8 greedy tokens after it) for a model from `make`."""
+    model = make()
     prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
     return tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6).to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
 
 
+def _greedy(data: bytes, prompt: torch.Tensor, n: int) -> list[int]:
+    """The runtime's greedy tokens: the prompt in prefills, then decode."""
+    m = tandem.load(data)
+    logits, got = tt.prefill(m, prompt), []
+    while len(got) < n:
+        got.append(int(logits.argmax()))
+        logits = m.decode(torch.tensor([[got[-1]]]))
+    return got
+
+
 def test_jetmoe_exports_and_generates_as_transformers(backend):
     """The export failed at 'split' taking the counts read with .tolist(); with the adapter greedy generation
     (the prompt in two prefills, then decode) equals transformers' generate token for token."""
-    data, prompt, want = _jetmoe_program()
-    m = tandem.load(data)
-    logits, got = tt.prefill(m, prompt), []
-    while len(got) < len(want):
-        got.append(int(logits.argmax()))
-        logits = m.decode(torch.tensor([[got[-1]]]))
-    assert got == want
+    data, prompt, want = _program(_jetmoe)
+    assert _greedy(data, prompt, len(want)) == want
 
 
 @functools.lru_cache(maxsize=None)
@@ -93,25 +99,11 @@ def test_longcat_experts_adapted_compute_what_their_own_code_does():
     assert torch.equal(again, want) and "forward" not in vars(experts[0])
 
 
-@functools.lru_cache(maxsize=None)
-def _longcat_program():
-    model = _longcat()
-    prompt = torch.randint(3, 64, (1, 10), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False, max_new_tokens=8, eos_token_id=None)
-    return tt.export_causal_lm(model, max_cache_len=24, max_prompt_len=6).to_bytes(), prompt, want[0, prompt.shape[1] :].tolist()
-
-
 def test_longcat_exports_and_generates_as_transformers(backend):
     """The export failed at the experts loop's .item(); with the adapter greedy generation (the prompt in two
     prefills, then decode) equals transformers' generate token for token."""
-    data, prompt, want = _longcat_program()
-    m = tandem.load(data)
-    logits, got = tt.prefill(m, prompt), []
-    while len(got) < len(want):
-        got.append(int(logits.argmax()))
-        logits = m.decode(torch.tensor([[got[-1]]]))
-    assert got == want
+    data, prompt, want = _program(_longcat)
+    assert _greedy(data, prompt, len(want)) == want
 
 
 def test_switch_transformers_routing_adapted_computes_what_its_own_code_does():
