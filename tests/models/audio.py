@@ -97,19 +97,6 @@ def prompt(model, tok, text: str, audio: dict) -> tuple[list[int], dict]:
     return ids[:BEFORE] + [audio_token_id(model.config)] * count + ids[BEFORE:], inputs
 
 
-def reference(model, ids: list[int], inputs: dict, new_tokens: int) -> list[int]:
-    """transformers' greedy generate of new_tokens after the prompt and its audio."""
-    import torch
-    from transformers import GenerationConfig
-
-    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
-    model.generation_config = config
-    with torch.no_grad():
-        tokens = torch.tensor([ids])
-        out = model.generate(tokens, attention_mask=torch.ones_like(tokens), generation_config=config, **inputs)
-    return out[0, len(ids) :].tolist()
-
-
 def greedy(m, ids: list[int], audio: dict, new_tokens: int) -> list[int]:
     """The same in the runtime: prefill of the tokens before the audio, prefill_audio of its placeholders and
     AFTER more tokens, prefill of the rest (in max_prompt_len pieces), then decode."""

@@ -87,17 +87,18 @@ def make_checkpoint(class_name: str, folder: Path, audio_lm: bool = False, **how
     return cls.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32).eval(), tokenizer
 
 
-def reference(model, ids: list[int]) -> list[int]:
-    """transformers' greedy generate: NEW_TOKENS tokens after `ids` (no stop token, no processors)."""
+def reference(model, ids: list[int], inputs: dict | None = None, new_tokens: int = NEW_TOKENS) -> list[int]:
+    """transformers' greedy generate: new_tokens tokens after `ids` (no stop token, no processors), with
+    the forward's other inputs (an audio LM's audio) where given."""
     import torch
     from transformers import GenerationConfig
 
     # greedy alone: none of the generation defaults a model ships (forced end tokens, repetition penalties)
-    config = GenerationConfig(do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
+    config = GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None, pad_token_id=0)
     model.generation_config = config
     with torch.no_grad():
         tokens = torch.tensor([ids])  # every position attended (the mask is not derived from a pad id)
-        out = model.generate(tokens, attention_mask=torch.ones_like(tokens), generation_config=config)
+        out = model.generate(tokens, attention_mask=torch.ones_like(tokens), generation_config=config, **(inputs or {}))
     return out[0, len(ids) :].tolist()
 
 
@@ -224,7 +225,7 @@ def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
         inputs = audio.audio_input(model, folder / "checkpoint")
         if audio_token_id(model.config) is not None:  # (one with none: what the walk checks is the export's refusal)
             ids, full = audio.prompt(model, tokenizer, PROMPT, inputs)
-            want = audio.reference(model, ids, full, NEW_TOKENS)
+            want = reference(model, ids, full)
     elif seq2seq:
         inputs = encoder_input(model, tokenizer, folder / "checkpoint")
         want = reference_seq2seq(model, inputs)

@@ -25,7 +25,7 @@ def exported(request, tmp_path_factory):
     model, tok = zoo.make_checkpoint(request.param, folder / "checkpoint", audio_lm=True)
     features = audio.audio_input(model, folder / "checkpoint")
     ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features)
-    want = audio.reference(model, ids, inputs, NEW)
+    want = zoo.reference(model, ids, inputs, NEW)
     out = folder / "model.tandem"
     shape = ",".join(map(str, next(iter(features.values())).shape))
     args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-prompt-len", "4", "--encoder-input-shape", shape]
