@@ -1,16 +1,21 @@
 """The walk's audio LMs (tests/models/zoo.py): decoder-only classes that transformers registers for
 speech or sequence-to-sequence generation, which merge their audio encoder's output into the token
-stream at audio placeholder tokens (Qwen2-Audio, Voxtral, ...).
+stream at audio placeholder tokens (Qwen2-Audio, Voxtral, ...), or add it to every token's embedding
+as they stream it (VoxtralRealtime).
 
 A class's checkpoint gets the walk's tokenizer with one more special token, `<|audio|>`, which its
 config names as its audio placeholder (audio_token_id / audio_token_index); a Whisper-style audio
 encoder (max_source_positions) takes 1 s of audio (100 mel frames, 50 positions), not 30 s. Its audio
-is 1 s of seeded noise through its own feature extractor (transformers' class for its model type, made
-for the config's mel bins and a 1 s chunk where it takes them, saved in the checkpoint folder); the
-prompt is the walk's with the audio's placeholders after its first two tokens, as many as the model's
-forward fills for that audio (one eager call: tandem.recipes.audio_lm.audio_inputs); the reference is
-transformers' greedy generate on the prompt and the audio, and the runtime's is prefill of the first two
-tokens, prefill_audio of the placeholders and the next two, prefill of the rest, then decode."""
+is seeded noise through its own feature extractor (transformers' class for its model type, made
+for the config's mel bins and a 1 s chunk where it takes them, saved in the checkpoint folder): 1 s,
+or STREAM_S for a streaming model. For a placeholder model the prompt is the walk's with the audio's
+placeholders after its first two tokens, as many as the model's forward fills for that audio (one eager
+call: tandem.recipes.audio_lm.audio_inputs); the reference is transformers' greedy generate on the prompt
+and the audio, and the runtime's is prefill of the first two tokens, prefill_audio of the placeholders and
+the next two, prefill of the rest, then decode. For a streaming model the prompt is the walk's and the
+audio the mel frames of the prompt and the tokens generated (audio_length_per_tok a token), what
+generate reads; the runtime's is prefill_audio of the prompt (in max_prompt_len pieces, each with its
+tokens' frames), then decode_audio of each token with its frames."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from pathlib import Path
 AUDIO = "<|audio|>"
 FRAMES_POSITIONS = 50  # a Whisper-style encoder's positions for 1 s of audio (100 mel frames, 2 per position)
 BEFORE, AFTER = 2, 2  # prompt tokens before the audio's placeholders, and in prefill_audio after them
+STREAM_S = 3  # seconds of audio made for a streaming model (300 mel frames: 37 tokens of 8 frames)
 
 
 def is_audio_lm(class_name: str) -> bool:
@@ -54,14 +60,15 @@ def configure(config, tok) -> None:
 
 
 def audio_input(model, folder: Path) -> dict:
-    """{the forward's audio input name: 1 s of seeded noise through the model's own feature extractor}."""
+    """{the forward's audio input name: 1 s (STREAM_S for a streaming model) of seeded noise through the
+    model's own feature extractor}."""
     import inspect
 
     import torch
     import transformers
     from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
 
-    from tandem.recipes.audio_lm import audio_input_name
+    from tandem.recipes.audio_lm import audio_input_name, streams_audio
 
     config = model.config
     cls = FEATURE_EXTRACTOR_MAPPING_NAMES.get(config.model_type)
@@ -78,7 +85,8 @@ def audio_input(model, folder: Path) -> dict:
     extractor = cls(**kwargs)
     extractor.save_pretrained(folder)
     rate = int(getattr(extractor, "sampling_rate", 16000))
-    noise = (torch.rand(rate, generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1).numpy()
+    seconds = STREAM_S if streams_audio(model) else 1
+    noise = (torch.rand(rate * seconds, generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1).numpy()
     features = extractor(noise, sampling_rate=rate, return_tensors="pt")
     name = audio_input_name(model)
     if name not in features:
@@ -86,34 +94,55 @@ def audio_input(model, folder: Path) -> dict:
     return {name: features[name].float()}
 
 
-def prompt(model, tok, text: str, audio: dict) -> tuple[list[int], dict]:
+def prompt(model, tok, text: str, audio: dict, new_tokens: int) -> tuple[list[int], dict]:
     """(the prompt's ids with the audio's placeholders after its first BEFORE tokens, the forward's audio
-    inputs: the audio and the masks it needs, all ones)."""
-    from tandem.recipes.audio_lm import audio_inputs, audio_token_id
+    inputs: the audio and the masks it needs, all ones); for a streaming model the prompt's ids and the
+    audio's first frames, those of the prompt and new_tokens more tokens."""
+    from tandem.recipes.audio_lm import audio_inputs, audio_token_id, streams_audio
 
     ((name, x),) = audio.items()
-    inputs, count = audio_inputs(model, name, x)
     ids = tok(text)["input_ids"]
+    if streams_audio(model):
+        frames = (len(ids) + new_tokens) * model.config.audio_length_per_tok
+        if x.shape[-1] < frames:
+            raise ValueError(f"{x.shape[-1]} mel frames of audio, fewer than the {frames} of {len(ids)} + {new_tokens} tokens")
+        return ids, {name: x[..., :frames]}
+    inputs, count = audio_inputs(model, name, x)
     return ids[:BEFORE] + [audio_token_id(model.config)] * count + ids[BEFORE:], inputs
 
 
-def greedy(m, ids: list[int], audio: dict, new_tokens: int) -> list[int]:
+def greedy(m, ids: list[int], audio: dict, new_tokens: int, logits_seen: list | None = None) -> list[int]:
     """The same in the runtime: prefill of the tokens before the audio, prefill_audio of its placeholders and
-    AFTER more tokens, prefill of the rest (in max_prompt_len pieces), then decode."""
+    AFTER more tokens, prefill of the rest (in max_prompt_len pieces), then decode; for a streaming model
+    (metadata audio_streaming) prefill_audio of the prompt in max_prompt_len pieces and decode_audio, each
+    call with its tokens' frames of the audio. The logits each token is chosen from go to logits_seen."""
     import torch
 
     from tandem.transformers import prefill
 
     md = m.metadata
-    end = BEFORE + md["audio_tokens"] + AFTER
+    x = next(iter(audio.values()))
     m.reset()
-    prefill(m, torch.tensor([ids[:BEFORE]]))
-    logits = m.prefill_audio(torch.tensor([ids[BEFORE:end]]), next(iter(audio.values())))
-    if end < len(ids):
-        logits = prefill(m, torch.tensor([ids[end:]]))
+    if md.get("audio_streaming"):
+        step, per = md["max_prompt_len"], md["audio_frames_per_token"]
+        for i in range(0, len(ids), step):
+            piece = ids[i : i + step]
+            logits = m.prefill_audio(torch.tensor([piece]), x[..., i * per : (i + len(piece)) * per])
+    else:
+        end = BEFORE + md["audio_tokens"] + AFTER
+        prefill(m, torch.tensor([ids[:BEFORE]]))
+        logits = m.prefill_audio(torch.tensor([ids[BEFORE:end]]), x)
+        if end < len(ids):
+            logits = prefill(m, torch.tensor([ids[end:]]))
     got = []
     while len(got) < new_tokens:
         got.append(int(logits.argmax()))
+        if logits_seen is not None:
+            logits_seen.append(logits)
         if len(got) < new_tokens:
-            logits = m.decode(torch.tensor([[got[-1]]]))
+            if md.get("audio_streaming"):
+                at = (len(ids) + len(got) - 1) * md["audio_frames_per_token"]
+                logits = m.decode_audio(torch.tensor([[got[-1]]]), x[..., at : at + md["audio_frames_per_token"]])
+            else:
+                logits = m.decode(torch.tensor([[got[-1]]]))
     return got

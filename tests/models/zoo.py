@@ -215,7 +215,7 @@ def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
     tokens: (model, tokenizer, encoder or audio inputs, prompt ids, tokens). Raises where either fails."""
     import shutil
 
-    from tandem.recipes.audio_lm import audio_token_id
+    from tandem.recipes.audio_lm import audio_token_id, streams_audio
 
     shutil.rmtree(folder / "checkpoint", ignore_errors=True)
     audio_lm = seq2seq and audio.is_audio_lm(class_name)
@@ -223,8 +223,9 @@ def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
     inputs, ids, want = {}, None, None
     if audio_lm:
         inputs = audio.audio_input(model, folder / "checkpoint")
-        if audio_token_id(model.config) is not None:  # (one with none: what the walk checks is the export's refusal)
-            ids, full = audio.prompt(model, tokenizer, PROMPT, inputs)
+        # (one with no placeholder that does not stream its audio: what the walk checks is the export's refusal)
+        if audio_token_id(model.config) is not None or streams_audio(model):
+            ids, full = audio.prompt(model, tokenizer, PROMPT, inputs, NEW_TOKENS)
             want = reference(model, ids, full)
     elif seq2seq:
         inputs = encoder_input(model, tokenizer, folder / "checkpoint")
@@ -265,7 +266,7 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
     import tandem
     import tandem.runtime as runtime
     from tandem.cli import main as cli
-    from tandem.recipes.audio_lm import NotAnAudioLM
+    from tandem.recipes.audio_lm import NotAnAudioLM, streams_audio
 
     seq2seq = class_name in seq2seq_classes()  # an encoder-decoder, or an audio LM (audio.py)
     built = None
@@ -291,7 +292,7 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
         args += ["--max-prompt-len", str(MAX_PROMPT_LEN)]
     if "input_ids" in inputs:
         args += ["--max-source-len", str(MAX_CACHE_LEN)]
-    elif inputs:
+    elif inputs and not streams_audio(model):  # (a streaming model takes its audio with each token: no one shape)
         args += ["--encoder-input-shape", ",".join(map(str, next(iter(inputs.values())).shape))]
     try:
         with contextlib.redirect_stderr(err):
@@ -356,8 +357,8 @@ REASONS = [  # (pattern of the walk's error, the reason docs/models.md names), f
     (r"registers no feature extractor to make its audio", "its model type registers no feature extractor to make its audio with"),
     (
         r"config names no audio placeholder token",
-        "no audio placeholder token in its config (its audio is not merged at placeholder tokens: VoxtralRealtime adds it to "
-        "every token's embedding as it streams), so the audio-LM recipe refuses it",
+        "no audio placeholder token in its config, and it does not stream its audio with every token as VoxtralRealtime "
+        "does, so the audio-LM recipe refuses it",
     ),
     (r"requires (the )?\w+ library", "its feature extractor needs libraries the test environment does not install: {libs}"),
     (r"logits differ from eager PyTorch", "the export's check finds its first logits further from transformers' than 1e-3 of their scale"),

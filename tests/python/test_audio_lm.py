@@ -2,7 +2,9 @@
 encoder's output into its token stream, exported by `python -m tandem export DIR --encoder-input-shape`
 with its audio as an argument of prefill_audio, generates what transformers' generate does on the same
 ids and audio, natively and in wasm; a call with another number of placeholders fails its guard with the
-state unchanged. The models are tiny and seeded (tests/models/zoo.py, tests/models/audio.py)."""
+state unchanged. A model that streams its audio with every token (VoxtralRealtime) is exported with no
+audio shape, as prefill_audio and decode_audio that take each token's mel frames, and gives generate's
+logits at every step. The models are tiny and seeded (tests/models/zoo.py, tests/models/audio.py)."""
 
 import pytest
 import torch
@@ -24,7 +26,7 @@ def exported(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp(request.param)
     model, tok = zoo.make_checkpoint(request.param, folder / "checkpoint", audio_lm=True)
     features = audio.audio_input(model, folder / "checkpoint")
-    ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features)
+    ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features, NEW)
     want = zoo.reference(model, ids, inputs, NEW)
     out = folder / "model.tandem"
     shape = ",".join(map(str, next(iter(features.values())).shape))
@@ -77,3 +79,70 @@ def test_an_audio_lm_needs_its_audio_shape_and_no_source_length(exported, tmp_pa
     assert "takes audio of a fixed shape" in capsys.readouterr().err
     assert cli(["export", str(folder), "-o", out, "--quiet", "--encoder-input-shape", "1,128,100", "--max-cache-len", "20"]) == 1
     assert "max_cache_len=20 cannot hold audio of shape [1, 128, 100]: its 25 placeholder tokens" in capsys.readouterr().err
+
+
+STREAMING = "VoxtralRealtimeForConditionalGeneration"
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory):
+    """(folder, the exported file, prompt ids, audio, transformers' greedy tokens and their logits) of a
+    streaming audio LM."""
+    from transformers import GenerationConfig
+
+    folder = tmp_path_factory.mktemp(STREAMING)
+    model, tok = zoo.make_checkpoint(STREAMING, folder / "checkpoint", audio_lm=True)
+    features = audio.audio_input(model, folder / "checkpoint")
+    ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features, NEW)
+    greedy = dict(do_sample=False, max_new_tokens=NEW, eos_token_id=None, pad_token_id=0)
+    how = GenerationConfig(**greedy, output_logits=True, return_dict_in_generate=True)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), generation_config=how, **inputs)
+    want = out.sequences[0, len(ids) :].tolist()
+    assert want == zoo.reference(model, ids, inputs, NEW)
+    path = folder / "model.tandem"
+    args = ["export", str(folder / "checkpoint"), "-o", str(path), "--quiet", "--max-prompt-len", "4"]
+    assert cli([*args, "--max-cache-len", str(len(ids) + NEW)]) == 0
+    return folder, path, ids, inputs, want, [x[0] for x in out.logits]
+
+
+@pytest.mark.parametrize("backend", ["native", "wasm"])
+def test_a_streaming_audio_lm_takes_each_tokens_audio_and_gives_generates_logits(streamed, backend, wasm_lib):
+    folder, out, ids, features, want, logits = streamed
+    saved = runtime._lib, runtime.BACKEND
+    if backend == "wasm":
+        runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
+    try:
+        with tandem.load(out) as m:
+            md = m.metadata
+            assert set(m.methods) == {"prefill_audio", "decode_audio", "decode_audio_topk", "reset"}
+            assert md["audio_streaming"] and md["audio_input"] == "input_features"
+            assert md["audio_frames_per_token"] == 8 and md["audio_chunk_shape"] == [1, 128, 8] and md["num_delay_tokens"] == 6
+            assert features["input_features"].shape[-1] == (len(ids) + NEW) * 8
+            seen = []
+            assert audio.greedy(m, ids, features, NEW, seen) == want
+            for got, ref in zip(seen, logits, strict=True):
+                assert float((got[0] - ref).abs().max()) < 1e-4 * float(ref.abs().max())
+            silence = []
+            audio.greedy(m, ids, {"x": torch.zeros_like(features["input_features"])}, NEW, silence)
+            assert float((silence[0] - seen[0]).abs().max()) > 1e-3  # the audio is read
+    finally:
+        runtime._lib, runtime.BACKEND = saved
+
+
+def test_a_streaming_audio_lm_refuses_audio_of_another_length_and_an_audio_shape(streamed, tmp_path, capsys):
+    folder, out, ids, features, want, logits = streamed
+    x = features["input_features"]
+    with tandem.load(out) as m:
+        md = m.metadata
+        m.reset()
+        m.prefill_audio(torch.tensor([ids[:2]]), x[..., :16])
+        before = m.read_state(md["position_state"]).clone()
+        with pytest.raises(runtime.TandemError):  # 3 tokens with the audio of 2
+            m.prefill_audio(torch.tensor([ids[2:5]]), x[..., 16:32])
+        with pytest.raises(runtime.TandemError):
+            m.decode_audio(torch.tensor([ids[2:3]]), x[..., 16:20])
+        assert torch.equal(m.read_state(md["position_state"]), before)
+    args = ["export", str(folder / "checkpoint"), "-o", str(tmp_path / "x.tandem"), "--quiet", "--encoder-input-shape", "1,128,100"]
+    assert cli(args) == 1
+    assert "takes the audio of each token with it (8 mel frames a token): leave audio_input_shape" in capsys.readouterr().err

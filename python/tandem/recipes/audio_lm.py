@@ -1,6 +1,7 @@
 """The audio-LM recipe: a decoder-only LM that merges its audio encoder's output into its token stream
 at audio placeholder tokens (Qwen2-Audio, Voxtral, Granite Speech, AudioFlamingo3, ...: transformers
-registers them for speech or sequence-to-sequence generation; imports transformers only when called).
+registers them for speech or sequence-to-sequence generation; imports transformers only when called),
+or adds the audio of every token to its embedding as it streams (VoxtralRealtime, below).
 
     program = tandem.transformers.export_audio_lm(model, audio_input_shape=(1, 128, 3000), max_cache_len=1024)
 
@@ -29,21 +30,41 @@ and masked_scatter gathers the source rows by the mask's running count.
 Metadata: the causal-LM recipe's, and audio_input, audio_input_shape, audio_token_id, audio_tokens,
 audio_masks ({name: shape} of the masks of the audio the forward is given, all ones; empty when it needs
 none) and max_audio_prompt_len (audio_tokens + max_prompt_len).
+
+A model that streams its audio (streams_audio: VoxtralRealtime, its config's audio_length_per_tok = F
+mel frames a token, its forward's encoder_cache and padding_cache) has no placeholders: transformers'
+generate gives each forward the audio of the tokens it feeds (F frames a token, in order: the encoder
+runs its causal convolutions over them and appends them to its own KV cache), projects it to one row
+a token and adds the row to that token's embedding. Its program (export_audio_lm with
+audio_input_shape=None) has no prefill or decode; every method takes its tokens' audio, over the text's
+static KV cache and the audio encoder's streaming state (the encoder's KV cache, max_cache_len *
+downsample_factor positions, and the last input frames of each convolution, the model's own padding
+cache):
+- `prefill_audio(tokens [1, n], audio [1, mel bins, n * F])`, 1 <= n <= max_prompt_len: the model's
+  forward over the tokens and their frames; returns the last position's logits [1, vocab];
+- `decode_audio(token [1, 1], audio [1, mel bins, F])`: one token and its frames, its logits;
+- `decode_audio_topk(token, audio)`: as decode_audio, the K largest logits and their ids (decode_topk's
+  form; absent with sample_top_k=None);
+- `reset()`: empties both caches and the convolutions' frames.
+The forward's time conditioning (num_delay_tokens) is the config's default_num_delay_tokens. Metadata:
+the causal-LM recipe's, and audio_streaming (true), audio_input ("input_features"),
+audio_frames_per_token (F), audio_chunk_shape ([1, mel bins, F]: one token's audio) and num_delay_tokens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 
 import torch
 from torch import nn
 
-from ..export import Method
+from ..export import Method, export
 from ..ir import ExportError
-from .causal_lm import CausalLM, _built, _export_lm, _prefill
-from .checks import ArgumentError, check_int, check_options
+from .causal_lm import CausalLM, _built, _export_lm, _prefill, _topk
+from .checks import ArgumentError, check_int, check_options, token_id
 
 AUDIO_TOKEN_FIELDS = ("audio_token_id", "audio_token_index")
 
@@ -236,7 +257,9 @@ def export_audio_lm(
     prefill, decode, decode_topk and reset over its static KV cache. audio_input_shape: the shape of the
     audio input its forward takes (e.g. its feature extractor's input_features for the audio length
     wanted); max_cache_len must hold the audio's placeholder tokens and the text: at least
-    audio_tokens + max_prompt_len. `options` go to tandem.export."""
+    audio_tokens + max_prompt_len. A model that streams its audio takes audio_input_shape=None and is
+    exported as prefill_audio, decode_audio, decode_audio_topk and reset (export_streaming_audio_lm).
+    `options` go to tandem.export."""
     check_options("export_audio_lm", options)
     model = model.eval().float()
     config = model.config.get_text_config(decoder=True)
@@ -245,11 +268,21 @@ def export_audio_lm(
     check_int("max_prompt_len", max_prompt_len)
     if sample_top_k is not None and (isinstance(sample_top_k, bool) or not isinstance(sample_top_k, int) or sample_top_k < 1):
         raise ExportError(f"sample_top_k must be a positive int (the K of decode_topk) or None (no decode_topk), got {sample_top_k!r}")
+    if streams_audio(model):
+        if audio_input_shape is not None:
+            raise ArgumentError(
+                f"{name} takes the audio of each token with it ({int(model.config.audio_length_per_tok)} mel frames a token): "
+                "leave audio_input_shape (--encoder-input-shape) out"
+            )
+        return export_streaming_audio_lm(model, max_cache_len, max_prompt_len, metadata, sample_top_k, **options)
     if audio_input_shape is None:
         raise ArgumentError(f"{name} takes its audio of one fixed shape: give audio_input_shape (--encoder-input-shape), e.g. 1,128,3000")
     audio_id = audio_token_id(model.config)
     if audio_id is None:
-        raise NotAnAudioLM(f"{name}: its config names no audio placeholder token ({' or '.join(AUDIO_TOKEN_FIELDS)})")
+        raise NotAnAudioLM(
+            f"{name}: its config names no audio placeholder token ({' or '.join(AUDIO_TOKEN_FIELDS)}), and it does not "
+            "stream its audio with every token (a config's audio_length_per_tok, a forward's encoder_cache and padding_cache)"
+        )
     shape = tuple(int(d) for d in audio_input_shape)
     audio_name = audio_input_name(model)
     example = torch.zeros(shape)
@@ -280,3 +313,111 @@ def export_audio_lm(
     how = dict(metadata=metadata, sample_top_k=sample_top_k, **options)
     position = "cache.layers.0.cumulative_length"
     return _export_lm(model, config, lm, methods, extra, layers, position, {}, max_cache_len, max_prompt_len, **how)
+
+
+# ---- streaming audio LMs: the audio of every token added to its embedding (VoxtralRealtime) ----------
+
+
+def streams_audio(model: nn.Module) -> bool:
+    """Whether the model adds audio to every token's embedding as it streams (VoxtralRealtime): its config
+    gives the mel frames of each token (audio_length_per_tok) and its forward takes its audio encoder's
+    caches (encoder_cache, padding_cache)."""
+    frames = getattr(model.config, "audio_length_per_tok", None)
+    params = inspect.signature(model.forward).parameters
+    return isinstance(frames, int) and not isinstance(frames, bool) and {"encoder_cache", "padding_cache"} <= set(params)
+
+
+class StreamingAudioLM(CausalLM):
+    """A CausalLM whose every step gives the model the audio of its tokens, `frames` mel frames a token,
+    with its audio encoder's streaming state: the encoder's own KV cache (a StaticCache of the audio
+    config over downsample_factor positions a token, plain static layers: the model's own mask keeps
+    its sliding window) and its convolutions' padding cache (the last input frames of each causal
+    convolution, the object the model's forward makes, kept from one eager call)."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int):
+        from transformers import StaticCache
+        from transformers.cache_utils import StaticLayer
+
+        config = model.config
+        frames, mels = int(config.audio_length_per_tok), int(config.audio_config.num_mel_bins)
+        delay = getattr(config, "default_num_delay_tokens", None)
+        own = model.__dict__.get("forward")
+        model.forward = functools.partial(model.forward, input_features=torch.zeros(1, mels, frames), num_delay_tokens=delay)
+        try:  # CausalLM's eager call of one token: with that token's audio
+            super().__init__(model, max_cache_len)
+        finally:
+            del model.forward
+            if own is not None:
+                model.forward = own
+        self.frames, self.mels, self.delay = frames, mels, delay
+        positions = max_cache_len * int(config.downsample_factor)
+        self.encoder_cache = StaticCache(config=config.audio_config, max_cache_len=positions)
+        self.encoder_cache.layers[:] = [StaticLayer(positions) for _ in self.encoder_cache.layers]
+        with torch.no_grad():  # the static layers' shapes and the model's own padding cache, from one token's audio
+            out = model(
+                input_ids=torch.zeros(1, 1, dtype=torch.long),
+                input_features=torch.zeros(1, mels, frames),
+                cache=self.cache,
+                encoder_cache=self.encoder_cache,
+                use_cache=True,
+                logits_to_keep=1,
+                num_delay_tokens=delay,
+            )
+        self.padding = out.padding_cache
+        self.reset()
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        cached = dict(encoder_cache=self.encoder_cache, padding_cache=self.padding, num_delay_tokens=self.delay)
+        return self.step(tokens, input_features=audio, **cached)
+
+    def step_audio_topk(self, tokens: torch.Tensor, audio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return _topk(self.step_audio(tokens, audio), self.top_k)
+
+    def reset(self) -> None:
+        super().reset()  # (CausalLM's __init__ resets before the audio encoder's caches are made)
+        encoder = self.__dict__.get("encoder_cache")
+        padding = self.__dict__.get("padding")
+        for layer in [*(encoder.layers if encoder else ()), *(padding.layers.values() if padding else ())]:
+            for t in vars(layer).values():
+                if isinstance(t, torch.Tensor):
+                    t.zero_()
+
+
+def export_streaming_audio_lm(model, max_cache_len, max_prompt_len, metadata, sample_top_k, **options):
+    """export_audio_lm's program for a model that streams its audio (streams_audio): prefill_audio(tokens, audio)
+    of n tokens and their n * frames mel frames, decode_audio(token, audio) of one, decode_audio_topk, reset."""
+    config = model.config.get_text_config(decoder=True)
+    if not 1 <= max_prompt_len <= max_cache_len:
+        raise ArgumentError(f"max_prompt_len must be in [1, max_cache_len={max_cache_len}], got {max_prompt_len}")
+    lm = _built(StreamingAudioLM, model, max_cache_len)
+    frames, mels = lm.frames, lm.mels
+    example = min(max(max_prompt_len - 1, 2), max_prompt_len)  # not 1: torch.export would specialize the dim to it
+    n = torch.export.Dim("n", min=1, max=max_prompt_len)
+    prompt = (torch.zeros(1, example, dtype=torch.long), torch.zeros(1, mels, frames * example))
+    one = (torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, mels, frames))
+    methods = {
+        "prefill_audio": Method(lm.step_audio, prompt, dynamic_shapes=({1: n}, {2: frames * n})),
+        "decode_audio": Method(lm.step_audio, one),
+    }
+    extra = {}
+    if sample_top_k is not None:
+        lm.top_k = extra["sample_top_k"] = min(sample_top_k, int(config.vocab_size))
+        methods["decode_audio_topk"] = Method(lm.step_audio_topk, one)
+    methods["reset"] = Method(lm.reset, ())
+    md = {
+        "model_type": getattr(config, "model_type", ""),
+        "vocab_size": int(config.vocab_size),
+        "num_layers": int(config.num_hidden_layers),
+        "max_cache_len": int(max_cache_len),
+        "max_prompt_len": int(max_prompt_len),
+        **extra,
+        "position_state": "cache.layers.0.cumulative_length",
+        "bos_token_id": token_id(getattr(config, "bos_token_id", None)),
+        "eos_token_id": token_id(getattr(config, "eos_token_id", None)),
+        "audio_input": "input_features",
+        "audio_streaming": True,
+        "audio_frames_per_token": frames,
+        "audio_chunk_shape": [1, mels, frames],
+        "num_delay_tokens": None if lm.delay is None else int(lm.delay),
+    }
+    return export(None, methods, metadata={**md, **(metadata or {})}, **options)

@@ -7,13 +7,14 @@ config.json, the weights (model.safetensors, sharded safetensors with their inde
 pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json; optional, but
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
 export_seq2seq (T5, BART, Marian, Whisper, ...), a decoder-only model that transformers registers for
-speech or sequence-to-sequence generation only (an audio LM: Qwen2-Audio, Voxtral, ...) to export_audio_lm
-(its audio of the shape encoder_input_shape), a model whose own cache has recurrent layers (Mamba,
-Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
-one token per step, any other causal LM to export_causal_lm over a static KV cache (or, for a
-model with no usable cache, over the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is
-the attention layers' capacity, for a hybrid (attention beside recurrent or conv layers) as for any
-other; a model without attention layers has no KV cache and records it as unused. The tokenizer, its special tokens and
+speech or sequence-to-sequence generation only (an audio LM: Qwen2-Audio, Voxtral, ...) to
+export_audio_lm (its audio of the shape encoder_input_shape; none for one that streams its audio with
+every token: VoxtralRealtime), a model whose own cache has recurrent layers (Mamba, Mamba2, FalconMamba:
+found from transformers' StaticCache built from the config) to export_causal_lm one token per step, any
+other causal LM to export_causal_lm over a static KV cache (or, for a model with no usable cache, over
+the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is the attention
+layers' capacity, for a hybrid (attention beside recurrent or conv layers) as for any other; a model
+without attention layers has no KV cache and records it as unused. The tokenizer, its special tokens and
 its chat template are stored once, as the metadata entry `tokenizer` (tandem/tokenizer.py).
 After exporting, the file is loaded by the runtime and its first method outputs compared with
 eager PyTorch on the same inputs (verify=True).
@@ -323,7 +324,9 @@ def export_pretrained(
         "quantize": quantize,
     }
     if family == "audio":  # what prefill_audio takes
-        report["audio"] = {k: program.metadata[k] for k in ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")}
+        streamed = ("audio_input", "audio_chunk_shape", "audio_frames_per_token")
+        placed = ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")
+        report["audio"] = {k: program.metadata[k] for k in (streamed if program.metadata.get("audio_streaming") else placed)}
     if verify:
         progress.stage("verifying against eager PyTorch")
         report["verify"] = _verify(model, data, family, tok)
@@ -393,6 +396,15 @@ def _verify_audio(model, m, md: dict, tok) -> tuple:
     import torch
 
     vocab = int(md["vocab_size"])
+    if md.get("audio_streaming"):  # the audio of every token with it
+        text = tok("Hello, world!")["input_ids"] if tok is not None else [1]
+        text = [i for i in text if 0 <= i < vocab][: md["max_prompt_len"]] or [1 % vocab]
+        shape = md["audio_chunk_shape"][:-1] + [md["audio_frames_per_token"] * len(text)]
+        audio = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+        tokens = torch.tensor([text])
+        got = m.prefill_audio(tokens, audio)
+        want = model(input_ids=tokens, **{md["audio_input"]: audio}, num_delay_tokens=md["num_delay_tokens"]).logits[:, -1]
+        return got, want, f"prefill_audio of {len(text)} tokens with their audio {shape}"
     text = tok("Hello, world!")["input_ids"] if tok is not None else [1]
     text = [i for i in text if 0 <= i < vocab and i != md["audio_token_id"]][: md["max_prompt_len"]] or [1 % vocab]
     tokens = torch.tensor([[md["audio_token_id"]] * md["audio_tokens"] + text])
@@ -431,7 +443,12 @@ def print_report(report: dict, output, file=None) -> None:
         f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})"
     )
     a = report.get("audio")
-    if a:
+    if a and "audio_chunk_shape" in a:
+        p(
+            f"  audio: prefill_audio and decode_audio take {a['audio_input']} of {a['audio_frames_per_token']} mel frames with "
+            f"each token ({a['audio_chunk_shape']} a token)"
+        )
+    elif a:
         p(
             f"  audio: prefill_audio takes {a['audio_input']} {a['audio_input_shape']} with {a['audio_tokens']} placeholder tokens "
             f"(id {a['audio_token_id']}) among its tokens"
