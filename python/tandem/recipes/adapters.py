@@ -24,6 +24,13 @@ left as it was.
   queries would also attend the unwritten rows. Adapted: over a static self-attention layer each is given
   the mask a dynamic cache implies (each query sees the positions written before it and itself), and
   otherwise runs as it is.
+- ProphetNet's decoder (ProphetNetDecoder) branches in Python on its cache length (`get_seq_length() != 0`:
+  the first step takes relative position buckets and masks of its own), and its n-gram self-attention
+  computes the relative positions of its main and predict streams from the number of keys, each key a
+  position written (the predict stream's own key last). Adapted: over a static self-attention layer, one
+  token's position, buckets and masks (hiding the unwritten rows) follow from the layer's length as a
+  tensor, with the first step's the same as later ones' (as its own buffered ones are); a pad id other
+  than 0, which its own cached decode refuses, is refused.
 """
 
 from __future__ import annotations
@@ -129,6 +136,102 @@ def _led_decoder_attention(self, hidden_states, key_value_states=None, cache=Non
     return type(self).forward(self, hidden_states, key_value_states, cache, attention_mask, output_attentions)
 
 
+def _prophetnet_decoder(
+    self,
+    input_ids=None,
+    attention_mask=None,
+    encoder_hidden_states=None,
+    encoder_attention_mask=None,
+    cache=None,
+    inputs_embeds=None,
+    use_cache=None,
+    output_attentions=None,
+    output_hidden_states=None,
+    return_dict=None,
+    **kwargs,
+):
+    """ProphetNetDecoder.forward for one token over a static self-attention cache: the position, relative
+    position buckets and masks its own code derives from the cache length (`get_seq_length()` != 0 in Python)
+    and from keys that are exactly the positions written, computed from the cache's length as a tensor.
+    Any other call (no static cache, a decoder mask, attentions or hidden states asked for) runs its own code."""
+    from transformers.cache_utils import StaticLayer
+    from transformers.models.prophetnet.modeling_prophetnet import ProphetNetDecoderModelOutput, compute_relative_buckets
+
+    layers = getattr(getattr(cache, "self_attention_cache", None), "layers", None)
+    own = not layers or not isinstance(layers[0], StaticLayer) or attention_mask is not None or output_attentions or output_hidden_states
+    if own:
+        return type(self).forward(
+            self,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+            encoder_attention_mask=encoder_attention_mask,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=return_dict,
+            **kwargs,
+        )
+    embeds = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+    batch, tokens = embeds.shape[:2]
+    past, length = layers[0].cumulative_length, layers[0].max_cache_len
+    pad, table = self.position_embeddings.padding_idx, self.position_embeddings.num_embeddings
+    if tokens != 1 or pad != 0 or length + 2 > table:
+        # its own cached step takes one token at position past + 1 (its predict stream checks it: pad id 0),
+        # and the predict stream reads the position after it from the table
+        raise ValueError(
+            f"ProphetNet's decoder over a cache takes 1 token (got {tokens}) at positions past + 1 (pad id 0, got {pad}) "
+            f"up to {length + 1} of its {table} position embeddings"
+        )
+    position_ids = (past + 1).reshape(1, 1)  # first step: the cumulative sum of a mask of ones; later: past + 1
+    keys = torch.arange(length)
+    # the query's position less each key's: main keys are the cache's rows (position = row + 1), and each
+    # predict stream also sees its own key, at the query's position
+    main = (keys + 1 - position_ids).expand(batch, 1, length)
+    predict = (torch.cat([keys, past.reshape(1) + 1]) - position_ids).expand(batch, 1, length + 1)
+    main = compute_relative_buckets(self.num_buckets, self.relative_max_distance, main, False)
+    predict = compute_relative_buckets(self.num_buckets, self.relative_max_distance, predict, False)
+    unwritten = keys > past  # rows of the static cache a dynamic cache would not have (the current token's is written)
+    masked = torch.zeros(length + 1, dtype=embeds.dtype).masked_fill(
+        torch.cat([unwritten, torch.zeros(1, dtype=torch.bool)]), torch.finfo(embeds.dtype).min
+    )
+    main_mask, predict_mask = masked[:length].view(1, 1, 1, length), masked.view(1, 1, 1, 1, length + 1)
+
+    hidden_states = embeds + self.position_embeddings._forward(position_ids)
+    predicting = self.position_embeddings._forward(position_ids + 1)
+    ngram_embeddings = self.ngram_embeddings.weight
+    ngram_hidden_states = [(ngram_embeddings[ngram - 1] + predicting).repeat(batch, 1, 1) for ngram in range(self.ngram)]
+    encoder_mask = None
+    if encoder_attention_mask is not None:
+        heads = self.config.num_decoder_attention_heads
+        encoder_mask = ((1.0 - encoder_attention_mask[:, None, None, :].repeat(1, heads, 1, 1)) * torch.finfo(self.dtype).min).to(
+            embeds.dtype
+        )
+    hidden_states = torch.cat([hidden_states] + ngram_hidden_states, 1)
+    if self.embeddings_layer_norm:
+        hidden_states = self.embeddings_layer_norm(hidden_states)
+    hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+    for decoder_layer in self.layers:
+        hidden_states = decoder_layer(
+            hidden_states,
+            main_mask,
+            encoder_hidden_states,
+            encoder_attn_mask=encoder_mask,
+            extended_predict_attention_mask=predict_mask,
+            main_relative_position_buckets=main,
+            predict_relative_position_buckets=predict,
+            position_ids=position_ids,
+            cache=cache,
+            use_cache=use_cache,
+        )[0]
+    out = ProphetNetDecoderModelOutput(
+        last_hidden_state=hidden_states[:, :tokens], last_hidden_state_ngram=hidden_states[:, tokens:], cache=cache
+    )
+    return out if (return_dict if return_dict is not None else self.config.return_dict) else out.to_tuple()
+
+
 ADAPTERS = {  # class name (or module and name, for a name other models use too) -> {method name: replacement}
     "JetMoeTopKGating": {"forward": _jetmoe_router},
     "JetMoeParallelExperts": {"forward": _jetmoe_experts},
@@ -137,6 +240,7 @@ ADAPTERS = {  # class name (or module and name, for a name other models use too)
     "SwitchTransformersExperts": {"forward": _switch_experts},
     "transformers.models.fsmt.modeling_fsmt.Attention": {"forward": _fsmt_attention},
     "LEDDecoderAttention": {"forward": _led_decoder_attention},
+    "ProphetNetDecoder": {"forward": _prophetnet_decoder},
 }
 
 
