@@ -3,7 +3,8 @@ vocabulary, experts), never by a per-model table (tests/models/zoo.py builds eve
 from its config class with it).
 
 `shrink(config, vocab_size)` is the smallest form: two layers, widths of 8 to 64 (a speech model's
-input-feature widths, its mel bins, kept as its feature extractor makes them). Some configs check
+input-feature widths, its mel bins, kept as its feature extractor makes them), a codec's base count of
+filters 4. Some configs check
 relations between their fields (a head width times the heads equals an inner width, layer counts
 that sum to the total, per-layer lists as long as the layers) or leave sizes None that their
 checkpoints set; the walk then tries the next of `SHRINKS`:
@@ -50,6 +51,9 @@ EXPERTS = re.compile(r"(num_experts|n_routed_experts|num_local_experts|moe_num_e
 TOPK = re.compile(r"(num_experts_per_tok|num_experts_per_token|moe_topk|top_k|moe_k|num_selected_experts|experts_per_token)")
 GROUPS = re.compile(r"(n_group|topk_group|num_expert_groups?|n_shared_experts|num_shared_experts)")
 ROTARY = re.compile(r"(rotary_dim|rotary_emb_dim|rope_dim)")
+# A codec's first convolution's channels, doubled at each of its down-sampling stages (Mimi's, VibeVoice's
+# tokenizers': 32 doubled six times is 2048 channels): small, so that its widest stage stays small too.
+FILTERS = re.compile(r"(num_filters|n_filters)")
 PERIOD = re.compile(r".*_period")
 OFFSET = re.compile(r".*_offset")
 WIDTH = re.compile(r".*(size|dim|rank|channels|width)$")
@@ -65,7 +69,7 @@ KV_SHARED = re.compile(r".*kv_shared_layers")  # the last layers, which read the
 # Lists of the indices of a hybrid's attention layers (attn_layer_indices, full_attn_idxs, hybrid_layer_ids).
 ATTENTION_LAYERS = re.compile(r"(attn|attention|full_attn|full_attention|hybrid)_(layer_)?(indices|ids|idxs?)")
 
-SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16)
+SIZES = dict(layers=2, heads=4, head_dim=8, hidden=32, ffn=64, positions=128, experts=4, topk=2, lora=16, width=16, filters=4)
 # what the walk tries, in order
 SHRINKS = ({}, {"consistent": True}, {"consistent": True, "twice": True}, {"consistent": True, "keep_layers": True}, {"own_ids": True})
 
@@ -92,6 +96,8 @@ def _shrink_int(name: str, value: int, orig: dict) -> int | None:
         return None
     if ROTARY.fullmatch(n):
         return SIZES["head_dim"] // 2 if value > 0 else value
+    if FILTERS.fullmatch(n):
+        return min(value, SIZES["filters"]) if value > 0 else value
     if PERIOD.fullmatch(n):  # every other layer (of two): a hybrid keeps both kinds
         return 2 if value > 2 else value
     if OFFSET.fullmatch(n):

@@ -4,7 +4,8 @@ with its audio as an argument of prefill_audio, generates what transformers' gen
 ids and audio, natively and in wasm; a call with another number of placeholders fails its guard with the
 state unchanged. A model that streams its audio with every token (VoxtralRealtime) is exported with no
 audio shape, as prefill_audio and decode_audio that take each token's mel frames, and gives generate's
-logits at every step. The models are tiny and seeded (tests/models/zoo.py, tests/models/audio.py)."""
+logits at every step; a forward's random draw is turned off by its argument for it, or refused. The
+models are tiny and seeded (tests/models/zoo.py, tests/models/audio.py)."""
 
 import pytest
 import torch
@@ -12,6 +13,8 @@ import torch
 import tandem
 import tandem.runtime as runtime
 from tandem.cli import main as cli
+from tandem.ir import ExportError
+from tandem.transformers import export_audio_lm
 
 pytest.importorskip("transformers")
 
@@ -48,6 +51,7 @@ def test_an_audio_lm_generates_from_its_audio_as_transformers(exported, backend,
             assert md["audio_input"] == "input_features" and md["audio_input_shape"] == [1, 128, 100]
             assert md["audio_tokens"] == 25 and ids.count(md["audio_token_id"]) == 25  # 50 encoder positions, pooled by 2
             assert md["max_audio_prompt_len"] == 25 + 4
+            assert md["audio_options"] == {}  # nothing to turn off
             assert audio.greedy(m, ids, features, NEW) == want
             other = audio.greedy(m, ids, {"x": torch.zeros(1, 128, 100)}, NEW)
             assert other != want  # the audio is read: silence gives other tokens
@@ -146,3 +150,40 @@ def test_a_streaming_audio_lm_refuses_audio_of_another_length_and_an_audio_shape
     args = ["export", str(folder / "checkpoint"), "-o", str(tmp_path / "x.tandem"), "--quiet", "--encoder-input-shape", "1,128,100"]
     assert cli(args) == 1
     assert "takes the audio of each token with it (8 mel frames a token): leave audio_input_shape" in capsys.readouterr().err
+
+
+def _noisy(model, switch: bool):
+    """The model, its forward adding noise from torch's generator to its features: unless given sample=False
+    where `switch` (as VibeVoice ASR's does to its acoustic latents), else in every call."""
+    forward = type(model).forward.__get__(model)
+
+    def with_switch(input_ids=None, input_features=None, feature_attention_mask=None, sample=True, **kwargs):
+        if sample and input_features is not None:
+            input_features = input_features + torch.randn_like(input_features)
+        return forward(input_ids=input_ids, input_features=input_features, feature_attention_mask=feature_attention_mask, **kwargs)
+
+    def always(input_ids=None, input_features=None, feature_attention_mask=None, **kwargs):
+        return with_switch(input_ids, input_features, feature_attention_mask, **kwargs)
+
+    model.forward = with_switch if switch else always
+    return model
+
+
+def test_a_random_draw_in_the_forward_is_turned_off_by_its_argument_or_refused(tmp_path):
+    model, _ = zoo.make_checkpoint("Qwen2AudioForConditionalGeneration", tmp_path / "checkpoint", audio_lm=True)
+    x = audio.audio_input(model, tmp_path / "checkpoint")["input_features"]
+    how = dict(max_cache_len=40, max_prompt_len=4, sample_top_k=None)
+    with pytest.raises(ExportError, match=r"draws random numbers from torch's generator .*\(sample=False\)"):
+        export_audio_lm(_noisy(model, switch=False), x.shape, **how)
+    program = export_audio_lm(_noisy(model, switch=True), x.shape, **how)
+    with tandem.load(program.to_bytes()) as m:
+        md = m.metadata
+        assert md["audio_options"] == {"sample": False}
+        tokens = torch.tensor([[md["audio_token_id"]] * md["audio_tokens"] + [5, 6]])
+        got = m.prefill_audio(tokens, x)
+    masks = {k: torch.ones(s, dtype=torch.long) for k, s in md["audio_masks"].items()}
+    with torch.no_grad():
+        want = model(input_ids=tokens, input_features=x, **masks, sample=False).logits[:, -1]
+        noisy = model(input_ids=tokens, input_features=x, **masks).logits[:, -1]
+    assert float((got - want).abs().max()) < 1e-4 * max(1.0, float(want.abs().max()))
+    assert float((noisy - want).abs().max()) > 1e-2  # the noise the argument turns off changes the logits

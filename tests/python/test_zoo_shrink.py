@@ -1,8 +1,10 @@
 """tests/models/shrink.py, the registry walk's shrinker: the first shrink is the smallest; the next ones
 (SHRINKS) keep the relations a config's validators and modeling code check, fill the sizes a config
-leaves None, keep each kind of layer twice, and keep the config's layer counts. Configs only (no model is built): fast."""
+leaves None, keep each kind of layer twice, and keep the config's layer counts. Configs only (a model at most on
+the meta device: no weights): fast."""
 
 import pytest
+import torch
 
 transformers = pytest.importorskip("transformers")
 
@@ -129,6 +131,15 @@ def test_a_width_that_was_another_sub_configs_hidden_size_stays_it():
 def test_a_chunk_of_audio_samples_stays_a_multiple_of_the_hop():
     c = _rebuilt(_shrunk(transformers.VibeVoiceAsrConfig, consistent=True))
     assert c.acoustic_tokenizer_chunk_size % c.acoustic_tokenizer_encoder_config.hop_length == 0
+
+
+def test_a_codecs_filters_that_double_per_stage_start_small():
+    c = _rebuilt(_shrunk(transformers.VibeVoiceAsrConfig, consistent=True))
+    assert c.acoustic_tokenizer_encoder_config.num_filters == c.semantic_tokenizer_encoder_config.num_filters == 4
+    with torch.device("meta"):
+        model = transformers.VibeVoiceAsrForConditionalGeneration(c)
+    assert sum(p.numel() for p in model.parameters()) < 20_000_000  # 32 filters doubled six times: 686 million
+    assert _shrunk(transformers.MimiConfig).num_filters == 4
 
 
 def test_own_ids_keeps_the_configs_special_token_ids_in_the_vocabulary():

@@ -27,9 +27,15 @@ whose result sizes PyTorch cannot know before the values (a boolean-mask index `
 positions of the mask, K the count found by the eager call (a call with another count fails its guard),
 and masked_scatter gathers the source rows by the mask's running count.
 
+A forward that draws random numbers (torch's generator moves in the eager call) is refused, unless it
+takes an argument that turns the draw off (NO_SAMPLING: VibeVoice ASR's sample=False, the deterministic
+mode of its generate, which otherwise adds fresh noise to its acoustic latents in every call):
+prefill_audio is the forward given that argument.
+
 Metadata: the causal-LM recipe's, and audio_input, audio_input_shape, audio_token_id, audio_tokens,
 audio_masks ({name: shape} of the masks of the audio the forward is given, all ones; empty when it needs
-none) and max_audio_prompt_len (audio_tokens + max_prompt_len).
+none), audio_options (the NO_SAMPLING arguments the forward is given: {"sample": false}; empty when it
+takes none) and max_audio_prompt_len (audio_tokens + max_prompt_len).
 
 A model that streams its audio (streams_audio: VoxtralRealtime, its config's audio_length_per_tok = F
 mel frames a token, its forward's encoder_cache and padding_cache) has no placeholders: transformers'
@@ -69,6 +75,13 @@ from .checks import ArgumentError, check_int, check_options, token_id
 AUDIO_TOKEN_FIELDS = ("audio_token_id", "audio_token_index")
 
 
+# Forward arguments that turn off a random draw of the model's own, given with the audio: VibeVoice ASR's
+# `sample` (transformers' default True adds Gaussian noise from torch's generator to its acoustic latents in
+# every call, so its generate is not reproducible; False uses the latents as its encoder gives them, the
+# deterministic mode transformers documents for it: generate(..., sample=False))
+NO_SAMPLING = {"sample": False}
+
+
 class NotAnAudioLM(ExportError):
     """The model has no audio input the audio-LM recipe can give it, or merges no audio rows."""
 
@@ -90,6 +103,12 @@ def audio_input_name(model: nn.Module) -> str:
         if name.startswith("input_") and name not in skip and not name.endswith("mask"):
             return name
     raise NotAnAudioLM(f"{type(model).__name__}: its forward takes no audio input (input_features, input_values, ...)")
+
+
+def no_sampling(model: nn.Module) -> dict:
+    """The NO_SAMPLING arguments that the model's forward takes."""
+    params = inspect.signature(model.forward).parameters
+    return {k: v for k, v in NO_SAMPLING.items() if k in params}
 
 
 def audio_masks(model: nn.Module) -> list[str]:
@@ -179,11 +198,12 @@ class AudioLM(CausalLM):
         super().__init__(model, max_cache_len)
         self.audio_name = audio_name
         self.masks = masks  # mask name -> its shape (all ones)
+        self.options = no_sampling(model)
         self.counts = None  # fixed_counts' counts, from one eager call
         self.audio_id = self.audio_tokens = None  # the placeholder token and how many the audio fills
 
     def _inputs(self, audio: torch.Tensor) -> dict:
-        return {self.audio_name: audio, **_ones(self.masks)}
+        return {self.audio_name: audio, **_ones(self.masks), **self.options}
 
     def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
         from ..runtime_values import _guard
@@ -194,9 +214,10 @@ class AudioLM(CausalLM):
 
 
 def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
-    """({name: audio, and the masks its forward needs}, the placeholder count) (see _audio_inputs)."""
+    """({name: audio, the masks its forward needs and its no_sampling arguments}, the placeholder count)
+    (see _audio_inputs)."""
     masks, count = _audio_inputs(model, name, audio)
-    return {name: audio, **_ones(masks)}, count
+    return {name: audio, **_ones(masks), **no_sampling(model)}, count
 
 
 def _audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
@@ -206,7 +227,8 @@ def _audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
     tries = [{k: (audio.shape[0], audio.shape[-1]) for k in audio_masks(model)}, {}]
     for masks in tries[not tries[0] :]:
         try:
-            return masks, count_audio_tokens(model, audio_token_id(model.config), {name: audio, **_ones(masks)})
+            inputs = {name: audio, **_ones(masks), **no_sampling(model)}
+            return masks, count_audio_tokens(model, audio_token_id(model.config), inputs)
         except NotAnAudioLM as e:
             error = e
     raise error
@@ -294,9 +316,16 @@ def export_audio_lm(
         )
     lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
     tokens = torch.tensor([[audio_id] * count + [0]])  # n = count + 1: not a bound of the dim
+    rng = torch.random.get_rng_state()
     with torch.no_grad(), fixed_counts(None) as counts:
         lm.step(tokens, **lm._inputs(example))
     lm.reset()
+    if not torch.equal(rng, torch.random.get_rng_state()):
+        raise ExportError(
+            f"{name}: its forward draws random numbers from torch's generator (one call on audio of shape {list(shape)} "
+            f"moved it): tandem's generator is not torch's, so a program could not give transformers' values; the "
+            f"audio-LM recipe turns a draw off only through a forward argument ({', '.join(f'{k}={v}' for k, v in NO_SAMPLING.items())})"
+        )
     lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
     n = torch.export.Dim("n", min=count, max=count + max_prompt_len)
     methods = {"prefill_audio": Method(lm.step_audio, (tokens, example), dynamic_shapes=({1: n}, None))}
@@ -307,6 +336,7 @@ def export_audio_lm(
         "audio_token_id": int(audio_id),
         "audio_tokens": int(count),
         "audio_masks": {k: list(v) for k, v in masks.items()},
+        "audio_options": dict(lm.options),
         "max_audio_prompt_len": int(count + max_prompt_len),
     }
     layers = int(config.num_hidden_layers)

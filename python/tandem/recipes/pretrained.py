@@ -411,7 +411,7 @@ def _verify_audio(model, m, md: dict, tok) -> tuple:
     audio = torch.randn(md["audio_input_shape"], generator=torch.Generator().manual_seed(0))
     masks = {k: torch.ones(s, dtype=torch.long) for k, s in md["audio_masks"].items()}
     got = m.prefill_audio(tokens, audio)
-    want = model(input_ids=tokens, **{md["audio_input"]: audio}, **masks).logits[:, -1]
+    want = model(input_ids=tokens, **{md["audio_input"]: audio}, **masks, **md.get("audio_options", {})).logits[:, -1]
     return got, want, f"prefill_audio of {md['audio_tokens']} audio placeholders and {len(text)} tokens, audio {md['audio_input_shape']}"
 
 
