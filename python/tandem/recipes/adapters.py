@@ -24,6 +24,10 @@ left as it was.
   queries would also attend the unwritten rows. Adapted: over a static self-attention layer each is given
   the mask a dynamic cache implies (each query sees the positions written before it and itself), and
   otherwise runs as it is.
+- Mimi's convolutions (MimiConv1d, the codec of Kyutai's speech-to-text) keep their stride, kernel size and
+  paddings as int64 buffers and compute the padding of their input from them, so each padding is a tensor
+  value that becomes a size. Adapted (without a padding cache): the same paddings in Python ints from the
+  convolution's own stride, kernel size and dilation.
 """
 
 from __future__ import annotations
@@ -129,6 +133,21 @@ def _led_decoder_attention(self, hidden_states, key_value_states=None, cache=Non
     return type(self).forward(self, hidden_states, key_value_states, cache, attention_mask, output_attentions)
 
 
+def _mimi_conv1d(self, hidden_states, padding_cache=None):
+    """MimiConv1d.forward with its paddings as Python ints (a padding cache: its own forward)."""
+    if padding_cache is not None:
+        return type(self).forward(self, hidden_states, padding_cache)
+    conv = self.conv
+    kernel, stride = (conv.kernel_size[0] - 1) * conv.dilation[0] + 1, conv.stride[0]
+    total = kernel - stride
+    length = hidden_states.shape[-1]
+    frames = -(-(length - kernel + total) // stride)  # ceil((length - kernel + total) / stride + 1) - 1
+    extra = frames * stride + kernel - total - length
+    left = total if self.causal else total - total // 2
+    right = extra if self.causal else total // 2 + extra
+    return conv(self._pad1d(hidden_states, (left, right), mode=self.pad_mode))
+
+
 ADAPTERS = {  # class name (or module and name, for a name other models use too) -> {method name: replacement}
     "JetMoeTopKGating": {"forward": _jetmoe_router},
     "JetMoeParallelExperts": {"forward": _jetmoe_experts},
@@ -137,6 +156,7 @@ ADAPTERS = {  # class name (or module and name, for a name other models use too)
     "SwitchTransformersExperts": {"forward": _switch_experts},
     "transformers.models.fsmt.modeling_fsmt.Attention": {"forward": _fsmt_attention},
     "LEDDecoderAttention": {"forward": _led_decoder_attention},
+    "MimiConv1d": {"forward": _mimi_conv1d},
 }
 
 

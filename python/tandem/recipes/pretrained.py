@@ -8,7 +8,8 @@ pytorch_model.bin), and the tokenizer (tokenizer.json with tokenizer_config.json
 without it the file carries no tokenizer). The recipe follows the config: an encoder-decoder goes to
 export_seq2seq (T5, BART, Marian, Whisper, ...), a decoder-only model that transformers registers for
 speech or sequence-to-sequence generation only (an audio LM: Qwen2-Audio, Voxtral, ...) to export_audio_lm
-(its audio of the shape encoder_input_shape), a model whose own cache has recurrent layers (Mamba,
+(its audio of the shape encoder_input_shape), or to export_codec_lm where each position reads a frame of its
+own codec's codes (Kyutai's speech-to-text: `encode` of its audio of that shape), a model whose own cache has recurrent layers (Mamba,
 Mamba2, FalconMamba: found from transformers' StaticCache built from the config) to export_causal_lm
 one token per step, any other causal LM to export_causal_lm over a static KV cache (or, for a
 model with no usable cache, over the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is
@@ -32,6 +33,7 @@ from ..ir import ExportError
 from ..tokenizer import ENTRY, entry, summary
 from .audio_lm import export_audio_lm
 from .causal_lm import export_causal_lm, has_attention_layers, is_recurrent, prefill
+from .codec_lm import export_codec_lm, is_codec_lm
 from .seq2seq import export_seq2seq
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -265,7 +267,8 @@ def export_pretrained(
         options.pop("max_source_len", None)
         max_cache_len = int(max_cache_len or min(getattr(text, "max_position_embeddings", None) or 1024, 1024))
         max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
-        program = export_audio_lm(
+        export_audio = export_codec_lm if is_codec_lm(model) else export_audio_lm
+        program = export_audio(
             model,
             options.pop("encoder_input_shape", None),
             max_cache_len=max_cache_len,
@@ -322,8 +325,13 @@ def export_pretrained(
         "max_prompt_len": max_prompt_len,
         "quantize": quantize,
     }
-    if family == "audio":  # what prefill_audio takes
-        report["audio"] = {k: program.metadata[k] for k in ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")}
+    if family == "audio":  # what prefill_audio (an LM over its codec's codes: encode) takes
+        keys = (
+            ("audio_input", "audio_input_shape", "audio_frames")
+            if "audio_frames" in program.metadata
+            else ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")
+        )
+        report["audio"] = {k: program.metadata[k] for k in keys}
     if verify:
         progress.stage("verifying against eager PyTorch")
         report["verify"] = _verify(model, data, family, tok)
@@ -368,6 +376,8 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             out = model.generate(**{md.get("encoder_input", model.main_input_name): features}, generation_config=how)
             want = out.logits[0]
             checked = f"encode(input {list(shape)}) then decode(token {start})"
+        elif family == "audio" and "audio_frames" in md:
+            got, want, checked = _verify_codec(model, m, md, tok)
         elif family == "audio":
             got, want, checked = _verify_audio(model, m, md, tok)
         else:
@@ -403,6 +413,26 @@ def _verify_audio(model, m, md: dict, tok) -> tuple:
     return got, want, f"prefill_audio of {md['audio_tokens']} audio placeholders and {len(text)} tokens, audio {md['audio_input_shape']}"
 
 
+def _verify_codec(model, m, md: dict, tok) -> tuple:
+    """encode of seeded noise of the audio input's shape, then prefill of the start token and one text token (its
+    position reads the first frame's codes), in the runtime and in the model's own forward given the codec's
+    codes as generate gives them: (runtime logits, eager logits, what ran)."""
+    import torch
+
+    vocab = int(md["vocab_size"])
+    text = tok("Hello")["input_ids"] if tok is not None else [1]
+    bos = md["bos_token_id"] if isinstance(md["bos_token_id"], int) else 0
+    ids = [bos, next((i for i in text if 0 <= i < vocab), 1 % vocab)]
+    audio = torch.rand(md["audio_input_shape"], generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1
+    m.encode(audio)
+    got = m.prefill(torch.tensor([ids]))
+    codes = model.codec_model.encode(audio).audio_codes[:, :, :1].transpose(1, 2)  # frame 0: position 1's
+    first = torch.full((1, 1, md["num_codebooks"]), md["audio_bos_token_id"])
+    inputs = torch.cat([torch.tensor([ids])[:, :, None], torch.cat([first, codes], dim=1)], dim=2)
+    want = model(input_ids=inputs).logits[:, -1]
+    return got, want, f"encode of audio {md['audio_input_shape']} then prefill of {len(ids)} tokens"
+
+
 def print_report(report: dict, output, file=None) -> None:
     """The command's summary, on `file` (default: sys.stdout at the time of the call)."""
     file = file or sys.stdout
@@ -431,7 +461,9 @@ def print_report(report: dict, output, file=None) -> None:
         f"{', prompts of up to ' + str(report['max_prompt_len']) + ' tokens per prefill' if report['max_prompt_len'] else ''})"
     )
     a = report.get("audio")
-    if a:
+    if a and "audio_frames" in a:
+        p(f"  audio: encode takes {a['audio_input']} {a['audio_input_shape']}, {a['audio_frames']} frames of its codec's codes")
+    elif a:
         p(
             f"  audio: prefill_audio takes {a['audio_input']} {a['audio_input_shape']} with {a['audio_tokens']} placeholder tokens "
             f"(id {a['audio_token_id']}) among its tokens"
