@@ -36,16 +36,23 @@ def exported(tmp_path_factory):
     ids = [model.config.bos_token_id]
     want = zoo.reference(model, ids, inputs, FRAMES)  # generate goes on to the audio's last frame
     assert len(want) == FRAMES and len(set(want)) > FRAMES // 3, f"degenerate tokens: the test would prove little: {want}"
+    longer = [*ids, 5, 6, 7]  # a prompt of more than the start token: one prefill reads the codes of three frames
+    tokens, how = torch.tensor([longer]), transformers.GenerationConfig(do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():  # (its max_new_tokens as an argument: generate takes no other)
+        out = model.generate(
+            tokens, attention_mask=torch.ones_like(tokens), generation_config=how, max_new_tokens=FRAMES + 1 - len(longer), **inputs
+        )
+    prompts = {tuple(ids): want, tuple(longer): out[0, len(longer) :].tolist()}
     out = folder / "model.tandem"
     shape = ",".join(map(str, inputs["input_values"].shape))
     args = ["export", str(folder / "checkpoint"), "-o", str(out), "--quiet", "--max-prompt-len", "4", "--encoder-input-shape", shape]
     assert cli([*args, "--max-cache-len", str(FRAMES + 4)]) == 0  # room past the audio: the guard refuses, not the cache
-    return out, inputs, ids, want
+    return out, inputs, ids, want, prompts
 
 
 @pytest.mark.parametrize("backend", ["native", "wasm"])
 def test_kyutai_generates_from_its_audio_as_transformers(exported, backend, wasm_lib):
-    out, inputs, ids, want = exported
+    out, inputs, ids, want, prompts = exported
     saved = runtime._lib, runtime.BACKEND
     if backend == "wasm":
         runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
@@ -55,7 +62,12 @@ def test_kyutai_generates_from_its_audio_as_transformers(exported, backend, wasm
             assert set(m.methods) == {"encode", "prefill", "decode", "decode_topk", "reset"}
             assert md["audio_input"] == "input_values" and md["audio_input_shape"] == [1, 1, 48000]
             assert md["audio_frames"] == FRAMES and md["frame_size"] == 1920 and md["num_codebooks"] == 32
-            assert codec.greedy(m, ids, inputs, FRAMES) == want
+            for prompt, tokens in prompts.items():
+                assert codec.greedy(m, list(prompt), inputs, len(tokens)) == tokens, prompt
+            m.reset()
+            m.encode(inputs["input_values"])
+            values, top = m.decode_topk(torch.tensor([ids]))  # decode_topk reads the codes as decode does
+            assert int(top[0, 0]) == want[0] and values.shape == top.shape
             silence = codec.greedy(m, ids, {"input_values": torch.zeros(1, 1, 48000)}, FRAMES)
             assert silence != want  # the audio is read
             assert codec.greedy(m, ids, inputs, FRAMES) == want  # encode starts a new decode
@@ -64,7 +76,7 @@ def test_kyutai_generates_from_its_audio_as_transformers(exported, backend, wasm
 
 
 def test_a_call_past_the_audio_fails_with_the_state_unchanged(exported):
-    out, inputs, ids, want = exported
+    out, inputs, ids, want, prompts = exported
     with tandem.load(out) as m:
         codec.greedy(m, ids, inputs, FRAMES)  # positions 0 .. FRAMES - 1 written
         m.decode(torch.tensor([[want[-1]]]))  # position FRAMES reads the last frame
