@@ -17,7 +17,7 @@ from pathlib import Path
 if not __package__:  # run as a script: tests/ holds the models package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models import audio
+from models import audio, codec
 from models.shrink import SHRINKS, shrink  # noqa: F401 (tests build configs with zoo.shrink)
 
 # ---- the walk ------------------------------------------------------------------------------------
@@ -76,6 +76,7 @@ def make_checkpoint(class_name: str, folder: Path, audio_lm: bool = False, **how
     shrink(config, len(tokenizer), {**ids, "decoder_start_token_id": tokenizer.bos_token_id}, **how)
     if audio_lm:
         audio.configure(config, tokenizer)
+        codec.configure(config)
     torch.manual_seed(0)
     model = cls(config).eval()
     gen = getattr(model, "generation_config", None)
@@ -221,7 +222,9 @@ def build(class_name: str, folder: Path, seq2seq: bool, how: dict):
     audio_lm = seq2seq and audio.is_audio_lm(class_name)
     model, tokenizer = make_checkpoint(class_name, folder / "checkpoint", audio_lm=audio_lm, **how)
     inputs, ids, want = {}, None, None
-    if audio_lm:
+    if audio_lm and codec.is_codec_config(model.config):
+        inputs, ids, want = codec.build(model, folder / "checkpoint", NEW_TOKENS)
+    elif audio_lm:
         inputs = audio.audio_input(model, folder / "checkpoint")
         # (one with no placeholder that does not stream its audio: what the walk checks is the export's refusal)
         if audio_token_id(model.config) is not None or streams_audio(model):
@@ -311,7 +314,9 @@ def walk(class_name: str, folder: Path, wasm_lib) -> tuple[str, str] | None:
             runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
         try:
             with tandem.load(out) as m:
-                if audio_lm:
+                if "audio_frames" in m.metadata:
+                    got = codec.greedy(m, ids, inputs, NEW_TOKENS)
+                elif audio_lm:
                     got = audio.greedy(m, ids, inputs, NEW_TOKENS)
                 else:
                     got = greedy_seq2seq(m, inputs) if seq2seq else greedy(m, ids)

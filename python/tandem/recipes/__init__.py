@@ -7,6 +7,7 @@ tandem.export. Users call them as `tandem.transformers.*` (transformers.py).
 - `state_argument`: an LM whose forward takes its past as an argument and gives it back (RWKV);
 - `audio_lm`: decoder-only LMs that merge audio into their token stream (prefill_audio beside the causal LM's methods),
   or stream it with every token (prefill_audio and decode_audio);
+- `codec_lm`: decoder-only LMs whose every position reads a frame of their own codec's codes (encode beside them);
 - `uncached`: a causal LM whose cache cannot be exported, run with no cache over the token ids seen so far;
 - `seq2seq`: encoder-decoders over transformers' EncoderDecoderCache;
 - `pretrained`: a checkpoint folder, its tokenizer included, through the recipe its config names.

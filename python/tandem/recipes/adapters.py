@@ -31,6 +31,10 @@ left as it was.
   token's position, buckets and masks (hiding the unwritten rows) follow from the layer's length as a
   tensor, with the first step's the same as later ones' (as its own buffered ones are); a pad id other
   than 0, which its own cached decode refuses, is refused.
+- Mimi's convolutions (MimiConv1d, the codec of Kyutai's speech-to-text) keep their stride, kernel size and
+  paddings as int64 buffers and compute the padding of their input from them, so each padding is a tensor
+  value that becomes a size. Adapted (without a padding cache): the same paddings in Python ints from the
+  convolution's own stride, kernel size and dilation.
 """
 
 from __future__ import annotations
@@ -232,6 +236,21 @@ def _prophetnet_decoder(
     return out if (return_dict if return_dict is not None else self.config.return_dict) else out.to_tuple()
 
 
+def _mimi_conv1d(self, hidden_states, padding_cache=None):
+    """MimiConv1d.forward with its paddings as Python ints (a padding cache: its own forward)."""
+    if padding_cache is not None:
+        return type(self).forward(self, hidden_states, padding_cache)
+    conv = self.conv
+    kernel, stride = (conv.kernel_size[0] - 1) * conv.dilation[0] + 1, conv.stride[0]
+    total = kernel - stride
+    length = hidden_states.shape[-1]
+    frames = -(-(length - kernel + total) // stride)  # ceil((length - kernel + total) / stride + 1) - 1
+    extra = frames * stride + kernel - total - length
+    left = total if self.causal else total - total // 2
+    right = extra if self.causal else total // 2 + extra
+    return conv(self._pad1d(hidden_states, (left, right), mode=self.pad_mode))
+
+
 ADAPTERS = {  # class name (or module and name, for a name other models use too) -> {method name: replacement}
     "JetMoeTopKGating": {"forward": _jetmoe_router},
     "JetMoeParallelExperts": {"forward": _jetmoe_experts},
@@ -241,6 +260,7 @@ ADAPTERS = {  # class name (or module and name, for a name other models use too)
     "transformers.models.fsmt.modeling_fsmt.Attention": {"forward": _fsmt_attention},
     "LEDDecoderAttention": {"forward": _led_decoder_attention},
     "ProphetNetDecoder": {"forward": _prophetnet_decoder},
+    "MimiConv1d": {"forward": _mimi_conv1d},
 }
 
 

@@ -9,8 +9,10 @@ without it the file carries no tokenizer). The recipe follows the config: an enc
 export_seq2seq (T5, BART, Marian, Whisper, ...), a decoder-only model that transformers registers for
 speech or sequence-to-sequence generation only (an audio LM: Qwen2-Audio, Voxtral, ...) to
 export_audio_lm (its audio of the shape encoder_input_shape; none for one that streams its audio with
-every token: VoxtralRealtime), a model whose own cache has recurrent layers (Mamba, Mamba2, FalconMamba:
-found from transformers' StaticCache built from the config) to export_causal_lm one token per step, any
+every token: VoxtralRealtime), or to export_codec_lm where each position reads a frame of its own codec's
+codes (Kyutai's speech-to-text: `encode` of its audio of that shape), a model whose own cache has
+recurrent layers (Mamba, Mamba2, FalconMamba: found from transformers' StaticCache built from the
+config) to export_causal_lm one token per step, any
 other causal LM to export_causal_lm over a static KV cache (or, for a model with no usable cache, over
 the token ids seen so far: the report's recipe is then 'uncached'). max_cache_len is the attention
 layers' capacity, for a hybrid (attention beside recurrent or conv layers) as for any other; a model
@@ -33,6 +35,7 @@ from ..ir import ExportError
 from ..tokenizer import ENTRY, entry, summary
 from .audio_lm import export_audio_lm
 from .causal_lm import export_causal_lm, has_attention_layers, is_recurrent, prefill
+from .codec_lm import export_codec_lm, is_codec_lm
 from .seq2seq import export_seq2seq
 
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -266,7 +269,8 @@ def export_pretrained(
         options.pop("max_source_len", None)
         max_cache_len = int(max_cache_len or min(getattr(text, "max_position_embeddings", None) or 1024, 1024))
         max_prompt_len = int(max_prompt_len or min(128, max_cache_len))
-        program = export_audio_lm(
+        export_audio = export_codec_lm if is_codec_lm(model) else export_audio_lm
+        program = export_audio(
             model,
             options.pop("encoder_input_shape", None),
             max_cache_len=max_cache_len,
@@ -323,10 +327,13 @@ def export_pretrained(
         "max_prompt_len": max_prompt_len,
         "quantize": quantize,
     }
-    if family == "audio":  # what prefill_audio takes
+    if family == "audio":  # what prefill_audio (an LM over its codec's codes: encode) takes
         streamed = ("audio_input", "audio_chunk_shape", "audio_frames_per_token")
         placed = ("audio_input", "audio_input_shape", "audio_token_id", "audio_tokens")
-        report["audio"] = {k: program.metadata[k] for k in (streamed if program.metadata.get("audio_streaming") else placed)}
+        coded = ("audio_input", "audio_input_shape", "audio_frames")
+        md = program.metadata
+        keys = streamed if md.get("audio_streaming") else coded if "audio_frames" in md else placed
+        report["audio"] = {k: md[k] for k in keys}
     if verify:
         progress.stage("verifying against eager PyTorch")
         report["verify"] = _verify(model, data, family, tok)
@@ -371,6 +378,8 @@ def _verify(model, data: bytes, family: str, tok) -> dict:
             out = model.generate(**{md.get("encoder_input", model.main_input_name): features}, generation_config=how)
             want = out.logits[0]
             checked = f"encode(input {list(shape)}) then decode(token {start})"
+        elif family == "audio" and "audio_frames" in md:
+            got, want, checked = _verify_codec(model, m, md, tok)
         elif family == "audio":
             got, want, checked = _verify_audio(model, m, md, tok)
         else:
@@ -415,6 +424,26 @@ def _verify_audio(model, m, md: dict, tok) -> tuple:
     return got, want, f"prefill_audio of {md['audio_tokens']} audio placeholders and {len(text)} tokens, audio {md['audio_input_shape']}"
 
 
+def _verify_codec(model, m, md: dict, tok) -> tuple:
+    """encode of seeded noise of the audio input's shape, then prefill of the start token and one text token (its
+    position reads the first frame's codes), in the runtime and in the model's own forward given the codec's
+    codes as generate gives them: (runtime logits, eager logits, what ran)."""
+    import torch
+
+    vocab = int(md["vocab_size"])
+    text = tok("Hello")["input_ids"] if tok is not None else [1]
+    bos = md["bos_token_id"] if isinstance(md["bos_token_id"], int) else 0
+    ids = [bos, next((i for i in text if 0 <= i < vocab), 1 % vocab)]
+    audio = torch.rand(md["audio_input_shape"], generator=torch.Generator().manual_seed(0)) * 0.2 - 0.1
+    m.encode(audio)
+    got = m.prefill(torch.tensor([ids]))
+    codes = model.codec_model.encode(audio).audio_codes[:, :, :1].transpose(1, 2)  # frame 0: position 1's
+    first = torch.full((1, 1, md["num_codebooks"]), md["audio_bos_token_id"])
+    inputs = torch.cat([torch.tensor([ids])[:, :, None], torch.cat([first, codes], dim=1)], dim=2)
+    want = model(input_ids=inputs).logits[:, -1]
+    return got, want, f"encode of audio {md['audio_input_shape']} then prefill of {len(ids)} tokens"
+
+
 def print_report(report: dict, output, file=None) -> None:
     """The command's summary, on `file` (default: sys.stdout at the time of the call)."""
     file = file or sys.stdout
@@ -448,6 +477,8 @@ def print_report(report: dict, output, file=None) -> None:
             f"  audio: prefill_audio and decode_audio take {a['audio_input']} of {a['audio_frames_per_token']} mel frames with "
             f"each token ({a['audio_chunk_shape']} a token)"
         )
+    elif a and "audio_frames" in a:
+        p(f"  audio: encode takes {a['audio_input']} {a['audio_input_shape']}, {a['audio_frames']} frames of its codec's codes")
     elif a:
         p(
             f"  audio: prefill_audio takes {a['audio_input']} {a['audio_input_shape']} with {a['audio_tokens']} placeholder tokens "
