@@ -5,7 +5,7 @@ registers them for speech or sequence-to-sequence generation; imports transforme
     program = tandem.transformers.export_audio_lm(model, audio_input_shape=(1, 128, 3000), max_cache_len=1024)
 
 The program has the causal-LM recipe's methods over the same static KV cache (causal_lm.py: prefill,
-decode, decode_topk, reset), and
+decode, decode_topk, reset; a recurrent language model's: below), and
 - `prefill_audio(tokens [1, n], audio)`: the model's own forward over n tokens and the audio (its audio
   encoder, its projector, and its own merge of the audio embeddings at the placeholder tokens), appended
   to the cache like a prefill; returns the last position's logits [1, vocab]. `audio` is the model's
@@ -18,6 +18,13 @@ decode, decode_topk, reset), and
 So a user builds input_ids as transformers' processor does: the prompt's text tokens with
 `audio_tokens` copies of `audio_token_id` where the audio goes, e.g. prefill(prefix), then
 prefill_audio(placeholders + text, features), then decode.
+
+A model whose language model's cache has recurrent layers (Nemotron 3.5 Transcribe's Nemotron-H: Mamba
+beside attention) has the causal-LM recipe's methods over its recurrent state (causal_lm.RecurrentLM:
+one token per step of its own forward), and prefill_audio runs its forward as far as its language model
+(the embeddings it is given: the tokens' with the audio's merged at the placeholders), then those
+embeddings one position per step, audio_tokens + max_prompt_len steps whatever n is (those past the n-th
+undone, as its prefill does).
 
 The number of placeholders is the number of rows the model's forward scatters into its embeddings for
 audio of that shape (one eager call). The model's code runs as it is; two tensor operations of its merge
@@ -42,7 +49,7 @@ from torch import nn
 
 from ..export import Method
 from ..ir import ExportError
-from .causal_lm import CausalLM, _built, _export_lm, _prefill
+from .causal_lm import CausalLM, RecurrentLM, _built, _cache_layer_kinds, _export_lm, _prefill, _steps_prefill, is_recurrent, prefill_steps
 from .checks import ArgumentError, check_int, check_options
 
 AUDIO_TOKEN_FIELDS = ("audio_token_id", "audio_token_index")
@@ -150,26 +157,84 @@ def fixed_counts(counts: list | None):
         torch.Tensor.__getitem__, torch.Tensor.masked_scatter = getitem, scatter
 
 
-class AudioLM(CausalLM):
-    """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
-    tokens, under fixed_counts (the counts of its boolean-mask indexes, from one eager call in export_audio_lm)."""
+class _Audio:
+    """What both audio LMs add to their causal LM: the audio input's name, its masks, the counts of
+    fixed_counts (from one eager call in export_audio_lm), the placeholder token and how many the audio fills."""
 
-    def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
-        super().__init__(model, max_cache_len)
+    def _audio(self, audio_name: str, masks: dict) -> None:
         self.audio_name = audio_name
         self.masks = masks  # mask name -> its shape (all ones)
         self.counts = None  # fixed_counts' counts, from one eager call
-        self.audio_id = self.audio_tokens = None  # the placeholder token and how many the audio fills
+        self.audio_id = self.audio_tokens = None
 
     def _inputs(self, audio: torch.Tensor) -> dict:
         return {self.audio_name: audio, **_ones(self.masks)}
 
-    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+    def _all_placeholders(self, tokens: torch.Tensor) -> None:
         from ..runtime_values import _guard
 
         _guard((tokens == self.audio_id).sum() == self.audio_tokens)  # every placeholder, and no more, in this call
+
+
+class AudioLM(_Audio, CausalLM):
+    """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
+    tokens, under fixed_counts."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
+        super().__init__(model, max_cache_len)
+        self._audio(audio_name, masks)
+
+    def probe(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        return self.step(tokens, **self._inputs(audio))
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        self._all_placeholders(tokens)
         with fixed_counts(self.counts):
-            return self.step(tokens, **self._inputs(audio))
+            return self.probe(tokens, audio)
+
+
+class RecurrentAudioLM(_Audio, RecurrentLM):
+    """An audio LM whose language model's cache has recurrent layers (causal_lm.RecurrentLM: one token per
+    step of its own forward). `step_audio` takes the embeddings its forward gives its language model (the
+    tokens' with the audio's merged at the placeholders, under fixed_counts), then runs them one position
+    per step as prefill_steps runs tokens: audio_tokens + max_prompt_len steps, those past n undone."""
+
+    def __init__(self, model: nn.Module, cache, kinds: list, max_cache_len: int, audio_name: str, masks: dict):
+        super().__init__(model, cache, kinds, max_cache_len)
+        self._audio(audio_name, masks)
+
+    def probe(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        """The embeddings [1, n, width] the model's forward gives its language model (get_decoder()) for
+        the tokens and the audio. The language model is not run: it returns the embeddings as its hidden
+        states (what the forward computes from them is left unused)."""
+        from transformers.modeling_outputs import BaseModelOutputWithPast
+
+        got = []
+
+        def embedded(*args, **kwargs):
+            got.append(kwargs.get("inputs_embeds"))
+            return BaseModelOutputWithPast(last_hidden_state=got[-1])
+
+        decoder = self.model.get_decoder()
+        decoder.forward = embedded  # the instance's, over its class's
+        try:
+            self.model(input_ids=tokens, **self._inputs(audio))
+        finally:
+            del decoder.forward
+        if len(got) != 1 or not isinstance(got[0], torch.Tensor):
+            raise NotAnAudioLM(f"{type(self.model).__name__}: its forward gives its language model (get_decoder()) no inputs_embeds")
+        return got[0]
+
+    def _embedded(self, embeds: torch.Tensor) -> torch.Tensor:
+        out = self.model(inputs_embeds=embeds, cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.position.add_(1)
+        return out.logits[:, -1]
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        self._all_placeholders(tokens)
+        with fixed_counts(self.counts):
+            embeds = self.probe(tokens, audio)
+        return prefill_steps(self, embeds, self._embedded, self.audio_tokens + self.max_prompt_len)
 
 
 def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
@@ -180,10 +245,13 @@ def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
 
 def _audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
     """({mask name: shape}, the placeholder count) of the first that the model's forward takes with the audio:
-    each of its audio masks all ones over the audio's frames ([batch, last dim], as a feature extractor gives
-    a mask of its frames), else no masks (a forward whose mask is of something else, and optional)."""
-    tries = [{k: (audio.shape[0], audio.shape[-1]) for k in audio_masks(model)}, {}]
-    for masks in tries[not tries[0] :]:
+    each of its audio masks all ones over the audio's frames ([batch, frames], as a feature extractor gives a
+    mask of its frames: frames its last dim, as in [batch, mel bins, frames], or another, as in [batch, frames,
+    mel bins]), else no masks (a forward whose mask is of something else, and optional)."""
+    names = audio_masks(model)
+    frames = dict.fromkeys(audio.shape[d] for d in [audio.dim() - 1, *range(1, audio.dim() - 1)])
+    tries = [{k: (audio.shape[0], n) for k in names} for n in frames if names] + [{}]
+    for masks in tries:
         try:
             return masks, count_audio_tokens(model, audio_token_id(model.config), {name: audio, **_ones(masks)})
         except NotAnAudioLM as e:
@@ -233,7 +301,7 @@ def export_audio_lm(
     **options,
 ):
     """Export a transformers audio LM (see the module's docstring) as prefill_audio(tokens, audio),
-    prefill, decode, decode_topk and reset over its static KV cache. audio_input_shape: the shape of the
+    prefill, decode, decode_topk and reset over its static KV cache (and recurrent state). audio_input_shape: the shape of the
     audio input its forward takes (e.g. its feature extractor's input_features for the audio length
     wanted); max_cache_len must hold the audio's placeholder tokens and the text: at least
     audio_tokens + max_prompt_len. `options` go to tandem.export."""
@@ -259,15 +327,21 @@ def export_audio_lm(
             f"max_cache_len={max_cache_len} cannot hold audio of shape {list(shape)}: its {count} placeholder tokens and "
             f"max_prompt_len={max_prompt_len} text tokens need at least {count + max_prompt_len}"
         )
-    lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+    if is_recurrent(model):
+        cache, kinds = _cache_layer_kinds(model, max_cache_len)
+        lm = _built(RecurrentAudioLM, model, cache, kinds, max_cache_len, audio_name, masks)
+        prefills, layers, position = _steps_prefill(lm, max_prompt_len), len(kinds), "position"
+    else:
+        lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+        prefills, layers, position = _prefill(lm.step, max_prompt_len), int(config.num_hidden_layers), "cache.layers.0.cumulative_length"
     tokens = torch.tensor([[audio_id] * count + [0]])  # n = count + 1: not a bound of the dim
     with torch.no_grad(), fixed_counts(None) as counts:
-        lm.step(tokens, **lm._inputs(example))
+        lm.probe(tokens, example)
     lm.reset()
     lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
     n = torch.export.Dim("n", min=count, max=count + max_prompt_len)
     methods = {"prefill_audio": Method(lm.step_audio, (tokens, example), dynamic_shapes=({1: n}, None))}
-    methods.update(_prefill(lm.step, max_prompt_len))
+    methods.update(prefills)
     extra = {
         "audio_input": audio_name,
         "audio_input_shape": list(shape),
@@ -276,7 +350,5 @@ def export_audio_lm(
         "audio_masks": {k: list(v) for k, v in masks.items()},
         "max_audio_prompt_len": int(count + max_prompt_len),
     }
-    layers = int(config.num_hidden_layers)
     how = dict(metadata=metadata, sample_top_k=sample_top_k, **options)
-    position = "cache.layers.0.cumulative_length"
     return _export_lm(model, config, lm, methods, extra, layers, position, {}, max_cache_len, max_prompt_len, **how)
