@@ -77,3 +77,34 @@ def test_an_audio_lm_needs_its_audio_shape_and_no_source_length(exported, tmp_pa
     assert "takes audio of a fixed shape" in capsys.readouterr().err
     assert cli(["export", str(folder), "-o", out, "--quiet", "--encoder-input-shape", "1,128,100", "--max-cache-len", "20"]) == 1
     assert "max_cache_len=20 cannot hold audio of shape [1, 128, 100]: its 25 placeholder tokens" in capsys.readouterr().err
+
+
+def test_a_recurrent_audio_lm_steps_its_merged_embeddings_as_transformers_generates(tmp_path):
+    """Nemotron 3.5 Transcribe: features [1, frames, mel bins] (the mel bins from a nested sub-config) padded
+    to a multiple of its subsampling_factor as its processor pads them, a mask over those frames, and a
+    language model with Mamba layers: prefill_audio's steps (eager, two of them past the tokens and undone)
+    and then decode give transformers' greedy tokens."""
+    from tandem.recipes.audio_lm import RecurrentAudioLM, audio_inputs, audio_lm
+
+    model, tok = zoo.make_checkpoint("Nemotron3_5TranscribeForConditionalGeneration", tmp_path, audio_lm=True, consistent=True)
+    features = audio.audio_input(model, tmp_path)
+    x = features["input_features"]
+    assert list(x.shape) == [1, 104, 128] and x[:, 101:].abs().max() == 0  # 101 frames of 1 s, padded to 13 * 8
+    inputs, count = audio_inputs(model, "input_features", x)
+    assert count == 13 and torch.equal(inputs["input_features_mask"], torch.ones(1, 104, dtype=torch.long))
+    ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features)
+    want = zoo.reference(model, ids, inputs, NEW)
+    masks = {"input_features_mask": (1, 104)}
+    lm = audio_lm(model, len(ids) + NEW, 4, "input_features", masks, x, count)[0]
+    assert isinstance(lm, RecurrentAudioLM)
+    end = audio.BEFORE + count + audio.AFTER
+    with torch.no_grad():
+        lm.step(torch.tensor([ids[: audio.BEFORE]]))
+        lm.step_audio(torch.tensor([ids[audio.BEFORE : end]]), x)  # 13 + 2 tokens in 13 + 4 steps
+        logits = lm.step(torch.tensor([ids[end:]]))
+        got = []
+        while len(got) < NEW:
+            got.append(int(logits.argmax()))
+            logits = lm.step(torch.tensor([[got[-1]]]))
+    assert int(lm.position) == len(ids) + NEW
+    assert got == want

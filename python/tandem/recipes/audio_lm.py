@@ -291,6 +291,26 @@ def count_audio_tokens(model: nn.Module, audio_id: int, inputs: dict) -> int:
     return rows[0]
 
 
+def audio_lm(model, max_cache_len: int, max_prompt_len: int, audio_name: str, masks: dict, example: torch.Tensor, count: int):
+    """(the AudioLM, or RecurrentAudioLM for a language model with recurrent layers, ready to trace: the counts
+    of its boolean-mask indexes found by one eager call on `example` audio with `count` placeholders, its
+    prefill methods, its number of layers, its position state)."""
+    if is_recurrent(model):
+        cache, kinds = _cache_layer_kinds(model, max_cache_len)
+        lm = _built(RecurrentAudioLM, model, cache, kinds, max_cache_len, audio_name, masks)
+        prefills, layers, position = _steps_prefill(lm, max_prompt_len), len(kinds), "position"
+    else:
+        lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+        layers = int(model.config.get_text_config(decoder=True).num_hidden_layers)
+        prefills, position = _prefill(lm.step, max_prompt_len), "cache.layers.0.cumulative_length"
+    audio_id = audio_token_id(model.config)
+    with torch.no_grad(), fixed_counts(None) as counts:
+        lm.probe(torch.tensor([[audio_id] * count + [0]]), example)
+    lm.reset()
+    lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
+    return lm, prefills, layers, position
+
+
 def export_audio_lm(
     model: nn.Module,
     audio_input_shape,
@@ -327,18 +347,8 @@ def export_audio_lm(
             f"max_cache_len={max_cache_len} cannot hold audio of shape {list(shape)}: its {count} placeholder tokens and "
             f"max_prompt_len={max_prompt_len} text tokens need at least {count + max_prompt_len}"
         )
-    if is_recurrent(model):
-        cache, kinds = _cache_layer_kinds(model, max_cache_len)
-        lm = _built(RecurrentAudioLM, model, cache, kinds, max_cache_len, audio_name, masks)
-        prefills, layers, position = _steps_prefill(lm, max_prompt_len), len(kinds), "position"
-    else:
-        lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
-        prefills, layers, position = _prefill(lm.step, max_prompt_len), int(config.num_hidden_layers), "cache.layers.0.cumulative_length"
+    lm, prefills, layers, position = audio_lm(model, max_cache_len, max_prompt_len, audio_name, masks, example, count)
     tokens = torch.tensor([[audio_id] * count + [0]])  # n = count + 1: not a bound of the dim
-    with torch.no_grad(), fixed_counts(None) as counts:
-        lm.probe(tokens, example)
-    lm.reset()
-    lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
     n = torch.export.Dim("n", min=count, max=count + max_prompt_len)
     methods = {"prefill_audio": Method(lm.step_audio, (tokens, example), dynamic_shapes=({1: n}, None))}
     methods.update(prefills)
