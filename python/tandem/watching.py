@@ -12,6 +12,18 @@ from torch import nn
 from .ir import ExportError
 
 
+def restore(cls: type, name: str, own) -> None:
+    """Put back an attribute of `cls` replaced for a while, `own` what the class's own __dict__ held
+    (cls.__dict__.get(name)): where it held none the replacement is deleted, so the base class's shows
+    through again as before. Assigning the inherited value back instead would leave a Python-level slot:
+    `__getitem__` set on torch.Tensor makes every tensor, 0-d ones too, a sequence to CPython, and
+    torch.tensor([t0, t1]) of 0-d tensors then fails with 'len() of a 0-d tensor'."""
+    if own is None:
+        delattr(cls, name)
+    else:
+        setattr(cls, name, own)
+
+
 class _watching:
     """While the method runs: the user's line that sets a non-tensor attribute of a module, and
     `tensor.data` as the user's code means it (`.data` read: the tensor itself, detached; `.data =
@@ -28,7 +40,7 @@ class _watching:
         self._inplace = {}
         for name, op in _AUGMENTED.items():
             inplace = getattr(torch.Tensor, name)
-            self._inplace[name] = inplace
+            self._inplace[name] = torch.Tensor.__dict__.get(name)
 
             def augmented(t, other, _inplace=inplace, _op=op):
                 if id(t) not in numbers:
@@ -71,8 +83,8 @@ class _watching:
     def __exit__(self, *exc):
         nn.Module.__setattr__ = self._setattr
         del torch.Tensor.data
-        for name, inplace in self._inplace.items():
-            setattr(torch.Tensor, name, inplace)
+        for name, own in self._inplace.items():
+            restore(torch.Tensor, name, own)
         return False
 
 

@@ -8,7 +8,9 @@ config names as its audio placeholder (audio_token_id / audio_token_index); a Wh
 encoder (max_source_positions) takes 1 s of audio (100 mel frames, 50 positions), not 30 s. Its audio
 is seeded noise through its own feature extractor (transformers' class for its model type, made
 for the config's mel bins and a 1 s chunk where it takes them, saved in the checkpoint folder): 1 s,
-or STREAM_S for a streaming model. For a placeholder model the prompt is the walk's with the audio's
+or STREAM_S for a streaming model, its frames padded with zeros to a multiple of the config's
+subsampling_factor where it names one, as the model's processor pads them (Nemotron 3.5 Transcribe
+stacks 8 frames into one position). For a placeholder model the prompt is the walk's with the audio's
 placeholders after its first two tokens, as many as the model's forward fills for that audio (one eager
 call: tandem.recipes.audio_lm.audio_inputs); the reference is transformers' greedy generate on the prompt
 and the audio, and the runtime's is prefill of the first two tokens, prefill_audio of the placeholders and
@@ -20,6 +22,7 @@ tokens' frames), then decode_audio of each token with its frames."""
 from __future__ import annotations
 
 import copy
+import math
 from pathlib import Path
 
 AUDIO = "<|audio|>"
@@ -61,7 +64,8 @@ def configure(config, tok) -> None:
 
 def audio_input(model, folder: Path) -> dict:
     """{the forward's audio input name: 1 s (STREAM_S for a streaming model) of seeded noise through the
-    model's own feature extractor}."""
+    model's own feature extractor, its frames (the last dim, or the one before the mel bins) padded to a
+    multiple of frame_multiple}."""
     import inspect
 
     import torch
@@ -77,9 +81,9 @@ def audio_input(model, folder: Path) -> dict:
     cls = getattr(transformers, cls)
     params = inspect.signature(cls.__init__).parameters
     kwargs = {}
-    mels = [getattr(c, "num_mel_bins") for c in [config, *vars(config).values()] if isinstance(getattr(c, "num_mel_bins", None), int)]
-    if mels and "feature_size" in params:
-        kwargs["feature_size"] = mels[0]
+    bins = mel_bins(config)
+    if bins and "feature_size" in params:
+        kwargs["feature_size"] = bins
     if "chunk_length" in params:
         kwargs["chunk_length"] = 1
     extractor = cls(**kwargs)
@@ -91,7 +95,32 @@ def audio_input(model, folder: Path) -> dict:
     name = audio_input_name(model)
     if name not in features:
         raise ValueError(f"{cls.__name__} gives {sorted(features)}, not the {name} that {type(model).__name__} takes")
-    return {name: features[name].float()}
+    x = features[name].float()
+    frames = 1 if x.dim() > 2 and x.shape[-1] == getattr(extractor, "feature_size", None) else x.dim() - 1  # [b, frames, bins]
+    pad = [0, 0] * (x.dim() - 1 - frames) + [0, -x.shape[frames] % frame_multiple(config)]
+    return {name: torch.nn.functional.pad(x, pad)}
+
+
+def mel_bins(config) -> int | None:
+    """The mel bins a speech config's encoder reads (num_mel_bins, a sub-config's at any depth), or None."""
+    from transformers import PretrainedConfig
+
+    for k in ("num_mel_bins", "n_mel_bins", "n_mels", "input_feat_size", "input_feat_per_channel"):
+        if isinstance(getattr(config, k, None), int):
+            return getattr(config, k)
+    subs = [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]
+    return next((b for b in map(mel_bins, subs) if b), None)
+
+
+def frame_multiple(config) -> int:
+    """The number of feature frames the model's encoder takes a multiple of: its subsampling_factor (in a
+    sub-config at any depth; the least common multiple of all it names), the frames it stacks into one
+    position, which its processor pads the features to; else 1."""
+    from transformers import PretrainedConfig
+
+    own = getattr(config, "subsampling_factor", None)
+    subs = [frame_multiple(v) for v in vars(config).values() if isinstance(v, PretrainedConfig)]
+    return math.lcm(own if isinstance(own, int) and own > 0 else 1, *subs)
 
 
 def prompt(model, tok, text: str, audio: dict, new_tokens: int) -> tuple[list[int], dict]:

@@ -144,31 +144,20 @@ def encoder_input(model, tokenizer, folder: Path):
     if cls is None:
         raise ValueError(f"{model.config.model_type} registers no feature extractor to make its {name} with")
     extractor = getattr(transformers, cls)()
-    bins = _mel_bins(model.config)  # the extractor makes as many mel bins as the config reads
+    bins = audio.mel_bins(model.config)  # the extractor makes as many mel bins as the config reads
     sizes = {k: bins for k in ("feature_size", "num_mel_bins", "n_mels") if bins and getattr(extractor, k, bins) != bins}
     if sizes:
         extractor = getattr(transformers, cls)(**sizes)
     extractor.save_pretrained(folder)
     rate = int(getattr(extractor, "sampling_rate", 16000))
-    audio = torch.Generator().manual_seed(0)
-    noise = (torch.rand(rate, generator=audio) * 0.2 - 0.1).numpy()
+    seeded = torch.Generator().manual_seed(0)
+    noise = (torch.rand(rate, generator=seeded) * 0.2 - 0.1).numpy()
     features = extractor(noise, sampling_rate=rate, return_tensors="pt")
     if name not in features and encoder is not None:  # a composite's forward takes its encoder's input by name
         name = getattr(model, "encoder", model).main_input_name
     if name not in features:
         raise ValueError(f"{cls} gives {sorted(features)}, not the {name} that {type(model).__name__} takes")
     return {name: features[name].float()}
-
-
-def _mel_bins(config) -> int | None:
-    """The mel bins a speech config's encoder reads (num_mel_bins, its encoder config's), or None."""
-    from transformers import PretrainedConfig
-
-    for k in ("num_mel_bins", "n_mel_bins", "n_mels", "input_feat_size", "input_feat_per_channel"):
-        if isinstance(getattr(config, k, None), int):
-            return getattr(config, k)
-    subs = [v for v in vars(config).values() if isinstance(v, PretrainedConfig)]
-    return next((b for b in map(_mel_bins, subs) if b), None)
 
 
 def reference_seq2seq(model, inputs: dict) -> list[int]:

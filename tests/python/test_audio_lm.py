@@ -187,3 +187,52 @@ def test_a_random_draw_in_the_forward_is_turned_off_by_its_argument_or_refused(t
         noisy = model(input_ids=tokens, input_features=x, **masks).logits[:, -1]
     assert float((got - want).abs().max()) < 1e-4 * max(1.0, float(want.abs().max()))
     assert float((noisy - want).abs().max()) > 1e-2  # the noise the argument turns off changes the logits
+
+
+def test_a_recurrent_audio_lm_steps_its_merged_embeddings_as_transformers_generates(tmp_path):
+    """Nemotron 3.5 Transcribe: features [1, frames, mel bins] (the mel bins from a nested sub-config) padded
+    to a multiple of its subsampling_factor as its processor pads them, a mask over those frames, and a
+    language model with Mamba layers: prefill_audio's steps (eager, two of them past the tokens and undone)
+    and then decode give transformers' greedy tokens."""
+    from tandem.recipes.audio_lm import RecurrentAudioLM, audio_inputs, audio_lm
+
+    model, tok = zoo.make_checkpoint("Nemotron3_5TranscribeForConditionalGeneration", tmp_path, audio_lm=True, consistent=True)
+    features = audio.audio_input(model, tmp_path)
+    x = features["input_features"]
+    assert list(x.shape) == [1, 104, 128] and x[:, 101:].abs().max() == 0  # 101 frames of 1 s, padded to 13 * 8
+    inputs, count = audio_inputs(model, "input_features", x)
+    assert count == 13 and torch.equal(inputs["input_features_mask"], torch.ones(1, 104, dtype=torch.long))
+    ids, inputs = audio.prompt(model, tok, zoo.PROMPT, features, NEW)
+    want = zoo.reference(model, ids, inputs, NEW)
+    masks = {"input_features_mask": (1, 104)}
+    lm = audio_lm(model, len(ids) + NEW, 4, "input_features", masks, x, count)[0]
+    assert isinstance(lm, RecurrentAudioLM)
+    end = audio.BEFORE + count + audio.AFTER
+    with torch.no_grad():
+        lm.step(torch.tensor([ids[: audio.BEFORE]]))
+        lm.step_audio(torch.tensor([ids[audio.BEFORE : end]]), x)  # 13 + 2 tokens in 13 + 4 steps
+        logits = lm.step(torch.tensor([ids[end:]]))
+        got = []
+        while len(got) < NEW:
+            got.append(int(logits.argmax()))
+            logits = lm.step(torch.tensor([[got[-1]]]))
+    assert int(lm.position) == len(ids) + NEW
+    assert got == want
+
+
+def test_the_recipes_patches_of_torch_tensor_leave_it_as_it_was():
+    """fixed_counts (a torch function mode) and the tracer's watch leave torch.Tensor as it was: a
+    `__getitem__` set on it, even when the inherited one is put back, makes 0-d tensors sequences to
+    CPython, and torch.tensor([t0, t1]) then fails (transformers' Kyutai generate builds its window so)."""
+    from tandem.recipes.audio_lm import fixed_counts
+    from tandem.watching import _watching
+
+    before = dict(torch.Tensor.__dict__)
+    with fixed_counts(None):
+        torch.zeros(3)[torch.tensor([True, False, True])]
+    with fixed_counts([2]):
+        pass
+    with _watching({}):
+        pass
+    assert dict(torch.Tensor.__dict__) == before
+    assert torch.tensor([torch.tensor(0), torch.tensor(1)]).tolist() == [0, 1]

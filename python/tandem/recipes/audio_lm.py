@@ -6,7 +6,7 @@ or adds the audio of every token to its embedding as it streams (VoxtralRealtime
     program = tandem.transformers.export_audio_lm(model, audio_input_shape=(1, 128, 3000), max_cache_len=1024)
 
 The program has the causal-LM recipe's methods over the same static KV cache (causal_lm.py: prefill,
-decode, decode_topk, reset), and
+decode, decode_topk, reset; a recurrent language model's: below), and
 - `prefill_audio(tokens [1, n], audio)`: the model's own forward over n tokens and the audio (its audio
   encoder, its projector, and its own merge of the audio embeddings at the placeholder tokens), appended
   to the cache like a prefill; returns the last position's logits [1, vocab]. `audio` is the model's
@@ -19,6 +19,13 @@ decode, decode_topk, reset), and
 So a user builds input_ids as transformers' processor does: the prompt's text tokens with
 `audio_tokens` copies of `audio_token_id` where the audio goes, e.g. prefill(prefix), then
 prefill_audio(placeholders + text, features), then decode.
+
+A model whose language model's cache has recurrent layers (Nemotron 3.5 Transcribe's Nemotron-H: Mamba
+beside attention) has the causal-LM recipe's methods over its recurrent state (causal_lm.RecurrentLM:
+one token per step of its own forward), and prefill_audio runs its forward as far as its language model
+(the embeddings it is given: the tokens' with the audio's merged at the placeholders), then those
+embeddings one position per step, audio_tokens + max_prompt_len steps whatever n is (those past the n-th
+undone, as its prefill does).
 
 The number of placeholders is the number of rows the model's forward scatters into its embeddings for
 audio of that shape (one eager call). The model's code runs as it is; two tensor operations of its merge
@@ -69,7 +76,19 @@ from torch import nn
 
 from ..export import Method, export
 from ..ir import ExportError
-from .causal_lm import CausalLM, _built, _export_lm, _prefill, _topk
+from ..watching import restore
+from .causal_lm import (
+    CausalLM,
+    RecurrentLM,
+    _built,
+    _cache_layer_kinds,
+    _export_lm,
+    _prefill,
+    _steps_prefill,
+    _topk,
+    is_recurrent,
+    prefill_steps,
+)
 from .checks import ArgumentError, check_int, check_options, token_id
 
 AUDIO_TOKEN_FIELDS = ("audio_token_id", "audio_token_index")
@@ -161,56 +180,118 @@ def _masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor
     return torch.where(m, source.reshape(-1).index_select(0, at), self.reshape(-1)).reshape(self.shape)
 
 
+class _FixedCounts(torch.overrides.TorchFunctionMode):
+    """fixed_counts' mode: it sees every x[mask] and masked_scatter as torch dispatches them (torch.Tensor
+    itself is left alone: a __getitem__ set on it, even put back, keeps 0-d tensors sequences to CPython)."""
+
+    def __init__(self, counts: list | None):
+        super().__init__()
+        self.counts, self.queue, self.found = counts, list(counts or []), []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.__getitem__ and len(args) == 2 and (mask := _bool_index(args[1])) is not None:
+            x = args[0]
+            if self.counts is None:
+                self.found.append(int(mask.expand(x.shape[: mask.dim()]).sum()))
+            elif not self.queue:
+                raise ExportError("x[mask]: more boolean-mask indexes while tracing prefill_audio than in the eager call")
+            else:
+                return _first_k(x, mask, self.queue.pop(0))
+        elif func in (torch.Tensor.masked_scatter, torch.masked_scatter) and self.counts is not None:
+            return _masked_scatter(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def fixed_counts(counts: list | None):
     """Within the block a boolean-mask index x[mask] runs as _first_k with the next of `counts`, and
     masked_scatter as _masked_scatter; counts=None: each x[mask]'s count is appended to the list the
     block yields (an eager call, to find them)."""
-    getitem, scatter = torch.Tensor.__getitem__, torch.Tensor.masked_scatter
-    found, queue = [], list(counts or [])
-
-    def item(x, index):
-        mask = _bool_index(index)
-        if mask is None:
-            return getitem(x, index)
-        if counts is None:
-            found.append(int(mask.expand(x.shape[: mask.dim()]).sum()))
-            return getitem(x, index)
-        if not queue:
-            raise ExportError("x[mask]: more boolean-mask indexes while tracing prefill_audio than in the eager call")
-        return _first_k(x, mask, queue.pop(0))
-
-    torch.Tensor.__getitem__ = item
-    if counts is not None:
-        torch.Tensor.masked_scatter = _masked_scatter
-    try:
-        with _no_model_checks():
-            yield found
-    finally:
-        torch.Tensor.__getitem__, torch.Tensor.masked_scatter = getitem, scatter
+    mode = _FixedCounts(counts)
+    with _no_model_checks(), mode:
+        yield mode.found
 
 
-class AudioLM(CausalLM):
-    """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
-    tokens, under fixed_counts (the counts of its boolean-mask indexes, from one eager call in export_audio_lm)."""
+class _Audio:
+    """What both audio LMs add to their causal LM: the audio input's name, its masks, the counts of
+    fixed_counts (from one eager call in export_audio_lm), the placeholder token and how many the audio fills."""
 
-    def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
-        super().__init__(model, max_cache_len)
+    def _audio(self, audio_name: str, masks: dict) -> None:
         self.audio_name = audio_name
         self.masks = masks  # mask name -> its shape (all ones)
-        self.options = no_sampling(model)
+        self.options = no_sampling(self.model)
         self.counts = None  # fixed_counts' counts, from one eager call
-        self.audio_id = self.audio_tokens = None  # the placeholder token and how many the audio fills
+        self.audio_id = self.audio_tokens = None
 
     def _inputs(self, audio: torch.Tensor) -> dict:
         return {self.audio_name: audio, **_ones(self.masks), **self.options}
 
-    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+    def _all_placeholders(self, tokens: torch.Tensor) -> None:
         from ..runtime_values import _guard
 
         _guard((tokens == self.audio_id).sum() == self.audio_tokens)  # every placeholder, and no more, in this call
+
+
+class AudioLM(_Audio, CausalLM):
+    """A CausalLM whose `step_audio` gives the model its audio input (and all-ones masks of it) with the
+    tokens, under fixed_counts."""
+
+    def __init__(self, model: nn.Module, max_cache_len: int, audio_name: str, masks: dict):
+        super().__init__(model, max_cache_len)
+        self._audio(audio_name, masks)
+
+    def probe(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        return self.step(tokens, **self._inputs(audio))
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        self._all_placeholders(tokens)
         with fixed_counts(self.counts):
-            return self.step(tokens, **self._inputs(audio))
+            return self.probe(tokens, audio)
+
+
+class RecurrentAudioLM(_Audio, RecurrentLM):
+    """An audio LM whose language model's cache has recurrent layers (causal_lm.RecurrentLM: one token per
+    step of its own forward). `step_audio` takes the embeddings its forward gives its language model (the
+    tokens' with the audio's merged at the placeholders, under fixed_counts), then runs them one position
+    per step as prefill_steps runs tokens: audio_tokens + max_prompt_len steps, those past n undone."""
+
+    def __init__(self, model: nn.Module, cache, kinds: list, max_cache_len: int, audio_name: str, masks: dict):
+        super().__init__(model, cache, kinds, max_cache_len)
+        self._audio(audio_name, masks)
+
+    def probe(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        """The embeddings [1, n, width] the model's forward gives its language model (get_decoder()) for
+        the tokens and the audio. The language model is not run: it returns the embeddings as its hidden
+        states (what the forward computes from them is left unused)."""
+        from transformers.modeling_outputs import BaseModelOutputWithPast
+
+        got = []
+
+        def embedded(*args, **kwargs):
+            got.append(kwargs.get("inputs_embeds"))
+            return BaseModelOutputWithPast(last_hidden_state=got[-1])
+
+        decoder = self.model.get_decoder()
+        decoder.forward = embedded  # the instance's, over its class's
+        try:
+            self.model(input_ids=tokens, **self._inputs(audio))
+        finally:
+            del decoder.forward
+        if len(got) != 1 or not isinstance(got[0], torch.Tensor):
+            raise NotAnAudioLM(f"{type(self.model).__name__}: its forward gives its language model (get_decoder()) no inputs_embeds")
+        return got[0]
+
+    def _embedded(self, embeds: torch.Tensor) -> torch.Tensor:
+        out = self.model(inputs_embeds=embeds, cache=self.cache, use_cache=True, logits_to_keep=1)
+        self.position.add_(1)
+        return out.logits[:, -1]
+
+    def step_audio(self, tokens: torch.Tensor, audio: torch.Tensor) -> torch.Tensor:
+        self._all_placeholders(tokens)
+        with fixed_counts(self.counts):
+            embeds = self.probe(tokens, audio)
+        return prefill_steps(self, embeds, self._embedded, self.audio_tokens + self.max_prompt_len)
 
 
 def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
@@ -222,10 +303,13 @@ def audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
 
 def _audio_inputs(model, name: str, audio: torch.Tensor) -> tuple[dict, int]:
     """({mask name: shape}, the placeholder count) of the first that the model's forward takes with the audio:
-    each of its audio masks all ones over the audio's frames ([batch, last dim], as a feature extractor gives
-    a mask of its frames), else no masks (a forward whose mask is of something else, and optional)."""
-    tries = [{k: (audio.shape[0], audio.shape[-1]) for k in audio_masks(model)}, {}]
-    for masks in tries[not tries[0] :]:
+    each of its audio masks all ones over the audio's frames ([batch, frames], as a feature extractor gives a
+    mask of its frames: frames its last dim, as in [batch, mel bins, frames], or another, as in [batch, frames,
+    mel bins]), else no masks (a forward whose mask is of something else, and optional)."""
+    names = audio_masks(model)
+    frames = dict.fromkeys(audio.shape[d] for d in [audio.dim() - 1, *range(1, audio.dim() - 1)])
+    tries = [{k: (audio.shape[0], n) for k in names} for n in frames if names] + [{}]
+    for masks in tries:
         try:
             inputs = {name: audio, **_ones(masks), **no_sampling(model)}
             return masks, count_audio_tokens(model, audio_token_id(model.config), inputs)
@@ -243,7 +327,7 @@ def count_audio_tokens(model: nn.Module, audio_id: int, inputs: dict) -> int:
     masks): the rows its merge scatters into the token embeddings, from one eager call with two
     placeholders (transformers' own check of the count skipped)."""
     rows = []
-    scatter = torch.Tensor.masked_scatter
+    scatter, own = torch.Tensor.masked_scatter, torch.Tensor.__dict__.get("masked_scatter")
 
     def record(self, mask, source):
         if tuple(self.shape[:2]) == (1, 2):  # into the two tokens' embeddings (not one inside the audio encoder)
@@ -260,10 +344,38 @@ def count_audio_tokens(model: nn.Module, audio_id: int, inputs: dict) -> int:
             f"({type(e).__name__}: {' '.join(str(e).split())[:300]})"
         ) from e
     finally:
-        torch.Tensor.masked_scatter = scatter
+        restore(torch.Tensor, "masked_scatter", own)
     if not rows:
         raise NotAnAudioLM(f"{type(model).__name__}: its forward merges no audio rows into its token embeddings (no masked_scatter)")
     return rows[0]
+
+
+def audio_lm(model, max_cache_len: int, max_prompt_len: int, audio_name: str, masks: dict, example: torch.Tensor, count: int):
+    """(the AudioLM, or RecurrentAudioLM for a language model with recurrent layers, ready to trace: the counts
+    of its boolean-mask indexes found by one eager call on `example` audio with `count` placeholders, its
+    prefill methods, its number of layers, its position state)."""
+    if is_recurrent(model):
+        cache, kinds = _cache_layer_kinds(model, max_cache_len)
+        lm = _built(RecurrentAudioLM, model, cache, kinds, max_cache_len, audio_name, masks)
+        prefills, layers, position = _steps_prefill(lm, max_prompt_len), len(kinds), "position"
+    else:
+        lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+        layers = int(model.config.get_text_config(decoder=True).num_hidden_layers)
+        prefills, position = _prefill(lm.step, max_prompt_len), "cache.layers.0.cumulative_length"
+    audio_id = audio_token_id(model.config)
+    rng = torch.random.get_rng_state()
+    with torch.no_grad(), fixed_counts(None) as counts:
+        lm.probe(torch.tensor([[audio_id] * count + [0]]), example)
+    lm.reset()
+    if not torch.equal(rng, torch.random.get_rng_state()):
+        raise ExportError(
+            f"{type(model).__name__}: its forward draws random numbers from torch's generator (one call on audio of shape "
+            f"{list(example.shape)} moved it): tandem's generator is not torch's, so a program could not give transformers' "
+            f"values; the audio-LM recipe turns a draw off only through a forward argument "
+            f"({', '.join(f'{k}={v}' for k, v in NO_SAMPLING.items())})"
+        )
+    lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
+    return lm, prefills, layers, position
 
 
 def export_audio_lm(
@@ -276,7 +388,7 @@ def export_audio_lm(
     **options,
 ):
     """Export a transformers audio LM (see the module's docstring) as prefill_audio(tokens, audio),
-    prefill, decode, decode_topk and reset over its static KV cache. audio_input_shape: the shape of the
+    prefill, decode, decode_topk and reset over its static KV cache (and recurrent state). audio_input_shape: the shape of the
     audio input its forward takes (e.g. its feature extractor's input_features for the audio length
     wanted); max_cache_len must hold the audio's placeholder tokens and the text: at least
     audio_tokens + max_prompt_len. A model that streams its audio takes audio_input_shape=None and is
@@ -314,22 +426,11 @@ def export_audio_lm(
             f"max_cache_len={max_cache_len} cannot hold audio of shape {list(shape)}: its {count} placeholder tokens and "
             f"max_prompt_len={max_prompt_len} text tokens need at least {count + max_prompt_len}"
         )
-    lm = _built(AudioLM, model, max_cache_len, audio_name, masks)
+    lm, prefills, layers, position = audio_lm(model, max_cache_len, max_prompt_len, audio_name, masks, example, count)
     tokens = torch.tensor([[audio_id] * count + [0]])  # n = count + 1: not a bound of the dim
-    rng = torch.random.get_rng_state()
-    with torch.no_grad(), fixed_counts(None) as counts:
-        lm.step(tokens, **lm._inputs(example))
-    lm.reset()
-    if not torch.equal(rng, torch.random.get_rng_state()):
-        raise ExportError(
-            f"{name}: its forward draws random numbers from torch's generator (one call on audio of shape {list(shape)} "
-            f"moved it): tandem's generator is not torch's, so a program could not give transformers' values; the "
-            f"audio-LM recipe turns a draw off only through a forward argument ({', '.join(f'{k}={v}' for k, v in NO_SAMPLING.items())})"
-        )
-    lm.counts, lm.audio_id, lm.audio_tokens = counts, audio_id, count
     n = torch.export.Dim("n", min=count, max=count + max_prompt_len)
     methods = {"prefill_audio": Method(lm.step_audio, (tokens, example), dynamic_shapes=({1: n}, None))}
-    methods.update(_prefill(lm.step, max_prompt_len))
+    methods.update(prefills)
     extra = {
         "audio_input": audio_name,
         "audio_input_shape": list(shape),
@@ -339,9 +440,7 @@ def export_audio_lm(
         "audio_options": dict(lm.options),
         "max_audio_prompt_len": int(count + max_prompt_len),
     }
-    layers = int(config.num_hidden_layers)
     how = dict(metadata=metadata, sample_top_k=sample_top_k, **options)
-    position = "cache.layers.0.cumulative_length"
     return _export_lm(model, config, lm, methods, extra, layers, position, {}, max_cache_len, max_prompt_len, **how)
 
 

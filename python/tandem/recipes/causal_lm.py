@@ -428,25 +428,26 @@ def _attention_layers(lm) -> list:
     return [layer for layer, kind in kinds if kind in ("attention", "hybrid") and getattr(layer, "keys", None) is not None]
 
 
-def prefill_steps(lm, tokens: torch.Tensor) -> torch.Tensor:
+def prefill_steps(lm, tokens: torch.Tensor, step=None, count: int | None = None) -> torch.Tensor:
     """`prefill` of a recurrent LM: tokens [1, n], 1 <= n <= lm.max_prompt_len, as max_prompt_len
     one-token steps of lm.step (a fixed graph for every n); a step past the n-th runs on a padding token
     and is undone: lm.kept_state() (recurrent state, lengths, position) keeps its value from before the
     step, an attention layer writes that step's row at position 0 (in range however full the cache is)
-    and gets its row back, and the logits are the n-th step's."""
-    n = tokens.shape[1]
-    steps = torch.arange(lm.max_prompt_len)
+    and gets its row back, and the logits are the n-th step's. `step` and `count` in place of lm.step and
+    max_prompt_len: embeddings [1, n, width] by one position per step (audio_lm.py)."""
+    n, count, step = tokens.shape[1], count or lm.max_prompt_len, step or lm.step
+    steps = torch.arange(count)
     live = steps < n
     padded = tokens.index_select(1, torch.where(live, steps, 0))
     layers = _attention_layers(lm)
-    logits = lm.step(padded[:, :1])  # n >= 1: the first step always counts
-    for t in range(1, lm.max_prompt_len):
+    logits = step(padded[:, :1])  # n >= 1: the first step always counts
+    for t in range(1, count):
         on = live[t]
         before = [x.clone() for x in lm.kept_state()]
         rows = [(layer.keys[:, :, :1].clone(), layer.values[:, :, :1].clone()) for layer in layers]
         for layer in layers:  # a padding step writes its row at 0, not past the prompt's last
             layer.cumulative_length.copy_(torch.where(on, layer.cumulative_length, 0))
-        out = lm.step(padded[:, t : t + 1])
+        out = step(padded[:, t : t + 1])
         for x, old in zip(lm.kept_state(), before):
             x.copy_(torch.where(on, x, old))
         for layer, (k, v) in zip(layers, rows):
