@@ -204,8 +204,9 @@ enum {
   X(cond, 0, TDM_INPLACE_NONE) \
   X(matmul_grouped, 0, TDM_INPLACE_NONE) \
   X(matmul_grouped_q8, 0, TDM_INPLACE_NONE) \
+  X(matmul_grouped_q4, 0, TDM_INPLACE_NONE) \
 
-#define TDM_SCHEMA_OP_COUNT 99
+#define TDM_SCHEMA_OP_COUNT 100
 
 /* The same flags by name, for TDM_OP in src/ops.h: `can_fail, inplace`. */
 #define TDM__OPFLAGS_add                 false, TDM_INPLACE_ANY
@@ -307,5 +308,6 @@ enum {
 #define TDM__OPFLAGS_cond                false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_matmul_grouped      false, TDM_INPLACE_NONE
 #define TDM__OPFLAGS_matmul_grouped_q8   false, TDM_INPLACE_NONE
+#define TDM__OPFLAGS_matmul_grouped_q4   false, TDM_INPLACE_NONE
 
 #endif

@@ -5,7 +5,8 @@ it (a Linear's weight transposed, an embedding table's transpose; for a quantize
 
 - `matmul_packed`, `embedding_packed`: B in panels of PANEL columns, [ceil(N/PANEL), K, PANEL];
 - `matmul_grouped`: each expert's B [K, N] of [E, K, N] in those panels, [E, ceil(N/PANEL), K, PANEL];
-  `matmul_grouped_q8`: each expert's codes and scales as `matmul_q8`'s, paired under the same rule;
+  `matmul_grouped_q8` / `matmul_grouped_q4`: each expert's codes and scales as `matmul_q8`'s (paired
+  under the same rule) / `matmul_q4`'s;
 - `matmul_q8`, `embedding_q8`, `conv_q8`, `conv_transpose_q8`: the int8 codes in those panels, the
   scales [1, N] as [ceil(N/PANEL), PANEL]; int8 codes that only `matmul_q8` and `embedding_q8` read,
   with K even and at most Q8_PAIRED_MAX_K, in the paired layout instead (each panel's rows k, k + 1
@@ -53,6 +54,11 @@ def _experts_q8_scales(x: torch.Tensor) -> torch.Tensor:
 def _experts_q8_pairs(x: torch.Tensor) -> torch.Tensor:
     """matmul_grouped_q8's paired codes: [E, K, N] -> [E, ceil(N/PANEL), K, PANEL] (q8_pairs per expert)."""
     return torch.stack([q8_pairs(e) for e in x])
+
+
+def _experts_q4_codes(x: torch.Tensor) -> torch.Tensor:
+    """matmul_grouped_q4's codes: [E, K, N] -> int4x2 [E, ceil(N/PANEL), ceil(K/2), PANEL] (_q4_codes per expert)."""
+    return torch.stack([_q4_codes(e) for e in x])
 
 
 def _q8_scales(scale: torch.Tensor) -> torch.Tensor:
@@ -115,6 +121,7 @@ WEIGHTS = {
     "embedding_packed": {0: (pack_panels, None)},
     "matmul_grouped": {1: (_pack_experts, None)},
     "matmul_grouped_q8": {1: (_pack_experts, None), 2: (_experts_q8_scales, None)},
+    "matmul_grouped_q4": {1: (_experts_q4_codes, I4X2), 2: (_pack_experts, None)},
     "matmul_q8": _Q8,
     "conv_q8": _Q8,
     "conv_transpose_q8": _Q8,

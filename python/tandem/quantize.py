@@ -1,10 +1,11 @@
 """Weight quantization at export (`tandem.export(..., quantize="int8" | "int4")`), a pass over the
 lowered methods after `tie_embeddings` and before `layout.py`: the weights of linear layers
-(`matmul_packed`; with int8 also a mixture-of-experts layer's experts, `matmul_grouped`, each expert
-as a linear layer, read by `matmul_grouped_q8`) and embedding tables (`embedding_packed`, and `index_select` of rows of a
-parameter), each in its natural layout B [K, N], become int8 or int4 codes [K, N] with float32
-scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/`embedding_q4`; layout.py then lays them out
-as those ops read them (docs/ops.md). Activations stay float32.
+(`matmul_packed`; also a mixture-of-experts layer's experts, `matmul_grouped`, each expert as a
+linear layer, read by `matmul_grouped_q8` / `matmul_grouped_q4`) and embedding tables
+(`embedding_packed`, and `index_select` of rows of a parameter), each in its natural layout B [K, N],
+become int8 or int4 codes [K, N] with float32 scales, read by `matmul_q8`/`matmul_q4`/`embedding_q8`/
+`embedding_q4`; layout.py then lays them out as those ops read them (docs/ops.md). Activations stay
+float32.
 
 - int8: symmetric, per output channel (a column of B [K, N], i.e. a row of a Linear's weight or of
   an embedding table): scale = max|w| / 127, q = round(w / scale) in [-127, 127].
@@ -97,10 +98,16 @@ class _Names:
         found, shape = [], None
         for cand, view in ((b.shape[:-2] + (N, K), b.transpose(-2, -1)), (tuple(b.shape), b)):
             for name, p in self.by_shape.get(cand, ()):
-                if p.dtype == view.dtype and torch.equal(p, view):
+                if p.dtype == view.dtype and _equal(p, view):
                     found.append(name)
                     shape = shape or cand
         return (found, shape) if found else None
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal with NaN equal to NaN (a parameter holding NaN is still found as that parameter)."""
+    nan = a.isnan()
+    return torch.equal(nan, b.isnan()) and torch.equal(a.masked_fill(nan, 0), b.masked_fill(nan, 0))
 
 
 def _skipped(skip: Skip, names: list, shape: tuple) -> bool:
@@ -162,7 +169,7 @@ def quantize_methods(
             if named is None or _skipped(skip, *named):
                 done[v.storage] = None
             else:
-                if b.dim() == 3:  # [E, K, N]: codes [E, K, N], scales [E, 1, N]
+                if b.dim() == 3:  # [E, K, N]: codes [E, K, N], scales [E, 1 or ceil(K/group), N]
                     qs = [quantize_weight(e, mode, group) for e in b]
                     q, scale = torch.stack([q for q, _ in qs]), torch.stack([s for _, s in qs])
                 else:
@@ -178,16 +185,16 @@ def quantize_methods(
                 w = op.ins[1] if op.name == "matmul_packed" else op.ins[0]
                 if w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
                     weights.add(w.storage)
-    if mode == "int8":  # the experts of a mixture-of-experts layer: each expert's [K, N] as a Linear's weight
-        for ops in (lst for m in methods for lst in op_lists(m.ops)):
-            for i, op in enumerate(ops):
-                w = op.ins[1] if op.name == "matmul_grouped" else None
-                if w is not None and w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
-                    r = quantized(w, _natural(w))
-                    if r:
-                        ops[i] = Op("matmul_grouped_q8", [op.ins[0], *r, op.ins[2]], op.outs, [op.iattr[0]], [], op.where)
     attrs = (lambda N: [N]) if mode == "int8" else (lambda N: [N, group])
     suffix = "q8" if mode == "int8" else "q4"
+    # the experts of a mixture-of-experts layer: each expert's [K, N] as a Linear's weight
+    for ops in (lst for m in methods for lst in op_lists(m.ops)):
+        for i, op in enumerate(ops):
+            w = op.ins[1] if op.name == "matmul_grouped" else None
+            if w is not None and w.storage.kind == CONST and w.offset == 0 and w.nbytes == w.storage.nbytes:
+                r = quantized(w, _natural(w))
+                if r:
+                    ops[i] = Op(f"matmul_grouped_{suffix}", [op.ins[0], *r, op.ins[2]], op.outs, attrs(op.iattr[0]), [], op.where)
     for ops in (lst for m in methods for lst in op_lists(m.ops)):
         for i, op in enumerate(ops):
             if op.name == "matmul_packed" and op.ins[1].storage in weights:

@@ -280,6 +280,7 @@ OPS = [
     # (src/kernels/linalg.c); only the experts that have rows are read.
     OpDef("matmul_grouped"),
     OpDef("matmul_grouped_q8"),
+    OpDef("matmul_grouped_q4"),
 ]
 OP_BY_NAME = {o.name: o for o in OPS}
 
@@ -291,6 +292,7 @@ QUANT_OPS = frozenset(
         "matmul_q8",
         "matmul_grouped_q8",
         "matmul_q4",
+        "matmul_grouped_q4",
         "embedding_q8",
         "embedding_q4",
         "conv_q8",
@@ -462,6 +464,7 @@ SIGS = {
     **_sig("embedding_packed", 2, iattr=("N",), dtypes=_F),
     **_sig("matmul_grouped", 3, iattr=("N",), dtypes=_F),
     **_sig("matmul_grouped_q8", 4, iattr=("N", "layout?"), dtypes=_F),
+    **_sig("matmul_grouped_q4", 4, iattr=("N", "G"), dtypes=_F),
     **_sig("permute", 1, iattr=None),
     **_sig("slice", 1, iattr=("dim", "start", "step")),
     **_sig("cat", (1, None), iattr=("dim",)),

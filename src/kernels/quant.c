@@ -210,11 +210,13 @@ static bool packed_n(int64_t N, int64_t panels) {
 
 /* The int4 geometry: K values in ceil(K/2) byte rows, groups of G (even, so a group starts on a
  * byte), ceil(K/G) scales per column. */
+static bool q4_geometry_dims(const int64_t *q, const int64_t *s, int64_t N, int64_t K, int64_t G) {
+  if (G < 2 || G % 2 || K < 0 || q[2] != TDM_PANEL || s[2] != TDM_PANEL || !packed_n(N, q[0]) || s[0] != q[0]) return false;
+  return q[1] == K / 2 + K % 2 && s[1] == K / G + (K % G != 0);
+}
+
 static bool q4_geometry(const tdm_value *q, const tdm_value *s, int64_t N, int64_t K, int64_t G) {
-  if (G < 2 || G % 2 || K < 0 || q->shape.rank != 3 || s->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL ||
-      s->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || s->shape.dims[0] != q->shape.dims[0])
-    return false;
-  return q->shape.dims[1] == K / 2 + K % 2 && s->shape.dims[1] == K / G + (K % G != 0);
+  return q->shape.rank == 3 && s->shape.rank == 3 && q4_geometry_dims(q->shape.dims, s->shape.dims, N, K, G);
 }
 
 /* int8 weights' layout attribute (iattr [N] or [N, layout]): true where q is in the paired layout. */
@@ -422,23 +424,23 @@ static void q4_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
     tdm_q4_gemm_dot(j->M, hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo, j->N);
 }
 
-static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
-  const int64_t N = op->iattr[0], G = op->iattr[1], K = in[0].shape->dims[in[0].shape->rank - 1];
+/* y [M, N] = a [M, K] @ (qp · scale): matmul_q4's product (qp, scale as its operands, groups of G). */
+static void q4_matmul(int64_t M, int64_t N, int64_t K, int64_t G, const float *a0, const uint8_t *qp, const float *scale, float *y0) {
   if (K == 0) {
-    memset(out->data, 0, (size_t)out->numel * sizeof(float));
-    return TDM_OK;
+    memset(y0, 0, (size_t)(M * N) * sizeof(float));
+    return;
   }
   /* one row (a decode step): int8 activations per group, integer dot products over the codes (the
    * same integers, so the same bits, in every build and at every thread count) */
-  const int64_t M = in[0].numel / K, NG = K / G + (K % G != 0);
+  const int64_t NG = K / G + (K % G != 0);
   if (M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
-    if (tdm_q4_quantize_row(K, G, in[0].data, xq, xs, xsum)) {
-      q4_dot_job d = {1, N, K, G, xq, xs, in[2].data, xsum, in[1].data, out->data};
+    if (tdm_q4_quantize_row(K, G, a0, xq, xs, xsum)) {
+      q4_dot_job d = {1, N, K, G, xq, xs, scale, xsum, qp, y0};
       tdm__parallel(N, 32, q4_dot_part, &d);
-      return TDM_OK;
+      return;
     }
   }
   /* more rows likewise, in blocks of up to TDM_Q8_DOT_MAX_ROWS whose int8 copies fit the same buffer
@@ -453,8 +455,8 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
     const int64_t B = (TDM_Q8_DOT_MAX_K + 1) / (K + 1) < TDM_Q8_DOT_MAX_ROWS ? (TDM_Q8_DOT_MAX_K + 1) / (K + 1) : TDM_Q8_DOT_MAX_ROWS;
     for (int64_t r0 = 0; r0 < M; r0 += B) {
       const int64_t R = M - r0 < B ? M - r0 : B;
-      const float *a = (const float *)in[0].data + r0 * K;
-      float *y = (float *)out->data + r0 * N;
+      const float *a = a0 + r0 * K;
+      float *y = y0 + r0 * N;
       for (int64_t r = 0; r < R; r++) {
         finite[r] = tdm_q4_quantize_row(K, G, a + r * K, xq + r * (K + 1), xs + r * NG, xsum + r * NG);
         if (!finite[r]) {
@@ -462,18 +464,61 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
           memset(xs + r * NG, 0, (size_t)NG * sizeof(float)), memset(xsum + r * NG, 0, (size_t)NG * sizeof(int32_t));
         }
       }
-      q4_dot_job d = {R, N, K, G, xq, xs, in[2].data, xsum, in[1].data, y};
+      q4_dot_job d = {R, N, K, G, xq, xs, scale, xsum, qp, y};
       tdm__parallel(N, 32, q4_dot_part, &d);
       for (int64_t r = 0; r < R; r++)
         if (!finite[r]) {
-          q_job j = {N, K, G, a + r * K, in[2].data, in[1].data, y + r * N, false};
+          q_job j = {N, K, G, a + r * K, scale, qp, y + r * N, false};
           q_parallel(1, &j, q4_part);
         }
     }
-    return TDM_OK;
+    return;
   }
-  q_job j = {N, K, G, in[0].data, in[2].data, in[1].data, out->data, false};
+  q_job j = {N, K, G, a0, scale, qp, y0, false};
   q_parallel(M, &j, q4_part);
+}
+
+static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], K = in[0].shape->dims[in[0].shape->rank - 1];
+  q4_matmul(K ? in[0].numel / K : out->numel / N, N, K, op->iattr[1], in[0].data, in[1].data, in[2].data, out->data);
+  return TDM_OK;
+}
+
+/* matmul_grouped_q4: a [S, K], q int4x2 [E, ceil(N/8), ceil(K/2), 8], scale [E, ceil(N/8), ceil(K/G), 8]
+ * (expert e's as matmul_q4's), offs int32 or int64 [E] → y [S, N]: matmul_grouped's groups of rows,
+ * each by matmul_q4's product against its expert's codes. iattr = [N, G]. */
+static tdm_status matmul_grouped_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
+  const int64_t N = op->iattr[0], G = op->iattr[1], E = in[1].shape->dims[0], S = in[0].shape->dims[0], K = in[0].shape->dims[1];
+  const int64_t codes = in[1].shape->dims[1] * in[1].shape->dims[2] * TDM_PANEL; /* per expert */
+  const int64_t scales = in[2].shape->dims[1] * in[2].shape->dims[2] * TDM_PANEL;
+  const float *a = in[0].data, *sc = in[2].data;
+  const uint8_t *qp = in[1].data;
+  float *y = out->data;
+  int64_t lo = 0;
+  for (int64_t e = 0; e < E; e++) {
+    int64_t hi = tdm__index_at(&in[3], e);
+    hi = hi < lo ? lo : hi > S ? S : hi;
+    if (hi > lo) q4_matmul(hi - lo, N, K, G, a + lo * K, qp + e * codes, sc + e * scales, y + lo * N);
+    lo = hi;
+  }
+  if (S > lo) memset(y + lo * N, 0, (size_t)((S - lo) * N) * sizeof(float));
+  return TDM_OK;
+}
+
+static tdm_status matmul_grouped_q4_check(const tdm_method *m, const tdm_op *op) {
+  if (op->n_in != 4 || op->n_out != 1 || op->n_iattr != 2) return tdm__rule(op, "takes a, packed q, scales, offsets, 1 output, [N, G]");
+  const tdm_value *a = TDM_VAL(m, op, 0), *q = TDM_VAL(m, op, 1), *s = TDM_VAL(m, op, 2), *offs = TDM_VAL(m, op, 3),
+                  *y = TDM_OUTVAL(m, op, 0);
+  if (a->dtype != TDM_F32 || s->dtype != TDM_F32 || y->dtype != TDM_F32 || q->dtype != TDM_I4X2)
+    return tdm__rule(op, "a, scales and output float32, weights int4x2");
+  if (offs->dtype != TDM_I32 && offs->dtype != TDM_I64) return tdm__rule(op, "offsets must be int32 or int64");
+  if (a->shape.rank != 2) return tdm__rule(op, "a must be [S, K]");
+  const int64_t N = op->iattr[0], K = a->shape.dims[1];
+  if (q->shape.rank != 4 || s->shape.rank != 4 || s->shape.dims[0] != q->shape.dims[0] ||
+      !q4_geometry_dims(q->shape.dims + 1, s->shape.dims + 1, N, K, op->iattr[1]))
+    return tdm__rule(op, "weights must be [E, ceil(N/8), ceil(K/2), 8] and scales [E, ceil(N/8), ceil(K/G), 8] with G even");
+  if (offs->shape.rank != 1 || offs->shape.dims[0] != q->shape.dims[0]) return tdm__rule(op, "offsets must be [E]");
+  if (y->shape.rank != 2 || y->shape.dims[0] != a->shape.dims[0] || y->shape.dims[1] != N) return tdm__rule(op, "output must be [S, N]");
   return TDM_OK;
 }
 
@@ -561,5 +606,6 @@ const tdm_opdef tdm__quant_ops[] = {
     TDM_OP(embedding_q8, 0, embedding_q8_check, embedding_q8_run),
     TDM_OP(embedding_q4, 0, embedding_q4_check, embedding_q4_run),
     TDM_OP(matmul_grouped_q8, 0, matmul_grouped_q8_check, matmul_grouped_q8_run),
+    TDM_OP(matmul_grouped_q4, 0, matmul_grouped_q4_check, matmul_grouped_q4_run),
     TDM_OP_END,
 };
