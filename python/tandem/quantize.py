@@ -90,22 +90,25 @@ class _Names:
         self.by_shape: dict = {}
         for name, p in params:
             if p.dim() in (2, 3) and p.is_floating_point():
-                self.by_shape.setdefault(tuple(p.shape), []).append((name, p.detach()))
+                p = p.detach()
+                self.by_shape.setdefault(tuple(p.shape), []).append((name, p, bool(p.isnan().any())))
 
     def __call__(self, b: torch.Tensor) -> Optional[tuple[list, tuple]]:
         """b [K, N], or [E, K, N] (a mixture-of-experts layer's expert weights)."""
         K, N = b.shape[-2:]
         found, shape = [], None
         for cand, view in ((b.shape[:-2] + (N, K), b.transpose(-2, -1)), (tuple(b.shape), b)):
-            for name, p in self.by_shape.get(cand, ()):
-                if p.dtype == view.dtype and _equal(p, view):
+            for name, p, nan in self.by_shape.get(cand, ()):
+                if p.dtype == view.dtype and (torch.equal(p, view) or nan and _equal_nan(p, view)):
                     found.append(name)
                     shape = shape or cand
         return (found, shape) if found else None
 
 
-def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """torch.equal with NaN equal to NaN (a parameter holding NaN is still found as that parameter)."""
+def _equal_nan(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """torch.equal with NaN equal to NaN (a parameter holding NaN is still found as that parameter);
+    only for a parameter that holds NaN: torch.equal alone stops at the first difference, this reads
+    both tensors whole (every candidate of a weight's shape is compared)."""
     nan = a.isnan()
     return torch.equal(nan, b.isnan()) and torch.equal(a.masked_fill(nan, 0), b.masked_fill(nan, 0))
 

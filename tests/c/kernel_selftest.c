@@ -717,7 +717,8 @@ static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
  * scheme in double (exact group sums times the activation and weight scales: within float32
  * rounding of the group totals); the SIMD128 and AVX2 variants and, where the build has the
  * relaxed integer dot, its variant against the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
- * with a zero group, a denormal one and a huge one; NaN / ±inf refused. */
+ * with a zero group, a denormal one, a huge one and two of ±127 codes only (columns 3 and 6 of each panel there codes 7 and -8 only, 0 in the huge group);
+ * NaN / ±inf refused. */
 static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0);
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
@@ -732,11 +733,14 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
     if (g == 1) a[k] = 0;
     if (g == 2) a[k] *= 1e-44f;
     if (g == 3) a[k] *= 1e30f;
+    if (g == 4 || g == 5) a[k] = g == 4 ? 1.0f : -1.0f; /* every code ±127: the 16-bit sums' extremes */
   }
   for (int64_t j = 0; j < N; j++)
     for (int64_t k = 0; k < K; k++) {
       rng = rng * 1664525u + 1013904223u;
-      const int v4 = (int)((rng >> 8) % 16) - 8;
+      int v4 = (int)((rng >> 8) % 16) - 8;
+      if (j % 8 == 3 || j % 8 == 6) /* groups 4, 5: codes 7 and -8 only; the huge group 3 left out, or it hides them */
+        v4 = k / G == 3 ? 0 : k / G == 4 || k / G == 5 ? (j % 8 == 3 ? 7 : -8) : v4;
       q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
       if (k % G == 0) s4[((j / 8) * NG + k / G) * 8 + j % 8] = (frand() + 1.5f) / 7;
     }
@@ -2241,7 +2245,8 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
       for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
   bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
-  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32); /* four column runs of 16 and 248, then 8 left */
+  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);                       /* four column runs of 16 and 248, then 8 left */
+  bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);                    /* past the activation vectors made once (K > 2048) */
   /* the same over 1 to 4 rows: K odd, K % 4, K % 16, K % G, N % 16 and N % 8 */
   const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 20, 32};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)

@@ -38,25 +38,18 @@ def exported(request, tmp_path_factory):
     return folder, out, ids, features, want
 
 
-@pytest.mark.parametrize("backend", ["native", "wasm"])
-def test_an_audio_lm_generates_from_its_audio_as_transformers(exported, backend, wasm_lib):
+def test_an_audio_lm_generates_from_its_audio_as_transformers(exported, backend):
     folder, out, ids, features, want = exported
-    saved = runtime._lib, runtime.BACKEND
-    if backend == "wasm":
-        runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
-    try:
-        with tandem.load(out) as m:
-            md = m.metadata
-            assert {"prefill_audio", "prefill", "decode", "decode_topk", "reset"} <= set(m.methods)
-            assert md["audio_input"] == "input_features" and md["audio_input_shape"] == [1, 128, 100]
-            assert md["audio_tokens"] == 25 and ids.count(md["audio_token_id"]) == 25  # 50 encoder positions, pooled by 2
-            assert md["max_audio_prompt_len"] == 25 + 4
-            assert md["audio_options"] == {}  # nothing to turn off
-            assert audio.greedy(m, ids, features, NEW) == want
-            other = audio.greedy(m, ids, {"x": torch.zeros(1, 128, 100)}, NEW)
-            assert other != want  # the audio is read: silence gives other tokens
-    finally:
-        runtime._lib, runtime.BACKEND = saved
+    with tandem.load(out) as m:
+        md = m.metadata
+        assert {"prefill_audio", "prefill", "decode", "decode_topk", "reset"} <= set(m.methods)
+        assert md["audio_input"] == "input_features" and md["audio_input_shape"] == [1, 128, 100]
+        assert md["audio_tokens"] == 25 and ids.count(md["audio_token_id"]) == 25  # 50 encoder positions, pooled by 2
+        assert md["max_audio_prompt_len"] == 25 + 4
+        assert md["audio_options"] == {}  # nothing to turn off
+        assert audio.greedy(m, ids, features, NEW) == want
+        other = audio.greedy(m, ids, {"x": torch.zeros(1, 128, 100)}, NEW)
+        assert other != want  # the audio is read: silence gives other tokens
 
 
 def test_another_number_of_placeholders_fails_the_call_with_the_state_unchanged(exported):
@@ -110,28 +103,21 @@ def streamed(tmp_path_factory):
     return folder, path, ids, inputs, want, [x[0] for x in out.logits]
 
 
-@pytest.mark.parametrize("backend", ["native", "wasm"])
-def test_a_streaming_audio_lm_takes_each_tokens_audio_and_gives_generates_logits(streamed, backend, wasm_lib):
+def test_a_streaming_audio_lm_takes_each_tokens_audio_and_gives_generates_logits(streamed, backend):
     folder, out, ids, features, want, logits = streamed
-    saved = runtime._lib, runtime.BACKEND
-    if backend == "wasm":
-        runtime._lib, runtime.BACKEND = wasm_lib, "wasm"
-    try:
-        with tandem.load(out) as m:
-            md = m.metadata
-            assert set(m.methods) == {"prefill_audio", "decode_audio", "decode_audio_topk", "reset"}
-            assert md["audio_streaming"] and md["audio_input"] == "input_features"
-            assert md["audio_frames_per_token"] == 8 and md["audio_chunk_shape"] == [1, 128, 8] and md["num_delay_tokens"] == 6
-            assert features["input_features"].shape[-1] == (len(ids) + NEW) * 8
-            seen = []
-            assert audio.greedy(m, ids, features, NEW, seen) == want
-            for got, ref in zip(seen, logits, strict=True):
-                assert float((got[0] - ref).abs().max()) < 1e-4 * float(ref.abs().max())
-            silence = []
-            audio.greedy(m, ids, {"x": torch.zeros_like(features["input_features"])}, NEW, silence)
-            assert float((silence[0] - seen[0]).abs().max()) > 1e-3  # the audio is read
-    finally:
-        runtime._lib, runtime.BACKEND = saved
+    with tandem.load(out) as m:
+        md = m.metadata
+        assert set(m.methods) == {"prefill_audio", "decode_audio", "decode_audio_topk", "reset"}
+        assert md["audio_streaming"] and md["audio_input"] == "input_features"
+        assert md["audio_frames_per_token"] == 8 and md["audio_chunk_shape"] == [1, 128, 8] and md["num_delay_tokens"] == 6
+        assert features["input_features"].shape[-1] == (len(ids) + NEW) * 8
+        seen = []
+        assert audio.greedy(m, ids, features, NEW, seen) == want
+        for got, ref in zip(seen, logits, strict=True):
+            assert float((got[0] - ref).abs().max()) < 1e-4 * float(ref.abs().max())
+        silence = []
+        audio.greedy(m, ids, {"x": torch.zeros_like(features["input_features"])}, NEW, silence)
+        assert float((silence[0] - seen[0]).abs().max()) > 1e-3  # the audio is read
 
 
 def test_a_streaming_audio_lm_refuses_audio_of_another_length_and_an_audio_shape(streamed, tmp_path, capsys):

@@ -146,6 +146,25 @@ def test_skip_and_what_stays_float():
         tandem.export(M(), {"forward": (x,)}, quantize="int4", quantize_group=7)
 
 
+def test_weights_are_matched_to_parameters_by_torch_equal_unless_a_parameter_holds_nan(monkeypatch):
+    """Each weight is compared with every parameter of its shape: torch.equal stops at the first
+    difference, the NaN-aware comparison reads both tensors whole (a 30-layer model's int8 export took
+    minutes per layer with it on every pair), so it runs only for a parameter holding NaN."""
+    import tandem.quantize as quantize
+
+    calls = []
+    whole = quantize._equal_nan
+    monkeypatch.setattr(quantize, "_equal_nan", lambda a, b: calls.append(a.shape) or whole(a, b))
+    m = nn.Sequential(*[nn.Linear(16, 16, bias=False) for _ in range(6)])
+    x = torch.randn(2, 16, generator=g)
+    ops = lambda p: [op.name for op in p.method("forward").ops if op.name.startswith("matmul")]  # noqa: E731
+    assert ops(tandem.export(m, {"forward": (x,)}, quantize="int8")) == ["matmul_q8"] * 6 and calls == []
+    with torch.no_grad():
+        m[3].weight[0, 0] = float("nan")  # found as m[3]'s weight still, by the whole comparison only
+    assert ops(tandem.export(m, {"forward": (x,)}, quantize="int8")) == ["matmul_q8"] * 6
+    assert 0 < len(calls) <= 2 * 6  # m[3]'s weight against every 16x16 weight, in both orientations
+
+
 # ---- the verifier ----------------------------------------------------------------------------------
 
 
@@ -248,6 +267,26 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
     x = torch.randn(3, 8193, generator=g)
     got = tandem.load(tandem.export(huge, {"forward": (x,)}, quantize="int8").to_bytes()).forward(x)
     torch.testing.assert_close(got, ref_quantized_output(huge, (x,), "int8"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["native", "wasm"])
+def test_int4_groups_of_any_even_size_give_the_reference_values(backend, wasm_lib, monkeypatch):
+    """quantize_group is any even size: groups of 2 mod 4 (6, 10, 34) start halfway through the
+    integer GEMVs' steps of 4 k, so matmul_q4 runs them on the float path (quant.c); one row and
+    three, K below and past 2048, on both backends, against the reference dequantization."""
+    import tandem.runtime as runtime
+
+    if backend == "wasm":
+        monkeypatch.setattr(runtime, "_lib", wasm_lib)
+        monkeypatch.setattr(runtime, "BACKEND", "wasm")
+    for K, group in ((96, 6), (130, 10), (2101, 34), (64, 4)):
+        torch.manual_seed(K)
+        lin = nn.Linear(K, 24).eval()
+        for rows in (1, 3):
+            x = torch.randn(rows, K, generator=g)
+            m = tandem.load(tandem.export(lin, {"forward": (x,)}, quantize="int4", quantize_group=group).to_bytes())
+            want = ref_quantized_output(lin, (x,), "int4", group=group)
+            torch.testing.assert_close(m.forward(x), want, rtol=1e-5, atol=1e-5, msg=f"K={K} group={group} rows={rows}")
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])
