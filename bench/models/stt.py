@@ -3,12 +3,14 @@ size of kyutai/stt-1b-en_fr (moshi's LMModel with its config.json's kwargs, 989 
 with 32 codebooks that feeds it; seeded random weights from moshi's own loader, nothing downloaded:
 tests/python/packaged_models.py's `stt`), exported as moshi runs it: one program whose `step` is Mimi's
 streaming `encode` of one 80 ms frame and `LMGen.step` on its codes, `reset`, and `force_text` (teacher
-forcing: the text token the next step reads, which bench/suite/stt.mjs sets to eager's). For each variant
+forcing: the text token the next step reads, which bench/suite/stt.mjs sets to eager's), and the two halves
+of `step` as methods of their own (`encode`: Mimi's codes; `lm_step`: LMGen.step on given codes, which the
+bench gives eager's). For each variant
 (float32 / int8 / int4 weights: `quantize`), one model is built, exported to OUT/stt_VARIANT.tandem and
 freed before the next, and moshi's eager streaming computes the reference tokens on the same weights
 (packaged_models.as_quantized: the weights dequantized, the Linears' activation rows rounded to int8 as
 matmul_q8 / matmul_q4 do) into OUT/stt_VARIANT.json, with the margin between eager's two highest text
-logits at each frame (eager fed its own tokens: the teacher-forced run is this one) and the tokens of the
+logits at each frame (eager fed its own tokens: the teacher-forced run is this one), Mimi's codes of each frame, and the tokens of the
 float32 eager model on the same audio, beside the bytes of weights one step reads (every constant but the
 embedding tables, of which a step reads one row each).
 OUT/stt_frames.json holds the audio (seeded noise).
@@ -73,9 +75,10 @@ def export_onnx():
     print(f"{path}: {n} state tensors, tokens equal to moshi's over {N} frames", file=sys.stderr)
 
 
-def eager(t) -> tuple[list, list]:
-    """moshi's streaming over the frames: (greedy text tokens, top-2 text logit margin at each frame)."""
-    margins = []
+def eager(t) -> tuple[list, list, list]:
+    """moshi's streaming over the frames: (greedy text tokens, top-2 text logit margin at each frame,
+    Mimi's codes of each frame)."""
+    margins, codes = [], []
 
     def hook(mod, args, out):
         top = out.detach().reshape(-1).double().topk(2).values
@@ -85,9 +88,10 @@ def eager(t) -> tuple[list, list]:
     tokens = []
     with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
         for x in chunks:
-            tokens.append(int(t.step(x)))
+            codes.append(t.encode(x))
+            tokens.append(int(t.lm_step(codes[-1])))
     handle.remove()
-    return tokens, margins
+    return tokens, margins, [c.reshape(-1).tolist() for c in codes]
 
 
 for variant in VARIANTS:
@@ -103,6 +107,8 @@ for variant in VARIANTS:
             "step": tandem.Method(t.step, (chunks[0],)),
             "reset": tandem.Method(t.reset, ()),
             "force_text": tandem.Method(t.force_text, (torch.zeros(1, 1, 1, dtype=torch.long),)),
+            "encode": tandem.Method(t.encode, (chunks[0],)),
+            "lm_step": tandem.Method(t.lm_step, (torch.zeros(1, t.lm_gen.lm_model.num_audio_codebooks, 1, dtype=torch.long),)),
         }
         program = tandem.export(None, methods, quantize=quantize)
     export_s = time.perf_counter() - t0
@@ -117,14 +123,14 @@ for variant in VARIANTS:
     if quantize:
         as_quantized(t, quantize)
     t0 = time.perf_counter()
-    tokens, margins = eager(t)
+    tokens, margins, codes = eager(t)
     eager_ms = 1000 * (time.perf_counter() - t0) / N
     print(f"stt {variant}: moshi eager (same weights) {eager_ms:.0f} ms a frame, {len(set(tokens))} distinct tokens", file=sys.stderr)
     if f32_tokens:
         same = sum(a == b for a, b in zip(tokens, f32_tokens))
         print(f"stt {variant}: eager at {variant} equals eager at float32 for {same} of {N} tokens", file=sys.stderr)
-    info = {"tokens": tokens, "margins": margins, "float32_tokens": f32_tokens, "params": params, "weight_bytes": weights,
-            "file_bytes": path.stat().st_size, "export_s": export_s}  # fmt: skip
+    info = {"tokens": tokens, "margins": margins, "codes": codes, "float32_tokens": f32_tokens, "params": params,
+            "weight_bytes": weights, "file_bytes": path.stat().st_size, "export_s": export_s}  # fmt: skip
     (OUT / f"stt_{variant}.json").write_text(json.dumps(info))
     del t
     gc.collect()

@@ -8,10 +8,14 @@
 // frame back in place of tandem's own, so each frame is compared on the same history (eager fed its own
 // stream is its free-running run): the frames where tandem's token is eager's. Free-running: tandem's
 // own tokens fed back, where one flip at a near-tie changes every later frame: the tokens equal to eager's
-// and the first that differs, with eager's top-2 text logit margin there.
+// and the first that differs, with eager's top-2 text logit margin there. And the two halves of a step
+// apart: Mimi's codes of each frame (`encode`) against eager's, and the LM (`lm_step`) given eager's codes
+// and, as teacher-forced, eager's text: one code flipped at an RVQ near-tie changes every later frame's
+// context, so the first measures Mimi and the second the LM on eager's inputs.
 // Ends with one line per precision: `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION),
-// token agreement Z% teacher-forced (...), free-running N/M (...)`, Z the lower of the two thread counts',
-// and for a quantized precision how many of eager's tokens at that precision equal eager's at float32.
+// token agreement Z% teacher-forced (...), free-running N/M (...), LM on eager's codes L/M, Mimi's codes
+// equal in C/M frames`, Z the lower of the two thread counts', and for a quantized precision how many of
+// eager's tokens at that precision equal eager's at float32.
 // tandem's free-running tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -42,11 +46,28 @@ async function run(m, force, ref) {
   return { got, perFrame };
 }
 
+/** The halves apart: each frame's codes from `encode` against eager's, then `lm_step` on eager's codes and
+ * `force_text` of eager's token: { tokens: frames whose token is eager's, codes: frames whose codes all are,
+ * firstCodes: the first frame whose codes differ, or -1 }. */
+async function halves(m, ref) {
+  let tokens = 0, codes = 0, firstCodes = -1;
+  for (let i = 0; i < inputs.length; i++) {
+    const c = await m.encode(Float32Array.from(inputs[i]));
+    const same = ref.codes[i].every((v, j) => Number(c.data[j]) === v);
+    codes += same;
+    if (!same && firstCodes < 0) firstCodes = i;
+    const tok = await m.lm_step(BigInt64Array.from(ref.codes[i], BigInt));
+    tokens += Number(tok.data[0]) === ref.tokens[i];
+    await m.force_text(ref.tokens[i]);
+  }
+  return { tokens, codes, firstCodes };
+}
+
 for (const variant of VARIANTS) {
   const ref = JSON.parse(readFileSync(`${DIR}/stt_${variant}.json`, 'utf8'));
   const n = inputs.length;
   const times = {};
-  let forcedSame = n, forcedNote = '', freeSame = 0, freeNote = '';
+  let forcedSame = n, forcedNote = '', freeSame = 0, freeNote = '', split = null;
   for (const threads of [1, 2]) {
     const limits = await minute(threads);
     const dram = Number(/DRAM read ([\d.]+) GB\/s/.exec(limits)?.[1] ?? NaN);
@@ -70,6 +91,10 @@ for (const variant of VARIANTS) {
       forcedSame = n - missed.length;
       forcedNote = missedNote;
     }
+    if (threads === 1 && ref.codes && typeof m.lm_step === 'function') {
+      await m.reset();
+      split = await halves(m, ref);
+    }
     if (threads === 1) {
       freeSame = same;
       freeNote = first < 0 ? '' : `, first divergence at frame ${first}, top-2 margin ${margin(ref, first)}`;
@@ -88,6 +113,8 @@ for (const variant of VARIANTS) {
   }
   lines.push(`stt: 1 thread ${f(times[1])} ms, 2 threads ${f(times[2])} ms per 80 ms frame (${variant}), ` +
     `token agreement ${f((100 * forcedSame) / n)}% teacher-forced (${forcedSame}/${n}${forcedNote}), ` +
-    `free-running ${freeSame}/${n}${freeNote}`);
+    `free-running ${freeSame}/${n}${freeNote}` + (split ? `, LM on eager's codes ${split.tokens}/${n} ` +
+      `(${f((100 * split.tokens) / n)}%), Mimi's codes equal in ${split.codes}/${n} frames` +
+      (split.firstCodes < 0 ? '' : ` (first differing at frame ${split.firstCodes})`) : ''));
 }
 for (const line of lines) console.log(line);

@@ -59,7 +59,8 @@ STT_SMALL = {**STT_1B, "dim": 64, "num_heads": 4, "num_layers": 2, "n_q": 8, "ca
 class Transcriber(torch.nn.Module):
     """Kyutai's streaming speech-to-text as moshi runs it: each 80 ms frame of 24 kHz audio
     [1, 1, 1920] is encoded by Mimi's streaming `encode` into one step of codes, which `LMGen.step`
-    takes, giving the greedy text token [1, 1, 1]. Both run inside their `streaming(1)` contexts,
+    takes, giving the greedy text token [1, 1, 1] (also as two calls, `encode` and `lm_step`, so that a
+    caller can give the LM other codes). Both run inside their `streaming(1)` contexts,
     entered by the caller (`with t.mimi.streaming(1), t.lm_gen.streaming(1)`); `reset` starts a new
     stream."""
 
@@ -69,6 +70,14 @@ class Transcriber(torch.nn.Module):
 
     def step(self, pcm: torch.Tensor) -> torch.Tensor:
         return self.lm_gen.step(self.mimi.encode(pcm))
+
+    def encode(self, pcm: torch.Tensor) -> torch.Tensor:
+        """The first half of `step`: Mimi's codes of the frame [1, n_q, 1]."""
+        return self.mimi.encode(pcm)
+
+    def lm_step(self, codes: torch.Tensor) -> torch.Tensor:
+        """The second half of `step`: `LMGen.step` on a frame's codes (`encode` then `lm_step` is `step`)."""
+        return self.lm_gen.step(codes)
 
     def reset(self) -> None:
         self.mimi.reset_streaming()

@@ -1,6 +1,7 @@
 """Kyutai's streaming speech-to-text (moshi's `LMModel` with the STT config: Mimi's codes in, text
 tokens out, no depformer) exported as moshi runs it: one program whose `step` is Mimi's streaming
-`encode` of an 80 ms frame followed by `LMGen.step` on its codes, and `reset`; small config, seeded
+`encode` of an 80 ms frame followed by `LMGen.step` on its codes (also as two methods, `encode` and
+`lm_step`), and `reset`; small config, seeded
 weights (tests/python/packaged_models.py's `stt`). Over a stream with a reset, the greedy text tokens
 equal moshi's eager streaming token for token at float32, natively and on the wasm backend; with int8
 weights they agree with eager run on the same quantized weights (int4: bench/models/stt.py)."""
@@ -30,6 +31,8 @@ def _export(quantize=None):
             "step": tandem.Method(t.step, (_chunks(1, 0)[0],)),
             "reset": tandem.Method(t.reset, ()),
             "force_text": tandem.Method(t.force_text, (torch.zeros(1, 1, 1, dtype=torch.long),)),
+            "encode": tandem.Method(t.encode, (_chunks(1, 0)[0],)),
+            "lm_step": tandem.Method(t.lm_step, (torch.zeros(1, t.lm_gen.lm_model.num_audio_codebooks, 1, dtype=torch.long),)),
         }
         return tandem.export(None, methods, quantize=quantize)
 
@@ -75,7 +78,7 @@ def exported():
 
 def test_stt_step_is_one_program_of_mimi_encode_and_lm_step(exported):
     program, _, _ = exported
-    assert sorted(m.name for m in program.methods) == ["force_text", "reset", "step"]  # delays 0: step never returns None
+    assert sorted(m.name for m in program.methods) == ["encode", "force_text", "lm_step", "reset", "step"]  # delays 0: never None
     ops = [op.name for op in program.method("step").ops]
     assert "conv" in ops and "attention" in ops and "argmax" in ops, sorted(set(ops))
 
@@ -137,3 +140,31 @@ def test_stt_int8_agrees_with_eager_on_the_same_weights():
     got, want = _stream(program, chunks), _eager(chunks, mode)
     same = sum(a == b for a, b in zip(got, want))
     assert same >= FRAMES - 1, (got, want)
+
+
+def test_stt_step_as_its_two_halves_and_the_lm_on_given_codes(exported):
+    """`encode` (Mimi's codes of a frame) then `lm_step` (LMGen.step on codes) is `step`, over the
+    same state; the LM given other codes (each frame's shifted by one entry, as an RVQ near-tie would
+    flip them) gives moshi's eager tokens on those codes."""
+    program, chunks, want = exported
+    model = tandem.load(program.to_bytes())
+    got, codes = [], []
+    for i, x in enumerate(chunks):
+        if i == RESET_AT:
+            model.reset()
+        codes.append(model.encode(x))
+        got.append(int(model.lm_step(codes[-1])))
+    assert got == want
+    t = stt(small=True)
+    card = t.lm_gen.lm_model.card
+    other = [(c + 1) % card for c in codes]
+    eager = []
+    with torch.no_grad(), t.mimi.streaming(1), t.lm_gen.streaming(1):
+        for i, x in enumerate(chunks):
+            if i == RESET_AT:
+                t.reset()
+            assert torch.equal(t.encode(x), codes[i]), i  # Mimi's codes are eager's
+        for c in other:
+            eager.append(int(t.lm_step(c)))
+    model.reset()
+    assert [int(model.lm_step(c)) for c in other] == eager != want  # the codes are read
