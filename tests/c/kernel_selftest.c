@@ -2245,8 +2245,8 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
       for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
   bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
-  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);                       /* four column runs of 16 and 248, then 8 left */
-  bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);                    /* past the activation vectors made once (K > 2048) */
+  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);    /* four column runs of 16 and 248, then 8 left */
+  bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128); /* past the activation vectors made once (K > 2048) */
   /* the same over 1 to 4 rows: K odd, K % 4, K % 16, K % G, N % 16 and N % 8 */
   const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 20, 32};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
