@@ -121,6 +121,13 @@ static inline int64_t tdm__index_at(const tdm_tensor *t, int64_t i) {
   return t->dtype == TDM_I32 ? ((const int32_t *)t->data)[i] : ((const int64_t *)t->data)[i];
 }
 
+/* matmul_grouped's (and its int8 / int4 twins') end row of expert e, whose rows start at lo: offs[e]
+ * clamped between lo and S, so no row is read twice or outside [0, S). */
+static inline int64_t tdm__expert_end(const tdm_tensor *offs, int64_t e, int64_t lo, int64_t S) {
+  const int64_t hi = tdm__index_at(offs, e);
+  return hi < lo ? lo : hi > S ? S : hi;
+}
+
 /* s viewed as [outer, s[d], inner] around dim d. */
 static inline void tdm__outer_inner(const tdm_shape *s, int64_t d, int64_t *outer, int64_t *inner) {
   *outer = *inner = 1;

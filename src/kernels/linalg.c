@@ -225,8 +225,7 @@ static tdm_status matmul_grouped_run(const tdm_op *op, const tdm_tensor *in, con
   float *y = out->data;
   int64_t lo = 0;
   for (int64_t e = 0; e < E; e++) {
-    int64_t hi = tdm__index_at(&in[2], e);
-    hi = hi < lo ? lo : hi > S ? S : hi;
+    const int64_t hi = tdm__expert_end(&in[2], e, lo, S);
     if (hi > lo) tdm_f32_gemm_packed_parallel(hi - lo, N, K, a + lo * K, bp + e * panels, y + lo * N);
     lo = hi;
   }

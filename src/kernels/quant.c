@@ -375,8 +375,7 @@ static tdm_status matmul_grouped_q8_run(const tdm_op *op, const tdm_tensor *in, 
   float *y = out->data;
   int64_t lo = 0;
   for (int64_t e = 0; e < E; e++) {
-    int64_t hi = tdm__index_at(&in[3], e);
-    hi = hi < lo ? lo : hi > S ? S : hi;
+    const int64_t hi = tdm__expert_end(&in[3], e, lo, S);
     if (hi > lo) q8_matmul(hi - lo, N, K, a + lo * K, qp + e * codes, sc + e * scales, y + lo * N, q8_paired(op));
     lo = hi;
   }
@@ -496,8 +495,7 @@ static tdm_status matmul_grouped_q4_run(const tdm_op *op, const tdm_tensor *in, 
   float *y = out->data;
   int64_t lo = 0;
   for (int64_t e = 0; e < E; e++) {
-    int64_t hi = tdm__index_at(&in[3], e);
-    hi = hi < lo ? lo : hi > S ? S : hi;
+    const int64_t hi = tdm__expert_end(&in[3], e, lo, S);
     if (hi > lo) q4_matmul(hi - lo, N, K, G, a + lo * K, qp + e * codes, sc + e * scales, y + lo * N);
     lo = hi;
   }

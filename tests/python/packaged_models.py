@@ -69,7 +69,7 @@ class Transcriber(torch.nn.Module):
         self.mimi, self.lm_gen = codec, lm_gen
 
     def step(self, pcm: torch.Tensor) -> torch.Tensor:
-        return self.lm_gen.step(self.mimi.encode(pcm))
+        return self.lm_step(self.encode(pcm))
 
     def encode(self, pcm: torch.Tensor) -> torch.Tensor:
         """The first half of `step`: Mimi's codes of the frame [1, n_q, 1]."""
