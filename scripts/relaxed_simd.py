@@ -13,18 +13,22 @@ is an error, as is any opcode it cannot decode. Only what src/kernels/vec.h uses
 
     0xaf f32x4.fma(a, b, c)  -> 0x105 f32x4.relaxed_madd(a, b, c)  = a * b + c
     0xb0 f32x4.fms(a, b, c)  -> 0x106 f32x4.relaxed_nmadd(a, b, c) = -(a * b) + c
+    0xa2 i8x16.relaxed_swizzle(a, b) -> 0x112 i16x8.relaxed_dot_i8x16_i7x16_s(a, b)
 
 The operands keep their order; the meaning is the standard one (a * b + c), which is what the
-kernels' tdm_madd asks for (tests/c/kernel_selftest.c checks it against the scalar reference).
+kernels' tdm_madd asks for. LLVM 14 has no relaxed integer dot product: src/kernels/simd.h's
+tdm_relaxed_dot writes it as the prototype swizzle (two v128 in, one out, like the dot; no kernel
+swizzles otherwise), and this script makes it the dot (tests/c/kernel_selftest.c checks each kernel
+against its scalar reference in the rewritten module).
 
     python3 scripts/relaxed_simd.py MODULE.wasm
 """
 
 import sys
 
-REWRITE = {0xAF: 0x105, 0xB0: 0x106}
+REWRITE = {0xAF: 0x105, 0xB0: 0x106, 0xA2: 0x112}
 # The sub-opcodes below 0x100 that SIMD128 leaves unassigned, where LLVM 14 put its other prototype
-# relaxed instructions (swizzle, trunc, laneselect, min/max, f64x2 fma): none is used, and finding
+# relaxed instructions (trunc, laneselect, min/max, f64x2 fma): none is used, and finding
 # one means a kernel started using it without a mapping here. So is any opcode past SIMD128's 0xff
 # other than the two this script writes.
 UNASSIGNED = {0x9A, 0xA2, 0xA5, 0xA6, 0xAF, 0xB0, 0xB2, 0xB3, 0xB4, 0xBB, 0xC2, 0xC5, 0xC6, 0xCF, 0xD0, 0xD2, 0xD3, 0xD4, 0xE2, 0xEE}

@@ -10,9 +10,11 @@ bench gives eager's). For each variant
 freed before the next, and moshi's eager streaming computes the reference tokens on the same weights
 (packaged_models.as_quantized: the weights dequantized, the Linears' activation rows rounded to int8 as
 matmul_q8 / matmul_q4 do) into OUT/stt_VARIANT.json, with the margin between eager's two highest text
-logits at each frame (eager fed its own tokens: the teacher-forced run is this one), Mimi's codes of each frame, and the tokens of the
-float32 eager model on the same audio, beside the bytes of weights one step reads (every constant but the
-embedding tables, of which a step reads one row each).
+logits at each frame (eager fed its own tokens: the teacher-forced run is this one), Mimi's codes of each
+frame, the tokens of the float32 eager model on the same audio, and the float64 reference: the same LM (same
+weights and rounding) in float64 given eager's codes and, teacher-forced, eager's text (float32's own
+rounding against it is the noise floor of any float32 run), beside the bytes of weights one step reads
+(every constant but the embedding tables, of which a step reads one row each).
 OUT/stt_frames.json holds the audio (seeded noise).
 The variant onnx exports the float32 model's step as ONNX with its state (Mimi's and LMGen's) as inputs and
 outputs for onnxruntime-web (bench/models/onnx_state.py): OUT/stt_step.onnx, its tokens checked equal to
@@ -94,6 +96,18 @@ def eager(t) -> tuple[list, list, list]:
     return tokens, margins, [c.reshape(-1).tolist() for c in codes]
 
 
+def eager_float64(t, tokens: list, codes: list) -> list:
+    """The LM of t (converted to float64 in place) given eager's codes of each frame and, after each
+    step, eager's text token (teacher-forced): its greedy token at each frame."""
+    t.lm_gen.lm_model.double()
+    out = []
+    with torch.no_grad(), t.lm_gen.streaming(1):
+        for c, k in zip(codes, tokens):
+            out.append(int(t.lm_step(torch.tensor(c).reshape(1, -1, 1))))
+            t.force_text(torch.tensor(k).reshape(1, 1, 1))
+    return out
+
+
 for variant in VARIANTS:
     if variant == "onnx":
         export_onnx()
@@ -129,8 +143,11 @@ for variant in VARIANTS:
     if f32_tokens:
         same = sum(a == b for a, b in zip(tokens, f32_tokens))
         print(f"stt {variant}: eager at {variant} equals eager at float32 for {same} of {N} tokens", file=sys.stderr)
-    info = {"tokens": tokens, "margins": margins, "codes": codes, "float32_tokens": f32_tokens, "params": params,
-            "weight_bytes": weights, "file_bytes": path.stat().st_size, "export_s": export_s}  # fmt: skip
+    float64_tokens = eager_float64(t, tokens, codes)
+    same = sum(a == b for a, b in zip(tokens, float64_tokens))
+    print(f"stt {variant}: eager's LM in float64 on eager's codes and text equals eager for {same} of {N} tokens", file=sys.stderr)
+    info = {"tokens": tokens, "margins": margins, "codes": codes, "float32_tokens": f32_tokens, "float64_tokens": float64_tokens,
+            "params": params, "weight_bytes": weights, "file_bytes": path.stat().st_size, "export_s": export_s}  # fmt: skip
     (OUT / f"stt_{variant}.json").write_text(json.dumps(info))
     del t
     gc.collect()

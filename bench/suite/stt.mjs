@@ -11,11 +11,14 @@
 // and the first that differs, with eager's top-2 text logit margin there. And the two halves of a step
 // apart: Mimi's codes of each frame (`encode`) against eager's, and the LM (`lm_step`) given eager's codes
 // and, as teacher-forced, eager's text: one code flipped at an RVQ near-tie changes every later frame's
-// context, so the first measures Mimi and the second the LM on eager's inputs.
+// context, so the first measures Mimi and the second the LM on eager's inputs. The LM's tokens there are
+// also counted against the float64 reference (bench/models/stt.py: the same LM, weights and rounding in
+// float64 on the same inputs), beside eager float32's own count against it: the noise floor of float32.
 // Ends with one line per precision: `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION),
 // token agreement Z% teacher-forced (...), free-running N/M (...), LM on eager's codes L/M, Mimi's codes
-// equal in C/M frames`, Z the lower of the two thread counts', and for a quantized precision how many of
-// eager's tokens at that precision equal eager's at float32.
+// equal in C/M frames, LM against the float64 reference F/M (eager float32 E/M)`, Z the lower of the two
+// thread counts', and for a quantized precision how many of eager's tokens at that precision equal
+// eager's at float32.
 // tandem's free-running tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -47,10 +50,11 @@ async function run(m, force, ref) {
 }
 
 /** The halves apart: each frame's codes from `encode` against eager's, then `lm_step` on eager's codes and
- * `force_text` of eager's token: { tokens: frames whose token is eager's, codes: frames whose codes all are,
- * firstCodes: the first frame whose codes differ, or -1 }. */
+ * `force_text` of eager's token: { tokens: frames whose token is eager's, exact: those equal to the float64
+ * reference's (where the reference has one), codes: frames whose codes all are eager's, firstCodes: the first
+ * frame whose codes differ, or -1 }. */
 async function halves(m, ref) {
-  let tokens = 0, codes = 0, firstCodes = -1;
+  let tokens = 0, exact = 0, codes = 0, firstCodes = -1;
   for (let i = 0; i < inputs.length; i++) {
     const c = await m.encode(Float32Array.from(inputs[i]));
     const same = ref.codes[i].every((v, j) => Number(c.data[j]) === v);
@@ -58,9 +62,10 @@ async function halves(m, ref) {
     if (!same && firstCodes < 0) firstCodes = i;
     const tok = await m.lm_step(BigInt64Array.from(ref.codes[i], BigInt));
     tokens += Number(tok.data[0]) === ref.tokens[i];
+    exact += Number(tok.data[0]) === ref.float64_tokens?.[i];
     await m.force_text(ref.tokens[i]);
   }
-  return { tokens, codes, firstCodes };
+  return { tokens, exact, codes, firstCodes };
 }
 
 for (const variant of VARIANTS) {
@@ -115,6 +120,8 @@ for (const variant of VARIANTS) {
     `token agreement ${f((100 * forcedSame) / n)}% teacher-forced (${forcedSame}/${n}${forcedNote}), ` +
     `free-running ${freeSame}/${n}${freeNote}` + (split ? `, LM on eager's codes ${split.tokens}/${n} ` +
       `(${f((100 * split.tokens) / n)}%), Mimi's codes equal in ${split.codes}/${n} frames` +
-      (split.firstCodes < 0 ? '' : ` (first differing at frame ${split.firstCodes})`) : ''));
+      (split.firstCodes < 0 ? '' : ` (first differing at frame ${split.firstCodes})`) : '') +
+    (split && ref.float64_tokens ? `, LM against the float64 reference ${split.exact}/${n} (eager float32 ` +
+      `${ref.float64_tokens.filter((tok, i) => tok === ref.tokens[i]).length}/${n})` : ''));
 }
 for (const line of lines) console.log(line);

@@ -1,6 +1,6 @@
 /* quant_relaxed.c — the quantized kernels on the relaxed integer dot product
- * (i16x8.relaxed_dot_i8x16_i7x16_s), compiled where the build has it (TDM_RELAXED_DOT, simd.h:
- * clang-19's tandem-relaxed.wasm): the int4 integer-dot GEMV, bit for bit its scalar reference in
+ * (i16x8.relaxed_dot_i8x16_i7x16_s), compiled where the build has it (TDM_RELAXED_DOT, simd.h: both
+ * relaxed wasm builds): the int4 integer-dot GEMV, bit for bit its scalar reference in
  * quant.c (operands kept in the range where every engine computes the dot exactly). Declared in
  * variants.h; config.c picks it; tests/c/kernel_selftest.c checks it. An int8 GEMV on the relaxed
  * dot is no faster than the SIMD128 one (it needs two relaxed dots per 16 weights), so int8 has none. */
@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) void q4_dot_panels1(int np, int64_t
         for (int i = 0; i < np; i++) {
           v128_t a, b;
           q4_codes4(wasm_v128_load(pk + i * PS), &a, &b);
-          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, a), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1, b)));
+          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_add(tdm_relaxed_dot(x0, a), tdm_relaxed_dot(x1, b)));
         }
       }
       for (; xk < xq + kend; xk += 2, pk += 8) { /* one byte row at a time; past an odd K its high nibble meets the pad 0 of xq */
@@ -57,7 +57,7 @@ static inline __attribute__((always_inline)) void q4_dot_panels1(int np, int64_t
         for (int i = 0; i < np; i++) {
           v128_t a, b;
           q4_codes4(wasm_v128_load64_zero(pk + i * PS), &a, &b);
-          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_relaxed_dot_i8x16_i7x16(x0, a));
+          h[i] = wasm_i16x8_add(h[i], tdm_relaxed_dot(x0, a));
         }
       }
       for (int i = 0; i < np; i++) {
@@ -103,16 +103,14 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
           v128_t a, b;
           q4_codes4(wasm_v128_load(p + i * KB * 8 + (k / 2) * 8), &a, &b);
           for (int r = 0; r < R; r++)
-            h[r][i] = wasm_i16x8_add(
-                h[r][i], wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x0[r], a), wasm_i16x8_relaxed_dot_i8x16_i7x16(x1[r], b)));
+            h[r][i] = wasm_i16x8_add(h[r][i], wasm_i16x8_add(tdm_relaxed_dot(x0[r], a), tdm_relaxed_dot(x1[r], b)));
         }
       }
       for (; k < kend; k += 2) /* one byte row; past an odd K its high nibble meets the pad 0 of xq */
         for (int i = 0; i < np; i++) {
           v128_t a, b;
           q4_codes4(wasm_v128_load64_zero(p + i * KB * 8 + (k / 2) * 8), &a, &b);
-          for (int r = 0; r < R; r++)
-            h[r][i] = wasm_i16x8_add(h[r][i], wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load16_splat(xq + r * XP + k), a));
+          for (int r = 0; r < R; r++) h[r][i] = wasm_i16x8_add(h[r][i], tdm_relaxed_dot(wasm_v128_load16_splat(xq + r * XP + k), a));
         }
       for (int r = 0; r < R; r++)
         for (int i = 0; i < np; i++) {

@@ -25,12 +25,19 @@
 #define TDM_SIMD128 0
 #endif
 
-/* TDM_RELAXED_DOT: the relaxed integer dot product (i16x8.relaxed_dot_i8x16_i7x16_s) is there, i.e.
- * wasm with -mrelaxed-simd from a compiler that has the standard instructions (LLVM 15+: clang-19's
- * tandem-relaxed.wasm; not Emscripten's LLVM 14, whose relaxed build keeps the SIMD128 integer GEMV). */
+/* TDM_RELAXED_DOT: the relaxed integer dot product (i16x8.relaxed_dot_i8x16_i7x16_s) is there, as
+ * tdm_relaxed_dot(a, b). From LLVM 15+ (clang-19's tandem-relaxed.wasm) it is the instruction itself.
+ * Emscripten's LLVM 14 (tandem-mt-relaxed.wasm) predates it: there it is written as LLVM 14's prototype
+ * i8x16.relaxed_swizzle, which takes the same operands and which no kernel uses otherwise, and
+ * scripts/relaxed_simd.py (run on every LLVM 14 relaxed build after linking) rewrites that opcode to
+ * the dot's. */
 #if defined(__wasm_relaxed_simd__) && defined(__has_builtin)
 #if __has_builtin(__builtin_wasm_relaxed_dot_i8x16_i7x16_s_i16x8)
 #define TDM_RELAXED_DOT 1
+#define tdm_relaxed_dot(a, b) wasm_i16x8_relaxed_dot_i8x16_i7x16((a), (b))
+#elif __has_builtin(__builtin_wasm_relaxed_swizzle_i8x16)
+#define TDM_RELAXED_DOT 1
+#define tdm_relaxed_dot(a, b) ((v128_t)__builtin_wasm_relaxed_swizzle_i8x16((__i8x16)(a), (__i8x16)(b)))
 #endif
 #endif
 #ifndef TDM_RELAXED_DOT

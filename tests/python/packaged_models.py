@@ -180,8 +180,8 @@ def as_quantized(model: torch.nn.Module, mode: str, group: int = 32) -> list:
     """Makes model compute, in float32, what `tandem.export(..., quantize=mode)` of it computes: each
     nn.Linear's and nn.Embedding's weight replaced, in place, by its dequantized int8 / int4 value,
     and the Linears' input rows quantized to int8 as matmul_q8 (blocks of 32) and matmul_q4 (blocks of
-    the weight group) do before their integer dot products (tests/python/test_ops.py's reference).
-    Returns the hooks' handles."""
+    the weight group) do before their integer dot products (tests/python/test_ops.py's reference),
+    also where the model passes a Linear's weight to F.linear itself. Returns those Linears."""
     from test_ops import dot_rows, q4_dot_rows, quantize_linear_inputs, ref_dequantize
 
     with torch.no_grad():

@@ -825,17 +825,40 @@ def ref_quantize_activations(x: torch.Tensor, block: int = 32) -> torch.Tensor:
     return (q.double() * s.double()).reshape(*x.shape[:-1], NB * block)[..., :K]
 
 
+class _RoundsInputs(nn.Parameter):
+    """A Linear's weight whose every F.linear rounds the rows `self.rows(x)` selects of its input
+    (ref_quantize_activations, blocks of `self.block`): in the Linear's forward and wherever a model
+    passes the weight to F.linear itself (moshi's gating does), as the runtime's integer dot products
+    see every product with a quantized weight."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is F.linear and len(args) > 1 and isinstance(args[1], _RoundsInputs):
+            x, w = args[0], args[1]
+            sel = w.rows(x).unsqueeze(-1)
+            args = (torch.where(sel, ref_quantize_activations(x, w.block).to(x.dtype), x),) + tuple(args[1:])
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
 def quantize_linear_inputs(model: nn.Module, rows, skip=(), block: int = 32) -> list:
-    """Forward pre-hooks on model's Linears (except those whose weight name contains a `skip`
-    substring) that pass the rows `rows(x)` selects ([..., K] -> bool [...]) through
-    ref_quantize_activations (blocks of `block`), as the runtime does for the rows it runs on integer
-    dot products. Returns the hooks' handles."""
-    def hook(mod, args):
-        x = args[0]
-        sel = rows(x).unsqueeze(-1)
-        return (torch.where(sel, ref_quantize_activations(x, block).to(x.dtype), x),) + tuple(args[1:])
-    return [mod.register_forward_pre_hook(hook) for name, mod in model.named_modules()
-            if isinstance(mod, nn.Linear) and not any(s in f"{name}.weight" for s in skip)]
+    """Makes model's Linears (except those whose weight name contains a `skip` substring) pass the
+    rows `rows(x)` selects ([..., K] -> bool [...]) of their inputs through ref_quantize_activations
+    (blocks of `block`), as the runtime does for the rows it runs on integer dot products: each weight
+    becomes a _RoundsInputs (in every module that holds it: ties are kept). Returns those Linears."""
+    linears = [(name, mod) for name, mod in model.named_modules()
+               if isinstance(mod, nn.Linear) and not any(s in f"{name}.weight" for s in skip)]
+    wrapped = {}
+    for _, mod in linears:
+        w = mod.weight
+        if id(w) not in wrapped:
+            wrapped[id(w)] = _RoundsInputs(w.detach(), requires_grad=w.requires_grad)
+            wrapped[id(w)].rows, wrapped[id(w)].block = rows, block
+    for mod in model.modules():
+        for key, p in list(mod._parameters.items()):
+            if p is not None and id(p) in wrapped:
+                mod._parameters[key] = wrapped[id(p)]
+    return [mod for _, mod in linears]
 
 
 def dot_rows(x: torch.Tensor) -> torch.Tensor:
