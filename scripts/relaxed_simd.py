@@ -9,7 +9,7 @@ Debian's Emscripten (3.1.6) uses LLVM 14, whose -mrelaxed-simd predates the stan
 
 The code section is decoded instruction by instruction (an opcode byte can also be an immediate's
 byte, so a byte search would be wrong), and any prototype relaxed opcode this script does not map
-is an error, as is any opcode it cannot decode. Only what src/kernels/vec.h uses is mapped:
+is an error, as is any opcode it cannot decode. Only what src/kernels/vec.h and simd.h use is mapped:
 
     0xaf f32x4.fma(a, b, c)  -> 0x105 f32x4.relaxed_madd(a, b, c)  = a * b + c
     0xb0 f32x4.fms(a, b, c)  -> 0x106 f32x4.relaxed_nmadd(a, b, c) = -(a * b) + c
@@ -28,9 +28,9 @@ import sys
 
 REWRITE = {0xAF: 0x105, 0xB0: 0x106, 0xA2: 0x112}
 # The sub-opcodes below 0x100 that SIMD128 leaves unassigned, where LLVM 14 put its other prototype
-# relaxed instructions (trunc, laneselect, min/max, f64x2 fma): none is used, and finding
-# one means a kernel started using it without a mapping here. So is any opcode past SIMD128's 0xff
-# other than the two this script writes.
+# relaxed instructions (those REWRITE maps are rewritten before this check; the rest, trunc,
+# laneselect, min/max, f64x2 fma, are unused): finding one means a kernel started using it without a
+# mapping here. So is any opcode past SIMD128's 0xff other than those this script writes.
 UNASSIGNED = {0x9A, 0xA2, 0xA5, 0xA6, 0xAF, 0xB0, 0xB2, 0xB3, 0xB4, 0xBB, 0xC2, 0xC5, 0xC6, 0xCF, 0xD0, 0xD2, 0xD3, 0xD4, 0xE2, 0xEE}
 
 

@@ -142,7 +142,7 @@ def test_stt_quantized_text_logits_equal_the_reference_within_float32_rounding(m
     reference's tokens), equal as_quantized's eager model within float32 rounding: every weight
     dequantized and every int8 rounding of a Linear's input as the program's, including the gating's
     two Linears, whose weights moshi passes to F.linear itself (a reference that rounded only inputs
-    that go through the Linears' forward was off by ~1e-2 of the logits' scale, 1e-7 now)."""
+    that go through the Linears' forward is off by ~1e-2 of the logits' scale; this one by ~1e-7)."""
     import functools
 
     t = stt(small=True)
