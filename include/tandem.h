@@ -29,7 +29,7 @@ extern "C" {
 #endif
 #endif
 
-#define TDM_FORMAT_VERSION 3u /* reads versions 1 to 3 */
+#define TDM_FORMAT_VERSION 4u /* reads versions 1 to 4 (int4 weights from version 4 only) */
 #define TDM_MAX_RANK 8
 
 /* Append-only: numbers are kept forever. */

@@ -24,7 +24,7 @@ _Static_assert(TDM_OP_HEADER_SIZE == 4 + 4 * 2, "op layout");
 #define MAX_METHODS 4096
 
 static const char *const section_names[] = TDM_SECTION_NAMES;
-#define OLDEST_VERSION 1 /* version 1: no metadata section; version 2: no dims */
+#define OLDEST_VERSION 1 /* version 1: no metadata section; version 2: no dims; version 3: int4 weights two k per byte row */
 
 tdm_status tdm__truncated(const rd *r) {
   return tdm__fail(TDM_ERR_TRUNCATED,
@@ -200,6 +200,9 @@ tdm_status tdm__read_program(tdm_program *p) {
     if (rc.bad) return tdm__truncated(&rc);
     if ((s = tdm__string_ref(p, name, &k->name, ctx)) || (s = tdm__read_shape(&rc, k->dtype, rank, &k->shape, &numel, &k->nbytes, ctx)))
       return s;
+    if (k->dtype == TDM_I4X2 && version < 4)
+      return tdm__fail(TDM_ERR_VERSION, "constant '%s': int4 weights of a version %u file are in an older layout: re-export the model",
+                       k->name, version);
     if (res != 0 || nbytes != k->nbytes)
       return tdm__fail(TDM_ERR_MALFORMED, "constant '%s': declares %llu bytes, its shape needs %zu", k->name, (unsigned long long)nbytes,
                        k->nbytes);

@@ -31,7 +31,7 @@
 
 /* The file (docs/format.md). */
 #define TDM_FILE_MAGIC "TNDM"
-#define TDM_FILE_VERSION 3u
+#define TDM_FILE_VERSION 4u
 #define TDM_FILE_ALIGN 64
 enum {
   TDM_SEC_STRINGS = 1,

@@ -12,7 +12,8 @@ it (a Linear's weight transposed, an embedding table's transpose; for a quantize
   with K even and at most Q8_PAIRED_MAX_K, in the paired layout instead (each panel's rows k, k + 1
   with each column's two codes adjacent: the integer-dot kernels read them without an interleave),
   the ops that read them marked with a second integer attribute 1 (docs/ops.md, "Quantized weights");
-- `matmul_q4`, `embedding_q4`: the int4 codes two per byte along K (int4x2), in panels, the group
+- `matmul_q4`, `embedding_q4`: the int4 codes two per byte along K (int4x2), in panels of blocks of
+  8 k (each column's codes of a block in 4 adjacent bytes, biased to q + 8: _q4_codes), the group
   scales [ceil(K/G), N] in panels;
 - `conv_bf16`, `conv_transpose_bf16`: B's columns as bfloat16 rows in 2-row panels of 8 k;
 - `conv_i16`, `conv_transpose_i16`: B's columns as int16 rows of K rounded up to 32.
@@ -57,7 +58,7 @@ def _experts_q8_pairs(x: torch.Tensor) -> torch.Tensor:
 
 
 def _experts_q4_codes(x: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_q4's codes: [E, K, N] -> int4x2 [E, ceil(N/PANEL), ceil(K/2), PANEL] (_q4_codes per expert)."""
+    """matmul_grouped_q4's codes: [E, K, N] -> int4x2 [E, ceil(N/PANEL), 4·ceil(K/8), PANEL] (_q4_codes per expert)."""
     return torch.stack([_q4_codes(e) for e in x])
 
 
@@ -80,19 +81,16 @@ Q8_PAIRED_MAX_K = 8192
 _PAIRED_READERS = {"matmul_q8": 1, "embedding_q8": 0, "matmul_grouped_q8": 1}
 
 
-def _int4x2(q: torch.Tensor) -> torch.Tensor:
-    """int4 codes q [K, N] in [-8, 7] -> bytes [ceil(K/2), N]: even k in the low nibble, odd k in the
-    high one, as two's complement (zero past K)."""
-    K, N = q.shape
-    even = torch.zeros(-(-K // 2) * 2, N, dtype=torch.int16)
-    even[:K] = q.to(torch.int16)
-    nib = even & 15
-    return (nib[0::2] | (nib[1::2] << 4)).to(torch.uint8)
-
-
 def _q4_codes(q: torch.Tensor) -> torch.Tensor:
-    """matmul_q4's weights: codes [K, N] -> int4x2 bytes [ceil(N/PANEL), ceil(K/2), PANEL]."""
-    return pack_panels(_int4x2(q))
+    """matmul_q4's weights: int4 codes q [K, N] in [-8, 7] -> int4x2 bytes [ceil(N/PANEL), 4·ceil(K/8), PANEL]
+    in blocks of 8 k: a panel's 32 bytes of block b hold column j's codes at 4j + r (r = 0..3), k = 8b + 2r
+    in the low nibble and 8b + 2r + 1 in the high one, each as q + 8 (8 past K and N: q = 0)."""
+    K, N = q.shape
+    B, P = -(-K // 8), -(-N // PANEL)
+    u = torch.full((8 * B, P * PANEL), 8, dtype=torch.int16)
+    u[:K, :N] = q.to(torch.int16) + 8
+    rows = (u[0::2] | (u[1::2] << 4)).reshape(B, 4, P, PANEL)  # [block, r, panel, column]
+    return rows.permute(2, 0, 3, 1).reshape(P, 4 * B, PANEL).to(torch.uint8).contiguous()
 
 
 def _bf16_rows(w: torch.Tensor) -> torch.Tensor:

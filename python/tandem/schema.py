@@ -35,8 +35,8 @@ DTYPES = [
     Dtype(3, "bool", 1, "BOOL"),
     # One int8 per element (no torch name clash: torch.int8).
     Dtype(4, "int8", 1, "I8", const_only=True),
-    # One element = one byte holding two signed 4-bit values, the first in the low nibble; dims
-    # count bytes, so element count x 1 = size in bytes, as for every other dtype.
+    # One element = one byte holding two 4-bit codes (q + 8), in blocks of 8 k (docs/ops.md, layout.py);
+    # dims count bytes, so element count x 1 = size in bytes, as for every other dtype.
     Dtype(5, "int4x2", 1, "I4X2", const_only=True),
     Dtype(6, "int32", 4, "I32"),
     # The top 16 bits of a float32 (rounded to nearest even by the exporter): the weights of conv_bf16 /
@@ -56,7 +56,7 @@ QUANT_GROUP = 32  # default int4 group size along K (matmul_q4, embedding_q4)
 # ---- the file ------------------------------------------------------------------------------------
 
 MAGIC = b"TNDM"
-VERSION = 3  # the reader also reads versions 1 (no metadata section) and 2 (no dims and symbolic sizes)
+VERSION = 4  # also reads 1 (no metadata section), 2 (no dims or symbolic sizes), 3 (refusing its int4 weights)
 ALIGN = 64  # the data section, each constant and state blob, each state slot
 SECTION_ALIGN = 8  # where the writer places the other sections
 SECTIONS = {1: "strings", 2: "constants", 3: "states", 4: "methods", 5: "data", 6: "metadata"}  # id -> name, in file order

@@ -5,7 +5,8 @@
  *   int8:  qp [P, K, 8]            qp[p][k][j] = q[k][8p + j], or with the op's layout attribute 1
  *                                  the paired layout (K even, variants.h): q[k][8p + j] at byte
  *                                  (p·K + k - k % 2)·8 + 2j + k % 2
- *   int4:  qp [P, ceil(K/2), 8]    byte qp[p][k/2][j] holds q[k][8p + j], even k in the low nibble
+ *   int4:  qp [P, 4·ceil(K/8), 8]  q[k][8p + j] + 8 in the nibble tdm_q4_code reads (variants.h: blocks
+ *                                  of 8 k, each column's codes of a block in 4 adjacent bytes)
  *   scale: [P, 8] (int8) or [P, ceil(K/G), 8] (int4), zero past N; P = ceil(N/8).
  * Activations and results stay float32: the kernels turn the weights into float lanes in registers
  * (no dequantized copy), so y equals (q · scale) @ a up to float32 rounding. Except matmul_q8 with
@@ -25,9 +26,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The signed 4-bit value in the low (hi = 0) or high nibble of b. */
-static inline int nibble(uint8_t b, int hi) { return (((hi ? b >> 4 : b) & 15) ^ 8) - 8; }
-
 void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
@@ -39,16 +37,16 @@ void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const 
 }
 
 void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
-      const uint8_t *col = qp + (j / TDM_PANEL) * KB * TDM_PANEL + j % TDM_PANEL;
+      const uint8_t *panel = qp + (j / TDM_PANEL) * PB;
       const float *sc = scale + (j / TDM_PANEL) * NG * TDM_PANEL + j % TDM_PANEL;
       float acc = 0;
       for (int64_t g = 0; g < NG; g++) {
         float s = 0;
         const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-        for (int64_t k = g * G; k < k1; k++) s += a[i * K + k] * (float)nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1));
+        for (int64_t k = g * G; k < k1; k++) s += a[i * K + k] * (float)tdm_q4_code(panel, k, j);
         acc += s * sc[g * TDM_PANEL];
       }
       y[i * N + j] = acc;
@@ -180,16 +178,16 @@ bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float
 
 void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                              const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0);
   (void)xsum;
   for (int64_t j = 0; j < N; j++) {
-    const uint8_t *col = qp + (j / TDM_PANEL) * KB * TDM_PANEL + j % TDM_PANEL;
+    const uint8_t *panel = qp + (j / TDM_PANEL) * PB;
     const float *sc = scale + (j / TDM_PANEL) * NG * TDM_PANEL + j % TDM_PANEL;
     float acc = 0;
     for (int64_t g = 0; g < NG; g++) {
       const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
       int32_t s = 0;
-      for (int64_t k = g * G; k < k1; k++) s += (int32_t)xq[k] * nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1));
+      for (int64_t k = g * G; k < k1; k++) s += (int32_t)xq[k] * tdm_q4_code(panel, k, j);
       acc = acc + ((float)s * xs[g]) * sc[g * TDM_PANEL];
     }
     y[j] = acc;
@@ -208,11 +206,11 @@ static bool packed_n(int64_t N, int64_t panels) {
   return N >= 1 && N <= INT64_MAX - TDM_PANEL && panels == (N + TDM_PANEL - 1) / TDM_PANEL;
 }
 
-/* The int4 geometry: K values in ceil(K/2) byte rows, groups of G (even, so a group starts on a
- * byte), ceil(K/G) scales per column. */
+/* The int4 geometry: K values in ceil(K/8) blocks of 4 byte rows, groups of G (even), ceil(K/G)
+ * scales per column. */
 static bool q4_geometry_dims(const int64_t *q, const int64_t *s, int64_t N, int64_t K, int64_t G) {
   if (G < 2 || G % 2 || K < 0 || q[2] != TDM_PANEL || s[2] != TDM_PANEL || !packed_n(N, q[0]) || s[0] != q[0]) return false;
-  return q[1] == K / 2 + K % 2 && s[1] == K / G + (K % G != 0);
+  return q[1] == (K + 7) / 8 * 4 && s[1] == K / G + (K % G != 0);
 }
 
 static bool q4_geometry(const tdm_value *q, const tdm_value *s, int64_t N, int64_t K, int64_t G) {
@@ -240,7 +238,7 @@ static tdm_status matmul_q_check(const tdm_method *m, const tdm_op *op, bool q4)
   const int64_t N = op->iattr[0], K = a->shape.dims[a->shape.rank - 1];
   if (q4) {
     if (!q4_geometry(q, s, N, K, op->iattr[1]))
-      return tdm__rule(op, "weights must be [ceil(N/8), ceil(K/2), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
+      return tdm__rule(op, "weights must be [ceil(N/8), 4·ceil(K/8), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
   } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
              s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
     return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
@@ -258,7 +256,7 @@ static tdm_status matmul_q8_check(const tdm_method *m, const tdm_op *op) { retur
 static tdm_status matmul_q4_check(const tdm_method *m, const tdm_op *op) { return matmul_q_check(m, op, true); }
 
 /* The quantized GEMMs over threads (src/threads.h): rows in blocks of 4, or for a GEMV output
- * columns in blocks of 32 (four int8 / two int4 panels), as tdm_f32_gemm_packed_parallel. */
+ * columns in blocks of 32 (four panels), as tdm_f32_gemm_packed_parallel. */
 typedef struct {
   int64_t N, K, G;
   const float *a, *scale;
@@ -280,8 +278,8 @@ static void q4_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q_job *j = c;
   (void)t, (void)ws;
   const uint8_t *qp = j->qp;
-  const int64_t G = j->G < 0 ? -j->G : j->G, KB = (j->K + 1) / 2, NG = j->K / G + (j->K % G != 0);
-  if (j->G < 0) tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
+  const int64_t G = j->G < 0 ? -j->G : j->G, PB = TDM_Q4_BLOCK_BYTES(j->K), NG = j->K / G + (j->K % G != 0);
+  if (j->G < 0) tdm_q4_gemm(1, hi - lo, j->K, G, j->a, qp + lo / 8 * PB, j->scale + lo / 8 * NG * 8, j->y + lo);
   else tdm_q4_gemm_tiles(hi - lo, j->N, j->K, G, j->a + lo * j->K, qp, j->scale, j->y + lo * j->N);
 }
 
@@ -416,11 +414,9 @@ typedef struct {
 static void q4_dot_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   const q4_dot_job *j = c;
   (void)t, (void)ws;
-  const int64_t KB = (j->K + 1) / 2, NG = j->K / j->G + (j->K % j->G != 0);
-  if (j->M == 1)
-    tdm_q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo);
-  else
-    tdm_q4_gemm_dot(j->M, hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * KB * 8, j->scale + lo / 8 * NG * 8, j->y + lo, j->N);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(j->K), NG = j->K / j->G + (j->K % j->G != 0);
+  if (j->M == 1) tdm_q4_gemv_dot(hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * PB, j->scale + lo / 8 * NG * 8, j->y + lo);
+  else tdm_q4_gemm_dot(j->M, hi - lo, j->K, j->G, j->xq, j->xs, j->xsum, j->qp + lo / 8 * PB, j->scale + lo / 8 * NG * 8, j->y + lo, j->N);
 }
 
 /* y [M, N] = a [M, K] @ (qp · scale): matmul_q4's product (qp, scale as its operands, groups of G). */
@@ -432,7 +428,7 @@ static void q4_matmul(int64_t M, int64_t N, int64_t K, int64_t G, const float *a
   /* one row (a decode step): int8 activations per group, integer dot products over the codes (the
    * same integers, so the same bits, in every build and at every thread count) */
   const int64_t NG = K / G + (K % G != 0);
-  if (M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  if (M == 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 8 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G];
@@ -446,7 +442,7 @@ static void q4_matmul(int64_t M, int64_t N, int64_t K, int64_t G, const float *a
    * (min(8, 8193 / (K + 1)) rows), each row the one-row GEMV's bits whatever the block (row r of an
    * M-row call equals a one-row call on row r); a row with a NaN or ±inf zeroed there and redone on
    * the float path after */
-  if (M > 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 4 == 0) {
+  if (M > 1 && K <= TDM_Q8_DOT_MAX_K && G >= TDM_Q4_DOT_MIN_G && G % 8 == 0) {
     int8_t xq[TDM_Q8_DOT_MAX_K + 1];
     float xs[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
     int32_t xsum[TDM_Q8_DOT_MAX_K / TDM_Q4_DOT_MIN_G + TDM_Q8_DOT_MAX_ROWS];
@@ -483,7 +479,7 @@ static tdm_status matmul_q4_run(const tdm_op *op, const tdm_tensor *in, const td
   return TDM_OK;
 }
 
-/* matmul_grouped_q4: a [S, K], q int4x2 [E, ceil(N/8), ceil(K/2), 8], scale [E, ceil(N/8), ceil(K/G), 8]
+/* matmul_grouped_q4: a [S, K], q int4x2 [E, ceil(N/8), 4·ceil(K/8), 8], scale [E, ceil(N/8), ceil(K/G), 8]
  * (expert e's as matmul_q4's), offs int32 or int64 [E] → y [S, N]: matmul_grouped's groups of rows,
  * each by matmul_q4's product against its expert's codes. iattr = [N, G]. */
 static tdm_status matmul_grouped_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
@@ -514,7 +510,7 @@ static tdm_status matmul_grouped_q4_check(const tdm_method *m, const tdm_op *op)
   const int64_t N = op->iattr[0], K = a->shape.dims[1];
   if (q->shape.rank != 4 || s->shape.rank != 4 || s->shape.dims[0] != q->shape.dims[0] ||
       !q4_geometry_dims(q->shape.dims + 1, s->shape.dims + 1, N, K, op->iattr[1]))
-    return tdm__rule(op, "weights must be [E, ceil(N/8), ceil(K/2), 8] and scales [E, ceil(N/8), ceil(K/G), 8] with G even");
+    return tdm__rule(op, "weights must be [E, ceil(N/8), 4·ceil(K/8), 8] and scales [E, ceil(N/8), ceil(K/G), 8] with G even");
   if (offs->shape.rank != 1 || offs->shape.dims[0] != q->shape.dims[0]) return tdm__rule(op, "offsets must be [E]");
   if (y->shape.rank != 2 || y->shape.dims[0] != a->shape.dims[0] || y->shape.dims[1] != N) return tdm__rule(op, "output must be [S, N]");
   return TDM_OK;
@@ -532,7 +528,7 @@ static tdm_status embedding_q_check(const tdm_method *m, const tdm_op *op, bool 
   const int64_t N = op->iattr[0], K = y->shape.dims[y->shape.rank - 1];
   if (q4) {
     if (!q4_geometry(q, s, N, K, op->iattr[1]))
-      return tdm__rule(op, "weights must be [ceil(N/8), ceil(K/2), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
+      return tdm__rule(op, "weights must be [ceil(N/8), 4·ceil(K/8), 8] and scales [ceil(N/8), ceil(K/G), 8] with G even");
   } else if (q->shape.rank != 3 || q->shape.dims[2] != TDM_PANEL || !packed_n(N, q->shape.dims[0]) || q->shape.dims[1] != K ||
              s->shape.rank != 2 || s->shape.dims[0] != q->shape.dims[0] || s->shape.dims[1] != TDM_PANEL) {
     return tdm__rule(op, "weights must be [ceil(N/8), K, 8] and scales [ceil(N/8), 8]");
@@ -580,7 +576,7 @@ static tdm_status embedding_q8_run(const tdm_op *op, const tdm_tensor *in, const
 
 static tdm_status embedding_q4_run(const tdm_op *op, const tdm_tensor *in, const tdm_tensor *out) {
   const int64_t N = op->iattr[0], G = op->iattr[1], K = out->shape->dims[out->shape->rank - 1];
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0);
   const uint8_t *qp = in[0].data;
   const float *scale = in[1].data;
   const int64_t *idx = in[2].data;
@@ -591,9 +587,9 @@ static tdm_status embedding_q4_run(const tdm_op *op, const tdm_tensor *in, const
       memset(y, 0, (size_t)K * sizeof(float));
       continue;
     }
-    const uint8_t *col = qp + (v / TDM_PANEL) * KB * TDM_PANEL + v % TDM_PANEL;
+    const uint8_t *panel = qp + (v / TDM_PANEL) * PB;
     const float *sc = scale + (v / TDM_PANEL) * NG * TDM_PANEL + v % TDM_PANEL;
-    for (int64_t k = 0; k < K; k++) y[k] = (float)nibble(col[(k / 2) * TDM_PANEL], (int)(k & 1)) * sc[(k / G) * TDM_PANEL];
+    for (int64_t k = 0; k < K; k++) y[k] = (float)tdm_q4_code(panel, k, v) * sc[(k / G) * TDM_PANEL];
   }
   return TDM_OK;
 }

@@ -10,177 +10,128 @@
 #include <string.h>
 
 #if TDM_RELAXED_DOT
-/* Byte rows r, r + 1 of an int4 panel (k = 2r .. 2r + 3 of 8 columns) -> the codes biased to q + 8,
- * in the relaxed dot's pair layout: *a = [u(k, c), u(k + 1, c)] for c = 0..7, *b the same for k + 2,
- * k + 3 (the xor with 0x88 flips bit 3 of each nibble: q + 8; then a mask, a 16-bit shift, and two
- * byte interleaves). */
-static inline void q4_codes4(v128_t bytes, v128_t *a, v128_t *b) {
-  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(bytes, wasm_i8x16_splat((int8_t)0x88));
-  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
-  *a = wasm_i8x16_shuffle(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  *b = wasm_i8x16_shuffle(lo, hi, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+/* One block of 8 k of four columns (16 bytes, variants.h's int4 block: column c's codes of the block
+ * in bytes 4c..4c + 3) into 16-bit sums: the low nibbles (k0, k0 + 2 | k0 + 4, k0 + 6 of column c in
+ * byte pairs 2c | 2c + 1) dotted with xv[0] = [x[k0], x[k0 + 2], x[k0 + 4], x[k0 + 6]] in every 32-bit
+ * lane, the high nibbles (k + 1) with xv[1]: lanes 2c and 2c + 1 both column c, each gaining at most
+ * 4·127·15 = 7620 a block (4 blocks fit in 16 bits). The codes u = q + 8 are the dot's 7-bit operand. */
+static inline v128_t q4_block_dot(v128_t v, v128_t x0, v128_t x1, v128_t h) {
+  const v128_t m = wasm_i8x16_splat(0x0F);
+  const v128_t lo = wasm_v128_and(v, m), hi = wasm_v128_and(wasm_u16x8_shr(v, 4), m);
+  return wasm_i16x8_add(h, wasm_i16x8_add(tdm_relaxed_dot(x0, lo), tdm_relaxed_dot(x1, hi)));
 }
 
-/* One row (the decode step's GEMV, kept apart from the rows' kernel below, which is slower with one
- * row): np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
- * apart), into y (8 columns per panel, YS floats apart). The float totals live in y (the loads and stores per group cost
- * little; in registers they pushed V8's allocation past its 15 xmm registers), and the pair loop
- * walks pointers (the int64 index and its k / 2 cost V8 about ten scalar instructions per step).
- * Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in magnitude:
- * 16 of them fit), widened into 32-bit sums, minus 8·xsum[g]; then the group's total as the scalar
- * reference adds it (the integer sums are exact in any order, the float steps are the reference's). */
-static inline __attribute__((always_inline)) void q4_dot_panels1(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
-                                                                 const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
-                                                                 size_t SS, float *y, size_t YS) {
-  for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
-  for (int64_t g = 0; g < NG; g++) {
-    const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    v128_t s[8];
-    for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(0);
-    for (int64_t k = g * G; k < k1; k += 16) { /* g·G and k are multiples of 4: k / 2 is a whole byte row pair */
-      const int64_t kend = k + 16 < k1 ? k + 16 : k1;
-      const int8_t *xk = xq + k, *x4 = xq + k + ((kend - k) & ~(int64_t)3);
-      const uint8_t *pk = p + (size_t)k * 4;
-      v128_t h[4];
-      for (int i = 0; i < np; i++) h[i] = wasm_i16x8_splat(0);
-#pragma clang loop unroll(disable) /* unrolled, V8 issues every load first and spills */
-      for (; xk < x4; xk += 4, pk += 16) {
-        const v128_t x0 = wasm_v128_load16_splat(xk), x1 = wasm_v128_load16_splat(xk + 2);
-        for (int i = 0; i < np; i++) {
-          v128_t a, b;
-          q4_codes4(wasm_v128_load(pk + i * PS), &a, &b);
-          h[i] = wasm_i16x8_add(h[i], wasm_i16x8_add(tdm_relaxed_dot(x0, a), tdm_relaxed_dot(x1, b)));
-        }
-      }
-      for (; xk < xq + kend; xk += 2, pk += 8) { /* one byte row at a time; past an odd K its high nibble meets the pad 0 of xq */
-        const v128_t x0 = wasm_v128_load16_splat(xk);
-        for (int i = 0; i < np; i++) {
-          v128_t a, b;
-          q4_codes4(wasm_v128_load64_zero(pk + i * PS), &a, &b);
-          h[i] = wasm_i16x8_add(h[i], tdm_relaxed_dot(x0, a));
-        }
-      }
-      for (int i = 0; i < np; i++) {
-        s[2 * i] = wasm_i32x4_add(s[2 * i], wasm_i32x4_extend_low_i16x8(h[i]));
-        s[2 * i + 1] = wasm_i32x4_add(s[2 * i + 1], wasm_i32x4_extend_high_i16x8(h[i]));
-      }
+/* The activations of q4_block_dot for K values of xq (its pad 0 at K, zeros past it): per block the
+ * even k's four bytes, then the odd k's. */
+static void q4_block_x8(int64_t K, const int8_t *xq, int8_t *x8) {
+  for (int64_t k0 = 0; k0 < K; k0 += 8)
+    for (int i = 0; i < 8; i++) {
+      const int64_t k = k0 + (i < 4 ? 2 * i : 2 * (i - 4) + 1);
+      x8[k0 + i] = k <= K ? xq[k] : 0;
     }
-    const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
-    for (int i = 0; i < 2 * np; i++) {
-      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[i], bias)), d);
-      const v128_t w = wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4);
-      float *yi = y + (i / 2) * YS + (i % 2) * 4;
-      wasm_v128_store(yi, wasm_f32x4_add(wasm_v128_load(yi), wasm_f32x4_mul(f, w)));
-    }
-  }
 }
 
-/* R rows (1 to 4; row r's xq at r·(K + 1), its xs and xsum at r·NG, its results at y + r·ldy) by np
- * (1 or 2) panels from p (KB byte rows apart), scales sc (NG·8 apart), n columns of each row
- * written. Per group: 16-bit sums of xq·(q + 8) over at most 16 k (each term at most 127·15 in
- * magnitude: 16 of them fit), widened into 32-bit sums, minus 8·xsum[g]; then the group's total as
- * the scalar reference adds it. Each byte row's codes are unpacked once for all R rows. */
-static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, int64_t K, int64_t G, int64_t KB, int64_t NG,
-                                                                const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *p,
-                                                                const float *sc, float *y, int64_t ldy, int64_t n) {
-  const int64_t XP = K + 1;
-  v128_t t[4][4];
+/* 16-bit sums widened every Q4_CHUNK k (4 blocks): column c's two lanes added (extadd_pairwise). */
+#define Q4_CHUNK 32
+
+/* R rows (1 to 4; row r's activations of q4_block_dot at x8 + r·K8, its xs and xsum at r·NG) by np
+ * (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8 columns
+ * per panel, YS floats apart; row r's at r·ldy; the float totals live there: in registers they pushed
+ * V8's allocation past its 15 xmm registers). Per group (whole blocks: G % 8 == 0) the exact int32
+ * sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar reference adds
+ * it (the integer sums are exact in any order, the float steps are the reference's). */
+static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, int64_t K, int64_t K8, int64_t G, size_t PS, int64_t NG,
+                                                                const int8_t *x8, const float *xs, const int32_t *xsum, const uint8_t *p,
+                                                                const float *sc, size_t SS, float *y, size_t YS, int64_t ldy) {
   for (int r = 0; r < R; r++)
-    for (int i = 0; i < 2 * np; i++) t[r][i] = wasm_f32x4_splat(0);
+    for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + r * ldy + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    v128_t s[4][4];
+    v128_t s[4][8];
     for (int r = 0; r < R; r++)
       for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_splat(0);
     for (int64_t k = g * G; k < k1;) {
-      const int64_t kend = k + 16 < k1 ? k + 16 : k1;
-      v128_t h[4][2];
-      for (int r = 0; r < R; r++) h[r][0] = h[r][1] = wasm_i16x8_splat(0);
-      for (; k + 4 <= kend; k += 4) {
-        v128_t x0[4], x1[4];
-        for (int r = 0; r < R; r++) x0[r] = wasm_v128_load16_splat(xq + r * XP + k), x1[r] = wasm_v128_load16_splat(xq + r * XP + k + 2);
-        for (int i = 0; i < np; i++) {
-          v128_t a, b;
-          q4_codes4(wasm_v128_load(p + i * KB * 8 + (k / 2) * 8), &a, &b);
-          for (int r = 0; r < R; r++)
-            h[r][i] = wasm_i16x8_add(h[r][i], wasm_i16x8_add(tdm_relaxed_dot(x0[r], a), tdm_relaxed_dot(x1[r], b)));
-        }
-      }
-      for (; k < kend; k += 2) /* one byte row; past an odd K its high nibble meets the pad 0 of xq */
-        for (int i = 0; i < np; i++) {
-          v128_t a, b;
-          q4_codes4(wasm_v128_load64_zero(p + i * KB * 8 + (k / 2) * 8), &a, &b);
-          for (int r = 0; r < R; r++) h[r][i] = wasm_i16x8_add(h[r][i], tdm_relaxed_dot(wasm_v128_load16_splat(xq + r * XP + k), a));
+      const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
+      const uint8_t *pk = p + (size_t)k * 4;
+      v128_t h[4][8];
+      for (int r = 0; r < R; r++)
+        for (int i = 0; i < 2 * np; i++) h[r][i] = wasm_i16x8_splat(0);
+#pragma clang loop unroll(disable) /* unrolled, V8 issues every load first and spills */
+      for (; k < kend; k += 8, pk += 32)
+        for (int r = 0; r < R; r++) {
+          const v128_t x0 = wasm_v128_load32_splat(x8 + r * K8 + k), x1 = wasm_v128_load32_splat(x8 + r * K8 + k + 4);
+          for (int i = 0; i < 2 * np; i++) h[r][i] = q4_block_dot(wasm_v128_load(pk + (i / 2) * PS + (i % 2) * 16), x0, x1, h[r][i]);
         }
       for (int r = 0; r < R; r++)
-        for (int i = 0; i < np; i++) {
-          s[r][2 * i] = wasm_i32x4_add(s[r][2 * i], wasm_i32x4_extend_low_i16x8(h[r][i]));
-          s[r][2 * i + 1] = wasm_i32x4_add(s[r][2 * i + 1], wasm_i32x4_extend_high_i16x8(h[r][i]));
-        }
+        for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_add(s[r][i], wasm_i32x4_extadd_pairwise_i16x8(h[r][i]));
     }
     for (int r = 0; r < R; r++) {
       const v128_t bias = wasm_i32x4_splat(8 * xsum[r * NG + g]), d = wasm_f32x4_splat(xs[r * NG + g]);
       for (int i = 0; i < 2 * np; i++) {
         const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[r][i], bias)), d);
-        t[r][i] = wasm_f32x4_add(t[r][i], wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * NG * 8 + g * 8 + (i % 2) * 4)));
+        float *yi = y + r * ldy + (i / 2) * YS + (i % 2) * 4;
+        wasm_v128_store(yi, wasm_f32x4_add(wasm_v128_load(yi), wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4))));
       }
     }
   }
-  for (int r = 0; r < R; r++) {
-    tdm_store8(y + r * ldy, t[r][0], t[r][1], n);
-    if (np > 1) tdm_store8(y + r * ldy + 8, t[r][2], t[r][3], n - 8);
-  }
 }
 
-/* Two panels side by side for up to two rows, one for three or four, then a last single panel. */
-#define Q4_DOT_COLUMNS(R, NP) \
-  do { \
-    for (; j + 8 * (NP - 1) < N; j += 8 * NP) \
-      q4_dot_panels(R, NP, K, G, KB, NG, xq, xs, xsum, qp + (j / 8) * KB * 8, scale + (j / 8) * NG * 8, y + j, ldy, N - j); \
-  } while (0)
-
-static void q4_dot_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                         const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+/* R rows' column walk: for one row four panels at a time from four runs of columns H = ⌊N / 32⌋·8
+ * apart (each stream reads whole runs of panels one after the other, which from memory is faster
+ * than four adjacent panels), then two; every R one panel at a time, a partial last one through a
+ * buffer. Each column's sums are the same either way. */
+static inline __attribute__((always_inline)) void q4_dot_columns(int R, int64_t N, int64_t K, int64_t G, const int8_t *x8, const float *xs,
+                                                                 const int32_t *xsum, const uint8_t *qp, const float *scale, float *y,
+                                                                 int64_t ldy) {
+  const int64_t NG = K / G + (K % G != 0), K8 = (K + 7) / 8 * 8;
+  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int64_t j = 0;
-  switch (M) {
-    case 1: tdm_q4_gemv_dot__relaxed(N, K, G, xq, xs, xsum, qp, scale, y); break;
-    case 2:
-      Q4_DOT_COLUMNS(2, 2);
-      Q4_DOT_COLUMNS(2, 1);
-      break;
-    case 3: Q4_DOT_COLUMNS(3, 1); break;
-    case 4: Q4_DOT_COLUMNS(4, 1); break;
-    default: tdm_q4_gemm_dot__scalar(M, N, K, G, xq, xs, xsum, qp, scale, y, ldy);
+  if (R == 1) {
+    const int64_t H = N / 32 * 8;
+    for (; j < H; j += 8)
+      q4_dot_panels(1, 4, K, K8, G, (size_t)(H / 8) * PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS,
+                    y + j, (size_t)H, ldy);
+    for (j = 4 * H; j + 16 <= N; j += 16)
+      q4_dot_panels(1, 2, K, K8, G, PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8, ldy);
   }
-}
-
-/* Any number of rows, four at a time. */
-void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
-                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
-  const int64_t NG = K / G + (K % G != 0);
-  for (int64_t r = 0; r < M; r += 4)
-    q4_dot_4rows(M - r < 4 ? M - r : 4, N, K, G, xq + r * (K + 1), xs + r * NG, xsum + r * NG, qp, scale, y + r * ldy, ldy);
+  for (; j + 8 <= N; j += 8)
+    q4_dot_panels(R, 1, K, K8, G, PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8, ldy);
+  if (j < N) {
+    float t[4 * 8];
+    q4_dot_panels(R, 1, K, K8, G, PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8, 8);
+    for (int r = 0; r < R; r++) memcpy(y + r * ldy + j, t + 8 * r, sizeof(float) * (size_t)(N - j));
+  }
 }
 
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
-  /* Four panels at a time, from four streams H columns apart (the columns in four runs): each stream
-   * reads whole runs of panels one after the other, which from memory is faster than four adjacent
-   * panels; then two, one and a partial panel side by side. Each column's sums are the same either way. */
-  const int64_t H = N / 32 * 8;
-  for (int64_t j = 0; j < H; j += 8)
-    q4_dot_panels1(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
-                   (size_t)H);
-  int64_t j = 4 * H;
-  for (; j + 16 <= N; j += 16) q4_dot_panels1(2, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  for (; j + 8 <= N; j += 8) q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  if (j < N) {
-    float t[8];
-    q4_dot_panels1(1, K, G, PS, NG, xq, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
-    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
+  int8_t x8[TDM_Q8_DOT_MAX_K];
+  q4_block_x8(K, xq, x8);
+  q4_dot_columns(1, N, K, G, x8, xs, xsum, qp, scale, y, 0);
+}
+
+/* Any number of rows, up to four at a time (row r's xq at r·(K + 1), its xs and xsum at r·NG). */
+void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
+                              const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+  const int64_t NG = K / G + (K % G != 0), K8 = (K + 7) / 8 * 8;
+  for (int64_t r0 = 0; r0 < M; r0 += 4) {
+    const int64_t R = M - r0 < 4 ? M - r0 : 4;
+    if (R * K8 > TDM_Q8_DOT_MAX_K + 64) {
+      tdm_q4_gemm_dot__scalar(R, N, K, G, xq + r0 * (K + 1), xs + r0 * NG, xsum + r0 * NG, qp, scale, y + r0 * ldy, ldy);
+      continue;
+    }
+    int8_t x8[TDM_Q8_DOT_MAX_K + 64];
+    for (int64_t r = 0; r < R; r++) q4_block_x8(K, xq + (r0 + r) * (K + 1), x8 + r * K8);
+    const int8_t *x = x8;
+    const float *s = xs + r0 * NG;
+    const int32_t *b = xsum + r0 * NG;
+    float *yr = y + r0 * ldy;
+    switch (R) {
+      case 1: q4_dot_columns(1, N, K, G, x, s, b, qp, scale, yr, ldy); break;
+      case 2: q4_dot_columns(2, N, K, G, x, s, b, qp, scale, yr, ldy); break;
+      case 3: q4_dot_columns(3, N, K, G, x, s, b, qp, scale, yr, ldy); break;
+      default: q4_dot_columns(4, N, K, G, x, s, b, qp, scale, yr, ldy); break;
+    }
   }
 }
 #endif

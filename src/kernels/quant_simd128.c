@@ -406,149 +406,74 @@ void tdm_q8_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float
 
 /* ---- int4 -------------------------------------------------------------------------------------- */
 
-/* Two byte rows b (b[0..7]: k and k + 1 of 8 columns; b[8..15]: k + 2 and k + 3), k even
- * -> four u16x8 of the codes biased to q + 8 in [0, 15]: w0 = the first row's low nibbles
- * (k even), w1 its high nibbles, w2, w3 the second row's. Flipping bit 3 of each nibble (xor 0x88)
- * turns two's complement q into q + 8, so masks and a 16-bit shift (x86 has no 8-bit one) suffice;
- * f32x4_of_q4 then gives q. */
-static inline void q4_unpack16(v128_t b, v128_t *w0, v128_t *w1, v128_t *w2, v128_t *w3) {
-  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(b, wasm_i8x16_splat((int8_t)0x88));
-  const v128_t lo = wasm_v128_and(x, m), hi = wasm_v128_and(wasm_u16x8_shr(x, 4), m);
-  *w0 = wasm_u16x8_extend_low_u8x16(lo);
-  *w1 = wasm_u16x8_extend_low_u8x16(hi);
-  *w2 = wasm_u16x8_extend_high_u8x16(lo);
-  *w3 = wasm_u16x8_extend_high_u8x16(hi);
+/* Block b of an int4 panel (variants.h, 32 bytes) as its four byte rows of 8 columns (k0 + 2r in
+ * the low nibbles, k0 + 2r + 1 in the high): rows 0 and 1 in *r01, 2 and 3 in *r23 (each half's
+ * column-major bytes transposed by a byte shuffle, then the halves' rows interleaved). */
+static inline void q4_block_rows(const uint8_t *blk, v128_t *r01, v128_t *r23) {
+  const v128_t v0 = wasm_v128_load(blk), v1 = wasm_v128_load(blk + 16);
+  const v128_t a = wasm_i8x16_shuffle(v0, v0, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const v128_t b = wasm_i8x16_shuffle(v1, v1, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  *r01 = wasm_i32x4_shuffle(a, b, 0, 4, 1, 5);
+  *r23 = wasm_i32x4_shuffle(a, b, 2, 6, 3, 7);
 }
 
-/* One byte row (8 columns, k even in the low nibbles, k + 1 in the high) -> two u16x8 of q + 8. */
-static inline void q4_unpack8(const uint8_t *p, v128_t *w0, v128_t *w1) {
-  const v128_t m = wasm_i8x16_splat(0x0F), x = wasm_v128_xor(wasm_v128_load64_zero(p), wasm_i8x16_splat((int8_t)0x88));
-  *w0 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(x, m));
-  *w1 = wasm_u16x8_extend_low_u8x16(wasm_v128_and(wasm_u16x8_shr(x, 4), m));
+/* Two byte rows (b[0..7]: k and k + 1 of 8 columns; b[8..15]: k + 2 and k + 3) -> four u16x8 of the
+ * codes q + 8 in [0, 15]: w0 = the first row's low nibbles (k), w1 its high nibbles, w2, w3 the
+ * second row's (masks and a 16-bit shift: x86 has no 8-bit one); f32x4_of_q4 then gives q. */
+static inline void q4_unpack16(v128_t b, v128_t *w) {
+  const v128_t m = wasm_i8x16_splat(0x0F);
+  const v128_t lo = wasm_v128_and(b, m), hi = wasm_v128_and(wasm_u16x8_shr(b, 4), m);
+  w[0] = wasm_u16x8_extend_low_u8x16(lo);
+  w[1] = wasm_u16x8_extend_low_u8x16(hi);
+  w[2] = wasm_u16x8_extend_high_u8x16(lo);
+  w[3] = wasm_u16x8_extend_high_u8x16(hi);
 }
 
 #define F32X4_OF_Q4_LO(w) f32x4_of_q4((w), 0)
 #define F32X4_OF_Q4_HI(w) f32x4_of_q4((w), 1)
 
-/* M = 1: two panels side by side; per group a partial sum per column (four k per step from one
- * 16-byte load per panel), scaled and added to the total at the group's end. */
-static void q4_gemv__simd128(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  int64_t j = 0;
-  for (; j + 8 < N; j += 16) { /* panels j/8 and j/8 + 1 (the second may be partial) */
-    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
-    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
-      int64_t k = g * G;
-      for (; k + 4 <= k1; k += 4) {
-        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(a[k + 1]), x2 = wasm_f32x4_splat(a[k + 2]),
-                     x3 = wasm_f32x4_splat(a[k + 3]);
-        v128_t w0, w1, w2, w3;
-        q4_unpack16(wasm_v128_load(pa + (k / 2) * 8), &w0, &w1, &w2, &w3);
-        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
-        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
-        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
-        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
-        MULADD(s0, x2, F32X4_OF_Q4_LO(w2));
-        MULADD(s1, x2, F32X4_OF_Q4_HI(w2));
-        MULADD(s0, x3, F32X4_OF_Q4_LO(w3));
-        MULADD(s1, x3, F32X4_OF_Q4_HI(w3));
-        q4_unpack16(wasm_v128_load(pb + (k / 2) * 8), &w0, &w1, &w2, &w3);
-        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
-        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
-        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
-        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
-        MULADD(s2, x2, F32X4_OF_Q4_LO(w2));
-        MULADD(s3, x2, F32X4_OF_Q4_HI(w2));
-        MULADD(s2, x3, F32X4_OF_Q4_LO(w3));
-        MULADD(s3, x3, F32X4_OF_Q4_HI(w3));
+/* Rows i..i+R-1 (R = 1 to 4), panel j / 8, block by block: each pair of k's codes times their
+ * group's scales once (any even G: a pair never straddles groups), then for every row
+ * c = c + (x0·b + x1·d) (tdm_madd2, unfused; a last odd k's pair with x1 = 0). */
+static inline __attribute__((always_inline)) void q4_tile(int R, int64_t i, int64_t j, int64_t N, int64_t K, int64_t G, const float *a,
+                                                          const uint8_t *panel, const float *sc, float *y) {
+  v128_t c[4][2];
+  for (int r = 0; r < R; r++) c[r][0] = c[r][1] = wasm_f32x4_splat(0);
+  for (int64_t kb = 0; kb < K; kb += 8) {
+    v128_t rows[2];
+    q4_block_rows(panel + kb * 4, &rows[0], &rows[1]);
+    for (int h = 0; h < 2; h++) {
+      v128_t w[4];
+      q4_unpack16(rows[h], w);
+      for (int e = 0; e < 2; e++) {
+        const int64_t k = kb + 4 * h + 2 * e;
+        if (k >= K) break;
+        const float *sg = sc + (k / G) * 8;
+        const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4);
+        const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w[2 * e]), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w[2 * e]), g1);
+        const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w[2 * e + 1]), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w[2 * e + 1]), g1);
+        const bool two = k + 1 < K;
+        for (int r = 0; r < R; r++) {
+          const float *ar = a + (i + r) * K + k;
+          const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f);
+          c[r][0] = tdm_madd2(c[r][0], x0, b0, x1, d0);
+          c[r][1] = tdm_madd2(c[r][1], x0, b1, x1, d1);
+        }
       }
-      for (; k < k1; k += 2) { /* 1 to 3 k left: byte rows, the last maybe with only its low nibble */
-        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
-        v128_t w0, w1;
-        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
-        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
-        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
-        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
-        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
-        q4_unpack8(pb + (k / 2) * 8, &w0, &w1);
-        MULADD(s2, x0, F32X4_OF_Q4_LO(w0));
-        MULADD(s3, x0, F32X4_OF_Q4_HI(w0));
-        MULADD(s2, x1, F32X4_OF_Q4_LO(w1));
-        MULADD(s3, x1, F32X4_OF_Q4_HI(w1));
-      }
-      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
-      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
-      MULADD(t2, s2, wasm_v128_load(sb + g * 8));
-      MULADD(t3, s3, wasm_v128_load(sb + g * 8 + 4));
     }
-    tdm_store8(y + j, t0, t1, 8);
-    tdm_store8(y + j + 8, t2, t3, N - j - 8);
   }
-  for (; j < N; j += 8) {
-    const uint8_t *pa = qp + (j / 8) * KB * 8;
-    const float *sa = scale + (j / 8) * NG * 8;
-    v128_t t0 = wasm_f32x4_splat(0), t1 = t0;
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      v128_t s0 = wasm_f32x4_splat(0), s1 = s0;
-      for (int64_t k = g * G; k < k1; k += 2) {
-        const v128_t x0 = wasm_f32x4_splat(a[k]), x1 = wasm_f32x4_splat(k + 1 < k1 ? a[k + 1] : 0.0f);
-        v128_t w0, w1;
-        q4_unpack8(pa + (k / 2) * 8, &w0, &w1);
-        MULADD(s0, x0, F32X4_OF_Q4_LO(w0));
-        MULADD(s1, x0, F32X4_OF_Q4_HI(w0));
-        MULADD(s0, x1, F32X4_OF_Q4_LO(w1));
-        MULADD(s1, x1, F32X4_OF_Q4_HI(w1));
-      }
-      MULADD(t0, s0, wasm_v128_load(sa + g * 8));
-      MULADD(t1, s1, wasm_v128_load(sa + g * 8 + 4));
-    }
-    tdm_store8(y + j, t0, t1, N - j);
-  }
+  for (int r = 0; r < R; r++) tdm_store8(y + (i + r) * N + j, c[r][0], c[r][1], N - j);
 }
-
-/* Rows i..i+R-1, panel j / 8: each byte row's weights are widened and multiplied by their group's
- * scales once, then serve R rows. */
-#define Q4_TILE(R) \
-  do { \
-    v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00; \
-    for (int64_t k = 0; k < K; k += 2) { \
-      const float *sg = sc + (k / G) * 8; \
-      const v128_t g0 = wasm_v128_load(sg), g1 = wasm_v128_load(sg + 4); \
-      v128_t w0, w1; \
-      q4_unpack8(panel + (k / 2) * 8, &w0, &w1); \
-      const v128_t b0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w0), g0), b1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w0), g1); \
-      const v128_t d0 = wasm_f32x4_mul(F32X4_OF_Q4_LO(w1), g0), d1 = wasm_f32x4_mul(F32X4_OF_Q4_HI(w1), g1); \
-      const bool two = k + 1 < K; \
-      for (int r = 0; r < R; r++) { \
-        const float *ar = a + (i + r) * K + k; \
-        const v128_t x0 = wasm_f32x4_splat(ar[0]), x1 = wasm_f32x4_splat(two ? ar[1] : 0.0f); \
-        v128_t *c0 = r == 0 ? &c00 : r == 1 ? &c10 : r == 2 ? &c20 : &c30; \
-        v128_t *c1 = r == 0 ? &c01 : r == 1 ? &c11 : r == 2 ? &c21 : &c31; \
-        *c0 = tdm_madd2(*c0, x0, b0, x1, d0); \
-        *c1 = tdm_madd2(*c1, x0, b1, x1, d1); \
-      } \
-    } \
-    const int64_t n = N - j; \
-    tdm_store8(y + i * N + j, c00, c01, n); \
-    if (R > 1) tdm_store8(y + (i + 1) * N + j, c10, c11, n); \
-    if (R > 2) tdm_store8(y + (i + 2) * N + j, c20, c21, n); \
-    if (R > 3) tdm_store8(y + (i + 3) * N + j, c30, c31, n); \
-  } while (0)
 
 void tdm_q4_gemm_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                     float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0);
   for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const uint8_t *panel = qp + (j / 8) * PB;
     const float *sc = scale + (j / 8) * NG * 8;
     int64_t i = 0;
-    for (; i + 4 <= M; i += 4) Q4_TILE(4);
-    for (; i < M; i++) Q4_TILE(1);
+    for (; i + 4 <= M; i += 4) q4_tile(4, i, j, N, K, G, a, panel, sc, y);
+    for (; i < M; i++) q4_tile(1, i, j, N, K, G, a, panel, sc, y);
   }
 }
 
@@ -558,8 +483,7 @@ void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, c
 }
 
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
-  if (M == 1) q4_gemv__simd128(N, K, G, a, qp, scale, y);
-  else tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
+  tdm_q4_gemm_tiles_4x8__simd128(M, N, K, G, a, qp, scale, y);
 }
 
 #endif

@@ -354,160 +354,90 @@ AVX2 void tdm_q8_gemm__avx2(int64_t M, int64_t N, int64_t K, const float *a, con
 
 /* ---- int4 weights × float activations --------------------------------------------------------- */
 
-/* One byte row of a panel (8 columns: k in the low nibbles, k + 1 in the high) as the signed codes
- * of k (*lo) and k + 1 (*hi), floats (exact). */
-static inline AVX2 void q4_row(const uint8_t *p, __m256 *lo, __m256 *hi) {
-  const __m256i b = _mm256_cvtepu8_epi32(LOAD1(p)), m = _mm256_set1_epi32(15), e = _mm256_set1_epi32(8);
-  *lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(b, m), e), e));
-  *hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(_mm256_srli_epi32(b, 4), m), e), e));
+/* Block b of an int4 panel (variants.h, 32 bytes) as its four byte rows of 8 columns (k0 + 2r in
+ * the low nibbles, k0 + 2r + 1 in the high), rows[r] in the low 8 bytes, as quant_simd128.c's
+ * q4_block_rows. */
+static inline AVX2 void q4_block_rows(const uint8_t *blk, __m128i rows[4]) {
+  const __m128i t = _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m128i a = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)blk), t);
+  const __m128i b = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blk + 16)), t);
+  rows[0] = _mm_unpacklo_epi32(a, b), rows[2] = _mm_unpackhi_epi32(a, b);
+  rows[1] = _mm_srli_si128(rows[0], 8), rows[3] = _mm_srli_si128(rows[2], 8);
 }
 
-/* One panel's partial sums over the group [k0, k1) (k0 even), as the SIMD128 GEMV: four k per step
- * while four are left, then pairs, the second of a last odd k times 0. */
-static inline AVX2 __m256 q4_group_sum(const uint8_t *p, const float *a, int64_t k0, int64_t k1) {
-  __m256 s = _mm256_setzero_ps(), w0, w1, w2, w3;
-  int64_t k = k0;
-  for (; k + 4 <= k1; k += 4) {
-    q4_row(p + (k / 2) * 8, &w0, &w1);
-    q4_row(p + (k / 2 + 1) * 8, &w2, &w3);
-    MULADD(s, _mm256_broadcast_ss(a + k), w0);
-    MULADD(s, _mm256_broadcast_ss(a + k + 1), w1);
-    MULADD(s, _mm256_broadcast_ss(a + k + 2), w2);
-    MULADD(s, _mm256_broadcast_ss(a + k + 3), w3);
-  }
-  for (; k < k1; k += 2) {
-    q4_row(p + (k / 2) * 8, &w0, &w1);
-    MULADD(s, _mm256_broadcast_ss(a + k), w0);
-    MULADD(s, _mm256_set1_ps(k + 1 < k1 ? a[k + 1] : 0.0f), w1);
-  }
-  return s;
+/* One byte row as the signed codes of k (*lo) and k + 1 (*hi), floats (exact). */
+static inline AVX2 void q4_row(__m128i row, __m256 *lo, __m256 *hi) {
+  const __m256i b = _mm256_cvtepu8_epi32(row), m = _mm256_set1_epi32(15), e = _mm256_set1_epi32(8);
+  *lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, m), e));
+  *hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(b, 4), m), e));
 }
 
-/* M = 1: two panels side by side, then the last one alone; per group each column's partial sum
- * times its group scale added to the total (t = s·scale + t, unfused). */
-static AVX2 void q4_gemv__avx2(int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  int64_t j = 0;
-  for (; j + 8 < N; j += 16) {
-    const uint8_t *pa = qp + (j / 8) * KB * 8, *pb = pa + KB * 8;
-    const float *sa = scale + (j / 8) * NG * 8, *sb = sa + NG * 8;
-    __m256 t0 = _mm256_setzero_ps(), t1 = t0;
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k0 = g * G, k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      MULADD(t0, q4_group_sum(pa, a, k0, k1), _mm256_loadu_ps(sa + g * 8));
-      MULADD(t1, q4_group_sum(pb, a, k0, k1), _mm256_loadu_ps(sb + g * 8));
+/* Rows i..i+R-1 (R = 1 to 4) of panel j / 8, block by block: each pair of k's codes times their
+ * group's scales once, then for every row c = c + (x0·b + x1·d) (the SIMD128 tiles' tdm_madd2,
+ * unfused; a last odd k's pair with x1 = 0). */
+static inline __attribute__((always_inline)) AVX2 void q4_tile(int R, int64_t i, int64_t j, int64_t N, int64_t K, int64_t G, const float *a,
+                                                               const uint8_t *panel, const float *sc, float *y) {
+  __m256 c[4];
+  for (int r = 0; r < R; r++) c[r] = _mm256_setzero_ps();
+  for (int64_t kb = 0; kb < K; kb += 8) {
+    __m128i rows[4];
+    q4_block_rows(panel + kb * 4, rows);
+    for (int e = 0; e < 4; e++) {
+      const int64_t k = kb + 2 * e;
+      if (k >= K) break;
+      const __m256 g8 = _mm256_loadu_ps(sc + (k / G) * 8);
+      __m256 w0, w1;
+      q4_row(rows[e], &w0, &w1);
+      const __m256 b = _mm256_mul_ps(w0, g8), d = _mm256_mul_ps(w1, g8);
+      const bool two = k + 1 < K;
+      for (int r = 0; r < R; r++) {
+        const float *ar = a + (i + r) * K + k;
+        const __m256 x0 = _mm256_broadcast_ss(ar), x1 = _mm256_set1_ps(two ? ar[1] : 0.0f);
+        c[r] = _mm256_add_ps(c[r], _mm256_add_ps(_mm256_mul_ps(x0, b), _mm256_mul_ps(x1, d)));
+      }
     }
-    _mm256_storeu_ps(y + j, t0);
-    store_n(y + j + 8, t1, N - j - 8);
   }
-  for (; j < N; j += 8) {
-    const uint8_t *pa = qp + (j / 8) * KB * 8;
-    const float *sa = scale + (j / 8) * NG * 8;
-    __m256 t = _mm256_setzero_ps();
-    for (int64_t g = 0; g < NG; g++) {
-      const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-      MULADD(t, q4_group_sum(pa, a, g * G, k1), _mm256_loadu_ps(sa + g * 8));
-    }
-    store_n(y + j, t, N - j);
-  }
+  for (int r = 0; r < R; r++) store_n(y + (i + r) * N + j, c[r], N - j);
 }
-
-/* Rows i..i+R-1 (R = 1 to 4) of panel j / 8: each byte row's codes times their group's scales once,
- * then for every row c = c + (x0·b + x1·d) (the SIMD128 tiles' tdm_madd2, unfused). */
-#define Q4_ROW(R, r) \
-  if (R > r) { \
-    const float *ar = a + (i + r) * K + k; \
-    const __m256 x0 = _mm256_broadcast_ss(ar), x1 = _mm256_set1_ps(two ? ar[1] : 0.0f); \
-    c##r = _mm256_add_ps(c##r, _mm256_add_ps(_mm256_mul_ps(x0, b), _mm256_mul_ps(x1, d))); \
-  }
-#define Q4_STORE(R, r) \
-  if (R > r) store_n(y + (i + r) * N + j, c##r, N - j);
-/* clang-format off */
-#define Q4_TILE(R) \
-  do { \
-    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0; \
-    for (int64_t k = 0; k < K; k += 2) { \
-      const __m256 g8 = _mm256_loadu_ps(sc + (k / G) * 8); \
-      __m256 w0, w1; \
-      q4_row(panel + (k / 2) * 8, &w0, &w1); \
-      const __m256 b = _mm256_mul_ps(w0, g8), d = _mm256_mul_ps(w1, g8); \
-      const bool two = k + 1 < K; \
-      Q4_ROW(R, 0) Q4_ROW(R, 1) Q4_ROW(R, 2) Q4_ROW(R, 3) \
-    } \
-    Q4_STORE(R, 0) Q4_STORE(R, 1) Q4_STORE(R, 2) Q4_STORE(R, 3) \
-  } while (0)
-/* clang-format on */
 
 AVX2 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale,
                                   float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0);
   for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *panel = qp + (j / 8) * KB * 8;
+    const uint8_t *panel = qp + (j / 8) * PB;
     const float *sc = scale + (j / 8) * NG * 8;
     int64_t i = 0;
-    for (; i + 4 <= M; i += 4) Q4_TILE(4);
-    switch (M - i) {
-      case 3: Q4_TILE(3); break;
-      case 2: Q4_TILE(2); break;
-      case 1: Q4_TILE(1); break;
-    }
+    for (; i + 4 <= M; i += 4) q4_tile(4, i, j, N, K, G, a, panel, sc, y);
+    for (; i < M; i++) q4_tile(1, i, j, N, K, G, a, panel, sc, y);
   }
 }
 
 AVX2 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y) {
-  if (M == 1) q4_gemv__avx2(N, K, G, a, qp, scale, y);
-  else tdm_q4_gemm_tiles__avx2(M, N, K, G, a, qp, scale, y);
+  tdm_q4_gemm_tiles__avx2(M, N, K, G, a, qp, scale, y);
 }
 
 /* ---- int4 weights × int8 activations, M = 1 ---------------------------------------------------- */
 
-/* quant_simd128.c's q4_mul_step on two panels at once (panel A's 16 bytes in the low 128 bits of v,
- * B's in the high): each nibble's signed code shifted into its 16-bit lane, times the activations,
- * 16-bit sums of the even columns into *he and the odd ones into *ho (at most 2032 a step: 16 steps
- * fit). */
-static inline AVX2 void q4_mul_step2(__m256i v, __m256i xa, __m256i xb, __m256i *he, __m256i *ho) {
-  const __m256i a = _mm256_srai_epi16(_mm256_slli_epi16(v, 12), 12), b = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 12);
-  const __m256i c = _mm256_srai_epi16(_mm256_slli_epi16(v, 4), 12), d = _mm256_srai_epi16(v, 12);
-  *he = _mm256_add_epi16(*he, _mm256_add_epi16(_mm256_mullo_epi16(a, xa), _mm256_mullo_epi16(b, xb)));
-  *ho = _mm256_add_epi16(*ho, _mm256_add_epi16(_mm256_mullo_epi16(c, xa), _mm256_mullo_epi16(d, xb)));
+/* quant_q4_simd128.c's q4_block_dot on a whole block of a panel (columns 0-3 in the low 128 bits,
+ * 4-7 in the high): each position's codes masked in place (the last shifted down), times
+ * tdm_q4_block_x16's pairs (xv[p] broadcast), 256·xq·(q + 8) summed into each column's lane. */
+static inline AVX2 __m256i q4_block_dot(__m256i v, const __m256i *xv, __m256i acc) {
+  const __m256i d0 = _mm256_madd_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x000F)), xv[0]);
+  const __m256i d1 = _mm256_madd_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x00F0)), xv[1]);
+  const __m256i d2 = _mm256_madd_epi16(_mm256_and_si256(v, _mm256_set1_epi16(0x0F00)), xv[2]);
+  const __m256i d3 = _mm256_madd_epi16(_mm256_srli_epi16(v, 12), xv[3]);
+  return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_add_epi32(d0, d1), _mm256_add_epi32(d2, d3)));
 }
 
-/* The activations of q4_mul_step2 from the int8 x[k..k+3] in the low bytes of e (both halves: x[k],
- * x[k + 2] in xa's lanes 0-3, 4-7; x[k + 1], x[k + 3] in xb's). */
-static inline AVX2 void q4_mul_x2(__m128i e8, __m256i *xa, __m256i *xb) {
-  const __m256i e = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(e8));
-  *xa = _mm256_shuffle_epi8(
-      e, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5, 0, 1, 0, 1, 0, 1, 0, 1, 4, 5, 4, 5, 4, 5, 4, 5));
-  *xb = _mm256_shuffle_epi8(
-      e, _mm256_setr_epi8(2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7, 2, 3, 2, 3, 2, 3, 2, 3, 6, 7, 6, 7, 6, 7, 6, 7));
-}
-
-/* Two 16-byte pieces as one vector (the second zero for a single panel). */
-static inline AVX2 __m256i load_pair(const uint8_t *a, const uint8_t *b, int two) {
-  const __m256i lo = _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a));
-  return two ? _mm256_inserti128_si256(lo, _mm_loadu_si128((const __m128i *)b), 1) : _mm256_inserti128_si256(lo, _mm_setzero_si128(), 1);
-}
-static inline AVX2 __m256i load_pair8(const uint8_t *a, const uint8_t *b, int two) {
-  const __m256i lo = _mm256_castsi128_si256(_mm_loadl_epi64((const __m128i *)a));
-  return _mm256_inserti128_si256(lo, two ? _mm_loadl_epi64((const __m128i *)b) : _mm_setzero_si128(), 1);
-}
-
-/* One panel's 16-bit sums (even columns he, odd ho; lanes i and i + 4 the same column) as int32 in
- * column order 0..7. */
-static inline AVX2 __m256i q4_columns(__m128i he, __m128i ho) {
-  const __m128i e = _mm_add_epi32(_mm_cvtepi16_epi32(he), _mm_cvtepi16_epi32(_mm_unpackhi_epi64(he, he)));
-  const __m128i o = _mm_add_epi32(_mm_cvtepi16_epi32(ho), _mm_cvtepi16_epi32(_mm_unpackhi_epi64(ho, ho)));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi32(e, o)), _mm_unpackhi_epi32(e, o), 1);
-}
+#define Q4_CHUNK 2048 /* as quant_q4_simd128.c's: 256 blocks of 256-times sums fit in int32 */
 
 /* np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8
- * columns per panel, YS floats apart), as quant_simd128.c's q4_mul_panels: per group, in chunks of
- * at most 64 k, the 16-bit sums widened into int32 per column, then the group's total as the
- * scalar reference adds it. */
-static inline __attribute__((always_inline)) AVX2 void q4_mul_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int8_t *xq,
-                                                                     const float *xs, const uint8_t *p, const float *sc, size_t SS,
-                                                                     float *y, size_t YS) {
-  const int npair = (np + 1) / 2, two = np > 1;
+ * columns per panel, YS floats apart), as quant_q4_simd128.c's q4_dot_panels: per group the exact
+ * int32 sums Σ xq·(q + 8) per column minus 8·xsum[g], then the group's total as the scalar
+ * reference adds it. */
+static inline __attribute__((always_inline)) AVX2 void q4_dot_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG,
+                                                                     const int16_t *x16, const float *xs, const int32_t *xsum,
+                                                                     const uint8_t *p, const float *sc, size_t SS, float *y, size_t YS) {
   __m256 t[4];
   for (int i = 0; i < np; i++) t[i] = _mm256_setzero_ps();
   for (int64_t g = 0; g < NG; g++) {
@@ -515,63 +445,47 @@ static inline __attribute__((always_inline)) AVX2 void q4_mul_panels(int np, int
     __m256i s[4];
     for (int i = 0; i < np; i++) s[i] = _mm256_setzero_si256();
     for (int64_t k = g * G; k < k1;) {
-      const int64_t kend = k + 64 < k1 ? k + 64 : k1;
+      const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
       __m256i h[4];
-      for (int i = 0; i < 2 * npair; i++) h[i] = _mm256_setzero_si256();
-      for (; k + 4 <= kend; k += 4) {
-        __m256i xa, xb;
-        int32_t x4;
-        memcpy(&x4, xq + k, 4);
-        q4_mul_x2(_mm_cvtsi32_si128(x4), &xa, &xb);
-        const uint8_t *pk = p + (size_t)k * 4;
-        for (int i = 0; i < npair; i++)
-          q4_mul_step2(load_pair(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two), xa, xb, &h[2 * i], &h[2 * i + 1]);
-      }
-      if (k < kend) { /* 1 to 3 k left, the end of K: 3 as a whole step (the pad 0 of xq past it), else one byte row */
-        __m256i xa, xb;
-        const int64_t r = kend - k;
-        int32_t x4 = 0;
-        memcpy(&x4, xq + k, r == 3 ? 4 : 2);
-        q4_mul_x2(_mm_cvtsi32_si128(x4), &xa, &xb);
-        const uint8_t *pk = p + (size_t)k * 4;
-        for (int i = 0; i < npair; i++) {
-          const __m256i v =
-              r == 3 ? load_pair(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two) : load_pair8(pk + 2 * i * PS, pk + (2 * i + 1) * PS, two);
-          q4_mul_step2(v, xa, xb, &h[2 * i], &h[2 * i + 1]);
+      for (int i = 0; i < np; i++) h[i] = _mm256_setzero_si256();
+      for (; k < kend; k += 8) {
+        __m256i xv[4];
+        for (int q = 0; q < 4; q++) {
+          int32_t pair;
+          memcpy(&pair, x16 + k + 2 * q, 4);
+          xv[q] = _mm256_set1_epi32(pair);
         }
-        k = kend;
+        for (int i = 0; i < np; i++) h[i] = q4_block_dot(_mm256_loadu_si256((const __m256i *)(p + i * PS + (size_t)k * 4)), xv, h[i]);
       }
-      for (int i = 0; i < np; i++) {
-        const __m256i he = h[2 * (i / 2)], ho = h[2 * (i / 2) + 1];
-        s[i] = _mm256_add_epi32(s[i],
-                                i % 2 ? q4_columns(_mm256_extracti128_si256(he, 1), _mm256_extracti128_si256(ho, 1))
-                                      : q4_columns(_mm256_castsi256_si128(he), _mm256_castsi256_si128(ho)));
-      }
+      for (int i = 0; i < np; i++) s[i] = _mm256_add_epi32(s[i], _mm256_srai_epi32(h[i], 8));
     }
+    const __m256i bias = _mm256_set1_epi32(8 * xsum[g]);
     const __m256 d = _mm256_set1_ps(xs[g]);
     for (int i = 0; i < np; i++)
-      t[i] = _mm256_add_ps(t[i], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s[i]), d), _mm256_loadu_ps(sc + i * SS + g * 8)));
+      t[i] = _mm256_add_ps(
+          t[i], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[i], bias)), d), _mm256_loadu_ps(sc + i * SS + g * 8)));
   }
   for (int i = 0; i < np; i++) _mm256_storeu_ps(y + i * YS, t[i]);
 }
 
 AVX2 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                                 const float *scale, float *y) {
-  const int64_t KB = (K + 1) / 2, NG = K / G + (K % G != 0);
-  const size_t PS = (size_t)KB * 8, SS = (size_t)NG * 8;
-  (void)xsum;
+  const int64_t NG = K / G + (K % G != 0);
+  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
+  int16_t x16[TDM_Q8_DOT_MAX_K];
+  tdm_q4_block_x16(K, xq, x16);
   /* as the SIMD128 GEMV: four panels from four runs of columns H = ⌊N / 32⌋·8 apart, then two, one
    * and a partial panel */
   const int64_t H = N / 32 * 8;
   for (int64_t j = 0; j < H; j += 8)
-    q4_mul_panels(4, K, G, (size_t)(H / 8) * PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+    q4_dot_panels(4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
                   (size_t)H);
   int64_t j = 4 * H;
-  for (; j + 16 <= N; j += 16) q4_mul_panels(2, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  for (; j + 8 <= N; j += 8) q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 16 <= N; j += 16) q4_dot_panels(2, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
   if (j < N) {
     float t[8];
-    q4_mul_panels(1, K, G, PS, NG, xq, xs, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
     memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
   }
 }

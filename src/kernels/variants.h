@@ -272,8 +272,17 @@ typedef void (*tdm_col2im_phases_fn)(const tdm_conv_geom *g, int64_t Og, const f
 extern const tdm_col2im_phases_fn tdm_f32_col2im_phases;
 
 /* Quantized weights (quant.c, the references; quant_simd128.c, quant_relaxed.c; layouts in docs/ops.md): y [M, N] = a [M, K] @ the dequantized
- * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), ceil(K/2), 8]
- * bytes (two k per byte, even k in the low nibble), scale [ceil(N/8), ceil(K/G), 8], G even. */
+ * weights. int8: qp [ceil(N/8), K, 8], scale [ceil(N/8), 8]. int4: qp [ceil(N/8), 4·ceil(K/8), 8]
+ * bytes in blocks of 8 k (tdm_q4_code), scale [ceil(N/8), ceil(K/G), 8], G even. */
+/* The int4 block: a panel's k in [8b, 8b + 8) are its 32 bytes from 32·b, column j's four at 4j + r
+ * (r = 0..3), byte 4j + r holding k = 8b + 2r in its low nibble and 8b + 2r + 1 in its high one, each
+ * as q + 8 in [0, 15]. Read as 16-bit lanes, column j's 16 codes of a block sit in two adjacent
+ * lanes (the integer-dot kernels multiply them without a shuffle); codes past K are 8 (q = 0). */
+#define TDM_Q4_BLOCK_BYTES(K) ((((K) + 7) / 8) * 32) /* one panel's bytes */
+static inline int tdm_q4_code(const uint8_t *panel, int64_t k, int64_t j) {
+  const uint8_t b = panel[(k / 8) * 32 + (j % 8) * 4 + (k % 8) / 2];
+  return (k % 2 ? b >> 4 : b & 15) - 8;
+}
 void tdm_q8_gemm__scalar(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm__scalar(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 typedef void (*tdm_q8_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
@@ -339,13 +348,26 @@ extern const tdm_q8_gemm_dot_fn tdm_q8_gemm_dot_paired;
 #define TDM_Q8_A16_MAX 32767
 bool tdm_conv_q8_quantize_row(int64_t K, const float *a, int16_t *xq, float *xs);
 /* int4 weights times int8 activations (docs/ops.md, "Integer dot products for int4"), every build: the
- * row a [K] quantized per weight group of G (G % 4 == 0, TDM_Q4_DOT_MIN_G <= G) to int8 xq [K + 1]
+ * row a [K] quantized per weight group of G (G % 8 == 0, TDM_Q4_DOT_MIN_G <= G: whole blocks) to int8 xq [K + 1]
  * (the pad 0) with scales xs [ceil(K/G)] as tdm_q8_quantize_row does per block, and xsum [ceil(K/G)]
  * the sum of each group's xq (the bias correction of kernels that read the codes biased to q + 8);
  * false on a NaN or ±inf (the float path then). The GEMV sums xq·q exactly in int32 per group, then
  * total = total + (float(sum)·xs[g])·scale[g][j], unfused, group by group: every variant gives the
  * same bits. */
 #define TDM_Q4_DOT_MIN_G 16
+/* The activations of the SIMD128 and AVX2 int4 dot kernels for K values of xq (its pad 0 at K,
+ * zeros past it), x16 [K rounded up to 8]: per block of 8 k the pairs [x[k0 + p]·s_p, x[k0 + 4 + p]·s_p]
+ * for p = 0..3, s = 256, 16, 1, 256, as int16 (|x·256| <= 32512): each pair multiplies the codes a
+ * block holds in bits 4p..4p + 3 of a column's two 16-bit lanes, masked in place (times 16^p) or,
+ * the last, shifted down, so that every product is 256·xq·(q + 8). */
+static inline void tdm_q4_block_x16(int64_t K, const int8_t *xq, int16_t *x16) {
+  static const int16_t s[4] = {256, 16, 1, 256};
+  for (int64_t k0 = 0; k0 < K; k0 += 8)
+    for (int p = 0; p < 4; p++) {
+      x16[k0 + 2 * p] = (int16_t)(k0 + p <= K ? xq[k0 + p] * s[p] : 0);
+      x16[k0 + 2 * p + 1] = (int16_t)(k0 + 4 + p <= K ? xq[k0 + 4 + p] * s[p] : 0);
+    }
+}
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
 void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                              const float *scale, float *y);
@@ -465,7 +487,7 @@ void tdm_f32_col2im_phases__simd128(const tdm_conv_geom *g, int64_t Og, const fl
  * written. */
 int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool include_pad, const float *xc, int64_t oh, float *yr, int64_t lo,
                                   int64_t hi);
-/* M = 1 takes a GEMV path (four int8 / two int4 panels side by side); M > 1 4x8 register tiles. */
+/* int8: M = 1 takes a GEMV path (four panels side by side), M > 1 4x8 register tiles; int4: the tiles for every M. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 /* Four panels at a time from four runs of columns N / 4 apart, then the rest side by side, then one

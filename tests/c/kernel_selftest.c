@@ -267,15 +267,28 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
 
 /* ---- quantized weights (src/kernels/quant*.c) ------------------------------------------------ */
 
+/* int4 codes as the exporter lays them out (variants.h's blocks of 8 k, q + 8 per nibble, 8 past K):
+ * q4_alloc's buffer for [K, N], q4_put's code v of (k, j). */
+static uint8_t *q4_alloc(int64_t N, int64_t K) {
+  const size_t n = (size_t)((N + TDM_PANEL - 1) / TDM_PANEL * TDM_Q4_BLOCK_BYTES(K) + 1);
+  uint8_t *q4 = malloc(n);
+  memset(q4, 0x88, n);
+  return q4;
+}
+static void q4_put(uint8_t *q4, int64_t K, int64_t k, int64_t j, int v) {
+  uint8_t *b = q4 + (j / 8) * TDM_Q4_BLOCK_BYTES(K) + (k / 8) * 32 + (j % 8) * 4 + (k % 8) / 2;
+  *b = (uint8_t)(k % 2 ? (*b & 0x0F) | (v + 8) << 4 : (*b & 0xF0) | (v + 8));
+}
+
 /* int8 and int4 GEMM (scalar and, in wasm, SIMD128) against the dequantized weights @ a in double:
  * random codes over the whole range ([-127, 127], [-8, 7]), positive scales, packed as the
  * exporter packs them. Within float32 accumulation error, like the float GEMM. */
 static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
-  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = (K + G - 1) / G;
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = (K + G - 1) / G;
   float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *w8 = malloc(sizeof(float) * (size_t)(K * N + 1));
   float *w4 = malloc(sizeof(float) * (size_t)(K * N + 1));
   int8_t *q8 = calloc((size_t)(P * K * 8 + 1), 1);
-  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  uint8_t *q4 = q4_alloc(N, K);
   float *s8 = calloc((size_t)(P * 8 + 1), sizeof(float)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
   float *ref8 = malloc(sizeof(float) * (size_t)(M * N + 1)), *ref4 = malloc(sizeof(float) * (size_t)(M * N + 1));
   float *y = malloc(sizeof(float) * (size_t)(M * N + 1));
@@ -287,7 +300,7 @@ static int check_quant(int64_t M, int64_t N, int64_t K, int64_t G) {
       rng = rng * 1664525u + 1013904223u;
       const int v8 = (int)((rng >> 8) % 255) - 127, v4 = (int)((rng >> 20) % 16) - 8;
       q8[((j / 8) * K + k) * 8 + j % 8] = (int8_t)v8;
-      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+      q4_put(q4, K, k, j, v4);
       w8[k * N + j] = (float)v8 * s8[j];
       w4[k * N + j] = (float)v4 * s4[((j / 8) * NG + k / G) * 8 + j % 8];
     }
@@ -720,12 +733,12 @@ static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
  * with a zero group, a denormal one, a huge one and two of ±127 codes only (columns 3 and 6 of each panel there codes 7 and -8 only, 0 in the huge group);
  * NaN / ±inf refused. */
 static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
-  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0);
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = K / G + (K % G != 0);
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
   float *xs = malloc(sizeof(float) * (size_t)(NG + 1)), *ref = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
   float *tol = malloc(sizeof(float) * (size_t)N);
   int32_t *xsum = malloc(sizeof(int32_t) * (size_t)(NG + 1));
-  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  uint8_t *q4 = q4_alloc(N, K);
   int8_t *xq = malloc((size_t)(K + 1));
   for (int64_t k = 0; k < K; k++) {
     const int64_t g = k / G;
@@ -734,14 +747,15 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
     if (g == 2) a[k] *= 1e-44f;
     if (g == 3) a[k] *= 1e30f;
     if (g == 4 || g == 5) a[k] = g == 4 ? 1.0f : -1.0f; /* every code ±127: the 16-bit sums' extremes */
+    if (G >= 2048) a[k] = 1.0f;                         /* one group of ±127 codes: the int32 sums' extremes */
   }
   for (int64_t j = 0; j < N; j++)
     for (int64_t k = 0; k < K; k++) {
       rng = rng * 1664525u + 1013904223u;
       int v4 = (int)((rng >> 8) % 16) - 8;
       if (j % 8 == 3 || j % 8 == 6) /* groups 4, 5: codes 7 and -8 only; the huge group 3 left out, or it hides them */
-        v4 = k / G == 3 ? 0 : k / G == 4 || k / G == 5 ? (j % 8 == 3 ? 7 : -8) : v4;
-      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+        v4 = G >= 2048 ? (j % 8 == 3 ? 7 : -8) : k / G == 3 ? 0 : k / G == 4 || k / G == 5 ? (j % 8 == 3 ? 7 : -8) : v4;
+      q4_put(q4, K, k, j, v4);
       if (k % G == 0) s4[((j / 8) * NG + k / G) * 8 + j % 8] = (frand() + 1.5f) / 7;
     }
   int bad = 0;
@@ -761,10 +775,7 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
     double acc = 0, mag = 0;
     for (int64_t g = 0; g < NG; g++) {
       int64_t s = 0;
-      for (int64_t k = g * G; k < K && k < (g + 1) * G; k++) {
-        const int b = q4[((j / 8) * KB + k / 2) * 8 + j % 8];
-        s += xq[k] * ((((k % 2 ? b >> 4 : b) & 15) ^ 8) - 8);
-      }
+      for (int64_t k = g * G; k < K && k < (g + 1) * G; k++) { s += xq[k] * tdm_q4_code(q4 + (j / 8) * TDM_Q4_BLOCK_BYTES(K), k, j); }
       const double t = (double)s * xs[g] * s4[((j / 8) * NG + g) * 8 + j % 8];
       acc += t, mag += fabs(t);
     }
@@ -809,12 +820,12 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
  * variant bit for bit tdm_q4_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps
  * stay untouched; rows of different magnitudes, row 2 with a zero group. */
 static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
-  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, KB = (K + 1) / 2, NG = K / G + (K % G != 0), ldy = N + 3;
+  const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = K / G + (K % G != 0), ldy = N + 3;
   float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
   float *xs = malloc(sizeof(float) * (size_t)(M * NG + 1)), *ref = malloc(sizeof(float) * (size_t)(M * ldy));
   float *y = malloc(sizeof(float) * (size_t)(M * ldy));
   int32_t *xsum = malloc(sizeof(int32_t) * (size_t)(M * NG + 1));
-  uint8_t *q4 = calloc((size_t)(P * KB * 8 + 1), 1);
+  uint8_t *q4 = q4_alloc(N, K);
   int8_t *xq = malloc((size_t)(M * (K + 1)));
   for (int64_t i = 0; i < M * K; i++) a[i] = 2 * frand() * (i / K == 1 ? 1e-3f : 1.0f);
   for (int64_t k = 0; k < K && M > 2; k++)
@@ -823,7 +834,7 @@ static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
     for (int64_t k = 0; k < K; k++) {
       rng = rng * 1664525u + 1013904223u;
       const int v4 = (int)((rng >> 8) % 16) - 8;
-      q4[((j / 8) * KB + k / 2) * 8 + j % 8] |= (uint8_t)((v4 & 15) << (k % 2 ? 4 : 0));
+      q4_put(q4, K, k, j, v4);
       if (k % G == 0) s4[((j / 8) * NG + k / G) * 8 + j % 8] = (frand() + 1.5f) / 7;
     }
   for (int64_t r = 0; r < M; r++) {
@@ -2206,7 +2217,7 @@ int tdm_kernel_selftest(void) {
 #endif
   /* quantized: every N % 8 and N % 32 (the GEMV's 4- and 2-panel paths), K % 4, K % G and K < G */
   const int64_t qm[] = {1, 2, 3, 4, 5, 9}, qn[] = {1, 7, 8, 9, 15, 16, 17, 24, 25, 31, 33, 40, 65},
-                qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 8, 32};
+                qk[] = {0, 1, 2, 3, 4, 5, 7, 8, 17, 31, 32, 33, 34, 63, 64, 65, 100}, qg[] = {2, 6, 8, 32};
   for (size_t i = 0; i < sizeof qm / sizeof qm[0]; i++)
     for (size_t j = 0; j < sizeof qn / sizeof qn[0]; j++)
       for (size_t k = 0; k < sizeof qk / sizeof qk[0]; k++)
@@ -2238,17 +2249,18 @@ int tdm_kernel_selftest(void) {
     for (size_t j = 0; j < sizeof rn / sizeof rn[0]; j++)
       for (size_t k = 0; k < sizeof rk / sizeof rk[0]; k++) bad += check_conv_q8_rows(m, rn[j], rk[k]);
   bad += check_conv_q8_rows(2, 64, 8192) + check_conv_q8_rows(8, 40, 3072);
-  /* the int4 integer-dot GEMV: K odd, K % 4, K % 16 (the 16-bit flush), K % G, K < G, N % 16 and N % 8 */
+  /* the int4 integer-dot GEMV: K odd, K % 8 (a partial block), K % 32 (the relaxed 16-bit flush), K % G, K < G, N % 16 and N % 8 */
   const int64_t en[] = {1, 7, 8, 9, 15, 16, 17, 24, 33, 40, 57}, ek[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 130},
-                eg[] = {16, 20, 32, 64};
+                eg[] = {16, 24, 32, 64};
   for (size_t j = 0; j < sizeof en / sizeof en[0]; j++)
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
       for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
   bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
-  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);    /* four column runs of 16 and 248, then 8 left */
-  bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128); /* past the activation vectors made once (K > 2048) */
-  /* the same over 1 to 4 rows: K odd, K % 4, K % 16, K % G, N % 16 and N % 8 */
-  const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 20, 32};
+  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);      /* four column runs of 16 and 248, then 8 left */
+  bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);   /* K past one 2048-k chunk */
+  bad += check_q4_dot(16, 8192, 8192) + check_q4_dot(9, 6001, 4096); /* groups of many chunks at the largest sums */
+  /* the same over 1 to 4 rows: K odd, K % 8, K % 32, K % G, N % 16 and N % 8 */
+  const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 24, 32};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
     for (size_t j = 0; j < sizeof fn / sizeof fn[0]; j++)
       for (size_t k = 0; k < sizeof fk / sizeof fk[0]; k++)

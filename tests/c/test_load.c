@@ -26,7 +26,7 @@ static void corrupt_header(const unsigned char *bytes, size_t size) {
     tdm_status want;
   } cases[] = {
       {0, 'X', TDM_ERR_BAD_MAGIC},
-      {4, 4, TDM_ERR_VERSION},
+      {4, 5, TDM_ERR_VERSION},
       {4, 0, TDM_ERR_VERSION},
       {4, 1, TDM_ERR_MALFORMED} /* version 1 has 5 sections */,
       {4, 2, TDM_ERR_TRUNCATED} /* read as version 2: no symbolic sizes after the ops */,

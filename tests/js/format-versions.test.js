@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { load } from '../../node/index.js';
 import { ROOT } from './helpers.js';
 
-for (const version of [1, 2]) {
+for (const version of [1, 2, 3]) {
   const file = (name) => `${ROOT}tests/fixtures/formats/v${version}/${name}.tandem`;
 
   test(`format version ${version}: the shared buffer's methods (add to it, clear it)`, async () => {

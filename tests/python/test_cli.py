@@ -62,7 +62,7 @@ def test_inspect_prints_what_the_program_holds(transformer):
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["file_bytes"] == path.stat().st_size == len(program.to_bytes())
-    assert info["format_version"] == VERSION == 3
+    assert info["format_version"] == VERSION == 4
     assert (info["constant_count"], info["constant_bytes"]) == (n_const, const_bytes)
     assert const_bytes > 400_000  # the weights
     assert (info["state_bytes"], info["scratch_bytes"]) == (state_bytes, scratch_bytes)

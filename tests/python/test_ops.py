@@ -871,8 +871,8 @@ def dot_rows(x: torch.Tensor) -> torch.Tensor:
 
 def q4_dot_rows(group: int):
     """The same for matmul_q4 with weight groups of `group` ("Integer dot products for int4"): every
-    row when K <= 8192 and the group is at least 16 and a multiple of 4, else none."""
-    return lambda x: torch.full(x.shape[:-1], x.shape[-1] <= 8192 and group >= 16 and group % 4 == 0, dtype=torch.bool)
+    row when K <= 8192 and the group is at least 16 and a multiple of 8, else none."""
+    return lambda x: torch.full(x.shape[:-1], x.shape[-1] <= 8192 and group >= 16 and group % 8 == 0, dtype=torch.bool)
 
 
 def ref_quantized_output(module: nn.Module, inputs, mode: str, group: int = 32, skip=()):
@@ -917,6 +917,7 @@ for mode in ("int8", "int4"):
                                id=f"{mode}_skip_last_layer"))
 QCASES.append(pytest.param(nn.Linear(40, 19), (r(2, 40),), "int4", 8, (), id="int4_group8_linear"))
 QCASES.append(pytest.param(nn.Linear(40, 19), (r(1, 40),), "int4", 2, (), id="int4_group2_gemv"))
+QCASES.append(pytest.param(nn.Linear(60, 19), (r(3, 60),), "int4", 20, (), id="int4_group20_float_path"))
 
 
 @pytest.mark.parametrize("module,inputs,mode,group,skip", QCASES)

@@ -60,23 +60,25 @@ def _op(program, name):
 
 
 def test_int4_layout_is_the_documented_one():
-    """Byte [p][k/2][j] holds q[k][8p + j], even k in the low nibble, two's complement; scales
-    [P, ceil(K/G), 8]; zeros past N and past K."""
+    """Blocks of 8 k: a panel's 32 bytes of block b hold column j's codes at 4j + r, k = 8b + 2r in
+    the low nibble and 8b + 2r + 1 in the high one, each q + 8; scales [P, ceil(K/G), 8]; code 0
+    (nibble 8) past N and past K, scales zero past N."""
     K, N, G = 37, 11, 8
     lin = nn.Linear(K, N)
     program = tandem.export(lin, {"forward": (torch.randn(1, K, generator=g),)}, quantize="int4", quantize_group=G)
     op = _op(program, "matmul_q4")
     assert op.iattr == [N, G]
     qb, sc = op.ins[1].storage.tensor, op.ins[2].storage.tensor
-    assert tuple(qb.shape) == (2, 19, 8) and qb.dtype == torch.uint8 and tuple(sc.shape) == (2, 5, 8)
-    w = torch.zeros(K, 16, dtype=torch.float64)
-    for k in range(K):
+    assert tuple(qb.shape) == (2, 20, 8) and qb.dtype == torch.uint8 and tuple(sc.shape) == (2, 5, 8)
+    flat = qb.reshape(2, -1)
+    codes = torch.zeros(40, 16, dtype=torch.int64)
+    for k in range(40):
         for n in range(16):
-            nib = (int(qb[n // 8, k // 2, n % 8]) >> (4 * (k % 2))) & 15
-            w[k, n] = (nib - 16 if nib >= 8 else nib) * float(sc[n // 8, k // G, n % 8])
+            byte = int(flat[n // 8, (k // 8) * 32 + (n % 8) * 4 + (k % 8) // 2])
+            codes[k, n] = ((byte >> (4 * (k % 2))) & 15) - 8
+    w = torch.tensor([[int(codes[k, n]) * float(sc[n // 8, k // G, n % 8]) for n in range(16)] for k in range(K)], dtype=torch.float64)
     assert torch.equal(w[:, :N], ref_dequantize(lin.weight, "int4", G).t())
-    assert not w[:, N:].any() and not sc[1, :, N - 8 :].any()
-    assert not (qb[:, -1, :] >> 4).any()  # K odd: the last byte row's high nibbles are padding
+    assert not codes[:, N:].any() and not codes[K:].any() and not sc[1, :, N - 8 :].any()
 
 
 def test_int8_layout_is_the_documented_one():
@@ -271,8 +273,8 @@ def test_int8_rows_take_the_integer_dot_one_by_one():
 
 @pytest.mark.parametrize("backend", ["native", "wasm"])
 def test_int4_groups_of_any_even_size_give_the_reference_values(backend, wasm_lib, monkeypatch):
-    """quantize_group is any even size: groups of 2 mod 4 (6, 10, 34) start halfway through the
-    integer GEMVs' steps of 4 k, so matmul_q4 runs them on the float path (quant.c); one row and
+    """quantize_group is any even size: groups that are not a multiple of 8 (6, 10, 34, 4) start
+    inside the integer GEMVs' blocks of 8 k, so matmul_q4 runs them on the float path (quant.c); one row and
     three, K below and past 2048, on both backends, against the reference dequantization."""
     import tandem.runtime as runtime
 

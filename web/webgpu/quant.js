@@ -3,12 +3,15 @@
 import { numel, header, reader, writer, indexReader, MAIN, special } from './wgsl.js';
 import { tiledCode, dispatch } from './gemm.js';
 
-/** Byte and nibble readers of int8 / int4x2 weights (element e = byte e of the buffer). */
+/** Byte and code readers of int8 / int4x2 weights (element e = byte e of the buffer; rq4: code k of
+ * column lane of the int4 panel from byte e, in its blocks of 8 k: docs/ops.md, int4 weights). */
 export function byteReaders(src) {
   const w = src === 'C' ? 'cw' : 'mw';
   return `fn rbyte(e: u32) -> u32 { return (${w}(e >> 2u) >> ((e & 3u) * 8u)) & 0xffu; }
 fn rq8(e: u32) -> i32 { return bitcast<i32>(rbyte(e) << 24u) >> 24u; }
-fn rq4(e: u32, hi: u32) -> i32 { return bitcast<i32>(((rbyte(e) >> (hi * 4u)) & 0xfu) << 28u) >> 28u; }
+fn rq4(e: u32, k: u32, lane: u32) -> i32 {
+  return i32((rbyte(e + (k / 8u) * 32u + lane * 4u + (k % 8u) / 2u) >> ((k & 1u) * 4u)) & 0xfu) - 8;
+}
 `;
 }
 
@@ -25,7 +28,7 @@ function q8At(k, lane, paired) {
  * tiledCode's; 6..10: y, a, q, scales, G. */
 function tiledQ(q4, paired, a, q, sc, y, M, N, K, G, T) {
   const col8 = '(col / 8u)', lane = 'col % 8u';
-  const q4Weight = `f32(rq4(P[8] + ${col8} * ((K + 1u) / 2u) * 8u + (kb / 2u) * 8u + ${lane}, kb & 1u)) * `
+  const q4Weight = `f32(rq4(P[8] + ${col8} * ((K + 7u) / 8u) * 32u, kb, ${lane})) * `
     + `rs(P[9] + ${col8} * ((K + P[10] - 1u) / P[10]) * 8u + (kb / P[10]) * 8u + ${lane})`;
   const code = () => tiledCode(T, {
     readers: reader('ra', 'float32', a.src) + reader('rs', 'float32', sc.src) + byteReaders(q.src),
@@ -75,21 +78,21 @@ export function intDot(flag, blocks, width, code, perBlock, out, { qmax = 127, f
  * tiled kernel (tiledQ), except where the wasm kernels quantize the activations: matmul_q8 with any
  * number of rows whose K rounded up to even is at most 8192 (wasm runs them in blocks of up to 8
  * rows, each row as it would be alone) quantizes each finite row to int8 per block of 32 and sums in
- * int32 per block, and matmul_q4 with K at most 8192 and a group G of at least 16, a multiple of 4,
+ * int32 per block, and matmul_q4 with K at most 8192 and a group G of at least 16, a multiple of 8,
  * per group, as the wasm kernels do (the same values up to float32 rounding). */
 export function matmulQ(q4, ins, y, iattr, tile = 0) {
   const [a, q, sc] = ins, K = a.shape[a.shape.length - 1], N = iattr[0], G = q4 ? iattr[1] : 0, rows = numel(a.shape) / (K || 1);
   const total = rows * N, paired = !q4 && iattr[1] === 1;
-  const dot = (q4 ? K <= 8192 && G >= 16 && G % 4 === 0 : K + (K % 2) <= 8192) ? 1 : 0;
+  const dot = (q4 ? K <= 8192 && G >= 16 && G % 8 === 0 : K + (K % 2) <= 8192) ? 1 : 0;
   if (tile && rows > 1 && K > 0 && !dot) return tiledQ(q4, paired, a, q, sc, y, rows, N, K, G, tile);
   const body = q4 ? `
-  let KB = (K + 1u) / 2u; let G = P[7]; let NG = (K + G - 1u) / G;
-  let col = P[5] + (j / 8u) * KB * 8u + j % 8u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
-${intDot(8, 'var k0 = 0u; k0 < K; k0 += G', 'G', 'rq4(col + (k / 2u) * 8u, k & 1u)', ' * rs(scb + (k0 / G) * 8u)', 'acc')}
+  let G = P[7]; let NG = (K + G - 1u) / G;
+  let col = P[5] + (j / 8u) * ((K + 7u) / 8u) * 32u; let scb = P[6] + (j / 8u) * NG * 8u + j % 8u;
+${intDot(8, 'var k0 = 0u; k0 < K; k0 += G', 'G', 'rq4(col, k, j % 8u)', ' * rs(scb + (k0 / G) * 8u)', 'acc')}
   var acc = 0.0;
   for (var g = 0u; g < NG; g++) {
     var s = 0.0;
-    for (var k = g * G; k < min(K, g * G + G); k++) { s = fma(ra(pa + k), f32(rq4(col + (k / 2u) * 8u, k & 1u)), s); }
+    for (var k = g * G; k < min(K, g * G + G); k++) { s = fma(ra(pa + k), f32(rq4(col, k, j % 8u)), s); }
     acc += s * rs(scb + g * 8u);
   }
   wr(P[3] + i, acc);` : `
@@ -120,8 +123,8 @@ export function embeddingQ(q4, ins, y, iattr) {
   if (t < 0 && t != -2147483647 - 1) { t += i32(N); }
   if (t < 0 || t >= i32(N)) { wr(P[3] + i, 0.0); return; }
   let n = u32(t);
-  ${q4 ? `let KB = (K + 1u) / 2u; let NG = (K + G - 1u) / G;
-  let w = f32(rq4(P[4] + (n / 8u) * KB * 8u + (k / 2u) * 8u + n % 8u, k & 1u));
+  ${q4 ? `let NG = (K + G - 1u) / G;
+  let w = f32(rq4(P[4] + (n / 8u) * ((K + 7u) / 8u) * 32u, k, n % 8u));
   wr(P[3] + i, w * rs(P[5] + (n / 8u) * NG * 8u + (k / G) * 8u + n % 8u));`
   : `wr(P[3] + i, f32(rq8(P[4] + (n / 8u) * K * 8u + ${q8At('k', 'n % 8u', paired)})) * rs(P[5] + n));`}`);
   return special(`embq${q4 ? 4 : 8}${paired ? 'p' : ''}|${q.src}${sc.src}|${idx.dtype}${idx.src}`, code,
