@@ -152,13 +152,15 @@ const tdm_q4_gemm_fn tdm_q4_gemm = tdm_q4_gemm__scalar;
 const tdm_q8_gemm_fn tdm_q8_gemm_tiles = tdm_q8_gemm__scalar;
 const tdm_q4_gemm_fn tdm_q4_gemm_tiles = tdm_q4_gemm__scalar;
 #endif
-/* The activation row's int8/int16 quantizer (quant.c's tdm_q8_quantize_row, tdm_conv_q8_quantize_row):
+/* The activation row's int8/int16 quantizers (quant.c's tdm_q8_quantize_row, tdm_conv_q8_quantize_row, tdm_q4_quantize_row):
  * the SIMD128 loop in the wasm builds; natively the scalar one (the compiler's own vectors; SIMDe's
  * rounding may not be the same). Both give the same codes (kernel_selftest). */
 #if TDM_SIMD128 && defined(__wasm__)
 const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__simd128;
+const tdm_q4_quantize_rows_fn tdm_q4_quantize_rows = tdm_q4_quantize_row__simd128;
 #else
 const tdm_q8_quantize_rows_fn tdm_q8_quantize_rows = tdm_q8_quantize_row__scalar;
+const tdm_q4_quantize_rows_fn tdm_q4_quantize_rows = tdm_q4_quantize_row__scalar;
 #endif
 /* The int8 integer-dot GEMVs over the paired layout (variants.h; the exporter writes int8 weights so,
  * python/tandem/layout.py): natively on x86-64 the AVX2 ones where the CPU has them, as above. */

@@ -153,6 +153,10 @@ void tdm_q8_gemm_dot_paired__scalar(int64_t M, int64_t N, int64_t K, const int16
 /* ---- int4 weights, int8 activations (variants.h: tdm_q4_quantize_row) --------------------------- */
 
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
+  return tdm_q4_quantize_rows(K, G, a, xq, xs, xsum);
+}
+
+bool tdm_q4_quantize_row__scalar(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
   for (int64_t k0 = 0, g = 0; k0 < K; k0 += G, g++) {
     const int64_t k1 = k0 + G < K ? k0 + G : K;
     float m = 0;

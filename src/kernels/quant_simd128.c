@@ -188,6 +188,58 @@ bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float 
   return true;
 }
 
+/* tdm_q4_quantize_row's loop (variants.h) on SIMD128, four k at a time as above, each group's codes
+ * narrowed to int8 and summed; the tail of a group (G % 4) as the scalar loop. */
+bool tdm_q4_quantize_row__simd128(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
+  const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(127.0f), lo = wasm_f32x4_splat(-127.0f);
+  for (int64_t k0 = 0, g = 0; k0 < K; k0 += G, g++) {
+    const int64_t k1 = k0 + G < K ? k0 + G : K, k4 = k0 + (k1 - k0) / 4 * 4;
+    v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
+    for (int64_t k = k0; k < k4; k += 4) {
+      const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
+      ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
+      m4 = wasm_f32x4_pmax(m4, v);
+    }
+    if (!wasm_i32x4_all_true(ok)) return false;
+    float m = 0;
+    for (int i = 0; i < 4; i++) {
+      const float v = wasm_f32x4_extract_lane(m4, 0);
+      m = v > m ? v : m;
+      m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
+    }
+    for (int64_t k = k4; k < k1; k++) {
+      const float v = fabsf(a[k]);
+      if (!(v <= FLT_MAX)) return false;
+      m = v > m ? v : m;
+    }
+    const float d = m / 127.0f;
+    xs[g] = d;
+    int64_t k = k0;
+    v128_t s4 = wasm_i32x4_splat(0);
+    if (d > 0) {
+      const v128_t dv = wasm_f32x4_splat(d);
+      for (; k < k4; k += 4) {
+        const v128_t q = wasm_i32x4_trunc_sat_f32x4(
+            wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi));
+        s4 = wasm_i32x4_add(s4, q);
+        const v128_t b = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(q, q), wasm_i16x8_splat(0));
+        wasm_v128_store32_lane(xq + k, b, 0);
+      }
+    }
+    int32_t sum =
+        wasm_i32x4_extract_lane(s4, 0) + wasm_i32x4_extract_lane(s4, 1) + wasm_i32x4_extract_lane(s4, 2) + wasm_i32x4_extract_lane(s4, 3);
+    for (; k < k1; k++) {
+      float q = d > 0 ? rintf(a[k] / d) : 0.0f;
+      q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+      xq[k] = (int8_t)q;
+      sum += xq[k];
+    }
+    xsum[g] = sum;
+  }
+  xq[K] = 0;
+  return true;
+}
+
 /* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals above) --------------- */
 
 /* paired (a constant at every call): the weights in the paired layout, K even */

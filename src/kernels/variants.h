@@ -369,6 +369,11 @@ static inline void tdm_q4_block_x16(int64_t K, const int8_t *xq, int16_t *x16) {
     }
 }
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
+/* Its loop, as tdm_q8_quantize_rows: config.c picks SIMD128's in wasm, natively the scalar one (the same codes, kernel_selftest). */
+bool tdm_q4_quantize_row__scalar(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
+bool tdm_q4_quantize_row__simd128(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
+typedef bool (*tdm_q4_quantize_rows_fn)(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
+extern const tdm_q4_quantize_rows_fn tdm_q4_quantize_rows;
 void tdm_q4_gemv_dot__scalar(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                              const float *scale, float *y);
 typedef void (*tdm_q4_gemv_dot_fn)(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,

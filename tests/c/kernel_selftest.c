@@ -446,6 +446,49 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
 /* The activation row's quantizer: the SIMD128 variant against the scalar reference bit for bit (xq,
  * xs) at qmax 127 and TDM_Q8_A16_MAX, over blocks of zeros, subnormals, large values and ties
  * (a[k] / d at half-integers), and both refusing a NaN or ±inf anywhere in the row. */
+/* tdm_q4_quantize_row's SIMD128 loop against the scalar one: the same codes, scales and group sums
+ * (groups of zeros, denormals, huge values, halves), and both refuse a NaN or ±inf. */
+static int check_q4_quantize(int64_t K, int64_t G) {
+  int bad = 0;
+#if TDM_SIMD128
+  const int64_t NG = (K + G - 1) / G;
+  float *a = malloc(sizeof(float) * (size_t)(K + 1)), *xs = malloc(sizeof(float) * (size_t)(NG + 1)),
+        *xs2 = malloc(sizeof(float) * (size_t)(NG + 1));
+  int32_t *sum = malloc(sizeof(int32_t) * (size_t)(NG + 1)), *sum2 = malloc(sizeof(int32_t) * (size_t)(NG + 1));
+  int8_t *xq = malloc((size_t)(K + 1)), *xq2 = malloc((size_t)(K + 1));
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t g = k / G;
+    a[k] = 2 * frand();
+    if (g == 1) a[k] = 0;
+    if (g == 2) a[k] *= 1e-44f;
+    if (g == 3) a[k] *= 1e30f;
+    if (g == 4) a[k] = (float)((k % 7) - 3) + 0.5f; /* m = 3.5: a / d lands on halves */
+  }
+  memset(xq, 0x55, (size_t)(K + 1)), memset(xq2, 0x55, (size_t)(K + 1));
+  const bool r1 = tdm_q4_quantize_row__scalar(K, G, a, xq, xs, sum), r2 = tdm_q4_quantize_row__simd128(K, G, a, xq2, xs2, sum2);
+  if (!r1 || !r2) bad += mismatch(F_QUANT, "q4_quantize_row__simd128 refused finite", K, G, r1, r2, 1);
+  for (int64_t g = 0; g < NG; g++)
+    if (!same(xs[g], xs2[g]) || sum[g] != sum2[g]) bad += mismatch(F_QUANT, "q4_quantize_row__simd128 group", K, g, G, xs2[g], xs[g]);
+  for (int64_t k = 0; k <= K; k++)
+    if (xq[k] != xq2[k]) bad += mismatch(F_QUANT, "q4_quantize_row__simd128", K, k, G, xq2[k], xq[k]);
+  if (K > 0) {
+    const float special[] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+      const int64_t k = (K - 1) * i / 2;
+      const float keep = a[k];
+      a[k] = special[i];
+      if (tdm_q4_quantize_row__simd128(K, G, a, xq2, xs2, sum2) || tdm_q4_quantize_row__scalar(K, G, a, xq, xs, sum))
+        bad += mismatch(F_QUANT, "q4_quantize_row took a NaN or inf", K, k, i, 1, 0);
+      a[k] = keep;
+    }
+  }
+  free(a), free(xs), free(xs2), free(sum), free(sum2), free(xq), free(xq2);
+#else
+  (void)K, (void)G;
+#endif
+  return bad;
+}
+
 static int check_q8_quantize(int64_t K) {
   int bad = 0;
 #if TDM_SIMD128
@@ -2231,6 +2274,8 @@ int tdm_kernel_selftest(void) {
   bad += check_q8_dot(57, 64) + check_q8_dot(1000, 130); /* four column runs of 8 and 248, then 25 and 8 left */
   const int64_t qk8[] = {1, 2, 3, 4, 5, 7, 31, 32, 33, 35, 63, 64, 100, 191, 192, 193, 576, 1537};
   for (size_t k = 0; k < sizeof qk8 / sizeof qk8[0]; k++) bad += check_q8_quantize(qk8[k]);
+  for (size_t k = 0; k < sizeof qk8 / sizeof qk8[0]; k++)
+    bad += check_q4_quantize(qk8[k], 16) + check_q4_quantize(qk8[k], 6) + check_q4_quantize(qk8[k], 32);
   /* the walk's tails: 8 left (one panel), 4 left (a partial panel), odd K over the four runs, the k / v shape */
   bad += check_q8_dot(72, 34) + check_q8_dot(100, 576) + check_q8_dot(1000, 129) + check_q8_dot(192, 576) + check_q8_dot(129, 1537);
   /* the same over 1 to 4 rows: K odd, K % 32, N % 16 and N % 8 (the two- and one-panel tiles) */
