@@ -13,8 +13,8 @@ under wasmtime) and PyTorch eager (torch.set_num_threads(1)), on three programs:
     between calls, a 1×1 convolution and a sigmoid;
   - the weight widths: nn.Linear(1024, 4096) on one row (a decode step's GEMV, 16 MiB of float32
     weights) and the decode step above, each exported float32, with quantize="int8" (matmul_q8:
-    int8 activations and integer dot products for one row) and "int4" (matmul_q4, natively the
-    float path over the codes), and the int8 linear on 64 rows (the GEMM tiles). PyTorch eager runs
+    int8 activations and integer dot products for one row) and "int4" (matmul_q4: the same, per
+    weight group), and the int8 linear on 64 rows (the GEMM tiles). PyTorch eager runs
     the float module for all (it has no int8 path of its own here); the quantized rows' error is
     the quantization's.
 

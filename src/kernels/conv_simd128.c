@@ -491,7 +491,6 @@ void tdm_f32_col2im_phases__simd128(const geom *g, int64_t Og, const float *z, c
     }
   }
 }
-#endif
 
 /* ---- the convolution GEMM on 16-bit integers (conv_i16.c: the operands and the float steps) ---- */
 
@@ -598,3 +597,4 @@ void tdm_i16_conv_gemm__simd128(int64_t M, int64_t N, int64_t K32, const int16_t
     }
   }
 }
+#endif
