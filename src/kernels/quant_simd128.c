@@ -136,6 +136,40 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
 
 /* ---- the activation row's quantization (tdm_q8_quantize_row__scalar's floats) ------------------- */
 
+/* max |a[k]| over [k0, k1) into *m, four k at a time (f32x4.pmax, one instruction, as NaNs are
+ * refused anyway), the last (k1 - k0) % 4 as the reference; false at a NaN or ±inf. */
+static inline bool absmax_finite(const float *a, int64_t k0, int64_t k1, float *m) {
+  const v128_t big = wasm_f32x4_splat(FLT_MAX);
+  const int64_t k4 = k0 + (k1 - k0) / 4 * 4;
+  v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
+  for (int64_t k = k0; k < k4; k += 4) {
+    const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
+    ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
+    m4 = wasm_f32x4_pmax(m4, v);
+  }
+  if (!wasm_i32x4_all_true(ok)) return false;
+  float r = 0;
+  for (int i = 0; i < 4; i++) {
+    const float v = wasm_f32x4_extract_lane(m4, 0);
+    r = v > r ? v : r;
+    m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
+  }
+  for (int64_t k = k4; k < k1; k++) {
+    const float v = fabsf(a[k]);
+    if (!(v <= FLT_MAX)) return false;
+    r = v > r ? v : r;
+  }
+  *m = r;
+  return true;
+}
+
+/* Four codes round-half-even(a[k] / d) within ±qmax, each as the float q + 1.5·2^23, whose bits are
+ * 0x4B400000 + q (q in the low 16 bits): exact for |q| <= 32767. */
+static inline v128_t q_biased(const float *a, v128_t dv, v128_t lo, v128_t hi) {
+  const v128_t q = wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a), dv)), lo), hi);
+  return wasm_f32x4_add(q, wasm_f32x4_splat(12582912.0f)); /* 1.5·2^23 */
+}
+
 /* Per block of 32 k: the largest |a| four lanes at a time (max is exact: any order gives the
  * reference's m; f32x4.pmax, one instruction, as NaNs are refused anyway), d = m / qmax, then a / d
  * rounded half to even (f32x4.nearest is rintf in the default rounding mode) and clamped to ±qmax
@@ -144,35 +178,18 @@ static void q8_gemv__simd128(int64_t N, int64_t K, const float *a, const int8_t 
  * into int16 (V8 lowers i32x4.trunc_sat_f32x4_s to eight x86 instructions). A block's last K % 4 k
  * as the reference does them; false at a NaN or ±inf, as the reference. */
 bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float *xs, float qmax) {
-  const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(qmax), lo = wasm_f32x4_splat(-qmax);
+  const v128_t hi = wasm_f32x4_splat(qmax), lo = wasm_f32x4_splat(-qmax);
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K, k4 = k0 + (k1 - k0) / 4 * 4;
-    v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
-    for (int64_t k = k0; k < k4; k += 4) {
-      const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
-      ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
-      m4 = wasm_f32x4_pmax(m4, v);
-    }
-    if (!wasm_i32x4_all_true(ok)) return false;
-    float m = 0;
-    for (int i = 0; i < 4; i++) {
-      const float v = wasm_f32x4_extract_lane(m4, 0);
-      m = v > m ? v : m;
-      m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
-    }
-    for (int64_t k = k4; k < k1; k++) {
-      const float v = fabsf(a[k]);
-      if (!(v <= FLT_MAX)) return false;
-      m = v > m ? v : m;
-    }
+    float m;
+    if (!absmax_finite(a, k0, k1, &m)) return false;
     const float d = m / qmax;
     xs[b] = d;
     int64_t k = k0;
     if (d > 0) {
-      const v128_t dv = wasm_f32x4_splat(d), magic = wasm_f32x4_splat(12582912.0f); /* 1.5·2^23 */
+      const v128_t dv = wasm_f32x4_splat(d);
       for (; k < k4; k += 4) {
-        const v128_t q = wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi);
-        const v128_t f = wasm_f32x4_add(q, magic);
+        const v128_t f = q_biased(a + k, dv, lo, hi);
         const v128_t w = wasm_i16x8_shuffle(f, f, 0, 2, 4, 6, 0, 2, 4, 6);
         const int64_t four = wasm_i64x2_extract_lane(w, 0);
         memcpy(xq + k, &four, sizeof four);
@@ -188,30 +205,15 @@ bool tdm_q8_quantize_row__simd128(int64_t K, const float *a, int16_t *xq, float 
   return true;
 }
 
-/* tdm_q4_quantize_row's loop (variants.h) on SIMD128, four k at a time as above, each group's codes
- * narrowed to int8 and summed; the tail of a group (G % 4) as the scalar loop. */
+/* tdm_q4_quantize_row's loop (variants.h) on SIMD128, as tdm_q8_quantize_row__simd128's per group of
+ * G: each code's low byte picked from its biased float, the group's sum from the floats' bits less
+ * the bias; the tail of a group (G % 4) as the scalar loop. */
 bool tdm_q4_quantize_row__simd128(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum) {
-  const v128_t big = wasm_f32x4_splat(FLT_MAX), hi = wasm_f32x4_splat(127.0f), lo = wasm_f32x4_splat(-127.0f);
+  const v128_t hi = wasm_f32x4_splat(127.0f), lo = wasm_f32x4_splat(-127.0f), bias = wasm_i32x4_splat(0x4B400000);
   for (int64_t k0 = 0, g = 0; k0 < K; k0 += G, g++) {
     const int64_t k1 = k0 + G < K ? k0 + G : K, k4 = k0 + (k1 - k0) / 4 * 4;
-    v128_t m4 = wasm_f32x4_splat(0), ok = wasm_i32x4_splat(-1);
-    for (int64_t k = k0; k < k4; k += 4) {
-      const v128_t v = wasm_f32x4_abs(wasm_v128_load(a + k));
-      ok = wasm_v128_and(ok, wasm_f32x4_le(v, big));
-      m4 = wasm_f32x4_pmax(m4, v);
-    }
-    if (!wasm_i32x4_all_true(ok)) return false;
-    float m = 0;
-    for (int i = 0; i < 4; i++) {
-      const float v = wasm_f32x4_extract_lane(m4, 0);
-      m = v > m ? v : m;
-      m4 = wasm_i32x4_shuffle(m4, m4, 1, 2, 3, 0);
-    }
-    for (int64_t k = k4; k < k1; k++) {
-      const float v = fabsf(a[k]);
-      if (!(v <= FLT_MAX)) return false;
-      m = v > m ? v : m;
-    }
+    float m;
+    if (!absmax_finite(a, k0, k1, &m)) return false;
     const float d = m / 127.0f;
     xs[g] = d;
     int64_t k = k0;
@@ -219,11 +221,9 @@ bool tdm_q4_quantize_row__simd128(int64_t K, int64_t G, const float *a, int8_t *
     if (d > 0) {
       const v128_t dv = wasm_f32x4_splat(d);
       for (; k < k4; k += 4) {
-        const v128_t q = wasm_i32x4_trunc_sat_f32x4(
-            wasm_f32x4_pmin(wasm_f32x4_pmax(wasm_f32x4_nearest(wasm_f32x4_div(wasm_v128_load(a + k), dv)), lo), hi));
-        s4 = wasm_i32x4_add(s4, q);
-        const v128_t b = wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(q, q), wasm_i16x8_splat(0));
-        wasm_v128_store32_lane(xq + k, b, 0);
+        const v128_t f = q_biased(a + k, dv, lo, hi);
+        s4 = wasm_i32x4_add(s4, wasm_i32x4_sub(f, bias));
+        wasm_v128_store32_lane(xq + k, wasm_i8x16_shuffle(f, f, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12), 0);
       }
     }
     int32_t sum =

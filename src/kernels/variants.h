@@ -390,16 +390,15 @@ typedef void (*tdm_q4_gemm_dot_fn)(int64_t M, int64_t N, int64_t K, int64_t G, c
 extern const tdm_q4_gemm_dot_fn tdm_q4_gemm_dot;
 #if TDM_RELAXED_DOT
 /* Codes biased to q + 8 in [0, 15] (the relaxed dot's 7-bit operand, exact on every engine), 16-bit
- * partial sums flushed to 32 bits every 16 k, the bias removed per group as 8·xsum[g]. */
+ * partial sums flushed to 32 bits every 32 k (4 blocks), the bias removed per group as 8·xsum[g]. */
 void tdm_q4_gemv_dot__relaxed(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y);
 void tdm_q4_gemm_dot__relaxed(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                               const uint8_t *qp, const float *scale, float *y, int64_t ldy);
 #endif
 #if TDM_SIMD128
-/* The same on SIMD128 alone: one row with each nibble's signed code shifted into its 16-bit lane
- * and i16x8.mul (no byte shuffle, 16-bit sums flushed every 64 k), more rows with
- * i32x4.dot_i16x8_s over the codes of two k interleaved. */
+/* The same on SIMD128 alone: each block's codes masked in place in their 16-bit lanes and
+ * i32x4.dot_i16x8_s with tdm_q4_block_x16's activations (no byte shuffle), one row or 2 to 4. */
 void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y);
 void tdm_q4_gemm_dot__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
@@ -427,7 +426,7 @@ void tdm_q8_gemm_tiles__avx512(int64_t M, int64_t N, int64_t K, const float *a, 
 /* The float GEMM over int4 weights (M = 1 the group-sum GEMV over two panels) and its tiles alone. */
 void tdm_q4_gemm__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_tiles__avx2(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
-/* The int4 integer-dot GEMV (tdm_q4_gemv_dot__simd128's steps on two panels per vector). */
+/* The int4 integer-dot GEMV (tdm_q4_gemv_dot__simd128's steps on a whole block of 8 columns per vector). */
 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                            const float *scale, float *y);
 #endif

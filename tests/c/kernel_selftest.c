@@ -443,11 +443,24 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
  * (both add the exact block sums unfused, in block order). Activations random in [-2, 2], with one
  * block all zeros, one of denormals (its scale rounds to 0: the block counts as 0) and one huge;
  * with a NaN or ±inf anywhere tdm_q8_quantize_row must refuse. */
-/* The activation row's quantizer: the SIMD128 variant against the scalar reference bit for bit (xq,
- * xs) at qmax 127 and TDM_Q8_A16_MAX, over blocks of zeros, subnormals, large values and ties
- * (a[k] / d at half-integers), and both refusing a NaN or ±inf anywhere in the row. */
+#if TDM_SIMD128
+/* An activation row for the quantizers' checks, by block of B: random, zeros, denormals, huge values,
+ * values whose a / d lands on halves (m = 3.5), random with every third k -0. */
+static void quantize_input(float *a, int64_t K, int64_t B) {
+  for (int64_t k = 0; k < K; k++) {
+    const int64_t b = k / B;
+    a[k] = 2 * frand();
+    if (b == 1) a[k] = 0;
+    if (b == 2) a[k] *= 1e-44f;
+    if (b == 3) a[k] *= 1e30f;
+    if (b == 4) a[k] = (float)((k % 7) - 3) + 0.5f;
+    if (b == 5 && k % 3 == 0) a[k] = -0.0f;
+  }
+}
+#endif
+
 /* tdm_q4_quantize_row's SIMD128 loop against the scalar one: the same codes, scales and group sums
- * (groups of zeros, denormals, huge values, halves), and both refuse a NaN or ±inf. */
+ * (quantize_input's groups), and both refuse a NaN or ±inf. */
 static int check_q4_quantize(int64_t K, int64_t G) {
   int bad = 0;
 #if TDM_SIMD128
@@ -456,14 +469,7 @@ static int check_q4_quantize(int64_t K, int64_t G) {
         *xs2 = malloc(sizeof(float) * (size_t)(NG + 1));
   int32_t *sum = malloc(sizeof(int32_t) * (size_t)(NG + 1)), *sum2 = malloc(sizeof(int32_t) * (size_t)(NG + 1));
   int8_t *xq = malloc((size_t)(K + 1)), *xq2 = malloc((size_t)(K + 1));
-  for (int64_t k = 0; k < K; k++) {
-    const int64_t g = k / G;
-    a[k] = 2 * frand();
-    if (g == 1) a[k] = 0;
-    if (g == 2) a[k] *= 1e-44f;
-    if (g == 3) a[k] *= 1e30f;
-    if (g == 4) a[k] = (float)((k % 7) - 3) + 0.5f; /* m = 3.5: a / d lands on halves */
-  }
+  quantize_input(a, K, G);
   memset(xq, 0x55, (size_t)(K + 1)), memset(xq2, 0x55, (size_t)(K + 1));
   const bool r1 = tdm_q4_quantize_row__scalar(K, G, a, xq, xs, sum), r2 = tdm_q4_quantize_row__simd128(K, G, a, xq2, xs2, sum2);
   if (!r1 || !r2) bad += mismatch(F_QUANT, "q4_quantize_row__simd128 refused finite", K, G, r1, r2, 1);
@@ -489,6 +495,9 @@ static int check_q4_quantize(int64_t K, int64_t G) {
   return bad;
 }
 
+/* The activation row's quantizer: the SIMD128 variant against the scalar reference bit for bit (xq,
+ * xs) at qmax 127 and TDM_Q8_A16_MAX, over blocks of zeros, subnormals, large values and ties
+ * (a[k] / d at half-integers), and both refusing a NaN or ±inf anywhere in the row. */
 static int check_q8_quantize(int64_t K) {
   int bad = 0;
 #if TDM_SIMD128
@@ -496,15 +505,7 @@ static int check_q8_quantize(int64_t K) {
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *xs = malloc(sizeof(float) * (size_t)(NB + 1)),
         *xs2 = malloc(sizeof(float) * (size_t)(NB + 1));
   int16_t *xq = malloc(sizeof(int16_t) * (size_t)(K + 2)), *xq2 = malloc(sizeof(int16_t) * (size_t)(K + 2));
-  for (int64_t k = 0; k < K; k++) {
-    const int64_t b = k / TDM_Q8_ABLOCK;
-    a[k] = 2 * frand();
-    if (b == 1) a[k] = 0;
-    if (b == 2) a[k] *= 1e-44f;
-    if (b == 3) a[k] *= 1e30f;
-    if (b == 4) a[k] = (float)((k % 7) - 3) + 0.5f; /* m = 3.5: a / d lands on halves */
-    if (b == 5 && k % 3 == 0) a[k] = -0.0f;
-  }
+  quantize_input(a, K, TDM_Q8_ABLOCK);
   const float qmax[] = {127.0f, (float)TDM_Q8_A16_MAX};
   for (int q = 0; q < 2; q++) {
     memset(xq, 0x55, sizeof(int16_t) * (size_t)(K + 2)), memset(xq2, 0x55, sizeof(int16_t) * (size_t)(K + 2));
