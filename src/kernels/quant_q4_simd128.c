@@ -32,25 +32,26 @@ static inline v128_t q4_block_dot(v128_t v, const v128_t *xv, v128_t acc) {
  * at most 512·8·15·127·256 < 2^31), so only groups past 4096 k take more than one chunk. */
 #define Q4_CHUNK 4096
 
-/* The one-row GEMV's np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats
- * apart), into y (8 columns per panel, YS floats apart). Per group (whole blocks: G % 8 == 0), the
- * exact int32 sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar
- * reference adds it. */
+/* The one-row GEMV's np (1 or 2) whole panels from p (PS bytes apart), scales sc (SS floats apart),
+ * into y (8 columns per panel, YS floats apart). Per group (whole blocks: G % 8 == 0), the exact int32
+ * sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar reference adds
+ * it. Two panels at most: V8 issues a step's loads first, and the step's 4 blocks, 4 sums, 4
+ * activation pairs and 3 masks are what its 15 vector registers hold without spilling. */
 static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int16_t *x16,
                                                                 const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
                                                                 size_t SS, float *y, size_t YS) {
-  v128_t t[8];
+  v128_t t[4];
   for (int i = 0; i < 2 * np; i++) t[i] = wasm_f32x4_splat(0);
   const int16_t *xk = x16;
   const uint8_t *pk = p;
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
     const int16_t *xe = x16 + k1 + (-k1 & 7);
-    v128_t s[8];
+    v128_t s[4];
     for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(0);
     while (xk < xe) {
       const int16_t *xc = xe - xk > Q4_CHUNK ? xk + Q4_CHUNK : xe; /* the pointers walk: an int64 k costs V8 scalar work */
-      v128_t h[8];
+      v128_t h[4];
       for (int i = 0; i < 2 * np; i++) h[i] = wasm_i32x4_splat(0);
       Q4_NO_UNROLL /* unrolled, V8 issues every load first and spills */
           for (; xk < xc; xk += 8, pk += 32) {
@@ -78,15 +79,13 @@ void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq,
   const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int16_t x16[TDM_Q8_DOT_MAX_K];
   tdm_q4_block_x16(K, xq, x16);
-  /* Four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams,
-   * as the int8 GEMV's), then two, one and a partial panel side by side; each column's sums are the
-   * same either way. */
-  const int64_t H = N / 32 * 8;
+  /* Two panels at a time from two runs of columns H = ⌊N / 16⌋·8 apart (two sequential streams),
+   * then one and a partial panel; each column's sums are the same either way. */
+  const int64_t H = N / 16 * 8;
   for (int64_t j = 0; j < H; j += 8)
-    q4_dot_panels(4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
+    q4_dot_panels(2, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
                   (size_t)H);
-  int64_t j = 4 * H;
-  for (; j + 16 <= N; j += 16) q4_dot_panels(2, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  int64_t j = 2 * H;
   for (; j + 8 <= N; j += 8) q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
   if (j < N) {
     float t[8];

@@ -35,7 +35,7 @@ static void q4_block_x8(int64_t K, const int8_t *xq, int8_t *x8) {
 #define Q4_CHUNK 32
 
 /* R rows (1 to 4; row r's activations of q4_block_dot at x8 + r·K8, its xs and xsum at r·NG) by np
- * (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8 columns
+ * (1 or 2) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8 columns
  * per panel, YS floats apart; row r's at r·ldy; the float totals live there: in registers they pushed
  * V8's allocation past its 15 xmm registers). Per group (whole blocks: G % 8 == 0) the exact int32
  * sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar reference adds
@@ -47,13 +47,13 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
     for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + r * ldy + (i / 2) * YS + (i % 2) * 4, wasm_f32x4_splat(0));
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    v128_t s[4][8];
+    v128_t s[4][4];
     for (int r = 0; r < R; r++)
       for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_splat(0);
     for (int64_t k = g * G; k < k1;) {
       const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
       const uint8_t *pk = p + (size_t)k * 4;
-      v128_t h[4][8];
+      v128_t h[4][4];
       for (int r = 0; r < R; r++)
         for (int i = 0; i < 2 * np; i++) h[r][i] = wasm_i16x8_splat(0);
 #pragma clang loop unroll(disable) /* unrolled, V8 issues every load first and spills */
@@ -76,10 +76,10 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
   }
 }
 
-/* R rows' column walk: for one row four panels at a time from four runs of columns H = ⌊N / 32⌋·8
- * apart (each stream reads whole runs of panels one after the other, which from memory is faster
- * than four adjacent panels), then two; every R one panel at a time, a partial last one through a
- * buffer. Each column's sums are the same either way. */
+/* R rows' column walk: for one row two panels at a time from two runs of columns H = ⌊N / 16⌋·8
+ * apart (each stream reads whole runs of panels one after the other; with four panels the step's
+ * loads, which V8 issues first, and sums spill past its 15 vector registers), then every R one panel
+ * at a time, a partial last one through a buffer. Each column's sums are the same either way. */
 static inline __attribute__((always_inline)) void q4_dot_columns(int R, int64_t N, int64_t K, int64_t G, const int8_t *x8, const float *xs,
                                                                  const int32_t *xsum, const uint8_t *qp, const float *scale, float *y,
                                                                  int64_t ldy) {
@@ -87,12 +87,11 @@ static inline __attribute__((always_inline)) void q4_dot_columns(int R, int64_t 
   const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int64_t j = 0;
   if (R == 1) {
-    const int64_t H = N / 32 * 8;
+    const int64_t H = N / 16 * 8;
     for (; j < H; j += 8)
-      q4_dot_panels(1, 4, K, K8, G, (size_t)(H / 8) * PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS,
+      q4_dot_panels(1, 2, K, K8, G, (size_t)(H / 8) * PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS,
                     y + j, (size_t)H, ldy);
-    for (j = 4 * H; j + 16 <= N; j += 16)
-      q4_dot_panels(1, 2, K, K8, G, PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8, ldy);
+    j = 2 * H;
   }
   for (; j + 8 <= N; j += 8)
     q4_dot_panels(R, 1, K, K8, G, PS, NG, x8, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8, ldy);

@@ -474,8 +474,8 @@ AVX2 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *x
   const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int16_t x16[TDM_Q8_DOT_MAX_K];
   tdm_q4_block_x16(K, xq, x16);
-  /* as the SIMD128 GEMV: four panels from four runs of columns H = ⌊N / 32⌋·8 apart, then two, one
-   * and a partial panel */
+  /* four panels from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as the
+   * int8 GEMV's), then two, one and a partial panel */
   const int64_t H = N / 32 * 8;
   for (int64_t j = 0; j < H; j += 8)
     q4_dot_panels(4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,

@@ -2302,7 +2302,7 @@ int tdm_kernel_selftest(void) {
     for (size_t k = 0; k < sizeof ek / sizeof ek[0]; k++)
       for (size_t g = 0; g < sizeof eg / sizeof eg[0]; g++) bad += check_q4_dot(en[j], ek[k], eg[g]);
   bad += check_q4_dot(1536, 576, 32) + check_q4_dot(576, 1536, 32);
-  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);      /* four column runs of 16 and 248, then 8 left */
+  bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);      /* two column runs of 32 and 496, then 8 left */
   bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);   /* K past one 2048-k chunk */
   bad += check_q4_dot(16, 8192, 8192) + check_q4_dot(9, 6001, 4096); /* groups of many chunks at the largest sums */
   /* the same over 1 to 4 rows: K odd, K % 8, K % 32, K % G, N % 16 and N % 8 */
