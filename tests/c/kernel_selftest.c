@@ -2306,7 +2306,7 @@ int tdm_kernel_selftest(void) {
   bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);   /* K past one 2048-k chunk */
   bad += check_q4_dot(16, 8192, 8192) + check_q4_dot(9, 6001, 4096); /* groups of many chunks at the largest sums */
   /* the same over 1 to 4 rows: K odd, K % 8, K % 32, K % G, N % 16 and N % 8 */
-  const int64_t fn[] = {1, 8, 9, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 24, 32};
+  const int64_t fn[] = {1, 6, 8, 9, 13, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 24, 32};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
     for (size_t j = 0; j < sizeof fn / sizeof fn[0]; j++)
       for (size_t k = 0; k < sizeof fk / sizeof fk[0]; k++)
