@@ -170,6 +170,14 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
   bad += gemm_compare(y, ref, M * N, K);
   tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, y);
   bad += gemm_compare(y, ref, M * N, K);
+  if (M == 1 && N <= MAXN) { /* the GEMV split by columns in blocks of 32 (the thread parts): the same bits */
+    float row[MAXN];
+    for (int64_t lo = 32; lo < N; lo += 32) {
+      tdm_f32_gemm_packed_4x8__simd128(1, N - lo, K, a, bp + lo / TDM_PANEL * K * TDM_PANEL, row);
+      for (int64_t j = lo; j < N; j++)
+        if (!same(row[j - lo], y[j])) bad += mismatch(F_GEMM, "gemv packed, columns from lo", N, j, (double)lo, row[j - lo], y[j]);
+    }
+  }
   { /* the packed tiles (4 rows; 5 with the relaxed builds' shuffled splats) on rows 4.. (a thread
      * part: rows split in blocks of 4) and on each row alone: the bits of the whole GEMM's rows */
     float *yw = malloc(sizeof(float) * (size_t)(M * N + 1)), *yp = malloc(sizeof(float) * (size_t)(M * N + 1));
