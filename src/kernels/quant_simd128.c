@@ -243,53 +243,48 @@ bool tdm_q4_quantize_row__simd128(int64_t K, int64_t G, const float *a, int8_t *
 /* ---- int8 weights × int8 activations, M = 1 (the pair step and block totals above) --------------- */
 
 /* paired (a constant at every call): the weights in the paired layout, K even */
-/* Four panels at p, p + PST, p + 2·PST, p + 3·PST (bytes), their columns' results at y + i·YS (scales at
- * sc + i·YS), n columns of the fourth written (the first three whole). */
-static inline __attribute__((always_inline)) void q8_gemv_4panels(int paired, int64_t K, const int16_t *xq, const float *xs,
+/* Two panels at p and p + PST (bytes), their columns' results at y and y + YS (scales at sc and
+ * sc + YS), n columns written (the first panel whole). Two panels at most: V8 issues a step's loads
+ * first, and four panels' loads, widened pairs and sums spilled past its 15 vector registers. */
+static inline __attribute__((always_inline)) void q8_gemv_2panels(int paired, int64_t K, const int16_t *xq, const float *xs,
                                                                   const int8_t *p0, size_t PST, const float *sc, float *y, size_t YS,
                                                                   int64_t n) {
-  const int8_t *p1 = p0 + PST, *p2 = p1 + PST, *p3 = p2 + PST;
-  v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, t4 = t0, t5 = t0, t6 = t0, t7 = t0;
+  const int8_t *p1 = p0 + PST;
+  v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-    v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+    v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t k = k0;
     Q8_NO_UNROLL /* clang's unroll by 2 would put both steps' loads in one block (the spills above) */
         for (; k + 2 <= k1; k += 2) {
       const v128_t x = wasm_v128_load32_splat(xq + k);
       q8_gemv_pair_at(p0 + k * 8, paired, x, &s0, &s1);
       q8_gemv_pair_at(p1 + k * 8, paired, x, &s2, &s3);
-      q8_gemv_pair_at(p2 + k * 8, paired, x, &s4, &s5);
-      q8_gemv_pair_at(p3 + k * 8, paired, x, &s6, &s7);
     }
     if (k < k1) { /* odd K: its last row alone, paired with the padding 0 of xq */
       const v128_t x = wasm_v128_load32_splat(xq + k);
       q8_dot_pair(wasm_v128_load64_zero(p0 + k * 8), x, &s0, &s1);
       q8_dot_pair(wasm_v128_load64_zero(p1 + k * 8), x, &s2, &s3);
-      q8_dot_pair(wasm_v128_load64_zero(p2 + k * 8), x, &s4, &s5);
-      q8_dot_pair(wasm_v128_load64_zero(p3 + k * 8), x, &s6, &s7);
     }
     const v128_t d = wasm_f32x4_splat(xs[b]);
     t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
-    t4 = q8_dot_total(t4, s4, d), t5 = q8_dot_total(t5, s5, d), t6 = q8_dot_total(t6, s6, d), t7 = q8_dot_total(t7, s7, d);
   }
   tdm_store8(y, wasm_f32x4_mul(t0, wasm_v128_load(sc)), wasm_f32x4_mul(t1, wasm_v128_load(sc + 4)), 8);
-  tdm_store8(y + YS, wasm_f32x4_mul(t2, wasm_v128_load(sc + YS)), wasm_f32x4_mul(t3, wasm_v128_load(sc + YS + 4)), 8);
-  tdm_store8(y + 2 * YS, wasm_f32x4_mul(t4, wasm_v128_load(sc + 2 * YS)), wasm_f32x4_mul(t5, wasm_v128_load(sc + 2 * YS + 4)), 8);
-  tdm_store8(y + 3 * YS, wasm_f32x4_mul(t6, wasm_v128_load(sc + 3 * YS)), wasm_f32x4_mul(t7, wasm_v128_load(sc + 3 * YS + 4)), n - 24);
+  tdm_store8(y + YS, wasm_f32x4_mul(t2, wasm_v128_load(sc + YS)), wasm_f32x4_mul(t3, wasm_v128_load(sc + YS + 4)), n - 8);
 }
 
-/* The one-row GEMV: four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four
- * sequential streams, which from memory read faster than four adjacent panels), then the last
- * N − 4H columns four adjacent panels (the last partial) and one panel at a time; each column's sums are the same either way. */
+/* The one-row GEMV: two panels at a time from two runs of columns H = ⌊N / 16⌋·8 apart (two
+ * sequential streams, which from memory read faster than two adjacent panels), then the last
+ * N − 2H columns two adjacent panels (the last partial) and one panel at a time; each column's sums
+ * are the same either way. */
 static inline __attribute__((always_inline)) void q8_gemv_dot(int paired, int64_t N, int64_t K, const int16_t *xq, const float *xs,
                                                               const int8_t *qp, const float *scale, float *y) {
-  const int64_t H = N / 32 * 8;
+  const int64_t H = N / 16 * 8;
   const size_t PS = (size_t)K * 8;
   for (int64_t j = 0; j < H; j += 8)
-    q8_gemv_4panels(paired, K, xq, xs, qp + (j / 8) * PS, (size_t)(H / 8) * PS, scale + j, y + j, (size_t)H, 32);
-  int64_t j = 4 * H;
-  for (; j + 24 < N; j += 32) q8_gemv_4panels(paired, K, xq, xs, qp + (j / 8) * PS, PS, scale + j, y + j, 8, N - j);
+    q8_gemv_2panels(paired, K, xq, xs, qp + (j / 8) * PS, (size_t)(H / 8) * PS, scale + j, y + j, (size_t)H, 16);
+  int64_t j = 2 * H;
+  for (; j + 8 < N; j += 16) q8_gemv_2panels(paired, K, xq, xs, qp + (j / 8) * PS, PS, scale + j, y + j, 8, N - j);
   for (; j < N; j += 8) {
     const int8_t *p = qp + (j / 8) * K * 8;
     v128_t t0 = wasm_f32x4_splat(0), t1 = t0;

@@ -83,9 +83,9 @@ static inline __attribute__((always_inline)) AVX2 void q8_gemv_4panels(int paire
   store_n(y + 3 * YS, _mm256_mul_ps(t3, _mm256_loadu_ps(scale + 3 * YS)), n - 24);
 }
 
-/* As tdm_q8_gemv_dot__simd128 walks: four panels at a time from four runs of columns H = ⌊N / 32⌋·8
- * apart (four sequential streams of weights, which from memory read faster than four adjacent
- * panels), then the last N − 4H columns four adjacent panels (the last partial) and one panel at a
+/* Four panels at a time from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams of
+ * weights, which from memory read faster than four adjacent panels; the SIMD128 GEMV takes two, for
+ * V8's registers), then the last N − 4H columns four adjacent panels (the last partial) and one panel at a
  * time; each column's sums are the same either way. */
 static inline __attribute__((always_inline)) AVX2 void q8_gemv_dot(int paired, int64_t N, int64_t K, const int16_t *xq, const float *xs,
                                                                    const int8_t *qp, const float *scale, float *y) {
@@ -475,7 +475,7 @@ AVX2 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *x
   int16_t x16[TDM_Q8_DOT_MAX_K];
   tdm_q4_block_x16(K, xq, x16);
   /* four panels from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as the
-   * int8 GEMV's), then two, one and a partial panel */
+   * AVX2 int8 GEMV's), then two, one and a partial panel */
   const int64_t H = N / 32 * 8;
   for (int64_t j = 0; j < H; j += 8)
     q4_dot_panels(4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,

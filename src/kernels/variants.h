@@ -494,9 +494,9 @@ int64_t tdm_f32_pool_row__simd128(const tdm_conv_geom *g, bool is_max, bool incl
 /* int8: M = 1 takes a GEMV path (four panels side by side), M > 1 4x8 register tiles; int4: the tiles for every M. */
 void tdm_q8_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const int8_t *qp, const float *scale, float *y);
 void tdm_q4_gemm_4x8__simd128(int64_t M, int64_t N, int64_t K, int64_t G, const float *a, const uint8_t *qp, const float *scale, float *y);
-/* Four panels at a time from four runs of columns N / 4 apart, then the rest side by side, then one
- * panel at a time (quant_simd128.c; on the paired layout one 16-byte load per pair of k, widened in
- * registers). tdm_q8_gemv_dot__avx2 walks the same four runs. */
+/* Two panels at a time from two runs of columns N / 2 apart, then two side by side, then one panel
+ * (quant_simd128.c; on the paired layout one 16-byte load per pair of k, widened in registers).
+ * tdm_q8_gemv_dot__avx2 walks four runs N / 4 apart; every column's sums are the same either way. */
 void tdm_q8_gemv_dot__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale, float *y);
 void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, const float *xs, const int8_t *qp, const float *scale,
                                      float *y);
