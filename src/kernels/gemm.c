@@ -130,9 +130,7 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
   for (int64_t j = 0; j < H; j += 8) {
     const float *p = bp + (j / 8) * K * 8;
     v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
-#ifdef __clang__
-#pragma clang loop unroll(disable) /* unrolled, V8 issues every load first and spills */
-#endif
+    TDM_NO_UNROLL
     for (const float *ak = a; ak < ae; ak++, p += 8) {
       const v128_t x = wasm_f32x4_splat(*ak);
       s0 = tdm_madd(x, wasm_v128_load(p), s0);
@@ -153,8 +151,7 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
 }
 
 /* M = 2 (a streaming step of two frames), rows ldy apart in y: each panel walked from its start
- * and from the middle of K at once, both halves adding into the same accumulators (as the M = 1
- * GEMV), two panels side by side so each splat of a row's a[k] serves 16 columns: four weight
+ * and from the middle of K at once, both halves adding into the same accumulators, two panels side by side so each splat of a row's a[k] serves 16 columns: four weight
  * streams in flight instead of the tiles' one. A panel's arithmetic is the same whether it runs
  * with a neighbour or alone (the last, odd panel), so any split by columns gives the same bits. */
 #define GEMV2_PANELS(NP) \

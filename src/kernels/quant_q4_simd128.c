@@ -9,12 +9,6 @@
 #if TDM_SIMD128
 #include "vec.h"
 
-#ifdef __clang__
-#define Q4_NO_UNROLL _Pragma("clang loop unroll(disable)")
-#else
-#define Q4_NO_UNROLL
-#endif
-
 /* One block of 8 k of four columns (16 bytes, variants.h's int4 block): as 16-bit lanes, column c's
  * codes u = q + 8 of k0 + p (lane 2c) and k0 + 4 + p (lane 2c + 1) sit in bits 4p..4p + 3. A mask
  * leaves each position's codes times 16^p (the last, a shift right by 12: times 1), and i32x4.dot_i16x8_s
@@ -53,8 +47,8 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t 
       const int16_t *xc = xe - xk > Q4_CHUNK ? xk + Q4_CHUNK : xe; /* the pointers walk: an int64 k costs V8 scalar work */
       v128_t h[4];
       for (int i = 0; i < 2 * np; i++) h[i] = wasm_i32x4_splat(0);
-      Q4_NO_UNROLL /* unrolled, V8 issues every load first and spills */
-          for (; xk < xc; xk += 8, pk += 32) {
+      TDM_NO_UNROLL
+      for (; xk < xc; xk += 8, pk += 32) {
         const v128_t xv[4] = {wasm_v128_load32_splat(xk), wasm_v128_load32_splat(xk + 2), wasm_v128_load32_splat(xk + 4),
                               wasm_v128_load32_splat(xk + 6)};
         for (int i = 0; i < np; i++) {

@@ -56,7 +56,7 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
       v128_t h[4][4];
       for (int r = 0; r < R; r++)
         for (int i = 0; i < 2 * np; i++) h[r][i] = wasm_i16x8_splat(0);
-#pragma clang loop unroll(disable) /* unrolled, V8 issues every load first and spills */
+      TDM_NO_UNROLL
       for (; k < kend; k += 8, pk += 32)
         for (int r = 0; r < R; r++) {
           const v128_t x0 = wasm_v128_load32_splat(x8 + r * K8 + k), x1 = wasm_v128_load32_splat(x8 + r * K8 + k + 4);

@@ -53,15 +53,9 @@ static inline void q8_dot_pair_at(const int8_t *p, int paired, v128_t x, v128_t 
 }
 
 /* The one-row GEMV's pair step (q8_gemv_dot): on the paired layout one 16-byte load widened in
- * registers (i16x8.extend_{low,high}_i8x16_s) instead of two sign-extending 8-byte loads. V8 keeps
- * a loop body's loads in the wasm's order but sinks the arithmetic to its uses, so every loaded value
- * of a step over four panels is live at once: eight i16x8 loads + eight sums + x spill x86's 16
- * registers, four v128 loads do not (the same products and sums). */
-#ifdef __clang__
-#define Q8_NO_UNROLL _Pragma("clang loop unroll(disable)")
-#else
-#define Q8_NO_UNROLL
-#endif
+ * registers (i16x8.extend_{low,high}_i8x16_s) instead of two sign-extending 8-byte loads (the same
+ * products and sums). V8 keeps a loop body's loads in the wasm's order but sinks the arithmetic to
+ * its uses, so every loaded value of a step is live at once: one v128 per panel, not two i16x8. */
 static inline void q8_gemv_pair_at(const int8_t *p, int paired, v128_t x, v128_t *lo, v128_t *hi) {
   if (!paired) {
     q8_dot_pair_at(p, 0, x, lo, hi);
@@ -255,8 +249,8 @@ static inline __attribute__((always_inline)) void q8_gemv_2panels(int paired, in
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
     v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t k = k0;
-    Q8_NO_UNROLL /* clang's unroll by 2 would put both steps' loads in one block (the spills above) */
-        for (; k + 2 <= k1; k += 2) {
+    TDM_NO_UNROLL
+    for (; k + 2 <= k1; k += 2) {
       const v128_t x = wasm_v128_load32_splat(xq + k);
       q8_gemv_pair_at(p0 + k * 8, paired, x, &s0, &s1);
       q8_gemv_pair_at(p1 + k * 8, paired, x, &s2, &s3);

@@ -8,6 +8,14 @@
 
 #include "simd.h"
 
+/* Before a kernel's inner loop: clang does not unroll it. V8 issues a loop body's loads before the
+ * arithmetic that uses them, so an unrolled body holds every step's loads at once and spills. */
+#ifdef __clang__
+#define TDM_NO_UNROLL _Pragma("clang loop unroll(disable)")
+#else
+#define TDM_NO_UNROLL
+#endif
+
 static inline float tdm_f32_dot__scalar(const float *a, const float *b, int64_t n) {
   float r = 0;
   for (int64_t i = 0; i < n; i++) r += a[i] * b[i];

@@ -445,15 +445,8 @@ static int q8_dot_variants(int64_t N, int64_t K, const int16_t *xq, const float 
   return bad + q8_paired_variants(N, K, xq, xs, q8, s8, ref, y);
 }
 
-/* The integer-dot GEMV (int8 activations, variants.h): the scalar reference against the scheme in
- * double (xq·q summed exactly, times the block scale, times the column scale: within float32
- * rounding of the block totals), and in wasm the SIMD128 variant against the scalar one bit for bit
- * (both add the exact block sums unfused, in block order). Activations random in [-2, 2], with one
- * block all zeros, one of denormals (its scale rounds to 0: the block counts as 0) and one huge;
- * with a NaN or ±inf anywhere tdm_q8_quantize_row must refuse. */
-#if TDM_SIMD128
-/* An activation row for the quantizers' checks, by block of B: random, zeros, denormals, huge values,
- * values whose a / d lands on halves (m = 3.5), random with every third k -0. */
+/* An activation row for the quantizers' and the int4 GEMV's checks, by block of B: random, zeros,
+ * denormals, huge values, values whose a / d lands on halves (m = 3.5), random with every third k -0. */
 static void quantize_input(float *a, int64_t K, int64_t B) {
   for (int64_t k = 0; k < K; k++) {
     const int64_t b = k / B;
@@ -465,7 +458,6 @@ static void quantize_input(float *a, int64_t K, int64_t B) {
     if (b == 5 && k % 3 == 0) a[k] = -0.0f;
   }
 }
-#endif
 
 /* tdm_q4_quantize_row's SIMD128 loop against the scalar one: the same codes, scales and group sums
  * (quantize_input's groups), and both refuse a NaN or ±inf. */
@@ -542,6 +534,12 @@ static int check_q8_quantize(int64_t K) {
   return bad;
 }
 
+/* The integer-dot GEMV (int8 activations, variants.h): the scalar reference against the scheme in
+ * double (xq·q summed exactly, times the block scale, times the column scale: within float32
+ * rounding of the block totals), and in wasm the SIMD128 variant against the scalar one bit for bit
+ * (both add the exact block sums unfused, in block order). Activations random in [-2, 2], with one
+ * block all zeros, one of denormals (its scale rounds to 0: the block counts as 0) and one huge;
+ * with a NaN or ±inf anywhere tdm_q8_quantize_row must refuse. */
 static int check_q8_dot(int64_t N, int64_t K) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NB = (K + TDM_Q8_ABLOCK - 1) / TDM_Q8_ABLOCK;
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s8 = calloc((size_t)(P * 8), sizeof(float));
@@ -792,12 +790,9 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   int32_t *xsum = malloc(sizeof(int32_t) * (size_t)(NG + 1));
   uint8_t *q4 = q4_alloc(N, K);
   int8_t *xq = malloc((size_t)(K + 1));
+  quantize_input(a, K, G);
   for (int64_t k = 0; k < K; k++) {
     const int64_t g = k / G;
-    a[k] = 2 * frand();
-    if (g == 1) a[k] = 0;
-    if (g == 2) a[k] *= 1e-44f;
-    if (g == 3) a[k] *= 1e30f;
     if (g == 4 || g == 5) a[k] = g == 4 ? 1.0f : -1.0f; /* every code ±127: the 16-bit sums' extremes */
     if (G >= 2048) a[k] = 1.0f;                         /* one group of ±127 codes: the int32 sums' extremes */
   }
