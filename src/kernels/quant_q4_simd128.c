@@ -22,18 +22,15 @@ static inline v128_t q4_block_dot(v128_t v, const v128_t *xv, v128_t acc) {
   return wasm_i32x4_add(acc, wasm_i32x4_add(wasm_i32x4_add(d0, d1), wasm_i32x4_add(d2, d3)));
 }
 
-/* The 256-times sums are flushed into the group's int32 sums every Q4_CHUNK k (512 blocks: each lane
- * at most 512·8·15·127·256 < 2^31), so only groups past 4096 k take more than one chunk. */
-#define Q4_CHUNK 4096
-
 /* The one-row GEMV's np (1 or 2) whole panels from p (PS bytes apart), scales sc (SS floats apart),
- * into y (8 columns per panel, YS floats apart). Per group (whole blocks: G % 8 == 0), the exact int32
- * sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar reference adds
- * it. Two panels at most: V8 issues a step's loads first, and the step's 4 blocks, 4 sums, 4
- * activation pairs and 3 masks are what its 15 vector registers hold without spilling. */
-static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG, const int16_t *x16,
-                                                                const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
-                                                                size_t SS, float *y, size_t YS) {
+ * into y (8 columns per panel, YS floats apart): per group (whole blocks: G % 8 == 0) the exact sum
+ * Σ xq·q per column (times 256 where whole: tdm_q4_whole), then the group's total as the scalar
+ * reference adds it.
+ * Two panels at most: V8 issues a step's loads first, and the step's 4 blocks, 4 sums, 4 activation
+ * pairs and 3 masks are what its 15 vector registers hold without spilling. */
+static inline __attribute__((always_inline)) void q4_dot_panels(int whole, int np, int64_t K, int64_t G, size_t PS, int64_t NG,
+                                                                const int16_t *x16, const float *xs, const int32_t *xsum, const uint8_t *p,
+                                                                const float *sc, size_t SS, float *y, size_t YS) {
   v128_t t[4];
   for (int i = 0; i < 2 * np; i++) t[i] = wasm_f32x4_splat(0);
   const int16_t *xk = x16;
@@ -41,12 +38,10 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t 
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
     const int16_t *xe = x16 + k1 + (-k1 & 7);
-    v128_t s[4];
-    for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(0);
-    while (xk < xe) {
-      const int16_t *xc = xe - xk > Q4_CHUNK ? xk + Q4_CHUNK : xe; /* the pointers walk: an int64 k costs V8 scalar work */
-      v128_t h[4];
-      for (int i = 0; i < 2 * np; i++) h[i] = wasm_i32x4_splat(0);
+    v128_t s[4], h[4];
+    for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(-8 * xsum[g]), h[i] = wasm_i32x4_splat(whole ? -2048 * xsum[g] : 0);
+    while (xk < xe) { /* the pointers walk: an int64 k costs V8 scalar work */
+      const int16_t *xc = whole || xe - xk <= TDM_Q4_WHOLE ? xe : xk + TDM_Q4_WHOLE;
       TDM_NO_UNROLL
       for (; xk < xc; xk += 8, pk += 32) {
         const v128_t xv[4] = {wasm_v128_load32_splat(xk), wasm_v128_load32_splat(xk + 2), wasm_v128_load32_splat(xk + 4),
@@ -56,36 +51,44 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int np, int64_t 
           h[2 * i + 1] = q4_block_dot(wasm_v128_load(pk + i * PS + 16), xv, h[2 * i + 1]);
         }
       }
-      for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_add(s[i], wasm_i32x4_shr(h[i], 8));
+      if (!whole)
+        for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_add(s[i], wasm_i32x4_shr(h[i], 8)), h[i] = wasm_i32x4_splat(0);
     }
-    const v128_t bias = wasm_i32x4_splat(8 * xsum[g]), d = wasm_f32x4_splat(xs[g]);
+    const v128_t d = wasm_f32x4_splat(whole ? xs[g] * 0x1p-8f : xs[g]);
     for (int i = 0; i < 2 * np; i++) {
-      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[i], bias)), d);
+      const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(whole ? h[i] : s[i]), d);
       t[i] = wasm_f32x4_add(t[i], wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4)));
     }
   }
   for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, t[i]);
 }
 
+/* The GEMV's columns: two panels at a time from two runs of columns H = ⌊N / 16⌋·8 apart (two
+ * sequential streams), then one and a partial panel; each column's sums are the same either way. */
+static inline __attribute__((always_inline)) void q4_gemv_columns(int whole, int64_t N, int64_t K, int64_t G, int64_t NG,
+                                                                  const int16_t *x16, const float *xs, const int32_t *xsum,
+                                                                  const uint8_t *qp, const float *scale, float *y) {
+  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
+  const int64_t H = N / 16 * 8;
+  for (int64_t j = 0; j < H; j += 8)
+    q4_dot_panels(whole, 2, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS,
+                  y + j, (size_t)H);
+  int64_t j = 2 * H;
+  for (; j + 8 <= N; j += 8) q4_dot_panels(whole, 1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  if (j < N) {
+    float t[8];
+    q4_dot_panels(whole, 1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
+  }
+}
+
 void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                               const float *scale, float *y) {
   const int64_t NG = K / G + (K % G != 0);
-  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int16_t x16[TDM_Q8_DOT_MAX_K];
   tdm_q4_block_x16(K, xq, x16);
-  /* Two panels at a time from two runs of columns H = ⌊N / 16⌋·8 apart (two sequential streams),
-   * then one and a partial panel; each column's sums are the same either way. */
-  const int64_t H = N / 16 * 8;
-  for (int64_t j = 0; j < H; j += 8)
-    q4_dot_panels(2, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
-                  (size_t)H);
-  int64_t j = 2 * H;
-  for (; j + 8 <= N; j += 8) q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  if (j < N) {
-    float t[8];
-    q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
-    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
-  }
+  if (tdm_q4_whole(G, NG, xs)) q4_gemv_columns(1, N, K, G, NG, x16, xs, xsum, qp, scale, y);
+  else q4_gemv_columns(0, N, K, G, NG, x16, xs, xsum, qp, scale, y);
 }
 
 /* R rows (2 to 4; row r's activations of q4_block_dot at x16 + r·K8, its xs and xsum at r·NG) of one
@@ -101,7 +104,7 @@ static inline __attribute__((always_inline)) void q4_dot_rows_panel(int R, int64
     v128_t s[4][2];
     for (int r = 0; r < R; r++) s[r][0] = s[r][1] = wasm_i32x4_splat(0);
     for (int64_t k = g * G; k < k1;) {
-      const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
+      const int64_t kend = k + TDM_Q4_WHOLE < k1 ? k + TDM_Q4_WHOLE : k1;
       v128_t h[4][2];
       for (int r = 0; r < R; r++) h[r][0] = h[r][1] = wasm_i32x4_splat(0);
       for (; k < kend; k += 8)

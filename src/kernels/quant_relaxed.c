@@ -38,7 +38,7 @@ static void q4_block_x8(int64_t K, const int8_t *xq, int8_t *x8) {
  * (1 or 2) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8 columns
  * per panel, YS floats apart; row r's at r·ldy; the float totals live there: in registers they pushed
  * V8's allocation past its 15 xmm registers). Per group (whole blocks: G % 8 == 0) the exact int32
- * sum Σ xq·(q + 8) per column, minus 8·xsum[g]; then the group's total as the scalar reference adds
+ * sum Σ xq·(q + 8) per column from −8·xsum[g]; then the group's total as the scalar reference adds
  * it (the integer sums are exact in any order, the float steps are the reference's). */
 static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, int64_t K, int64_t K8, int64_t G, size_t PS, int64_t NG,
                                                                 const int8_t *x8, const float *xs, const int32_t *xsum, const uint8_t *p,
@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
     v128_t s[4][4];
     for (int r = 0; r < R; r++)
-      for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_splat(0);
+      for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_splat(-8 * xsum[r * NG + g]);
     for (int64_t k = g * G; k < k1;) {
       const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
       const uint8_t *pk = p + (size_t)k * 4;
@@ -66,9 +66,9 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int R, int np, i
         for (int i = 0; i < 2 * np; i++) s[r][i] = wasm_i32x4_add(s[r][i], wasm_i32x4_extadd_pairwise_i16x8(h[r][i]));
     }
     for (int r = 0; r < R; r++) {
-      const v128_t bias = wasm_i32x4_splat(8 * xsum[r * NG + g]), d = wasm_f32x4_splat(xs[r * NG + g]);
+      const v128_t d = wasm_f32x4_splat(xs[r * NG + g]);
       for (int i = 0; i < 2 * np; i++) {
-        const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[r][i], bias)), d);
+        const v128_t f = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(s[r][i]), d);
         float *yi = y + r * ldy + (i / 2) * YS + (i % 2) * 4;
         wasm_v128_store(yi, wasm_f32x4_add(wasm_v128_load(yi), wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4))));
       }

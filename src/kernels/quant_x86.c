@@ -429,25 +429,21 @@ static inline AVX2 __m256i q4_block_dot(__m256i v, const __m256i *xv, __m256i ac
   return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_add_epi32(d0, d1), _mm256_add_epi32(d2, d3)));
 }
 
-#define Q4_CHUNK 2048 /* as quant_q4_simd128.c's: 256 blocks of 256-times sums fit in int32 */
-
 /* np (1, 2 or 4) whole panels from p (PS bytes apart), scales sc (SS floats apart), into y (8
  * columns per panel, YS floats apart), as quant_q4_simd128.c's q4_dot_panels: per group the exact
- * int32 sums Σ xq·(q + 8) per column minus 8·xsum[g], then the group's total as the scalar
- * reference adds it. */
-static inline __attribute__((always_inline)) AVX2 void q4_dot_panels(int np, int64_t K, int64_t G, size_t PS, int64_t NG,
+ * int32 sums Σ xq·q per column (times 256 where whole: tdm_q4_whole), then the group's total as the
+ * scalar reference adds it. */
+static inline __attribute__((always_inline)) AVX2 void q4_dot_panels(int whole, int np, int64_t K, int64_t G, size_t PS, int64_t NG,
                                                                      const int16_t *x16, const float *xs, const int32_t *xsum,
                                                                      const uint8_t *p, const float *sc, size_t SS, float *y, size_t YS) {
   __m256 t[4];
   for (int i = 0; i < np; i++) t[i] = _mm256_setzero_ps();
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    __m256i s[4];
-    for (int i = 0; i < np; i++) s[i] = _mm256_setzero_si256();
+    __m256i s[4], h[4];
+    for (int i = 0; i < np; i++) s[i] = _mm256_set1_epi32(-8 * xsum[g]), h[i] = _mm256_set1_epi32(whole ? -2048 * xsum[g] : 0);
     for (int64_t k = g * G; k < k1;) {
-      const int64_t kend = k + Q4_CHUNK < k1 ? k + Q4_CHUNK : k1;
-      __m256i h[4];
-      for (int i = 0; i < np; i++) h[i] = _mm256_setzero_si256();
+      const int64_t kend = whole || k1 - k <= TDM_Q4_WHOLE ? k1 : k + TDM_Q4_WHOLE;
       for (; k < kend; k += 8) {
         __m256i xv[4];
         for (int q = 0; q < 4; q++) {
@@ -457,37 +453,44 @@ static inline __attribute__((always_inline)) AVX2 void q4_dot_panels(int np, int
         }
         for (int i = 0; i < np; i++) h[i] = q4_block_dot(_mm256_loadu_si256((const __m256i *)(p + i * PS + (size_t)k * 4)), xv, h[i]);
       }
-      for (int i = 0; i < np; i++) s[i] = _mm256_add_epi32(s[i], _mm256_srai_epi32(h[i], 8));
+      if (!whole)
+        for (int i = 0; i < np; i++) s[i] = _mm256_add_epi32(s[i], _mm256_srai_epi32(h[i], 8)), h[i] = _mm256_setzero_si256();
     }
-    const __m256i bias = _mm256_set1_epi32(8 * xsum[g]);
-    const __m256 d = _mm256_set1_ps(xs[g]);
+    const __m256 d = _mm256_set1_ps(whole ? xs[g] * 0x1p-8f : xs[g]);
     for (int i = 0; i < np; i++)
-      t[i] = _mm256_add_ps(
-          t[i], _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s[i], bias)), d), _mm256_loadu_ps(sc + i * SS + g * 8)));
+      t[i] = _mm256_add_ps(t[i],
+                           _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(whole ? h[i] : s[i]), d), _mm256_loadu_ps(sc + i * SS + g * 8)));
   }
   for (int i = 0; i < np; i++) _mm256_storeu_ps(y + i * YS, t[i]);
+}
+
+/* Four panels from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as the AVX2
+ * int8 GEMV's), then two, one and a partial panel. */
+static inline __attribute__((always_inline)) AVX2 void q4_gemv_columns(int whole, int64_t N, int64_t K, int64_t G, int64_t NG,
+                                                                       const int16_t *x16, const float *xs, const int32_t *xsum,
+                                                                       const uint8_t *qp, const float *scale, float *y) {
+  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
+  const int64_t H = N / 32 * 8;
+  for (int64_t j = 0; j < H; j += 8)
+    q4_dot_panels(whole, 4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS,
+                  y + j, (size_t)H);
+  int64_t j = 4 * H;
+  for (; j + 16 <= N; j += 16) q4_dot_panels(whole, 2, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  for (; j + 8 <= N; j += 8) q4_dot_panels(whole, 1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
+  if (j < N) {
+    float t[8];
+    q4_dot_panels(whole, 1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
+    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
+  }
 }
 
 AVX2 void tdm_q4_gemv_dot__avx2(int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum, const uint8_t *qp,
                                 const float *scale, float *y) {
   const int64_t NG = K / G + (K % G != 0);
-  const size_t PS = TDM_Q4_BLOCK_BYTES(K), SS = (size_t)NG * 8;
   int16_t x16[TDM_Q8_DOT_MAX_K];
   tdm_q4_block_x16(K, xq, x16);
-  /* four panels from four runs of columns H = ⌊N / 32⌋·8 apart (four sequential streams, as the
-   * AVX2 int8 GEMV's), then two, one and a partial panel */
-  const int64_t H = N / 32 * 8;
-  for (int64_t j = 0; j < H; j += 8)
-    q4_dot_panels(4, K, G, (size_t)(H / 8) * PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, (size_t)(H / 8) * SS, y + j,
-                  (size_t)H);
-  int64_t j = 4 * H;
-  for (; j + 16 <= N; j += 16) q4_dot_panels(2, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  for (; j + 8 <= N; j += 8) q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, y + j, 8);
-  if (j < N) {
-    float t[8];
-    q4_dot_panels(1, K, G, PS, NG, x16, xs, xsum, qp + (j / 8) * PS, scale + (j / 8) * SS, SS, t, 8);
-    memcpy(y + j, t, sizeof(float) * (size_t)(N - j));
-  }
+  if (tdm_q4_whole(G, NG, xs)) q4_gemv_columns(1, N, K, G, NG, x16, xs, xsum, qp, scale, y);
+  else q4_gemv_columns(0, N, K, G, NG, x16, xs, xsum, qp, scale, y);
 }
 
 #endif

@@ -368,6 +368,19 @@ static inline void tdm_q4_block_x16(int64_t K, const int8_t *xq, int16_t *x16) {
       x16[k0 + 2 * p + 1] = (int16_t)(k0 + 4 + p <= K ? xq[k0 + 4 + p] * s[p] : 0);
     }
 }
+/* Where the SIMD128 and AVX2 int4 dot kernels sum a group in one pass (groups of at most
+ * TDM_Q4_WHOLE k): each lane starts at 256·(−8·xsum[g]) and ends at 256·s, s the group's exact sum
+ * Σ xq·q, at most G·(8·15·127·256 / 8 + 2048·127) < 2^31 in between; the float conversion of 256·s is
+ * 256 times s's, so scaled by xs[g] / 256 it rounds as the reference's s·xs[g] wherever xs[g] / 256
+ * is exact: true where every group scale is 0 or at least 2^-100. Else (larger groups, tiny scales)
+ * they flush the 256-times sums into int32 sums every TDM_Q4_WHOLE k. */
+#define TDM_Q4_WHOLE 2048
+static inline bool tdm_q4_whole(int64_t G, int64_t NG, const float *xs) {
+  if (G > TDM_Q4_WHOLE) return false;
+  for (int64_t g = 0; g < NG; g++)
+    if (xs[g] != 0 && !(xs[g] >= 0x1p-100f)) return false;
+  return true;
+}
 bool tdm_q4_quantize_row(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);
 /* Its loop, as tdm_q8_quantize_rows: config.c picks SIMD128's in wasm, natively the scalar one (the same codes, kernel_selftest). */
 bool tdm_q4_quantize_row__scalar(int64_t K, int64_t G, const float *a, int8_t *xq, float *xs, int32_t *xsum);

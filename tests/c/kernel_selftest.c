@@ -781,8 +781,9 @@ static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
  * rounding of the group totals); the SIMD128 and AVX2 variants and, where the build has the
  * relaxed integer dot, its variant against the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
  * with a zero group, a denormal one, a huge one and two of ±127 codes only (columns 3 and 6 of each panel there codes 7 and -8 only, 0 in the huge group);
- * NaN / ±inf refused. */
-static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
+ * NaN / ±inf refused. With tiny 0 the denormal group's activations are scaled up to normal floats: the
+ * SIMD128 GEMV then takes its one-pass sums, which a group scale below 2^-100 turns off. */
+static int check_q4_dot_input(int64_t N, int64_t K, int64_t G, int tiny) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = K / G + (K % G != 0);
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
   float *xs = malloc(sizeof(float) * (size_t)(NG + 1)), *ref = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
@@ -795,6 +796,7 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
     const int64_t g = k / G;
     if (g == 4 || g == 5) a[k] = g == 4 ? 1.0f : -1.0f; /* every code ±127: the 16-bit sums' extremes */
     if (G >= 2048) a[k] = 1.0f;                         /* one group of ±127 codes: the int32 sums' extremes */
+    if (g == 2 && !tiny && G < 2048) a[k] *= 1e30f;
   }
   for (int64_t j = 0; j < N; j++)
     for (int64_t k = 0; k < K; k++) {
@@ -862,6 +864,8 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) {
   free(a), free(s4), free(xs), free(ref), free(y), free(tol), free(xsum), free(q4), free(xq);
   return bad;
 }
+
+static int check_q4_dot(int64_t N, int64_t K, int64_t G) { return check_q4_dot_input(N, K, G, 1) + check_q4_dot_input(N, K, G, 0); }
 
 /* The int4 integer-dot GEMV over 1 to 4 rows (tdm_q4_gemm_dot): row r of every
  * variant bit for bit tdm_q4_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps
@@ -2308,6 +2312,7 @@ int tdm_kernel_selftest(void) {
   bad += check_q4_dot(72, 96, 32) + check_q4_dot(1000, 64, 32);      /* two column runs of 32 and 496, then 8 left */
   bad += check_q4_dot(40, 2053, 64) + check_q4_dot(17, 2101, 128);   /* K past one 2048-k chunk */
   bad += check_q4_dot(16, 8192, 8192) + check_q4_dot(9, 6001, 4096); /* groups of many chunks at the largest sums */
+  bad += check_q4_dot(24, 4100, 2048);                               /* the largest group summed in one pass */
   /* the same over 1 to 4 rows: K odd, K % 8, K % 32, K % G, N % 16 and N % 8 */
   const int64_t fn[] = {1, 6, 8, 9, 13, 16, 17, 33}, fk[] = {1, 3, 5, 16, 17, 33, 64, 65, 130}, fg[] = {16, 24, 32};
   for (int64_t m = 1; m <= TDM_Q8_DOT_MAX_ROWS; m++)
