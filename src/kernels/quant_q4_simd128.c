@@ -92,21 +92,22 @@ void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq,
 }
 
 /* R rows (2 to 4; row r's activations of q4_block_dot at x16 + r·K8, its xs and xsum at r·NG) of one
- * panel, n of its columns written at y + r·ldy: as the GEMV, each block's codes masked once for all
- * rows. */
-static inline __attribute__((always_inline)) void q4_dot_rows_panel(int R, int64_t K, int64_t K8, int64_t G, int64_t NG, const int16_t *x16,
-                                                                    const float *xs, const int32_t *xsum, const uint8_t *p, const float *sc,
-                                                                    float *y, int64_t ldy, int64_t n) {
+ * panel, n of its columns written at y + r·ldy: as the GEMV (whole as there), each block's codes
+ * masked once for all rows. */
+static inline __attribute__((always_inline)) void q4_dot_rows_panel(int whole, int R, int64_t K, int64_t K8, int64_t G, int64_t NG,
+                                                                    const int16_t *x16, const float *xs, const int32_t *xsum,
+                                                                    const uint8_t *p, const float *sc, float *y, int64_t ldy, int64_t n) {
   v128_t t[4][2];
   for (int r = 0; r < R; r++) t[r][0] = t[r][1] = wasm_f32x4_splat(0);
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    v128_t s[4][2];
-    for (int r = 0; r < R; r++) s[r][0] = s[r][1] = wasm_i32x4_splat(0);
+    v128_t s[4][2], h[4][2];
+    for (int r = 0; r < R; r++) {
+      s[r][0] = s[r][1] = wasm_i32x4_splat(-8 * xsum[r * NG + g]);
+      h[r][0] = h[r][1] = wasm_i32x4_splat(whole ? -2048 * xsum[r * NG + g] : 0);
+    }
     for (int64_t k = g * G; k < k1;) {
-      const int64_t kend = k + TDM_Q4_WHOLE < k1 ? k + TDM_Q4_WHOLE : k1;
-      v128_t h[4][2];
-      for (int r = 0; r < R; r++) h[r][0] = h[r][1] = wasm_i32x4_splat(0);
+      const int64_t kend = whole || k1 - k <= TDM_Q4_WHOLE ? k1 : k + TDM_Q4_WHOLE;
       for (; k < kend; k += 8)
         for (int c = 0; c < 2; c++) {
           const v128_t v = wasm_v128_load(p + (size_t)k * 4 + 16 * c);
@@ -121,24 +122,41 @@ static inline __attribute__((always_inline)) void q4_dot_rows_panel(int R, int64
             h[r][c] = wasm_i32x4_add(h[r][c], wasm_i32x4_add(wasm_i32x4_add(d0, d1), wasm_i32x4_add(d2, d3)));
           }
         }
-      for (int r = 0; r < R; r++)
-        for (int c = 0; c < 2; c++) s[r][c] = wasm_i32x4_add(s[r][c], wasm_i32x4_shr(h[r][c], 8));
+      if (!whole)
+        for (int r = 0; r < R; r++)
+          for (int c = 0; c < 2; c++) s[r][c] = wasm_i32x4_add(s[r][c], wasm_i32x4_shr(h[r][c], 8)), h[r][c] = wasm_i32x4_splat(0);
     }
     for (int r = 0; r < R; r++) {
-      const v128_t bias = wasm_i32x4_splat(8 * xsum[r * NG + g]), d = wasm_f32x4_splat(xs[r * NG + g]);
+      const v128_t d = wasm_f32x4_splat(whole ? xs[r * NG + g] * 0x1p-8f : xs[r * NG + g]);
       for (int c = 0; c < 2; c++)
         t[r][c] = wasm_f32x4_add(
             t[r][c],
-            wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(wasm_i32x4_sub(s[r][c], bias)), d), wasm_v128_load(sc + g * 8 + 4 * c)));
+            wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(whole ? h[r][c] : s[r][c]), d), wasm_v128_load(sc + g * 8 + 4 * c)));
     }
   }
   for (int r = 0; r < R; r++) tdm_store8(y + r * ldy, t[r][0], t[r][1], n);
 }
 
+/* 2 to 4 rows' panels one after another. */
+static inline __attribute__((always_inline)) void q4_rows_panels(int whole, int64_t M, int64_t N, int64_t K, int64_t K8, int64_t G,
+                                                                 int64_t NG, const int16_t *x16, const float *xs, const int32_t *xsum,
+                                                                 const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
+  const int64_t PB = TDM_Q4_BLOCK_BYTES(K);
+  for (int64_t j = 0; j < N; j += 8) {
+    const uint8_t *p = qp + (j / 8) * PB;
+    const float *sc = scale + (j / 8) * NG * 8;
+    switch (M) {
+      case 2: q4_dot_rows_panel(whole, 2, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
+      case 3: q4_dot_rows_panel(whole, 3, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
+      default: q4_dot_rows_panel(whole, 4, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
+    }
+  }
+}
+
 /* 1 to 4 rows (row r's xq at r·(K + 1)); one row goes to the GEMV above. */
 static void q4_dot_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_t *xq, const float *xs, const int32_t *xsum,
                          const uint8_t *qp, const float *scale, float *y, int64_t ldy) {
-  const int64_t PB = TDM_Q4_BLOCK_BYTES(K), NG = K / G + (K % G != 0), K8 = (K + 7) / 8 * 8;
+  const int64_t NG = K / G + (K % G != 0), K8 = (K + 7) / 8 * 8;
   if (M == 1) {
     tdm_q4_gemv_dot__simd128(N, K, G, xq, xs, xsum, qp, scale, y);
     return;
@@ -149,15 +167,8 @@ static void q4_dot_4rows(int64_t M, int64_t N, int64_t K, int64_t G, const int8_
   }
   int16_t x16[TDM_Q8_DOT_MAX_K + 64];
   for (int64_t r = 0; r < M; r++) tdm_q4_block_x16(K, xq + r * (K + 1), x16 + r * K8);
-  for (int64_t j = 0; j < N; j += 8) {
-    const uint8_t *p = qp + (j / 8) * PB;
-    const float *sc = scale + (j / 8) * NG * 8;
-    switch (M) {
-      case 2: q4_dot_rows_panel(2, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
-      case 3: q4_dot_rows_panel(3, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
-      default: q4_dot_rows_panel(4, K, K8, G, NG, x16, xs, xsum, p, sc, y + j, ldy, N - j); break;
-    }
-  }
+  if (tdm_q4_whole(G, M * NG, xs)) q4_rows_panels(1, M, N, K, K8, G, NG, x16, xs, xsum, qp, scale, y, ldy);
+  else q4_rows_panels(0, M, N, K, K8, G, NG, x16, xs, xsum, qp, scale, y, ldy);
 }
 
 /* Any number of rows, four at a time. */
