@@ -20,11 +20,13 @@ extern double tdm_now_ms(void); /* the host's clock (web/loader.js) */
 #endif
 
 #define MAX_THREADS 64
-/* Loads of a flag before waiting in the engine (tens of microseconds): a decode step runs a few
- * hundred parallel ops back to back, and a wake-up from memory.atomic.wait costs tens of
- * microseconds on each side, as much as a small op's whole part. Past the spin, a thread sleeps:
- * an idle pool uses no CPU. */
-#define SPIN 20000
+/* Loads of a flag before waiting in the engine (a few hundred microseconds): a decode step runs a
+ * few hundred parallel ops, between them runs of small serial ops (a rotary embedding, the KV-cache
+ * writes and masks: ~50 µs in the STT LM), and a wake-up from memory.atomic.wait costs tens of
+ * microseconds on each side, as much as a small op's whole part (a spin of 20000 loads let the
+ * workers fall asleep before each attention: the STT 1B frame on two threads 1.07× slower). Past
+ * the spin, a thread sleeps: an idle pool uses no CPU. */
+#define SPIN 200000
 /* Chunks per thread: enough that a late thread's share goes to the others in small pieces, few
  * enough that a chunk is still many units (a kernel call and one atomic operation each). */
 #define CHUNKS_PER_THREAD 4
