@@ -65,11 +65,16 @@ const snr = (acc, got, want) => {
 const db = (acc) => (acc.err > 0 ? `${f(10 * Math.log10(acc.sig / acc.err))} dB` : 'exact');
 
 /** Runs frame(i, side) for every frame, tandem and onnxruntime-web alternating which goes first; each call
- * returns { ms: { part: time } }. Returns per side and part the list of frame times. */
+ * returns { ms: { part: time } }. Returns per side and part the list of frame times. On more than one
+ * thread each call starts after IDLE_MS untimed, as a stream's frames arrive 80 ms apart: back to back,
+ * the other runtime's workers, still spinning after its call (onnxruntime-web's spin after each run),
+ * held a core through this one's frame. */
+const IDLE_MS = 20;
 async function interleave(n, frame) {
   const times = { tandem: {}, ort: {} };
   for (let i = 0; i < n; i++) {
     for (const side of i % 2 ? ['ort', 'tandem'] : ['tandem', 'ort']) {
+      if (T > 1) await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
       const { ms } = await frame(i, side);
       for (const [part, t] of Object.entries(ms)) (times[side][part] ??= []).push(t);
     }
