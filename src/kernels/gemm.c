@@ -151,8 +151,9 @@ static void gemv_packed__simd128(int64_t N, int64_t K, const float *a, const flo
 }
 
 /* M = 2 (a streaming step of two frames), rows ldy apart in y: each panel walked from its start
- * and from the middle of K at once, both halves adding into the same accumulators, two panels side by side so each splat of a row's a[k] serves 16 columns: four weight
- * streams in flight instead of the tiles' one. A panel's arithmetic is the same whether it runs
+ * and from the middle of K at once, both halves adding into the same accumulators, two panels side
+ * by side so each splat of a row's a[k] serves 16 columns: four weight streams in flight instead of
+ * the tiles' one. A panel's arithmetic is the same whether it runs
  * with a neighbour or alone (the last, odd panel), so any split by columns gives the same bits. */
 #define GEMV2_PANELS(NP) \
   do { \

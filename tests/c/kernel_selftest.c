@@ -782,7 +782,7 @@ static int check_conv_q8_rows(int64_t M, int64_t N, int64_t K) {
  * relaxed integer dot, its variant against the scalar one bit for bit. Codes random over all 16 values (-8 included), activations in [-2, 2]
  * with a zero group, a denormal one, a huge one and two of ±127 codes only (columns 3 and 6 of each panel there codes 7 and -8 only, 0 in the huge group);
  * NaN / ±inf refused. With tiny 0 the denormal group's activations are scaled up to normal floats: the
- * SIMD128 GEMV then takes its one-pass sums, which a group scale below 2^-100 turns off. */
+ * SIMD128 and AVX2 GEMVs then take their one-pass sums, which a group scale below 2^-100 turns off. */
 static int check_q4_dot_input(int64_t N, int64_t K, int64_t G, int tiny) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = K / G + (K % G != 0);
   float *a = malloc(sizeof(float) * (size_t)(K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
@@ -869,7 +869,8 @@ static int check_q4_dot(int64_t N, int64_t K, int64_t G) { return check_q4_dot_i
 
 /* The int4 integer-dot GEMV over 1 to 4 rows (tdm_q4_gemm_dot): row r of every
  * variant bit for bit tdm_q4_gemv_dot__scalar on that row alone, at a row stride ldy > N whose gaps
- * stay untouched; rows of different magnitudes, row 2 with a zero group. */
+ * stay untouched; rows of different magnitudes, row 2 with a zero group, row 3 with a group scale
+ * below 2^-100 (the SIMD128 kernel's flushed sums; with 2 or 3 rows its one-pass sums). */
 static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
   const int64_t P = (N + TDM_PANEL - 1) / TDM_PANEL, NG = K / G + (K % G != 0), ldy = N + 3;
   float *a = malloc(sizeof(float) * (size_t)(M * K + 1)), *s4 = calloc((size_t)(P * NG * 8 + 1), sizeof(float));
@@ -881,6 +882,7 @@ static int check_q4_rows(int64_t M, int64_t N, int64_t K, int64_t G) {
   for (int64_t i = 0; i < M * K; i++) a[i] = 2 * frand() * (i / K == 1 ? 1e-3f : 1.0f);
   for (int64_t k = 0; k < K && M > 2; k++)
     if (k / G == 1) a[2 * K + k] = 0;
+  for (int64_t k = 0; k < K && k < G && M > 3; k++) a[3 * K + k] *= 1e-36f;
   for (int64_t j = 0; j < N; j++)
     for (int64_t k = 0; k < K; k++) {
       rng = rng * 1664525u + 1013904223u;
