@@ -31,12 +31,15 @@ static inline v128_t q4_block_dot(v128_t v, const v128_t *xv, v128_t acc) {
 static inline __attribute__((always_inline)) void q4_dot_panels(int whole, int np, int64_t K, int64_t G, size_t PS, int64_t NG,
                                                                 const int16_t *x16, const float *xs, const int32_t *xsum, const uint8_t *p,
                                                                 const float *sc, size_t SS, float *y, size_t YS) {
-  v128_t t[4];
+  v128_t t[4], pf = wasm_f32x4_splat(0);
   for (int i = 0; i < 2 * np; i++) t[i] = wasm_f32x4_splat(0);
   const int16_t *xk = x16;
   const uint8_t *pk = p;
+  const size_t last = TDM_Q4_BLOCK_BYTES(K) - 16; /* a panel's last 16 bytes */
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+    const size_t at = (size_t)(pk - p) + 128 < last ? (size_t)(pk - p) + 128 : last; /* the line 128 bytes on (vec.h) */
+    for (int i = 0; i < np; i++) pf = tdm_touch(pf, p + i * PS + at);
     const int16_t *xe = x16 + k1 + (-k1 & 7);
     v128_t s[4], h[4];
     for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(-8 * xsum[g]), h[i] = wasm_i32x4_splat(whole ? -2048 * xsum[g] : 0);
@@ -60,6 +63,7 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int whole, int n
       t[i] = wasm_f32x4_add(t[i], wasm_f32x4_mul(f, wasm_v128_load(sc + (i / 2) * SS + g * 8 + (i % 2) * 4)));
     }
   }
+  tdm_touch_end(pf);
   for (int i = 0; i < 2 * np; i++) wasm_v128_store(y + (i / 2) * YS + (i % 2) * 4, t[i]);
 }
 
@@ -97,10 +101,12 @@ void tdm_q4_gemv_dot__simd128(int64_t N, int64_t K, int64_t G, const int8_t *xq,
 static inline __attribute__((always_inline)) void q4_dot_rows_panel(int whole, int R, int64_t K, int64_t K8, int64_t G, int64_t NG,
                                                                     const int16_t *x16, const float *xs, const int32_t *xsum,
                                                                     const uint8_t *p, const float *sc, float *y, int64_t ldy, int64_t n) {
-  v128_t t[4][2];
+  v128_t t[4][2], pf = wasm_f32x4_splat(0);
   for (int r = 0; r < R; r++) t[r][0] = t[r][1] = wasm_f32x4_splat(0);
+  const size_t last = TDM_Q4_BLOCK_BYTES(K) - 16;
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
+    pf = tdm_touch(pf, p + ((size_t)(g * G * 4) + 128 < last ? (size_t)(g * G * 4) + 128 : last)); /* as the GEMV */
     v128_t s[4][2], h[4][2];
     for (int r = 0; r < R; r++) {
       s[r][0] = s[r][1] = wasm_i32x4_splat(-8 * xsum[r * NG + g]);
@@ -134,6 +140,7 @@ static inline __attribute__((always_inline)) void q4_dot_rows_panel(int whole, i
             wasm_f32x4_mul(wasm_f32x4_mul(wasm_f32x4_convert_i32x4(whole ? h[r][c] : s[r][c]), d), wasm_v128_load(sc + g * 8 + 4 * c)));
     }
   }
+  tdm_touch_end(pf);
   for (int r = 0; r < R; r++) tdm_store8(y + r * ldy, t[r][0], t[r][1], n);
 }
 

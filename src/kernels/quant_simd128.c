@@ -244,9 +244,13 @@ static inline __attribute__((always_inline)) void q8_gemv_2panels(int paired, in
                                                                   const int8_t *p0, size_t PST, const float *sc, float *y, size_t YS,
                                                                   int64_t n) {
   const int8_t *p1 = p0 + PST;
-  v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0;
+  v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, pf = t0;
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    if (K >= 2) { /* each panel's line 128 bytes on (vec.h), inside the panel */
+      const int64_t kt = k0 + 16 < K - 2 ? k0 + 16 : K - 2;
+      pf = tdm_touch(tdm_touch(pf, p0 + kt * 8), p1 + kt * 8);
+    }
     v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t k = k0;
     TDM_NO_UNROLL
@@ -263,6 +267,7 @@ static inline __attribute__((always_inline)) void q8_gemv_2panels(int paired, in
     const v128_t d = wasm_f32x4_splat(xs[b]);
     t0 = q8_dot_total(t0, s0, d), t1 = q8_dot_total(t1, s1, d), t2 = q8_dot_total(t2, s2, d), t3 = q8_dot_total(t3, s3, d);
   }
+  tdm_touch_end(pf);
   tdm_store8(y, wasm_f32x4_mul(t0, wasm_v128_load(sc)), wasm_f32x4_mul(t1, wasm_v128_load(sc + 4)), 8);
   tdm_store8(y + YS, wasm_f32x4_mul(t2, wasm_v128_load(sc + YS)), wasm_f32x4_mul(t3, wasm_v128_load(sc + YS + 4)), n - 8);
 }
@@ -313,11 +318,15 @@ void tdm_q8_gemv_dot_paired__simd128(int64_t N, int64_t K, const int16_t *xq, co
 static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R, int NP, int64_t K, int64_t KP, int64_t NB,
                                                               const int16_t *xq, const float *xs, const int8_t *p, size_t PST,
                                                               const float *sc, float *y, int64_t ldy, int64_t YS, int64_t n) {
-  v128_t t[4][4];
+  v128_t t[4][4], pf = wasm_f32x4_splat(0);
   for (int r = 0; r < R; r++)
     for (int i = 0; i < 2 * NP; i++) t[r][i] = wasm_f32x4_splat(0);
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
+    if (K >= 2) { /* as q8_gemv_2panels */
+      const int64_t kt = k0 + 16 < K - 2 ? k0 + 16 : K - 2;
+      for (int i = 0; i < NP; i++) pf = tdm_touch(pf, p + i * PST + kt * 8);
+    }
     v128_t s[4][4];
     for (int r = 0; r < R; r++)
       for (int i = 0; i < 2 * NP; i++) s[r][i] = wasm_i32x4_splat(0);
@@ -343,6 +352,7 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
       for (int i = 0; i < 2 * NP; i++) t[r][i] = q8_dot_total(t[r][i], s[r][i], d);
     }
   }
+  tdm_touch_end(pf);
   for (int r = 0; r < R; r++)
     for (int i = 0; i < NP; i++)
       tdm_store8(y + r * ldy + YS * i, wasm_f32x4_mul(t[r][2 * i], wasm_v128_load(sc + YS * i)),

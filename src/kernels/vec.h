@@ -55,6 +55,20 @@ typedef float tdm__f32x4 __attribute__((vector_size(16)));
 #define tdm_madd2(s, x, p, z, q) wasm_f32x4_add((s), wasm_f32x4_add(wasm_f32x4_mul((x), (p)), wasm_f32x4_mul((z), (q))))
 #endif
 
+/* A weight stream's early load: the 16 bytes at p, read once per block of a GEMV ahead of the block's
+ * loop and folded into a value nothing uses until tdm_touch_end stores it (volatile, so neither clang
+ * nor V8 drops the loads). The SIMD128 integer GEMVs spend many instructions on each 16 weight bytes,
+ * so their own loads of a new line enter the core late and stall it; a load a line or two ahead,
+ * issued at the block's start, has the line on its way. On machine E (docs/performance.md) the
+ * SmolLM-shaped decode gains 1.2x (int8) and 1.5x (int4) in Node, 1.5x in Chromium (whose V8 emits
+ * the same loop but stalled longer on those loads: perf over V8's --perf-prof code dump), Mimi's
+ * int8 two-row steps 1.25x; the relaxed int4 kernel, fewer instructions per byte, gains nothing. */
+static inline v128_t tdm_touch(v128_t acc, const void *p) { return wasm_v128_or(acc, wasm_v128_load(p)); }
+static inline void tdm_touch_end(v128_t acc) {
+  volatile v128_t sink = acc;
+  (void)sink;
+}
+
 /* Stores the 8 lanes of v0|v1 at y, or only the first n < 8 of them. */
 static inline void tdm_store8(float *y, v128_t v0, v128_t v1, int64_t n) {
   if (n >= 8) {
