@@ -62,7 +62,8 @@ typedef float tdm__f32x4 __attribute__((vector_size(16)));
  * issued at the block's start, has the line on its way. On machine E (docs/performance.md) the
  * SmolLM-shaped decode gains 1.2x (int8) and 1.5x (int4) in Node, 1.5x in Chromium (whose V8 emits
  * the same loop but stalled longer on those loads: perf over V8's --perf-prof code dump), Mimi's
- * int8 two-row steps 1.25x; the relaxed int4 kernel, fewer instructions per byte, gains nothing. */
+ * int8 two-row steps 1.25x; the relaxed int4 kernel and the float32 two-row GEMV, fewer instructions
+ * per byte, gain nothing from it. */
 static inline v128_t tdm_touch(v128_t acc, const void *p) { return wasm_v128_or(acc, wasm_v128_load(p)); }
 static inline void tdm_touch_end(v128_t acc) {
   volatile v128_t sink = acc;
