@@ -59,7 +59,7 @@ if [[ ",${TANDEM_BENCH:-}," == *,pocket,* ]]; then
 fi
 # Kyutai STT at the size of kyutai/stt-1b-en_fr (moshi from PyPI, seeded): bench/models/stt.py exports Mimi's
 # streaming encode + LMGen.step as one program per precision and computes eager's tokens on the same weights,
-# then bench/suite/stt.mjs runs it in wasm on 1 and 2 threads. Only when asked (TANDEM_BENCH=stt): each
+# then bench/suite/stt.mjs runs it in wasm on 1 and 2 threads (and the SIMD128 build on 1). Only when asked (TANDEM_BENCH=stt): each
 # export builds the 1B model (4 GB in float32) and takes minutes. TANDEM_STT_FRAMES (200) frames.
 if [[ ",${TANDEM_BENCH:-}," == *,stt,* ]]; then
   "$PY" -W ignore bench/models/stt.py build/bench "${TANDEM_STT_FRAMES:-200}" int8,int4 >&2

@@ -16,9 +16,12 @@
 // float64 on the same inputs), beside eager float32's own count against it: the noise floor of float32.
 // Ends with one line per precision: `stt: 1 thread X ms, 2 threads Y ms per 80 ms frame (PRECISION),
 // token agreement Z% teacher-forced (...), free-running N/M (...), LM on eager's codes L/M, Mimi's codes
-// equal in C/M frames, LM against the float64 reference F/M (eager float32 E/M)`, Z the lower of the two
-// thread counts', and for a quantized precision how many of eager's tokens at that precision equal
-// eager's at float32.
+// equal in C/M frames, LM against the float64 reference F/M (eager float32 E/M)[; the SIMD128 build on 1
+// thread S ms, teacher-forced T/M]`, Z the lower of the two thread counts', and for a quantized precision
+// how many of eager's tokens at that precision equal eager's at float32. Where the engine has relaxed SIMD
+// (Node 20 with --experimental-wasm-relaxed-simd, as bench/suite/run.sh runs it), a last row runs the
+// SIMD128 build on one thread: what engines without relaxed SIMD run (unfused multiply-adds, so Mimi's
+// codes may leave eager's at an RVQ near-tie).
 // tandem's free-running tokens go to OUT/stt_VARIANT_tandem_THREADS.json.
 // Usage: node bench/suite/stt.mjs build/bench [VARIANTS = float32,int8,int4: those exported].
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -72,13 +75,17 @@ for (const variant of VARIANTS) {
   const ref = JSON.parse(readFileSync(`${DIR}/stt_${variant}.json`, 'utf8'));
   const n = inputs.length;
   const times = {};
-  let forcedSame = n, forcedNote = '', freeSame = 0, freeNote = '', split = null;
-  for (const threads of [1, 2]) {
+  let forcedSame = n, forcedNote = '', freeSame = 0, freeNote = '', split = null, plain = null, relaxed = false;
+  // The default build (relaxed SIMD where the engine has it) on 1 and 2 threads, then, where that was the
+  // relaxed build, the SIMD128 build on one thread: what engines without relaxed SIMD (Safari) run.
+  for (const [threads, simd] of [[1], [2], [1, 'simd128']]) {
+    if (simd && !relaxed) break;
     const limits = await minute(threads);
     const dram = Number(/DRAM read ([\d.]+) GB\/s/.exec(limits)?.[1] ?? NaN);
-    const m = await load(`${DIR}/stt_${variant}.tandem`, { threads });
+    const m = await load(`${DIR}/stt_${variant}.tandem`, { threads, simd });
+    if (!simd) relaxed = m.simd === 'relaxed';
     const { got, perFrame } = await run(m, false, ref);
-    writeFileSync(`${DIR}/stt_${variant}_tandem_${threads}.json`, JSON.stringify(got));
+    if (!simd) writeFileSync(`${DIR}/stt_${variant}_tandem_${threads}.json`, JSON.stringify(got));
     const same = got.filter((tok, i) => tok === ref.tokens[i]).length;
     const first = got.findIndex((tok, i) => tok !== ref.tokens[i]);
     const where = first < 0 ? '' : `, first differs at frame ${first} (eager's top-2 text logit margin there ${margin(ref, first)})`;
@@ -91,16 +98,17 @@ for (const variant of VARIANTS) {
     const mean = perFrame.reduce((a, b) => a + b, 0) / perFrame.length;
     const median = [...perFrame].sort((a, b) => a - b)[perFrame.length >> 1];
     const bound = ref.weight_bytes / 1e6 / dram;
-    times[threads] = mean;
-    if (n - missed.length <= forcedSame) {
+    if (simd) plain = { mean, forced: n - missed.length };
+    else times[threads] = mean;
+    if (!simd && n - missed.length <= forcedSame) {
       forcedSame = n - missed.length;
       forcedNote = missedNote;
     }
-    if (threads === 1 && ref.codes && typeof m.lm_step === 'function') {
+    if (threads === 1 && !simd && ref.codes && typeof m.lm_step === 'function') {
       await m.reset();
       split = await halves(m, ref);
     }
-    if (threads === 1) {
+    if (threads === 1 && !simd) {
       freeSame = same;
       freeNote = first < 0 ? '' : `, first divergence at frame ${first}, top-2 margin ${margin(ref, first)}`;
     }
@@ -122,6 +130,7 @@ for (const variant of VARIANTS) {
       `(${f((100 * split.tokens) / n)}%), Mimi's codes equal in ${split.codes}/${n} frames` +
       (split.firstCodes < 0 ? '' : ` (first differing at frame ${split.firstCodes})`) : '') +
     (split && ref.float64_tokens ? `, LM against the float64 reference ${split.exact}/${n} (eager float32 ` +
-      `${ref.float64_tokens.filter((tok, i) => tok === ref.tokens[i]).length}/${n})` : ''));
+      `${ref.float64_tokens.filter((tok, i) => tok === ref.tokens[i]).length}/${n})` : '') +
+    (plain ? `; the SIMD128 build on 1 thread ${f(plain.mean)} ms, teacher-forced ${plain.forced}/${n}` : ''));
 }
 for (const line of lines) console.log(line);
