@@ -35,11 +35,9 @@ static inline __attribute__((always_inline)) void q4_dot_panels(int whole, int n
   for (int i = 0; i < 2 * np; i++) t[i] = wasm_f32x4_splat(0);
   const int16_t *xk = x16;
   const uint8_t *pk = p;
-  const size_t last = TDM_Q4_BLOCK_BYTES(K) - 16; /* a panel's last 16 bytes */
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    const size_t at = (size_t)(pk - p) + 128 < last ? (size_t)(pk - p) + 128 : last; /* the line 128 bytes on (vec.h) */
-    for (int i = 0; i < np; i++) pf = tdm_touch(pf, p + i * PS + at);
+    for (int i = 0; i < np; i++) pf = tdm_touch_ahead(pf, p + i * PS, (size_t)(pk - p), TDM_Q4_BLOCK_BYTES(K)); /* vec.h */
     const int16_t *xe = x16 + k1 + (-k1 & 7);
     v128_t s[4], h[4];
     for (int i = 0; i < 2 * np; i++) s[i] = wasm_i32x4_splat(-8 * xsum[g]), h[i] = wasm_i32x4_splat(whole ? -2048 * xsum[g] : 0);
@@ -103,10 +101,9 @@ static inline __attribute__((always_inline)) void q4_dot_rows_panel(int whole, i
                                                                     const uint8_t *p, const float *sc, float *y, int64_t ldy, int64_t n) {
   v128_t t[4][2], pf = wasm_f32x4_splat(0);
   for (int r = 0; r < R; r++) t[r][0] = t[r][1] = wasm_f32x4_splat(0);
-  const size_t last = TDM_Q4_BLOCK_BYTES(K) - 16;
   for (int64_t g = 0; g < NG; g++) {
     const int64_t k1 = (g + 1) * G < K ? (g + 1) * G : K;
-    pf = tdm_touch(pf, p + ((size_t)(g * G * 4) + 128 < last ? (size_t)(g * G * 4) + 128 : last)); /* as the GEMV */
+    pf = tdm_touch_ahead(pf, p, (size_t)(g * G) * 4, TDM_Q4_BLOCK_BYTES(K)); /* vec.h */
     v128_t s[4][2], h[4][2];
     for (int r = 0; r < R; r++) {
       s[r][0] = s[r][1] = wasm_i32x4_splat(-8 * xsum[r * NG + g]);

@@ -247,10 +247,7 @@ static inline __attribute__((always_inline)) void q8_gemv_2panels(int paired, in
   v128_t t0 = wasm_f32x4_splat(0), t1 = t0, t2 = t0, t3 = t0, pf = t0;
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-    if (K >= 2) { /* each panel's line 128 bytes on (vec.h), inside the panel */
-      const int64_t kt = k0 + 16 < K - 2 ? k0 + 16 : K - 2;
-      pf = tdm_touch(tdm_touch(pf, p0 + kt * 8), p1 + kt * 8);
-    }
+    pf = tdm_touch_ahead(tdm_touch_ahead(pf, p0, (size_t)k0 * 8, (size_t)K * 8), p1, (size_t)k0 * 8, (size_t)K * 8); /* vec.h */
     v128_t s0 = wasm_i32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
     int64_t k = k0;
     TDM_NO_UNROLL
@@ -323,10 +320,7 @@ static inline __attribute__((always_inline)) void q8_dot_tile(int paired, int R,
     for (int i = 0; i < 2 * NP; i++) t[r][i] = wasm_f32x4_splat(0);
   for (int64_t k0 = 0, b = 0; k0 < K; k0 += TDM_Q8_ABLOCK, b++) {
     const int64_t k1 = k0 + TDM_Q8_ABLOCK < K ? k0 + TDM_Q8_ABLOCK : K;
-    if (K >= 2) { /* as q8_gemv_2panels */
-      const int64_t kt = k0 + 16 < K - 2 ? k0 + 16 : K - 2;
-      for (int i = 0; i < NP; i++) pf = tdm_touch(pf, p + i * PST + kt * 8);
-    }
+    for (int i = 0; i < NP; i++) pf = tdm_touch_ahead(pf, p + i * PST, (size_t)k0 * 8, (size_t)K * 8); /* vec.h */
     v128_t s[4][4];
     for (int r = 0; r < R; r++)
       for (int i = 0; i < 2 * NP; i++) s[r][i] = wasm_i32x4_splat(0);

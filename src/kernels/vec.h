@@ -65,6 +65,12 @@ typedef float tdm__f32x4 __attribute__((vector_size(16)));
  * int8 two-row steps 1.25x; the relaxed int4 kernel and the float32 two-row GEMV, fewer instructions
  * per byte, gain nothing from it. */
 static inline v128_t tdm_touch(v128_t acc, const void *p) { return wasm_v128_or(acc, wasm_v128_load(p)); }
+/* tdm_touch in a panel of `bytes` bytes: its 16 bytes 128 on from byte `at` (a line or two ahead of
+ * a block starting there), at most its last 16; none in a panel under 16 bytes. */
+static inline v128_t tdm_touch_ahead(v128_t acc, const void *panel, size_t at, size_t bytes) {
+  if (bytes < 16) return acc;
+  return tdm_touch(acc, (const uint8_t *)panel + (at + 128 < bytes - 16 ? at + 128 : bytes - 16));
+}
 static inline void tdm_touch_end(v128_t acc) {
   volatile v128_t sink = acc;
   (void)sink;
