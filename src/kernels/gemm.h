@@ -24,9 +24,10 @@ void tdm_f32_gemm_packed_4x8__simd128(int64_t M, int64_t N, int64_t K, const flo
  * whole GEMM does. */
 void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y);
 void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
-/* 2 to 7 rows, rows of y ldy apart (a streaming step's few frames; the GEMM split by columns over
- * threads): M = 2 walks two panels at once, each from its start and its middle (four weight
- * streams), other M the tiles. Also what tdm_f32_gemm_packed_4x8__simd128 runs for M = 2. */
+/* 2 to TDM_GEMM_FEW_MAX rows, rows of y ldy apart (a streaming step's few positions; the GEMM split
+ * by columns over threads): M = 2 walks two panels at once, each from its start and its middle (four
+ * weight streams), other M every row's tiles panel by panel, each weight read once. Also what
+ * tdm_f32_gemm_packed_4x8__simd128 runs for M = 2. */
 void tdm_f32_gemm_packed_few_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 #endif
 
@@ -47,9 +48,11 @@ void tdm_f32_conv_gemm__avx512(int64_t M, int64_t N, int64_t K, const float *a, 
 /* The variants the runtime uses (src/kernels/config.c). */
 typedef void (*tdm_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *b, float *y);
 extern const tdm_gemm_fn tdm_f32_gemm_rows, tdm_f32_gemm_packed, tdm_f32_gemm_packed_tiles;
-/* A GEMM of 2 to 7 rows into columns of a wider y (rows ldy apart), for the split by columns over
- * threads; NULL where the runtime keeps the row split for few rows (native AVX2+FMA / AVX-512,
- * whose tiles have no strided form: config.c decides, and linalg.c asks tdm_f32_gemm_few_rows). */
+/* A GEMM of 2 to TDM_GEMM_FEW_MAX rows into columns of a wider y (rows ldy apart), for the split by
+ * columns over threads (each thread streams its share of the weights once, not all of them); NULL
+ * where the runtime keeps the row split for few rows (native AVX2+FMA / AVX-512, whose tiles have no
+ * strided form: config.c decides, and linalg.c asks tdm_f32_gemm_few_rows). */
+#define TDM_GEMM_FEW_MAX 40
 typedef void (*tdm_gemm_ld_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 tdm_gemm_ld_fn tdm_f32_gemm_few_rows(void);
 typedef void (*tdm_conv_gemm_fn)(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, const float *bias, float *y,

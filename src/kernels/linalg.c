@@ -37,9 +37,9 @@ static void packed_cols_part(void *c, int64_t lo, int64_t hi, int t, void *ws) {
   tdm_f32_gemm_packed(1, hi - lo, j->K, j->a, j->b + lo / TDM_PANEL * j->K * TDM_PANEL, j->y + lo);
 }
 
-/* A GEMM of few rows (2 to 7: a streaming step of a few frames) split by output columns in
- * blocks of 32, each part all M rows of its columns: rows in blocks of 4 would leave the other
- * threads idle. */
+/* A GEMM of few rows (2 to TDM_GEMM_FEW_MAX: a streaming step's positions) split by output columns
+ * in blocks of 32, each part all M rows of its columns: rows in blocks of 4 would leave threads
+ * idle, and each part would read all of the weights. */
 typedef struct {
   int64_t M, N, K;
   const float *a, *b;
@@ -69,7 +69,7 @@ void tdm_f32_gemm_rows_parallel(int64_t M, int64_t N, int64_t K, const float *a,
 void tdm_f32_gemm_packed_parallel(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y) {
   if (empty_inner(M, N, K, y)) return;
   gemm_job j = {N, K, a, bp, y};
-  const tdm_gemm_ld_fn few = M > 1 && M < 8 ? tdm_f32_gemm_few_rows() : NULL;
+  const tdm_gemm_ld_fn few = M > 1 && M <= TDM_GEMM_FEW_MAX ? tdm_f32_gemm_few_rows() : NULL;
   if (M == 1) {
     tdm__parallel(N, 4 * TDM_PANEL, packed_cols_part, &j);
   } else if (few) {

@@ -76,6 +76,20 @@ static inline void tdm_touch_end(v128_t acc) {
   (void)sink;
 }
 
+/* One 4-byte load from each 64-byte cache line of [p, p + bytes), back to back, folded into a value
+ * only a volatile store uses: lines a kernel is about to read from memory, asked for all at once so
+ * that their misses overlap (a kernel's own loads among its arithmetic leave few in flight). */
+static inline void tdm_touch_lines(const void *p, size_t bytes) {
+  uint32_t seen = 0;
+  for (size_t at = 0; at < bytes; at += 64) {
+    uint32_t v;
+    __builtin_memcpy(&v, (const uint8_t *)p + at, sizeof v);
+    seen |= v;
+  }
+  volatile uint32_t sink = seen;
+  (void)sink;
+}
+
 /* Stores the 8 lanes of v0|v1 at y, or only the first n < 8 of them. */
 static inline void tdm_store8(float *y, v128_t v0, v128_t v1, int64_t n) {
   if (n >= 8) {

@@ -253,9 +253,9 @@ static int check_gemm(int64_t M, int64_t N, int64_t K) {
         }
     }
 #if TDM_SIMD128
-    /* the few-row kernel (M = 2: two panels, two halves of K) on the columns from panel 1 on, against
-     * the whole GEMM's columns: the same bits wherever the split falls */
-    if (M >= 2 && M < 8) {
+    /* the few-row kernel (M = 2: two panels, two halves of K; more: every tile panel by panel) on the
+     * columns from panel 1 on, against the whole GEMM's columns: the same bits wherever the split falls */
+    if (M >= 2 && M <= TDM_GEMM_FEW_MAX) {
       for (int64_t i = 0; i < M * N; i++) yl[i] = -7.0f;
       tdm_f32_gemm_packed_few_4x8__simd128(M, N - TDM_PANEL, K, a, bp + K * TDM_PANEL, yl + TDM_PANEL, N);
       tdm_f32_gemm_packed_4x8__simd128(M, N, K, a, bp, yt);
@@ -2263,6 +2263,9 @@ int tdm_kernel_selftest(void) {
   /* the SIMD128 packed tiles' blocks of 512 steps x 256 columns (gemm.c): K and N ending on a block
    * edge, and past it by a step / a panel / a partial panel */
   bad += check_gemm(6, 256, 512) + check_gemm(9, 264, 513) + check_gemm(5, 300, 1030);
+  /* the few-row kernel's tiles of nearly equal height (16: 4 x 4; 11: 4 + 4 + 3), its K blocks, the
+   * early reads of a next panel that is partial, up to TDM_GEMM_FEW_MAX rows and one past it */
+  bad += check_gemm(16, 37, 1030) + check_gemm(11, 9, 513) + check_gemm(23, 65, 17) + check_gemm(40, 17, 600) + check_gemm(41, 24, 64);
 #if TDM_X86_AVX2
   REPORT("kernel_selftest: AVX2+FMA variants %s, AVX-512 %s\n",
          tdm_cpu_avx2_fma() ? "checked" : "skipped (this CPU lacks AVX2 or FMA, or TANDEM_NATIVE_ISA=simd128)",
