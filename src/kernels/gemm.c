@@ -325,8 +325,8 @@ void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const 
  * (a Mimi decoder's 40 MB, read once a frame), and a tile's own loads of new lines, among ~100
  * instructions of multiply-adds a line, keep few misses in flight; the touches, back to back, keep
  * many. The same touches spread over the tiles (one every few steps) gain nothing: each miss then
- * stalls alone. On machine E, ten [16, 512] x [512, 2048] GEMMs in turn (40 MB of weights): 1.2 ms
- * each before, 1.0 now (0.8 with the weights in cache). The same products in the same order as
+ * stalls alone. On machine E, ten [16, 512] x [512, 2048] GEMMs in turn (40 MB of weights): 1.0 ms
+ * each this way, 1.2 in the B-block order (0.8 with the weights in cache). The same products in the same order as
  * every other tile: the same bits. */
 #define GEMM_FEW_KC 256 /* at: 40 KiB on the stack */
 static void packed_few_rows(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy) {
@@ -349,12 +349,11 @@ static void packed_few_rows(int64_t M, int64_t N, int64_t K, const float *a, con
       for (int64_t t = 0, i = 0; t < tiles; t++) {
         const int64_t R = base + (t < taller);
         float *yt = y + i * ldy + j;
-        switch (R) {
+        switch (R) { /* 2 to GEMM_PTALL: M > GEMM_PTALL rows in ceil(M / GEMM_PTALL) tiles */
           case 5: ptile(5, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
           case 4: ptile(4, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
           case 3: ptile(3, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
-          case 2: ptile(2, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
-          default: ptile(1, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
+          default: ptile(2, (size_t)kc, k0, at_t, pb, yt, ldy, N - j); break;
         }
         at_t += R * kc, i += R;
       }

@@ -26,8 +26,8 @@ void tdm_f32_gemm_packed_tiles_4x8__simd128(int64_t M, int64_t N, int64_t K, con
 void tdm_f32_gemm_packed_ld_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 /* 2 to TDM_GEMM_FEW_MAX rows, rows of y ldy apart (a streaming step's few positions; the GEMM split
  * by columns over threads): M = 2 walks two panels at once, each from its start and its middle (four
- * weight streams), other M every row's tiles panel by panel, each weight read once. Also what
- * tdm_f32_gemm_packed_4x8__simd128 runs for M = 2. */
+ * weight streams); from GEMM_FEW_MIN rows (gemm.c) every row's tiles panel by panel, each weight read
+ * once; other M the tiles. Also what tdm_f32_gemm_packed_4x8__simd128 runs for M = 2. */
 void tdm_f32_gemm_packed_few_4x8__simd128(int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *y, int64_t ldy);
 #endif
 
